@@ -1,0 +1,42 @@
+"""oxide: typed Python GPU kernels, compiled to PTX (and to host code) by a compiler in Python.
+
+>>> import oxide as ox
+>>> from oxide import f32, Slice, DisjointSlice, thread
+>>> @ox.kernel
+... def scale(x: Slice[f32], a: f32, out: DisjointSlice[f32]):
+...     i = thread.index_1d()
+...     if i in out:
+...         out[i] = x[i] * a
+"""
+
+from __future__ import annotations
+
+from oxide.errors import (
+    AliasingError, ArgumentError, CompileError, DeviceError, InternalCompilerError,
+    KernelAssertionError, KernelIndexError, KernelSyntaxError, KernelTypeError, LaunchError,
+    OxideError, SafetyError, TargetError, UnsupportedFeatureError,
+)
+from oxide.kernel import Kernel, KernelOptions, func, kernel
+from oxide.lang import (
+    atomic, block, block_dim, block_idx, grid_dim, lane_id, local, math, shared, sync_threads,
+    sync_warp, thread, thread_idx, threadfence, threadfence_block, threadfence_system, unsafe,
+    warp, warp_id,
+)
+from oxide.types import (
+    AtomicSlice, Const, DisjointSlice, DType, RawSlice, Slice, TypeVar, bf16, bool_, f16, f32,
+    f64, i8, i16, i32, i64, u8, u16, u32, u64,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AliasingError", "ArgumentError", "AtomicSlice", "CompileError", "Const", "DType",
+    "DeviceError", "DisjointSlice", "InternalCompilerError", "Kernel", "KernelAssertionError",
+    "KernelIndexError", "KernelOptions", "KernelSyntaxError", "KernelTypeError", "LaunchError",
+    "OxideError", "RawSlice", "SafetyError", "Slice", "TargetError", "TypeVar",
+    "UnsupportedFeatureError", "atomic", "bf16", "block", "block_dim", "block_idx", "bool_",
+    "f16", "f32", "f64", "func", "grid_dim", "i8", "i16", "i32", "i64", "kernel", "lane_id",
+    "local", "math", "shared", "sync_threads", "sync_warp", "thread", "thread_idx",
+    "threadfence", "threadfence_block", "threadfence_system", "u8", "u16", "u32", "u64",
+    "unsafe", "warp", "warp_id", "__version__",
+]

@@ -1,0 +1,42 @@
+"""The kernel calling convention shared by codegen and the runtimes.
+
+Array parameters are flattened (cuda.core cannot pass structs by value): a
+pointer, then one i64 extent per dimension, then, for non-contiguous layouts,
+one i64 stride (in elements) per dimension. Scalars pass as themselves. A
+hidden last parameter points at the error record (see `ERROR_RECORD`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oxide import types as T
+
+# The error record a kernel fills when a check fails (first failure wins):
+#   i32 claim   @0   set 0 -> 1 by the first failing thread (atomic)
+#   i32 kind    @4   1 = index error, 2 = assertion, 3 = division by zero; written last
+#   i32 site    @8   index into the kernel's site table (file:line, array name)
+#   i32 dim     @12  the failing dimension
+#   i64 index   @16
+#   i64 length  @24
+ERROR_RECORD_BYTES = 32
+ERROR_KINDS = {1: "index", 2: "assert", 3: "division"}
+
+
+@dataclass(frozen=True)
+class ParamABI:
+    """One user-visible kernel parameter and the machine arguments it becomes."""
+
+    name: str
+    spec: T.DType | T.ArrayType
+
+    @property
+    def is_array(self) -> bool:
+        return isinstance(self.spec, T.ArrayType)
+
+    @property
+    def llvm_types(self) -> list[str]:
+        if isinstance(self.spec, T.ArrayType):
+            n = self.spec.rank
+            return ["ptr"] + ["i64"] * n + ([] if self.spec.contiguous else ["i64"] * n)
+        return [self.spec.llvm]

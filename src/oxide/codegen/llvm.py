@@ -1,0 +1,87 @@
+"""llvmlite: parse the emitted module, link libdevice, optimize (O3), emit PTX or host code.
+
+llvmlite is imported on first use, not at `import oxide` (it costs ~60 ms).
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from typing import Any
+
+from oxide.errors import InternalCompilerError, TargetError
+
+_lock = threading.Lock()
+
+
+@functools.cache
+def binding() -> Any:
+    import llvmlite.binding as llvm
+
+    llvm.initialize_all_targets()
+    llvm.initialize_all_asmprinters()
+    return llvm
+
+
+@functools.cache
+def nvptx_machine(arch: str) -> Any:
+    llvm = binding()
+    target = llvm.Target.from_triple("nvptx64-nvidia-cuda")
+    features = "+ptx80" if arch.startswith("sm_9") else "+ptx78"
+    return target.create_target_machine(cpu=arch, features=features, opt=3)
+
+
+@functools.cache
+def libdevice_bitcode() -> bytes:
+    from oxide.codegen.toolchain import find_libdevice
+
+    with open(find_libdevice(), "rb") as f:
+        return f.read()
+
+
+def parse(text: str) -> Any:
+    llvm = binding()
+    try:
+        module = llvm.parse_assembly(text)
+        module.verify()
+    except RuntimeError as exc:  # oxide emitted invalid IR: a compiler bug
+        numbered = "\n".join(f"{i + 1:4} {line}" for i, line in enumerate(text.splitlines()))
+        raise InternalCompilerError(f"oxide produced invalid LLVM IR: {exc}\n{numbered}") from exc
+    return module
+
+
+def optimize(module: Any, machine: Any) -> None:
+    llvm = binding()
+    pto = llvm.create_pipeline_tuning_options(speed_level=3)
+    pto.loop_vectorization = True
+    pto.slp_vectorization = True
+    pb = llvm.create_pass_builder(machine, pto)
+    pb.getModulePassManager().run(module, pb)
+
+
+def to_ptx(text: str, arch: str, needs_libdevice: bool) -> tuple[str, str]:
+    """(optimized LLVM IR, PTX) for one kernel module."""
+    llvm = binding()
+    with _lock:
+        machine = nvptx_machine(arch)
+        module = parse(text)
+        module.data_layout = str(machine.target_data)
+        if needs_libdevice:
+            lib = llvm.parse_bitcode(libdevice_bitcode())
+            lib.triple = module.triple
+            lib.data_layout = module.data_layout
+            module.link_in(lib)
+            _internalize_except_kernels(module)
+        optimize(module, machine)
+        try:
+            ptx = machine.emit_assembly(module)
+        except RuntimeError as exc:
+            raise TargetError(f"LLVM could not generate PTX for {arch}: {exc}") from exc
+        return str(module), ptx
+
+
+def _internalize_except_kernels(module: Any) -> None:
+    """Marks linked libdevice functions internal so O3 drops the unused ones."""
+    for fn in module.functions:
+        if fn.name.startswith("__nv_") and not fn.is_declaration:
+            fn.linkage = "internal"

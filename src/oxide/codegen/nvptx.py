@@ -1,0 +1,249 @@
+"""The NVPTX target: what a kernel's ops become on an NVIDIA GPU.
+
+Registers are `llvm.nvvm.read.ptx.sreg.*`, math comes from libdevice (`__nv_*`,
+linked at IR level), `print` is `vprintf`, barriers and warp collectives are
+NVVM intrinsics. The module text it produces is handed to llvmlite for PTX.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oxide import types as T
+from oxide.errors import TargetError
+
+ARCHES = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120")
+TRIPLE = "nvptx64-nvidia-cuda"
+
+# libdevice names that differ from `__nv_<fn>f` / `__nv_<fn>`.
+_LIBDEVICE_F32 = {"isnan": "__nv_isnanf", "isinf": "__nv_isinff", "isfinite": "__nv_finitef",
+                  "fabs": "__nv_fabsf"}
+_LIBDEVICE_F64 = {"isnan": "__nv_isnand", "isinf": "__nv_isinfd", "isfinite": "__nv_isfinited"}
+_LLVM_MATH = {"fma": "llvm.fma", "fabs": "llvm.fabs"}
+_SCOPES = {"block": "block", "device": "device", "system": ""}
+
+
+def check_arch(arch: str) -> str:
+    if arch not in ARCHES:
+        raise TargetError(f"unknown GPU architecture `{arch}`",
+                          hint=f"use one of {', '.join(ARCHES)}")
+    return arch
+
+
+class NVPTXTarget:
+    """Target hooks for the Emitter, for one GPU architecture."""
+
+    name = "nvptx"
+    return_text = "ret void"
+
+    def __init__(self, arch: str, max_threads: int | None) -> None:
+        self.arch = check_arch(arch)
+        self.max_threads = max_threads
+        self.shared_count = 0
+
+    @property
+    def sm(self) -> int:
+        return int(self.arch[3:].rstrip("a"))
+
+    def unsupported(self, op: Any) -> str | None:
+        kind = getattr(op, "kind", None)
+        dt = getattr(getattr(op, "result", None), "type", None)
+        if op.name == "oxide.atomic" and kind is not None:
+            from oxide.ir.types import dtype_of_ir
+
+            t = dtype_of_ir(dt)
+            if t.name == "bf16" and self.sm < 90 and kind.data != "add":
+                return f"bf16 atomics need sm_90 (target is {self.arch})"
+        return None
+
+    # -- pieces the Emitter asks for -------------------------------------------------
+
+    def register(self, em: Any, reg: str) -> str:
+        if reg == "warpid":
+            lin = self.linear_tid(em)
+            return em.ins(f"lshr i32 {lin}, 5")
+        name = reg.replace(".", ".")
+        return em.intrinsic(f"llvm.nvvm.read.ptx.sreg.{name}", "i32", [])
+
+    def linear_tid(self, em: Any) -> str:
+        x = em.intrinsic("llvm.nvvm.read.ptx.sreg.tid.x", "i32", [])
+        y = em.intrinsic("llvm.nvvm.read.ptx.sreg.tid.y", "i32", [])
+        z = em.intrinsic("llvm.nvvm.read.ptx.sreg.tid.z", "i32", [])
+        nx = em.intrinsic("llvm.nvvm.read.ptx.sreg.ntid.x", "i32", [])
+        ny = em.intrinsic("llvm.nvvm.read.ptx.sreg.ntid.y", "i32", [])
+        zy = em.ins(f"mul i32 {z}, {ny}")
+        zy = em.ins(f"add i32 {zy}, {y}")
+        zyx = em.ins(f"mul i32 {zy}, {nx}")
+        return em.ins(f"add i32 {zyx}, {x}")
+
+    def pointer_type(self, space: str) -> str:
+        return "ptr addrspace(3)" if space == "shared" else "ptr"
+
+    def shared_array(self, em: Any, dt: T.DType, count: int) -> str:
+        self.shared_count += 1
+        name = f"@oxide.shared{self.shared_count}"
+        em.globals.append(f"{name} = internal addrspace(3) global [{count} x {dt.llvm}] "
+                          "undef, align 16")
+        return name
+
+    def math(self, em: Any, fn: str, dt: T.DType, ret: T.DType, args: list[str]) -> str:
+        t = dt.llvm
+        if fn in _LLVM_MATH:
+            sfx = "f32" if dt.name == "f32" else "f64"
+            return em.intrinsic(f"{_LLVM_MATH[fn]}.{sfx}", t, [(t, a) for a in args])
+        table = _LIBDEVICE_F32 if dt.name == "f32" else _LIBDEVICE_F64
+        name = table.get(fn, f"__nv_{fn}{'f' if dt.name == 'f32' else ''}")
+        if fn in ("isnan", "isinf", "isfinite"):
+            r = em.intrinsic(name, "i32", [(t, a) for a in args])
+            return em.ins(f"icmp ne i32 {r}, 0")
+        return em.intrinsic(name, t, [(t, a) for a in args])
+
+    def printf(self, em: Any, fmt: str, args: list[tuple[T.DType, str]]) -> None:
+        fmt_name = em.string_constant(fmt)
+        if not args:
+            em.declare("declare i32 @vprintf(ptr, ptr)")
+            em.raw(f"call i32 @vprintf(ptr {fmt_name}, ptr null)")
+            return
+        fields, values = [], []
+        for dt, v in args:
+            if dt.is_bool:
+                t_str, f_str = em.string_constant("True"), em.string_constant("False")
+                values.append(("ptr", em.ins(f"select i1 {v}, ptr {t_str}, ptr {f_str}")))
+            elif dt.is_float:
+                values.append(("double", em.cast(v, dt, T.f64)))
+            elif dt.bits < 32:
+                values.append(("i32", em.cast(v, dt, T.i32 if dt.is_signed else T.u32)))
+            else:
+                values.append((dt.llvm, v))
+            fields.append(values[-1][0])
+        struct_t = "{ " + ", ".join(fields) + " }"
+        buf = em.ins(f"alloca {struct_t}, align 8")
+        for i, (t, v) in enumerate(values):
+            p = em.ins(f"getelementptr inbounds {struct_t}, ptr {buf}, i32 0, i32 {i}")
+            em.raw(f"store {t} {v}, ptr {p}")
+        em.declare("declare i32 @vprintf(ptr, ptr)")
+        em.raw(f"call i32 @vprintf(ptr {fmt_name}, ptr {buf})")
+
+    def barrier(self, em: Any, kind: str) -> None:
+        if kind == "block":
+            em.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", "void", [("i32", "0")])
+        elif kind == "warp":
+            em.intrinsic("llvm.nvvm.bar.warp.sync", "void", [("i32", "-1")])
+        else:
+            scope = {"fence.block": ' syncscope("block")', "fence.device": ' syncscope("device")',
+                     "fence.system": ""}[kind]
+            em.raw(f"fence{scope} seq_cst")
+
+    def atomic(self, em: Any, kind: str, scope: str, dt: T.DType, addr: str, value: str,
+               compare: str | None, space: str) -> str:
+        sc = _SCOPES[scope]
+        sync = f' syncscope("{sc}")' if sc else ""
+        ptr_t = self.pointer_type(space)
+        t = dt.llvm
+        if kind == "cas":
+            pair = em.ins(f"cmpxchg {ptr_t} {addr}, {t} {compare}, {t} {value}{sync} "
+                          "monotonic monotonic")
+            return em.ins(f"extractvalue {{ {t}, i1 }} {pair}, 0")
+        if dt.is_float and kind in ("min", "max", "sub"):
+            if kind == "sub":
+                neg = em.ins(f"fneg {t} {value}")
+                return em.ins(f"atomicrmw fadd {ptr_t} {addr}, {t} {neg}{sync} monotonic")
+            return self.float_minmax_loop(em, kind, dt, addr, value, sync, ptr_t)
+        op = {"add": "fadd" if dt.is_float else "add", "sub": "sub", "exch": "xchg",
+              "and": "and", "or": "or", "xor": "xor",
+              "min": "min" if dt.is_signed else "umin",
+              "max": "max" if dt.is_signed else "umax"}[kind]
+        return em.ins(f"atomicrmw {op} {ptr_t} {addr}, {t} {value}{sync} monotonic")
+
+    def float_minmax_loop(self, em: Any, kind: str, dt: T.DType, addr: str, value: str,
+                          sync: str, ptr_t: str) -> str:
+        """Float atomic min/max as a compare-and-swap loop (no hardware instruction)."""
+        it = "i32" if dt.bits == 32 else "i64"
+        t = dt.llvm
+        vbits = em.ins(f"bitcast {t} {value} to {it}")
+        init = em.ins(f"load atomic {it}, {ptr_t} {addr}{sync} monotonic, align {dt.bits // 8}")
+        head, done = em.label(), em.label()
+        pre = em.current
+        em.raw(f"br label %{head}")
+        em.start_block(head)
+        cur = em.tmp()
+        nxt_name = em.tmp()
+        em.lines.append(f"  {cur} = phi {it} [ {init}, %{pre} ], [ {nxt_name}, %{head} ]")
+        curf = em.ins(f"bitcast {it} {cur} to {t}")
+        best = em.intrinsic(f"llvm.{kind}num.{'f32' if dt.bits == 32 else 'f64'}", t,
+                            [(t, curf), (t, value)])
+        bbits = em.ins(f"bitcast {t} {best} to {it}")
+        pair = em.ins(f"cmpxchg {ptr_t} {addr}, {it} {cur}, {it} {bbits}{sync} "
+                      "monotonic monotonic")
+        em.lines.append(f"  {nxt_name} = extractvalue {{ {it}, i1 }} {pair}, 0")
+        ok = em.ins(f"extractvalue {{ {it}, i1 }} {pair}, 1")
+        em.raw(f"br i1 {ok}, label %{done}, label %{head}")
+        em.start_block(done)
+        del vbits
+        return em.ins(f"bitcast {it} {cur} to {t}")
+
+    def warp(self, em: Any, kind: str, args: list[tuple[T.DType, str]], ret: T.DType) -> str:
+        if kind in ("ballot", "any", "all"):
+            (_, pred), (_, mask) = args
+            name = {"ballot": "ballot", "any": "any", "all": "all"}[kind]
+            rt = "i32" if kind == "ballot" else "i1"
+            return em.intrinsic(f"llvm.nvvm.vote.{name}.sync", rt, [("i32", mask), ("i1", pred)])
+        if kind.startswith("shuffle"):
+            (dt, v), (_, lane), (_, mask) = args
+            return self.shuffle(em, kind, dt, v, lane, mask)
+        if kind == "match_any":
+            (dt, v), (_, mask) = args
+            it = "i64" if dt.bits == 64 else "i32"
+            x = em.ins(f"bitcast {dt.llvm} {v} to {it}") if dt.is_float else (
+                em.cast(v, dt, T.u32) if dt.bits < 32 else v)
+            return em.intrinsic(f"llvm.nvvm.match.any.sync.{it}", "i32", [("i32", mask), (it, x)])
+        # reductions: a butterfly of shuffles leaves the result on every lane
+        (dt, v), (_, mask) = args
+        op = kind.split("_")[1]
+        acc = v
+        for off in (16, 8, 4, 2, 1):
+            other = self.shuffle(em, "shuffle_xor", dt, acc, str(off), mask)
+            if op == "add":
+                acc = em.ins(f"{'fadd' if dt.is_float else 'add'} {dt.llvm} {acc}, {other}")
+            elif dt.is_float:
+                acc = em.intrinsic(f"llvm.{op}num.{'f32' if dt.bits == 32 else 'f64'}", dt.llvm,
+                                   [(dt.llvm, acc), (dt.llvm, other)])
+            else:
+                acc = em.intrinsic(f"llvm.{'s' if dt.is_signed else 'u'}{op}.{dt.llvm}", dt.llvm,
+                                   [(dt.llvm, acc), (dt.llvm, other)])
+        return acc
+
+    def shuffle(self, em: Any, kind: str, dt: T.DType, v: str, lane: str, mask: str) -> str:
+        mode = {"shuffle": "idx", "shuffle_up": "up", "shuffle_down": "down",
+                "shuffle_xor": "bfly"}[kind]
+        clamp = "0" if mode == "up" else "31"
+        if dt.bits == 64:
+            bits = em.ins(f"bitcast {dt.llvm} {v} to i64") if dt.is_float else v
+            lo = em.ins(f"trunc i64 {bits} to i32")
+            hi64 = em.ins(f"lshr i64 {bits}, 32")
+            hi = em.ins(f"trunc i64 {hi64} to i32")
+            lo2 = self.shuffle(em, kind, T.i32, lo, lane, mask)
+            hi2 = self.shuffle(em, kind, T.i32, hi, lane, mask)
+            lo64 = em.ins(f"zext i32 {lo2} to i64")
+            hh = em.ins(f"zext i32 {hi2} to i64")
+            hs = em.ins(f"shl i64 {hh}, 32")
+            r = em.ins(f"or i64 {hs}, {lo64}")
+            return em.ins(f"bitcast i64 {r} to {dt.llvm}") if dt.is_float else r
+        sfx = "f32" if dt.is_float else "i32"
+        return em.intrinsic(f"llvm.nvvm.shfl.sync.{mode}.{sfx}", dt.llvm,
+                            [("i32", mask), (dt.llvm, v), ("i32", lane), ("i32", clamp)])
+
+    def module_text(self, em: Any, params: list[str], body: list[str]) -> str:
+        from oxide.codegen.emit import REPORT_FUNCTION
+
+        attrs = []
+        if self.max_threads:
+            attrs.append(f'"nvvm.maxntid"="{self.max_threads}"')
+        head = [f'target triple = "{TRIPLE}"', ""]
+        head += em.globals
+        head += sorted(em.declares)
+        fn = (f"define ptx_kernel void @{em.func.sym_name.data}({', '.join(params)}) "
+              f"{' '.join(attrs)} {{")
+        tail = ["}", REPORT_FUNCTION, '!0 = !{!"branch_weights", i32 1000000, i32 1}',
+                '!1 = !{!"branch_weights", i32 1, i32 1000000}']
+        return "\n".join(head + [fn] + body + tail) + "\n"

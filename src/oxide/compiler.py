@@ -1,0 +1,127 @@
+"""The pipeline: frontend -> oxide IR -> passes -> LLVM IR -> PTX -> cubin (or host code).
+
+`compile_kernel` produces a `CompiledKernel`; later stages (`.ptx`, `.cubin`)
+run when first asked for, so `ck.ir` costs only the frontend.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+from functools import cached_property
+from typing import Any
+
+from oxide import types as T
+from oxide.codegen.abi import ParamABI
+from oxide.errors import CompileError, InternalCompilerError
+from oxide.frontend.builder import Site
+from oxide.specialize import ConstValue
+
+
+class CompiledKernel:
+    """One specialization of a kernel for one target, with every stage inspectable."""
+
+    def __init__(self, kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None,
+                 symbol: str, ir: str, llvm_text: str, abi: list[ParamABI], sites: list[Site],
+                 uses_barriers: bool) -> None:
+        self.kernel = kernel
+        self.signature = sig
+        self.target = target
+        self.arch = arch
+        self.name = symbol
+        self.ir = ir
+        self.llvm_unoptimized = llvm_text
+        self.abi = abi
+        self.sites = sites
+        self.uses_barriers = uses_barriers
+        self._stages: dict[str, Any] = {}
+
+    @cached_property
+    def _ptx_stage(self) -> tuple[str, str]:
+        from oxide.codegen.llvm import to_ptx
+
+        return to_ptx(self.llvm_unoptimized, self.arch or "sm_80",
+                      "@__nv_" in self.llvm_unoptimized)
+
+    @property
+    def llvm(self) -> str:
+        """The optimized LLVM IR."""
+        if self.target == "nvptx":
+            return self._ptx_stage[0]
+        return self.llvm_unoptimized
+
+    @property
+    def ptx(self) -> str:
+        if self.target != "nvptx":
+            raise AttributeError("PTX exists only for GPU targets (compile with arch='sm_90')")
+        return self._ptx_stage[1]
+
+    @cached_property
+    def cubin(self) -> bytes:
+        from oxide.codegen.nvjitlink import ptx_to_cubin
+
+        return ptx_to_cubin(self.ptx, self.arch or "sm_80", self.name)
+
+    def __repr__(self) -> str:
+        return f"<CompiledKernel {self.name} for {self.arch or self.target}>"
+
+
+def mangle(kernel: Any, sig: tuple[Any, ...]) -> str:
+    digest = hashlib.sha1(repr(sig).encode()).hexdigest()[:10]
+    return f"{kernel.__name__}_{digest}"
+
+
+def compile_kernel(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None
+                   ) -> CompiledKernel:
+    """Run the pipeline for one specialization. Every failure is a CompileError."""
+    try:
+        return _compile(kernel, sig, target, arch)
+    except CompileError:
+        raise
+    except RecursionError as exc:
+        raise InternalCompilerError(f"kernel `{kernel.__name__}` is nested too deeply to "
+                                    "compile") from exc
+
+
+def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -> CompiledKernel:
+    from oxide.codegen.emit import Emitter, check_supported
+    from oxide.frontend.entry import lower_kernel
+    from oxide.passes.safety import check_disjoint_writes
+
+    symbol = mangle(kernel, sig)
+    if target == "nvptx":
+        from oxide.codegen.nvptx import NVPTXTarget
+
+        tgt: Any = NVPTXTarget(arch or "sm_80", kernel.options.max_threads)
+    else:
+        from oxide.codegen.cpu import CPUTarget
+
+        tgt = CPUTarget()
+    lowered = lower_kernel(kernel, sig, symbol)
+    func = lowered.func
+    try:
+        func.verify()
+    except Exception as exc:
+        raise InternalCompilerError(f"oxide produced invalid IR for `{kernel.__name__}`: {exc}"
+                                    f"\n{func}") from exc
+    check_disjoint_writes(func, lowered.sites)
+    check_supported(tgt, func)
+    abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig)
+           if not isinstance(s, ConstValue)]
+    ir_text = str(func)
+    llvm_text = Emitter(func, lowered.sites, abi, tgt, kernel.options.contract).emit()
+    ck = CompiledKernel(kernel, sig, target, arch, symbol, ir_text, llvm_text, abi,
+                        lowered.sites, lowered.ctx.uses_barriers)
+    dump = os.environ.get("OXIDE_DUMP", "")
+    if dump:
+        for stage in dump.split(","):
+            stage = stage.strip()
+            if stage in ("ir", "llvm", "ptx"):
+                print(f"// ---- oxide {stage}: {symbol} ----", file=sys.stderr)
+                print(getattr(ck, stage), file=sys.stderr)
+    return ck
+
+
+def describe_signature(sig: tuple[Any, ...]) -> str:
+    return ", ".join(repr(s) if not isinstance(s, T.DType) else s.name for s in sig)

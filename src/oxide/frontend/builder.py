@@ -1,0 +1,121 @@
+"""Emits oxide IR into one kernel's control-flow graph.
+
+Holds the insertion point, creates blocks, materializes constants and casts,
+and records the diagnostic sites (bounds checks, asserts) the runtime reports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.ir import Attribute, Block, Operation, SSAValue
+
+from oxide import types as T
+from oxide.errors import Span
+from oxide.ir import ops
+from oxide.ir.types import ir_type
+
+
+@dataclass(frozen=True)
+class Site:
+    """A place that can fail at run time: a bounds-checked access or an assert."""
+
+    kind: str  # "index" or "assert"
+    span: Span
+    detail: str  # the array name, or the assertion's message
+
+
+class IRBuilder:
+    """Appends ops at an insertion point inside one `oxide.func`."""
+
+    def __init__(self, name: str, arg_types: Sequence[Attribute]) -> None:
+        self.func = ops.FuncOp(name, arg_types)
+        self.entry = self.func.body.block
+        self.block: Block = Block()
+        self.func.body.add_block(self.block)
+        self._entry_allocs: list[Operation] = []
+        self.sites: list[Site] = []
+
+    @property
+    def args(self) -> tuple[SSAValue, ...]:
+        return tuple(self.entry.args)
+
+    def emit(self, op: Operation) -> Operation:
+        self.block.add_op(op)
+        return op
+
+    def value(self, op: Operation) -> SSAValue:
+        self.emit(op)
+        return op.results[0]
+
+    def alloc(self, op: Operation) -> SSAValue:
+        """Emits a declaration (slot, fixed array) in the entry block, where LLVM wants allocas."""
+        self._entry_allocs.append(op)
+        return op.results[0]
+
+    def new_block(self) -> Block:
+        block = Block()
+        self.func.body.add_block(block)
+        return block
+
+    def set_block(self, block: Block) -> None:
+        self.block = block
+
+    @property
+    def terminated(self) -> bool:
+        last = self.block.last_op
+        return last is not None and isinstance(
+            last, (ops.BranchOp, ops.CondBranchOp, ops.ReturnOp, ops.UnreachableOp))
+
+    def br(self, dest: Block) -> None:
+        if not self.terminated:
+            self.emit(ops.BranchOp(dest))
+
+    def cond_br(self, cond: SSAValue, then_block: Block, else_block: Block) -> None:
+        self.emit(ops.CondBranchOp(cond, then_block, else_block))
+
+    def constant(self, value: int | float | bool, dt: T.DType) -> SSAValue:
+        t = ir_type(dt)
+        attr = FloatAttr(float(value), t) if dt.is_float else IntegerAttr(int(value), t)
+        return self.value(ops.ConstantOp(attr, t))
+
+    def cast(self, v: SSAValue, dt: T.DType) -> SSAValue:
+        t = ir_type(dt)
+        return v if v.type == t else self.value(ops.CastOp(v, t))
+
+    def site(self, kind: str, span: Span, detail: str) -> int:
+        self.sites.append(Site(kind, span, detail))
+        return len(self.sites) - 1
+
+    def finish(self) -> ops.FuncOp:
+        """Seals the CFG: allocas and a jump into the body in the entry block, dead blocks gone."""
+        if not self.terminated:
+            self.emit(ops.ReturnOp())
+        first_body = self.func.body.blocks[1]
+        for op in self._entry_allocs:
+            self.entry.add_op(op)
+        self.entry.add_op(ops.BranchOp(first_body))
+        _remove_unreachable(self.func)
+        return self.func
+
+
+def _remove_unreachable(func: ops.FuncOp) -> None:
+    blocks = list(func.body.blocks)
+    seen = {id(blocks[0])}
+    stack = [blocks[0]]
+    while stack:
+        block = stack.pop()
+        term = block.last_op
+        for succ in (term.successors if term is not None else ()):
+            if id(succ) not in seen:
+                seen.add(id(succ))
+                stack.append(succ)
+    for block in blocks:
+        if id(block) not in seen:
+            for op in reversed(list(block.ops)):
+                op.detach()
+                op.erase(safe_erase=False)
+            func.body.detach_block(block)
+            block.erase(safe_erase=False)

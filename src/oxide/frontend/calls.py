@@ -1,0 +1,447 @@
+"""Calls: builtins, oxide intrinsics, casts, print, and inlined @ox.func calls."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import Any
+
+from oxide import types as T
+from oxide.errors import KernelSyntaxError, KernelTypeError, SafetyError, UnsupportedFeatureError
+from oxide.frontend.values import (
+    Array, FixedArray, Lit, ShapeOf, Static, Tup, Val, Witness, describe,
+)
+from oxide.ir import ops
+from oxide.ir.types import SharedArrayType, ir_type
+from oxide.lang import MATH_FUNCTIONS
+from oxide.lang.intrinsic import Intrinsic
+
+_MATH_ARITY = {"atan2": 2, "pow": 2, "fmod": 2, "hypot": 2, "copysign": 2, "fmin": 2,
+               "fmax": 2, "fma": 3}
+_MATH_PREDICATES = {"isnan", "isinf", "isfinite"}
+_SCOPES = ("block", "device", "system")
+_ATOMIC_TYPES = {"i32", "u32", "i64", "u64", "f32", "f64"}
+FULL_MASK = 0xFFFFFFFF
+
+
+class CallsMixin:
+    """Call lowering; mixed into FunctionLowering."""
+
+    def expr_Call(self, node: ast.Call) -> Any:
+        callee = self.expr(node.func)
+        if not isinstance(callee, Static):
+            raise self.error(KernelTypeError, node.func,
+                             f"`{self.text(node.func)}` is {describe(callee)}, not a function")
+        obj = callee.obj
+        if any(isinstance(a, ast.Starred) for a in node.args) or any(
+                k.arg is None for k in node.keywords):
+            raise self.error(UnsupportedFeatureError, node, "`*args` and `**kwargs` are not "
+                             "supported in kernels", hint="pass arguments one by one")
+        if isinstance(obj, T.DType):
+            return self.call_cast(obj, node)
+        if isinstance(obj, Intrinsic):
+            handler = getattr(self, "intr_" + obj.name.replace(".", "_"), None)
+            if handler is None:
+                raise self.error(UnsupportedFeatureError, node,
+                                 f"`ox.{obj.name}` is not implemented yet in kernels")
+            return handler(node)
+        if obj is builtins.print:
+            return self.call_print(node)
+        builtin = getattr(obj, "__name__", None)
+        if getattr(builtins, str(builtin), None) is obj and builtin in (
+                "len", "min", "max", "abs", "float", "int", "bool"):
+            return getattr(self, f"builtin_{builtin}")(node)
+        if obj is builtins.range:
+            raise self.error(KernelSyntaxError, node, "range() is only allowed in `for` loops")
+        from oxide.kernel import DeviceFunction, Kernel
+
+        if isinstance(obj, DeviceFunction):
+            return self.inline_call(obj, node)
+        if isinstance(obj, Kernel):
+            raise self.error(UnsupportedFeatureError, node,
+                             f"`{obj.__name__}` is a kernel; kernels cannot call kernels",
+                             hint="move the shared code into an @ox.func")
+        name = getattr(obj, "__name__", self.text(node.func))
+        raise self.error(UnsupportedFeatureError, node.func,
+                         f"`{name}` is not an @ox.func; kernels can only call @ox.func "
+                         "functions, oxide intrinsics and a few builtins",
+                         hint=f"decorate `{name}` with @ox.func" if callable(obj) else "")
+
+    def args_exact(self, node: ast.Call, n: int | tuple[int, int], what: str) -> list[Any]:
+        lo, hi = (n, n) if isinstance(n, int) else n
+        if node.keywords or not lo <= len(node.args) <= hi:
+            count = str(lo) if lo == hi else f"{lo} to {hi}"
+            raise self.error(KernelSyntaxError, node,
+                             f"{what} takes {count} positional argument{'s' if hi != 1 else ''}")
+        return [self.expr(a) for a in node.args]
+
+    def keyword_args(self, node: ast.Call, allowed: dict[str, Any]) -> dict[str, Any]:
+        out = dict(allowed)
+        for kw in node.keywords:
+            if kw.arg not in allowed:
+                raise self.error(KernelSyntaxError, kw.value,
+                                 f"unexpected keyword argument `{kw.arg}`")
+            out[kw.arg] = self.expr(kw.value)
+        return out
+
+    # -- builtins --------------------------------------------------------------------
+
+    def call_cast(self, dt: T.DType, node: ast.Call) -> Val:
+        (v,) = self.args_exact(node, 1, f"{dt.name}()")
+        if not isinstance(v, (Lit, Val, Witness)):
+            raise self.error(KernelTypeError, node, f"cannot convert {describe(v)} to {dt.name}")
+        return self.convert(v, dt, node)
+
+    def builtin_float(self, node: ast.Call) -> Val:
+        return self.call_cast(T.f32, node)
+
+    def builtin_int(self, node: ast.Call) -> Val:
+        return self.call_cast(T.i32, node)
+
+    def builtin_bool(self, node: ast.Call) -> Val:
+        return self.call_cast(T.bool_, node)
+
+    def builtin_len(self, node: ast.Call) -> Any:
+        (v,) = self.args_exact(node, 1, "len()")
+        if isinstance(v, Array):
+            return self.array_dim(v, 0)
+        if isinstance(v, FixedArray):
+            return Lit(v.shape[0])
+        if isinstance(v, (Tup, ShapeOf)):
+            return Lit(len(v.items))
+        raise self.error(KernelTypeError, node, f"len() of {describe(v)}")
+
+    def builtin_min(self, node: ast.Call) -> Any:
+        return self.min_max("min", node)
+
+    def builtin_max(self, node: ast.Call) -> Any:
+        return self.min_max("max", node)
+
+    def min_max(self, kind: str, node: ast.Call) -> Any:
+        args = self.args_exact(node, (2, 8), f"{kind}()")
+        if all(isinstance(a, Lit) for a in args):
+            return Lit((min if kind == "min" else max)(a.value for a in args))
+        dt = self.common_dtype(args, node)
+        acc = self.materialize(args[0], dt, node)
+        for a in args[1:]:
+            acc = self.b.value(ops.BinaryOp(kind, acc, self.materialize(a, dt, node)))
+        return Val(acc, dt)
+
+    def builtin_abs(self, node: ast.Call) -> Any:
+        (v,) = self.args_exact(node, 1, "abs()")
+        if isinstance(v, Lit):
+            return Lit(abs(v.value))
+        s = self.scalar(v, node)
+        if not s.dtype.is_signed and not s.dtype.is_float:
+            return s
+        return Val(self.b.value(ops.UnaryOp("abs", s.ssa)), s.dtype)
+
+    def call_print(self, node: ast.Call) -> Static:
+        sep, end = " ", "\n"
+        for kw in node.keywords:
+            if kw.arg in ("sep", "end") and isinstance(kw.value, ast.Constant) and isinstance(
+                    kw.value.value, str):
+                sep, end = (kw.value.value, end) if kw.arg == "sep" else (sep, kw.value.value)
+            else:
+                raise self.error(KernelSyntaxError, kw.value,
+                                 "print() in kernels takes only `sep` and `end` string literals")
+        pieces: list[str] = []
+        args: list[Any] = []
+        for a in node.args:
+            if isinstance(a, ast.Constant) and isinstance(a.value, str):
+                pieces.append(a.value.replace("%", "%%"))
+                continue
+            v = self.expr(a)
+            if isinstance(v, Lit):
+                pieces.append(str(v.value).replace("%", "%%"))
+                continue
+            s = self.scalar(v, a)
+            if s.dtype.is_bool:
+                pieces.append("%s")
+            elif s.dtype.is_float:
+                pieces.append("%g")
+            elif s.dtype.bits == 64:
+                pieces.append("%lld" if s.dtype.is_signed else "%llu")
+            else:
+                pieces.append("%d" if s.dtype.is_signed else "%u")
+            args.append(s.ssa)
+        self.b.emit(ops.PrintOp(sep.replace("%", "%%").join(pieces) + end.replace("%", "%%"),
+                                args))
+        return Static(None)
+
+    # -- thread indexing -------------------------------------------------------------
+
+    def intr_thread_index_1d(self, node: ast.Call) -> Witness:
+        self.args_exact(node, 0, "thread.index_1d()")
+        return Witness(self.b.value(ops.ThreadIndexOp(1)), 1)
+
+    def intr_thread_index_2d(self, node: ast.Call) -> Witness:
+        self.args_exact(node, 0, "thread.index_2d()")
+        return Witness(self.b.value(ops.ThreadIndexOp(2)), 2)
+
+    def intr_lane_id(self, node: ast.Call) -> Val:
+        self.args_exact(node, 0, "ox.lane_id()")
+        return Val(self.b.value(ops.RegisterOp("laneid", ir_type(T.i32))), T.i32)
+
+    def intr_warp_id(self, node: ast.Call) -> Val:
+        self.args_exact(node, 0, "ox.warp_id()")
+        return Val(self.b.value(ops.RegisterOp("warpid", ir_type(T.i32))), T.i32)
+
+    # -- synchronization -------------------------------------------------------------
+
+    def _barrier(self, node: ast.Call, kind: str, what: str) -> Static:
+        self.args_exact(node, 0, what)
+        self.b.emit(ops.BarrierOp(kind))
+        self.ctx.uses_barriers |= kind in ("block", "warp")
+        return Static(None)
+
+    def intr_sync_threads(self, node: ast.Call) -> Static:
+        return self._barrier(node, "block", "ox.sync_threads()")
+
+    def intr_sync_warp(self, node: ast.Call) -> Static:
+        return self._barrier(node, "warp", "ox.sync_warp()")
+
+    def intr_threadfence(self, node: ast.Call) -> Static:
+        return self._barrier(node, "fence.device", "ox.threadfence()")
+
+    def intr_threadfence_block(self, node: ast.Call) -> Static:
+        return self._barrier(node, "fence.block", "ox.threadfence_block()")
+
+    def intr_threadfence_system(self, node: ast.Call) -> Static:
+        return self._barrier(node, "fence.system", "ox.threadfence_system()")
+
+    # -- math ------------------------------------------------------------------------
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("intr_math_") and name[10:] in MATH_FUNCTIONS:
+            fn = name[10:]
+            return lambda node: self.call_math(fn, node)
+        if name.startswith("intr_atomic_"):
+            kind = name[12:].rstrip("_")
+            return lambda node: self.call_atomic(kind, node)
+        if name.startswith("intr_warp_"):
+            kind = name[10:]
+            return lambda node: self.call_warp(kind, node)
+        raise AttributeError(name)
+
+    def call_math(self, fn: str, node: ast.Call) -> Val:
+        n = _MATH_ARITY.get(fn, 1)
+        args = self.args_exact(node, n, f"ox.math.{fn}()")
+        for a, a_node in zip(args, node.args):
+            if not isinstance(a, (Lit, Val, Witness)):
+                raise self.error(KernelTypeError, a_node,
+                                 f"ox.math.{fn}() needs numbers, got {describe(a)}")
+        dt = self.common_dtype(args, node)
+        if not dt.is_float:
+            dt = T.f64 if dt.bits == 64 else T.f32
+        compute = T.f32 if dt.bits == 16 else dt
+        xs = [self.materialize(a, compute, node) for a in args]
+        if fn in _MATH_PREDICATES:
+            return Val(self.b.value(ops.MathOp(fn, xs, ir_type(T.bool_))), T.bool_)
+        r = self.b.value(ops.MathOp(fn, xs, ir_type(compute)))
+        if compute != dt:
+            r = self.b.cast(r, dt)
+        return Val(r, dt)
+
+    # -- atomics ---------------------------------------------------------------------
+
+    def call_atomic(self, kind: str, node: ast.Call) -> Val:
+        n = 4 if kind == "cas" else 3
+        what = f"ox.atomic.{kind}{'_' if kind in ('and', 'or') else ''}()"
+        if len(node.args) != n:
+            raise self.error(KernelSyntaxError, node, f"{what} takes {n} arguments: "
+                             + ("(arr, index, compare, value)" if kind == "cas"
+                                else "(arr, index, value)"))
+        kw = self.keyword_args(node, {"scope": Lit(0)})
+        scope = "device"
+        if "scope" in [k.arg for k in node.keywords]:
+            s_node = next(k.value for k in node.keywords if k.arg == "scope")
+            if not (isinstance(s_node, ast.Constant) and s_node.value in _SCOPES):
+                raise self.error(KernelSyntaxError, s_node,
+                                 'scope must be "block", "device" or "system"')
+            scope = s_node.value
+        del kw
+        arr = self.expr(node.args[0])
+        if isinstance(arr, Array):
+            if arr.type.access not in ("atomic",) and not (
+                    arr.type.access in ("raw", "disjoint") and self.unsafe_depth):
+                raise self.error(SafetyError, node.args[0],
+                                 f"`{arr.name}` is a {arr.type.title}; atomics need an "
+                                 "AtomicSlice parameter",
+                                 hint=f"declare it `AtomicSlice[{arr.type.dtype.name}]`")
+            dt, rank, name = arr.type.dtype, arr.type.rank, arr.name
+        elif isinstance(arr, FixedArray) and arr.space == "shared":
+            dt, rank, name = arr.dtype, len(arr.shape), arr.name
+        else:
+            raise self.error(KernelTypeError, node.args[0],
+                             f"atomics work on AtomicSlice parameters and shared arrays, not "
+                             f"{describe(arr)}")
+        allowed = set(_ATOMIC_TYPES) | ({"f16", "bf16"} if kind == "add" else set())
+        if kind in ("and", "or", "xor"):
+            allowed -= {"f32", "f64"}
+        if dt.name not in allowed:
+            raise self.error(KernelTypeError, node, f"{what} does not support {dt.name}",
+                             hint="atomics support i32, u32, i64, u64, f32, f64 "
+                                  "(add also f16 and bf16; bitwise ops integers only)")
+        index = self.expr(node.args[1])
+        shape_holder = arr if isinstance(arr, FixedArray) else arr
+        items = self.index_values(shape_holder, index, _FakeSubscript(node.args[0], node.args[1]),
+                                  write=True)
+        idx = self.index_ssa(items, node.args[1])
+        values = [self.expr(a) for a in node.args[2:]]
+        conv = []
+        for v, v_node in zip(values, node.args[2:]):
+            if isinstance(v, Val) and v.dtype != dt:
+                raise self.error(KernelTypeError, v_node,
+                                 f"`{name}` holds {dt.name}; the value is {v.dtype.name}",
+                                 hint=f"convert it: `{dt.name}(...)`")
+            conv.append(self.materialize(v, dt, v_node))
+        compare = conv[0] if kind == "cas" else None
+        value = conv[-1]
+        site = self.b.site("index", self.src.span(node), name)
+        return Val(self.b.value(ops.AtomicOp(kind, scope, arr.ssa, idx, value, compare, site)),
+                   dt)
+
+    # -- warp collectives ------------------------------------------------------------
+
+    def call_warp(self, kind: str, node: ast.Call) -> Val:
+        two = {"shuffle", "shuffle_up", "shuffle_down", "shuffle_xor"}
+        n = 2 if kind in two else 1
+        args = self.args_exact(node, (n, n + 1), f"ox.warp.{kind}()")
+        mask = self.materialize(args[n] if len(args) > n else Lit(FULL_MASK), T.u32, node)
+        if kind in ("ballot", "any", "all"):
+            pred = self.truth(args[0], node.args[0])
+            out = T.u32 if kind == "ballot" else T.bool_
+            return Val(self.b.value(ops.WarpOp(kind, [pred, mask], ir_type(out))), out)
+        v = self.scalar(args[0], node.args[0])
+        if v.dtype.bits not in (32, 64) and kind != "match_any":
+            raise self.error(KernelTypeError, node.args[0],
+                             f"warp shuffles move 32- and 64-bit values, not {v.dtype.name}",
+                             hint="convert to i32 or f32 first")
+        if kind in two:
+            lane = self.materialize(args[1], T.i32, node.args[1])
+            return Val(self.b.value(ops.WarpOp(kind, [v.ssa, lane, mask], ir_type(v.dtype))),
+                       v.dtype)
+        if kind == "match_any":
+            return Val(self.b.value(ops.WarpOp(kind, [v.ssa, mask], ir_type(T.u32))), T.u32)
+        return Val(self.b.value(ops.WarpOp(kind, [v.ssa, mask], ir_type(v.dtype))), v.dtype)
+
+    # -- fixed arrays ----------------------------------------------------------------
+
+    def _fixed_array(self, node: ast.Call, space: str) -> FixedArray:
+        args = self.args_exact(node, 2, f"ox.{space}.array(dtype, shape)")
+        dt_v, shape_v = args
+        if not (isinstance(dt_v, Static) and isinstance(dt_v.obj, T.DType)):
+            raise self.error(KernelTypeError, node.args[0], "the first argument is a dtype")
+        items = shape_v.items if isinstance(shape_v, Tup) else (shape_v,)
+        if not all(isinstance(i, Lit) and isinstance(i.value, int) and i.value > 0
+                   for i in items) or not 1 <= len(items) <= 3:
+            raise self.error(KernelTypeError, node.args[1],
+                             "the shape must be 1 to 3 positive compile-time integers",
+                             hint="use constants or Const parameters")
+        shape = tuple(int(i.value) for i in items)
+        t = SharedArrayType(ir_type(dt_v.obj), _str_attr("x".join(map(str, shape))),
+                            _str_attr(space))
+        ssa = self.b.alloc(ops.FixedArrayOp(t))
+        return FixedArray(ssa, dt_v.obj, shape, space, f"{space} array")
+
+    def intr_shared_array(self, node: ast.Call) -> FixedArray:
+        return self._fixed_array(node, "shared")
+
+    def intr_local_array(self, node: ast.Call) -> FixedArray:
+        return self._fixed_array(node, "local")
+
+    def fixed_array_access(self, arr: FixedArray, index: Any, node: ast.Subscript,
+                           value: Any) -> Any:
+        if arr.space == "shared" and not self.unsafe_depth:
+            verb = "reading" if value is None else "writing"
+            raise self.error(SafetyError, node,
+                             f"{verb} a shared array races unless barriers order it: it needs "
+                             "`with ox.unsafe():`",
+                             hint="use ox.block.reduce_add/min/max or ox.block.exclusive_scan "
+                                  "for the common patterns, or wrap the access in "
+                                  "`with ox.unsafe():` next to its ox.sync_threads()")
+        items = self.index_values(arr, index, node, write=value is not None)
+        idx = self.index_ssa(items, node.slice)
+        site = self.b.site("index", self.src.span(node), arr.name)
+        if value is None:
+            return Val(self.b.value(ops.LoadOp(arr.ssa, idx, ir_type(arr.dtype), site,
+                                               self.ctx.checks)), arr.dtype)
+        if isinstance(value, Val) and value.dtype != arr.dtype:
+            raise self.error(KernelTypeError, node,
+                             f"the {arr.space} array holds {arr.dtype.name}; cannot store a "
+                             f"{value.dtype.name}", hint=f"convert: `{arr.dtype.name}(...)`")
+        v = self.materialize(value, arr.dtype, node)
+        self.b.emit(ops.StoreOp(arr.ssa, idx, v, site, self.ctx.checks, unsafe=True))
+        return None
+
+    # -- @ox.func --------------------------------------------------------------------
+
+    def inline_call(self, fn: Any, node: ast.Call) -> Any:
+        from oxide.frontend.lower import FunctionLowering, ReturnTarget
+
+        if fn in self.call_stack:
+            raise self.error(UnsupportedFeatureError, node,
+                             f"`{fn.__name__}` calls itself; recursion is not supported in "
+                             "kernels", hint="rewrite it as a loop")
+        source = fn.source
+        params = source.tree.args
+        if params.vararg or params.kwarg or params.kwonlyargs or params.defaults:
+            raise self.error(UnsupportedFeatureError, node,
+                             f"`{fn.__name__}` uses defaults, *args or keyword-only parameters, "
+                             "which @ox.func does not support")
+        names = [a.arg for a in params.args]
+        if len(node.args) != len(names) or node.keywords:
+            raise self.error(KernelSyntaxError, node,
+                             f"`{fn.__name__}` takes {len(names)} positional arguments, got "
+                             f"{len(node.args) + len(node.keywords)}")
+        env: dict[str, Any] = {}
+        for name, a, a_node, p in zip(names, node.args, node.args, params.args):
+            v = self.expr(a)
+            if p.annotation is not None:
+                v = self.bind_annotated(fn, p, v, a_node)
+            env[name] = v
+        self.ctx.functions.add(fn)
+        callee_lowering = FunctionLowering(
+            self.b, source, fn.scope, self.ctx, {}, self.typevars,
+            ReturnTarget(self.b.new_block()), self.call_stack + (fn,))
+        for name, v in env.items():
+            if isinstance(v, (Val, Lit)) and not isinstance(v, Lit):
+                callee_lowering.assign_name(name, v, node)
+            else:
+                callee_lowering.env[name] = v
+        callee_lowering.lower_body(source.tree.body)
+        target = callee_lowering.return_target
+        assert target is not None
+        self.b.br(target.block)
+        self.b.set_block(target.block)
+        if target.slot is None:
+            return Static(None)
+        if isinstance(target.slot, Tup) or hasattr(target.slot, "items"):
+            return self.read_slot_tuple(target.slot)
+        return Val(self.b.value(ops.SlotReadOp(target.slot.ssa)), target.slot.dtype)
+
+    def bind_annotated(self, fn: Any, p: ast.arg, v: Any, node: ast.AST) -> Any:
+        ann = fn.annotations.get(p.arg)
+        if isinstance(ann, T.DType):
+            if isinstance(v, Val) and v.dtype != ann:
+                raise self.error(KernelTypeError, node,
+                                 f"`{fn.__name__}` takes `{p.arg}: {ann.name}`, got "
+                                 f"{v.dtype.name}", hint=f"convert: `{ann.name}(...)`")
+            if isinstance(v, (Lit, Val, Witness)):
+                return Val(self.materialize(v, ann, node), ann)
+        return v
+
+
+class _FakeSubscript:
+    """Lets atomics reuse the subscript index checks (which report at `.slice`)."""
+
+    def __init__(self, value: ast.expr, index: ast.expr) -> None:
+        self.value = value
+        self.slice = index
+
+
+def _str_attr(s: str) -> Any:
+    from xdsl.dialects.builtin import StringAttr
+
+    return StringAttr(s)

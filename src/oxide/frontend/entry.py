@@ -1,0 +1,61 @@
+"""The frontend's entry point: a kernel and a signature in, an `oxide.func` out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from oxide import types as T
+from oxide.frontend.builder import IRBuilder, Site
+from oxide.frontend.lower import FunctionLowering
+from oxide.frontend.values import Array, Lit, Static, Val
+from oxide.ir import ops
+from oxide.ir.types import array_ir_type, ir_type
+from oxide.specialize import ConstValue, typevar_bindings
+
+
+@dataclass
+class KernelContext:
+    """Compile-wide state shared by the kernel and every @ox.func inlined into it."""
+
+    params: set[str]
+    checks: bool
+    folded: dict[str, Any] = field(default_factory=dict)
+    functions: set[Any] = field(default_factory=set)
+    uses_barriers: bool = False
+
+
+@dataclass
+class LoweredKernel:
+    func: ops.FuncOp
+    sites: list[Site]
+    ctx: KernelContext
+
+
+def lower_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> LoweredKernel:
+    """Lower `kernel`'s body for one signature into oxide IR."""
+    runtime_params = [(p, s) for p, s in zip(kernel.params, sig) if not isinstance(s, ConstValue)]
+    arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
+                 for _, s in runtime_params]
+    b = IRBuilder(symbol, arg_types)
+    ctx = KernelContext({p.name for p in kernel.params}, kernel.options.checks)
+    env: dict[str, Any] = {}
+    args = iter(b.args)
+    for p, s in zip(kernel.params, sig):
+        if isinstance(s, ConstValue):
+            env[p.name] = (Lit(s.value) if isinstance(s.value, (bool, int, float))
+                           else Static(s.value))
+        elif isinstance(s, T.ArrayType):
+            env[p.name] = Array(next(args), s, p.name)
+        else:
+            env[p.name] = Val(next(args), s)
+    lowering = FunctionLowering(b, kernel.source, kernel.scope, ctx, {},
+                                typevar_bindings(kernel, sig))
+    for name, value in env.items():
+        if isinstance(value, Val):
+            lowering.assign_name(name, value, kernel.source.tree)  # parameters are mutable locals
+        else:
+            lowering.env[name] = value
+    lowering.lower_body(kernel.source.tree.body)
+    func = b.finish()
+    return LoweredKernel(func, b.sites, ctx)

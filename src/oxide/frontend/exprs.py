@@ -1,0 +1,596 @@
+"""Expressions: names, operators, comparisons, subscripts and attributes."""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+from typing import Any
+
+from oxide import types as T
+from oxide.errors import KernelSyntaxError, KernelTypeError, SafetyError, UnsupportedFeatureError
+from oxide.frontend.promote import PromotionError, literal_dtype, literal_fits, literal_with, promote
+from oxide.frontend.scope import SUPPORTED_BUILTINS, wrap_python
+from oxide.frontend.values import (
+    Array, FixedArray, Lit, ShapeOf, Slot, SlotTuple, Static, Tup, Val, Witness, describe,
+)
+from oxide.ir import ops
+from oxide.lang.intrinsic import RegisterGroup
+
+_BINOPS = {
+    ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.FloorDiv: "floordiv",
+    ast.Mod: "mod", ast.Pow: "pow", ast.BitAnd: "and", ast.BitOr: "or", ast.BitXor: "xor",
+    ast.LShift: "shl", ast.RShift: "shr",
+}
+_PY_BINOPS = {
+    "add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
+    "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
+    "and": operator.and_, "or": operator.or_, "xor": operator.xor, "shl": operator.lshift,
+    "shr": operator.rshift,
+}
+_CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_PY_CMPOPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
+              "eq": operator.eq, "ne": operator.ne}
+_UNSUPPORTED_EXPRS: dict[type, tuple[str, str]] = {
+    ast.ListComp: ("list comprehensions are not supported in kernels",
+                   "use a `for` loop writing into an array"),
+    ast.SetComp: ("set comprehensions are not supported in kernels", ""),
+    ast.DictComp: ("dict comprehensions are not supported in kernels", ""),
+    ast.GeneratorExp: ("generator expressions are not supported in kernels",
+                       "use a `for` loop with an accumulator"),
+    ast.Lambda: ("lambdas are not supported in kernels", "define an @ox.func at module level"),
+    ast.List: ("lists are not supported in kernels",
+               "use a tuple for a few values, or ox.local.array(dtype, n)"),
+    ast.Dict: ("dicts are not supported in kernels", ""),
+    ast.Set: ("sets are not supported in kernels", ""),
+    ast.JoinedStr: ("f-strings are not supported in kernels",
+                    "pass values to print: `print(\"x =\", x)`"),
+    ast.Await: ("await is not supported in kernels", ""),
+    ast.Yield: ("generators (yield) are not supported in kernels", ""),
+    ast.YieldFrom: ("generators (yield) are not supported in kernels", ""),
+    ast.NamedExpr: ("the walrus operator is not supported in kernels",
+                    "assign on a line of its own"),
+    ast.Starred: ("starred expressions are not supported in kernels", ""),
+    ast.Slice: ("slices are not supported in kernels", "index one element at a time"),
+}
+
+
+class ExprMixin:
+    """Expression lowering; mixed into FunctionLowering."""
+
+    # -- entry -----------------------------------------------------------------------
+
+    def expr(self, node: ast.expr) -> Any:
+        method = getattr(self, f"expr_{type(node).__name__}", None)
+        if method is None:
+            message, hint = _UNSUPPORTED_EXPRS.get(
+                type(node), (f"`{type(node).__name__}` expressions are not supported in kernels",
+                             ""))
+            raise self.error(UnsupportedFeatureError, node, message, hint=hint)
+        return method(node)
+
+    def expr_Constant(self, node: ast.Constant) -> Any:
+        v = node.value
+        if isinstance(v, (bool, int, float)):
+            return Lit(v)
+        if v is None:
+            return Static(None)
+        if isinstance(v, str):
+            raise self.error(UnsupportedFeatureError, node,
+                             "strings are only supported as arguments of print() and assert",
+                             hint="kernels compute on numbers")
+        raise self.error(UnsupportedFeatureError, node,
+                         f"{type(v).__name__} constants are not supported in kernels")
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        return self.load_name(node.id, node)
+
+    def load_name(self, name: str, node: ast.AST) -> Any:
+        if name in self.env:
+            value = self.env[name]
+            if isinstance(value, Slot):
+                return Val(self.b.value(ops.SlotReadOp(value.ssa)), value.dtype)
+            if isinstance(value, SlotTuple):
+                return self.read_slot_tuple(value)
+            return value
+        found, obj = self.scope.lookup(name)
+        if not found:
+            raise self.error(KernelSyntaxError, node, f"name `{name}` is not defined",
+                             hint="define it before use (in the kernel, or at module level)")
+        if obj in self.typevars:
+            return Static(self.typevars[obj])
+        if isinstance(obj, T.TypeVar):
+            raise self.error(KernelTypeError, node,
+                             f"type variable `{name}` is not bound by any parameter",
+                             hint=f"annotate a parameter with `{name}` or `Slice[{name}]`")
+        if isinstance(obj, (bool, int, float)):
+            self.ctx.folded[name] = obj
+        return wrap_python(obj)
+
+    def is_builtin(self, name: str, builtin: str) -> bool:
+        if name in self.env:
+            return False
+        found, obj = self.scope.lookup(name)
+        return found and obj is getattr(builtins, builtin)
+
+    def expr_Tuple(self, node: ast.Tuple) -> Tup:
+        return Tup(tuple(self.expr(e) for e in node.elts))
+
+    # -- types and conversion --------------------------------------------------------
+
+    def resolve_dtype(self, node: ast.expr) -> T.DType:
+        value = self.expr(node)
+        if isinstance(value, Static) and isinstance(value.obj, T.DType):
+            return value.obj
+        raise self.error(KernelTypeError, node, f"`{self.text(node)}` is not a scalar type",
+                         hint="use one of f16, bf16, f32, f64, i8..i64, u8..u64, bool_")
+
+    def default_dtype(self, v: Any) -> T.DType:
+        if isinstance(v, Lit):
+            return literal_dtype(v.value)
+        if isinstance(v, Val):
+            return v.dtype
+        if isinstance(v, Witness):
+            return T.i64
+        raise TypeError(v)
+
+    def is_int_value(self, v: Any) -> bool:
+        if isinstance(v, Lit):
+            return isinstance(v.value, int) and not isinstance(v.value, bool)
+        return isinstance(v, Witness) and v.rank == 1 or (isinstance(v, Val) and v.dtype.is_int)
+
+    def common_dtype(self, values: list[Any], node: ast.AST) -> T.DType:
+        typed = [self.scalar(v, node).dtype for v in values if not isinstance(v, Lit)]
+        if not typed:
+            lits = [v.value for v in values]
+            if any(isinstance(x, float) for x in lits):
+                return T.f32
+            return T.i32 if all(literal_dtype(x) == T.i32 for x in lits) else T.i64
+        dt = typed[0]
+        for t in typed[1:]:
+            dt = self.promote(dt, t, node)
+        for v in values:
+            if isinstance(v, Lit):
+                dt2 = literal_with(v.value, dt)
+                if dt2 != dt:
+                    dt = self.promote(dt, dt2, node)
+        return dt
+
+    def promote(self, a: T.DType, b: T.DType, node: ast.AST) -> T.DType:
+        try:
+            return promote(a, b)
+        except PromotionError as exc:
+            raise self.error(KernelTypeError, node, str(exc),
+                             hint="convert one side explicitly, e.g. `i64(x)`") from None
+
+    def scalar(self, v: Any, node: ast.AST) -> Val:
+        """A run-time scalar for `v` (witnesses become plain i64 coordinates)."""
+        if isinstance(v, Val):
+            return v
+        if isinstance(v, Lit):
+            dt = literal_dtype(v.value)
+            return Val(self.b.constant(v.value, dt), dt)
+        if isinstance(v, Witness):
+            if v.rank != 1:
+                raise self.error(KernelTypeError, node,
+                                 "a 2-D ThreadIndex is not a number",
+                                 hint="use its `.row` or `.col`")
+            note = (f"`{self.text(node)}` is a plain integer; arithmetic drops the uniqueness "
+                    "guarantee")
+            return Val(self.b.value(ops.IndexComponentOp(v.ssa, 0, _ir(T.i64))), T.i64, note)
+        raise self.error(KernelTypeError, node, f"expected a number, got {describe(v)}")
+
+    def materialize(self, v: Any, dt: T.DType, node: ast.AST) -> Any:
+        """`v` as an SSA value of type `dt`, by implicit (safe) conversion only."""
+        if isinstance(v, Lit):
+            if not literal_fits(v.value, dt):
+                raise self.error(KernelTypeError, node,
+                                 f"the literal {v.value!r} does not fit in {dt.name}",
+                                 hint=f"convert explicitly with `{dt.name}(...)`")
+            return self.b.constant(v.value, dt)
+        s = self.scalar(v, node)
+        if s.dtype == dt:
+            return s.ssa
+        return self.b.cast(s.ssa, dt)
+
+    def convert(self, v: Any, dt: T.DType, node: ast.AST) -> Val:
+        """An explicit conversion (`f32(x)`): any number to any scalar type."""
+        if isinstance(v, Lit):
+            value = v.value
+            if dt.is_int and isinstance(value, float):
+                value = int(value)
+            if dt.is_bool:
+                value = bool(value)
+            if dt.is_int and not literal_fits(value, dt):
+                raise self.error(KernelTypeError, node,
+                                 f"the constant {value!r} does not fit in {dt.name}")
+            return Val(self.b.constant(value, dt), dt)
+        s = self.scalar(v, node)
+        if dt.is_bool and not s.dtype.is_bool:
+            zero = self.b.constant(0, s.dtype)
+            return Val(self.b.value(ops.CompareOp("ne", s.ssa, zero)), T.bool_)
+        return Val(self.b.cast(s.ssa, dt), dt)
+
+    def truth(self, v: Any, node: ast.AST) -> Any:
+        """An i1 SSA value for a condition (ints and floats compare against zero)."""
+        if isinstance(v, Lit):
+            return self.b.constant(bool(v.value), T.bool_)
+        if isinstance(v, (Array, FixedArray, Tup, Static)):
+            raise self.error(KernelTypeError, node, f"{describe(v)} has no truth value here",
+                             hint="compare explicitly, e.g. `if n > 0:`")
+        return self.convert(v, T.bool_, node).ssa
+
+    # -- operators -------------------------------------------------------------------
+
+    def expr_BinOp(self, node: ast.BinOp) -> Any:
+        return self.binop(node.op, self.expr(node.left), self.expr(node.right), node)
+
+    def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:
+        kind = _BINOPS.get(type(op))
+        if kind is None:
+            raise self.error(UnsupportedFeatureError, node,
+                             f"operator `{type(op).__name__}` is not supported in kernels")
+        if isinstance(a, Lit) and isinstance(b, Lit):
+            try:
+                return Lit(_PY_BINOPS[kind](a.value, b.value))
+            except (ZeroDivisionError, ValueError, OverflowError) as exc:
+                raise self.error(KernelTypeError, node, f"constant expression fails: {exc}") from None
+        for v in (a, b):
+            if not isinstance(v, (Lit, Val, Witness)):
+                raise self.error(KernelTypeError, node,
+                                 f"unsupported operand {describe(v)} for `{kind}`")
+            if isinstance(v, Val) and v.dtype.is_bool and kind not in ("and", "or", "xor"):
+                v = v  # bools act as integers in arithmetic, as in Python
+        dt = self.common_dtype([a, b], node)
+        if dt.is_bool and kind not in ("and", "or", "xor"):
+            dt = T.i32
+        if kind == "div" and not dt.is_float:
+            dt = T.f64 if dt.bits == 64 else T.f32
+        if kind in ("and", "or", "xor", "shl", "shr") and dt.is_float:
+            raise self.error(KernelTypeError, node, f"bitwise `{kind}` needs integers, not {dt.name}")
+        if kind == "pow":
+            return self.power(a, b, dt, node)
+        x = self.materialize(a, dt, node)
+        y = self.materialize(b, dt, node)
+        return Val(self.b.value(ops.BinaryOp(kind, x, y)), dt)
+
+    def power(self, a: Any, b: Any, dt: T.DType, node: ast.AST) -> Val:
+        if isinstance(b, Lit) and isinstance(b.value, int) and 0 <= b.value <= 16:
+            x = self.materialize(a, dt, node)
+            result = self.b.constant(1, dt)
+            for _ in range(b.value):
+                result = self.b.value(ops.BinaryOp("mul", result, x))
+            return Val(result, dt)
+        if not dt.is_float:
+            raise self.error(KernelTypeError, node,
+                             "integer `**` needs a constant exponent from 0 to 16",
+                             hint="convert to a float type for a run-time exponent")
+        x, y = self.materialize(a, dt, node), self.materialize(b, dt, node)
+        return Val(self.b.value(ops.MathOp("pow", [x, y], _ir(dt))), dt)
+
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        v = self.expr(node.operand)
+        if isinstance(node.op, ast.Not):
+            if isinstance(v, Lit):
+                return Lit(not v.value)
+            c = self.truth(v, node.operand)
+            return Val(self.b.value(ops.UnaryOp("not", c)), T.bool_)
+        if isinstance(v, Lit):
+            return Lit({ast.USub: operator.neg, ast.UAdd: operator.pos,
+                        ast.Invert: operator.invert}[type(node.op)](v.value))
+        s = self.scalar(v, node.operand)
+        if isinstance(node.op, ast.UAdd):
+            return s
+        if isinstance(node.op, ast.Invert):
+            if s.dtype.is_float:
+                raise self.error(KernelTypeError, node, f"`~` needs an integer, not {s.dtype.name}")
+            kind = "not" if s.dtype.is_bool else "invert"
+            return Val(self.b.value(ops.UnaryOp(kind, s.ssa)), s.dtype)
+        if s.dtype.is_bool:
+            s = Val(self.b.cast(s.ssa, T.i32), T.i32)
+        return Val(self.b.value(ops.UnaryOp("neg", s.ssa)), s.dtype)
+
+    def expr_BoolOp(self, node: ast.BoolOp) -> Any:
+        """`and`/`or` short-circuit: later operands run only when needed."""
+        is_and = isinstance(node.op, ast.And)
+        result = self.b.alloc(ops.SlotOp(_ir(T.bool_)))
+        join = self.b.new_block()
+        for i, operand in enumerate(node.values):
+            v = self.expr(operand)
+            if isinstance(v, Lit):
+                if bool(v.value) != is_and:  # decides the result
+                    self.b.emit(ops.SlotWriteOp(result, self.b.constant(bool(v.value), T.bool_)))
+                    self.b.br(join)
+                    self.b.set_block(self.b.new_block())
+                    break
+                if i == len(node.values) - 1:
+                    self.b.emit(ops.SlotWriteOp(result, self.b.constant(bool(v.value), T.bool_)))
+                    self.b.br(join)
+                continue
+            c = self.truth(v, operand)
+            self.b.emit(ops.SlotWriteOp(result, c))
+            if i == len(node.values) - 1:
+                self.b.br(join)
+                break
+            nxt = self.b.new_block()
+            if is_and:
+                self.b.cond_br(c, nxt, join)
+            else:
+                self.b.cond_br(c, join, nxt)
+            self.b.set_block(nxt)
+        self.b.set_block(join)
+        return Val(self.b.value(ops.SlotReadOp(result)), T.bool_)
+
+    def expr_Compare(self, node: ast.Compare) -> Any:
+        left = self.expr(node.left)
+        if len(node.ops) > 1:
+            # a < b < c  ==  (a < b) and (b < c), evaluating b once.
+            parts = []
+            for op, right_node in zip(node.ops, node.comparators):
+                right = self.expr(right_node)
+                parts.append(self.compare(op, left, right, node))
+                left = right
+            result = parts[0]
+            for p in parts[1:]:
+                result = self.binop(ast.BitAnd(), result, p, node)
+            return result
+        return self.compare(node.ops[0], left, self.expr(node.comparators[0]), node)
+
+    def compare(self, op: ast.cmpop, a: Any, b: Any, node: ast.AST) -> Any:
+        if isinstance(op, (ast.In, ast.NotIn)):
+            if not isinstance(a, Witness) or not isinstance(b, (Array, FixedArray)):
+                raise self.error(KernelTypeError, node,
+                                 "`in` tests whether a ThreadIndex lies inside an array",
+                                 hint="write `if i in out:` with i = thread.index_1d()")
+            if isinstance(b, FixedArray):
+                raise self.error(UnsupportedFeatureError, node,
+                                 "`in` guards kernel array parameters, not shared arrays")
+            if a.rank != b.type.rank:
+                raise self.error(KernelTypeError, node,
+                                 f"a {a.rank}-D ThreadIndex cannot index the rank-"
+                                 f"{b.type.rank} array `{b.name}`",
+                                 hint=f"use thread.index_{b.type.rank}d()"
+                                 if b.type.rank <= 2 else "")
+            c = self.b.value(ops.InBoundsOp(a.ssa, b.ssa))
+            if isinstance(op, ast.NotIn):
+                c = self.b.value(ops.UnaryOp("not", c))
+            return Val(c, T.bool_)
+        if isinstance(op, (ast.Is, ast.IsNot)):
+            raise self.error(UnsupportedFeatureError, node, "`is` is not supported in kernels",
+                             hint="compare numbers with `==`")
+        pred = _CMPOPS[type(op)]
+        if isinstance(a, Lit) and isinstance(b, Lit):
+            return Lit(_PY_CMPOPS[pred](a.value, b.value))
+        dt = self.common_dtype([a, b], node)
+        x, y = self.materialize(a, dt, node), self.materialize(b, dt, node)
+        return Val(self.b.value(ops.CompareOp(pred, x, y)), T.bool_)
+
+    def expr_IfExp(self, node: ast.IfExp) -> Any:
+        """`a if c else b`, evaluating only the chosen side (reads there may be guarded by c)."""
+        cond = self.expr(node.test)
+        if isinstance(cond, Lit):
+            return self.expr(node.body if cond.value else node.orelse)
+        c = self.truth(cond, node.test)
+        then_block, else_block, join = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.b.cond_br(c, then_block, else_block)
+        self.b.set_block(then_block)
+        a = self.expr(node.body)
+        then_end = self.b.block
+        self.b.set_block(else_block)
+        bv = self.expr(node.orelse)
+        else_end = self.b.block
+        if not all(isinstance(v, (Lit, Val, Witness)) for v in (a, bv)):
+            raise self.error(KernelTypeError, node, "both sides of `if/else` must be numbers")
+        dt = self.common_dtype([a, bv], node)
+        slot = self.b.alloc(ops.SlotOp(_ir(dt)))
+        self.b.set_block(then_end)
+        self.b.emit(ops.SlotWriteOp(slot, self.materialize(a, dt, node.body)))
+        self.b.br(join)
+        self.b.set_block(else_end)
+        self.b.emit(ops.SlotWriteOp(slot, self.materialize(bv, dt, node.orelse)))
+        self.b.br(join)
+        self.b.set_block(join)
+        return Val(self.b.value(ops.SlotReadOp(slot)), dt)
+
+    # -- attributes ------------------------------------------------------------------
+
+    def expr_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.expr(node.value)
+        attr = node.attr
+        if isinstance(base, Static):
+            obj = base.obj
+            if isinstance(obj, RegisterGroup):
+                if attr not in ("x", "y", "z"):
+                    raise self.error(KernelSyntaxError, node,
+                                     f"`{self.text(node.value)}` has `.x`, `.y` and `.z`, "
+                                     f"not `.{attr}`")
+                reg = {"thread_idx": "tid", "block_idx": "ctaid", "block_dim": "ntid",
+                       "grid_dim": "nctaid"}[obj.reg]
+                return Val(self.b.value(ops.RegisterOp(f"{reg}.{attr}", _ir(T.i32))), T.i32)
+            if not hasattr(obj, attr):
+                raise self.error(KernelSyntaxError, node,
+                                 f"`{self.text(node.value)}` has no attribute `{attr}`")
+            value = getattr(obj, attr)
+            if isinstance(value, (bool, int, float)):
+                self.ctx.folded[self.text(node)] = value
+            return wrap_python(value)
+        if isinstance(base, Witness):
+            if base.rank == 2 and attr in ("row", "col"):
+                dim = 0 if attr == "row" else 1
+                note = (f"`{self.text(node)}` is one coordinate, a plain integer; index with the "
+                        "whole ThreadIndex")
+                return Val(self.b.value(ops.IndexComponentOp(base.ssa, dim, _ir(T.i64))), T.i64,
+                           note)
+            raise self.error(KernelSyntaxError, node,
+                             f"a {base.rank}-D ThreadIndex has no attribute `{attr}`",
+                             hint="2-D indices have `.row` and `.col`" if base.rank == 2 else
+                             "a 1-D ThreadIndex is used directly as an index")
+        if isinstance(base, Array):
+            if attr == "shape":
+                return Tup(tuple(self.array_dim(base, d) for d in range(base.type.rank)))
+            if attr == "ndim":
+                return Lit(base.type.rank)
+            raise self.error(KernelSyntaxError, node,
+                             f"arrays in kernels have `.shape` and `.ndim`, not `.{attr}`")
+        if isinstance(base, FixedArray):
+            if attr == "shape":
+                return Tup(tuple(Lit(s) for s in base.shape))
+            raise self.error(KernelSyntaxError, node,
+                             f"shared and local arrays have `.shape`, not `.{attr}`")
+        raise self.error(KernelSyntaxError, node,
+                         f"{describe(base)} has no attribute `{attr}`")
+
+    def array_dim(self, arr: Array, dim: int) -> Val:
+        return Val(self.b.value(ops.ArrayDimOp(arr.ssa, dim, _ir(T.i64))), T.i64)
+
+    # -- subscripts ------------------------------------------------------------------
+
+    def expr_Subscript(self, node: ast.Subscript) -> Any:
+        return self.subscript_load(self.expr(node.value), self.expr(node.slice), node)
+
+    def index_values(self, container: Any, index: Any, node: ast.Subscript,
+                     write: bool) -> list[Any]:
+        rank = container.type.rank if isinstance(container, Array) else len(container.shape)
+        if isinstance(index, Witness):
+            if index.rank != rank:
+                raise self.error(KernelTypeError, node.slice,
+                                 f"a {index.rank}-D ThreadIndex cannot index a rank-{rank} array")
+            return [index]
+        items = list(index.items) if isinstance(index, Tup) else [index]
+        if len(items) != rank:
+            raise self.error(KernelTypeError, node.slice,
+                             f"`{self.text(node.value)}` has rank {rank}; index it with "
+                             f"{rank} integer{'s' if rank > 1 else ''}, not {len(items)}",
+                             hint="partial indexing and slicing are not supported")
+        out = []
+        for item in items:
+            if isinstance(item, Witness):
+                item = self.scalar(item, node.slice)
+            if not self.is_int_value(item):
+                raise self.error(KernelTypeError, node.slice,
+                                 f"array indices must be integers, not {describe(item)}")
+            out.append(item)
+        return out
+
+    def index_ssa(self, items: list[Any], node: ast.AST) -> list[Any]:
+        out = []
+        for item in items:
+            if isinstance(item, Witness):
+                out.append(item.ssa)
+            else:
+                s = self.scalar(item, node) if not isinstance(item, Lit) else None
+                if s is None:
+                    if item.value < 0:
+                        raise self.error(KernelTypeError, node,
+                                         f"negative index {item.value}: kernels do not wrap "
+                                         "indices around", hint="index from the start")
+                    out.append(self.b.constant(item.value, T.i64))
+                elif s.dtype != T.i64:
+                    out.append(self.b.cast(s.ssa, T.i64))
+                else:
+                    out.append(s.ssa)
+        return out
+
+    def subscript_load(self, container: Any, index: Any, node: ast.Subscript) -> Any:
+        if isinstance(container, (Tup, ShapeOf)):
+            if not isinstance(index, Lit) or not isinstance(index.value, int):
+                raise self.error(KernelTypeError, node.slice,
+                                 "tuples are indexed with constant integers")
+            try:
+                return container.items[index.value]
+            except IndexError:
+                raise self.error(KernelTypeError, node.slice,
+                                 f"tuple index {index.value} out of range") from None
+        if isinstance(container, FixedArray):
+            return self.fixed_array_access(container, index, node, None)
+        if not isinstance(container, Array):
+            raise self.error(KernelTypeError, node.value, f"{describe(container)} is not indexable")
+        arr = container
+        if arr.type.access == "raw" and not self.unsafe_depth:
+            raise self.error(SafetyError, node,
+                             f"`{arr.name}` is a RawSlice: reading it needs `with ox.unsafe():`",
+                             hint="wrap the access in `with ox.unsafe():`, or use a Slice")
+        if arr.type.access == "atomic":
+            raise self.error(SafetyError, node,
+                             f"`{arr.name}` is an AtomicSlice: access it through ox.atomic.*",
+                             hint="read the current value with `ox.atomic.add(arr, i, 0)`")
+        idx = self.index_ssa(self.index_values(arr, index, node, write=False), node.slice)
+        site = self.b.site("index", self.src.span(node), arr.name)
+        checked = self.ctx.checks
+        return Val(self.b.value(ops.LoadOp(arr.ssa, idx, _ir(arr.type.dtype), site, checked)),
+                   arr.type.dtype)
+
+    def subscript_store(self, container: Any, index: Any, value: Any, node: ast.Subscript,
+                        base_node: ast.AST) -> None:
+        if isinstance(container, FixedArray):
+            self.fixed_array_access(container, index, node, value)
+            return
+        if not isinstance(container, Array):
+            raise self.error(KernelTypeError, node.value,
+                             f"cannot assign into {describe(container)}")
+        arr = container
+        access = arr.type.access
+        if access == "slice":
+            raise self.error(SafetyError, node,
+                             f"`{arr.name}` is a Slice: it is read-only in kernels",
+                             label="written here",
+                             hint=f"declare it `DisjointSlice[...]` to write one element per "
+                                  "thread, or `RawSlice[...]` with `with ox.unsafe():`")
+        if access == "atomic":
+            raise self.error(SafetyError, node,
+                             f"`{arr.name}` is an AtomicSlice: plain writes would race",
+                             hint=f"use ox.atomic.exch({arr.name}, i, v), or another "
+                                  "ox.atomic operation")
+        if access == "raw" and not self.unsafe_depth:
+            raise self.error(SafetyError, node,
+                             f"`{arr.name}` is a RawSlice: writing it needs `with ox.unsafe():`",
+                             hint="wrap the write in `with ox.unsafe():` and make sure no two "
+                                  "threads write one element")
+        if access == "disjoint" and not self.unsafe_depth:
+            self.check_disjoint_index(arr, index, node)
+        items = self.index_values(arr, index, node, write=True)
+        v = self.materialize(value, arr.type.dtype, node) if isinstance(value, Lit) else None
+        if v is None:
+            s = self.scalar(value, node)
+            if s.dtype != arr.type.dtype:
+                raise self.error(KernelTypeError, node,
+                                 f"`{arr.name}` holds {arr.type.dtype.name}; cannot store a "
+                                 f"{s.dtype.name} into it",
+                                 hint=f"convert explicitly: `{arr.type.dtype.name}(...)`")
+            v = s.ssa
+        site = self.b.site("index", self.src.span(node), arr.name)
+        checked = self.ctx.checks and access != "raw"
+        self.b.emit(ops.StoreOp(arr.ssa, self.index_ssa(items, node.slice), v, site, checked,
+                                unsafe=self.unsafe_depth > 0))
+
+    def check_disjoint_index(self, arr: Array, index: Any, node: ast.Subscript) -> None:
+        if isinstance(index, Witness):
+            if index.rank != arr.type.rank:
+                raise self.error(
+                    SafetyError, node.slice,
+                    f"`{arr.name}` is a rank-{arr.type.rank} DisjointSlice: it can only be "
+                    f"written at a {arr.type.rank}-D ThreadIndex",
+                    label=f"this is a {index.rank}-D ThreadIndex",
+                    hint=f"use thread.index_{arr.type.rank}d()" if arr.type.rank <= 2 else
+                    "rank-3 DisjointSlices can only be written inside `with ox.unsafe():`")
+            return
+        label = "this is not a ThreadIndex"
+        if isinstance(index, Val) and index.note:
+            label = index.note
+        elif isinstance(index, Tup):
+            notes = [v.note for v in index.items if isinstance(v, Val) and v.note]
+            label = notes[0] if notes else "indices built from integers, not a ThreadIndex"
+        elif isinstance(index, Lit):
+            label = "a constant index: every thread would write it"
+        raise self.error(
+            SafetyError, node.slice,
+            f"`{arr.name}` is a DisjointSlice: it can only be written at a ThreadIndex",
+            label=label,
+            hint=f"write `{arr.name}[i]` with `i = thread.index_{arr.type.rank}d()`, or take "
+                 "responsibility with `with ox.unsafe():`")
+
+
+def _ir(dt: T.DType) -> Any:
+    from oxide.ir.types import ir_type
+
+    return ir_type(dt)

@@ -1,0 +1,499 @@
+"""Statements: Python AST of a kernel (and the @ox.funcs it calls) into oxide IR.
+
+`FunctionLowering` walks one function body. Kernels are lowered at the top; a
+call to an @ox.func inlines a new `FunctionLowering` over the same builder, its
+`return`s branching to a continuation block.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Any
+
+from xdsl.ir import Block
+
+from oxide import types as T
+from oxide.errors import (
+    CompileError, KernelSyntaxError, KernelTypeError, SafetyError, UnsupportedFeatureError,
+)
+from oxide.frontend.builder import IRBuilder
+from oxide.frontend.calls import CallsMixin
+from oxide.frontend.exprs import ExprMixin
+from oxide.frontend.scope import Scope
+from oxide.frontend.source import Source
+from oxide.frontend.values import (
+    Array, FixedArray, Lit, Slot, SlotTuple, Static, Tup, Val, Witness, describe,
+)
+from oxide.ir import ops
+from oxide.ir.types import ir_type
+
+_UNSUPPORTED_STMTS: dict[type, tuple[str, str]] = {
+    ast.ClassDef: ("classes cannot be defined in kernels", "define the class outside the kernel"),
+    ast.FunctionDef: ("nested functions are not supported in kernels",
+                      "define it at module level with @ox.func"),
+    ast.AsyncFunctionDef: ("async functions are not supported in kernels", ""),
+    ast.Try: ("try/except is not supported in kernels",
+              "kernels cannot raise; check conditions with `if` or `assert`"),
+    ast.Raise: ("raise is not supported in kernels", "use `assert cond, \"message\"`"),
+    ast.Global: ("`global` is not supported in kernels",
+                 "pass the value as a parameter, or write results into an array"),
+    ast.Nonlocal: ("`nonlocal` is not supported in kernels", "pass the value as a parameter"),
+    ast.Delete: ("`del` is not supported in kernels", ""),
+    ast.Import: ("imports are not supported inside kernels", "import at module level"),
+    ast.ImportFrom: ("imports are not supported inside kernels", "import at module level"),
+    ast.AsyncFor: ("async for is not supported in kernels", ""),
+    ast.AsyncWith: ("async with is not supported in kernels", ""),
+    ast.Match: ("match statements are not supported in kernels", "use if/elif/else"),
+}
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """An unevaluated `and`/`or`/`not` condition, lowered to branches by `branch_on`."""
+
+    node: ast.expr
+
+
+@dataclass
+class LoopTargets:
+    continue_block: Block
+    break_block: Block
+
+
+@dataclass
+class ReturnTarget:
+    """Where an inlined @ox.func's `return` goes, and the slot its value lands in."""
+
+    block: Block
+    slot: Any = None
+    returned: list[Any] = field(default_factory=list)
+
+
+class FunctionLowering(ExprMixin, CallsMixin):
+    """Lowers one Python function body into the shared builder."""
+
+    def __init__(self, b: IRBuilder, source: Source, scope: Scope, ctx: Any,
+                 env: dict[str, Any], typevars: dict[Any, T.DType],
+                 return_target: ReturnTarget | None = None,
+                 call_stack: tuple[Any, ...] = ()) -> None:
+        self.b = b
+        self.src = source
+        self.scope = scope
+        self.ctx = ctx  # the KernelContext: options and compile-wide state
+        self.env = env
+        self.typevars = typevars
+        self.loops: list[LoopTargets] = []
+        self.return_target = return_target
+        self.call_stack = call_stack
+        self.unsafe_depth = 0
+
+    # -- diagnostics -----------------------------------------------------------------
+
+    def error(self, cls: type[CompileError], node: ast.AST, message: str, label: str = "",
+              hint: str = "") -> CompileError:
+        return cls(message, self.src.span(node), label, hint)
+
+    def text(self, node: ast.AST) -> str:
+        return ast.get_source_segment(self.src.text, node) or ast.dump(node)
+
+    # -- statements ------------------------------------------------------------------
+
+    def lower_body(self, body: list[ast.stmt]) -> None:
+        for stmt in body:
+            if self.b.terminated:
+                # Code after return/break/continue: still checked, never reached.
+                self.b.set_block(self.b.new_block())
+            self.lower_stmt(stmt)
+
+    def lower_stmt(self, node: ast.stmt) -> None:
+        method = getattr(self, f"stmt_{type(node).__name__}", None)
+        if method is None:
+            message, hint = _UNSUPPORTED_STMTS.get(
+                type(node), (f"`{type(node).__name__}` statements are not supported in kernels", ""))
+            raise self.error(UnsupportedFeatureError, node, message, hint=hint)
+        method(node)
+
+    def stmt_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def stmt_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return  # a docstring or a bare string: no effect
+        self.expr(node.value)
+
+    def stmt_Assign(self, node: ast.Assign) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self.assign(target, value, node.value)
+
+    def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if not isinstance(node.target, ast.Name):
+            raise self.error(KernelSyntaxError, node.target,
+                             "only plain names can carry a type annotation")
+        dt = self.resolve_dtype(node.annotation)
+        if node.value is None:
+            raise self.error(KernelSyntaxError, node, "a declared local needs a value",
+                             hint=f"write `{node.target.id}: {dt.name} = 0`")
+        value = self.convert(self.expr(node.value), dt, node.value)
+        self.assign(node.target, value, node.value, declared=dt)
+
+    def stmt_AugAssign(self, node: ast.AugAssign) -> None:
+        if isinstance(node.target, ast.Name):
+            current = self.load_name(node.target.id, node.target)
+            result = self.binop(node.op, current, self.expr(node.value), node)
+            self.assign(node.target, result, node)
+        elif isinstance(node.target, ast.Subscript):
+            container = self.expr(node.target.value)
+            index = self.expr(node.target.slice)
+            current = self.subscript_load(container, index, node.target)
+            result = self.binop(node.op, current, self.expr(node.value), node)
+            self.subscript_store(container, index, result, node.target, node.target.value)
+        else:
+            raise self.error(KernelSyntaxError, node.target, "cannot assign to this expression")
+
+    def branch_on(self, test: ast.expr, value: Any, if_true: Block, if_false: Block) -> None:
+        """Branch on a condition; `and`/`or`/`not` become branches, so each comparison
+        is a branch of its own and the guard analysis sees it."""
+        if not isinstance(value, _Chain):
+            if isinstance(value, Lit):
+                self.b.br(if_true if value.value else if_false)
+                return
+            self.b.cond_br(self.truth(value, test), if_true, if_false)
+            return
+        node = value.node
+        if isinstance(node, ast.UnaryOp):  # not (a and b)
+            self.branch_on(node.operand, self.condition(node.operand), if_false, if_true)
+            return
+        is_and = isinstance(node.op, ast.And)
+        for i, operand in enumerate(node.values):
+            last = i == len(node.values) - 1
+            nxt = if_true if last else self.b.new_block()
+            v = self.condition(operand)
+            if is_and:
+                self.branch_on(operand, v, nxt, if_false)
+            else:
+                self.branch_on(operand, v, if_true, nxt if not last else if_false)
+            if not last:
+                self.b.set_block(nxt)
+
+    def condition(self, test: ast.expr) -> Any:
+        """Evaluate a condition; `and`/`or`/`not` chains stay unevaluated (`_Chain`) so that
+        `branch_on` lowers them to branches."""
+        if isinstance(test, ast.BoolOp) or (isinstance(test, ast.UnaryOp)
+                                            and isinstance(test.op, ast.Not)
+                                            and isinstance(test.operand, ast.BoolOp)):
+            return _Chain(test)
+        return self.expr(test)
+
+    def stmt_If(self, node: ast.If) -> None:
+        cond = self.condition(node.test)
+        if isinstance(cond, Lit) or (isinstance(cond, Static)):
+            # A compile-time condition (constants, Const parameters): lower one branch.
+            taken = bool(cond.value if isinstance(cond, Lit) else cond.obj)
+            self.lower_body(node.body if taken else node.orelse)
+            return
+        then_block, else_block, join = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.branch_on(node.test, cond, then_block, else_block if node.orelse else join)
+        self.b.set_block(then_block)
+        self.lower_body(node.body)
+        self.b.br(join)
+        if node.orelse:
+            self.b.set_block(else_block)
+            self.lower_body(node.orelse)
+            self.b.br(join)
+        self.b.set_block(join)
+
+    def stmt_While(self, node: ast.While) -> None:
+        if node.orelse:
+            raise self.error(UnsupportedFeatureError, node, "`while ... else` is not supported",
+                             hint="use a flag variable")
+        header, body, exit_ = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.b.br(header)
+        self.b.set_block(header)
+        cond = self.condition(node.test)
+        if isinstance(cond, Lit) and not cond.value:
+            self.b.br(exit_)
+        elif isinstance(cond, Lit):
+            self.b.br(body)
+        else:
+            self.branch_on(node.test, cond, body, exit_)
+        self.b.set_block(body)
+        self.loops.append(LoopTargets(header, exit_))
+        self.lower_body(node.body)
+        self.loops.pop()
+        self.b.br(header)
+        self.b.set_block(exit_)
+
+    def stmt_For(self, node: ast.For) -> None:
+        if node.orelse:
+            raise self.error(UnsupportedFeatureError, node, "`for ... else` is not supported",
+                             hint="use a flag variable")
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                and self.is_builtin(it.func.id, "range")):
+            raise self.error(UnsupportedFeatureError, it,
+                             "kernels loop only over `range(...)`",
+                             hint="write `for i in range(n):` and index arrays with `i`")
+        if it.keywords or not 1 <= len(it.args) <= 3:
+            raise self.error(KernelSyntaxError, it, "range() takes 1 to 3 positional arguments")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(KernelSyntaxError, node.target, "the loop variable must be a name")
+        args = [self.expr(a) for a in it.args]
+        for a, n in zip(args, it.args):
+            if not self.is_int_value(a):
+                raise self.error(KernelTypeError, n, f"range() needs integers, got {describe(a)}")
+        start, stop, step = (
+            (Lit(0), args[0], Lit(1)) if len(args) == 1 else
+            (args[0], args[1], Lit(1)) if len(args) == 2 else tuple(args))
+        if isinstance(step, Lit) and step.value == 0:
+            raise self.error(KernelSyntaxError, it.args[2], "range() step must not be zero")
+        dt = self.common_dtype([start, stop, step], it)
+        counter = self.b.alloc(ops.SlotOp(ir_type(dt)))
+        self.b.emit(ops.SlotWriteOp(counter, self.materialize(start, dt, it)))
+        stop_v = self.materialize(stop, dt, it)
+        step_v = self.materialize(step, dt, it)
+        header, body, latch, exit_ = (self.b.new_block() for _ in range(4))
+        self.b.br(header)
+        self.b.set_block(header)
+        iv = self.b.value(ops.SlotReadOp(counter))
+        if isinstance(step, Lit):
+            cond = self.b.value(ops.CompareOp("lt" if step.value > 0 else "gt", iv, stop_v))
+        else:
+            zero = self.b.constant(0, dt)
+            up = self.b.value(ops.CompareOp("gt", step_v, zero))
+            lt = self.b.value(ops.CompareOp("lt", iv, stop_v))
+            gt = self.b.value(ops.CompareOp("gt", iv, stop_v))
+            cond = self.b.value(ops.SelectOp(up, lt, gt))
+        self.b.cond_br(cond, body, exit_)
+        self.b.set_block(body)
+        self.assign(node.target, Val(iv, dt), node.target)
+        self.loops.append(LoopTargets(latch, exit_))
+        self.lower_body(node.body)
+        self.loops.pop()
+        self.b.br(latch)
+        self.b.set_block(latch)
+        nxt = self.b.value(ops.BinaryOp("add", self.b.value(ops.SlotReadOp(counter)), step_v))
+        self.b.emit(ops.SlotWriteOp(counter, nxt))
+        self.b.br(header)
+        self.b.set_block(exit_)
+
+    def stmt_Break(self, node: ast.Break) -> None:
+        if not self.loops:
+            raise self.error(KernelSyntaxError, node, "`break` outside a loop")
+        self.b.br(self.loops[-1].break_block)
+
+    def stmt_Continue(self, node: ast.Continue) -> None:
+        if not self.loops:
+            raise self.error(KernelSyntaxError, node, "`continue` outside a loop")
+        self.b.br(self.loops[-1].continue_block)
+
+    def stmt_Return(self, node: ast.Return) -> None:
+        target = self.return_target
+        if target is None:  # the kernel itself
+            if node.value is not None:
+                value = self.expr(node.value)
+                if not (isinstance(value, Static) and value.obj is None):
+                    raise self.error(KernelTypeError, node.value, "kernels cannot return a value",
+                                     hint="write results into a DisjointSlice parameter")
+            self.b.emit(ops.ReturnOp())
+            return
+        value = self.expr(node.value) if node.value is not None else Static(None)
+        self.store_return(target, value, node)
+        self.b.br(target.block)
+
+    def stmt_Assert(self, node: ast.Assert) -> None:
+        cond = self.expr(node.test)
+        message = ""
+        if node.msg is not None:
+            if not (isinstance(node.msg, ast.Constant) and isinstance(node.msg.value, str)):
+                raise self.error(KernelTypeError, node.msg,
+                                 "an assert message must be a string literal")
+            message = node.msg.value
+        if isinstance(cond, Lit):
+            if not cond.value:
+                raise self.error(KernelTypeError, node.test, "this assertion is always false")
+            return
+        site = self.b.site("assert", self.src.span(node.test), message or self.text(node.test))
+        self.b.emit(ops.AssertOp(self.truth(cond, node.test), site))
+
+    def stmt_With(self, node: ast.With) -> None:
+        if len(node.items) != 1:
+            raise self.error(UnsupportedFeatureError, node,
+                             "only `with ox.unsafe():` is supported in kernels")
+        item = node.items[0]
+        ctx = item.context_expr
+        callee = self.expr(ctx.func) if isinstance(ctx, ast.Call) else None
+        from oxide.lang import unsafe
+
+        if not (isinstance(callee, Static) and callee.obj is unsafe) or item.optional_vars:
+            raise self.error(UnsupportedFeatureError, ctx,
+                             "only `with ox.unsafe():` is supported in kernels",
+                             hint="context managers cannot run on the GPU")
+        self.unsafe_depth += 1
+        self.lower_body(node.body)
+        self.unsafe_depth -= 1
+
+    # -- assignment ------------------------------------------------------------------
+
+    def assign(self, target: ast.expr, value: Any, value_node: ast.AST,
+               declared: T.DType | None = None) -> None:
+        if isinstance(target, ast.Name):
+            self.assign_name(target.id, value, target, declared)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = self.unpack(value, len(target.elts), value_node)
+            for t, v in zip(target.elts, items):
+                self.assign(t, v, value_node)
+        elif isinstance(target, ast.Subscript):
+            container = self.expr(target.value)
+            index = self.expr(target.slice)
+            self.subscript_store(container, index, value, target, target.value)
+        elif isinstance(target, ast.Attribute):
+            raise self.error(KernelSyntaxError, target,
+                             f"cannot assign to the attribute `{self.text(target)}`",
+                             hint="kernels assign to local names and array elements only")
+        else:
+            raise self.error(KernelSyntaxError, target, "cannot assign to this expression")
+
+    def unpack(self, value: Any, n: int, node: ast.AST) -> tuple[Any, ...]:
+        if isinstance(value, Tup):
+            items = value.items
+        elif isinstance(value, SlotTuple):
+            items = self.read_slot_tuple(value).items
+        else:
+            raise self.error(KernelTypeError, node, f"cannot unpack {describe(value)}")
+        if len(items) != n:
+            raise self.error(KernelTypeError, node,
+                             f"cannot unpack {len(items)} values into {n} names")
+        return items
+
+    def assign_name(self, name: str, value: Any, node: ast.AST,
+                    declared: T.DType | None = None) -> None:
+        current = self.env.get(name)
+        if isinstance(current, Witness):
+            raise self.error(
+                SafetyError, node, f"`{name}` holds a ThreadIndex and cannot be rebound",
+                label="a witness variable is bound once",
+                hint=f"use another name for the new value; `{name}` must keep naming this "
+                     "thread's unique index")
+        if isinstance(current, (Array, FixedArray)) or (current is None and name in self.ctx.params
+                                                         and isinstance(value, Array)):
+            raise self.error(KernelTypeError, node, f"`{name}` is an array and cannot be rebound")
+        if isinstance(value, (Witness, Array, FixedArray, Static)):
+            if isinstance(current, Slot):
+                if isinstance(value, Witness):
+                    raise self.error(
+                        SafetyError, node,
+                        f"`{name}` is a plain {current.dtype.name} variable; storing a "
+                        "ThreadIndex in it drops the uniqueness guarantee",
+                        hint="bind the ThreadIndex to a fresh name: `i = thread.index_1d()`")
+                raise self.error(KernelTypeError, node,
+                                 f"`{name}` is {current.dtype.name}; cannot rebind it to "
+                                 f"{describe(value)}")
+            if isinstance(value, Static) and not isinstance(value.obj, T.DType):
+                raise self.error(KernelTypeError, node,
+                                 f"cannot store {describe(value)} in a variable")
+            self.env[name] = value
+            return
+        if isinstance(value, (Tup, SlotTuple)):
+            if isinstance(value, SlotTuple):
+                value = self.read_slot_tuple(value)
+            if current is None:
+                self.env[name] = self.new_slot_tuple(value, node)
+            elif isinstance(current, SlotTuple):
+                self.write_slot_tuple(current, value, node, name)
+            else:
+                raise self.error(KernelTypeError, node,
+                                 f"`{name}` is {describe(current)}; cannot rebind it to a tuple")
+            return
+        if current is None or isinstance(current, Lit):
+            dt = declared or self.default_dtype(value)
+            slot = self.b.alloc(ops.SlotOp(ir_type(dt)))
+            self.env[name] = Slot(slot, dt)
+            current = self.env[name]
+        if not isinstance(current, Slot):
+            raise self.error(KernelTypeError, node,
+                             f"`{name}` is {describe(current)}; cannot rebind it to "
+                             f"{describe(value)}")
+        v = self.coerce_to_slot(value, current, name, node)
+        self.b.emit(ops.SlotWriteOp(current.ssa, v))
+
+    def coerce_to_slot(self, value: Any, slot: Slot, name: str, node: ast.AST) -> Any:
+        if isinstance(value, Lit):
+            return self.materialize(value, slot.dtype, node)
+        if isinstance(value, Val):
+            if value.dtype != slot.dtype:
+                raise self.error(
+                    KernelTypeError, node,
+                    f"`{name}` is {slot.dtype.name}; cannot assign a {value.dtype.name} to it",
+                    label=f"this is {value.dtype.name}",
+                    hint=f"a name keeps one type: convert explicitly with "
+                         f"`{slot.dtype.name}(...)`, or start from `{name} = "
+                         f"{value.dtype.name}(0)`")
+            return value.ssa
+        raise self.error(KernelTypeError, node, f"cannot assign {describe(value)} to `{name}`")
+
+    def new_slot_tuple(self, value: Tup, node: ast.AST) -> SlotTuple:
+        items = []
+        for v in value.items:
+            if isinstance(v, Tup):
+                items.append(self.new_slot_tuple(v, node))
+            elif isinstance(v, (Val, Lit)):
+                dt = self.default_dtype(v)
+                s = Slot(self.b.alloc(ops.SlotOp(ir_type(dt))), dt)
+                self.b.emit(ops.SlotWriteOp(s.ssa, self.coerce_to_slot(v, s, "tuple item", node)))
+                items.append(s)
+            else:
+                items.append(v)  # witnesses, arrays: immutable, kept as they are
+        return SlotTuple(tuple(items))
+
+    def write_slot_tuple(self, st: SlotTuple, value: Tup, node: ast.AST, name: str) -> None:
+        if len(st.items) != len(value.items):
+            raise self.error(KernelTypeError, node,
+                             f"`{name}` holds {len(st.items)} values; cannot assign "
+                             f"{len(value.items)}")
+        for s, v in zip(st.items, value.items):
+            if isinstance(s, Slot):
+                self.b.emit(ops.SlotWriteOp(s.ssa, self.coerce_to_slot(v, s, name, node)))
+            elif isinstance(s, SlotTuple) and isinstance(v, Tup):
+                self.write_slot_tuple(s, v, node, name)
+            elif s is not v:
+                raise self.error(KernelTypeError, node, f"cannot reassign this item of `{name}`")
+
+    def read_slot_tuple(self, st: SlotTuple) -> Tup:
+        out = []
+        for s in st.items:
+            if isinstance(s, Slot):
+                out.append(Val(self.b.value(ops.SlotReadOp(s.ssa)), s.dtype))
+            elif isinstance(s, SlotTuple):
+                out.append(self.read_slot_tuple(s))
+            else:
+                out.append(s)
+        return Tup(tuple(out))
+
+    def store_return(self, target: ReturnTarget, value: Any, node: ast.Return) -> None:
+        if isinstance(value, SlotTuple):
+            value = self.read_slot_tuple(value)
+        target.returned.append(value)
+        if isinstance(value, Static) and value.obj is None:
+            if target.slot is not None:
+                raise self.error(KernelTypeError, node, "this function returns a value elsewhere")
+            return
+        if target.slot is None:
+            if isinstance(value, Tup):
+                target.slot = self.new_slot_tuple(value, node)
+                return
+            if not isinstance(value, (Val, Lit)):
+                if isinstance(value, (Witness, Array)):
+                    raise self.error(UnsupportedFeatureError, node,
+                                     f"an @ox.func cannot return {describe(value)}")
+                raise self.error(KernelTypeError, node, f"cannot return {describe(value)}")
+            dt = self.default_dtype(value)
+            target.slot = Slot(self.b.alloc(ops.SlotOp(ir_type(dt))), dt)
+        if isinstance(target.slot, SlotTuple):
+            if not isinstance(value, Tup):
+                raise self.error(KernelTypeError, node, "returns disagree: a tuple and a scalar")
+            self.write_slot_tuple(target.slot, value, node, "the return value")
+        else:
+            self.b.emit(ops.SlotWriteOp(target.slot.ssa, self.coerce_to_slot(
+                value, target.slot, "the return value", node)))

@@ -1,0 +1,75 @@
+"""The literal and promotion rules of DESIGN.md.
+
+- Literals are weak: they take the type of the typed operand they meet
+  (`x * 0.5` with `x: f32` stays f32; `n + 1` with `n: u32` stays u32).
+- Alone, an int literal is i32 (i64 if it does not fit), a float literal f32.
+- Typed operands promote as NumPy does (f32+f64 -> f64, i32+i64 -> i64,
+  i8+u8 -> i16, int+float -> the float); signed/unsigned mixes of one width
+  are an error rather than a silent 64-bit widening.
+"""
+
+from __future__ import annotations
+
+from oxide import types as T
+
+
+class PromotionError(Exception):
+    """Two operand types with no safe common type; the message says which."""
+
+
+def literal_dtype(value: int | float | bool) -> T.DType:
+    """The type of a literal standing alone."""
+    if isinstance(value, bool):
+        return T.bool_
+    if isinstance(value, int):
+        return T.i32 if -(2**31) <= value < 2**31 else T.i64
+    return T.f32
+
+
+def literal_fits(value: int | float | bool, dt: T.DType) -> bool:
+    """Whether a weak literal can take `dt` without changing its value."""
+    if dt.is_bool:
+        return isinstance(value, bool) or value in (0, 1)
+    if dt.is_float:
+        return True
+    if isinstance(value, float):
+        return False
+    lo, hi = (-(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1)) if dt.is_signed else (0, 2**dt.bits)
+    return lo <= int(value) < hi
+
+
+def promote(a: T.DType, b: T.DType) -> T.DType:
+    """The common type of two typed operands."""
+    if a == b:
+        return a
+    if a.is_bool:
+        return b
+    if b.is_bool:
+        return a
+    if a.is_float and b.is_float:
+        if {a.name, b.name} == {"f16", "bf16"}:
+            return T.f32
+        return a if a.bits > b.bits else b
+    if a.is_float or b.is_float:
+        return a if a.is_float else b
+    if a.kind == b.kind:
+        return a if a.bits > b.bits else b
+    signed, unsigned = (a, b) if a.is_signed else (b, a)
+    if signed.bits > unsigned.bits:
+        return signed
+    if signed.bits < unsigned.bits < 64:
+        return T.SCALARS[f"i{unsigned.bits * 2}"]
+    raise PromotionError(
+        f"mixing {a.name} and {b.name}: signed and unsigned integers of "
+        f"{'one width' if a.bits == b.bits else 'these widths'} have no common type")
+
+
+def literal_with(value: int | float | bool, other: T.DType) -> T.DType:
+    """The type a weak literal takes next to a typed operand of type `other`."""
+    if isinstance(value, bool):
+        return other
+    if other.is_bool:
+        return literal_dtype(value)
+    if isinstance(value, float) and not other.is_float:
+        return T.f64 if other.bits == 64 else T.f32
+    return other

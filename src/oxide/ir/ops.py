@@ -1,0 +1,441 @@
+"""The `oxide` dialect: SIMT kernels as a control-flow graph of typed operations.
+
+One kernel is one `oxide.func` whose region is a CFG (blocks, `oxide.br`,
+`oxide.cond_br`, `oxide.return`), so early returns, `break` and `continue` need
+no structured rewriting. Arithmetic ops take their meaning from the operand
+types (signed/unsigned ints, floats). Array, witness and bounds ops keep the
+safety facts explicit, so passes check them on the IR rather than the AST.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from xdsl.dialects.builtin import (
+    FunctionType, IntAttr, IntegerType, StringAttr, SymbolNameConstraint,
+)
+from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
+from xdsl.irdl import (
+    AttrSizedOperandSegments, IRDLOperation, irdl_op_definition, operand_def, prop_def,
+    region_def, result_def, successor_def, traits_def, var_operand_def,
+)
+from xdsl.traits import IsTerminator, Pure
+from xdsl.utils.exceptions import VerifyException
+
+from oxide.ir.types import ArrayType, SharedArrayType, SlotType, ThreadIndexType
+
+BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "and", "or",
+              "xor", "shl", "shr", "min", "max")
+UNARY_OPS = ("neg", "not", "invert", "abs")
+PREDICATES = ("lt", "le", "gt", "ge", "eq", "ne")
+
+
+def _site(op: Operation) -> int:
+    return op.properties["site"].data  # type: ignore[attr-defined]
+
+
+@irdl_op_definition
+class FuncOp(IRDLOperation):
+    """A kernel: parameters are the flattened block arguments of the entry block."""
+
+    name = "oxide.func"
+    sym_name = prop_def(SymbolNameConstraint())
+    function_type = prop_def(FunctionType)
+    body = region_def()
+
+    def __init__(self, name: str, arg_types: Sequence[Attribute]) -> None:
+        block = Block(arg_types=arg_types)
+        super().__init__(
+            properties={"sym_name": StringAttr(name),
+                        "function_type": FunctionType.from_lists(list(arg_types), [])},
+            regions=[Region(block)])
+
+
+@irdl_op_definition
+class ConstantOp(IRDLOperation):
+    name = "oxide.constant"
+    value = prop_def()
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, value: Attribute, type_: Attribute) -> None:
+        super().__init__(properties={"value": value}, result_types=[type_])
+
+
+@irdl_op_definition
+class BinaryOp(IRDLOperation):
+    """`oxide.binary "add"`: both operands and the result have one type."""
+
+    name = "oxide.binary"
+    kind = prop_def(StringAttr)
+    lhs = operand_def()
+    rhs = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, kind: str, lhs: SSAValue, rhs: SSAValue) -> None:
+        super().__init__(operands=[lhs, rhs], properties={"kind": StringAttr(kind)},
+                         result_types=[lhs.type])
+
+    def verify_(self) -> None:
+        if self.kind.data not in BINARY_OPS:
+            raise VerifyException(f"unknown binary op {self.kind.data}")
+        if self.lhs.type != self.rhs.type or self.result.type != self.lhs.type:
+            raise VerifyException("oxide.binary operands and result must share one type")
+
+
+@irdl_op_definition
+class UnaryOp(IRDLOperation):
+    name = "oxide.unary"
+    kind = prop_def(StringAttr)
+    operand = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, kind: str, x: SSAValue) -> None:
+        super().__init__(operands=[x], properties={"kind": StringAttr(kind)},
+                         result_types=[x.type])
+
+
+@irdl_op_definition
+class CompareOp(IRDLOperation):
+    name = "oxide.cmp"
+    predicate = prop_def(StringAttr)
+    lhs = operand_def()
+    rhs = operand_def()
+    result = result_def(IntegerType(1))
+    traits = traits_def(Pure())
+
+    def __init__(self, pred: str, lhs: SSAValue, rhs: SSAValue) -> None:
+        super().__init__(operands=[lhs, rhs], properties={"predicate": StringAttr(pred)},
+                         result_types=[IntegerType(1)])
+
+    def verify_(self) -> None:
+        if self.lhs.type != self.rhs.type:
+            raise VerifyException("oxide.cmp operands must share one type")
+
+
+@irdl_op_definition
+class CastOp(IRDLOperation):
+    name = "oxide.cast"
+    operand = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, x: SSAValue, to: Attribute) -> None:
+        super().__init__(operands=[x], result_types=[to])
+
+
+@irdl_op_definition
+class SelectOp(IRDLOperation):
+    name = "oxide.select"
+    cond = operand_def(IntegerType(1))
+    if_true = operand_def()
+    if_false = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> None:
+        super().__init__(operands=[cond, a, b], result_types=[a.type])
+
+
+@irdl_op_definition
+class MathOp(IRDLOperation):
+    """A math function (`sqrt`, `atan2`, `fma`...) on floats of one type."""
+
+    name = "oxide.math"
+    fn = prop_def(StringAttr)
+    args = var_operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, fn: str, args: Sequence[SSAValue], result_type: Attribute) -> None:
+        super().__init__(operands=[list(args)], properties={"fn": StringAttr(fn)},
+                         result_types=[result_type])
+
+
+@irdl_op_definition
+class RegisterOp(IRDLOperation):
+    """A hardware register: `tid.x`, `ctaid.y`, `ntid.z`, `nctaid.x`, `laneid`, `warpid`."""
+
+    name = "oxide.register"
+    reg = prop_def(StringAttr)
+    result = result_def()
+
+    def __init__(self, reg: str, type_: Attribute) -> None:
+        super().__init__(properties={"reg": StringAttr(reg)}, result_types=[type_])
+
+
+@irdl_op_definition
+class ThreadIndexOp(IRDLOperation):
+    """Creates the launch-unique witness `thread.index_1d()` / `thread.index_2d()`."""
+
+    name = "oxide.thread_index"
+    rank = prop_def(IntAttr)
+    result = result_def(ThreadIndexType)
+
+    def __init__(self, rank: int) -> None:
+        super().__init__(properties={"rank": IntAttr(rank)},
+                         result_types=[ThreadIndexType(IntAttr(rank))])
+
+
+@irdl_op_definition
+class IndexComponentOp(IRDLOperation):
+    """A witness's coordinate as a plain i64 (dimension 0 is the row, the last the column)."""
+
+    name = "oxide.index_component"
+    dim = prop_def(IntAttr)
+    witness = operand_def(ThreadIndexType)
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, witness: SSAValue, dim: int, type_: Attribute) -> None:
+        super().__init__(operands=[witness], properties={"dim": IntAttr(dim)},
+                         result_types=[type_])
+
+
+@irdl_op_definition
+class InBoundsOp(IRDLOperation):
+    """`w in arr`: every coordinate of the witness is below the array's extent."""
+
+    name = "oxide.in_bounds"
+    witness = operand_def(ThreadIndexType)
+    array = operand_def(ArrayType)
+    result = result_def(IntegerType(1))
+    traits = traits_def(Pure())
+
+    def __init__(self, witness: SSAValue, array: SSAValue) -> None:
+        super().__init__(operands=[witness, array], result_types=[IntegerType(1)])
+
+    def verify_(self) -> None:
+        wr = self.witness.type.rank.data  # type: ignore[attr-defined]
+        ar = self.array.type.rank.data  # type: ignore[attr-defined]
+        if wr != ar:
+            raise VerifyException(f"a rank-{wr} witness cannot guard a rank-{ar} array")
+
+
+@irdl_op_definition
+class ArrayDimOp(IRDLOperation):
+    """An array's extent along one dimension (`len(a)`, `a.shape[d]`)."""
+
+    name = "oxide.array_dim"
+    dim = prop_def(IntAttr)
+    array = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, array: SSAValue, dim: int, type_: Attribute) -> None:
+        super().__init__(operands=[array], properties={"dim": IntAttr(dim)},
+                         result_types=[type_])
+
+
+@irdl_op_definition
+class LoadOp(IRDLOperation):
+    """Reads one element. `checked=1` bounds-checks it, reporting failures as `site`."""
+
+    name = "oxide.load"
+    array = operand_def()
+    indices = var_operand_def()
+    site = prop_def(IntAttr)
+    checked = prop_def(IntAttr)
+    result = result_def()
+
+    def __init__(self, array: SSAValue, indices: Sequence[SSAValue], elem: Attribute,
+                 site: int, checked: bool) -> None:
+        super().__init__(operands=[array, list(indices)],
+                         properties={"site": IntAttr(site), "checked": IntAttr(int(checked))},
+                         result_types=[elem])
+
+
+@irdl_op_definition
+class StoreOp(IRDLOperation):
+    """Writes one element.
+
+    Outside `ox.unsafe()` (`unsafe=0`), a write to a DisjointSlice indexes with a
+    witness and must be dominated by its bounds guard: the safety pass checks it.
+    """
+
+    name = "oxide.store"
+    array = operand_def()
+    value = operand_def()
+    indices = var_operand_def()
+    site = prop_def(IntAttr)
+    checked = prop_def(IntAttr)
+    unsafe = prop_def(IntAttr)
+
+    def __init__(self, array: SSAValue, indices: Sequence[SSAValue], value: SSAValue,
+                 site: int, checked: bool, unsafe: bool = False) -> None:
+        super().__init__(operands=[array, value, list(indices)],
+                         properties={"site": IntAttr(site), "checked": IntAttr(int(checked)),
+                                     "unsafe": IntAttr(int(unsafe))})
+
+
+@irdl_op_definition
+class AtomicOp(IRDLOperation):
+    """Read-modify-write on one element; returns the old value."""
+
+    name = "oxide.atomic"
+    kind = prop_def(StringAttr)
+    scope = prop_def(StringAttr)
+    array = operand_def()
+    value = operand_def()
+    compare = var_operand_def()
+    indices = var_operand_def()
+    site = prop_def(IntAttr)
+    result = result_def()
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(self, kind: str, scope: str, array: SSAValue, indices: Sequence[SSAValue],
+                 value: SSAValue, compare: SSAValue | None, site: int) -> None:
+        super().__init__(
+            operands=[array, value, [compare] if compare is not None else [], list(indices)],
+            properties={"kind": StringAttr(kind), "scope": StringAttr(scope),
+                        "site": IntAttr(site)},
+            result_types=[value.type])
+
+
+@irdl_op_definition
+class FixedArrayOp(IRDLOperation):
+    """Declares a block-shared or thread-local array of fixed shape."""
+
+    name = "oxide.fixed_array"
+    result = result_def(SharedArrayType)
+
+    def __init__(self, type_: SharedArrayType) -> None:
+        super().__init__(result_types=[type_])
+
+
+@irdl_op_definition
+class SlotOp(IRDLOperation):
+    """Declares a mutable local variable."""
+
+    name = "oxide.slot"
+    result = result_def(SlotType)
+
+    def __init__(self, elem: Attribute) -> None:
+        super().__init__(result_types=[SlotType(elem)])
+
+
+@irdl_op_definition
+class SlotReadOp(IRDLOperation):
+    name = "oxide.slot_read"
+    slot = operand_def(SlotType)
+    result = result_def()
+
+    def __init__(self, slot: SSAValue) -> None:
+        super().__init__(operands=[slot], result_types=[slot.type.elem])  # type: ignore[attr-defined]
+
+
+@irdl_op_definition
+class SlotWriteOp(IRDLOperation):
+    name = "oxide.slot_write"
+    slot = operand_def(SlotType)
+    value = operand_def()
+
+    def __init__(self, slot: SSAValue, value: SSAValue) -> None:
+        super().__init__(operands=[slot, value])
+
+    def verify_(self) -> None:
+        if self.slot.type.elem != self.value.type:  # type: ignore[attr-defined]
+            raise VerifyException("slot_write value type differs from the slot's")
+
+
+@irdl_op_definition
+class BarrierOp(IRDLOperation):
+    """`sync_threads` (kind "block"), `sync_warp` ("warp") or a fence ("fence.gl"...)."""
+
+    name = "oxide.barrier"
+    kind = prop_def(StringAttr)
+
+    def __init__(self, kind: str) -> None:
+        super().__init__(properties={"kind": StringAttr(kind)})
+
+
+@irdl_op_definition
+class WarpOp(IRDLOperation):
+    """A warp collective: shuffles, votes, reductions, match_any."""
+
+    name = "oxide.warp"
+    kind = prop_def(StringAttr)
+    args = var_operand_def()
+    result = result_def()
+
+    def __init__(self, kind: str, args: Sequence[SSAValue], result_type: Attribute) -> None:
+        super().__init__(operands=[list(args)], properties={"kind": StringAttr(kind)},
+                         result_types=[result_type])
+
+
+@irdl_op_definition
+class AssertOp(IRDLOperation):
+    """Records an assertion failure (`site`) when `cond` is false; execution continues."""
+
+    name = "oxide.assert"
+    cond = operand_def(IntegerType(1))
+    site = prop_def(IntAttr)
+
+    def __init__(self, cond: SSAValue, site: int) -> None:
+        super().__init__(operands=[cond], properties={"site": IntAttr(site)})
+
+
+@irdl_op_definition
+class PrintOp(IRDLOperation):
+    """`print(...)`: a printf format and its arguments."""
+
+    name = "oxide.print"
+    format = prop_def(StringAttr)
+    args = var_operand_def()
+
+    def __init__(self, fmt: str, args: Sequence[SSAValue]) -> None:
+        super().__init__(operands=[list(args)], properties={"format": StringAttr(fmt)})
+
+
+@irdl_op_definition
+class BranchOp(IRDLOperation):
+    name = "oxide.br"
+    dest = successor_def()
+    traits = traits_def(IsTerminator())
+
+    def __init__(self, dest: Block) -> None:
+        super().__init__(successors=[dest])
+
+
+@irdl_op_definition
+class CondBranchOp(IRDLOperation):
+    name = "oxide.cond_br"
+    cond = operand_def(IntegerType(1))
+    then_block = successor_def()
+    else_block = successor_def()
+    traits = traits_def(IsTerminator())
+
+    def __init__(self, cond: SSAValue, then_block: Block, else_block: Block) -> None:
+        super().__init__(operands=[cond], successors=[then_block, else_block])
+
+
+@irdl_op_definition
+class ReturnOp(IRDLOperation):
+    name = "oxide.return"
+    traits = traits_def(IsTerminator())
+
+    def __init__(self) -> None:
+        super().__init__()
+
+
+@irdl_op_definition
+class UnreachableOp(IRDLOperation):
+    name = "oxide.unreachable"
+    traits = traits_def(IsTerminator())
+
+    def __init__(self) -> None:
+        super().__init__()
+
+
+Oxide = Dialect(
+    "oxide",
+    [FuncOp, ConstantOp, BinaryOp, UnaryOp, CompareOp, CastOp, SelectOp, MathOp,
+     RegisterOp, ThreadIndexOp, IndexComponentOp, InBoundsOp, ArrayDimOp, LoadOp,
+     StoreOp, AtomicOp, FixedArrayOp, SlotOp, SlotReadOp, SlotWriteOp, BarrierOp, WarpOp,
+     AssertOp, PrintOp, BranchOp, CondBranchOp, ReturnOp, UnreachableOp],
+    [],
+)
+
+__all__ = [name for name in dir() if name.endswith("Op")] + ["Oxide"]

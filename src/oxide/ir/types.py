@@ -1,0 +1,93 @@
+"""oxide IR types (xDSL attributes) and their mapping to oxide dtypes.
+
+Scalars use xDSL's builtin types with explicit signedness (`si32`, `ui32`), so
+the IR says what `//`, `>>` and comparisons mean without consulting the frontend.
+Arrays, thread-index witnesses and local slots are oxide's own types.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import (
+    BFloat16Type, Float16Type, Float32Type, Float64Type, IntAttr, IntegerType,
+    Signedness, StringAttr,
+)
+from xdsl.ir import Attribute, ParametrizedAttribute, TypeAttribute
+from xdsl.irdl import irdl_attr_definition
+
+from oxide import types as T
+
+
+@irdl_attr_definition
+class ArrayType(ParametrizedAttribute, TypeAttribute):
+    """`!oxide.array<f32, 2, "disjoint", 1>`: element, rank, access, contiguous."""
+
+    name = "oxide.array"
+    elem: Attribute
+    rank: IntAttr
+    access: StringAttr
+    contiguous: IntAttr
+
+
+@irdl_attr_definition
+class ThreadIndexType(ParametrizedAttribute, TypeAttribute):
+    """A witness: an index unique to this thread in the launch (rank 1 or 2)."""
+
+    name = "oxide.thread_index"
+    rank: IntAttr
+
+
+@irdl_attr_definition
+class SlotType(ParametrizedAttribute, TypeAttribute):
+    """A mutable local variable; LLVM's SROA turns slots into registers."""
+
+    name = "oxide.slot"
+    elem: Attribute
+
+
+@irdl_attr_definition
+class SharedArrayType(ParametrizedAttribute, TypeAttribute):
+    """A block-shared or thread-local fixed-shape array (`space` is "shared" or "local")."""
+
+    name = "oxide.fixed_array"
+    elem: Attribute
+    shape: StringAttr  # "32x33"; "?" for dynamic shared memory
+    space: StringAttr
+
+
+_FLOATS = {16: Float16Type, 32: Float32Type, 64: Float64Type}
+
+
+def ir_type(dt: T.DType) -> Attribute:
+    """The IR type of an oxide scalar dtype."""
+    if dt is T.bf16 or dt.name == "bf16":
+        return BFloat16Type()
+    if dt.is_float:
+        return _FLOATS[dt.bits]()
+    if dt.is_bool:
+        return IntegerType(1)
+    sign = Signedness.SIGNED if dt.is_signed else Signedness.UNSIGNED
+    return IntegerType(dt.bits, sign)
+
+
+def dtype_of_ir(t: Attribute) -> T.DType:
+    """The oxide dtype of an IR scalar type."""
+    if isinstance(t, BFloat16Type):
+        return T.bf16
+    if isinstance(t, Float16Type):
+        return T.f16
+    if isinstance(t, Float32Type):
+        return T.f32
+    if isinstance(t, Float64Type):
+        return T.f64
+    if isinstance(t, IntegerType):
+        width = t.width.data
+        if width == 1:
+            return T.bool_
+        signed = t.signedness.data != Signedness.UNSIGNED
+        return T.SCALARS[f"{'i' if signed else 'u'}{width}"]
+    raise TypeError(f"not a scalar IR type: {t}")
+
+
+def array_ir_type(at: T.ArrayType) -> ArrayType:
+    return ArrayType(ir_type(at.dtype), IntAttr(at.rank), StringAttr(at.access),
+                     IntAttr(1 if at.contiguous else 0))

@@ -1,0 +1,87 @@
+"""The device-side API: the names kernels call (`thread`, `ox.math`, `ox.warp`...)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oxide.lang.intrinsic import Intrinsic, Namespace, RegisterGroup
+
+thread = Namespace("thread", {
+    "index_1d": "A ThreadIndex unique to this thread: block_idx.x * block_dim.x + thread_idx.x.",
+    "index_2d": "A 2-D ThreadIndex: `.row` from the y dimension, `.col` from the x dimension.",
+})
+
+thread_idx = RegisterGroup("thread_idx", "This thread's index in its block (`.x`, `.y`, `.z`).")
+block_idx = RegisterGroup("block_idx", "This block's index in the grid.")
+block_dim = RegisterGroup("block_dim", "The block's size in threads.")
+grid_dim = RegisterGroup("grid_dim", "The grid's size in blocks.")
+
+lane_id = Intrinsic("lane_id", "This thread's lane in its warp (0-31).")
+warp_id = Intrinsic("warp_id", "This thread's warp in its block (thread_idx linearized // 32).")
+sync_threads = Intrinsic("sync_threads", "Barrier for every thread of the block.")
+sync_warp = Intrinsic("sync_warp", "Barrier for the threads of the warp.")
+threadfence = Intrinsic("threadfence", "Memory fence at device scope.")
+threadfence_block = Intrinsic("threadfence_block", "Memory fence at block scope.")
+threadfence_system = Intrinsic("threadfence_system", "Memory fence at system scope.")
+
+MATH_FUNCTIONS = (
+    "sqrt rsqrt cbrt exp exp2 exp10 expm1 log log2 log10 log1p sin cos tan asin acos atan "
+    "sinh cosh tanh asinh acosh atanh atan2 pow erf erfc lgamma tgamma floor ceil trunc "
+    "round fabs fma fmod hypot copysign fmin fmax isnan isinf isfinite"
+).split()
+
+math = Namespace("math", {name: f"`{name}` on floats (libdevice on the GPU)."
+                          for name in MATH_FUNCTIONS})
+
+warp = Namespace("warp", {
+    "shuffle": "shuffle(value, src_lane, mask=FULL): read `value` from another lane.",
+    "shuffle_up": "shuffle_up(value, delta, mask=FULL): read from lane - delta.",
+    "shuffle_down": "shuffle_down(value, delta, mask=FULL): read from lane + delta.",
+    "shuffle_xor": "shuffle_xor(value, lane_mask, mask=FULL): read from lane ^ lane_mask.",
+    "ballot": "ballot(pred, mask=FULL): a u32 with bit i set where lane i's pred holds.",
+    "any": "any(pred, mask=FULL): whether pred holds on any lane.",
+    "all": "all(pred, mask=FULL): whether pred holds on every lane.",
+    "reduce_add": "reduce_add(value, mask=FULL): the sum over the warp, on every lane.",
+    "reduce_min": "reduce_min(value, mask=FULL): the minimum over the warp.",
+    "reduce_max": "reduce_max(value, mask=FULL): the maximum over the warp.",
+    "match_any": "match_any(value, mask=FULL): the lanes holding the same value.",
+})
+
+atomic = Namespace("atomic", {
+    name: f"atomic.{name}(arr, index, value): read-modify-write, returns the old value."
+    for name in ("add", "sub", "min", "max", "exch", "cas", "and_", "or_", "xor")
+})
+
+shared = Namespace("shared", {
+    "array": "shared.array(dtype, shape): a block-shared array of static shape.",
+    "dynamic": "shared.dynamic(dtype): the launch's dynamic shared memory as a 1-D array.",
+})
+local = Namespace("local", {"array": "local.array(dtype, shape): a per-thread array."})
+
+block = Namespace("block", {
+    "reduce_add": "reduce_add(v): the block's sum, returned to every thread.",
+    "reduce_min": "reduce_min(v): the block's minimum, returned to every thread.",
+    "reduce_max": "reduce_max(v): the block's maximum, returned to every thread.",
+    "exclusive_scan": "exclusive_scan(v): the sum of v over the threads before this one.",
+})
+
+
+class unsafe:
+    """`with ox.unsafe():` marks code whose races and raw accesses the programmer vouches for.
+
+    It is only meaningful inside kernels; on the host it does nothing.
+    """
+
+    def __enter__(self) -> unsafe:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        return None
+
+
+__all__ = [
+    "Intrinsic", "thread", "thread_idx", "block_idx", "block_dim", "grid_dim", "lane_id",
+    "warp_id", "sync_threads", "sync_warp", "threadfence", "threadfence_block",
+    "threadfence_system", "math", "warp", "atomic", "shared", "local", "block", "unsafe",
+    "MATH_FUNCTIONS",
+]

@@ -1,0 +1,46 @@
+"""The safety pass: every DisjointSlice write is at a guarded witness; proven checks go.
+
+Runs on oxide IR after the frontend. The frontend has already rejected writes
+at non-witness indices (it knows the source expressions); this pass owns what
+needs the control-flow graph: the bounds guard that must dominate each write,
+and removing bounds checks on reads the same guards prove.
+"""
+
+from __future__ import annotations
+
+from xdsl.dialects.builtin import IntAttr
+
+from oxide.errors import SafetyError
+from oxide.frontend.builder import Site
+from oxide.ir import ops
+from oxide.ir.types import ArrayType, ThreadIndexType
+from oxide.passes.guards import analyze
+
+
+def check_disjoint_writes(func: ops.FuncOp, sites: list[Site]) -> None:
+    """Raise SafetyError for a DisjointSlice write not dominated by its bounds guard;
+    drop bounds checks on accesses the guards prove in range."""
+    facts = analyze(func)
+    for block in func.body.blocks:
+        for op in block.ops:
+            if not isinstance(op, (ops.LoadOp, ops.StoreOp)):
+                continue
+            arr_type = op.array.type
+            if not isinstance(arr_type, ArrayType):
+                continue
+            indices = list(op.indices)
+            witness = indices[0] if len(indices) == 1 and isinstance(
+                indices[0].type, ThreadIndexType) else None
+            proven = witness is not None and facts.holds(
+                block, witness, op.array, arr_type.rank.data)
+            if proven:
+                op.properties["checked"] = IntAttr(0)
+            if (isinstance(op, ops.StoreOp) and arr_type.access.data == "disjoint"
+                    and not op.unsafe.data and not proven):
+                site = sites[op.site.data]
+                name = site.detail
+                raise SafetyError(
+                    f"write to DisjointSlice `{name}` is not bounds-guarded",
+                    site.span, label="this write may be out of bounds",
+                    hint=f"guard it: `if i in {name}:` (or `if i < len({name}):`, or return "
+                         f"early when `i >= len({name})`)")

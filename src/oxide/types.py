@@ -1,0 +1,214 @@
+"""Scalar dtypes and kernel parameter types.
+
+These objects are shared by the host API (annotations, launch checks) and the
+compiler (type inference, codegen), so they carry everything both need: the
+NumPy dtype, the LLVM type and the promotion rank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "DType", "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64",
+    "u8", "u16", "u32", "u64", "bool_", "SCALARS", "dtype_of",
+    "ArrayType", "Slice", "DisjointSlice", "AtomicSlice", "RawSlice",
+    "Const", "ConstType", "TypeVar",
+]
+
+
+@dataclass(frozen=True, eq=False)
+class DType:
+    """A scalar type. Calling it converts: on the host to a NumPy scalar, in a kernel to a cast."""
+
+    name: str
+    kind: str  # "f" float, "i" signed, "u" unsigned, "b" bool
+    bits: int
+    llvm: str
+    numpy_name: str | None
+
+    @property
+    def is_float(self) -> bool:
+        return self.kind == "f"
+
+    @property
+    def is_int(self) -> bool:
+        return self.kind in "iu"
+
+    @property
+    def is_signed(self) -> bool:
+        return self.kind == "i"
+
+    @property
+    def is_bool(self) -> bool:
+        return self.kind == "b"
+
+    @property
+    def itemsize(self) -> int:
+        return max(1, self.bits // 8)
+
+    @property
+    def numpy(self) -> np.dtype:
+        if self.numpy_name is None:
+            try:
+                import ml_dtypes  # type: ignore[import-not-found]
+
+                return np.dtype(ml_dtypes.bfloat16)
+            except ImportError as exc:  # pragma: no cover - depends on environment
+                raise TypeError("bf16 host values need the `ml_dtypes` package") from exc
+        return np.dtype(self.numpy_name)
+
+    def __call__(self, value: Any) -> Any:
+        if self.numpy_name is None:
+            return float(value)
+        return self.numpy.type(value)
+
+    def __repr__(self) -> str:
+        return f"oxide.{self.name}"
+
+    def __hash__(self) -> int:
+        return hash(self.name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, DType) and other.name == self.name
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dtype_of, (self.name,))
+
+
+f16 = DType("f16", "f", 16, "half", "float16")
+bf16 = DType("bf16", "f", 16, "bfloat", None)
+f32 = DType("f32", "f", 32, "float", "float32")
+f64 = DType("f64", "f", 64, "double", "float64")
+i8 = DType("i8", "i", 8, "i8", "int8")
+i16 = DType("i16", "i", 16, "i16", "int16")
+i32 = DType("i32", "i", 32, "i32", "int32")
+i64 = DType("i64", "i", 64, "i64", "int64")
+u8 = DType("u8", "u", 8, "i8", "uint8")
+u16 = DType("u16", "u", 16, "i16", "uint16")
+u32 = DType("u32", "u", 32, "i32", "uint32")
+u64 = DType("u64", "u", 64, "i64", "uint64")
+bool_ = DType("bool_", "b", 1, "i1", "bool")
+
+SCALARS: dict[str, DType] = {
+    t.name: t for t in (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool_)
+}
+_BY_NUMPY = {t.numpy_name: t for t in SCALARS.values() if t.numpy_name}
+
+
+def dtype_of(value: Any) -> DType:
+    """The oxide dtype of a name, NumPy dtype, torch dtype or DType."""
+    if isinstance(value, DType):
+        return value
+    if isinstance(value, str) and value in SCALARS:
+        return SCALARS[value]
+    name = str(value).replace("torch.", "")
+    if name == "bfloat16":
+        return bf16
+    if name in ("float", "int", "bool"):
+        name = {"float": "float32", "int": "int32", "bool": "bool"}[name]
+    try:
+        name = np.dtype(name).name
+    except TypeError:
+        pass
+    if name in _BY_NUMPY:
+        return _BY_NUMPY[name]
+    raise TypeError(f"{value!r} is not a dtype oxide supports")
+
+
+# ---------------------------------------------------------------------------
+# Parameter types
+
+
+ACCESS_KINDS = ("slice", "disjoint", "atomic", "raw")
+
+
+@dataclass(frozen=True)
+class ArrayType:
+    """An array parameter: element type, rank, access discipline and layout.
+
+    `contiguous` is part of a specialization (C-contiguous arrays index with
+    shapes alone); an annotation leaves it `None` and the launch decides.
+    """
+
+    access: str
+    dtype: Any  # DType, or a TypeVar in a generic annotation
+    rank: int = 1
+    contiguous: bool | None = None
+
+    @property
+    def writable(self) -> bool:
+        return self.access != "slice"
+
+    @property
+    def title(self) -> str:
+        return {"slice": "Slice", "disjoint": "DisjointSlice", "atomic": "AtomicSlice",
+                "raw": "RawSlice"}[self.access]
+
+    def with_layout(self, contiguous: bool) -> ArrayType:
+        return ArrayType(self.access, self.dtype, self.rank, contiguous)
+
+    def __repr__(self) -> str:
+        rank = f", {self.rank}" if self.rank != 1 else ""
+        dt = self.dtype.name if isinstance(self.dtype, DType) else repr(self.dtype)
+        return f"{self.title}[{dt}{rank}]"
+
+
+class _ArrayFactory:
+    """`Slice[f32]`, `Slice[f32, 2]`: builds an ArrayType of one access kind."""
+
+    def __init__(self, access: str, doc: str) -> None:
+        self.access = access
+        self.__doc__ = doc
+
+    def __getitem__(self, item: Any) -> ArrayType:
+        dtype, rank = (item if isinstance(item, tuple) else (item, 1))
+        if not isinstance(rank, int) or not 1 <= rank <= 3:
+            raise TypeError(f"array rank must be 1, 2 or 3, got {rank!r}")
+        if not isinstance(dtype, (DType, TypeVar)):
+            dtype = dtype_of(dtype)
+        return ArrayType(self.access, dtype, rank)
+
+    def __repr__(self) -> str:
+        return ArrayType(self.access, f32).title
+
+
+Slice = _ArrayFactory("slice", "Read-only array parameter; writes are a compile error.")
+DisjointSlice = _ArrayFactory(
+    "disjoint", "Writable array; each thread writes only at its own ThreadIndex.")
+AtomicSlice = _ArrayFactory("atomic", "Array updated only through `ox.atomic.*`.")
+RawSlice = _ArrayFactory("raw", "Unrestricted array; access only inside `with ox.unsafe():`.")
+
+
+@dataclass(frozen=True)
+class ConstType:
+    """A compile-time parameter: each distinct value gets its own specialization."""
+
+    pytype: Any = int
+
+    def __repr__(self) -> str:
+        return f"Const[{getattr(self.pytype, '__name__', self.pytype)}]"
+
+
+class _ConstFactory:
+    def __getitem__(self, pytype: Any) -> ConstType:
+        return ConstType(pytype)
+
+    def __repr__(self) -> str:
+        return "Const"
+
+
+Const = _ConstFactory()
+
+
+class TypeVar:
+    """A type parameter of a generic kernel: `T = ox.TypeVar("T")`, then `Slice[T]`, `x: T`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
