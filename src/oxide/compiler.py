@@ -23,19 +23,24 @@ class CompiledKernel:
     """One specialization of a kernel for one target, with every stage inspectable."""
 
     def __init__(self, kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None,
-                 symbol: str, ir: str, llvm_text: str, abi: list[ParamABI], sites: list[Site],
+                 symbol: str, func: Any, llvm_text: str, abi: list[ParamABI], sites: list[Site],
                  uses_barriers: bool) -> None:
         self.kernel = kernel
         self.signature = sig
         self.target = target
         self.arch = arch
         self.name = symbol
-        self.ir = ir
+        self._func = func
         self.llvm_unoptimized = llvm_text
         self.abi = abi
         self.sites = sites
         self.uses_barriers = uses_barriers
         self._stages: dict[str, Any] = {}
+
+    @cached_property
+    def ir(self) -> str:
+        """The oxide IR (xDSL text), after the safety pass."""
+        return str(self._func)
 
     @cached_property
     def _ptx_stage(self) -> tuple[str, str]:
@@ -109,9 +114,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     check_supported(tgt, func)
     abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig)
            if not isinstance(s, ConstValue)]
-    ir_text = str(func)
     llvm_text = Emitter(func, lowered.sites, abi, tgt, kernel.options.contract).emit()
-    ck = CompiledKernel(kernel, sig, target, arch, symbol, ir_text, llvm_text, abi,
+    ck = CompiledKernel(kernel, sig, target, arch, symbol, func, llvm_text, abi,
                         lowered.sites, lowered.ctx.uses_barriers)
     dump = os.environ.get("OXIDE_DUMP", "")
     if dump:

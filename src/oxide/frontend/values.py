@@ -8,11 +8,12 @@ these. Literals stay weak (`Lit`) until they meet a typed operand; witnesses
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
-
-from xdsl.ir import SSAValue
+from typing import TYPE_CHECKING, Any
 
 from oxide import types as T
+
+if TYPE_CHECKING:  # xdsl is imported at first compile, not at `import oxide`
+    from xdsl.ir import SSAValue
 
 
 @dataclass(frozen=True)

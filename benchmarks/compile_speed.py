@@ -1,0 +1,81 @@
+"""Compile speed: `import oxide`, and a cold compile of DESIGN.md's `scale` kernel to cubin.
+
+Each figure is measured in a fresh process (so every lazy import is paid), and
+the median of several runs is reported. Needs no GPU.
+
+    python benchmarks/compile_speed.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+IMPORT_PROBE = """
+import time
+t = time.perf_counter()
+import oxide
+print(time.perf_counter() - t)
+"""
+
+COMPILE_PROBE = """
+import json, time
+import oxide as ox
+from oxide import DisjointSlice, Slice, f32, thread
+
+@ox.kernel
+def scale(input: Slice[f32], factor: f32, out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = input[i] * factor
+
+t0 = time.perf_counter()
+ck = scale.compile(Slice[f32], f32, DisjointSlice[f32], arch="sm_90")
+t1 = time.perf_counter()
+ptx = ck.ptx
+t2 = time.perf_counter()
+cubin = ck.cubin
+t3 = time.perf_counter()
+print(json.dumps({"total": t3 - t0, "frontend+llvm-ir": t1 - t0, "ptx": t2 - t1,
+                  "cubin": t3 - t2, "cubin_bytes": len(cubin)}))
+"""
+
+
+def run_probe(code: str, env: dict[str, str]) -> str:
+    """Run `code` as a script in a fresh interpreter (kernels need a source file)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write(code)
+    try:
+        out = subprocess.run([sys.executable, f.name], capture_output=True, text=True,
+                             env=env)
+        if out.returncode:
+            raise RuntimeError(out.stderr)
+        return out.stdout.strip().splitlines()[-1]
+    finally:
+        os.unlink(f.name)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=7)
+    args = parser.parse_args()
+    env = dict(os.environ, OXIDE_CACHE="0", OXIDE_CACHE_DIR=tempfile.mkdtemp())
+    run_probe(COMPILE_PROBE, env)  # warm the OS file cache and .pyc files
+    imports = [float(run_probe(IMPORT_PROBE, env)) for _ in range(args.runs)]
+    compiles = [json.loads(run_probe(COMPILE_PROBE, env)) for _ in range(args.runs)]
+    med = {k: statistics.median(c[k] for c in compiles) for k in compiles[0]}
+    print(f"runs: {args.runs} fresh processes each, median")
+    print(f"import oxide:                    {statistics.median(imports) * 1e3:7.1f} ms")
+    print(f"cold compile of scale to cubin:  {med['total'] * 1e3:7.1f} ms")
+    print(f"  frontend + LLVM IR (+ xdsl import):   {med['frontend+llvm-ir'] * 1e3:7.1f} ms")
+    print(f"  LLVM O3 + PTX (+ llvmlite import):    {med['ptx'] * 1e3:7.1f} ms")
+    print(f"  nvJitLink cubin (+ library load):     {med['cubin'] * 1e3:7.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
