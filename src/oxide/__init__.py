@@ -22,6 +22,11 @@ from oxide.lang import (
     sync_warp, thread, thread_idx, threadfence, threadfence_block, threadfence_system, unsafe,
     warp, warp_id,
 )
+from oxide.runtime.config import LaunchConfig
+from oxide.runtime.constant import ConstantArray
+from oxide.runtime.device import device, set_device
+from oxide.runtime.arrays import DeviceArray, empty, to_device, zeros
+from oxide.runtime.launch import launch, synchronize
 from oxide.types import (
     AtomicSlice, Const, DisjointSlice, DType, RawSlice, Slice, TypeVar, bf16, bool_, f16, f32,
     f64, i8, i16, i32, i64, u8, u16, u32, u64,
@@ -30,13 +35,23 @@ from oxide.types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AliasingError", "ArgumentError", "AtomicSlice", "CompileError", "Const", "DType",
-    "DeviceError", "DisjointSlice", "InternalCompilerError", "Kernel", "KernelAssertionError",
-    "KernelIndexError", "KernelOptions", "KernelSyntaxError", "KernelTypeError", "LaunchError",
+    "AliasingError", "ArgumentError", "AtomicSlice", "CompileError", "Const", "ConstantArray",
+    "DType", "DeviceArray", "DeviceError", "DisjointSlice", "InternalCompilerError", "Kernel", "KernelAssertionError",
+    "KernelIndexError", "KernelOptions", "KernelSyntaxError", "KernelTypeError", "LaunchConfig",
+    "LaunchError",
     "OxideError", "RawSlice", "SafetyError", "Slice", "TargetError", "TypeVar",
-    "UnsupportedFeatureError", "atomic", "bf16", "block", "block_dim", "block_idx", "bool_",
-    "f16", "f32", "f64", "func", "grid_dim", "i8", "i16", "i32", "i64", "kernel", "lane_id",
-    "local", "math", "shared", "sync_threads", "sync_warp", "thread", "thread_idx",
+    "UnsupportedFeatureError", "atomic", "bf16", "block", "block_dim", "block_idx", "bool_", "device",
+    "empty", "f16", "f32", "f64", "func", "grid_dim", "i8", "i16", "i32", "i64", "kernel", "lane_id", "launch",
+    "local", "math", "shared", "set_device", "sync_threads", "synchronize", "to_device", "sync_warp", "thread", "thread_idx",
     "threadfence", "threadfence_block", "threadfence_system", "u8", "u16", "u32", "u64",
-    "unsafe", "warp", "warp_id", "__version__",
+    "unsafe", "warp", "warp_id", "zeros", "__version__", "load_bundle",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Names loaded on first use, so `import oxide` stays fast."""
+    if name == "load_bundle":
+        from oxide.runtime.bundle import load_bundle
+
+        return load_bundle
+    raise AttributeError(f"module 'oxide' has no attribute {name!r}")

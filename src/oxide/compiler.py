@@ -36,6 +36,9 @@ class CompiledKernel:
         self.sites = sites
         self.uses_barriers = uses_barriers
         self._stages: dict[str, Any] = {}
+        # (symbol, ox.ConstantArray) for each constant array the kernel reads: the runtime
+        # fills each symbol's global from the array's host values before a launch
+        self.constants: list[tuple[str, Any]] = []
 
     @cached_property
     def ir(self) -> str:
@@ -54,7 +57,16 @@ class CompiledKernel:
         """The optimized LLVM IR."""
         if self.target == "nvptx":
             return self._ptx_stage[0]
-        return self.llvm_unoptimized
+        return self.host.llvm
+
+    @cached_property
+    def host(self) -> Any:
+        """The JIT-compiled host code (`codegen.host.HostKernel`) of a CPU specialization."""
+        if self.target != "cpu":
+            raise AttributeError("host code exists only for the CPU target (target='cpu')")
+        from oxide.codegen.host import jit
+
+        return jit(self.llvm_unoptimized, self.name)
 
     @property
     def ptx(self) -> str:
@@ -117,6 +129,10 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     llvm_text = Emitter(func, lowered.sites, abi, tgt, kernel.options.contract).emit()
     ck = CompiledKernel(kernel, sig, target, arch, symbol, func, llvm_text, abi,
                         lowered.sites, lowered.ctx.uses_barriers)
+    ck.constants = list(lowered.ctx.constants)
+    # what the body resolved from outside it: the disk cache checks its key covered these
+    ck.folded = dict(lowered.ctx.folded)
+    ck.functions = frozenset(lowered.ctx.functions)
     dump = os.environ.get("OXIDE_DUMP", "")
     if dump:
         for stage in dump.split(","):

@@ -76,6 +76,10 @@ class CompileError(OxideError):
     def __str__(self) -> str:
         return self.render()
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keep the span and hint across pickling (process pools, pytest-xdist).
+        return (type(self), (self.message, self.span, self.label, self.hint))
+
 
 class KernelSyntaxError(CompileError):
     """Python the kernel language does not accept here (bad form, wrong arity)."""
@@ -123,3 +127,13 @@ class KernelAssertionError(OxideError, AssertionError):
 
 class DeviceError(OxideError):
     """The device or driver reported a failure."""
+
+
+# Tracebacks print `module.qualname: message`; name the classes as users import them
+# (`oxide.SafetyError`, as in DESIGN.md §3), not by this private module. Pickling
+# finds them there too: `oxide` re-exports every one.
+for _cls in (OxideError, CompileError, KernelSyntaxError, KernelTypeError, SafetyError,
+             UnsupportedFeatureError, TargetError, InternalCompilerError, LaunchError,
+             ArgumentError, AliasingError, KernelIndexError, KernelAssertionError, DeviceError):
+    _cls.__module__ = "oxide"
+del _cls

@@ -8,10 +8,12 @@ fails there; the body is compiled on first use or by `kernel.compile(...)`.
 from __future__ import annotations
 
 import inspect
+import sys
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any, Callable
+from typing import Any
 
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError
@@ -39,11 +41,12 @@ class Param:
 class DeviceFunction:
     """An `@ox.func`: a device function inlined into the kernels that call it."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], localns: dict[str, Any] | None = None) -> None:
         self.fn = fn
         self.__name__ = fn.__name__
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        self.annotations = _annotations(fn, localns)
 
     @cached_property
     def source(self) -> Source:
@@ -53,10 +56,6 @@ class DeviceFunction:
     def scope(self) -> Scope:
         return Scope(self.fn)
 
-    @cached_property
-    def annotations(self) -> dict[str, Any]:
-        return _annotations(self.fn)
-
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"`{self.__name__}` is an @ox.func: call it from a kernel")
 
@@ -64,19 +63,34 @@ class DeviceFunction:
         return f"<oxide.func {self.__name__}>"
 
 
-def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
+def _annotations(fn: Callable[..., Any], localns: dict[str, Any] | None = None
+                 ) -> dict[str, Any]:
+    """The function's annotations as objects.
+
+    With `from __future__ import annotations` they are strings; a kernel defined
+    inside a function may name that function's locals (`T = ox.TypeVar("T")` in a
+    test), so they resolve against the decorator site's locals, then the globals.
+    """
     try:
-        return typing.get_type_hints(fn)
-    except Exception:  # unresolvable string annotations: fall back to the raw objects
+        return typing.get_type_hints(fn, localns=localns)
+    except Exception:  # unresolvable strings: keep the raw text, reported per use
         return dict(getattr(fn, "__annotations__", {}))
+
+
+def _decorator_locals(depth: int) -> dict[str, Any] | None:
+    """The locals of the frame that applied a decorator (None at module level)."""
+    frame = sys._getframe(depth + 1)
+    return None if frame.f_locals is frame.f_globals else dict(frame.f_locals)
 
 
 class Kernel:
     """An `@ox.kernel`. Launch with `kernel[config](*args)` or `ox.launch(kernel, config, *args)`."""
 
-    def __init__(self, fn: Callable[..., Any], options: KernelOptions) -> None:
+    def __init__(self, fn: Callable[..., Any], options: KernelOptions,
+                 localns: dict[str, Any] | None = None) -> None:
         self.fn = fn
         self.options = options
+        self._localns = localns
         self.__name__ = fn.__name__
         self.__qualname__ = fn.__qualname__
         self.__doc__ = fn.__doc__
@@ -86,7 +100,8 @@ class Kernel:
 
     def _read_params(self) -> tuple[Param, ...]:
         sig = inspect.signature(self.fn)
-        hints = _annotations(self.fn)
+        hints = _annotations(self.fn, self._localns)
+        self._localns = None  # read once, at decoration; do not keep the caller's locals
         params = []
         for p in sig.parameters.values():
             if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
@@ -99,10 +114,8 @@ class Kernel:
                     hint=f"e.g. `{p.name}: f32` or `{p.name}: Slice[f32]`")
             if not isinstance(ann, (T.DType, T.ArrayType, T.ConstType, T.TypeVar)):
                 raise self._param_error(
-                    p.name, f"`{p.name}: {getattr(ann, '__name__', ann)}` is not a kernel "
-                    "parameter type",
-                    hint="use a scalar (f32, i32, ...), Slice/DisjointSlice/AtomicSlice/"
-                         "RawSlice[...], Const[...] or an ox.TypeVar")
+                    p.name, f"`{p.name}: {_annotation_text(ann)}` is not a kernel "
+                    "parameter type", hint=_param_type_hint(ann))
             params.append(Param(p.name, ann))
         return tuple(params)
 
@@ -150,6 +163,42 @@ class Kernel:
         return f"<oxide.kernel {self.__qualname__}>"
 
 
+def _annotation_text(ann: Any) -> str:
+    if isinstance(ann, type):
+        return ann.__qualname__
+    return getattr(ann, "__name__", None) or repr(ann)
+
+
+def _param_type_hint(ann: Any) -> str:
+    """What to write instead of an annotation kernels do not accept, by what it is."""
+    if isinstance(ann, str):
+        return ("this string annotation names nothing visible where the kernel is defined; "
+                "import or define the names it uses there")
+    if ann is int:
+        return ("Python ints have no fixed width: use i32 or i64 for a run-time value, or "
+                "Const[int] for a compile-time constant")
+    if ann is float:
+        return "use f32 or f64 (or Const[float] for a compile-time constant)"
+    if ann is bool:
+        return "use bool_ (or Const[bool] for a compile-time constant)"
+    if isinstance(ann, T._ArrayFactory):
+        return f"give the element type: `{ann!r}[f32]` (and the rank: `{ann!r}[f32, 2]`)"
+    if ann is T.Const:
+        return "give the value's type: `Const[int]`"
+    if isinstance(ann, typing.TypeVar):
+        return f'use an oxide type variable: `{ann.__name__} = ox.TypeVar("{ann.__name__}")`'
+    return ("use a scalar (f32, i32, ...), Slice/DisjointSlice/AtomicSlice/RawSlice[...], "
+            "Const[...] or an ox.TypeVar")
+
+
+def _require_function(fn: Any, decorator: str) -> None:
+    """Decorators take a `def` function: its source is what gets compiled."""
+    if not inspect.isfunction(fn):
+        what = type(fn).__name__ if not callable(fn) else f"`{getattr(fn, '__name__', fn)}`"
+        raise KernelSyntaxError(f"{decorator} decorates a Python function (a `def`), not {what}",
+                                hint=f"write `{decorator}` above `def name(...):`")
+
+
 def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contract: bool = True,
            max_threads: int | None = None) -> Any:
     """Declare a kernel. Options: `checks` (bounds checks), `contract` (FMA), `max_threads`.
@@ -161,12 +210,16 @@ def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contrac
     if max_threads is not None and not (isinstance(max_threads, int) and 1 <= max_threads <= 1024):
         raise ValueError("max_threads must be an int from 1 to 1024")
     if fn is None:
-        return lambda f: Kernel(f, options)
-    if not callable(fn):
-        raise KernelSyntaxError("@ox.kernel decorates a function")
-    return Kernel(fn, options)
+        def decorate(f: Callable[..., Any]) -> Kernel:
+            _require_function(f, "@ox.kernel")
+            return Kernel(f, options, _decorator_locals(1))
+
+        return decorate
+    _require_function(fn, "@ox.kernel")
+    return Kernel(fn, options, _decorator_locals(1))
 
 
 def func(fn: Callable[..., Any]) -> DeviceFunction:
     """Declare a device function, callable from kernels and other @ox.func."""
-    return DeviceFunction(fn)
+    _require_function(fn, "@ox.func")
+    return DeviceFunction(fn, _decorator_locals(1))

@@ -33,12 +33,12 @@ def llvm_type(t: Attribute) -> str:
 def float_literal(value: float, dt: T.DType) -> str:
     """LLVM's spelling of a float constant of type `dt` (hex, so it is exact)."""
     if dt.name == "f64":
-        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", value))[0]
+        return f"0x{struct.unpack('<Q', struct.pack('<d', value))[0]:016X}"
     if dt.name == "f32":
         rounded = struct.unpack("<f", struct.pack("<f", value))[0] if abs(value) < 3.5e38 else value
-        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", rounded))[0]
+        return f"0x{struct.unpack('<Q', struct.pack('<d', rounded))[0]:016X}"
     if dt.name == "f16":
-        return "0xH%04X" % struct.unpack("<H", struct.pack("<e", value))[0]
+        return f"0xH{struct.unpack('<H', struct.pack('<e', value))[0]:04X}"
     bits = struct.unpack("<I", struct.pack("<f", value))[0]
     rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) >> 16
     return "0xR%04X" % (rounded & 0xFFFF)
@@ -110,12 +110,17 @@ class Emitter:
         """Names the flattened machine parameters and maps block arguments onto them."""
         params: list[str] = []
         args = list(self.func.body.blocks[0].args)
-        for p, arg in zip(self.abi, args):
+        for p, arg in zip(self.abi, args, strict=True):
             if p.is_array:
                 spec = p.spec
                 assert isinstance(spec, T.ArrayType)
                 base = f"%{p.name}"
-                params.append(f"ptr {base}")
+                # The launch rejects a writable array overlapping any other array argument,
+                # so no array is reached through two parameters while one writes: `noalias`
+                # (and `readonly` for a Slice) let LLVM keep loads in registers across
+                # stores and use the GPU's read-only data cache (ld.global.nc).
+                attrs = "noalias readonly " if spec.access == "slice" else "noalias "
+                params.append(f"ptr {attrs}{base}")
                 dims = [f"%{p.name}.n{d}" for d in range(spec.rank)]
                 params += [f"i64 {d}" for d in dims]
                 if spec.contiguous:
@@ -369,7 +374,7 @@ class Emitter:
         comps = self.v(op.witness)
         dims = self.arrays[op.array]["dims"]
         result = "true"
-        for c, d in zip(comps, dims):
+        for c, d in zip(comps, dims, strict=True):
             ok = self.ins(f"icmp ult i64 {c}, {d}")
             result = ok if result == "true" else self.ins(f"and i1 {result}, {ok}")
         self.names[op.result] = result
@@ -378,18 +383,35 @@ class Emitter:
         t = op.result.type
         assert isinstance(t, SharedArrayType)
         dt = dtype_of_ir(t.elem)
+        space = t.space.data
+        if t.shape.data == "?":  # dynamic shared memory: the target knows its length
+            ptr, length = self.target_hook("dynamic_shared", "dynamic shared memory")(self, dt)
+            self.arrays[op.result] = {"ptr": ptr, "dims": [length], "strides": None,
+                                      "dtype": dt, "space": space}
+            self.names[op.result] = ptr
+            return
         shape = [int(s) for s in t.shape.data.split("x")]
         count = 1
         for s in shape:
             count *= s
-        space = t.space.data
         if space == "local":
             ptr = self.ins(f"alloca [{count} x {dt.llvm}], align 16")
+        elif space == "constant":
+            assert op.sym is not None
+            hook = self.target_hook("constant_array", "constant memory")
+            ptr = hook(self, dt, count, op.sym.data)
         else:
             ptr = self.t.shared_array(self, dt, count)
         self.arrays[op.result] = {"ptr": ptr, "dims": [str(s) for s in shape],
                                   "strides": None, "dtype": dt, "space": space}
         self.names[op.result] = ptr
+
+    def target_hook(self, name: str, what: str) -> Any:
+        """An optional target hook; a target without it does not support `what`."""
+        hook = getattr(self.t, name, None)
+        if hook is None:
+            raise UnsupportedFeatureError(f"{what} is not supported on target {self.t.name} yet")
+        return hook
 
     def index_list(self, indices: list[SSAValue]) -> list[str]:
         if len(indices) == 1 and isinstance(indices[0].type, ThreadIndexType):
@@ -408,7 +430,7 @@ class Emitter:
                     m = self.ins(f"mul nsw i64 {offset}, {dims[d]}")
                     offset = self.ins(f"add nsw i64 {m}, {i}")
         else:
-            for i, s in zip(idx, strides):
+            for i, s in zip(idx, strides, strict=True):
                 term = self.ins(f"mul nsw i64 {i}, {s}")
                 offset = term if offset is None else self.ins(f"add nsw i64 {offset}, {term}")
         ptr_t = self.t.pointer_type(info["space"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from oxide import types as T
+from oxide.codegen.atomics import emit_atomic
 from oxide.errors import TargetError
 
 ARCHES = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120")
@@ -77,7 +78,28 @@ class NVPTXTarget:
         return em.ins(f"add i32 {zyx}, {x}")
 
     def pointer_type(self, space: str) -> str:
-        return "ptr addrspace(3)" if space == "shared" else "ptr"
+        return {"shared": "ptr addrspace(3)", "constant": "ptr addrspace(4)"}.get(space, "ptr")
+
+    def constant_array(self, em: Any, dt: T.DType, count: int, symbol: str) -> str:
+        """A visible `.const` global, so the runtime finds it (cuModuleGetGlobal) and fills it."""
+        name = f"@{symbol}"
+        em.globals.append(f"{name} = addrspace(4) externally_initialized global "
+                          f"[{count} x {dt.llvm}] zeroinitializer, align 16")
+        return name
+
+    def dynamic_shared(self, em: Any, dt: T.DType) -> tuple[str, str]:
+        """The launch's dynamic shared memory and its length in elements.
+
+        The length comes from the `%dynamic_smem_size` register, so accesses are
+        checked against what the launch really allocated, with no hidden parameter.
+        """
+        name = "@oxide_dynamic_shared"
+        decl = f"{name} = external addrspace(3) global [0 x i8], align 16"
+        if decl not in em.globals:
+            em.globals.append(decl)
+        size = em.ins('call i32 asm "mov.u32 $0, %dynamic_smem_size;", "=r"()')
+        size64 = em.ins(f"zext i32 {size} to i64")
+        return name, em.ins(f"udiv i64 {size64}, {dt.itemsize}")
 
     def shared_array(self, em: Any, dt: T.DType, count: int) -> str:
         self.shared_count += 1
@@ -138,49 +160,7 @@ class NVPTXTarget:
                compare: str | None, space: str) -> str:
         sc = _SCOPES[scope]
         sync = f' syncscope("{sc}")' if sc else ""
-        ptr_t = self.pointer_type(space)
-        t = dt.llvm
-        if kind == "cas":
-            pair = em.ins(f"cmpxchg {ptr_t} {addr}, {t} {compare}, {t} {value}{sync} "
-                          "monotonic monotonic")
-            return em.ins(f"extractvalue {{ {t}, i1 }} {pair}, 0")
-        if dt.is_float and kind in ("min", "max", "sub"):
-            if kind == "sub":
-                neg = em.ins(f"fneg {t} {value}")
-                return em.ins(f"atomicrmw fadd {ptr_t} {addr}, {t} {neg}{sync} monotonic")
-            return self.float_minmax_loop(em, kind, dt, addr, value, sync, ptr_t)
-        op = {"add": "fadd" if dt.is_float else "add", "sub": "sub", "exch": "xchg",
-              "and": "and", "or": "or", "xor": "xor",
-              "min": "min" if dt.is_signed else "umin",
-              "max": "max" if dt.is_signed else "umax"}[kind]
-        return em.ins(f"atomicrmw {op} {ptr_t} {addr}, {t} {value}{sync} monotonic")
-
-    def float_minmax_loop(self, em: Any, kind: str, dt: T.DType, addr: str, value: str,
-                          sync: str, ptr_t: str) -> str:
-        """Float atomic min/max as a compare-and-swap loop (no hardware instruction)."""
-        it = "i32" if dt.bits == 32 else "i64"
-        t = dt.llvm
-        vbits = em.ins(f"bitcast {t} {value} to {it}")
-        init = em.ins(f"load atomic {it}, {ptr_t} {addr}{sync} monotonic, align {dt.bits // 8}")
-        head, done = em.label(), em.label()
-        pre = em.current
-        em.raw(f"br label %{head}")
-        em.start_block(head)
-        cur = em.tmp()
-        nxt_name = em.tmp()
-        em.lines.append(f"  {cur} = phi {it} [ {init}, %{pre} ], [ {nxt_name}, %{head} ]")
-        curf = em.ins(f"bitcast {it} {cur} to {t}")
-        best = em.intrinsic(f"llvm.{kind}num.{'f32' if dt.bits == 32 else 'f64'}", t,
-                            [(t, curf), (t, value)])
-        bbits = em.ins(f"bitcast {t} {best} to {it}")
-        pair = em.ins(f"cmpxchg {ptr_t} {addr}, {it} {cur}, {it} {bbits}{sync} "
-                      "monotonic monotonic")
-        em.lines.append(f"  {nxt_name} = extractvalue {{ {it}, i1 }} {pair}, 0")
-        ok = em.ins(f"extractvalue {{ {it}, i1 }} {pair}, 1")
-        em.raw(f"br i1 {ok}, label %{done}, label %{head}")
-        em.start_block(done)
-        del vbits
-        return em.ins(f"bitcast {it} {cur} to {t}")
+        return emit_atomic(em, kind, sync, dt, addr, value, compare, self.pointer_type(space))
 
     def warp(self, em: Any, kind: str, args: list[tuple[T.DType, str]], ret: T.DType) -> str:
         if kind in ("ballot", "any", "all"):
@@ -235,11 +215,16 @@ class NVPTXTarget:
 
     def module_text(self, em: Any, params: list[str], body: list[str]) -> str:
         from oxide.codegen.emit import REPORT_FUNCTION
+        from oxide.codegen.llvm import nvptx_machine
 
         attrs = []
         if self.max_threads:
             attrs.append(f'"nvvm.maxntid"="{self.max_threads}"')
-        head = [f'target triple = "{TRIPLE}"', ""]
+        # The datalayout must be in the text: the parser gives loads and stores without an
+        # explicit `align` the ABI alignment of the layout it sees (the default one has
+        # 4-byte i64/f64, which splits every 64-bit access in two).
+        layout = str(nvptx_machine(self.arch).target_data)
+        head = [f'target datalayout = "{layout}"', f'target triple = "{TRIPLE}"', ""]
         head += em.globals
         head += sorted(em.declares)
         fn = (f"define ptx_kernel void @{em.func.sym_name.data}({', '.join(params)}) "

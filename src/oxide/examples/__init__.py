@@ -1,0 +1,25 @@
+"""The shipped examples: `oxide run NAME` runs one, `oxide list` lists them.
+
+Each example is a module with a `main(device=None, arch=None, size=None)` that
+allocates its inputs, launches, checks the result against NumPy and returns an
+`ExampleResult` (PASS/FAIL, a time and throughput, the device it ran on).
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+NAMES = ("vecadd", "scale", "saxpy", "matadd", "mandelbrot", "nbody")
+
+
+def load(name: str) -> ModuleType:
+    """The example module called `name`; KeyError names the known ones."""
+    if name not in NAMES:
+        raise KeyError(f"no example named {name!r}; the examples are {', '.join(NAMES)}")
+    return importlib.import_module(f"oxide.examples.{name}")
+
+
+def summary(name: str) -> str:
+    """The first line of an example's docstring."""
+    return (load(name).__doc__ or "").strip().splitlines()[0]

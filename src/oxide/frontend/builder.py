@@ -69,6 +69,26 @@ class IRBuilder:
         return last is not None and isinstance(
             last, (ops.BranchOp, ops.CondBranchOp, ops.ReturnOp, ops.UnreachableOp))
 
+    def reachable(self, block: Block) -> bool:
+        """Whether control can reach `block` from the start of the body.
+
+        Code after `return`/`break` lands in fresh blocks, and those may still branch
+        onward (the join of an `if` whose branches all returned), so this walks the
+        graph forward from the first body block rather than asking for predecessors.
+        """
+        start = self.func.body.blocks[1]
+        seen = {id(start)}
+        stack = [start]
+        while stack:
+            b = stack.pop()
+            if b is block:
+                return True
+            for succ in (b.last_op.successors if b.last_op is not None else ()):
+                if id(succ) not in seen:
+                    seen.add(id(succ))
+                    stack.append(succ)
+        return False
+
     def br(self, dest: Block) -> None:
         if not self.terminated:
             self.emit(ops.BranchOp(dest))

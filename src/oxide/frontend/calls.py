@@ -4,12 +4,26 @@ from __future__ import annotations
 
 import ast
 import builtins
+import inspect
 from typing import Any
+
+import numpy as np
 
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, SafetyError, UnsupportedFeatureError
 from oxide.frontend.values import (
-    Array, FixedArray, Lit, ShapeOf, Static, Tup, Val, Witness, describe,
+    Array,
+    FixedArray,
+    Lit,
+    ShapeOf,
+    Slot,
+    Static,
+    Tup,
+    Val,
+    Witness,
+    article,
+    describe,
+    py_name,
 )
 from oxide.ir import ops
 from oxide.ir.types import SharedArrayType, ir_type
@@ -47,7 +61,7 @@ class CallsMixin:
             return handler(node)
         if obj is builtins.print:
             return self.call_print(node)
-        builtin = getattr(obj, "__name__", None)
+        builtin = py_name(obj)
         if getattr(builtins, str(builtin), None) is obj and builtin in (
                 "len", "min", "max", "abs", "float", "int", "bool"):
             return getattr(self, f"builtin_{builtin}")(node)
@@ -61,11 +75,27 @@ class CallsMixin:
             raise self.error(UnsupportedFeatureError, node,
                              f"`{obj.__name__}` is a kernel; kernels cannot call kernels",
                              hint="move the shared code into an @ox.func")
-        name = getattr(obj, "__name__", self.text(node.func))
-        raise self.error(UnsupportedFeatureError, node.func,
-                         f"`{name}` is not an @ox.func; kernels can only call @ox.func "
-                         "functions, oxide intrinsics and a few builtins",
-                         hint=f"decorate `{name}` with @ox.func" if callable(obj) else "")
+        raise self.not_callable(obj, node)
+
+    def not_callable(self, obj: Any, node: ast.Call) -> UnsupportedFeatureError:
+        """The diagnostic for calling a Python object kernels cannot call, with the hint
+        that fits what it is: a math function has an `ox.math` twin, a NumPy type an
+        oxide dtype, a builtin a list of the supported ones, a Python function @ox.func."""
+        name = py_name(obj)
+        if name in MATH_FUNCTIONS:
+            hint = f"use `ox.math.{name}(...)`"
+        elif isinstance(obj, type) and issubclass(obj, np.generic):
+            hint = f"convert with an oxide dtype, e.g. `{_oxide_dtype_name(obj)}(...)`"
+        elif getattr(builtins, name, None) is obj:
+            hint = ("kernels support the builtins len, min, max, abs, range (in `for`), print, "
+                    "float, int and bool")
+        elif inspect.isfunction(obj):
+            hint = f"decorate `{name}` with @ox.func to call it from kernels"
+        else:
+            hint = ""
+        return self.error(UnsupportedFeatureError, node.func,
+                          f"`{name}` is not an @ox.func; kernels can only call @ox.func "
+                          "functions, oxide intrinsics and a few builtins", hint=hint)
 
     def args_exact(self, node: ast.Call, n: int | tuple[int, int], what: str) -> list[Any]:
         lo, hi = (n, n) if isinstance(n, int) else n
@@ -106,7 +136,7 @@ class CallsMixin:
         if isinstance(v, Array):
             return self.array_dim(v, 0)
         if isinstance(v, FixedArray):
-            return Lit(v.shape[0])
+            return self.fixed_dim(v, 0)
         if isinstance(v, (Tup, ShapeOf)):
             return Lit(len(v.items))
         raise self.error(KernelTypeError, node, f"len() of {describe(v)}")
@@ -222,12 +252,15 @@ class CallsMixin:
         if name.startswith("intr_warp_"):
             kind = name[10:]
             return lambda node: self.call_warp(kind, node)
+        if name.startswith("intr_block_"):
+            kind = name[11:]
+            return lambda node: self.call_block(kind, node)
         raise AttributeError(name)
 
     def call_math(self, fn: str, node: ast.Call) -> Val:
         n = _MATH_ARITY.get(fn, 1)
         args = self.args_exact(node, n, f"ox.math.{fn}()")
-        for a, a_node in zip(args, node.args):
+        for a, a_node in zip(args, node.args, strict=True):
             if not isinstance(a, (Lit, Val, Witness)):
                 raise self.error(KernelTypeError, a_node,
                                  f"ox.math.{fn}() needs numbers, got {describe(a)}")
@@ -252,15 +285,7 @@ class CallsMixin:
             raise self.error(KernelSyntaxError, node, f"{what} takes {n} arguments: "
                              + ("(arr, index, compare, value)" if kind == "cas"
                                 else "(arr, index, value)"))
-        kw = self.keyword_args(node, {"scope": Lit(0)})
-        scope = "device"
-        if "scope" in [k.arg for k in node.keywords]:
-            s_node = next(k.value for k in node.keywords if k.arg == "scope")
-            if not (isinstance(s_node, ast.Constant) and s_node.value in _SCOPES):
-                raise self.error(KernelSyntaxError, s_node,
-                                 'scope must be "block", "device" or "system"')
-            scope = s_node.value
-        del kw
+        scope = self.atomic_scope(node)
         arr = self.expr(node.args[0])
         if isinstance(arr, Array):
             if arr.type.access not in ("atomic",) and not (
@@ -269,9 +294,9 @@ class CallsMixin:
                                  f"`{arr.name}` is a {arr.type.title}; atomics need an "
                                  "AtomicSlice parameter",
                                  hint=f"declare it `AtomicSlice[{arr.type.dtype.name}]`")
-            dt, rank, name = arr.type.dtype, arr.type.rank, arr.name
+            dt, name = arr.type.dtype, arr.name
         elif isinstance(arr, FixedArray) and arr.space == "shared":
-            dt, rank, name = arr.dtype, len(arr.shape), arr.name
+            dt, name = arr.dtype, arr.name
         else:
             raise self.error(KernelTypeError, node.args[0],
                              f"atomics work on AtomicSlice parameters and shared arrays, not "
@@ -290,7 +315,7 @@ class CallsMixin:
         idx = self.index_ssa(items, node.args[1])
         values = [self.expr(a) for a in node.args[2:]]
         conv = []
-        for v, v_node in zip(values, node.args[2:]):
+        for v, v_node in zip(values, node.args[2:], strict=True):
             if isinstance(v, Val) and v.dtype != dt:
                 raise self.error(KernelTypeError, v_node,
                                  f"`{name}` holds {dt.name}; the value is {v.dtype.name}",
@@ -301,6 +326,19 @@ class CallsMixin:
         site = self.b.site("index", self.src.span(node), name)
         return Val(self.b.value(ops.AtomicOp(kind, scope, arr.ssa, idx, value, compare, site)),
                    dt)
+
+    def atomic_scope(self, node: ast.Call) -> str:
+        """The `scope=` keyword: a string literal, read from the AST (strings are not values)."""
+        scope = "device"
+        for kw in node.keywords:
+            if kw.arg != "scope":
+                raise self.error(KernelSyntaxError, kw.value,
+                                 f"unexpected keyword argument `{kw.arg}`")
+            if not (isinstance(kw.value, ast.Constant) and kw.value.value in _SCOPES):
+                raise self.error(KernelSyntaxError, kw.value,
+                                 'scope must be "block", "device" or "system"')
+            scope = kw.value.value
+        return scope
 
     # -- warp collectives ------------------------------------------------------------
 
@@ -325,6 +363,34 @@ class CallsMixin:
         if kind == "match_any":
             return Val(self.b.value(ops.WarpOp(kind, [v.ssa, mask], ir_type(T.u32))), T.u32)
         return Val(self.b.value(ops.WarpOp(kind, [v.ssa, mask], ir_type(v.dtype))), v.dtype)
+
+    # -- block collectives -----------------------------------------------------------
+
+    def call_block(self, kind: str, node: ast.Call) -> Val:
+        """`ox.block.*`: inlines the oxide implementation (`lang/collectives.py`).
+
+        Shuffles move 32- and 64-bit values, so narrower numbers are widened for
+        the collective and the result narrowed back to the argument's type.
+        """
+        from oxide.lang.collectives import implementation
+
+        (v,) = self.args_exact(node, 1, f"ox.block.{kind}()")
+        if not isinstance(v, (Lit, Val, Witness)):
+            raise self.error(KernelTypeError, node.args[0],
+                             f"ox.block.{kind}() takes a number, not {describe(v)}")
+        s = self.scalar(v, node.args[0])
+        if s.dtype.is_bool:
+            raise self.error(KernelTypeError, node.args[0],
+                             f"ox.block.{kind}() takes a number, not a bool",
+                             hint="convert it: `i32(flag)`")
+        wide = s.dtype
+        if s.dtype.bits < 32:
+            wide = T.f32 if s.dtype.is_float else T.i32 if s.dtype.is_signed else T.u32
+        fn, extra = implementation(kind)
+        x = Val(self.b.cast(s.ssa, wide), wide)
+        r = self.inline_values(fn, [x, Static(wide), *(Static(e) for e in extra)], node,
+                               [node.args[0]] * (2 + len(extra)))
+        return Val(self.b.cast(r.ssa, s.dtype), s.dtype)
 
     # -- fixed arrays ----------------------------------------------------------------
 
@@ -351,8 +417,46 @@ class CallsMixin:
     def intr_local_array(self, node: ast.Call) -> FixedArray:
         return self._fixed_array(node, "local")
 
+    def intr_shared_dynamic(self, node: ast.Call) -> FixedArray:
+        """The launch's dynamic shared memory (`shared_mem_bytes`) as a 1-D array.
+
+        Its length is the byte size // the dtype's size, read on the device, so
+        accesses are bounds-checked like any other. Every call views the same
+        bytes, as `extern __shared__` does in CUDA.
+        """
+        (dt_v,) = self.args_exact(node, 1, "ox.shared.dynamic(dtype)")
+        if not (isinstance(dt_v, Static) and isinstance(dt_v.obj, T.DType)) or dt_v.obj.is_bool:
+            raise self.error(KernelTypeError, node.args[0], "the argument is a numeric dtype",
+                             hint="e.g. `ox.shared.dynamic(f32)`")
+        t = SharedArrayType(ir_type(dt_v.obj), _str_attr("?"), _str_attr("shared"))
+        ssa = self.b.alloc(ops.FixedArrayOp(t))
+        return FixedArray(ssa, dt_v.obj, (None,), "shared", "dynamic shared memory")
+
+    def constant_array(self, obj: Any, name: str) -> FixedArray:
+        """A module-level `ox.ConstantArray`: one global per kernel module, filled by the host."""
+        known = self.ctx.constant_values.get(id(obj))
+        if known is not None:
+            return known
+        symbol = f"oxide_const_{len(self.ctx.constants)}"
+        t = SharedArrayType(ir_type(obj.dtype), _str_attr("x".join(map(str, obj.shape))),
+                            _str_attr("constant"))
+        ssa = self.b.alloc(ops.FixedArrayOp(t, symbol))
+        arr = FixedArray(ssa, obj.dtype, obj.shape, "constant", name)
+        self.ctx.constants.append((symbol, obj))
+        self.ctx.constant_values[id(obj)] = arr
+        return arr
+
+    def fixed_dim(self, arr: FixedArray, dim: int) -> Any:
+        if arr.shape[dim] is not None:
+            return Lit(arr.shape[dim])
+        return Val(self.b.value(ops.ArrayDimOp(arr.ssa, dim, ir_type(T.i64))), T.i64)
+
     def fixed_array_access(self, arr: FixedArray, index: Any, node: ast.Subscript,
                            value: Any) -> Any:
+        if arr.space == "constant" and value is not None:
+            raise self.error(SafetyError, node,
+                             f"`{arr.name}` is a ConstantArray: kernels only read it",
+                             hint=f"set its values from the host: `{arr.name}.set(values)`")
         if arr.space == "shared" and not self.unsafe_depth:
             verb = "reading" if value is None else "writing"
             raise self.error(SafetyError, node,
@@ -369,8 +473,8 @@ class CallsMixin:
                                                self.ctx.checks)), arr.dtype)
         if isinstance(value, Val) and value.dtype != arr.dtype:
             raise self.error(KernelTypeError, node,
-                             f"the {arr.space} array holds {arr.dtype.name}; cannot store a "
-                             f"{value.dtype.name}", hint=f"convert: `{arr.dtype.name}(...)`")
+                             f"the {arr.space} array holds {arr.dtype.name}; cannot store "
+                             f"{article(value.dtype.name)}", hint=f"convert: `{arr.dtype.name}(...)`")
         v = self.materialize(value, arr.dtype, node)
         self.b.emit(ops.StoreOp(arr.ssa, idx, v, site, self.ctx.checks, unsafe=True))
         return None
@@ -378,8 +482,6 @@ class CallsMixin:
     # -- @ox.func --------------------------------------------------------------------
 
     def inline_call(self, fn: Any, node: ast.Call) -> Any:
-        from oxide.frontend.lower import FunctionLowering, ReturnTarget
-
         if fn in self.call_stack:
             raise self.error(UnsupportedFeatureError, node,
                              f"`{fn.__name__}` calls itself; recursion is not supported in "
@@ -391,20 +493,35 @@ class CallsMixin:
                              f"`{fn.__name__}` uses defaults, *args or keyword-only parameters, "
                              "which @ox.func does not support")
         names = [a.arg for a in params.args]
-        if len(node.args) != len(names) or node.keywords:
+        if node.keywords:
+            raise self.error(KernelSyntaxError, node.keywords[0].value,
+                             f"`{fn.__name__}` takes its arguments by position; keyword "
+                             "arguments are not supported in kernels",
+                             hint=f"call `{fn.__name__}({', '.join(names)})`")
+        if len(node.args) != len(names):
             raise self.error(KernelSyntaxError, node,
-                             f"`{fn.__name__}` takes {len(names)} positional arguments, got "
-                             f"{len(node.args) + len(node.keywords)}")
+                             f"`{fn.__name__}` takes {len(names)} positional "
+                             f"argument{'' if len(names) == 1 else 's'}, got {len(node.args)}",
+                             hint=f"call `{fn.__name__}({', '.join(names)})`")
+        return self.inline_values(fn, [self.expr(a) for a in node.args], node, node.args)
+
+    def inline_values(self, fn: Any, values: list[Any], node: ast.Call,
+                      arg_nodes: list[ast.expr]) -> Any:
+        """Inlines `fn` on already evaluated arguments (intrinsics built on @ox.func use it)."""
+        from oxide.frontend.lower import FunctionLowering, ReturnTarget
+
+        source = fn.source
+        params = source.tree.args
         env: dict[str, Any] = {}
-        for name, a, a_node, p in zip(names, node.args, node.args, params.args):
-            v = self.expr(a)
+        for p, v, a_node in zip(params.args, values, arg_nodes, strict=True):
             if p.annotation is not None:
                 v = self.bind_annotated(fn, p, v, a_node)
-            env[name] = v
+            env[p.arg] = v
         self.ctx.functions.add(fn)
         callee_lowering = FunctionLowering(
             self.b, source, fn.scope, self.ctx, {}, self.typevars,
-            ReturnTarget(self.b.new_block()), self.call_stack + (fn,))
+            ReturnTarget(self.b.new_block(), self.declared_return_slot(fn)),
+            self.call_stack + (fn,))
         for name, v in env.items():
             if isinstance(v, (Val, Lit)) and not isinstance(v, Lit):
                 callee_lowering.assign_name(name, v, node)
@@ -413,6 +530,15 @@ class CallsMixin:
         callee_lowering.lower_body(source.tree.body)
         target = callee_lowering.return_target
         assert target is not None
+        returns_value = target.slot is not None or (
+            bool(target.returned) and not target.returned[0][0])
+        if returns_value and not self.b.terminated and self.b.reachable(self.b.block):
+            last = source.tree.body[-1]
+            raise callee_lowering.error(
+                KernelTypeError, last,
+                f"`{fn.__name__}` returns a value, but can reach its end without one",
+                label="control can fall off the end after this",
+                hint="return a value on every path")
         self.b.br(target.block)
         self.b.set_block(target.block)
         if target.slot is None:
@@ -421,8 +547,31 @@ class CallsMixin:
             return self.read_slot_tuple(target.slot)
         return Val(self.b.value(ops.SlotReadOp(target.slot.ssa)), target.slot.dtype)
 
+    def declared_return_slot(self, fn: Any) -> Slot | None:
+        """The slot of an @ox.func's value when it declares a scalar return type
+        (`-> i64`): every `return` then converts to it as an assignment would, instead
+        of the first `return` deciding (`return 1` alone would make it i32)."""
+        ann = fn.annotations.get("return")
+        if isinstance(ann, T.TypeVar):
+            ann = self.typevars.get(ann)
+        if not isinstance(ann, T.DType):
+            return None
+        return Slot(self.b.alloc(ops.SlotOp(ir_type(ann))), ann)
+
     def bind_annotated(self, fn: Any, p: ast.arg, v: Any, node: ast.AST) -> Any:
+        """Check an argument against the @ox.func parameter's annotation (scalars convert
+        like assignments; arrays must match the declared kind, dtype and rank)."""
         ann = fn.annotations.get(p.arg)
+        if isinstance(ann, T.TypeVar):
+            ann = self.typevars.get(ann, ann)
+        if isinstance(ann, T.ArrayType):
+            dtype_ok = isinstance(ann.dtype, T.TypeVar) or (
+                isinstance(v, Array) and v.type.dtype == ann.dtype)
+            if not (isinstance(v, Array) and v.type.access == ann.access and dtype_ok
+                    and v.type.rank == ann.rank):
+                raise self.error(KernelTypeError, node,
+                                 f"`{fn.__name__}` takes `{p.arg}: {ann!r}`, got {describe(v)}")
+            return v
         if isinstance(ann, T.DType):
             if isinstance(v, Val) and v.dtype != ann:
                 raise self.error(KernelTypeError, node,
@@ -439,6 +588,13 @@ class _FakeSubscript:
     def __init__(self, value: ast.expr, index: ast.expr) -> None:
         self.value = value
         self.slice = index
+
+
+def _oxide_dtype_name(np_type: type) -> str:
+    try:
+        return T.dtype_of(np.dtype(np_type)).name
+    except TypeError:
+        return "f32"
 
 
 def _str_attr(s: str) -> Any:

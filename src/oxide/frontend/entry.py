@@ -5,10 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from oxide import types as T
 from oxide.frontend.builder import IRBuilder, Site
 from oxide.frontend.lower import FunctionLowering
-from oxide.frontend.values import Array, Lit, Static, Val
+from oxide.frontend.scope import wrap_python
+from oxide.frontend.values import Array, Val
 from oxide.ir import ops
 from oxide.ir.types import array_ir_type, ir_type
 from oxide.specialize import ConstValue, typevar_bindings
@@ -23,6 +26,9 @@ class KernelContext:
     folded: dict[str, Any] = field(default_factory=dict)
     functions: set[Any] = field(default_factory=set)
     uses_barriers: bool = False
+    # ox.ConstantArray globals the kernel reads: (symbol, array), and their frontend values
+    constants: list[tuple[str, Any]] = field(default_factory=list)
+    constant_values: dict[int, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -34,23 +40,25 @@ class LoweredKernel:
 
 def lower_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> LoweredKernel:
     """Lower `kernel`'s body for one signature into oxide IR."""
-    runtime_params = [(p, s) for p, s in zip(kernel.params, sig) if not isinstance(s, ConstValue)]
+    runtime_params = [(p, s) for p, s in zip(kernel.params, sig, strict=True) if not isinstance(s, ConstValue)]
     arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
                  for _, s in runtime_params]
     b = IRBuilder(symbol, arg_types)
     ctx = KernelContext({p.name for p in kernel.params}, kernel.options.checks)
+    lowering = FunctionLowering(b, kernel.source, kernel.scope, ctx, {},
+                                typevar_bindings(kernel, sig))
     env: dict[str, Any] = {}
     args = iter(b.args)
-    for p, s in zip(kernel.params, sig):
+    for p, s in zip(kernel.params, sig, strict=True):
         if isinstance(s, ConstValue):
-            env[p.name] = (Lit(s.value) if isinstance(s.value, (bool, int, float))
-                           else Static(s.value))
+            # A Const is a compile-time value: NumPy scalars fold like Python numbers
+            # (so `Const[int]` accepts np.int64(128) as a shape), the rest stays static.
+            value = s.value.item() if isinstance(s.value, np.generic) else s.value
+            env[p.name] = wrap_python(value)
         elif isinstance(s, T.ArrayType):
             env[p.name] = Array(next(args), s, p.name)
         else:
             env[p.name] = Val(next(args), s)
-    lowering = FunctionLowering(b, kernel.source, kernel.scope, ctx, {},
-                                typevar_bindings(kernel, sig))
     for name, value in env.items():
         if isinstance(value, Val):
             lowering.assign_name(name, value, kernel.source.tree)  # parameters are mutable locals

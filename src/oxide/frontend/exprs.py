@@ -4,15 +4,38 @@ from __future__ import annotations
 
 import ast
 import builtins
+import difflib
 import operator
+from collections.abc import Callable
 from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import IntAttr
 
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, SafetyError, UnsupportedFeatureError
-from oxide.frontend.promote import PromotionError, literal_dtype, literal_fits, literal_with, promote
-from oxide.frontend.scope import SUPPORTED_BUILTINS, wrap_python
+from oxide.frontend.promote import (
+    PromotionError,
+    literal_dtype,
+    literal_fits,
+    literal_with,
+    promote,
+)
+from oxide.frontend.scope import wrap_python
 from oxide.frontend.values import (
-    Array, FixedArray, Lit, ShapeOf, Slot, SlotTuple, Static, Tup, Val, Witness, describe,
+    Array,
+    FixedArray,
+    Lit,
+    ShapeOf,
+    Slot,
+    SlotTuple,
+    Static,
+    Tup,
+    Val,
+    Witness,
+    article,
+    describe,
+    literal_text,
 )
 from oxide.ir import ops
 from oxide.lang.intrinsic import RegisterGroup
@@ -28,6 +51,8 @@ _PY_BINOPS = {
     "and": operator.and_, "or": operator.or_, "xor": operator.xor, "shl": operator.lshift,
     "shr": operator.rshift,
 }
+_SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
+            "pow": "**", "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}
 _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _PY_CMPOPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
               "eq": operator.eq, "ne": operator.ne}
@@ -89,7 +114,7 @@ class ExprMixin:
         if name in self.env:
             value = self.env[name]
             if isinstance(value, Slot):
-                return Val(self.b.value(ops.SlotReadOp(value.ssa)), value.dtype)
+                return Val(self.b.value(ops.SlotReadOp(value.ssa)), value.dtype, value.note)
             if isinstance(value, SlotTuple):
                 return self.read_slot_tuple(value)
             return value
@@ -97,7 +122,7 @@ class ExprMixin:
         if not found:
             raise self.error(KernelSyntaxError, node, f"name `{name}` is not defined",
                              hint="define it before use (in the kernel, or at module level)")
-        if obj in self.typevars:
+        if isinstance(obj, T.TypeVar) and obj in self.typevars:
             return Static(self.typevars[obj])
         if isinstance(obj, T.TypeVar):
             raise self.error(KernelTypeError, node,
@@ -105,6 +130,26 @@ class ExprMixin:
                              hint=f"annotate a parameter with `{name}` or `Slice[{name}]`")
         if isinstance(obj, (bool, int, float)):
             self.ctx.folded[name] = obj
+        return self.python_value(obj, node)
+
+    def python_value(self, obj: Any, node: ast.AST) -> Any:
+        """The frontend value of a Python object found by name, attribute or Const value.
+
+        Python numbers fold into weak literals; NumPy scalars keep their dtype (a
+        `np.float32` constant is an f32, as it would be on the host); anything else
+        stays a static object, checked where it is used.
+        """
+        if isinstance(obj, np.generic) and not isinstance(obj, (np.void, np.str_, np.bytes_)):
+            try:
+                dt = T.dtype_of(obj.dtype)
+            except TypeError:
+                raise self.error(KernelTypeError, node,
+                                 f"NumPy {obj.dtype} values are not supported in kernels") from None
+            return Val(self.b.constant(obj.item(), dt), dt)
+        from oxide.runtime.constant import ConstantArray
+
+        if isinstance(obj, ConstantArray):
+            return self.constant_array(obj, self.text(node))
         return wrap_python(obj)
 
     def is_builtin(self, name: str, builtin: str) -> bool:
@@ -175,8 +220,8 @@ class ExprMixin:
                 raise self.error(KernelTypeError, node,
                                  "a 2-D ThreadIndex is not a number",
                                  hint="use its `.row` or `.col`")
-            note = (f"`{self.text(node)}` is a plain integer; arithmetic drops the uniqueness "
-                    "guarantee")
+            note = (f"`{self.text(node)}` is a plain integer; a ThreadIndex used as a number "
+                    "loses the uniqueness guarantee")
             return Val(self.b.value(ops.IndexComponentOp(v.ssa, 0, _ir(T.i64))), T.i64, note)
         raise self.error(KernelTypeError, node, f"expected a number, got {describe(v)}")
 
@@ -185,7 +230,7 @@ class ExprMixin:
         if isinstance(v, Lit):
             if not literal_fits(v.value, dt):
                 raise self.error(KernelTypeError, node,
-                                 f"the literal {v.value!r} does not fit in {dt.name}",
+                                 f"the literal {literal_text(v.value)} does not fit in {dt.name}",
                                  hint=f"convert explicitly with `{dt.name}(...)`")
             return self.b.constant(v.value, dt)
         s = self.scalar(v, node)
@@ -203,13 +248,18 @@ class ExprMixin:
                 value = bool(value)
             if dt.is_int and not literal_fits(value, dt):
                 raise self.error(KernelTypeError, node,
-                                 f"the constant {value!r} does not fit in {dt.name}")
+                                 f"the constant {literal_text(value)} does not fit in "
+                                 f"{dt.name}")
             return Val(self.b.constant(value, dt), dt)
         s = self.scalar(v, node)
         if dt.is_bool and not s.dtype.is_bool:
             zero = self.b.constant(0, s.dtype)
             return Val(self.b.value(ops.CompareOp("ne", s.ssa, zero)), T.bool_)
-        return Val(self.b.cast(s.ssa, dt), dt)
+        note = None
+        if isinstance(v, Witness) or s.note:
+            note = (f"`{self.text(node)}` is a plain integer; converting a ThreadIndex drops "
+                    "the uniqueness guarantee")
+        return Val(self.b.cast(s.ssa, dt), dt, note)
 
     def truth(self, v: Any, node: ast.AST) -> Any:
         """An i1 SSA value for a condition (ints and floats compare against zero)."""
@@ -222,6 +272,24 @@ class ExprMixin:
 
     # -- operators -------------------------------------------------------------------
 
+    def fold(self, fn: Callable[..., Any], values: tuple[Any, ...], node: ast.AST) -> Lit:
+        """Evaluate an operator on compile-time constants exactly as Python would.
+
+        Constants fold before they are typed, so whatever Python rejects (`~1.5`,
+        `1 / 0`) or turns into a non-number (`(-8) ** 0.5` is complex) is the user's
+        error at `node` -- never an exception escaping the compiler.
+        """
+        try:
+            result = fn(*values)
+        except (ArithmeticError, TypeError, ValueError) as exc:
+            raise self.error(KernelTypeError, node,
+                             f"constant expression `{self.text(node)}` fails: {exc}") from None
+        if not isinstance(result, (bool, int, float)):
+            raise self.error(KernelTypeError, node,
+                             f"constant expression `{self.text(node)}` gives a "
+                             f"{type(result).__name__}, not a number kernels can use")
+        return Lit(result)
+
     def expr_BinOp(self, node: ast.BinOp) -> Any:
         return self.binop(node.op, self.expr(node.left), self.expr(node.right), node)
 
@@ -231,28 +299,41 @@ class ExprMixin:
             raise self.error(UnsupportedFeatureError, node,
                              f"operator `{type(op).__name__}` is not supported in kernels")
         if isinstance(a, Lit) and isinstance(b, Lit):
-            try:
-                return Lit(_PY_BINOPS[kind](a.value, b.value))
-            except (ZeroDivisionError, ValueError, OverflowError) as exc:
-                raise self.error(KernelTypeError, node, f"constant expression fails: {exc}") from None
+            return self.fold(_PY_BINOPS[kind], (a.value, b.value), node)
         for v in (a, b):
             if not isinstance(v, (Lit, Val, Witness)):
                 raise self.error(KernelTypeError, node,
-                                 f"unsupported operand {describe(v)} for `{kind}`")
-            if isinstance(v, Val) and v.dtype.is_bool and kind not in ("and", "or", "xor"):
-                v = v  # bools act as integers in arithmetic, as in Python
+                                 f"`{_SYMBOLS[kind]}` needs numbers, not {describe(v)}")
         dt = self.common_dtype([a, b], node)
         if dt.is_bool and kind not in ("and", "or", "xor"):
             dt = T.i32
         if kind == "div" and not dt.is_float:
             dt = T.f64 if dt.bits == 64 else T.f32
         if kind in ("and", "or", "xor", "shl", "shr") and dt.is_float:
-            raise self.error(KernelTypeError, node, f"bitwise `{kind}` needs integers, not {dt.name}")
+            raise self.error(KernelTypeError, node,
+                             f"bitwise `{_SYMBOLS[kind]}` needs integers, not {dt.name}")
         if kind == "pow":
             return self.power(a, b, dt, node)
         x = self.materialize(a, dt, node)
         y = self.materialize(b, dt, node)
-        return Val(self.b.value(ops.BinaryOp(kind, x, y)), dt)
+        bin_op = ops.BinaryOp(kind, x, y)
+        if (kind in ("floordiv", "mod") and dt.is_int and self.ctx.checks
+                and not (isinstance(b, Lit) and b.value != 0)):
+            # a zero divisor is reported at this site (kind 3 in the error record)
+            site = self.b.site("division", self.src.span(node), "integer division by zero")
+            bin_op.properties["site"] = IntAttr(site)
+        return Val(self.b.value(bin_op), dt, self.derived_note(node, a, b))
+
+    def derived_note(self, node: ast.AST, *operands: Any) -> str | None:
+        """The safety note of a result computed from a witness (or from a value that was one).
+
+        A DisjointSlice write at such a value is rejected; the note is what the
+        diagnostic's caret says, so the user sees where the uniqueness was lost.
+        """
+        if any(isinstance(v, Witness) or (isinstance(v, Val) and v.note) for v in operands):
+            return (f"`{self.text(node)}` is a plain integer; arithmetic drops the uniqueness "
+                    "guarantee")
+        return None
 
     def power(self, a: Any, b: Any, dt: T.DType, node: ast.AST) -> Val:
         if isinstance(b, Lit) and isinstance(b.value, int) and 0 <= b.value <= 16:
@@ -276,19 +357,20 @@ class ExprMixin:
             c = self.truth(v, node.operand)
             return Val(self.b.value(ops.UnaryOp("not", c)), T.bool_)
         if isinstance(v, Lit):
-            return Lit({ast.USub: operator.neg, ast.UAdd: operator.pos,
-                        ast.Invert: operator.invert}[type(node.op)](v.value))
+            return self.fold({ast.USub: operator.neg, ast.UAdd: operator.pos,
+                              ast.Invert: operator.invert}[type(node.op)], (v.value,), node)
         s = self.scalar(v, node.operand)
         if isinstance(node.op, ast.UAdd):
             return s
+        note = self.derived_note(node, v)
         if isinstance(node.op, ast.Invert):
             if s.dtype.is_float:
                 raise self.error(KernelTypeError, node, f"`~` needs an integer, not {s.dtype.name}")
             kind = "not" if s.dtype.is_bool else "invert"
-            return Val(self.b.value(ops.UnaryOp(kind, s.ssa)), s.dtype)
+            return Val(self.b.value(ops.UnaryOp(kind, s.ssa)), s.dtype, note)
         if s.dtype.is_bool:
             s = Val(self.b.cast(s.ssa, T.i32), T.i32)
-        return Val(self.b.value(ops.UnaryOp("neg", s.ssa)), s.dtype)
+        return Val(self.b.value(ops.UnaryOp("neg", s.ssa)), s.dtype, note)
 
     def expr_BoolOp(self, node: ast.BoolOp) -> Any:
         """`and`/`or` short-circuit: later operands run only when needed."""
@@ -326,7 +408,7 @@ class ExprMixin:
         if len(node.ops) > 1:
             # a < b < c  ==  (a < b) and (b < c), evaluating b once.
             parts = []
-            for op, right_node in zip(node.ops, node.comparators):
+            for op, right_node in zip(node.ops, node.comparators, strict=True):
                 right = self.expr(right_node)
                 parts.append(self.compare(op, left, right, node))
                 left = right
@@ -360,7 +442,7 @@ class ExprMixin:
                              hint="compare numbers with `==`")
         pred = _CMPOPS[type(op)]
         if isinstance(a, Lit) and isinstance(b, Lit):
-            return Lit(_PY_CMPOPS[pred](a.value, b.value))
+            return self.fold(_PY_CMPOPS[pred], (a.value, b.value), node)
         dt = self.common_dtype([a, b], node)
         x, y = self.materialize(a, dt, node), self.materialize(b, dt, node)
         return Val(self.b.value(ops.CompareOp(pred, x, y)), T.bool_)
@@ -390,7 +472,7 @@ class ExprMixin:
         self.b.emit(ops.SlotWriteOp(slot, self.materialize(bv, dt, node.orelse)))
         self.b.br(join)
         self.b.set_block(join)
-        return Val(self.b.value(ops.SlotReadOp(slot)), dt)
+        return Val(self.b.value(ops.SlotReadOp(slot)), dt, self.derived_note(node, a, bv))
 
     # -- attributes ------------------------------------------------------------------
 
@@ -407,13 +489,15 @@ class ExprMixin:
                 reg = {"thread_idx": "tid", "block_idx": "ctaid", "block_dim": "ntid",
                        "grid_dim": "nctaid"}[obj.reg]
                 return Val(self.b.value(ops.RegisterOp(f"{reg}.{attr}", _ir(T.i32))), T.i32)
-            if not hasattr(obj, attr):
+            try:
+                value = getattr(obj, attr)
+            except Exception:  # any failure (a raising __getattr__) is "no such"
                 raise self.error(KernelSyntaxError, node,
-                                 f"`{self.text(node.value)}` has no attribute `{attr}`")
-            value = getattr(obj, attr)
+                                 f"`{self.text(node.value)}` has no attribute `{attr}`",
+                                 hint=_did_you_mean(attr, obj)) from None
             if isinstance(value, (bool, int, float)):
                 self.ctx.folded[self.text(node)] = value
-            return wrap_python(value)
+            return self.python_value(value, node)
         if isinstance(base, Witness):
             if base.rank == 2 and attr in ("row", "col"):
                 dim = 0 if attr == "row" else 1
@@ -434,9 +518,9 @@ class ExprMixin:
                              f"arrays in kernels have `.shape` and `.ndim`, not `.{attr}`")
         if isinstance(base, FixedArray):
             if attr == "shape":
-                return Tup(tuple(Lit(s) for s in base.shape))
+                return Tup(tuple(self.fixed_dim(base, d) for d in range(len(base.shape))))
             raise self.error(KernelSyntaxError, node,
-                             f"shared and local arrays have `.shape`, not `.{attr}`")
+                             f"shared, local and constant arrays have `.shape`, not `.{attr}`")
         raise self.error(KernelSyntaxError, node,
                          f"{describe(base)} has no attribute `{attr}`")
 
@@ -534,7 +618,7 @@ class ExprMixin:
             raise self.error(SafetyError, node,
                              f"`{arr.name}` is a Slice: it is read-only in kernels",
                              label="written here",
-                             hint=f"declare it `DisjointSlice[...]` to write one element per "
+                             hint="declare it `DisjointSlice[...]` to write one element per "
                                   "thread, or `RawSlice[...]` with `with ox.unsafe():`")
         if access == "atomic":
             raise self.error(SafetyError, node,
@@ -554,8 +638,8 @@ class ExprMixin:
             s = self.scalar(value, node)
             if s.dtype != arr.type.dtype:
                 raise self.error(KernelTypeError, node,
-                                 f"`{arr.name}` holds {arr.type.dtype.name}; cannot store a "
-                                 f"{s.dtype.name} into it",
+                                 f"`{arr.name}` holds {arr.type.dtype.name}; cannot store "
+                                 f"{article(s.dtype.name)} into it",
                                  hint=f"convert explicitly: `{arr.type.dtype.name}(...)`")
             v = s.ssa
         site = self.b.site("index", self.src.span(node), arr.name)
@@ -588,6 +672,15 @@ class ExprMixin:
             label=label,
             hint=f"write `{arr.name}[i]` with `i = thread.index_{arr.type.rank}d()`, or take "
                  "responsibility with `with ox.unsafe():`")
+
+
+def _did_you_mean(attr: str, obj: Any) -> str:
+    """A hint naming the public attributes of `obj` closest to the misspelled `attr`."""
+    names = [n for n in dir(obj) if not n.startswith("_")]
+    close = difflib.get_close_matches(attr, names, n=3, cutoff=0.6)
+    if not close:
+        return ""
+    return "did you mean " + " or ".join(f"`{n}`" for n in close) + "?"
 
 
 def _ir(dt: T.DType) -> Any:

@@ -15,15 +15,31 @@ from xdsl.ir import Block
 
 from oxide import types as T
 from oxide.errors import (
-    CompileError, KernelSyntaxError, KernelTypeError, SafetyError, UnsupportedFeatureError,
+    CompileError,
+    KernelSyntaxError,
+    KernelTypeError,
+    SafetyError,
+    UnsupportedFeatureError,
 )
 from oxide.frontend.builder import IRBuilder
 from oxide.frontend.calls import CallsMixin
 from oxide.frontend.exprs import ExprMixin
+from oxide.frontend.promote import literal_fits
 from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source
 from oxide.frontend.values import (
-    Array, FixedArray, Lit, Slot, SlotTuple, Static, Tup, Val, Witness, describe,
+    Array,
+    FixedArray,
+    Lit,
+    Slot,
+    SlotTuple,
+    Static,
+    Tup,
+    Val,
+    Witness,
+    article,
+    describe,
+    literal_text,
 )
 from oxide.ir import ops
 from oxide.ir.types import ir_type
@@ -67,7 +83,7 @@ class ReturnTarget:
 
     block: Block
     slot: Any = None
-    returned: list[Any] = field(default_factory=list)
+    returned: list[tuple[bool, ast.AST]] = field(default_factory=list)  # (returns nothing, where)
 
 
 class FunctionLowering(ExprMixin, CallsMixin):
@@ -162,6 +178,18 @@ class FunctionLowering(ExprMixin, CallsMixin):
             self.b.cond_br(self.truth(value, test), if_true, if_false)
             return
         node = value.node
+        if isinstance(node, ast.Compare):  # a < b < c: branch on each link, b evaluated once
+            left = self.expr(node.left)
+            for i, (op, right_node) in enumerate(zip(node.ops, node.comparators, strict=True)):
+                right = self.expr(right_node)
+                link = self.compare(op, left, right, node)
+                last = i == len(node.ops) - 1
+                nxt = if_true if last else self.b.new_block()
+                self.branch_on(node, link, nxt, if_false)
+                if not last:
+                    self.b.set_block(nxt)
+                left = right
+            return
         if isinstance(node, ast.UnaryOp):  # not (a and b)
             self.branch_on(node.operand, self.condition(node.operand), if_false, if_true)
             return
@@ -178,11 +206,15 @@ class FunctionLowering(ExprMixin, CallsMixin):
                 self.b.set_block(nxt)
 
     def condition(self, test: ast.expr) -> Any:
-        """Evaluate a condition; `and`/`or`/`not` chains stay unevaluated (`_Chain`) so that
-        `branch_on` lowers them to branches."""
+        """Evaluate a condition; `and`/`or`/`not` chains and chained comparisons
+        (`0 <= i < len(out)`) stay unevaluated (`_Chain`) so that `branch_on` lowers them
+        to branches, one comparison each, which the guard analysis can see."""
         if isinstance(test, ast.BoolOp) or (isinstance(test, ast.UnaryOp)
                                             and isinstance(test.op, ast.Not)
-                                            and isinstance(test.operand, ast.BoolOp)):
+                                            and isinstance(test.operand, (ast.BoolOp,
+                                                                          ast.Compare))):
+            return _Chain(test)
+        if isinstance(test, ast.Compare) and len(test.ops) > 1:
             return _Chain(test)
         return self.expr(test)
 
@@ -240,7 +272,7 @@ class FunctionLowering(ExprMixin, CallsMixin):
         if not isinstance(node.target, ast.Name):
             raise self.error(KernelSyntaxError, node.target, "the loop variable must be a name")
         args = [self.expr(a) for a in it.args]
-        for a, n in zip(args, it.args):
+        for a, n in zip(args, it.args, strict=True):
             if not self.is_int_value(a):
                 raise self.error(KernelTypeError, n, f"range() needs integers, got {describe(a)}")
         start, stop, step = (
@@ -326,7 +358,8 @@ class FunctionLowering(ExprMixin, CallsMixin):
         callee = self.expr(ctx.func) if isinstance(ctx, ast.Call) else None
         from oxide.lang import unsafe
 
-        if not (isinstance(callee, Static) and callee.obj is unsafe) or item.optional_vars:
+        if (not (isinstance(callee, Static) and callee.obj is unsafe) or item.optional_vars
+                or ctx.args or ctx.keywords):  # type: ignore[union-attr]
             raise self.error(UnsupportedFeatureError, ctx,
                              "only `with ox.unsafe():` is supported in kernels",
                              hint="context managers cannot run on the GPU")
@@ -342,7 +375,7 @@ class FunctionLowering(ExprMixin, CallsMixin):
             self.assign_name(target.id, value, target, declared)
         elif isinstance(target, (ast.Tuple, ast.List)):
             items = self.unpack(value, len(target.elts), value_node)
-            for t, v in zip(target.elts, items):
+            for t, v in zip(target.elts, items, strict=True):
                 self.assign(t, v, value_node)
         elif isinstance(target, ast.Subscript):
             container = self.expr(target.value)
@@ -416,22 +449,36 @@ class FunctionLowering(ExprMixin, CallsMixin):
                              f"`{name}` is {describe(current)}; cannot rebind it to "
                              f"{describe(value)}")
         v = self.coerce_to_slot(value, current, name, node)
+        if isinstance(value, Val) and value.note and current.note is None:
+            current.note = (f"`{name}` is a plain integer variable; a value derived from a "
+                            "ThreadIndex loses the uniqueness guarantee")
         self.b.emit(ops.SlotWriteOp(current.ssa, v))
 
     def coerce_to_slot(self, value: Any, slot: Slot, name: str, node: ast.AST) -> Any:
+        """`value` as the slot's type: a variable (or a function's return value, a tuple
+        item) keeps the type of its first assignment; literals adapt, typed values must
+        match exactly (an implicit narrowing or widening would hide a bug)."""
+        named = name.isidentifier()
+        what = f"`{name}`" if named else name
+        keep = (f"a name keeps one type: use another name, or convert explicitly with "
+                f"`{slot.dtype.name}(...)`" if named else
+                f"every assignment gives it the same type: convert explicitly with "
+                f"`{slot.dtype.name}(...)`")
         if isinstance(value, Lit):
+            if not literal_fits(value.value, slot.dtype):
+                raise self.error(
+                    KernelTypeError, node,
+                    f"{what} is {slot.dtype.name}; the literal {literal_text(value.value)} "
+                    "does not fit in it", hint=keep)
             return self.materialize(value, slot.dtype, node)
         if isinstance(value, Val):
             if value.dtype != slot.dtype:
                 raise self.error(
                     KernelTypeError, node,
-                    f"`{name}` is {slot.dtype.name}; cannot assign a {value.dtype.name} to it",
-                    label=f"this is {value.dtype.name}",
-                    hint=f"a name keeps one type: convert explicitly with "
-                         f"`{slot.dtype.name}(...)`, or start from `{name} = "
-                         f"{value.dtype.name}(0)`")
+                    f"{what} is {slot.dtype.name}; cannot assign {article(value.dtype.name)} "
+                    "to it", label=f"this is {value.dtype.name}", hint=keep)
             return value.ssa
-        raise self.error(KernelTypeError, node, f"cannot assign {describe(value)} to `{name}`")
+        raise self.error(KernelTypeError, node, f"cannot assign {describe(value)} to {what}")
 
     def new_slot_tuple(self, value: Tup, node: ast.AST) -> SlotTuple:
         items = []
@@ -452,7 +499,7 @@ class FunctionLowering(ExprMixin, CallsMixin):
             raise self.error(KernelTypeError, node,
                              f"`{name}` holds {len(st.items)} values; cannot assign "
                              f"{len(value.items)}")
-        for s, v in zip(st.items, value.items):
+        for s, v in zip(st.items, value.items, strict=True):
             if isinstance(s, Slot):
                 self.b.emit(ops.SlotWriteOp(s.ssa, self.coerce_to_slot(v, s, name, node)))
             elif isinstance(s, SlotTuple) and isinstance(v, Tup):
@@ -474,10 +521,20 @@ class FunctionLowering(ExprMixin, CallsMixin):
     def store_return(self, target: ReturnTarget, value: Any, node: ast.Return) -> None:
         if isinstance(value, SlotTuple):
             value = self.read_slot_tuple(value)
-        target.returned.append(value)
-        if isinstance(value, Static) and value.obj is None:
-            if target.slot is not None:
-                raise self.error(KernelTypeError, node, "this function returns a value elsewhere")
+        nothing = isinstance(value, Static) and value.obj is None
+        if target.returned and target.returned[0][0] != nothing:
+            # Whichever comes first in the source, a function that returns a value on
+            # one path and nothing on another would hand its caller an unset value.
+            raise self.error(KernelTypeError, node,
+                             "this function returns a value on some paths and nothing on "
+                             "others", label="returns nothing" if nothing else "returns a value",
+                             hint="return a value on every path")
+        target.returned.append((nothing, node))
+        if nothing:
+            if target.slot is not None:  # only a declared `-> dtype` sets it this early
+                raise self.error(KernelTypeError, node,
+                                 f"this function declares `-> {target.slot.dtype.name}` but "
+                                 "returns nothing here", hint="return a value on every path")
             return
         if target.slot is None:
             if isinstance(value, Tup):

@@ -4,13 +4,18 @@
   (`x * 0.5` with `x: f32` stays f32; `n + 1` with `n: u32` stays u32).
 - Alone, an int literal is i32 (i64 if it does not fit), a float literal f32.
 - Typed operands promote as NumPy does (f32+f64 -> f64, i32+i64 -> i64,
-  i8+u8 -> i16, int+float -> the float); signed/unsigned mixes of one width
+  i8+u16 -> i32, int+float -> the float); signed/unsigned mixes of one width
   are an error rather than a silent 64-bit widening.
 """
 
 from __future__ import annotations
 
+import math
+
 from oxide import types as T
+
+_FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38,
+              "f64": 1.7976931348623157e308}
 
 
 class PromotionError(Exception):
@@ -31,7 +36,12 @@ def literal_fits(value: int | float | bool, dt: T.DType) -> bool:
     if dt.is_bool:
         return isinstance(value, bool) or value in (0, 1)
     if dt.is_float:
-        return True
+        # Floats take any literal their range holds; a huge int (2**2000) is an
+        # error here rather than an OverflowError or a silent inf later.
+        try:
+            return math.isnan(value) or math.isinf(value) or abs(float(value)) <= _FLOAT_MAX[dt.name]
+        except OverflowError:
+            return False
     if isinstance(value, float):
         return False
     lo, hi = (-(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1)) if dt.is_signed else (0, 2**dt.bits)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import builtins
 import types as pytypes
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ class Scope:
         self.closure: dict[str, Any] = {}
         code = fn.__code__
         if fn.__closure__:
-            for name, cell in zip(code.co_freevars, fn.__closure__):
+            for name, cell in zip(code.co_freevars, fn.__closure__, strict=True):
                 try:
                     self.closure[name] = cell.cell_contents
                 except ValueError:  # an empty cell: defined later in the enclosing scope

@@ -6,8 +6,9 @@ import ast
 import inspect
 import linecache
 import textwrap
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from oxide.errors import KernelSyntaxError, Span
 
@@ -54,9 +55,17 @@ def load_source(fn: Callable[..., Any]) -> Source:
     text = textwrap.dedent(raw)
     first_text_line = next((ln for ln in raw.splitlines() if ln.strip()), "")
     indent = len(first_text_line) - len(first_text_line.lstrip())
-    module = ast.parse(text)
-    node = module.body[0]
+    first = max(first, 1)
+    where = Span(file, first, indent, len(first_text_line.rstrip()), first_text_line)
+    message = f"`{fn.__name__}` is not a plain function"
+    hint = "kernels and @ox.func are `def` functions (not async, not lambdas)"
+    try:
+        module = ast.parse(text)
+    except SyntaxError:  # a lambda's source line is a fragment, not a statement
+        raise KernelSyntaxError(message, where, hint=hint) from None
+    node = module.body[0] if module.body else None
+    if isinstance(node, ast.AsyncFunctionDef):  # point at its `async def` line
+        where = Source(file, first, indent, node, text).span(node)  # type: ignore[arg-type]
     if not isinstance(node, ast.FunctionDef):
-        raise KernelSyntaxError(f"`{fn.__name__}` is not a plain function",
-                                hint="kernels are `def` functions (not async, not lambdas)")
-    return Source(file, max(first, 1), indent, node, text)
+        raise KernelSyntaxError(message, where, hint=hint)
+    return Source(file, first, indent, node, text)

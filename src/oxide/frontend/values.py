@@ -56,12 +56,16 @@ class Array:
 
 @dataclass(frozen=True)
 class FixedArray:
-    """A shared-memory or thread-local array with a fixed shape."""
+    """A shared-memory, thread-local or constant array with a fixed shape.
+
+    Dynamic shared memory (`ox.shared.dynamic`) has the extent `None`: its
+    length is the launch's, read at run time.
+    """
 
     ssa: SSAValue
     dtype: T.DType
-    shape: tuple[int, ...]
-    space: str  # "shared" or "local"
+    shape: tuple[int | None, ...]
+    space: str  # "shared", "local" or "constant"
     name: str = ""
 
 
@@ -81,10 +85,16 @@ class Static:
 
 @dataclass
 class Slot:
-    """A mutable scalar local variable."""
+    """A mutable scalar local variable.
+
+    `note` is set once the variable has been assigned a value derived from a
+    witness: reads carry it, so a DisjointSlice write at the variable explains
+    why it is not a ThreadIndex.
+    """
 
     ssa: SSAValue
     dtype: T.DType
+    note: str | None = None
 
 
 @dataclass
@@ -102,10 +112,40 @@ class ShapeOf:
     dims: list[Any] = field(default_factory=list)
 
 
+def py_name(obj: Any) -> str:
+    """A Python object's name for messages, without trusting the object.
+
+    Some objects answer any attribute (oxide's register groups raise on every
+    unknown one), so `getattr(obj, "__name__")` alone can raise; never let a
+    message about a user's mistake crash the compiler.
+    """
+    try:
+        name = obj.__name__
+    except Exception:  # any failure means "no usable name"
+        name = None
+    if isinstance(name, str):
+        return name
+    if type(obj).__module__.startswith("oxide"):
+        return repr(obj)  # oxide's own markers print as users write them (`Slice`, `Const`)
+    return type(obj).__name__
+
+
+def article(word: str) -> str:
+    """`word` with "a" or "an" ("an i64", "an int literal", "a u32")."""
+    return ("an " if word[:1] in "aeioAEIO" else "a ") + word
+
+
+def literal_text(value: Any) -> str:
+    """A literal as the user wrote it, shortened when huge (`10 ** 10000`)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"(a {value.bit_length() + (value < 0)}-bit integer)"
+    return repr(value)
+
+
 def describe(v: Any) -> str:
     """A short human name of a value's type, for messages."""
     if isinstance(v, Lit):
-        return f"a {type(v.value).__name__} literal"
+        return article(f"{type(v.value).__name__} literal")
     if isinstance(v, Val):
         return v.dtype.name
     if isinstance(v, Witness):
@@ -114,8 +154,10 @@ def describe(v: Any) -> str:
         return repr(v.type)
     if isinstance(v, FixedArray):
         return f"a {v.space} array"
-    if isinstance(v, Tup):
+    if isinstance(v, (Tup, SlotTuple)):
         return "a tuple"
+    if isinstance(v, Slot):
+        return v.dtype.name
     if isinstance(v, Static):
-        return f"`{getattr(v.obj, '__name__', type(v.obj).__name__)}`"
+        return "None" if v.obj is None else f"`{py_name(v.obj)}`"
     return type(v).__name__

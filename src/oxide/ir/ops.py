@@ -12,12 +12,25 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
-    FunctionType, IntAttr, IntegerType, StringAttr, SymbolNameConstraint,
+    FunctionType,
+    IntAttr,
+    IntegerType,
+    StringAttr,
+    SymbolNameConstraint,
 )
 from xdsl.ir import Attribute, Block, Dialect, Operation, Region, SSAValue
 from xdsl.irdl import (
-    AttrSizedOperandSegments, IRDLOperation, irdl_op_definition, operand_def, prop_def,
-    region_def, result_def, successor_def, traits_def, var_operand_def,
+    AttrSizedOperandSegments,
+    IRDLOperation,
+    irdl_op_definition,
+    operand_def,
+    opt_prop_def,
+    prop_def,
+    region_def,
+    result_def,
+    successor_def,
+    traits_def,
+    var_operand_def,
 )
 from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
@@ -68,6 +81,7 @@ class BinaryOp(IRDLOperation):
 
     name = "oxide.binary"
     kind = prop_def(StringAttr)
+    site = opt_prop_def(IntAttr)  # integer floordiv/mod: where a zero divisor is reported
     lhs = operand_def()
     rhs = operand_def()
     result = result_def()
@@ -296,13 +310,19 @@ class AtomicOp(IRDLOperation):
 
 @irdl_op_definition
 class FixedArrayOp(IRDLOperation):
-    """Declares a block-shared or thread-local array of fixed shape."""
+    """Declares a block-shared, thread-local or constant array of fixed shape.
+
+    A constant array (space "constant") is a module global the host fills: `sym`
+    is its symbol. Dynamic shared memory has shape "?" (its size is the launch's).
+    """
 
     name = "oxide.fixed_array"
+    sym = opt_prop_def(StringAttr)
     result = result_def(SharedArrayType)
 
-    def __init__(self, type_: SharedArrayType) -> None:
-        super().__init__(result_types=[type_])
+    def __init__(self, type_: SharedArrayType, sym: str | None = None) -> None:
+        props = {"sym": StringAttr(sym)} if sym is not None else {}
+        super().__init__(result_types=[type_], properties=props)
 
 
 @irdl_op_definition

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from oxide.errors import LaunchError
+from oxide.errors import DeviceError, LaunchError
 from oxide.runtime.config import LaunchConfig
-from oxide.runtime.device import current_device
+from oxide.runtime.device import current_device, parse_device
 
 
 def as_config(config: Any) -> tuple[LaunchConfig, Any]:
@@ -30,13 +30,40 @@ def launch(kernel: Any, config: Any, *args: Any, stream: Any = None) -> None:
     cfg, cfg_stream = as_config(config)
     dev = current_device()
     if dev.is_cpu:
+        if getattr(kernel, "gpu_only", False):  # a bundled kernel: no source to compile
+            from oxide.runtime.bundle import CPU_ERROR
+
+            raise DeviceError(CPU_ERROR)
         from oxide.runtime.cpu import launch_cpu
 
         launch_cpu(kernel, cfg, args)
     else:
-        from oxide.runtime.gpu import launch_gpu
+        _gpu().launch_gpu(kernel, cfg, args, stream if stream is not None else cfg_stream, dev)
 
-        launch_gpu(kernel, cfg, args, stream if stream is not None else cfg_stream, dev)
+
+def _gpu() -> Any:
+    """The GPU runtime module, imported on first use (it loads the CUDA bindings)."""
+    global _gpu_module
+    if _gpu_module is None:
+        from oxide.runtime import gpu
+
+        _gpu_module = gpu
+    return _gpu_module
+
+
+_gpu_module: Any = None
+
+
+def synchronize(device: Any = None) -> None:
+    """Wait until the device (default: the current one) has finished all launched work, then
+    raise any error a kernel reported (`ox.KernelIndexError`, `ox.KernelAssertionError`)
+    or the device did (`ox.DeviceError`).
+
+    >>> ox.synchronize()  # doctest: +SKIP
+    """
+    dev = current_device() if device is None else parse_device(device)
+    if not dev.is_cpu:
+        _gpu().synchronize_device(dev.index)
 
 
 class BoundLaunch:

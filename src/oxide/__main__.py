@@ -1,0 +1,5 @@
+"""`python -m oxide ...` is the `oxide` command (for environments without the console script)."""
+
+from oxide.cli.main import main
+
+main()

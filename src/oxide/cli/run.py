@@ -1,0 +1,101 @@
+"""`oxide run` and `oxide list`: the shipped examples, or a user's file with a `main()`.
+
+`oxide run FILE.py` imports the file and calls its `main()`, passing the options
+its signature accepts (`device`, `arch`, `size`, `out`); the launches inside run
+on `--device` either way. `main()` passes unless it raises or returns a false
+value (False, or a result whose `.passed` is false). A file without `main()` is
+an error: oxide cannot invent inputs for its kernels (`oxide inspect` and
+`oxide build` compile them without running).
+"""
+
+from __future__ import annotations
+
+import inspect
+import traceback
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from oxide import examples
+from oxide.cli.loading import kernels_in, load_module
+from oxide.errors import DeviceError, OxideError
+from oxide.examples import _harness
+
+console = Console(highlight=False, soft_wrap=True)
+
+
+def list_examples() -> None:
+    """List the shipped examples (run one with `oxide run NAME`)."""
+    width = max(map(len, examples.NAMES))
+    for name in examples.NAMES:
+        console.print(f"[bold]{name:<{width}}[/bold]  {escape(examples.summary(name))}")
+
+
+def run(
+    target: Annotated[str, typer.Argument(help="A shipped example (see `oxide list`) or a "
+                                               "Python file with a main().")],
+    device: Annotated[str | None, typer.Option(help="cpu, or a GPU ordinal (0, 1, ...). "
+                                                    "Default: GPU 0, else the CPU.")] = None,
+    arch: Annotated[str | None, typer.Option(help="Also compile for this GPU architecture "
+                                                  "(e.g. sm_90) and check the cubin.")] = None,
+    size: Annotated[int | None, typer.Option(help="Problem size (elements, rows, pixels "
+                                                  "wide or bodies).", min=1)] = None,
+    out: Annotated[Path | None, typer.Option(help="Where to write output (mandelbrot: "
+                                                  "a PNG).")] = None,
+) -> None:
+    """Run an example or FILE.py's main(): prints PASS or FAIL, a time, and the device."""
+    module = load_module(target)
+    entry = getattr(module, "main", None)
+    if not callable(entry):
+        kernels = ", ".join(kernels_in(module)) or "none"
+        console.print(f"[red]error:[/red] {escape(target)} defines no main() to run "
+                      f"(its kernels: {escape(kernels)}); see `oxide inspect` and `oxide build`")
+        raise typer.Exit(2)
+    options = {"device": device, "arch": arch, "size": size, "out": out}
+    accepted = inspect.signature(entry).parameters
+    ignored = [k for k, v in options.items()
+               if v is not None and k not in accepted and k != "device"]
+    if ignored:
+        console.print(f"[red]error:[/red] {escape(target)}'s main() takes no "
+                      f"{', '.join('--' + k for k in ignored)}")
+        raise typer.Exit(2)
+    try:
+        if device is not None:
+            _harness.resolve(device)
+    except DeviceError as exc:  # --device names no device here: a usage error
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    try:
+        with _harness.running_on(device) as dev:
+            result = entry(**{k: v for k, v in options.items() if k in accepted})
+            where = _harness.describe(dev)
+    except OxideError as exc:  # a kernel's diagnostic says all there is to say
+        console.print(escape(f"{type(exc).__module__}.{type(exc).__name__}: {exc}"))
+        console.print(f"[bold red]FAIL[/bold red] {escape(target)}")
+        raise typer.Exit(1) from None
+    except Exception:  # a bug in the user's code: the traceback is what helps
+        console.print(escape(traceback.format_exc()), end="")
+        console.print(f"[bold red]FAIL[/bold red] {escape(target)}: raised an exception")
+        raise typer.Exit(1) from None
+    report(target, result, where)
+
+
+def report(target: str, result: Any, where: str) -> None:
+    """Prints the PASS/FAIL line and exits 1 on FAIL."""
+    if isinstance(result, _harness.ExampleResult):
+        passed = result.passed
+        line = f"{escape(result.name)}: {escape(result.problem)}; {result.figure}"
+        where = result.device
+        if result.detail:
+            line += f"  ({escape(result.detail)})"
+    else:
+        passed = bool(getattr(result, "passed", result is not False))
+        line = f"{escape(target)}: main() returned {escape(repr(result))}"
+    status = "[bold green]PASS[/bold green]" if passed else "[bold red]FAIL[/bold red]"
+    console.print(f"{status} {line}")
+    console.print(f"  ran on {escape(where)}")
+    if not passed:
+        raise typer.Exit(1)

@@ -1,0 +1,167 @@
+"""The CPU target: what a kernel's ops become in host code.
+
+The kernel body becomes `<symbol>.thread`, a function of one GPU thread: the
+machine parameters of the kernel ABI, then the twelve registers (`tid`,
+`ctaid`, `ntid`, `nctaid`, x/y/z, as i32), the block's static and dynamic
+shared memory (with the dynamic size in bytes) and the thread's scheduling
+context. `cpu_driver` wraps it in an exported
+`<symbol>_launch` that runs a range of blocks. Kernels that synchronize
+(block or warp barriers, warp collectives) make the thread function a
+coroutine (`cpu_sync`); the rest inline it into plain loops.
+
+Math comes from LLVM intrinsics and the C math library, `print` is `printf`,
+atomics are LLVM atomics on host memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oxide import types as T
+from oxide.codegen import cpu_driver, cpu_sync
+from oxide.codegen.atomics import emit_atomic
+
+# ox.math functions LLVM has intrinsics for (lowered to instructions or libm calls).
+_INTRINSICS = {"sqrt", "exp", "exp2", "log", "log2", "log10", "sin", "cos", "pow", "fabs",
+               "floor", "ceil", "trunc", "round", "fma", "copysign", "fmin", "fmax"}
+_INTRINSIC_NAMES = {"fmin": "minnum", "fmax": "maxnum"}
+_INF = "0x7FF0000000000000"
+
+
+class CPUTarget:
+    """Target hooks for the Emitter, for the host CPU (any LLVM host triple)."""
+
+    name = "cpu"
+    return_text = "br label %oxide.exit"
+
+    def __init__(self) -> None:
+        self.shared_bytes = 0
+        self.coroutine = False
+        self.warps = cpu_sync.WarpCollectives(self.lane_id, self.lanes_in_warp)
+
+    def unsupported(self, op: Any) -> str | None:
+        return None
+
+    # -- registers -------------------------------------------------------------------
+
+    def register(self, em: Any, reg: str) -> str:
+        if reg == "laneid":
+            return self.lane_id(em)
+        if reg == "warpid":
+            return em.ins(f"lshr i32 {self.linear_tid(em)}, 5")
+        return f"%oxide.{reg}"
+
+    def linear_tid(self, em: Any) -> str:
+        zy = em.ins("mul i32 %oxide.tid.z, %oxide.ntid.y")
+        zy = em.ins(f"add i32 {zy}, %oxide.tid.y")
+        zyx = em.ins(f"mul i32 {zy}, %oxide.ntid.x")
+        return em.ins(f"add i32 {zyx}, %oxide.tid.x")
+
+    def lane_id(self, em: Any) -> str:
+        return em.ins(f"and i32 {self.linear_tid(em)}, 31")
+
+    def lanes_in_warp(self, em: Any) -> str:
+        """How many lanes this thread's warp has (the block's last warp may be partial)."""
+        n = em.ins("mul i32 %oxide.ntid.x, %oxide.ntid.y")
+        n = em.ins(f"mul i32 {n}, %oxide.ntid.z")
+        first = em.ins(f"and i32 {self.linear_tid(em)}, -32")
+        left = em.ins(f"sub i32 {n}, {first}")
+        return em.intrinsic("llvm.umin.i32", "i32", [("i32", left), ("i32", "32")])
+
+    # -- memory ----------------------------------------------------------------------
+
+    def pointer_type(self, space: str) -> str:
+        return "ptr"
+
+    def shared_array(self, em: Any, dt: T.DType, count: int) -> str:
+        """A slice of the block's shared memory, which the driver allocates per block range."""
+        offset = self.shared_bytes
+        self.shared_bytes += -(-count * dt.itemsize // 16) * 16
+        return em.ins(f"getelementptr inbounds i8, ptr %oxide.smem, i64 {offset}")
+
+    def dynamic_shared(self, em: Any, dt: T.DType) -> tuple[str, str]:
+        """The launch's dynamic shared memory (after the static arrays) and its length."""
+        return "%oxide.dsmem", em.ins(f"udiv i64 %oxide.dsmem.bytes, {dt.itemsize}")
+
+    def constant_array(self, em: Any, dt: T.DType, count: int, symbol: str) -> str:
+        """A visible global: the runtime finds it in the JIT-compiled module and fills it."""
+        em.globals.append(f"@{symbol} = externally_initialized global [{count} x {dt.llvm}] "
+                          "zeroinitializer, align 16")
+        return f"@{symbol}"
+
+    def atomic(self, em: Any, kind: str, scope: str, dt: T.DType, addr: str, value: str,
+               compare: str | None, space: str) -> str:
+        return emit_atomic(em, kind, "", dt, addr, value, compare, "ptr")
+
+    # -- math and printf -------------------------------------------------------------
+
+    def math(self, em: Any, fn: str, dt: T.DType, ret: T.DType, args: list[str]) -> str:
+        t = dt.llvm
+        sfx = dt.name
+        typed = [(t, a) for a in args]
+        if fn in _INTRINSICS:
+            return em.intrinsic(f"llvm.{_INTRINSIC_NAMES.get(fn, fn)}.{sfx}", t, typed)
+        if fn == "rsqrt":
+            root = em.intrinsic(f"llvm.sqrt.{sfx}", t, typed)
+            return em.ins(f"fdiv {t} 1.0, {root}")
+        if fn == "isnan":
+            return em.ins(f"fcmp uno {t} {args[0]}, 0.0")
+        if fn in ("isinf", "isfinite"):
+            mag = em.intrinsic(f"llvm.fabs.{sfx}", t, typed)
+            return em.ins(f"fcmp {'oeq' if fn == 'isinf' else 'olt'} {t} {mag}, {_INF}")
+        return em.intrinsic(fn + ("f" if dt.name == "f32" else ""), t, typed)  # libm
+
+    def printf(self, em: Any, fmt: str, args: list[tuple[T.DType, str]]) -> None:
+        fmt_name = em.string_constant(fmt)
+        values = []
+        for dt, v in args:
+            if dt.is_bool:
+                t_str, f_str = em.string_constant("True"), em.string_constant("False")
+                values.append(("ptr", em.ins(f"select i1 {v}, ptr {t_str}, ptr {f_str}")))
+            elif dt.is_float:
+                values.append(("double", em.cast(v, dt, T.f64)))
+            elif dt.bits < 32:
+                values.append(("i32", em.cast(v, dt, T.i32 if dt.is_signed else T.u32)))
+            else:
+                values.append((dt.llvm, v))
+        em.declare("declare i32 @printf(ptr, ...)")
+        rest = "".join(f", {t} {v}" for t, v in values)
+        em.raw(f"call i32 (ptr, ...) @printf(ptr {fmt_name}{rest})")
+
+    # -- synchronization -------------------------------------------------------------
+
+    def barrier(self, em: Any, kind: str) -> None:
+        if kind in ("block", "warp"):
+            self.coroutine = True
+            cpu_sync.barrier(em, kind)
+        else:
+            em.raw("fence seq_cst")
+
+    def warp(self, em: Any, kind: str, args: list[tuple[T.DType, str]], ret: T.DType) -> str:
+        self.coroutine = True
+        return self.warps.emit(em, kind, args)
+
+    # -- the module ------------------------------------------------------------------
+
+    def module_text(self, em: Any, params: list[str], body: list[str]) -> str:
+        from oxide.codegen.emit import REPORT_FUNCTION
+
+        symbol = em.func.sym_name.data
+        regs = [f"i32 %oxide.{r}" for r in cpu_driver.REGISTERS]
+        sig = ", ".join(params + regs + ["ptr %oxide.smem", "ptr %oxide.dsmem",
+                                         "i64 %oxide.dsmem.bytes", "ptr %oxide.ctx"])
+        declares = set(em.declares) | set(cpu_driver.DECLARES)
+        if self.coroutine:
+            declares |= set(cpu_sync.DECLARES)
+            fn = [f"define internal ptr @{symbol}.thread({sig}) presplitcoroutine {{",
+                  body[0], *cpu_sync.PROLOGUE, *body[1:], cpu_sync.EPILOGUE, "}"]
+        else:
+            fn = [f"define internal void @{symbol}.thread({sig}) alwaysinline {{",
+                  *body, "oxide.exit:", "  ret void", "}"]
+        arg_types = [p.split()[0] for p in params[:-1]]  # all but the error pointer
+        driver = cpu_driver.launch_driver(symbol, arg_types, self.coroutine, self.shared_bytes)
+        parts = [*em.globals, *sorted(declares), "", *fn, "", driver,
+                 *self.warps.helpers.values(), REPORT_FUNCTION,
+                 '!0 = !{!"branch_weights", i32 1000000, i32 1}',
+                 '!1 = !{!"branch_weights", i32 1, i32 1000000}']
+        return "\n".join(parts) + "\n"

@@ -1,0 +1,223 @@
+"""Barriers and warp collectives on the CPU: each GPU thread is an LLVM coroutine.
+
+A kernel with `sync_threads`, `sync_warp` or a warp collective compiles its
+per-thread function as a presplit coroutine. Every synchronization point
+stores why it stops (`STATE_BLOCK` or `STATE_WARP`) in the thread's context
+and suspends (`llvm.coro.suspend`); LLVM's coroutine passes (part of the O3
+pipeline) split the function and keep whatever lives across a suspension in
+the coroutine frame. The driver's scheduler (`cpu_driver.SCHEDULER`) resumes
+threads so that no thread passes a barrier before every thread it waits for
+has reached it.
+
+A warp collective is two warp points: each lane writes its value to its slot
+of the warp's scratch area and suspends; once every lane has written, each
+reads what it needs and suspends again, so no lane overwrites a slot another
+lane has still to read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oxide import types as T
+from oxide.codegen.cpu_driver import STATE_BLOCK, STATE_DONE, STATE_WARP
+
+PROLOGUE = (
+    "  %oxide.coro.id = call token @llvm.coro.id(i32 64, ptr null, ptr null, ptr null)",
+    "  %oxide.coro.size = call i64 @llvm.coro.size.i64()",
+    "  %oxide.coro.mem = call ptr @oxide.cpu.frame(ptr %oxide.ctx, i64 %oxide.coro.size)",
+    "  %oxide.coro.hdl = call ptr @llvm.coro.begin(token %oxide.coro.id, ptr %oxide.coro.mem)",
+    "  %oxide.state = getelementptr inbounds i8, ptr %oxide.ctx, i64 8",
+    "  %oxide.scratch.p = getelementptr inbounds i8, ptr %oxide.ctx, i64 32",
+    "  %oxide.scratch = load ptr, ptr %oxide.scratch.p",
+)
+
+EPILOGUE = f"""oxide.exit:
+  store i32 {STATE_DONE}, ptr %oxide.state
+  %oxide.final = call i8 @llvm.coro.suspend(token none, i1 true)
+  switch i8 %oxide.final, label %oxide.suspend [ i8 0, label %oxide.resumed.after.end
+                                                 i8 1, label %oxide.cleanup ]
+oxide.resumed.after.end:
+  unreachable
+oxide.cleanup:
+  br label %oxide.suspend
+oxide.suspend:
+  call void @llvm.coro.end(ptr %oxide.coro.hdl, i1 false, token none)
+  ret ptr %oxide.coro.hdl"""
+
+DECLARES = (
+    "declare token @llvm.coro.id(i32, ptr, ptr, ptr)",
+    "declare i64 @llvm.coro.size.i64()",
+    "declare ptr @llvm.coro.begin(token, ptr)",
+    "declare i8 @llvm.coro.suspend(token, i1)",
+    "declare void @llvm.coro.end(ptr, i1, token)",
+)
+
+
+def suspend(em: Any, state: int) -> None:
+    """Records why this thread stops, suspends, and continues in a fresh block when resumed."""
+    em.raw(f"store i32 {state}, ptr %oxide.state")
+    s = em.ins("call i8 @llvm.coro.suspend(token none, i1 false)")
+    resumed = em.label()
+    em.raw(f"switch i8 {s}, label %oxide.suspend [ i8 0, label %{resumed} "
+           "i8 1, label %oxide.cleanup ]")
+    em.start_block(resumed)
+
+
+def barrier(em: Any, kind: str) -> None:
+    suspend(em, STATE_BLOCK if kind == "block" else STATE_WARP)
+
+
+def to_bits(em: Any, dt: T.DType, v: str) -> str:
+    """A value as the i64 a scratch slot holds (floats by bits, ints extended by sign)."""
+    if dt.is_float:
+        it = f"i{dt.bits}"
+        v = em.ins(f"bitcast {dt.llvm} {v} to {it}")
+        return v if dt.bits == 64 else em.ins(f"zext {it} {v} to i64")
+    if dt.bits == 64:
+        return v
+    ext = "sext" if dt.is_signed else "zext"
+    return em.ins(f"{ext} {dt.llvm} {v} to i64")
+
+
+def from_bits_lines(dt: T.DType, bits: str, out: str) -> list[str]:
+    """IR lines turning the i64 `bits` back into a `dt` named `out` (for helper templates)."""
+    if dt.bits == 64:
+        return [f"  {out} = bitcast i64 {bits} to {dt.llvm}"]
+    if dt.is_float:
+        return [f"  {out}.i = trunc i64 {bits} to i{dt.bits}",
+                f"  {out} = bitcast i{dt.bits} {out}.i to {dt.llvm}"]
+    return [f"  {out} = trunc i64 {bits} to {dt.llvm}"]
+
+
+def from_bits(em: Any, dt: T.DType, bits: str) -> str:
+    if dt.bits == 64:
+        return em.ins(f"bitcast i64 {bits} to {dt.llvm}") if dt.is_float else bits
+    if dt.is_float:
+        narrow = em.ins(f"trunc i64 {bits} to i{dt.bits}")
+        return em.ins(f"bitcast i{dt.bits} {narrow} to {dt.llvm}")
+    return em.ins(f"trunc i64 {bits} to {dt.llvm}")
+
+
+class WarpCollectives:
+    """Emits warp collectives for one module; lane-loop helpers are defined once each."""
+
+    def __init__(self, lane: Any, lanes_in_warp: Any) -> None:
+        self.lane = lane  # em -> i32 lane id
+        self.lanes_in_warp = lanes_in_warp  # em -> i32 number of lanes this warp has
+        self.helpers: dict[str, str] = {}
+
+    def emit(self, em: Any, kind: str, args: list[tuple[T.DType, str]]) -> str:
+        lane = self.lane(em)
+        nl = self.lanes_in_warp(em)
+        (dt, v) = args[0]
+        mask = args[-1][1]
+        slot = em.ins(f"getelementptr inbounds i64, ptr %oxide.scratch, i32 {lane}")
+        em.raw(f"store i64 {to_bits(em, dt, v)}, ptr {slot}")
+        suspend(em, STATE_WARP)
+        if kind.startswith("shuffle"):
+            result = self.shuffle(em, kind, dt, v, args[1][1], lane, nl)
+        elif kind in ("ballot", "any", "all"):
+            bits = self.call_helper(em, "ballot", None, mask, nl, "0")
+            if kind == "ballot":
+                result = bits
+            elif kind == "any":
+                result = em.ins(f"icmp ne i32 {bits}, 0")
+            else:
+                full = em.ins(f"icmp uge i32 {nl}, 32")
+                shifted = em.ins(f"shl i32 1, {nl}")
+                partial = em.ins(f"sub i32 {shifted}, 1")
+                lanes = em.ins(f"select i1 {full}, i32 -1, i32 {partial}")
+                want = em.ins(f"and i32 {mask}, {lanes}")
+                result = em.ins(f"icmp eq i32 {bits}, {want}")
+        elif kind == "match_any":
+            result = self.call_helper(em, "match", None, mask, nl, to_bits(em, dt, v))
+        else:
+            result = self.call_helper(em, kind, dt, mask, nl, v)
+        suspend(em, STATE_WARP)
+        return result
+
+    def shuffle(self, em: Any, kind: str, dt: T.DType, v: str, arg: str, lane: str,
+                nl: str) -> str:
+        """Reads another lane's slot; a source outside the warp gives this lane's own value."""
+        if kind == "shuffle":
+            src = em.ins(f"and i32 {arg}, 31")
+        elif kind == "shuffle_up":
+            src = em.ins(f"sub i32 {lane}, {arg}")
+        elif kind == "shuffle_down":
+            src = em.ins(f"add i32 {lane}, {arg}")
+        else:
+            src = em.ins(f"xor i32 {lane}, {arg}")
+        ok = em.ins(f"icmp ult i32 {src}, {nl}")
+        src = em.ins(f"select i1 {ok}, i32 {src}, i32 {lane}")
+        p = em.ins(f"getelementptr inbounds i64, ptr %oxide.scratch, i32 {src}")
+        bits = em.ins(f"load i64, ptr {p}")
+        return from_bits(em, dt, bits)
+
+    def call_helper(self, em: Any, kind: str, dt: T.DType | None, mask: str, nl: str,
+                    own: str) -> str:
+        name = f"oxide.warp.{kind}" + (f".{dt.name}" if dt is not None else "")
+        if name not in self.helpers:
+            self.helpers[name] = _lane_loop(name, kind, dt)
+        if dt is not None and not kind.endswith("add"):
+            t = dt.llvm
+            em.declare(f"declare {t} @{_minmax(kind, dt)}({t}, {t})")
+        ret = dt.llvm if dt is not None else "i32"
+        own_t = dt.llvm if dt is not None else "i64"
+        return em.ins(f"call {ret} @{name}(ptr %oxide.scratch, i32 {mask}, i32 {nl}, "
+                      f"{own_t} {own})")
+
+
+def _minmax(kind: str, dt: T.DType) -> str:
+    """The LLVM intrinsic for reduce_min / reduce_max on `dt`."""
+    op = kind.split("_")[1]
+    if dt.is_float:
+        return f"llvm.{op}num.{dt.name}"
+    return f"llvm.{'s' if dt.is_signed else 'u'}{op}.{dt.llvm}"
+
+
+def _lane_loop(name: str, kind: str, dt: T.DType | None) -> str:
+    """A helper folding the slots of the lanes in `mask` (and in the warp) into one value."""
+    if dt is None:  # ballot / match: a u32 lane mask
+        ret, own_t, init = "i32", "i64", "0"
+        test = "icmp ne i64 %bits, 0" if kind == "ballot" else "icmp eq i64 %bits, %own"
+        combine = [f"  %hit = {test}",
+                   "  %one = shl i32 1, %l",
+                   "  %bit = select i1 %hit, i32 %one, i32 0",
+                   "  %acc.take = or i32 %acc, %bit"]
+    else:
+        ret = own_t = dt.llvm
+        op = kind.split("_")[1]
+        init = ("0.0" if dt.is_float else "0") if op == "add" else "%own"
+        combine = from_bits_lines(dt, "%bits", "%v")
+        if op == "add":
+            combine.append(f"  %acc.take = {'fadd' if dt.is_float else 'add'} {ret} %acc, %v")
+        else:
+            combine.append(f"  %acc.take = call {ret} @{_minmax(kind, dt)}({ret} %acc, {ret} %v)")
+    return "\n".join([
+        f"define internal {ret} @{name}(ptr %s, i32 %mask, i32 %nl, {own_t} %own) alwaysinline {{",
+        "entry:",
+        "  br label %loop",
+        "loop:",
+        "  %l = phi i32 [ 0, %entry ], [ %l.next, %next ]",
+        f"  %acc = phi {ret} [ {init}, %entry ], [ %acc.next, %next ]",
+        "  %m = lshr i32 %mask, %l",
+        "  %mb = and i32 %m, 1",
+        "  %in.mask = icmp ne i32 %mb, 0",
+        "  %in.warp = icmp ult i32 %l, %nl",
+        "  %active = and i1 %in.mask, %in.warp",
+        "  br i1 %active, label %take, label %next",
+        "take:",
+        "  %p = getelementptr inbounds i64, ptr %s, i32 %l",
+        "  %bits = load i64, ptr %p",
+        *combine,
+        "  br label %next",
+        "next:",
+        f"  %acc.next = phi {ret} [ %acc, %loop ], [ %acc.take, %take ]",
+        "  %l.next = add nuw i32 %l, 1",
+        "  %more = icmp ult i32 %l.next, 32",
+        "  br i1 %more, label %loop, label %done",
+        "done:",
+        f"  ret {ret} %acc.next",
+        "}",
+    ])

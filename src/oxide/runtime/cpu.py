@@ -1,0 +1,152 @@
+"""Launching kernels on the CPU: check arguments, JIT once, run the compiled driver.
+
+The kernel's own `<symbol>_launch` (codegen/cpu_driver.py) runs a range of
+blocks; no Python runs per thread. Large grids are split into contiguous block
+ranges across OS threads (ctypes releases the GIL during the call). NumPy
+arrays are used in place. Everything a relaunch needs that depends only on the
+argument types (the specialization, its JIT-compiled code, the argument
+packer) is cached per binding plan, so a relaunch only packs values.
+
+>>> with ox.device("cpu"):                          # doctest: +SKIP
+...     scale[ox.LaunchConfig.for_num_elems(n)](x, 2.5, y)
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import struct
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from oxide import types as T
+from oxide.errors import ArgumentError, LaunchError
+from oxide.runtime.args import Plan, bind
+from oxide.runtime.config import LaunchConfig
+from oxide.runtime.device import CPU
+from oxide.runtime.kernel_errors import ErrorRecord
+
+# Splitting a grid across OS threads pays off only for enough work.
+_PARALLEL_MIN_THREADS = 1 << 16
+_SLOT_SIZES = {"e": 2, "H": 2, "f": 4, "i": 4, "I": 4, "d": 8, "q": 8, "Q": 8, "b": 1,
+               "B": 1, "?": 1, "h": 2}
+_CFG = struct.Struct("<9q")
+# Every CUDA GPU's limits (sm_80 and later): a launch the CPU accepts also runs on a GPU.
+_MAX_BLOCK = (1024, 1024, 64)
+_MAX_GRID = ((1 << 31) - 1, 65535, 65535)
+_local = threading.local()
+
+
+class _Entry:
+    """One specialization ready to run: its compiled kernel and how to pack its arguments."""
+
+    __slots__ = ("ck", "launch", "packer", "bf16_slots", "writable", "prints", "constants")
+
+    def __init__(self, kernel: Any, plan: Plan) -> None:
+        ck = kernel.compile(*plan.signature, target="cpu")
+        self.ck = ck
+        self.launch = ck.host.launch
+        # One 8-byte little-endian slot per machine argument (the driver's `args`).
+        self.packer = struct.Struct("<" + "".join(f + "x" * (8 - _SLOT_SIZES[f])
+                                                  for f in plan.formats))
+        self.bf16_slots = [i for i, dt in enumerate(plan.dtypes) if dt.name == "bf16"]
+        self.writable = [i for i, p in enumerate(plan.params) if p.kind == "array" and p.writable]
+        self.prints = "@printf(" in ck.llvm_unoptimized
+        engine = ck.host.engine
+        self.constants = [(arr, engine.get_global_value_address(symbol))
+                          for symbol, arr in ck.constants]
+
+
+def _entry(kernel: Any, plan: Plan) -> _Entry:
+    cache = kernel.__dict__.setdefault("_oxide_cpu_entries", {})
+    entry = cache.get(plan)
+    if entry is None:
+        entry = cache[plan] = _Entry(kernel, plan)
+    return entry
+
+
+def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
+    """Run `kernel` over `cfg` on the CPU; raises what the kernel reported, after it ran."""
+    _check_config(kernel, cfg)
+    bound = bind(kernel, args, CPU)
+    entry = _entry(kernel, bound.plan)
+    for i in entry.writable:
+        a = args[i]
+        if isinstance(a, np.ndarray) and not a.flags.writeable:
+            raise ArgumentError(f"`{kernel.params[i].name}` is a "
+                                f"{bound.plan.params[i].spec!r} but the array is read-only")
+    values = bound.values
+    if entry.bf16_slots:
+        values = list(values)
+        for i in entry.bf16_slots:
+            values[i] = int(np.array(values[i], T.bf16.numpy).view(np.uint16))
+    packed = entry.packer.pack(*values)
+    for arr, address in entry.constants:
+        arr.sync_to(("cpu", address), functools.partial(_upload, address), kernel.__name__)
+    record = _record()
+    if entry.prints:
+        sys.stdout.flush()
+    _run(entry.launch, packed, record.address, cfg)
+    if entry.prints:
+        _libc().fflush(None)
+    record.raise_if_failed(kernel.__name__, entry.ck.sites)
+
+
+def _check_config(kernel: Any, cfg: LaunchConfig) -> None:
+    limit = kernel.options.max_threads
+    if limit is not None and cfg.threads_per_block > limit:
+        raise LaunchError(f"`{kernel.__name__}` runs at most {limit} threads per block "
+                          f"(max_threads={limit}); block {cfg.block} has "
+                          f"{cfg.threads_per_block}")
+    for what, dims, limits in (("block", cfg.block, _MAX_BLOCK), ("grid", cfg.grid, _MAX_GRID)):
+        for axis, n, top in zip("xyz", dims, limits, strict=True):
+            if n > top:
+                raise LaunchError(f"{what}.{axis} = {n} exceeds the limit of {top} "
+                                  "(as on every CUDA GPU)")
+
+
+def _upload(address: int, data: bytes) -> None:
+    ctypes.memmove(address, data, len(data))
+
+
+def _run(launch: Any, packed: bytes, err: int, cfg: LaunchConfig) -> None:
+    (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
+    blocks = gx * gy * gz
+    head = (gx, gy, gz, bx, by, bz, cfg.shared_mem_bytes)
+    pool, n = _workers()
+    if pool is None or blocks < 2 or blocks * bx * by * bz < _PARALLEL_MIN_THREADS:
+        launch(packed, err, _CFG.pack(*head, 0, blocks))
+        return
+    bounds = [blocks * k // n for k in range(n + 1)]
+    futures = [pool.submit(launch, packed, err, _CFG.pack(*head, bounds[k], bounds[k + 1]))
+               for k in range(1, n)]
+    launch(packed, err, _CFG.pack(*head, bounds[0], bounds[1]))
+    for f in futures:
+        f.result()
+
+
+@functools.cache
+def _workers() -> tuple[ThreadPoolExecutor | None, int]:
+    """A pool of (cores - 1) threads, and how many threads a split launch uses in all."""
+    n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    if not n or n < 2:
+        return None, 1
+    return ThreadPoolExecutor(max_workers=n - 1, thread_name_prefix="oxide-cpu"), n
+
+
+def _record() -> ErrorRecord:
+    """This thread's error record (launches from several Python threads stay apart)."""
+    rec = getattr(_local, "record", None)
+    if rec is None:
+        rec = _local.record = ErrorRecord.host()
+    return rec
+
+
+@functools.cache
+def _libc() -> Any:
+    return ctypes.CDLL(None)

@@ -1,0 +1,143 @@
+"""The few CUDA driver calls oxide makes, through cuda.bindings, with errors as `DeviceError`.
+
+oxide talks to the driver directly instead of through cuda.core: importing
+cuda.core costs ~0.3-1 s and its launch path builds a parameter holder per call,
+while a warm first launch must stay within ~20 ms and relaunches within a few
+microseconds. Primary contexts are used, so memory and streams are shared with
+torch, CuPy and cuda.core in the same process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuda.bindings import driver as drv
+
+from oxide.errors import DeviceError
+
+DA = drv.CUdevice_attribute
+FA = drv.CUfunction_attribute
+HOSTALLOC_MAPPED = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
+launch_kernel = drv.cuLaunchKernel  # (f, gx, gy, gz, bx, by, bz, shmem, stream, params, 0)
+
+
+def error_text(err: Any) -> str:
+    """`CUDA_ERROR_X: description` for a CUresult."""
+    try:
+        _, name = drv.cuGetErrorName(err)
+        _, desc = drv.cuGetErrorString(err)
+        return f"{name.decode()}: {desc.decode()}"
+    except Exception:  # an unknown code: still say which
+        return f"CUDA error {int(err)}"
+
+
+def fail(err: Any, what: str) -> DeviceError:
+    return DeviceError(f"{what} failed: {error_text(err)}")
+
+
+def call(fn: Any, *args: Any, what: str = "") -> Any:
+    """Call a driver function; its one result (or None), or DeviceError on failure."""
+    result = fn(*args)
+    err = result[0]
+    if err:
+        raise fail(err, what or fn.__name__)
+    if len(result) == 1:
+        return None
+    return result[1] if len(result) == 2 else result[1:]
+
+
+def init() -> None:
+    call(drv.cuInit, 0)
+
+
+def device_handle(index: int) -> Any:
+    return call(drv.cuDeviceGet, index)
+
+
+def device_attribute(dev: Any, name: str) -> int:
+    return int(call(drv.cuDeviceGetAttribute, getattr(DA, "CU_DEVICE_ATTRIBUTE_" + name), dev))
+
+
+def device_name(dev: Any) -> str:
+    raw = call(drv.cuDeviceGetName, 256, dev)
+    return bytes(raw).split(b"\0", 1)[0].decode()
+
+
+def driver_version() -> int:
+    return int(call(drv.cuDriverGetVersion))
+
+
+def retain_primary_context(dev: Any) -> Any:
+    return call(drv.cuDevicePrimaryCtxRetain, dev)
+
+
+def current_context() -> int:
+    err, ctx = drv.cuCtxGetCurrent()
+    if err:
+        raise fail(err, "cuCtxGetCurrent")
+    return int(ctx)
+
+
+def set_current_context(ctx: Any) -> None:
+    call(drv.cuCtxSetCurrent, ctx)
+
+
+def synchronize_context() -> None:
+    call(drv.cuCtxSynchronize, what="synchronizing the device")
+
+
+def synchronize_stream(stream: int) -> None:
+    call(drv.cuStreamSynchronize, stream, what="synchronizing the stream")
+
+
+def load_module(image: bytes) -> Any:
+    return call(drv.cuModuleLoadData, image, what="loading the kernel's cubin")
+
+
+def get_function(module: Any, name: str) -> Any:
+    return call(drv.cuModuleGetFunction, module, name.encode())
+
+
+def module_global(module: Any, name: str) -> tuple[int, int]:
+    """(device address, bytes) of a module's global variable."""
+    ptr, size = call(drv.cuModuleGetGlobal, module, name.encode())
+    return int(ptr), int(size)
+
+
+def function_attribute(fn: Any, name: str) -> int:
+    return int(call(drv.cuFuncGetAttribute, getattr(FA, "CU_FUNC_ATTRIBUTE_" + name), fn))
+
+
+def set_function_attribute(fn: Any, name: str, value: int) -> None:
+    call(drv.cuFuncSetAttribute, fn, getattr(FA, "CU_FUNC_ATTRIBUTE_" + name), value)
+
+
+def mem_alloc(nbytes: int) -> int:
+    return int(call(drv.cuMemAlloc, max(nbytes, 1), what=f"allocating {nbytes} bytes"))
+
+
+def mem_free(ptr: int) -> None:
+    call(drv.cuMemFree, ptr)
+
+
+def memcpy_htod(dst: int, src: int, nbytes: int, stream: int) -> None:
+    call(drv.cuMemcpyHtoDAsync, dst, src, nbytes, stream, what="copying to the device")
+
+
+def memcpy_dtoh(dst: int, src: int, nbytes: int, stream: int) -> None:
+    call(drv.cuMemcpyDtoHAsync, dst, src, nbytes, stream, what="copying from the device")
+
+
+def memcpy_dtod(dst: int, src: int, nbytes: int, stream: int) -> None:
+    call(drv.cuMemcpyDtoDAsync, dst, src, nbytes, stream, what="copying on the device")
+
+
+def memset_zero(dst: int, nbytes: int, stream: int) -> None:
+    call(drv.cuMemsetD8Async, dst, 0, nbytes, stream, what="zeroing device memory")
+
+
+def host_alloc_mapped(nbytes: int) -> tuple[int, int]:
+    """Pinned host memory the GPU can address: (host pointer, device pointer)."""
+    host = int(call(drv.cuMemHostAlloc, nbytes, HOSTALLOC_MAPPED, what="allocating pinned memory"))
+    dev = int(call(drv.cuMemHostGetDevicePointer, host, 0))
+    return host, dev

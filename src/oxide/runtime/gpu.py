@@ -1,0 +1,430 @@
+"""Launching on a CUDA GPU: per-device state, loaded kernels, the launch fast path.
+
+Per device (`GPUDevice`): its primary context, architecture and limits, a pool of
+error records in mapped pinned memory, and the kernels launched since the last
+full synchronization (whose records the host reads). Per kernel, argument type
+key and device (`Launcher`): the loaded function, the argument plan and a
+prepared parameter buffer, so a relaunch reads pointers, packs one `struct` and
+calls `cuLaunchKernel` with no per-launch allocation in the driver binding.
+
+Run-time errors: every launcher owns one 32-byte record (a slot of the device's
+pool) and passes its device address as the kernel's hidden last argument. The
+host reads the records (plain memory reads, no synchronization) at the start
+of every launch on the device, and after synchronizing in `ox.synchronize()`,
+`DeviceArray.to_numpy()` and the copy-back of host arrays; a filled record
+becomes `ox.KernelIndexError` / `ox.KernelAssertionError` and is cleared.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+import sys
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from oxide import types as T
+from oxide.errors import DeviceError, InternalCompilerError, LaunchError
+from oxide.runtime import cuda_driver as cd
+from oxide.runtime.args import Plan, check_aliasing, copy_host_arrays, flatten, plan_for, read_args
+from oxide.runtime.config import LaunchConfig
+from oxide.runtime.device import Device, cuda_device_count
+from oxide.runtime.kernel_errors import ErrorRecord
+from oxide.runtime.views import ArrayView
+
+_RECORD_BYTES = 32
+_POOL_BYTES = 4096
+_LLVM_SIZES = {"ptr": 8, "i64": 8, "double": 8, "i32": 4, "float": 4, "i16": 2, "half": 2,
+               "bfloat": 2, "i8": 1, "i1": 1}
+
+_devices: dict[int, GPUDevice] = {}
+_devices_lock = threading.Lock()
+_tls = threading.local()
+
+
+# ---------------------------------------------------------------------------
+# Devices
+
+
+class RecordPool:
+    """Error records in mapped pinned memory: one 32-byte slot per launcher, never freed."""
+
+    def __init__(self) -> None:
+        self._free: list[tuple[int, int]] = []
+
+    def take(self) -> tuple[ErrorRecord, int]:
+        """A cleared record and its device address."""
+        if not self._free:
+            host, dev = cd.host_alloc_mapped(_POOL_BYTES)
+            ctypes.memset(host, 0, _POOL_BYTES)
+            self._free = [(host + i, dev + i) for i in range(_POOL_BYTES - _RECORD_BYTES, -1,
+                                                              -_RECORD_BYTES)]
+        host, dev = self._free.pop()
+        return ErrorRecord(host), dev
+
+
+class GPUDevice:
+    """One CUDA device as oxide uses it (created on first use, kept for the process)."""
+
+    def __init__(self, index: int) -> None:
+        cd.init()
+        self.index = index
+        self.handle = cd.device_handle(index)
+        self.ctx = cd.retain_primary_context(self.handle)
+        self.ctx_id = int(self.ctx)
+        self.single = cuda_device_count() == 1
+        self.enter()
+        attr = self.attribute
+        self.arch = f"sm_{attr('COMPUTE_CAPABILITY_MAJOR')}{attr('COMPUTE_CAPABILITY_MINOR')}"
+        self.name = cd.device_name(self.handle)
+        self.max_threads = attr("MAX_THREADS_PER_BLOCK")
+        self.max_block = (attr("MAX_BLOCK_DIM_X"), attr("MAX_BLOCK_DIM_Y"), attr("MAX_BLOCK_DIM_Z"))
+        self.max_grid = (attr("MAX_GRID_DIM_X"), attr("MAX_GRID_DIM_Y"), attr("MAX_GRID_DIM_Z"))
+        self.smem_default = attr("MAX_SHARED_MEMORY_PER_BLOCK")
+        self.smem_optin = attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
+        self.records = RecordPool()
+        self.active: list[Launcher] = []  # launched since the last full synchronization
+        self.lock = threading.Lock()
+
+    def attribute(self, name: str) -> int:
+        return cd.device_attribute(self.handle, name)
+
+    def __str__(self) -> str:
+        return f"cuda:{self.index} ({self.name})"
+
+    def enter(self) -> None:
+        """Make this device's primary context current on the calling thread."""
+        if self.single and getattr(_tls, "ctx", None) == self.ctx_id:
+            return  # one device: only oxide or its own kind (torch, CuPy) set contexts here
+        if cd.current_context() != self.ctx_id:
+            cd.set_current_context(self.ctx)
+        _tls.ctx = self.ctx_id
+
+    def activate(self, launcher: Launcher) -> None:
+        with self.lock:
+            if not launcher.active:
+                launcher.active = True
+                self.active.append(launcher)
+
+    def check_errors(self) -> None:
+        """Raise the error a kernel launched on this device reported, if any (no sync)."""
+        for launcher in self.active:
+            if launcher.rec_i32[1]:
+                launcher.record.raise_if_failed(launcher.kernel_name, launcher.sites)
+
+    def synchronize(self) -> None:
+        """Wait for all work on the device, then raise any reported kernel error."""
+        self.enter()
+        try:
+            cd.synchronize_context()
+        except DeviceError as exc:
+            names = ", ".join(sorted({la.kernel_name for la in self.active})) or "none"
+            raise DeviceError(f"{exc} (on {self}; oxide kernels launched since the last "
+                              f"synchronization: {names}). A device fault leaves the CUDA "
+                              "context unusable: restart the process.") from None
+        self.check_errors()
+        with self.lock:
+            for launcher in self.active:
+                launcher.active = False
+            self.active.clear()
+
+
+def gpu_device(index: int) -> GPUDevice:
+    """The GPUDevice for CUDA ordinal `index`, initialized on first use."""
+    dev = _devices.get(index)
+    if dev is None:
+        with _devices_lock:
+            dev = _devices.get(index)
+            if dev is None:
+                dev = _devices[index] = GPUDevice(index)
+    return dev
+
+
+# ---------------------------------------------------------------------------
+# Kernels on a device
+
+
+@dataclass(frozen=True)
+class KernelImage:
+    """What a launch needs of a compiled specialization (from the compiler or the disk cache)."""
+
+    cubin: bytes
+    symbol: str
+    sites: Sequence[Any]  # each with .kind, .span, .detail
+    arg_sizes: tuple[int, ...]  # bytes of each machine argument, error record included
+    constants: tuple[tuple[str, Any], ...] = ()  # (global symbol, ox.ConstantArray)
+
+    @classmethod
+    def from_compiled(cls, ck: Any) -> KernelImage:
+        sizes = tuple(_LLVM_SIZES[t] for p in ck.abi for t in p.llvm_types) + (8,)
+        return cls(ck.cubin, ck.name, list(ck.sites), sizes,
+                   tuple(getattr(ck, "constants", ())))
+
+
+def plan_sizes(plan: Plan) -> tuple[int, ...]:
+    return tuple(struct.calcsize(f) for f in plan.formats) + (8,)
+
+
+def load_image(kernel: Any, plan: Plan, arch: str) -> KernelImage:
+    """The compiled code for `plan`'s signature on `arch`: from the disk cache when it has it."""
+    from oxide.kernel import Kernel
+
+    cache_key = None
+    if isinstance(kernel, Kernel):
+        from oxide.runtime import cache
+
+        cache_key = cache.entry_key(kernel, plan.signature, arch)
+        if cache_key is not None:
+            image = cache.load(cache_key, plan_sizes(plan))
+            if image is not None:
+                return image
+    ck = kernel.compile(*plan.signature, arch=arch)
+    image = KernelImage.from_compiled(ck)
+    if image.arg_sizes != plan_sizes(plan):
+        raise InternalCompilerError(
+            f"`{kernel.__name__}`: the compiled kernel takes arguments of {image.arg_sizes} "
+            f"bytes, the runtime packs {plan_sizes(plan)}")
+    if cache_key is not None:
+        from oxide.runtime import cache
+
+        cache.store(cache_key, image, ck)
+    return image
+
+
+def _bf16_bits(x: float) -> int:
+    """Round-to-nearest-even f32 -> bf16, as the bit pattern the kernel parameter takes."""
+    (bits,) = struct.unpack("<I", struct.pack("<f", x))
+    if (bits & 0x7F800000) == 0x7F800000 and bits & 0x7FFFFF:
+        return 0x7FC0
+    return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
+
+
+class Launcher:
+    """One specialization loaded on one device, with its parameter buffer and error record."""
+
+    def __init__(self, gdev: GPUDevice, kernel_name: str, plan: Plan, image: KernelImage,
+                 stream_source: str | None) -> None:
+        self.gdev = gdev
+        self.kernel_name = kernel_name
+        self.plan = plan
+        self.sites = image.sites
+        self.stream_source = stream_source  # where the default stream comes from
+        gdev.enter()
+        self.module = cd.load_module(image.cubin)
+        self.function = cd.get_function(self.module, image.symbol)
+        self.max_threads = cd.function_attribute(self.function, "MAX_THREADS_PER_BLOCK")
+        self.num_regs = cd.function_attribute(self.function, "NUM_REGS")
+        self.static_smem = cd.function_attribute(self.function, "SHARED_SIZE_BYTES")
+        self.dynamic_smem_limit = gdev.smem_default - self.static_smem
+        self.constants = [(array, *cd.module_global(self.module, symbol))
+                          for symbol, array in image.constants]
+        self.record, record_dev = gdev.records.take()
+        self.rec_i32 = self.record._i32
+        self.active = False
+        formats = plan.formats + ["Q"]
+        offsets = [struct.calcsize("@" + "".join(formats[:i + 1])) - struct.calcsize(formats[i])
+                   for i in range(len(formats))]
+        full = struct.Struct("@" + "".join(formats))
+        self.packer = struct.Struct("@" + "".join(plan.formats))
+        self.buffer = ctypes.create_string_buffer(max(full.size, 8))
+        struct.pack_into("@Q", self.buffer, offsets[-1], record_dev)
+        base = ctypes.addressof(self.buffer)
+        self.pointers = (ctypes.c_void_p * len(offsets))(*[base + off for off in offsets])
+        self.params_address = ctypes.addressof(self.pointers)
+        self.bf16_slots = [i for i, dt in enumerate(plan.dtypes) if dt == T.bf16]
+        self.lock = threading.Lock()
+        self.checked_config: LaunchConfig | None = None
+
+    def check_config(self, cfg: LaunchConfig) -> None:
+        """Reject a configuration the device or this kernel cannot run (LaunchError)."""
+        gdev = self.gdev
+        threads = cfg.threads_per_block
+        if threads > self.max_threads:
+            raise LaunchError(
+                f"`{self.kernel_name}` runs at most {self.max_threads} threads per block on "
+                f"{gdev} (it uses {self.num_regs} registers per thread); block {cfg.block} "
+                f"has {threads}")
+        for axis, n, limit in zip("xyz", cfg.block, gdev.max_block, strict=True):
+            if n > limit:
+                raise LaunchError(f"block.{axis} = {n} exceeds {gdev}'s limit of {limit}")
+        for axis, n, limit in zip("xyz", cfg.grid, gdev.max_grid, strict=True):
+            if n > limit:
+                raise LaunchError(f"grid.{axis} = {n} exceeds {gdev}'s limit of {limit}")
+        shm = cfg.shared_mem_bytes
+        if shm > self.dynamic_smem_limit:
+            total = self.static_smem + shm
+            if total > gdev.smem_optin:
+                raise LaunchError(
+                    f"`{self.kernel_name}` asks for {shm} bytes of dynamic shared memory "
+                    f"(+ {self.static_smem} static); {gdev} has at most {gdev.smem_optin} "
+                    "per block")
+            with self.lock:  # beyond 48 KB needs the kernel's opt-in
+                cd.set_function_attribute(self.function, "MAX_DYNAMIC_SHARED_SIZE_BYTES", shm)
+                self.dynamic_smem_limit = shm
+        self.checked_config = cfg
+
+    def launch(self, cfg: LaunchConfig, stream: int, values: list[Any]) -> None:
+        if cfg is not self.checked_config:
+            self.check_config(cfg)
+        if self.bf16_slots:
+            for i in self.bf16_slots:
+                values[i] = _bf16_bits(values[i])
+        if self.constants:
+            self.upload_constants(stream)
+        (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
+        with self.lock:
+            self.packer.pack_into(self.buffer, 0, *values)
+            (err,) = cd.launch_kernel(self.function, gx, gy, gz, bx, by, bz,
+                                      cfg.shared_mem_bytes, stream, self.params_address, 0)
+        if err:
+            raise launch_failure(err, self)
+        if not self.active:
+            self.gdev.activate(self)
+
+
+    def upload_constants(self, stream: int) -> None:
+        """Copy each ox.ConstantArray the kernel reads into its module global, if stale."""
+        key = (self.gdev.index, int(self.module))
+        for array, ptr, size in self.constants:
+            def upload(data: bytes, ptr: int = ptr, size: int = size) -> None:
+                host = np.frombuffer(data, np.uint8)
+                cd.memcpy_htod(ptr, host.ctypes.data, min(size, host.nbytes), stream)
+
+            array.sync_to(key, upload, self.kernel_name)
+
+
+def launch_failure(err: Any, launcher: Launcher) -> Exception:
+    text = cd.error_text(err)
+    if "INVALID_VALUE" in text or "OUT_OF_RESOURCES" in text:
+        return LaunchError(f"launching `{launcher.kernel_name}` on {launcher.gdev} failed: {text}")
+    return cd.fail(err, f"launching `{launcher.kernel_name}` on {launcher.gdev}")
+
+
+# ---------------------------------------------------------------------------
+# Streams
+
+
+def _stream_source(args: Sequence[Any], views: list[ArrayView | None]) -> str | None:
+    modules = {type(a).__module__.split(".")[0] for a, v in zip(args, views, strict=True)
+               if v is not None}
+    if "torch" in modules:
+        return "torch"
+    if "cupy" in modules:
+        return "cupy"
+    return None
+
+
+def _torch_stream(index: int) -> int:
+    torch = sys.modules["torch"]
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return int(raw(index))
+    return int(torch.cuda.current_stream(index).cuda_stream)
+
+
+def stream_handle(stream: Any, source: str | None, index: int) -> int:
+    """The raw CUstream for `stream=`; None means the current stream of the arrays' framework
+    (torch, CuPy), else the legacy default stream."""
+    if stream is None:
+        if source == "torch":
+            return _torch_stream(index)
+        if source == "cupy":
+            return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
+        return 0
+    if isinstance(stream, int) and not isinstance(stream, bool):
+        return stream
+    proto = getattr(stream, "__cuda_stream__", None)
+    if proto is not None:
+        value = proto() if callable(proto) else proto
+        return int(value[1])
+    for attr in ("cuda_stream", "ptr", "handle"):
+        handle = getattr(stream, attr, None)
+        if handle is not None:
+            return int(handle)
+    raise LaunchError(f"stream= takes a cuda.core Stream, an object with __cuda_stream__ "
+                      f"(torch, CuPy) or a raw handle; got {type(stream).__name__}")
+
+
+# ---------------------------------------------------------------------------
+# Launch
+
+
+def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
+               device: Device) -> None:
+    """Launch `kernel` on CUDA `device`: check, compile or load once, then launch."""
+    gdev = _devices.get(device.index) or gpu_device(device.index)
+    gdev.enter()
+    if gdev.active:
+        gdev.check_errors()
+    key, views = read_args(kernel, args, device)
+    launchers = kernel.__dict__.get("_oxide_launchers")
+    if launchers is None:
+        launchers = kernel.__dict__.setdefault("_oxide_launchers", {})
+    launcher = launchers.get((device.index, key))
+    if launcher is None:
+        plan = plan_for(kernel, (device, key), args, views, device)
+        image = load_image(kernel, plan, gdev.arch)
+        launcher = launchers[(device.index, key)] = Launcher(
+            gdev, kernel.__name__, plan, image, _stream_source(args, views))
+    plan = launcher.plan
+    if plan.check_aliasing:
+        check_aliasing(plan, views)
+    handle = stream_handle(stream, launcher.stream_source, device.index)
+    if plan.copies:
+        copies: list[tuple[Any, Any, bool]] = []
+        views = copy_host_arrays(plan, views, device, copies, handle)
+        launcher.launch(cfg, handle, flatten(plan, args, views))
+        for host, dev_array, writable in copies:
+            if writable:
+                host[...] = dev_array.to_numpy()
+        return
+    launcher.launch(cfg, handle, flatten(plan, args, views))
+
+
+def synchronize_device(index: int) -> None:
+    """`ox.synchronize()` on a GPU: wait for the device, raise reported kernel errors."""
+    dev = _devices.get(index)
+    if dev is not None:
+        dev.synchronize()
+
+
+# ---------------------------------------------------------------------------
+# Memory (for DeviceArray)
+
+
+def allocate_device_memory(index: int, nbytes: int) -> int:
+    gpu_device(index).enter()
+    return cd.mem_alloc(nbytes)
+
+
+def free_device_memory(index: int, ptr: int) -> None:
+    """Free an allocation; quiet at interpreter exit, when the driver may be gone."""
+    try:
+        gpu_device(index).enter()
+        cd.mem_free(ptr)
+    except Exception:  # a finalizer must not raise; the process is exiting or the context died
+        pass
+
+
+def copy_to_device(index: int, ptr: int, host: np.ndarray, stream: int | None) -> None:
+    gpu_device(index).enter()
+    cd.memcpy_htod(ptr, host.ctypes.data, host.nbytes, stream or 0)
+    if stream is None:
+        cd.synchronize_stream(0)
+
+
+def copy_to_host(index: int, out: np.ndarray, ptr: int) -> None:
+    """Synchronize the device (a sync point for kernel errors), then copy."""
+    dev = gpu_device(index)
+    dev.synchronize()
+    cd.memcpy_dtoh(out.ctypes.data, ptr, out.nbytes, 0)
+
+
+def zero_device_memory(index: int, ptr: int, nbytes: int) -> None:
+    gpu_device(index).enter()
+    cd.memset_zero(ptr, nbytes, 0)
+    cd.synchronize_stream(0)

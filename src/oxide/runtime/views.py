@@ -1,0 +1,213 @@
+"""Reading an array argument without copying it: pointer, shape, strides, dtype, device.
+
+Each supported array kind has its own fast reader, chosen once per Python type:
+NumPy, torch (through `.data_ptr()`/`.stride()`, without importing torch), CuPy,
+oxide's DeviceArray, anything with `__cuda_array_interface__` (numba, ...), and
+DLPack (JAX and the rest) as the fallback. This runs on every launch, so the
+readers touch as few attributes as they can.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from oxide import types as T
+
+HOST = -1  # ArrayView.device for host memory; a CUDA ordinal otherwise, None if unknown
+
+
+class ArrayView:
+    """One array argument as a launch sees it.
+
+    `strides` (in elements) is None for C-contiguous data. `host` is a NumPy view of
+    host memory (for copies to a GPU), `owner` keeps the producer alive.
+    """
+
+    __slots__ = ("ptr", "shape", "strides", "dtype", "device", "owner", "host")
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
+                 dtype: T.DType, device: int | None, owner: Any,
+                 host: np.ndarray | None = None) -> None:
+        self.ptr = ptr
+        self.shape = shape
+        self.strides = strides
+        self.dtype = dtype
+        self.device = device
+        self.owner = owner
+        self.host = host
+
+    @property
+    def contiguous(self) -> bool:
+        return self.strides is None
+
+    def byte_range(self) -> tuple[int, int]:
+        """[start, end) of the bytes the array can touch; (0, 0) when it is empty."""
+        item = self.dtype.itemsize
+        lo = hi = 0
+        for n, s in zip(self.shape, self.strides or c_strides(self.shape), strict=True):
+            if n == 0:
+                return (0, 0)
+            if s >= 0:
+                hi += (n - 1) * s
+            else:
+                lo += (n - 1) * s
+        return (self.ptr + lo * item, self.ptr + (hi + 1) * item)
+
+
+def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))
+
+
+def _layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...] | None:
+    """None where `strides` index like C order (dimensions of size 1 may stride anyhow)."""
+    acc = 1
+    for n, s in zip(reversed(shape), reversed(strides), strict=True):
+        if n != 1 and s != acc:
+            return strides
+        acc *= n
+    return None
+
+
+_DTYPES: dict[Any, T.DType | None] = {}
+
+
+def oxide_dtype(raw: Any) -> T.DType | None:
+    """The DType of a NumPy/torch/CuPy dtype object (memoized: this is on the launch path)."""
+    try:
+        return _DTYPES[raw]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable dtype object
+        return _lookup(raw)
+    dt = _DTYPES[raw] = _lookup(raw)
+    return dt
+
+
+def _lookup(raw: Any) -> T.DType | None:
+    try:
+        return T.dtype_of(raw)
+    except TypeError:
+        return None
+
+
+class BadArray(Exception):
+    """An array oxide cannot pass (element type, layout); the binder names the parameter."""
+
+
+def _dtype(raw: Any) -> T.DType:
+    dt = oxide_dtype(raw)
+    if dt is None:
+        raise BadArray(f"an array of {raw}, which oxide does not support")
+    return dt
+
+
+def _elements(byte_strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    if any(s % itemsize for s in byte_strides):
+        raise BadArray(f"an array with strides {byte_strides} (bytes) that are not multiples "
+                       f"of its element size {itemsize}")
+    return tuple(s // itemsize for s in byte_strides)
+
+
+def _numpy(a: np.ndarray) -> ArrayView:
+    dt = _dtype(a.dtype)
+    if a.flags.c_contiguous:
+        strides = None
+    else:
+        strides = _layout(a.shape, _elements(a.strides, a.itemsize))
+    return ArrayView(a.ctypes.data, a.shape, strides, dt, HOST, a, a)
+
+
+def _torch(t: Any) -> ArrayView:
+    dt = _dtype(t.dtype)
+    dev = t.get_device()
+    strides = None if t.is_contiguous() else _layout(tuple(t.shape), tuple(t.stride()))
+    host = None
+    if dev < 0:
+        dev = HOST
+        host = _torch_host(t)
+    return ArrayView(t.data_ptr(), tuple(t.shape), strides, dt, dev, t, host)
+
+
+def _torch_host(t: Any) -> np.ndarray | None:
+    try:
+        return t.detach().numpy()
+    except (TypeError, RuntimeError):  # bf16 and other dtypes NumPy lacks
+        return None
+
+
+def _cupy(a: Any) -> ArrayView:
+    dt = _dtype(a.dtype)
+    if a.flags.c_contiguous:
+        strides = None
+    else:
+        strides = _layout(a.shape, _elements(a.strides, a.itemsize))
+    return ArrayView(a.data.ptr, a.shape, strides, dt, a.device.id, a)
+
+
+def _cai(a: Any) -> ArrayView:
+    cai = a.__cuda_array_interface__
+    raw = np.dtype(cai["typestr"])
+    dt = _dtype(raw)
+    shape = tuple(cai["shape"])
+    st = cai.get("strides")
+    strides = None if st is None else _layout(shape, _elements(tuple(st), raw.itemsize))
+    return ArrayView(cai["data"][0], shape, strides, dt, None, a)
+
+
+def _oxide(a: Any) -> ArrayView:
+    return a._view()
+
+
+def _dlpack(a: Any) -> ArrayView:
+    from oxide.runtime.dlpack import view_from_dlpack
+
+    return view_from_dlpack(a)
+
+
+def _probe(a: Any) -> ArrayView | None:
+    """Objects whose class says nothing: the interfaces may be instance attributes."""
+    if hasattr(a, "__cuda_array_interface__"):
+        return _cai(a)
+    if hasattr(a, "__dlpack__") and hasattr(a, "__dlpack_device__"):
+        return _dlpack(a)
+    return None
+
+
+_READERS: dict[type, Callable[[Any], ArrayView | None]] = {np.ndarray: _numpy}
+
+
+def _reader_for(t: type) -> Callable[[Any], ArrayView | None]:
+    module = t.__module__ or ""
+    if hasattr(t, "_oxide_array"):
+        return _oxide
+    if module == "torch" or module.startswith("torch."):
+        if hasattr(t, "data_ptr"):
+            return _torch
+    if module.startswith("cupy") and hasattr(t, "data") and hasattr(t, "device"):
+        return _cupy
+    if issubclass(t, np.ndarray):
+        return _numpy
+    if hasattr(t, "__cuda_array_interface__"):
+        return _cai
+    if hasattr(t, "__dlpack__") and hasattr(t, "__dlpack_device__"):
+        return _dlpack
+    return _probe
+
+
+def view_of(value: Any) -> ArrayView | None:
+    """An ArrayView of `value`, or None when it is not an array.
+
+    Raises BadArray for arrays oxide cannot pass (element type, layout).
+    """
+    t = type(value)
+    reader = _READERS.get(t)
+    if reader is None:
+        reader = _READERS[t] = _reader_for(t)
+    return reader(value)

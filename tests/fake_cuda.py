@@ -1,0 +1,161 @@
+"""A stand-in for `oxide.runtime.cuda_driver` that runs on any machine.
+
+Device memory is host memory (ctypes buffers), launches are recorded with their
+decoded parameters instead of run, and a test can play the kernel's part by
+writing the error record. It lets the GPU runtime's host side (argument packing,
+configuration checks, streams, error records, copies) be tested without a GPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import struct
+from typing import Any
+
+from oxide.errors import DeviceError
+
+
+class FakeDriver:
+    """Replaces the functions of `oxide.runtime.cuda_driver` (install with `install`)."""
+
+    ATTRIBUTES = {
+        "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0,
+        "MAX_THREADS_PER_BLOCK": 1024, "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024,
+        "MAX_BLOCK_DIM_Z": 64, "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535,
+        "MAX_GRID_DIM_Z": 65535, "MAX_SHARED_MEMORY_PER_BLOCK": 48 * 1024,
+        "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 227 * 1024,
+    }
+
+    def __init__(self) -> None:
+        self.buffers: dict[int, Any] = {}
+        self.launches: list[dict[str, Any]] = []
+        self.function_attributes = {"MAX_THREADS_PER_BLOCK": 1024, "NUM_REGS": 16,
+                                    "SHARED_SIZE_BYTES": 0}
+        self.set_attributes: list[tuple[str, int]] = []
+        self.formats: str = ""  # struct formats of the next launches' parameters
+        self.on_launch: Any = None  # called with the launch record: plays the kernel
+        self.ctx = 0
+        self.syncs = 0
+        self.copies: list[str] = []
+
+    def install(self, monkeypatch: Any) -> None:
+        from oxide.runtime import cuda_driver, device, gpu
+
+        for name in ("init", "device_handle", "retain_primary_context", "current_context",
+                     "set_current_context", "device_attribute", "device_name", "load_module",
+                     "get_function", "function_attribute", "set_function_attribute",
+                     "module_global", "host_alloc_mapped", "launch_kernel", "synchronize_context",
+                     "synchronize_stream", "mem_alloc", "mem_free", "memcpy_htod", "memcpy_dtoh",
+                     "memset_zero", "error_text"):
+            monkeypatch.setattr(cuda_driver, name, getattr(self, name))
+        monkeypatch.setattr(device, "cuda_device_count", lambda: 1)
+        monkeypatch.setattr(gpu, "cuda_device_count", lambda: 1)
+        monkeypatch.setattr(gpu, "_devices", {})
+        monkeypatch.setattr(gpu._tls, "ctx", None, raising=False)
+
+    # -- device and context ------------------------------------------------------------
+
+    def init(self) -> None:
+        pass
+
+    def device_handle(self, index: int) -> int:
+        return index
+
+    def retain_primary_context(self, dev: int) -> int:
+        return 0x1000 + dev
+
+    def current_context(self) -> int:
+        return self.ctx
+
+    def set_current_context(self, ctx: int) -> None:
+        self.ctx = ctx
+
+    def device_attribute(self, dev: int, name: str) -> int:
+        return self.ATTRIBUTES[name]
+
+    def device_name(self, dev: int) -> str:
+        return "Fake H200"
+
+    def synchronize_context(self) -> None:
+        self.syncs += 1
+
+    def synchronize_stream(self, stream: int) -> None:
+        self.syncs += 1
+
+    def error_text(self, err: Any) -> str:
+        return f"CUDA_ERROR_{int(err)}: fake"
+
+    # -- modules ---------------------------------------------------------------------
+
+    def load_module(self, image: bytes) -> int:
+        assert image[:4] == b"\x7fELF", "a cubin is an ELF file"
+        return 0x2000
+
+    def get_function(self, module: int, name: str) -> str:
+        return name
+
+    def function_attribute(self, fn: Any, name: str) -> int:
+        return self.function_attributes[name]
+
+    def set_function_attribute(self, fn: Any, name: str, value: int) -> None:
+        self.set_attributes.append((name, value))
+
+    def module_global(self, module: Any, name: str) -> tuple[int, int]:
+        return self.mem_alloc(64), 64
+
+    # -- memory ----------------------------------------------------------------------
+
+    def _buffer(self, nbytes: int) -> int:
+        buf = ctypes.create_string_buffer(max(nbytes, 1))
+        address = ctypes.addressof(buf)
+        self.buffers[address] = buf
+        return address
+
+    def host_alloc_mapped(self, nbytes: int) -> tuple[int, int]:
+        address = self._buffer(nbytes)
+        return address, address
+
+    def mem_alloc(self, nbytes: int) -> int:
+        return self._buffer(nbytes)
+
+    def mem_free(self, ptr: int) -> None:
+        self.buffers.pop(ptr, None)
+
+    def memcpy_htod(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self.copies.append("htod")
+        ctypes.memmove(dst, src, nbytes)
+
+    def memcpy_dtoh(self, dst: int, src: int, nbytes: int, stream: int) -> None:
+        self.copies.append("dtoh")
+        ctypes.memmove(dst, src, nbytes)
+
+    def memset_zero(self, dst: int, nbytes: int, stream: int) -> None:
+        ctypes.memset(dst, 0, nbytes)
+
+    # -- launches --------------------------------------------------------------------
+
+    def launch_kernel(self, fn: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
+                      shmem: int, stream: int, params: int, extra: int) -> tuple[int]:
+        formats = self.formats + "Q"
+        pointers = (ctypes.c_void_p * len(formats)).from_address(params)
+        values = []
+        for fmt, ptr in zip(formats, pointers, strict=True):
+            size = struct.calcsize(fmt)
+            values.append(struct.unpack(fmt, ctypes.string_at(ptr, size))[0])
+        record = {"function": fn, "grid": (gx, gy, gz), "block": (bx, by, bz),
+                  "shmem": shmem, "stream": stream, "args": values[:-1],
+                  "error_record": values[-1]}
+        self.launches.append(record)
+        if self.on_launch is not None:
+            self.on_launch(record)
+        return (0,)
+
+
+def write_record(address: int, kind: int, site: int, dim: int, index: int, length: int) -> None:
+    """Play a failing kernel: fill the error record as `oxide.report` does."""
+    struct.pack_into("<iiiiqq", (ctypes.c_char * 32).from_address(address), 0, 1, kind, site,
+                     dim, index, length)
+
+
+def raise_device_error(*_: Any) -> None:
+    raise DeviceError("synchronizing the device failed: CUDA_ERROR_ILLEGAL_ADDRESS: fake")
