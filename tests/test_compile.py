@@ -220,8 +220,6 @@ def test_math_links_libdevice(arch: str, dt: ox.DType) -> None:
         assert "sqrt." in ptx and ".f32" in ptx
 
 
-@pytest.mark.xfail(reason="codegen: the NVVM reflect flags leave __CUDA_PREC_SQRT at 0, so "
-                          "libdevice's f32 sqrt is sqrt.approx.f32, not the IEEE sqrt.rn.f32")
 def test_f32_sqrt_is_ieee() -> None:
     ck = mathy.compile(Slice[f32], DisjointSlice[f32], arch="sm_80")
     assert "sqrt.rn.f32" in ck.ptx and "sqrt.approx" not in ck.ptx

@@ -142,6 +142,10 @@ class Kernel:
         from oxide.specialize import signature_from
 
         sig = signature_from(self, args)
+        if arch is not None and not (isinstance(arch, str) and arch):
+            from oxide.errors import TargetError
+
+            raise TargetError(f"arch must be a name such as \"sm_90\", got {arch!r}")
         tgt = target or ("cpu" if arch == "cpu" else "nvptx")
         key = (sig, tgt, arch)
         ck = self._specializations.get(key)

@@ -104,6 +104,9 @@ def _spec(kernel: Any, p: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> Sp
     if isinstance(ann, T.ArrayType):
         if isinstance(a, T.ArrayType):
             dt, rank, contiguous = a.dtype, a.rank, True if a.contiguous is None else a.contiguous
+            if isinstance(dt, T.TypeVar):
+                raise ArgumentError(f"`{p.name}`: compile with a concrete element type, e.g. "
+                                    f"{a.title}[f32], not the type variable {dt.name}")
             if a.access != ann.access:
                 raise ArgumentError(f"`{p.name}` is declared {ann!r}, not {a!r}")
         else:

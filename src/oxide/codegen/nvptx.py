@@ -20,7 +20,7 @@ TRIPLE = "nvptx64-nvidia-cuda"
 _LIBDEVICE_F32 = {"isnan": "__nv_isnanf", "isinf": "__nv_isinff", "isfinite": "__nv_finitef",
                   "fabs": "__nv_fabsf"}
 _LIBDEVICE_F64 = {"isnan": "__nv_isnand", "isinf": "__nv_isinfd", "isfinite": "__nv_isfinited"}
-_LLVM_MATH = {"fma": "llvm.fma", "fabs": "llvm.fabs"}
+_LLVM_MATH = {"fma": "llvm.fma", "fabs": "llvm.fabs", "sqrt": "llvm.sqrt"}  # llvm.sqrt is IEEE sqrt.rn
 _SCOPES = {"block": "block", "device": "device", "system": ""}
 
 
