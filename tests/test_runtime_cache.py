@@ -9,7 +9,6 @@ import importlib.util
 import os
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -187,7 +186,7 @@ def test_concurrent_processes_then_a_warm_process(cache_dir: Path, tmp_path: Pat
     env = {**os.environ, "OXIDE_CACHE_DIR": str(cache_dir)}
     procs = [run_worker(path, env) for _ in range(4)]
     outs = [p.communicate(timeout=240) for p in procs]
-    for p, (out, err) in zip(procs, outs, strict=True):
+    for p, (_, err) in zip(procs, outs, strict=True):
         assert p.returncode == 0, err
     sizes = {out.split()[0] for out, _ in outs}
     assert len(sizes) == 1

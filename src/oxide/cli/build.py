@@ -78,7 +78,8 @@ def build(
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     try:
-        with Progress(*columns, console=console, transient=True) as progress:
+        with Progress(*columns, console=console, transient=True,
+                      disable=not console.is_terminal) as progress:
             task = progress.add_task("compiling", total=len(jobs) * len(archs))
             manifest = build_bundle(
                 jobs, archs, out, source=str(file),

@@ -125,37 +125,54 @@ def _const_key(value: Any) -> Any:
     return (type(value), value)
 
 
+_ARRAY, _CONST, _SCALAR = 0, 1, 2
+
+
+def _param_kinds(kernel: Any) -> tuple[tuple[int, Any], ...]:
+    """(kind, parameter) per parameter, computed once per kernel: the launch path's loop."""
+    kinds = kernel.__dict__.get("_oxide_param_kinds")
+    if kinds is None:
+        kinds = kernel.__dict__["_oxide_param_kinds"] = tuple(
+            (_ARRAY if isinstance(p.annotation, T.ArrayType) else
+             _CONST if isinstance(p.annotation, T.ConstType) else _SCALAR, p)
+            for p in kernel.params)
+    return kinds
+
+
 def read_args(kernel: Any, args: Sequence[Any], device: Device
               ) -> tuple[tuple[Any, ...], list[ArrayView | None]]:
-    """(type key, views): one ArrayView per array argument, None elsewhere."""
-    params = kernel.params
-    if len(args) != len(params):
+    """(type key, views): one ArrayView per array argument, None elsewhere.
+
+    The key holds only what the plan depends on: each array's Python type, dtype,
+    rank, layout and device; each scalar's Python type; each Const's value.
+    """
+    kinds = _param_kinds(kernel)
+    if len(args) != len(kinds):
         raise ArgumentError(
-            f"`{kernel.__name__}` has {len(params)} parameters "
-            f"({', '.join(p.name for p in params)}); got {len(args)} arguments")
+            f"`{kernel.__name__}` has {len(kinds)} parameters "
+            f"({', '.join(p.name for _, p in kinds)}); got {len(args)} arguments")
     key: list[Any] = []
     views: list[ArrayView | None] = []
-    gpu = not device.is_cpu
-    for p, a in zip(params, args, strict=True):
-        ann = p.annotation
-        if isinstance(ann, T.ArrayType):
+    copy_host = not device.is_cpu
+    for (kind, p), a in zip(kinds, args, strict=True):
+        if kind == _ARRAY:
             try:
                 v = view_of(a)
             except BadArray as exc:
-                raise ArgumentError(f"`{p.name}` is {ann!r}; got {exc}") from None
+                raise ArgumentError(f"`{p.name}` is {p.annotation!r}; got {exc}") from None
             if v is None:
-                raise ArgumentError(f"`{p.name}` is {ann!r}; got {type(a).__name__}, which is "
-                                    "not an array")
-            if gpu and v.device == HOST:
-                key.append((type(a), v.dtype, len(v.shape), True, HOST))
+                raise ArgumentError(f"`{p.name}` is {p.annotation!r}; got {type(a).__name__}, "
+                                    "which is not an array")
+            if copy_host and v.device == HOST:
+                key.append((type(a), v.dtype.name, len(v.shape), True, HOST))
             else:
-                key.append((type(a), v.dtype, len(v.shape), v.strides is None, v.device))
+                key.append((type(a), v.dtype.name, len(v.shape), v.strides is None, v.device))
             views.append(v)
-        elif isinstance(ann, T.ConstType):
-            key.append(_const_key(a))
+        elif kind == _SCALAR:
+            key.append(type(a))
             views.append(None)
         else:
-            key.append(type(a))
+            key.append(_const_key(a))
             views.append(None)
     return tuple(key), views
 

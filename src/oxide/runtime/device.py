@@ -34,6 +34,7 @@ class Device:
 
 
 CPU = Device("cpu")
+FIRST_GPU = Device("cuda", 0)  # the default, made once: current_device() is on the launch path
 _state = threading.local()
 _announced = False
 
@@ -74,7 +75,7 @@ def parse_device(spec: object) -> Device:
 def default_device() -> Device:
     global _announced
     if cuda_device_count() > 0:
-        return Device("cuda", 0)
+        return FIRST_GPU
     if not _announced:
         _announced = True
         print("oxide: no CUDA GPU found; kernels run on the CPU", file=sys.stderr)

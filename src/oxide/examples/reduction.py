@@ -1,0 +1,67 @@
+"""Block reduction: the sum of 2^28 floats with ox.block.reduce_add, in two launches."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import oxide as ox
+from oxide import AtomicSlice, Slice, f32, i64
+from oxide.examples import _harness as h
+from oxide.examples._occupancy import resident_blocks
+
+UNROLL = 8  # independent loads in flight per thread: what keeps HBM busy
+BLOCK = 256
+
+
+@ox.kernel
+def partial_sums(a: Slice[f32], partials: AtomicSlice[f32]):
+    """Each block sums a grid-strided share of `a` into `partials[block]`."""
+    n = len(a)
+    stride = i64(ox.grid_dim.x) * i64(ox.block_dim.x)
+    j = i64(ox.block_idx.x) * i64(ox.block_dim.x) + i64(ox.thread_idx.x)
+    acc = ox.local.array(f32, UNROLL)  # constant indices after unrolling: registers
+    for u in range(UNROLL):
+        acc[u] = 0.0
+    while j + (UNROLL - 1) * stride < n:
+        for u in range(UNROLL):
+            acc[u] += a[j + u * stride]
+        j += UNROLL * stride
+    while j < n:
+        acc[0] += a[j]
+        j += stride
+    s = f32(0)
+    for u in range(UNROLL):
+        s += acc[u]
+    total = ox.block.reduce_add(s)  # every thread of the block gets it
+    if ox.thread_idx.x == 0:
+        ox.atomic.exch(partials, ox.block_idx.x, total)
+
+
+def reduce_sum(a: object, partials: object, out: object, blocks: int) -> None:
+    """The sum of `a` into `out[0]`: block partials, then one block over the partials."""
+    ox.launch(partial_sums, ox.LaunchConfig(grid=blocks, block=BLOCK), a, partials)
+    ox.launch(partial_sums, ox.LaunchConfig(grid=1, block=1024), partials, out)
+
+
+def main(device: str | int | None = None, arch: str | None = None,
+         size: int | None = None) -> h.ExampleResult:
+    """Sums `size` uniform floats and checks against NumPy's float64 sum."""
+    with h.running_on(device) as dev:
+        n = h.pick_size(dev, size, cpu=1 << 20, gpu=1 << 28)
+        blocks = min(resident_blocks(dev, 2048 // BLOCK), -(-n // BLOCK), 1024)
+        a = np.random.default_rng(5).random(n, dtype=np.float32)
+        partials = np.zeros(blocks, np.float32)
+        out = np.zeros(1, np.float32)
+        d_a, d_partials, d_out = h.to_device(dev, a, partials, out)
+        seconds = h.time_launch(dev, lambda: reduce_sum(d_a, d_partials, d_out, blocks))
+        got = float(h.to_numpy(d_out)[0])
+        want = float(a.sum(dtype=np.float64))
+        passed = abs(got - want) <= 1e-5 * want
+        return h.ExampleResult("reduction", passed, h.describe(dev), f"n = {n:,} f32", seconds,
+                               work=4 * n, unit="GB/s",
+                               detail=h.join(f"sum {got:.6g} (NumPy {want:.6g})",
+                                             h.check_arch(partial_sums, arch, a, partials)))
+
+
+if __name__ == "__main__":
+    print(main())
