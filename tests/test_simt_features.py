@@ -366,9 +366,6 @@ def test_dynamic_shared_ptx() -> None:
         assert ".extern .shared" in ptx and "%dynamic_smem_size" in ptx
 
 
-@pytest.mark.skipif(not hasattr(__import__("oxide.codegen.cpu", fromlist=["CPUTarget"])
-                                .CPUTarget, "dynamic_shared"),
-                    reason="the CPU target has no dynamic shared memory hook yet")
 def test_dynamic_shared_run(where: str) -> None:
     a = np.arange(256, dtype=np.float32)
     out = np.zeros_like(a)
@@ -416,9 +413,6 @@ def test_constant_array_host_side() -> None:
         ox.ConstantArray(ox.f64, 1 << 14)
 
 
-@pytest.mark.skipif(not hasattr(__import__("oxide.codegen.cpu", fromlist=["CPUTarget"])
-                                .CPUTarget, "constant_array"),
-                    reason="the CPU target has no constant memory hook yet")
 def test_constant_memory_run(where: str) -> None:
     COEFFS.set(np.linspace(0, 1, 16))
     TABLE.set(np.arange(16).reshape(4, 4))
@@ -533,3 +527,26 @@ def test_block_collective_rejects_bool() -> None:
         return bad
 
     assert isinstance(_compile_error(build, Slice[i64], DisjointSlice[i64]), ox.KernelTypeError)
+
+
+# -- the SIMT examples ---------------------------------------------------------------
+
+SIMT_EXAMPLES = ("reduction", "histogram", "transpose", "scan", "softmax", "sgemm")
+
+
+@pytest.mark.parametrize("name", SIMT_EXAMPLES)
+@pytest.mark.parametrize("arch", ARCHES)
+def test_simt_example_on_cpu_and_compiles(name: str, arch: str) -> None:
+    module = __import__(f"oxide.examples.{name}", fromlist=["main"])
+    result = module.main(device="cpu", arch=arch)
+    assert result.passed, str(result)
+    assert f"cubin for {arch}" in result.detail
+
+
+@gpu
+@needs_gpu
+@pytest.mark.parametrize("name", SIMT_EXAMPLES)
+def test_simt_example_on_gpu(name: str) -> None:
+    module = __import__(f"oxide.examples.{name}", fromlist=["main"])
+    result = module.main(device=0)
+    assert result.passed, str(result)

@@ -12,24 +12,69 @@
 from __future__ import annotations
 
 from oxide.errors import (
-    AliasingError, ArgumentError, CompileError, DeviceError, InternalCompilerError,
-    KernelAssertionError, KernelIndexError, KernelSyntaxError, KernelTypeError, LaunchError,
-    OxideError, SafetyError, TargetError, UnsupportedFeatureError,
+    AliasingError,
+    ArgumentError,
+    CompileError,
+    DeviceError,
+    InternalCompilerError,
+    KernelAssertionError,
+    KernelIndexError,
+    KernelSyntaxError,
+    KernelTypeError,
+    LaunchError,
+    OxideError,
+    SafetyError,
+    TargetError,
+    UnsupportedFeatureError,
 )
 from oxide.kernel import Kernel, KernelOptions, func, kernel
 from oxide.lang import (
-    atomic, block, block_dim, block_idx, grid_dim, lane_id, local, math, shared, sync_threads,
-    sync_warp, thread, thread_idx, threadfence, threadfence_block, threadfence_system, unsafe,
-    warp, warp_id,
+    atomic,
+    block,
+    block_dim,
+    block_idx,
+    grid_dim,
+    lane_id,
+    local,
+    math,
+    shared,
+    sync_threads,
+    sync_warp,
+    thread,
+    thread_idx,
+    threadfence,
+    threadfence_block,
+    threadfence_system,
+    unsafe,
+    warp,
+    warp_id,
 )
+from oxide.runtime.arrays import DeviceArray, empty, to_device, zeros
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.constant import ConstantArray
 from oxide.runtime.device import device, set_device
-from oxide.runtime.arrays import DeviceArray, empty, to_device, zeros
 from oxide.runtime.launch import launch, synchronize
 from oxide.types import (
-    AtomicSlice, Const, DisjointSlice, DType, RawSlice, Slice, TypeVar, bf16, bool_, f16, f32,
-    f64, i8, i16, i32, i64, u8, u16, u32, u64,
+    AtomicSlice,
+    Const,
+    DisjointSlice,
+    DType,
+    RawSlice,
+    Slice,
+    TypeVar,
+    bf16,
+    bool_,
+    f16,
+    f32,
+    f64,
+    i8,
+    i16,
+    i32,
+    i64,
+    u8,
+    u16,
+    u32,
+    u64,
 )
 
 __version__ = "0.1.0"

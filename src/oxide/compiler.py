@@ -124,7 +124,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
                                     f"\n{func}") from exc
     check_disjoint_writes(func, lowered.sites)
     check_supported(tgt, func)
-    abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig)
+    abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig, strict=True)
            if not isinstance(s, ConstValue)]
     llvm_text = Emitter(func, lowered.sites, abi, tgt, kernel.options.contract).emit()
     ck = CompiledKernel(kernel, sig, target, arch, symbol, func, llvm_text, abi,

@@ -81,7 +81,7 @@ def signature_from(kernel: Any, args: tuple[Any, ...]) -> tuple[Spec, ...]:
             f"({', '.join(p.name for p in kernel.params)}); got {len(args)} arguments")
     typevars: dict[T.TypeVar, T.DType] = {}
     specs = []
-    for p, a in zip(kernel.params, args):
+    for p, a in zip(kernel.params, args, strict=True):
         specs.append(_spec(kernel, p, a, typevars))
     return tuple(specs)
 
@@ -143,7 +143,7 @@ def _spec(kernel: Any, p: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> Sp
 def typevar_bindings(kernel: Any, sig: tuple[Spec, ...]) -> dict[T.TypeVar, T.DType]:
     """The TypeVar -> dtype map a signature implies (for `T(0)` inside generic kernels)."""
     out: dict[T.TypeVar, T.DType] = {}
-    for p, s in zip(kernel.params, sig):
+    for p, s in zip(kernel.params, sig, strict=True):
         ann = p.annotation
         if isinstance(ann, T.TypeVar) and isinstance(s, T.DType):
             out[ann] = s

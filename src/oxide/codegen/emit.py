@@ -23,6 +23,7 @@ from oxide.ir import ops
 from oxide.ir.types import SharedArrayType, SlotType, ThreadIndexType, dtype_of_ir
 
 _ICMP = {"lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+_LOOP_METADATA_BASE = 1000  # loop metadata ids start here; targets number theirs from 0
 _FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": "une"}
 
 
@@ -172,7 +173,13 @@ class Emitter:
         self.raw(f"store {llvm_type(op.value.type)} {self.v(op.value)}, ptr {self.v(op.slot)}")
 
     def op_BranchOp(self, op: ops.BranchOp) -> None:
-        self.raw(f"br label %{self.labels[op.dest]}")
+        if op.unroll is None:
+            self.raw(f"br label %{self.labels[op.dest]}")
+            return
+        self.counter += 1
+        loop = f"!{_LOOP_METADATA_BASE + self.counter}"
+        self.globals.append(f'{loop} = distinct !{{{loop}, !{{!"llvm.loop.unroll.full"}}}}')
+        self.raw(f"br label %{self.labels[op.dest]}, !llvm.loop {loop}")
 
     def op_CondBranchOp(self, op: ops.CondBranchOp) -> None:
         self.raw(f"br i1 {self.v(op.cond)}, label %{self.labels[op.then_block]}, "

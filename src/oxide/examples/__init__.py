@@ -10,7 +10,8 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-NAMES = ("vecadd", "scale", "saxpy", "matadd", "mandelbrot", "nbody")
+NAMES = ("vecadd", "scale", "saxpy", "matadd", "mandelbrot", "nbody", "reduction", "histogram",
+         "transpose", "scan", "softmax", "sgemm")
 
 
 def load(name: str) -> ModuleType:

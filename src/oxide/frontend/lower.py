@@ -64,6 +64,21 @@ _UNSUPPORTED_STMTS: dict[type, tuple[str, str]] = {
 }
 
 
+UNROLL_MAX_TRIPS = 32
+
+
+def _unroll_fully(start: Any, stop: Any, step: Any) -> bool:
+    """Whether a `range` loop has constant bounds and at most UNROLL_MAX_TRIPS iterations.
+
+    Such loops are unrolled fully, as nvcc does for small constant loops: a local
+    array indexed by the loop variable then has constant indices and lives in
+    registers (LLVM's own threshold gives up on bodies of a few dozen FMAs).
+    """
+    if not all(isinstance(v, Lit) for v in (start, stop, step)):
+        return False
+    return len(range(start.value, stop.value, step.value)) <= UNROLL_MAX_TRIPS
+
+
 @dataclass(frozen=True)
 class _Chain:
     """An unevaluated `and`/`or`/`not` condition, lowered to branches by `branch_on`."""
@@ -307,7 +322,7 @@ class FunctionLowering(ExprMixin, CallsMixin):
         self.b.set_block(latch)
         nxt = self.b.value(ops.BinaryOp("add", self.b.value(ops.SlotReadOp(counter)), step_v))
         self.b.emit(ops.SlotWriteOp(counter, nxt))
-        self.b.br(header)
+        self.b.emit(ops.BranchOp(header, unroll=_unroll_fully(start, stop, step)))
         self.b.set_block(exit_)
 
     def stmt_Break(self, node: ast.Break) -> None:

@@ -411,12 +411,15 @@ class PrintOp(IRDLOperation):
 
 @irdl_op_definition
 class BranchOp(IRDLOperation):
+    """A jump. `unroll` marks the back edge of a loop to unroll fully (small constant range)."""
+
     name = "oxide.br"
     dest = successor_def()
+    unroll = opt_prop_def(IntAttr)
     traits = traits_def(IsTerminator())
 
-    def __init__(self, dest: Block) -> None:
-        super().__init__(successors=[dest])
+    def __init__(self, dest: Block, unroll: bool = False) -> None:
+        super().__init__(successors=[dest], properties={"unroll": IntAttr(1)} if unroll else {})
 
 
 @irdl_op_definition

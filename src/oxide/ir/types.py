@@ -8,8 +8,14 @@ Arrays, thread-index witnesses and local slots are oxide's own types.
 from __future__ import annotations
 
 from xdsl.dialects.builtin import (
-    BFloat16Type, Float16Type, Float32Type, Float64Type, IntAttr, IntegerType,
-    Signedness, StringAttr,
+    BFloat16Type,
+    Float16Type,
+    Float32Type,
+    Float64Type,
+    IntAttr,
+    IntegerType,
+    Signedness,
+    StringAttr,
 )
 from xdsl.ir import Attribute, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition

@@ -20,7 +20,6 @@ extents, range-checks scalars and checks aliasing.
 from __future__ import annotations
 
 import math
-import struct
 import warnings
 from collections.abc import Sequence
 from typing import Any
@@ -405,7 +404,3 @@ def copy_host_arrays(plan: Plan, views: list[ArrayView | None], device: Device,
                       "(ox.to_device, torch, CuPy) to avoid the copies", stacklevel=4)
     return out
 
-
-def pack_format(plan: Plan) -> struct.Struct:
-    """A struct laying the machine arguments out as a C struct would (natural alignment)."""
-    return struct.Struct("@" + "".join(plan.formats))

@@ -22,13 +22,15 @@ import numpy as np
 
 from oxide import types as T
 from oxide.runtime.device import Device, current_device, parse_device
-from oxide.runtime.views import HOST, ArrayView
+from oxide.runtime.views import HOST, ArrayView, oxide_dtype
 
 
 def _np_dtype(dtype: Any) -> np.dtype:
-    if isinstance(dtype, T.DType):
-        return dtype.numpy
-    return np.dtype(dtype)
+    """The NumPy dtype of an oxide or NumPy dtype; TypeError for ones kernels cannot use."""
+    dt = dtype.numpy if isinstance(dtype, T.DType) else np.dtype(dtype)
+    if oxide_dtype(dt) is None:
+        raise TypeError(f"oxide has no dtype for {dt} arrays")
+    return dt
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
@@ -121,7 +123,8 @@ class DeviceArray:
         return out if dtype is None else out.astype(dtype)
 
     def _view(self) -> ArrayView:
-        dt = T.dtype_of(self.dtype)
+        dt = oxide_dtype(self.dtype)
+        assert dt is not None  # checked when the array was made
         if self._host is not None:
             return ArrayView(self._host.ctypes.data, self.shape, None, dt, HOST, self,
                              self._host)
@@ -193,10 +196,7 @@ def to_device(array: Any, device: Any = None, stream: int | None = None) -> Devi
     >>> x = ox.to_device(np.ones(1000, np.float32))   # doctest: +SKIP
     """
     host = np.ascontiguousarray(np.asarray(array))
-    try:
-        T.dtype_of(host.dtype)
-    except TypeError:
-        raise TypeError(f"oxide has no dtype for {host.dtype} arrays") from None
+    _np_dtype(host.dtype)
     dev = _target(device)
     if dev.is_cpu:
         return DeviceArray(host.shape, host.dtype, dev, host.copy())

@@ -9,6 +9,7 @@ torch, CuPy and cuda.core in the same process.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 from cuda.bindings import driver as drv
@@ -91,7 +92,8 @@ def synchronize_stream(stream: int) -> None:
 
 
 def load_module(image: bytes) -> Any:
-    return call(drv.cuModuleLoadData, image, what="loading the kernel's cubin")
+    buf = ctypes.create_string_buffer(image, len(image))  # an address the binding surely takes
+    return call(drv.cuModuleLoadData, ctypes.addressof(buf), what="loading the kernel's cubin")
 
 
 def get_function(module: Any, name: str) -> Any:
@@ -126,10 +128,6 @@ def memcpy_htod(dst: int, src: int, nbytes: int, stream: int) -> None:
 
 def memcpy_dtoh(dst: int, src: int, nbytes: int, stream: int) -> None:
     call(drv.cuMemcpyDtoHAsync, dst, src, nbytes, stream, what="copying from the device")
-
-
-def memcpy_dtod(dst: int, src: int, nbytes: int, stream: int) -> None:
-    call(drv.cuMemcpyDtoDAsync, dst, src, nbytes, stream, what="copying on the device")
 
 
 def memset_zero(dst: int, nbytes: int, stream: int) -> None:

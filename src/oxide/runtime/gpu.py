@@ -119,6 +119,7 @@ class GPUDevice:
     def synchronize(self) -> None:
         """Wait for all work on the device, then raise any reported kernel error."""
         self.enter()
+        launched = list(self.active)  # what the synchronization covers
         try:
             cd.synchronize_context()
         except DeviceError as exc:
@@ -128,9 +129,9 @@ class GPUDevice:
                               "context unusable: restart the process.") from None
         self.check_errors()
         with self.lock:
-            for launcher in self.active:
+            for launcher in launched:
                 launcher.active = False
-            self.active.clear()
+            self.active = [la for la in self.active if la.active]
 
 
 def gpu_device(index: int) -> GPUDevice:
@@ -378,6 +379,7 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
         copies: list[tuple[Any, Any, bool]] = []
         views = copy_host_arrays(plan, views, device, copies, handle)
         launcher.launch(cfg, handle, flatten(plan, args, views))
+        gdev.synchronize()  # the copies are freed on return: the kernel must be done
         for host, dev_array, writable in copies:
             if writable:
                 host[...] = dev_array.to_numpy()

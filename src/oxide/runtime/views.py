@@ -127,12 +127,11 @@ def _numpy(a: np.ndarray) -> ArrayView:
 def _torch(t: Any) -> ArrayView:
     dt = _dtype(t.dtype)
     dev = t.get_device()
-    strides = None if t.is_contiguous() else _layout(tuple(t.shape), tuple(t.stride()))
-    host = None
+    shape = t.shape  # a torch.Size: already a tuple
+    strides = None if t.is_contiguous() else _layout(shape, tuple(t.stride()))
     if dev < 0:
-        dev = HOST
-        host = _torch_host(t)
-    return ArrayView(t.data_ptr(), tuple(t.shape), strides, dt, dev, t, host)
+        return ArrayView(t.data_ptr(), shape, strides, dt, HOST, t, _torch_host(t))
+    return ArrayView(t.data_ptr(), shape, strides, dt, dev, t)
 
 
 def _torch_host(t: Any) -> np.ndarray | None:

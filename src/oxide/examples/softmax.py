@@ -1,0 +1,56 @@
+"""Row softmax: one block per row; ox.block.reduce_max, then ox.block.reduce_add of exp."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import oxide as ox
+from oxide import RawSlice, Slice, f32, i32
+from oxide.examples import _harness as h
+
+BLOCK = 256
+NEG_INF = -math.inf
+
+
+@ox.kernel
+def softmax(x: Slice[f32, 2], out: RawSlice[f32, 2]):
+    """Subtracting the row maximum keeps exp() finite for any input, as torch does."""
+    row = ox.block_idx.x
+    cols = i32(x.shape[1])
+    t = ox.thread_idx.x
+    m = f32(NEG_INF)
+    for c in range(t, cols, ox.block_dim.x):
+        m = max(m, x[row, c])
+    m = ox.block.reduce_max(m)
+    s = f32(0)
+    for c in range(t, cols, ox.block_dim.x):
+        s += ox.math.exp(x[row, c] - m)
+    scale = 1.0 / ox.block.reduce_add(s)
+    for c in range(t, cols, ox.block_dim.x):
+        with ox.unsafe():  # each column of the row belongs to one thread
+            out[row, c] = ox.math.exp(x[row, c] - m) * scale
+
+
+def main(device: str | int | None = None, arch: str | None = None,
+         size: int | None = None) -> h.ExampleResult:
+    """Softmax of a `size` x (`size` + 7) matrix, checked against NumPy."""
+    with h.running_on(device) as dev:
+        rows = h.pick_size(dev, size, cpu=256, gpu=8192)
+        cols = rows + 7
+        x = (np.random.default_rng(6).standard_normal((rows, cols), dtype=np.float32) * 4)
+        out = np.zeros_like(x)
+        d_x, d_out = h.to_device(dev, x, out)
+        config = ox.LaunchConfig(grid=rows, block=BLOCK)
+        seconds = h.time_launch(dev, lambda: ox.launch(softmax, config, d_x, d_out))
+        e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+        want = e / e.sum(axis=1, keepdims=True)
+        passed = bool(np.allclose(h.to_numpy(d_out), want, rtol=1e-4, atol=1e-7))
+        return h.ExampleResult("softmax", passed, h.describe(dev), f"{rows:,} x {cols:,} f32",
+                               seconds, work=2 * 4 * rows * cols, unit="GB/s",
+                               detail=h.check_arch(softmax, arch, x, out))
+
+
+if __name__ == "__main__":
+    print(main())
