@@ -68,6 +68,11 @@ def check_packages() -> list[Check]:
         try:
             out.append(ok(dist, importlib.metadata.version(dist)))
         except importlib.metadata.PackageNotFoundError:
+            if dist == "oxide-cuda":  # imported from a source tree (PYTHONPATH=src)
+                import oxide
+
+                out.append(ok(dist, f"{oxide.__version__} from source ({oxide.__path__[0]})"))
+                continue
             status = "fail" if need == "cpu" else "warn"
             out.append(Check(dist, status, "not installed", f"pip install {dist}"))
     return out

@@ -97,10 +97,16 @@ def set_device(spec: object) -> Device:
     return dev
 
 
+def device(spec: object) -> contextlib.AbstractContextManager[Device]:
+    """Run the launches inside the block on `spec` ("cpu", 0, "cuda:1").
+
+    The device is checked here, not on entering the block, so a bad one fails at once.
+    """
+    return _selected(parse_device(spec))
+
+
 @contextlib.contextmanager
-def device(spec: object) -> Iterator[Device]:
-    """Run the launches inside the block on `spec` ("cpu", 0, "cuda:1")."""
-    dev = parse_device(spec)
+def _selected(dev: Device) -> Iterator[Device]:
     stack = getattr(_state, "stack", None)
     if stack is None:
         stack = _state.stack = []
