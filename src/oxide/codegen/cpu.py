@@ -113,17 +113,7 @@ class CPUTarget:
 
     def printf(self, em: Any, fmt: str, args: list[tuple[T.DType, str]]) -> None:
         fmt_name = em.string_constant(fmt)
-        values = []
-        for dt, v in args:
-            if dt.is_bool:
-                t_str, f_str = em.string_constant("True"), em.string_constant("False")
-                values.append(("ptr", em.ins(f"select i1 {v}, ptr {t_str}, ptr {f_str}")))
-            elif dt.is_float:
-                values.append(("double", em.cast(v, dt, T.f64)))
-            elif dt.bits < 32:
-                values.append(("i32", em.cast(v, dt, T.i32 if dt.is_signed else T.u32)))
-            else:
-                values.append((dt.llvm, v))
+        values = em.printf_values(args)
         em.declare("declare i32 @printf(ptr, ...)")
         rest = "".join(f", {t} {v}" for t, v in values)
         em.raw(f"call i32 (ptr, ...) @printf(ptr {fmt_name}{rest})")

@@ -550,6 +550,22 @@ class Emitter:
         self.names[op.result] = self.t.warp(self, op.kind.data, args,
                                             dtype_of_ir(op.result.type))
 
+    def printf_values(self, args: list[tuple[T.DType, str]]) -> list[tuple[str, str]]:
+        """printf's view of `print` arguments: C's default promotions (floats to double,
+        small ints to 32 bits) and bools as "True"/"False" strings, as Python prints them."""
+        values = []
+        for dt, v in args:
+            if dt.is_bool:
+                t_str, f_str = self.string_constant("True"), self.string_constant("False")
+                values.append(("ptr", self.ins(f"select i1 {v}, ptr {t_str}, ptr {f_str}")))
+            elif dt.is_float:
+                values.append(("double", self.cast(v, dt, T.f64)))
+            elif dt.bits < 32:
+                values.append(("i32", self.cast(v, dt, T.i32 if dt.is_signed else T.u32)))
+            else:
+                values.append((dt.llvm, v))
+        return values
+
     def string_constant(self, text: str) -> str:
         data = text.encode() + b"\0"
         self.counter += 1

@@ -126,18 +126,8 @@ class NVPTXTarget:
             em.declare("declare i32 @vprintf(ptr, ptr)")
             em.raw(f"call i32 @vprintf(ptr {fmt_name}, ptr null)")
             return
-        fields, values = [], []
-        for dt, v in args:
-            if dt.is_bool:
-                t_str, f_str = em.string_constant("True"), em.string_constant("False")
-                values.append(("ptr", em.ins(f"select i1 {v}, ptr {t_str}, ptr {f_str}")))
-            elif dt.is_float:
-                values.append(("double", em.cast(v, dt, T.f64)))
-            elif dt.bits < 32:
-                values.append(("i32", em.cast(v, dt, T.i32 if dt.is_signed else T.u32)))
-            else:
-                values.append((dt.llvm, v))
-            fields.append(values[-1][0])
+        values = em.printf_values(args)
+        fields = [t for t, _ in values]
         struct_t = "{ " + ", ".join(fields) + " }"
         buf = em.ins(f"alloca {struct_t}, align 8")
         for i, (t, v) in enumerate(values):
