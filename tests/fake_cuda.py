@@ -159,3 +159,77 @@ def write_record(address: int, kind: int, site: int, dim: int, index: int, lengt
 
 def raise_device_error(*_: Any) -> None:
     raise DeviceError("synchronizing the device failed: CUDA_ERROR_ILLEGAL_ADDRESS: fake")
+
+
+# ---------------------------------------------------------------------------
+# A torch stand-in: CUDA tensors as oxide reads them, without torch
+
+
+class dtype:  # noqa: N801 - torch's name
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"torch.{self.name}"
+
+
+float32, float64, int32 = dtype("float32"), dtype("float64"), dtype("int32")
+_ITEMSIZE = {"float32": 4, "float64": 8, "int32": 4}
+
+
+class Size(tuple):  # type: ignore[type-arg]
+    pass
+
+
+class Tensor:
+    """What oxide reads of a torch tensor: `data_ptr()`, `shape`, `stride()` (in elements),
+    `dtype`, `get_device()`, `is_contiguous()`. Pointers are plain numbers (nothing runs)."""
+
+    def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
+                 dtype: dtype = float32, device: int = 0) -> None:
+        self._ptr = ptr
+        self.shape = Size(shape)
+        if strides is None:
+            strides, acc = (), 1
+            for n in reversed(shape):
+                strides = (acc, *strides)
+                acc *= max(n, 1)
+        self._strides = tuple(strides)
+        self.dtype = dtype
+        self._device = device
+        acc, self._contiguous = 1, True  # as torch decides it: size-1 dimensions stride anyhow
+        for n, s in zip(reversed(self.shape), reversed(self._strides), strict=True):
+            if n != 1 and s != acc:
+                self._contiguous = False
+            acc *= n
+
+    def data_ptr(self) -> int:
+        return self._ptr
+
+    def stride(self) -> tuple[int, ...]:
+        return self._strides
+
+    def get_device(self) -> int:
+        return self._device
+
+    def is_contiguous(self) -> bool:
+        return self._contiguous
+
+    def element_size(self) -> int:
+        return _ITEMSIZE[self.dtype.name]
+
+
+for _cls in (dtype, Size, Tensor):
+    _cls.__module__ = "torch"
+
+
+def fake_torch(current_stream: int = 0) -> Any:
+    """A module to put at sys.modules["torch"]: the stream oxide asks torch for."""
+    import types
+
+    torch = types.ModuleType("torch")
+    torch._C = types.SimpleNamespace(  # type: ignore[attr-defined]
+        _cuda_getCurrentRawStream=lambda index: current_stream)
+    torch.Tensor, torch.dtype, torch.Size = Tensor, dtype, Size  # type: ignore[attr-defined]
+    torch.float32, torch.float64, torch.int32 = float32, float64, int32  # type: ignore[attr-defined]
+    return torch

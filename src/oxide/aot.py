@@ -74,6 +74,7 @@ def build_bundle(jobs: Iterable[Job], archs: list[str], out: str | Path, source:
             "abi": [{"name": a.name, "spec": spec_to_json(a.spec)} for a in ck.abi],
             "sites": [_site_json(s) for s in ck.sites],
             "uses_barriers": ck.uses_barriers,
+            "grid_x_factor": ck.grid_x_factor,
             "cubins": cubins,
         })
     manifest = {"format": FORMAT, "version": VERSION, "oxide_version": __version__,

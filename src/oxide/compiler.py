@@ -85,8 +85,9 @@ class CompiledKernel:
 
 
 def mangle(kernel: Any, sig: tuple[Any, ...]) -> str:
-    digest = hashlib.sha1(repr(sig).encode()).hexdigest()[:10]
-    return f"{kernel.__name__}_{digest}"
+    """A symbol unique to the specialization (layouts included: ArrayType's repr omits them)."""
+    key = repr([(s, getattr(s, "contiguous", None)) for s in sig])
+    return f"{kernel.__name__}_{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
 
 def compile_kernel(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None
@@ -126,9 +127,19 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     check_supported(tgt, func)
     abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig, strict=True)
            if not isinstance(s, ConstValue)]
-    llvm_text = Emitter(func, lowered.sites, abi, tgt, kernel.options.contract).emit()
+    prefetch, factor = None, 1
+    if target == "nvptx" and kernel.options.coarsen:
+        from oxide.codegen.coarsen import FACTOR, prefetchable_loads
+
+        prefetch = prefetchable_loads(func)
+        factor = FACTOR if prefetch else 1
+    llvm_text = Emitter(func, lowered.sites, abi, tgt, kernel.options.contract,
+                        prefetch).emit()
     ck = CompiledKernel(kernel, sig, target, arch, symbol, func, llvm_text, abi,
                         lowered.sites, lowered.ctx.uses_barriers)
+    # A coarsened kernel runs logical blocks F*b .. F*b+F-1 in block b and takes the logical
+    # grid.x as a hidden last argument: the launcher divides grid.x by F.
+    ck.grid_x_factor = factor
     ck.constants = list(lowered.ctx.constants)
     # what the body resolved from outside it: the disk cache checks its key covered these
     ck.folded = dict(lowered.ctx.folded)

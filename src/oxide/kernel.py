@@ -19,15 +19,17 @@ from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError
 from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source, load_source
+from oxide.runtime.launch import bind_launch
 
 
 @dataclass(frozen=True)
 class KernelOptions:
-    """Per-kernel compile options (`@ox.kernel(checks=False, fastmath=..., max_threads=256)`)."""
+    """Per-kernel compile options (`@ox.kernel(checks=False, contract=False, max_threads=256)`)."""
 
     checks: bool = True
     contract: bool = True  # FMA contraction
     max_threads: int | None = None  # launch bounds: max threads per block
+    coarsen: bool = True  # two logical blocks per GPU block where threads are independent
 
 
 @dataclass(frozen=True)
@@ -155,8 +157,6 @@ class Kernel:
         return ck
 
     def __getitem__(self, config: Any) -> Any:
-        from oxide.runtime.launch import bind_launch
-
         return bind_launch(self, config)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -204,13 +204,15 @@ def _require_function(fn: Any, decorator: str) -> None:
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contract: bool = True,
-           max_threads: int | None = None) -> Any:
-    """Declare a kernel. Options: `checks` (bounds checks), `contract` (FMA), `max_threads`.
+           max_threads: int | None = None, coarsen: bool = True) -> Any:
+    """Declare a kernel. Options: `checks` (bounds checks), `contract` (FMA), `max_threads`,
+    `coarsen` (let the GPU run two logical blocks per block where threads are independent).
 
     >>> @ox.kernel  # doctest: +SKIP
     ... def scale(x: Slice[f32], a: f32, out: DisjointSlice[f32]): ...
     """
-    options = KernelOptions(checks=checks, contract=contract, max_threads=max_threads)
+    options = KernelOptions(checks=checks, contract=contract, max_threads=max_threads,
+                            coarsen=coarsen)
     if max_threads is not None and not (isinstance(max_threads, int) and 1 <= max_threads <= 1024):
         raise ValueError("max_threads must be an int from 1 to 1024")
     if fn is None:

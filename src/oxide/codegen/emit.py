@@ -49,8 +49,14 @@ class Emitter:
     """Emits one kernel; `target` supplies the target-specific pieces."""
 
     def __init__(self, func: ops.FuncOp, sites: list[Site], abi: list[ParamABI], target: Any,
-                 contract: bool) -> None:
+                 contract: bool, prefetch: list[ops.LoadOp] | None = None) -> None:
         self.func = func
+        # Block coarsening (codegen/coarsen.py): the body becomes a function of the logical
+        # block index, and these loads arrive as parameters, issued early by the entry.
+        self.prefetch = prefetch or []
+        self.prefetched = {id(op): f"%oxide.pf{k}" for k, op in enumerate(self.prefetch)}
+        self.register_overrides = ({"ctaid.x": "%oxide.ctaid.x", "nctaid.x": "%oxide.nctaid.x"}
+                                   if self.prefetch else {})
         self.sites = sites
         self.abi = abi
         self.t = target
@@ -105,7 +111,63 @@ class Emitter:
             for op in block.ops:
                 self.emit_op(op)
         body = self.lines[body_start:]
+        if self.prefetch:
+            return self.t.module_text(self, params, body, entry=self.coarsened_entry(params))
         return self.t.module_text(self, params, body)
+
+    def coarsened_entry(self, params: list[str]) -> list[str]:
+        """The kernel entry of a coarsened kernel: logical blocks F*b .. F*b+F-1, with the
+        prefetchable reads of all of them issued before any body runs."""
+        from oxide.codegen.coarsen import FACTOR
+
+        saved, self.lines = self.lines, []
+        self.start_block("entry")
+        first = self.ins(f"mul nuw i32 {self.t.register(self, 'ctaid.x')}, {FACTOR}")
+        blocks = [first] + [self.ins(f"add nuw i32 {first}, {k}") for k in range(1, FACTOR)]
+        values = [self.prefetch_reads(lb) for lb in blocks]
+        passed = ", ".join(f"{p.split()[0]} {p.split()[-1]}" for p in params)
+        symbol = self.func.sym_name.data
+        done = self.label()
+        for k, (lb, vals) in enumerate(zip(blocks, values, strict=True)):
+            if k:  # the last hardware block may hold fewer logical ones
+                more, nxt = self.ins(f"icmp ult i32 {lb}, %oxide.grid.x"), self.label()
+                self.raw(f"br i1 {more}, label %{nxt}, label %{done}")
+                self.start_block(nxt)
+            extra = "".join(f", {t} {v}" for t, v in vals)
+            self.raw(f"call void @{symbol}.body({passed}, i32 {lb}, i32 %oxide.grid.x{extra})")
+        self.raw(f"br label %{done}")
+        self.start_block(done)
+        self.raw("ret void")
+        entry, self.lines = self.lines, saved
+        return entry
+
+    def prefetch_reads(self, ctaid_x: str) -> list[tuple[str, str]]:
+        """Each prefetchable read for logical block `ctaid_x`, loaded through a select of its
+        address and a dummy, so an out-of-range index reads nothing of the user's."""
+        if "@oxide.dummy" not in "".join(self.globals):
+            self.globals.append("@oxide.dummy = internal global [2 x i64] zeroinitializer, "
+                                "align 16")
+        witnesses: dict[int, list[str]] = {}
+        out = []
+        for op in self.prefetch:
+            rank = op.indices[0].type.rank.data  # type: ignore[attr-defined]
+            if rank not in witnesses:
+                witnesses[rank] = self.witness_components(rank, ctaid_x)
+            idx = witnesses[rank]
+            dims = self.arrays[op.array]["dims"]
+            ok = "true"
+            for i, d in zip(idx, dims, strict=True):
+                c = self.ins(f"icmp ult i64 {i}, {d}")
+                ok = c if ok == "true" else self.ins(f"and i1 {ok}, {c}")
+            addr = self.address(op.array, idx)
+            safe = self.ins(f"select i1 {ok}, ptr {addr}, ptr @oxide.dummy")
+            t = dtype_of_ir(op.result.type).llvm
+            out.append((t, self.t.pin(self, t, self.ins(f"load {t}, ptr {safe}"))))
+        return out
+
+    def reg(self, name: str) -> str:
+        """A hardware register, or its logical value in a coarsened body."""
+        return self.register_overrides.get(name) or self.t.register(self, name)
 
     def bind_params(self) -> list[str]:
         """Names the flattened machine parameters and maps block arguments onto them."""
@@ -359,17 +421,22 @@ class Emitter:
     # -- indexing --------------------------------------------------------------------
 
     def op_RegisterOp(self, op: ops.RegisterOp) -> None:
-        self.names[op.result] = self.t.register(self, op.reg.data)
+        self.names[op.result] = self.reg(op.reg.data)
 
     def op_ThreadIndexOp(self, op: ops.ThreadIndexOp) -> None:
+        self.names[op.result] = self.witness_components(op.rank.data)
+
+    def witness_components(self, rank: int, ctaid_x: str | None = None) -> list[str]:
+        """A witness's coordinates as i64: (x) or (row = y, col = x)."""
         def axis(a: str) -> str:
-            tid = self.cast(self.t.register(self, f"tid.{a}"), T.u32, T.i64)
-            cta = self.cast(self.t.register(self, f"ctaid.{a}"), T.u32, T.i64)
-            nt = self.cast(self.t.register(self, f"ntid.{a}"), T.u32, T.i64)
+            tid = self.cast(self.reg(f"tid.{a}"), T.u32, T.i64)
+            block = ctaid_x if (a == "x" and ctaid_x) else self.reg(f"ctaid.{a}")
+            cta = self.cast(block, T.u32, T.i64)
+            nt = self.cast(self.reg(f"ntid.{a}"), T.u32, T.i64)
             m = self.ins(f"mul nuw nsw i64 {cta}, {nt}")
             return self.ins(f"add nuw nsw i64 {m}, {tid}")
 
-        self.names[op.result] = [axis("x")] if op.rank.data == 1 else [axis("y"), axis("x")]
+        return [axis("x")] if rank == 1 else [axis("y"), axis("x")]
 
     def op_IndexComponentOp(self, op: ops.IndexComponentOp) -> None:
         self.names[op.result] = self.v(op.witness)[op.dim.data]
@@ -479,6 +546,21 @@ class Emitter:
         idx = self.index_list(list(op.indices))
         info = self.arrays[op.array]
         ptr_t = self.t.pointer_type(info["space"])
+        early = self.prefetched.get(id(op))
+        if early is not None:  # read at entry; the check and its report stay here
+            if not op.checked.data:
+                self.names[op.result] = early
+                return
+            good, bad = self.bounds_check(op.array, idx, op.site.data)
+            join = self.label()
+            self.raw(f"br label %{join}")
+            self.start_block(good)
+            self.raw(f"br label %{join}")
+            self.start_block(join)
+            zero = "0.0" if dt.is_float else ("false" if dt.is_bool else "0")
+            self.names[op.result] = self.ins(
+                f"phi {dt.llvm} [ {early}, %{good} ], [ {zero}, %{bad} ]")
+            return
         if not op.checked.data:
             addr = self.address(op.array, idx)
             self.names[op.result] = self.ins(f"load {dt.llvm}, {ptr_t} {addr}")

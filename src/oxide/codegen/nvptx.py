@@ -12,6 +12,7 @@ from typing import Any
 from oxide import types as T
 from oxide.codegen.atomics import emit_atomic
 from oxide.errors import TargetError
+from oxide.ir.types import dtype_of_ir
 
 ARCHES = ("sm_80", "sm_86", "sm_87", "sm_89", "sm_90", "sm_90a", "sm_100", "sm_120")
 TRIPLE = "nvptx64-nvidia-cuda"
@@ -21,6 +22,7 @@ _LIBDEVICE_F32 = {"isnan": "__nv_isnanf", "isinf": "__nv_isinff", "isfinite": "_
                   "fabs": "__nv_fabsf"}
 _LIBDEVICE_F64 = {"isnan": "__nv_isnand", "isinf": "__nv_isinfd", "isfinite": "__nv_isfinited"}
 _LLVM_MATH = {"fma": "llvm.fma", "fabs": "llvm.fabs", "sqrt": "llvm.sqrt"}  # llvm.sqrt is IEEE sqrt.rn
+_ASM_REGISTER = {"float": "f", "double": "d", "i32": "r", "i64": "l", "half": "h", "i16": "h"}
 _SCOPES = {"block": "block", "device": "device", "system": ""}
 
 
@@ -76,6 +78,15 @@ class NVPTXTarget:
         zy = em.ins(f"add i32 {zy}, {y}")
         zyx = em.ins(f"mul i32 {zy}, {nx}")
         return em.ins(f"add i32 {zyx}, {x}")
+
+    def pin(self, em: Any, llvm_type: str, value: str) -> str:
+        """Keep `value`'s load where it is: LLVM would sink a load used on one path only into
+        that path, after a branch, which undoes issuing the reads early. An empty asm
+        statement (no instructions) that uses the value pins it."""
+        reg = _ASM_REGISTER.get(llvm_type)
+        if reg is None:
+            return value
+        return em.ins(f'call {llvm_type} asm sideeffect "", "={reg},0"({llvm_type} {value})')
 
     def pointer_type(self, space: str) -> str:
         return {"shared": "ptr addrspace(3)", "constant": "ptr addrspace(4)"}.get(space, "ptr")
@@ -203,7 +214,10 @@ class NVPTXTarget:
         return em.intrinsic(f"llvm.nvvm.shfl.sync.{mode}.{sfx}", dt.llvm,
                             [("i32", mask), (dt.llvm, v), ("i32", lane), ("i32", clamp)])
 
-    def module_text(self, em: Any, params: list[str], body: list[str]) -> str:
+    def module_text(self, em: Any, params: list[str], body: list[str],
+                    entry: list[str] | None = None) -> str:
+        """The module; with `entry` (a coarsened kernel) the body becomes an inlined function
+        of the logical block and `entry` the kernel, taking the logical grid.x last."""
         from oxide.codegen.emit import REPORT_FUNCTION
         from oxide.codegen.llvm import nvptx_machine
 
@@ -217,8 +231,20 @@ class NVPTXTarget:
         head = [f'target datalayout = "{layout}"', f'target triple = "{TRIPLE}"', ""]
         head += em.globals
         head += sorted(em.declares)
-        fn = (f"define ptx_kernel void @{em.func.sym_name.data}({', '.join(params)}) "
-              f"{' '.join(attrs)} {{")
-        tail = ["}", REPORT_FUNCTION, '!0 = !{!"branch_weights", i32 1000000, i32 1}',
+        symbol = em.func.sym_name.data
+        kernel_attrs = " ".join(attrs)
+        if entry is None:
+            functions = [f"define ptx_kernel void @{symbol}({', '.join(params)}) {kernel_attrs} {{",
+                         *body, "}"]
+        else:
+            logical = ["i32 %oxide.ctaid.x", "i32 %oxide.nctaid.x"] + [
+                f"{dtype_of_ir(op.result.type).llvm} %oxide.pf{k}"
+                for k, op in enumerate(em.prefetch)]
+            functions = [
+                f"define internal void @{symbol}.body({', '.join(params + logical)}) "
+                "alwaysinline {", *body, "}",
+                f"define ptx_kernel void @{symbol}({', '.join(params + ['i32 %oxide.grid.x'])}) "
+                f"{kernel_attrs} {{", *entry, "}"]
+        tail = [REPORT_FUNCTION, '!0 = !{!"branch_weights", i32 1000000, i32 1}',
                 '!1 = !{!"branch_weights", i32 1, i32 1000000}']
-        return "\n".join(head + [fn] + body + tail) + "\n"
+        return "\n".join(head + functions + tail) + "\n"

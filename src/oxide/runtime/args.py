@@ -236,13 +236,18 @@ def _array_plan(name: str, ann: T.ArrayType, v: ArrayView, device: Device,
     elif v.device is not None and v.device != device.index:
         raise ArgumentError(f"`{name}` is on cuda:{v.device}, but this launch runs on {device}")
     contiguous = True if copy_in else v.strides is None
-    if not contiguous and ann.writable and any(s == 0 for s, n in zip(v.strides or (), v.shape, strict=True)
-                                               if n > 1):
-        raise ArgumentError(f"`{name}` is writable but has a zero stride (a broadcast view): "
-                            "its elements alias one another")
+    if not contiguous and ann.writable:
+        check_not_broadcast(name, v.shape, v.strides)  # type: ignore[arg-type]
     spec = T.ArrayType(ann.access, v.dtype, rank, contiguous)
     return ParamPlan(name, "array", spec, writable=ann.writable, copy_in=copy_in,
                      strided=not contiguous)
+
+
+def check_not_broadcast(name: str, shape: Sequence[int], strides: Sequence[int]) -> None:
+    """A writable strided array must not step 0 along a dimension (its elements would alias)."""
+    if 0 in strides and any(s == 0 for s, n in zip(strides, shape, strict=True) if n > 1):
+        raise ArgumentError(f"`{name}` is writable but has a zero stride (a broadcast view): "
+                            "its elements alias one another")
 
 
 def _scalar_plan(name: str, ann: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> ParamPlan:
@@ -326,6 +331,8 @@ def flatten(plan: Plan, args: Sequence[Any], views: list[ArrayView | None]) -> l
             out.append(v.ptr)  # type: ignore[union-attr]
             out.extend(v.shape)  # type: ignore[union-attr]
             if p.strided:
+                if p.writable:  # the layout may differ from the one the plan saw
+                    check_not_broadcast(p.name, v.shape, v.strides)  # type: ignore[union-attr]
                 out.extend(v.strides)  # type: ignore[union-attr]
         elif kind == "scalar":
             out.append(scalar_value(p.name, p.dtype, a))  # type: ignore[arg-type]

@@ -47,6 +47,7 @@ from oxide import types as T
 from oxide.codegen.abi import ParamABI
 from oxide.errors import ArgumentError, DeviceError, OxideError, Span
 from oxide.kernel import KernelOptions, Param
+from oxide.runtime.launch import bind_launch
 from oxide.specialize import ConstValue, signature_from
 
 MANIFEST = "bundle.json"
@@ -142,6 +143,7 @@ class Specialization:
                                                   s["text"]), s["detail"])
                       for s in data["sites"]]
         self.uses_barriers: bool = data["uses_barriers"]
+        self.grid_x_factor: int = int(data.get("grid_x_factor", 1))
         self.cubin_files = {arch: root / rel for arch, rel in data["cubins"].items()}
 
     def pick_arch(self, device_arch: str) -> str:
@@ -171,6 +173,7 @@ class BundledCode:
         self.abi = spec.abi
         self.sites = spec.sites
         self.uses_barriers = spec.uses_barriers
+        self.grid_x_factor = spec.grid_x_factor
         self._file = spec.cubin_files[arch]
 
     @cached_property
@@ -217,8 +220,6 @@ class PrecompiledKernel:
                             f"--sig \"{self.__name__}: {describe_signature(wanted)}\"")
 
     def __getitem__(self, config: Any) -> Any:
-        from oxide.runtime.launch import bind_launch
-
         return bind_launch(self, config)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

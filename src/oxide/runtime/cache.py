@@ -276,7 +276,8 @@ def load(key: str, arg_sizes: tuple[int, ...]) -> Any:
             return None
         sites = [CachedSite(s["kind"], Span(s["file"], s["line"], s["col"], s["end_col"],
                                             s["text"]), s["detail"]) for s in header["sites"]]
-        return KernelImage(cubin, header["symbol"], sites, arg_sizes)
+        return KernelImage(cubin, header["symbol"], sites, arg_sizes,
+                           grid_x_factor=int(header.get("grid_x_factor", 1)))
     except (OSError, ValueError, KeyError, TypeError, struct.error):
         return None
 
@@ -288,6 +289,7 @@ def store(key: str, image: Any, ck: Any) -> bool:
         return False
     header = {
         "key": key, "symbol": image.symbol, "arg_sizes": list(image.arg_sizes),
+        "grid_x_factor": image.grid_x_factor,
         "cubin_sha256": hashlib.sha256(image.cubin).hexdigest(),
         "sites": [{"kind": s.kind, "file": s.span.file, "line": s.span.line, "col": s.span.col,
                    "end_col": s.span.end_col, "text": s.span.text, "detail": s.detail}

@@ -12,6 +12,17 @@ Dim3 = tuple[int, int, int]
 
 def as_dim3(value: Any, what: str) -> Dim3:
     """Normalize an int or a 1-3 tuple to (x, y, z), rejecting zeros and negatives."""
+    if value.__class__ is tuple:  # fast paths for tuples of plain positive ints
+        n = len(value)
+        if n == 3:
+            x, y, z = value
+            if (x.__class__ is int and y.__class__ is int and z.__class__ is int
+                    and x > 0 and y > 0 and z > 0):
+                return value  # type: ignore[no-any-return]
+        elif n == 2:
+            x, y = value
+            if x.__class__ is int and y.__class__ is int and x > 0 and y > 0:
+                return (x, y, 1)
     if isinstance(value, int) and not isinstance(value, bool):
         items: tuple[Any, ...] = (value,)
     elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 3:
@@ -25,7 +36,10 @@ def as_dim3(value: Any, what: str) -> Dim3:
     return (x, y, z)
 
 
-@dataclass(frozen=True)
+_set = object.__setattr__  # a frozen dataclass sets its fields through object
+
+
+@dataclass(frozen=True, init=False, slots=True)
 class LaunchConfig:
     """Where a kernel runs: `grid` blocks of `block` threads, plus dynamic shared memory.
 
@@ -33,19 +47,23 @@ class LaunchConfig:
     (4, 1, 1)
     """
 
-    grid: Any = 1
-    block: Any = 1
-    shared_mem_bytes: int = 0
+    grid: Dim3
+    block: Dim3
+    shared_mem_bytes: int
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "grid", as_dim3(self.grid, "grid"))
-        object.__setattr__(self, "block", as_dim3(self.block, "block"))
-        if not isinstance(self.shared_mem_bytes, int) or self.shared_mem_bytes < 0:
+    def __init__(self, grid: Any = 1, block: Any = 1, shared_mem_bytes: int = 0) -> None:
+        # Made per launch by `kernel[grid, block]`: plain positive ints skip as_dim3.
+        g = (grid, 1, 1) if grid.__class__ is int and grid > 0 else as_dim3(grid, "grid")
+        b = (block, 1, 1) if block.__class__ is int and block > 0 else as_dim3(block, "block")
+        if not isinstance(shared_mem_bytes, int) or shared_mem_bytes < 0:
             raise LaunchError(f"shared_mem_bytes must be a non-negative int, "
-                              f"got {self.shared_mem_bytes!r}")
-        threads = self.block[0] * self.block[1] * self.block[2]
+                              f"got {shared_mem_bytes!r}")
+        threads = b[0] * b[1] * b[2]
         if threads > 1024:
-            raise LaunchError(f"a block has at most 1024 threads; {self.block} has {threads}")
+            raise LaunchError(f"a block has at most 1024 threads; {b} has {threads}")
+        _set(self, "grid", g)
+        _set(self, "block", b)
+        _set(self, "shared_mem_bytes", shared_mem_bytes)
 
     @classmethod
     def for_num_elems(cls, n: int, block: int = 256) -> LaunchConfig:

@@ -35,7 +35,17 @@ class Device:
 
 CPU = Device("cpu")
 FIRST_GPU = Device("cuda", 0)  # the default, made once: current_device() is on the launch path
-_state = threading.local()
+
+
+class _State(threading.local):
+    """Per thread: the `ox.device` blocks entered and the `ox.set_device` choice."""
+
+    def __init__(self) -> None:
+        self.stack: list[Device] = []
+        self.device: Device | None = None
+
+
+_state = _State()
 _announced = False
 
 
@@ -83,10 +93,10 @@ def default_device() -> Device:
 
 
 def current_device() -> Device:
-    stack = getattr(_state, "stack", None)
-    if stack:
-        return stack[-1]
-    chosen = getattr(_state, "device", None)
+    state = _state  # on every launch: plain attributes, no getattr defaults
+    if state.stack:
+        return state.stack[-1]
+    chosen = state.device
     return chosen if chosen is not None else default_device()
 
 
@@ -107,9 +117,7 @@ def device(spec: object) -> contextlib.AbstractContextManager[Device]:
 
 @contextlib.contextmanager
 def _selected(dev: Device) -> Iterator[Device]:
-    stack = getattr(_state, "stack", None)
-    if stack is None:
-        stack = _state.stack = []
+    stack = _state.stack
     stack.append(dev)
     try:
         yield dev

@@ -30,7 +30,16 @@ import numpy as np
 from oxide import types as T
 from oxide.errors import DeviceError, InternalCompilerError, LaunchError
 from oxide.runtime import cuda_driver as cd
-from oxide.runtime.args import Plan, check_aliasing, copy_host_arrays, flatten, plan_for, read_args
+from oxide.runtime.args import (
+    _CONST,
+    Plan,
+    _param_kinds,
+    check_aliasing,
+    copy_host_arrays,
+    flatten,
+    plan_for,
+    read_args,
+)
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, cuda_device_count
 from oxide.runtime.kernel_errors import ErrorRecord
@@ -43,7 +52,14 @@ _LLVM_SIZES = {"ptr": 8, "i64": 8, "double": 8, "i32": 4, "float": 4, "i16": 2, 
 
 _devices: dict[int, GPUDevice] = {}
 _devices_lock = threading.Lock()
-_tls = threading.local()
+
+
+class _ThreadState(threading.local):
+    def __init__(self) -> None:
+        self.ctx: int | None = None  # the context oxide last made current on this thread
+
+
+_tls = _ThreadState()
 
 
 # ---------------------------------------------------------------------------
@@ -98,7 +114,7 @@ class GPUDevice:
 
     def enter(self) -> None:
         """Make this device's primary context current on the calling thread."""
-        if self.single and getattr(_tls, "ctx", None) == self.ctx_id:
+        if self.single and _tls.ctx == self.ctx_id:
             return  # one device: only oxide or its own kind (torch, CuPy) set contexts here
         if cd.current_context() != self.ctx_id:
             cd.set_current_context(self.ctx)
@@ -158,12 +174,13 @@ class KernelImage:
     sites: Sequence[Any]  # each with .kind, .span, .detail
     arg_sizes: tuple[int, ...]  # bytes of each machine argument, error record included
     constants: tuple[tuple[str, Any], ...] = ()  # (global symbol, ox.ConstantArray)
+    grid_x_factor: int = 1  # logical blocks per hardware block (codegen/coarsen.py)
 
     @classmethod
     def from_compiled(cls, ck: Any) -> KernelImage:
         sizes = tuple(_LLVM_SIZES[t] for p in ck.abi for t in p.llvm_types) + (8,)
         return cls(ck.cubin, ck.name, list(ck.sites), sizes,
-                   tuple(getattr(ck, "constants", ())))
+                   tuple(getattr(ck, "constants", ())), getattr(ck, "grid_x_factor", 1))
 
 
 def plan_sizes(plan: Plan) -> tuple[int, ...]:
@@ -226,13 +243,17 @@ class Launcher:
         self.record, record_dev = gdev.records.take()
         self.rec_i32 = self.record._i32
         self.active = False
-        formats = plan.formats + ["Q"]
+        # Hidden arguments: the error record, then for a coarsened kernel the logical grid.x.
+        self.grid_x_factor = image.grid_x_factor
+        formats = plan.formats + ["Q"] + (["I"] if self.grid_x_factor > 1 else [])
         offsets = [struct.calcsize("@" + "".join(formats[:i + 1])) - struct.calcsize(formats[i])
                    for i in range(len(formats))]
         full = struct.Struct("@" + "".join(formats))
         self.packer = struct.Struct("@" + "".join(plan.formats))
         self.buffer = ctypes.create_string_buffer(max(full.size, 8))
-        struct.pack_into("@Q", self.buffer, offsets[-1], record_dev)
+        struct.pack_into("@Q", self.buffer, offsets[len(plan.formats)], record_dev)
+        self.grid_offset = offsets[-1]
+        self.grid_packer = struct.Struct("@I")
         base = ctypes.addressof(self.buffer)
         self.pointers = (ctypes.c_void_p * len(offsets))(*[base + off for off in offsets])
         self.params_address = ctypes.addressof(self.pointers)
@@ -242,6 +263,9 @@ class Launcher:
 
     def check_config(self, cfg: LaunchConfig) -> None:
         """Reject a configuration the device or this kernel cannot run (LaunchError)."""
+        if cfg == self.checked_config:  # an equal one made anew (`kernel[grid, block]`)
+            self.checked_config = cfg
+            return
         gdev = self.gdev
         threads = cfg.threads_per_block
         if threads > self.max_threads:
@@ -277,10 +301,17 @@ class Launcher:
         if self.constants:
             self.upload_constants(stream)
         (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
-        with self.lock:
+        factor = self.grid_x_factor
+        self.lock.acquire()  # not `with self.lock:`, which costs ~0.1 us more per launch
+        try:
             self.packer.pack_into(self.buffer, 0, *values)
+            if factor > 1:  # logical blocks 2b and 2b+1 run in block b
+                self.grid_packer.pack_into(self.buffer, self.grid_offset, gx)
+                gx = (gx + factor - 1) // factor
             (err,) = cd.launch_kernel(self.function, gx, gy, gz, bx, by, bz,
                                       cfg.shared_mem_bytes, stream, self.params_address, 0)
+        finally:
+            self.lock.release()
         if err:
             raise launch_failure(err, self)
         if not self.active:
@@ -354,9 +385,27 @@ def stream_handle(stream: Any, source: str | None, index: int) -> int:
 # Launch
 
 
+class Launchers(dict):  # type: ignore[type-arg]
+    """A kernel's `_oxide_launchers`: (device index, type key) -> Launcher, plus the binders
+    of runtime/fastpath.py (dropped with it when a test resets a kernel): `fast` maps
+    (device index, argument types or Const values) to one, `last` is the last one used."""
+
+    __slots__ = ("fast", "last", "consts")
+
+    def __init__(self, kernel: Any) -> None:
+        super().__init__()
+        self.fast: dict[Any, Any] = {}
+        self.last: Any = None
+        self.consts = tuple(i for i, (kind, _) in enumerate(_param_kinds(kernel))
+                            if kind == _CONST)  # the Const parameters' positions
+
+
 def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
-               device: Device) -> None:
-    """Launch `kernel` on CUDA `device`: check, compile or load once, then launch."""
+               device: Device) -> Launcher:
+    """Launch `kernel` on CUDA `device`: check, compile or load once, then launch.
+
+    The general path: runtime/fastpath.py tries a cheaper one first. Returns the launcher.
+    """
     gdev = _devices.get(device.index) or gpu_device(device.index)
     gdev.enter()
     if gdev.active:
@@ -364,7 +413,7 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
     key, views = read_args(kernel, args, device)
     launchers = kernel.__dict__.get("_oxide_launchers")
     if launchers is None:
-        launchers = kernel.__dict__.setdefault("_oxide_launchers", {})
+        launchers = kernel.__dict__.setdefault("_oxide_launchers", Launchers(kernel))
     launcher = launchers.get((device.index, key))
     if launcher is None:
         plan = plan_for(kernel, (device, key), args, views, device)
@@ -383,8 +432,9 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
         for host, dev_array, writable in copies:
             if writable:
                 host[...] = dev_array.to_numpy()
-        return
+        return launcher
     launcher.launch(cfg, handle, flatten(plan, args, views))
+    return launcher
 
 
 def synchronize_device(index: int) -> None:

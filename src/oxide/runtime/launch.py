@@ -6,7 +6,7 @@ from typing import Any
 
 from oxide.errors import DeviceError, LaunchError
 from oxide.runtime.config import LaunchConfig
-from oxide.runtime.device import current_device, parse_device
+from oxide.runtime.device import _state, current_device, default_device, parse_device
 
 
 def as_config(config: Any) -> tuple[LaunchConfig, Any]:
@@ -27,18 +27,36 @@ def launch(kernel: Any, config: Any, *args: Any, stream: Any = None) -> None:
 
     >>> ox.launch(scale, ox.LaunchConfig.for_num_elems(n), x, 2.5, y)  # doctest: +SKIP
     """
-    cfg, cfg_stream = as_config(config)
-    dev = current_device()
-    if dev.is_cpu:
-        if getattr(kernel, "gpu_only", False):  # a bundled kernel: no source to compile
-            from oxide.runtime.bundle import CPU_ERROR
+    if config.__class__ is not LaunchConfig:
+        config, cfg_stream = as_config(config)
+        if stream is None:
+            stream = cfg_stream
+    _launch(kernel, config, args, stream)
 
-            raise DeviceError(CPU_ERROR)
-        from oxide.runtime.cpu import launch_cpu
 
-        launch_cpu(kernel, cfg, args)
-    else:
-        _gpu().launch_gpu(kernel, cfg, args, stream if stream is not None else cfg_stream, dev)
+def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: Any) -> None:
+    state = _state  # current_device(), inlined: this runs on every launch
+    dev = state.stack[-1] if state.stack else state.device or default_device()
+    if dev.kind == "cpu":
+        _launch_cpu(kernel, config, args)
+        return
+    # The GPU fast path (runtime/fastpath.py), first try: the binder of the last launch.
+    launchers = kernel.__dict__.get("_oxide_launchers")
+    if launchers is not None:
+        last = launchers.last
+        if last is not None and last(config, args, stream, dev):
+            return
+    (_fast_module or _fastpath()).launch(kernel, config, args, stream, dev)
+
+
+def _launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
+    if getattr(kernel, "gpu_only", False):  # a bundled kernel: no source to compile
+        from oxide.runtime.bundle import CPU_ERROR
+
+        raise DeviceError(CPU_ERROR)
+    from oxide.runtime.cpu import launch_cpu
+
+    launch_cpu(kernel, cfg, args)
 
 
 def _gpu() -> Any:
@@ -51,7 +69,17 @@ def _gpu() -> Any:
     return _gpu_module
 
 
+def _fastpath() -> Any:
+    """The GPU launch path (runtime/fastpath.py), imported on first use."""
+    global _fast_module
+    from oxide.runtime import fastpath
+
+    _fast_module = fastpath
+    return fastpath
+
+
 _gpu_module: Any = None
+_fast_module: Any = None
 
 
 def synchronize(device: Any = None) -> None:
@@ -67,17 +95,31 @@ def synchronize(device: Any = None) -> None:
 
 
 class BoundLaunch:
-    """What `kernel[config]` returns: call it with the kernel's arguments."""
+    """What `kernel[config]` returns: call it with the kernel's arguments.
 
-    __slots__ = ("kernel", "config")
+    The kernel keeps the last one it made, so `kernel[cfg](...)` with the same `cfg`
+    object (or the same constant tuple: `kernel[1, 256]`) makes nothing per launch.
+    """
+
+    __slots__ = ("kernel", "config", "_cfg", "_stream")
 
     def __init__(self, kernel: Any, config: Any) -> None:
         self.kernel = kernel
         self.config = config
+        self._cfg: LaunchConfig | None = None  # as_config's, on the first call
+        self._stream: Any = None
 
     def __call__(self, *args: Any, stream: Any = None) -> None:
-        launch(self.kernel, self.config, *args, stream=stream)
+        cfg = self._cfg
+        if cfg is None:
+            cfg, self._stream = as_config(self.config)
+            self._cfg = cfg
+        _launch(self.kernel, cfg, args, stream if stream is not None else self._stream)
 
 
 def bind_launch(kernel: Any, config: Any) -> BoundLaunch:
-    return BoundLaunch(kernel, config)
+    last = kernel.__dict__.get("_oxide_bound")
+    if last is not None and last.config is config:
+        return last
+    bound = kernel.__dict__["_oxide_bound"] = BoundLaunch(kernel, config)
+    return bound

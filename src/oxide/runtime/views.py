@@ -200,6 +200,14 @@ def _reader_for(t: type) -> Callable[[Any], ArrayView | None]:
     return _probe
 
 
+def reader_of(t: type) -> Callable[[Any], ArrayView | None]:
+    """The reader of arrays of Python type `t` (runtime/fastpath.py asks which it is)."""
+    reader = _READERS.get(t)
+    if reader is None:
+        reader = _READERS[t] = _reader_for(t)
+    return reader
+
+
 def view_of(value: Any) -> ArrayView | None:
     """An ArrayView of `value`, or None when it is not an array.
 

@@ -1,0 +1,295 @@
+"""The GPU relaunch fast path: a launch like an earlier one costs well under 1 us of Python.
+
+Why it exists: a launch through the general path (`gpu.launch_gpu`) builds an
+ArrayView per array, a full type key (dtype name, rank, layout, device of each
+array), looks up the plan and the launcher, flattens the arguments and finds the
+stream: ~8 us of Python per launch on an H200 host, more than the driver's own
+`cuLaunchKernel` (~4-5.5 us). Launches repeat with the same kinds of arguments,
+so after a general launch succeeds this module makes a *binder* for it: a small
+function, generated from the launcher's Plan, that reads the arguments straight
+into machine values and launches through the same `Launcher` (which packs them
+and calls the driver). A kernel keeps its binders in its `_oxide_launchers`
+(gpu.Launchers): `last`, the one its last launch used, tried first, and `fast`,
+keyed by (device index, each argument's Python type, each `Const` argument's
+value).
+
+What a binder verifies on every launch, everything the general path's type key
+and checks cover (on any difference it returns False having done nothing, and
+the general path takes the launch: it raises the proper ArgumentError or
+AliasingError, or makes a new plan, whose binder then replaces this one):
+
+- the device index, the number of arguments, each argument's Python type and
+  each `Const` argument's value;
+- arrays: dtype (the torch dtype object by identity, else the view's DType),
+  rank, device and layout (contiguous or strided, decided as `views.py` does);
+  strides are passed when the plan is strided, and a writable strided array must
+  not be a broadcast view (ArgumentError);
+- scalars: the range of the parameter's type (else `args.scalar_value` raises);
+- aliasing, when the plan has several arrays and a writable one: byte ranges;
+- the device's kernel error records (`GPUDevice.check_errors`), every launch;
+- the stream: torch's / CuPy's current one, or `stream=` read by `gpu.stream_handle`.
+
+Plans with host arrays (copied in and out around the launch) get no binder.
+
+Thread safety: a binder never changes once made, and reads only its arguments;
+`last` and `fast` are replaced whole (atomic under the GIL; two threads may both
+make a binder for a new key, and either is right); `Launcher.launch` packs the
+parameter buffer and calls the driver under the launcher's lock.
+
+The generated source of a binder is in `binder.source` (and in tracebacks).
+"""
+
+from __future__ import annotations
+
+import itertools
+import linecache
+import math
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from oxide.runtime import gpu
+from oxide.runtime.args import (
+    _FLOAT_MAX,
+    _INT_RANGES,
+    _const_key,
+    check_not_broadcast,
+    scalar_value,
+)
+from oxide.runtime.config import LaunchConfig
+from oxide.runtime.device import Device
+from oxide.runtime.views import BadArray, _layout, _torch, c_strides, reader_of, view_of
+
+Binder = Callable[[LaunchConfig, tuple[Any, ...], Any, Device], bool]
+
+
+def launch(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...], stream: Any,
+           device: Device) -> None:
+    """Launch `kernel` on GPU `device` through a binder, or through the general path
+    (which leaves a binder for launches like this one).
+
+    `ox.launch` calls this after the binder of the kernel's last launch declined.
+    """
+    launchers = kernel.__dict__.get("_oxide_launchers")
+    if launchers is not None:
+        last = launchers.last
+        for binder in launchers.fast.get(_key(launchers, device.index, args), ()):
+            if binder is not last and binder(cfg, args, stream, device):
+                launchers.last = binder
+                return
+    launcher = gpu.launch_gpu(kernel, cfg, args, stream, device)
+    if not launcher.plan.copies:
+        _remember(kernel.__dict__["_oxide_launchers"], launcher, args, device.index)
+
+
+_PER_KEY = 4  # binders kept per key: layouts that alternate (contiguous, transposed) stay fast
+
+
+def _remember(launchers: gpu.Launchers, launcher: gpu.Launcher, args: tuple[Any, ...],
+              index: int) -> None:
+    """Make `launcher`'s binder for arguments like `args` the first to try."""
+    key = _key(launchers, index, args)
+    binders = launchers.fast.get(key, ())
+    binder = next((b for b in binders if b.launcher is launcher), None)
+    if binder is None:
+        binder = make_binder(launcher, args, index, launchers.consts)
+    launchers.fast[key] = (binder, *(b for b in binders if b is not binder))[:_PER_KEY]
+    launchers.last = binder
+
+
+def _key(launchers: gpu.Launchers, index: int, args: tuple[Any, ...]) -> Any:
+    """The `fast` table's key: the device, each argument's type, each Const's value."""
+    consts = launchers.consts
+    if not consts:
+        return (index, *map(type, args))
+    if len(args) <= consts[-1]:
+        return None  # too few arguments: the general path says so
+    key: list[Any] = [index, *map(type, args)]
+    for i in consts:
+        key[i + 1] = _const_key(args[i])
+    return tuple(key)
+
+
+# ---------------------------------------------------------------------------
+# Making binders
+
+def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
+                consts: tuple[int, ...]) -> Binder:
+    """The binder of `launcher` for arguments like `args` (which it just launched with).
+
+    Its source reads, per parameter (`aN` is argument N, constants are in `env`):
+
+        if type(a0) is not type0: return False          # every argument
+        if a0.dtype is not dtype0 ... : return False    # a torch tensor: what the plan assumed
+        ptr0 = a0.data_ptr(); shape0 = a0.shape
+        v1 = a1 if lo1 <= a1 <= hi1 else scalar_value(name1, dt1, a1)   # a scalar
+        ...
+        enter(); if gdev.active: check_errors()
+        launch(cfg, stream, [ptr0, *shape0, v1, ...])
+    """
+    plan = launcher.plan
+    gdev = launcher.gdev
+    env: dict[str, Any] = {
+        "type": type, "len": len, "tuple": tuple, "prod": math.prod, "BadArray": BadArray,
+        "view_of": view_of, "layout": _layout, "scalar_value": scalar_value,
+        "check_not_broadcast": check_not_broadcast, "byte_range": _byte_range,
+        "const_key": _const_key, "stream_handle": gpu.stream_handle,
+        "source": launcher.stream_source, "current_stream": _current_stream(launcher),
+        "gdev": gdev, "enter": gdev.enter, "check_errors": gdev.check_errors,
+        "launch_": launcher.launch,
+    }
+    names = [f"a{i}" for i in range(len(args))]
+    body = [f"if device.index != {index} or len(args) != {len(args)}:",
+            "    return False"]
+    if names:
+        body.append(f"{', '.join(names)}, = args")
+    values: list[str] = []
+    arrays: list[tuple[int, bool, bool, int]] = []  # (i, writable, strided, itemsize)
+    for i, (p, a) in enumerate(zip(plan.params, args, strict=True)):
+        env[f"type{i}"] = type(a)
+        env[f"name{i}"] = p.name
+        body += [f"# {p.name}: {p.spec!r}",
+                 f"if type(a{i}) is not type{i}:",
+                 "    return False"]
+        if p.kind == "array":
+            spec = p.spec
+            strided = not spec.contiguous
+            arrays.append((i, p.writable, strided, spec.dtype.itemsize))
+            if reader_of(type(a)) is _torch:
+                env[f"dtype{i}"] = a.dtype
+                body += [f"if a{i}.dtype is not dtype{i} or a{i}.get_device() != {index}:",
+                         "    return False",
+                         f"shape{i} = a{i}.shape",
+                         f"if len(shape{i}) != {spec.rank}:",
+                         "    return False"]
+                if strided:
+                    body += [f"strides{i} = None if a{i}.is_contiguous() else "
+                             f"layout(shape{i}, tuple(a{i}.stride()))"]
+                else:
+                    body += [f"if not a{i}.is_contiguous() and "
+                             f"layout(shape{i}, tuple(a{i}.stride())) is not None:",
+                             "    return False"]
+                body += [f"ptr{i} = a{i}.data_ptr()"]
+            else:
+                env[f"dtype{i}"] = spec.dtype
+                env[f"device{i}"] = view_of(a).device  # type: ignore[union-attr]
+                body += ["try:",
+                         f"    v{i} = view_of(a{i})",
+                         "except BadArray:",
+                         "    return False",
+                         f"if (v{i} is None or v{i}.dtype != dtype{i} or v{i}.device != device{i}"
+                         f" or len(v{i}.shape) != {spec.rank}):",
+                         "    return False",
+                         f"ptr{i}, shape{i}, strides{i} = v{i}.ptr, v{i}.shape, v{i}.strides"]
+                if not strided:
+                    body += [f"if strides{i} is not None:",
+                             "    return False"]
+            if strided:
+                body += [f"if strides{i} is None:",
+                         "    return False"]
+                if p.writable:
+                    body += [f"check_not_broadcast(name{i}, shape{i}, strides{i})"]
+                values += [f"ptr{i}", f"*shape{i}", f"*strides{i}"]
+            else:
+                values += [f"ptr{i}", f"*shape{i}"]
+        elif p.kind == "scalar":
+            dt = p.dtype
+            assert dt is not None
+            env[f"dt{i}"] = dt
+            if type(a) is int and dt.is_int:
+                lo, hi = _INT_RANGES[dt.name]
+                body += [f"v{i} = a{i} if {lo} <= a{i} <= {hi} else "
+                         f"scalar_value(name{i}, dt{i}, a{i})"]
+            elif type(a) is float and dt.name in _FLOAT_MAX:  # out of range, inf, nan: slow
+                limit = _FLOAT_MAX[dt.name]
+                body += [f"v{i} = a{i} if {-limit!r} <= a{i} <= {limit!r} else "
+                         f"scalar_value(name{i}, dt{i}, a{i})"]
+            elif type(a) is float and dt.is_float:  # f64: the value itself
+                body += [f"v{i} = a{i}"]
+            else:
+                body += [f"v{i} = scalar_value(name{i}, dt{i}, a{i})"]
+            values.append(f"v{i}")
+        else:  # Const: selects the plan, passes nothing
+            assert i in consts
+            env[f"const{i}"] = _const_key(a)
+            body += [f"if const_key(a{i}) != const{i}:",
+                     "    return False"]
+    if plan.check_aliasing:
+        body += _aliasing_checks(arrays)
+    if gdev.single:  # GPUDevice.enter's own first test, without the call
+        env["tls"] = gpu._tls
+        body += [f"if tls.ctx != {gdev.ctx_id}:",
+                 "    enter()"]
+    else:
+        body += ["enter()"]
+    body += ["if gdev.active:",
+             "    check_errors()"]
+    if env["current_stream"] is None:
+        default = "0"
+    else:
+        default = f"current_stream({index})"
+    body += [f"handle = {default} if stream is None else stream_handle(stream, source, {index})",
+             f"launch_(cfg, handle, [{', '.join(values)}])",
+             "return True"]
+    source = "def binder(cfg, args, stream, device):\n" + "".join(
+        f"    {line}\n" for line in body)
+    exec(_compiled(source), env)  # our own generated code
+    binder = env["binder"]
+    binder.source = source
+    binder.launcher = launcher
+    return binder  # type: ignore[no-any-return]
+
+
+_CODE: dict[str, Any] = {}  # binder source -> code: kernels alike share it
+
+
+def _compiled(source: str) -> Any:
+    code = _CODE.get(source)
+    if code is None:
+        filename = f"<oxide binder {len(_CODE)}>"
+        code = _CODE[source] = compile(source, filename, "exec")
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    return code
+
+
+def _aliasing_checks(arrays: list[tuple[int, bool, bool, int]]) -> list[str]:
+    """Lines that return False when a writable array shares a byte with another array
+    (the general path then raises the AliasingError)."""
+    lines = []
+    for i, _, strided, item in arrays:
+        if strided:
+            lines.append(f"lo{i}, hi{i} = byte_range(ptr{i}, shape{i}, strides{i}, {item})")
+        else:  # empty: hi == lo, which overlaps nothing below
+            lines.append(f"lo{i}, hi{i} = ptr{i}, ptr{i} + prod(shape{i}) * {item}")
+    for (i, wi, _, _), (j, wj, _, _) in itertools.combinations(arrays, 2):
+        if wi or wj:
+            lines += [f"if lo{i} < hi{j} and lo{j} < hi{i} and lo{i} < hi{i} and lo{j} < hi{j}:",
+                      "    return False"]
+    return lines
+
+
+def _current_stream(launcher: gpu.Launcher) -> Callable[[int], int] | None:
+    """The current stream of the arrays' framework, a function of the device index;
+    None for the legacy default stream (0)."""
+    source = launcher.stream_source
+    if source == "torch":
+        raw = getattr(sys.modules["torch"]._C, "_cuda_getCurrentRawStream", None)
+        return raw if raw is not None else gpu._torch_stream  # type: ignore[no-any-return]
+    if source == "cupy":
+        return lambda index: gpu.stream_handle(None, "cupy", index)
+    return None
+
+
+def _byte_range(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
+                item: int) -> tuple[int, int]:
+    """[start, end) of the bytes an array can touch; (0, 0) when it is empty (as
+    ArrayView.byte_range)."""
+    lo = hi = 0
+    for n, s in zip(shape, strides or c_strides(shape), strict=True):
+        if n == 0:
+            return (0, 0)
+        if s >= 0:
+            hi += (n - 1) * s
+        else:
+            lo += (n - 1) * s
+    return (ptr + lo * item, ptr + (hi + 1) * item)

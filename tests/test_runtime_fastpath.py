@@ -1,0 +1,240 @@
+"""The GPU relaunch fast path (runtime/fastpath.py) against the fake driver: binders and
+their fallbacks to the general path, with torch-like tensors (tests/fake_cuda.py)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from fake_cuda import FakeDriver, Tensor, fake_torch, float64, int32
+
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, f32, i32, thread
+from oxide.runtime import gpu
+
+
+@ox.kernel
+def scale(x: Slice[f32], a: f32, out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = x[i] * a
+
+
+@ox.kernel
+def grid2(x: Slice[f32, 2], n: i32, out: DisjointSlice[f32, 2]):
+    i = thread.index_2d()
+    if i in out:
+        out[i] = x[i] + f32(n)
+
+
+@ox.kernel
+def blocked(x: Slice[f32], B: Const[int]):
+    thread.index_1d()
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
+    driver = FakeDriver()
+    driver.install(monkeypatch)
+    monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setitem(sys.modules, "torch", fake_torch(current_stream=0x77))
+    for k in (scale, grid2, blocked):
+        k.__dict__.pop("_oxide_launchers", None)
+        k.__dict__.pop("_oxide_bound", None)
+    with ox.device(0):
+        yield driver
+
+
+@pytest.fixture
+def general(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the launches that take the general path."""
+    calls: list[int] = []
+    real = gpu.launch_gpu
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gpu, "launch_gpu", counted)
+    return calls
+
+
+CFG = ox.LaunchConfig(grid=1, block=32)
+
+
+def test_relaunch_takes_the_binder_with_new_pointers_and_extents(fake, general) -> None:
+    fake.formats = "QqfQq"
+    ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,)))
+    assert len(general) == 1 and scale.__dict__["_oxide_launchers"].last is not None
+    ox.launch(scale, CFG, Tensor(0x3000, (100,)), 3.0, Tensor(0x4000, (100,)))
+    scale[CFG](Tensor(0x5000, (7,)), 0.5, Tensor(0x6000, (7,)))
+    assert len(general) == 1
+    assert [rec["args"] for rec in fake.launches] == [
+        [0x1000, 8, 2.0, 0x2000, 8], [0x3000, 100, 3.0, 0x4000, 100],
+        [0x5000, 7, 0.5, 0x6000, 7]]
+    assert {rec["stream"] for rec in fake.launches} == {0x77}  # torch's current stream
+    ox.launch(scale, CFG, Tensor(0x1000, (8,)), 1.0, Tensor(0x2000, (8,)), stream=0x99)
+    assert fake.launches[-1]["stream"] == 0x99 and len(general) == 1
+    for _ in range(2):  # an int for the f32: another type key, so one more general launch
+        ox.launch(scale, CFG, Tensor(0x1000, (8,)), 3, Tensor(0x2000, (8,)))
+    assert fake.launches[-1]["args"][2] == 3.0 and len(general) == 2
+
+
+def test_dtype_change_is_an_argument_error(fake, general) -> None:
+    fake.formats = "QqfQq"
+    ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,)))
+    with pytest.raises(ox.ArgumentError, match="`x` is Slice\\[f32\\]; got an array of f64"):
+        ox.launch(scale, CFG, Tensor(0x1000, (8,), dtype=float64), 2.0, Tensor(0x2000, (8,)))
+    with pytest.raises(ox.ArgumentError, match="`out` .* got an array of i32"):
+        ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,), dtype=int32))
+    with pytest.raises(ox.ArgumentError, match="rank 1"):
+        ox.launch(scale, CFG, Tensor(0x1000, (2, 4)), 2.0, Tensor(0x2000, (8,)))
+    with pytest.raises(ox.ArgumentError, match="`x` is on cuda:1"):
+        ox.launch(scale, CFG, Tensor(0x1000, (8,), device=1), 2.0, Tensor(0x2000, (8,)))
+    with pytest.raises(ox.ArgumentError, match="has 3 parameters"):
+        ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0)
+    assert len(fake.launches) == 1
+
+
+def test_strided_after_contiguous_makes_a_new_plan(fake, general) -> None:
+    fake.formats = "Qqqiqqq"
+    ox.launch(grid2, CFG, Tensor(0x1000, (4, 6)), 1, Tensor(0x2000, (4, 6)))
+    assert fake.launches[-1]["args"] == [0x1000, 4, 6, 1, 0x2000, 4, 6]
+    fake.formats = "Qqqqqiqqq"
+    column_view = Tensor(0x1000, (4, 3), strides=(6, 2))
+    ox.launch(grid2, CFG, column_view, 2, Tensor(0x2000, (4, 3)))
+    assert fake.launches[-1]["args"] == [0x1000, 4, 3, 6, 2, 2, 0x2000, 4, 3]
+    assert len(general) == 2 and len(grid2.__dict__["_oxide_launchers"]) == 2  # a new plan
+    ox.launch(grid2, CFG, Tensor(0x5000, (8, 2), strides=(4, 1)), 3, Tensor(0x2000, (8, 2)))
+    assert fake.launches[-1]["args"] == [0x5000, 8, 2, 4, 1, 3, 0x2000, 8, 2]
+    fake.formats = "Qqqiqqq"
+    ox.launch(grid2, CFG, Tensor(0x1000, (2, 2)), 4, Tensor(0x2000, (2, 2)))
+    assert fake.launches[-1]["args"] == [0x1000, 2, 2, 4, 0x2000, 2, 2]
+    fake.formats = "Qqqqqiqqq"
+    ox.launch(grid2, CFG, column_view, 5, Tensor(0x2000, (4, 3)))
+    assert fake.launches[-1]["args"] == [0x1000, 4, 3, 6, 2, 5, 0x2000, 4, 3]
+    assert len(general) == 2  # both layouts keep their binders under the one type key
+
+
+def test_broadcast_writable_view_is_caught_on_the_fast_path(fake) -> None:
+    fake.formats = "Qqqiqqqqq"
+    ox.launch(grid2, CFG, Tensor(0x1000, (4, 3)), 1, Tensor(0x2000, (4, 3), strides=(6, 2)))
+    with pytest.raises(ox.ArgumentError, match="`out` is writable but has a zero stride"):
+        ox.launch(grid2, CFG, Tensor(0x1000, (4, 3)), 1, Tensor(0x2000, (4, 3), strides=(0, 2)))
+
+
+def test_aliasing_still_raises(fake, general) -> None:
+    fake.formats = "QqfQq"
+    ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,)))
+    with pytest.raises(ox.AliasingError, match="`out` .* overlaps `x`"):
+        ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x1000 + 28, (8,)))
+    ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x1000 + 32, (8,)))  # neighbours
+    ox.launch(scale, CFG, Tensor(0x1000, (0,)), 2.0, Tensor(0x1000, (8,)))  # empty: no bytes
+    assert len(fake.launches) == 3
+
+
+@pytest.mark.parametrize("a, message", [(1e40, "`a` is f32, whose largest value is"),
+                                        ("2", "`a` is a scalar \\(f32\\); got str")])
+def test_scalar_errors_on_the_fast_path(fake, a, message) -> None:
+    fake.formats = "QqfQq"
+    ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,)))
+    with pytest.raises(ox.ArgumentError, match=message):
+        ox.launch(scale, CFG, Tensor(0x1000, (8,)), a, Tensor(0x2000, (8,)))
+    ox.launch(scale, CFG, Tensor(0x1000, (8,)), float("inf"), Tensor(0x2000, (8,)))
+    assert fake.launches[-1]["args"][2] == float("inf")
+
+
+def test_int_scalar_out_of_range(fake) -> None:
+    fake.formats = "Qqqiqqq"
+    x, out = Tensor(0x1000, (2, 2)), Tensor(0x2000, (2, 2))
+    ox.launch(grid2, CFG, x, 1, out)
+    with pytest.raises(ox.ArgumentError, match="`n` is i32, whose range is"):
+        ox.launch(grid2, CFG, x, 2**40, out)
+    with pytest.raises(ox.ArgumentError, match="`n` is i32; got the float 1.5"):
+        ox.launch(grid2, CFG, x, 1.5, out)
+    ox.launch(grid2, CFG, x, -(2**31), out)
+    assert fake.launches[-1]["args"][3] == -(2**31)
+
+
+def test_const_values_keep_their_own_specializations(fake, general) -> None:
+    fake.formats = "Qq"
+    x = Tensor(0x1000, (8,))
+    for b in (4, 8, 4, 8):
+        ox.launch(blocked, CFG, x, b)
+    first, second, third, fourth = (rec["function"] for rec in fake.launches)
+    assert first != second and first == third and second == fourth
+    assert len(general) == 2
+
+
+def test_device_arrays_take_the_fast_path(fake, general) -> None:
+    fake.formats = "QqfQq"
+    x, y = ox.zeros(8), ox.zeros(8)
+    scale[CFG](x, 1.0, y)
+    big_x, big_y = ox.zeros(64), ox.zeros(64)
+    scale[CFG](big_x, 1.0, big_y)
+    assert fake.launches[-1]["args"] == [big_x.data_ptr, 64, 1.0, big_y.data_ptr, 64]
+    assert len(general) == 1
+    with pytest.raises(ox.AliasingError):
+        scale[CFG](x, 1.0, x)
+    with pytest.raises(ox.ArgumentError, match="got an array of f64"):
+        scale[CFG](ox.zeros(8, ox.f64), 1.0, y)
+
+
+def test_host_arrays_always_take_the_general_path(fake, general) -> None:
+    import warnings
+
+    fake.formats = "QqfQq"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            scale[CFG](np.zeros(8, np.float32), 1.0, np.zeros(8, np.float32))
+    assert len(general) == 2 and not scale.__dict__["_oxide_launchers"].fast
+
+
+def test_kernel_getitem_reuses_the_bound_launch(fake) -> None:
+    assert scale[CFG] is scale[CFG]
+    assert scale[ox.LaunchConfig(grid=1, block=32)] is not scale[CFG]
+    fake.formats = "QqfQq"
+    x, y = Tensor(0x1000, (8,)), Tensor(0x2000, (8,))
+    for _ in range(2):
+        scale[2, 64](x, 1.0, y)
+    assert fake.launches[-1]["block"] == (64, 1, 1)
+    scale[ox.LaunchConfig(grid=3, block=32, shared_mem_bytes=64)](x, 1.0, y)
+    scale[ox.LaunchConfig(grid=3, block=32, shared_mem_bytes=64)](x, 1.0, y)  # equal, made anew
+    assert fake.launches[-1]["block"] == (32, 1, 1) and fake.launches[-1]["shmem"] == 64
+    with pytest.raises(ox.LaunchError, match="block.z = 65 exceeds"):
+        scale[1, (1, 1, 65)](x, 1.0, y)
+
+
+def test_kernel_errors_are_checked_on_the_fast_path(fake) -> None:
+    from fake_cuda import write_record
+
+    fake.formats = "QqfQq"
+    x, y = Tensor(0x1000, (8,)), Tensor(0x2000, (8,))
+    scale[CFG](x, 1.0, y)
+    scale[CFG](x, 1.0, y)
+    write_record(fake.launches[-1]["error_record"], 1, 0, 0, 9, 8)
+    with pytest.raises(ox.KernelIndexError, match="index 9"):
+        scale[CFG](x, 1.0, y)
+    scale[CFG](x, 1.0, y)  # cleared
+
+
+def test_launch_config_fast_paths_keep_the_checks() -> None:
+    assert ox.LaunchConfig(grid=(4, 2), block=(16, 16)).block == (16, 16, 1)
+    assert ox.LaunchConfig(grid=(1, 2, 3), block=8).grid == (1, 2, 3)
+    for grid, block, message in [((0, 1), 1, "grid dimensions must be positive"),
+                                 ((True, 1), 1, "grid dimensions must be positive"),
+                                 (1, (1, 2.0), "block dimensions must be positive"),
+                                 (1, 2048, "at most 1024 threads"),
+                                 (-1, 1, "grid dimensions must be positive"),
+                                 ((1, 2, 3, 4), 1, "a tuple of 1 to 3 ints")]:
+        with pytest.raises(ox.LaunchError, match=message):
+            ox.LaunchConfig(grid=grid, block=block)
+    with pytest.raises(ox.LaunchError, match="shared_mem_bytes"):
+        ox.LaunchConfig(shared_mem_bytes=-1)
+    cfg = ox.LaunchConfig(grid=2, block=32)
+    assert cfg == ox.LaunchConfig(grid=(2,), block=(32, 1, 1)) and hash(cfg)
+    with pytest.raises(AttributeError):
+        cfg.grid = (1, 1, 1)  # type: ignore[misc]
