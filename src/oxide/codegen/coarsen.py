@@ -22,7 +22,7 @@ from __future__ import annotations
 from oxide.ir import ops
 from oxide.ir.types import ArrayType, SharedArrayType, ThreadIndexType
 
-FACTOR = 2
+FACTOR = 4
 MAX_PREFETCHES = 8
 _CROSS_THREAD_BARRIERS = ("block", "warp")
 
