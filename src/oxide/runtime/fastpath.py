@@ -58,7 +58,14 @@ from oxide.runtime.args import (
 )
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device
-from oxide.runtime.views import BadArray, _layout, _torch, c_strides, reader_of, view_of
+from oxide.runtime.views import (
+    BadArray,
+    _layout,
+    _torch,
+    byte_range,
+    reader_of,
+    view_of,
+)
 
 Binder = Callable[[LaunchConfig, tuple[Any, ...], Any, Device], bool]
 
@@ -132,7 +139,7 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
     env: dict[str, Any] = {
         "type": type, "len": len, "tuple": tuple, "prod": math.prod, "BadArray": BadArray,
         "view_of": view_of, "layout": _layout, "scalar_value": scalar_value,
-        "check_not_broadcast": check_not_broadcast, "byte_range": _byte_range,
+        "check_not_broadcast": check_not_broadcast, "byte_range": byte_range,
         "const_key": _const_key, "stream_handle": gpu.stream_handle,
         "source": launcher.stream_source, "current_stream": _current_stream(launcher),
         "gdev": gdev, "enter": gdev.enter, "check_errors": gdev.check_errors,
@@ -280,16 +287,3 @@ def _current_stream(launcher: gpu.Launcher) -> Callable[[int], int] | None:
     return None
 
 
-def _byte_range(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
-                item: int) -> tuple[int, int]:
-    """[start, end) of the bytes an array can touch; (0, 0) when it is empty (as
-    ArrayView.byte_range)."""
-    lo = hi = 0
-    for n, s in zip(shape, strides or c_strides(shape), strict=True):
-        if n == 0:
-            return (0, 0)
-        if s >= 0:
-            hi += (n - 1) * s
-        else:
-            lo += (n - 1) * s
-    return (ptr + lo * item, ptr + (hi + 1) * item)

@@ -45,16 +45,21 @@ class ArrayView:
 
     def byte_range(self) -> tuple[int, int]:
         """[start, end) of the bytes the array can touch; (0, 0) when it is empty."""
-        item = self.dtype.itemsize
-        lo = hi = 0
-        for n, s in zip(self.shape, self.strides or c_strides(self.shape), strict=True):
-            if n == 0:
-                return (0, 0)
-            if s >= 0:
-                hi += (n - 1) * s
-            else:
-                lo += (n - 1) * s
-        return (self.ptr + lo * item, self.ptr + (hi + 1) * item)
+        return byte_range(self.ptr, self.shape, self.strides, self.dtype.itemsize)
+
+
+def byte_range(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
+               item: int) -> tuple[int, int]:
+    """[start, end) of the bytes an array of this layout can touch; (0, 0) when empty."""
+    lo = hi = 0
+    for n, s in zip(shape, strides or c_strides(shape), strict=True):
+        if n == 0:
+            return (0, 0)
+        if s >= 0:
+            hi += (n - 1) * s
+        else:
+            lo += (n - 1) * s
+    return (ptr + lo * item, ptr + (hi + 1) * item)
 
 
 def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
