@@ -1,0 +1,184 @@
+"""Emitter ops for memory: arrays and their addresses, bounds checks and their
+reports, loads, stores, atomics, and shared/local/constant arrays."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.ir import SSAValue
+
+from oxide.errors import UnsupportedFeatureError
+from oxide.ir import ops
+from oxide.ir.types import SharedArrayType, ThreadIndexType, dtype_of_ir
+
+
+class MemoryMixin:
+    """Memory ops of the Emitter (see emit.py for the helpers they use)."""
+
+    arrays: dict[SSAValue, dict[str, Any]]
+    names: dict[Any, Any]
+    prefetched: dict[int, str]
+
+    def op_FixedArrayOp(self, op: ops.FixedArrayOp) -> None:
+        t = op.result.type
+        assert isinstance(t, SharedArrayType)
+        dt = dtype_of_ir(t.elem)
+        space = t.space.data
+        if t.shape.data == "?":  # dynamic shared memory: the target knows its length
+            ptr, length = self.target_hook("dynamic_shared", "dynamic shared memory")(self, dt)
+            self.arrays[op.result] = {"ptr": ptr, "dims": [length], "strides": None,
+                                      "dtype": dt, "space": space}
+            self.names[op.result] = ptr
+            return
+        shape = [int(s) for s in t.shape.data.split("x")]
+        count = 1
+        for s in shape:
+            count *= s
+        if space == "local":
+            ptr = self.ins(f"alloca [{count} x {dt.llvm}], align 16")
+        elif space == "constant":
+            assert op.sym is not None
+            hook = self.target_hook("constant_array", "constant memory")
+            ptr = hook(self, dt, count, op.sym.data)
+        else:
+            ptr = self.t.shared_array(self, dt, count)
+        self.arrays[op.result] = {"ptr": ptr, "dims": [str(s) for s in shape],
+                                  "strides": None, "dtype": dt, "space": space}
+        self.names[op.result] = ptr
+
+    def target_hook(self, name: str, what: str) -> Any:
+        """An optional target hook; a target without it does not support `what`."""
+        hook = getattr(self.t, name, None)
+        if hook is None:
+            raise UnsupportedFeatureError(f"{what} is not supported on target {self.t.name} yet")
+        return hook
+
+    def index_list(self, indices: list[SSAValue]) -> list[str]:
+        if len(indices) == 1 and isinstance(indices[0].type, ThreadIndexType):
+            return list(self.v(indices[0]))
+        return [self.v(i) for i in indices]
+
+    def address(self, array: SSAValue, idx: list[str]) -> str:
+        info = self.arrays[array]
+        dims, strides = info["dims"], info["strides"]
+        offset = None
+        if strides is None:
+            for d, i in enumerate(idx):
+                if offset is None:
+                    offset = i
+                else:
+                    m = self.ins(f"mul nsw i64 {offset}, {dims[d]}")
+                    offset = self.ins(f"add nsw i64 {m}, {i}")
+        else:
+            for i, s in zip(idx, strides, strict=True):
+                term = self.ins(f"mul nsw i64 {i}, {s}")
+                offset = term if offset is None else self.ins(f"add nsw i64 {offset}, {term}")
+        ptr_t = self.t.pointer_type(info["space"])
+        return self.ins(f"getelementptr inbounds {info['dtype'].llvm}, {ptr_t} {info['ptr']}, "
+                        f"i64 {offset}")
+
+    def bounds_check(self, array: SSAValue, idx: list[str], site: int) -> tuple[str, str] | None:
+        """Branches to a report when an index is out of range; returns (ok_label, bad_label)."""
+        dims = self.arrays[array]["dims"]
+        ok = "true"
+        fail_idx, fail_len, fail_dim = idx[-1], dims[-1], str(len(idx) - 1)
+        for d in reversed(range(len(idx))):
+            c = self.ins(f"icmp ult i64 {idx[d]}, {dims[d]}")
+            ok = c if ok == "true" else self.ins(f"and i1 {ok}, {c}")
+            if d != len(idx) - 1:
+                fail_idx = self.ins(f"select i1 {c}, i64 {fail_idx}, i64 {idx[d]}")
+                fail_len = self.ins(f"select i1 {c}, i64 {fail_len}, i64 {dims[d]}")
+                fail_dim = self.ins(f"select i1 {c}, i32 {fail_dim}, i32 {d}")
+        good, bad = self.label(), self.label()
+        self.raw(f"br i1 {ok}, label %{good}, label %{bad}, !prof !0")
+        self.start_block(bad)
+        self.call_report(1, site, fail_idx, fail_len, fail_dim)
+        return good, bad
+
+    def call_report(self, kind: int, site: int, index: str, length: str, dim: str = "0") -> None:
+        self.raw(f"call void @oxide.report(ptr %oxide.err, i32 {kind}, i32 {site}, i32 {dim}, "
+                 f"i64 {index}, i64 {length})")
+
+    def report_if(self, cond: str, kind: int, site: int, a: str, b: str) -> None:
+        bad, cont = self.label(), self.label()
+        self.raw(f"br i1 {cond}, label %{bad}, label %{cont}, !prof !1")
+        self.start_block(bad)
+        self.call_report(kind, site, "0", "0")
+        self.raw(f"br label %{cont}")
+        self.start_block(cont)
+
+    def op_LoadOp(self, op: ops.LoadOp) -> None:
+        dt = dtype_of_ir(op.result.type)
+        idx = self.index_list(list(op.indices))
+        info = self.arrays[op.array]
+        ptr_t = self.t.pointer_type(info["space"])
+        early = self.prefetched.get(id(op))
+        if early is not None:  # read at entry; the check and its report stay here
+            if not op.checked.data:
+                self.names[op.result] = early
+                return
+            good, bad = self.bounds_check(op.array, idx, op.site.data)
+            join = self.label()
+            self.raw(f"br label %{join}")
+            self.start_block(good)
+            self.raw(f"br label %{join}")
+            self.start_block(join)
+            zero = "0.0" if dt.is_float else ("false" if dt.is_bool else "0")
+            self.names[op.result] = self.ins(
+                f"phi {dt.llvm} [ {early}, %{good} ], [ {zero}, %{bad} ]")
+            return
+        if not op.checked.data:
+            addr = self.address(op.array, idx)
+            self.names[op.result] = self.ins(f"load {dt.llvm}, {ptr_t} {addr}")
+            return
+        good, bad = self.bounds_check(op.array, idx, op.site.data)
+        join = self.label()
+        self.raw(f"br label %{join}")
+        self.start_block(good)
+        addr = self.address(op.array, idx)
+        value = self.ins(f"load {dt.llvm}, {ptr_t} {addr}")
+        good = self.current
+        self.raw(f"br label %{join}")
+        self.start_block(join)
+        zero = "0.0" if dt.is_float else ("false" if dt.is_bool else "0")
+        self.names[op.result] = self.ins(f"phi {dt.llvm} [ {value}, %{good} ], [ {zero}, %{bad} ]")
+
+    def op_StoreOp(self, op: ops.StoreOp) -> None:
+        dt = dtype_of_ir(op.value.type)
+        idx = self.index_list(list(op.indices))
+        info = self.arrays[op.array]
+        ptr_t = self.t.pointer_type(info["space"])
+        value = self.v(op.value)
+        if not op.checked.data:
+            addr = self.address(op.array, idx)
+            self.raw(f"store {dt.llvm} {value}, {ptr_t} {addr}")
+            return
+        good, bad = self.bounds_check(op.array, idx, op.site.data)
+        join = self.label()
+        self.raw(f"br label %{join}")
+        self.start_block(good)
+        addr = self.address(op.array, idx)
+        self.raw(f"store {dt.llvm} {value}, {ptr_t} {addr}")
+        self.raw(f"br label %{join}")
+        self.start_block(join)
+
+    def op_AtomicOp(self, op: ops.AtomicOp) -> None:
+        dt = dtype_of_ir(op.result.type)
+        idx = self.index_list(list(op.indices))
+        info = self.arrays[op.array]
+        good, bad = self.bounds_check(op.array, idx, op.site.data)
+        join = self.label()
+        self.raw(f"br label %{join}")
+        self.start_block(good)
+        addr = self.address(op.array, idx)
+        compare = self.v(op.compare[0]) if op.compare else None
+        old = self.t.atomic(self, op.kind.data, op.scope.data, dt, addr, self.v(op.value),
+                            compare, info["space"])
+        good_end = self.current
+        self.raw(f"br label %{join}")
+        self.start_block(join)
+        zero = "0.0" if dt.is_float else "0"
+        self.names[op.result] = self.ins(
+            f"phi {dt.llvm} [ {old}, %{good_end} ], [ {zero}, %{bad} ]")
+
+    # -- effects ---------------------------------------------------------------------
