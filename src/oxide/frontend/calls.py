@@ -10,7 +10,8 @@ from typing import Any
 import numpy as np
 
 from oxide import types as T
-from oxide.errors import KernelSyntaxError, KernelTypeError, SafetyError, UnsupportedFeatureError
+from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
+from oxide.frontend.parallel_calls import ParallelCallsMixin
 from oxide.frontend.values import (
     Array,
     FixedArray,
@@ -21,24 +22,20 @@ from oxide.frontend.values import (
     Tup,
     Val,
     Witness,
-    article,
     describe,
     py_name,
 )
 from oxide.ir import ops
-from oxide.ir.types import SharedArrayType, ir_type
+from oxide.ir.types import ir_type
 from oxide.lang import MATH_FUNCTIONS
 from oxide.lang.intrinsic import Intrinsic
 
 _MATH_ARITY = {"atan2": 2, "pow": 2, "fmod": 2, "hypot": 2, "copysign": 2, "fmin": 2,
                "fmax": 2, "fma": 3}
 _MATH_PREDICATES = {"isnan", "isinf", "isfinite"}
-_SCOPES = ("block", "device", "system")
-_ATOMIC_TYPES = {"i32", "u32", "i64", "u64", "f32", "f64"}
-FULL_MASK = 0xFFFFFFFF
 
 
-class CallsMixin:
+class CallsMixin(ParallelCallsMixin):
     """Call lowering; mixed into FunctionLowering."""
 
     def expr_Call(self, node: ast.Call) -> Any:
@@ -276,209 +273,6 @@ class CallsMixin:
             r = self.b.cast(r, dt)
         return Val(r, dt)
 
-    # -- atomics ---------------------------------------------------------------------
-
-    def call_atomic(self, kind: str, node: ast.Call) -> Val:
-        n = 4 if kind == "cas" else 3
-        what = f"ox.atomic.{kind}{'_' if kind in ('and', 'or') else ''}()"
-        if len(node.args) != n:
-            raise self.error(KernelSyntaxError, node, f"{what} takes {n} arguments: "
-                             + ("(arr, index, compare, value)" if kind == "cas"
-                                else "(arr, index, value)"))
-        scope = self.atomic_scope(node)
-        arr = self.expr(node.args[0])
-        if isinstance(arr, Array):
-            if arr.type.access not in ("atomic",) and not (
-                    arr.type.access in ("raw", "disjoint") and self.unsafe_depth):
-                raise self.error(SafetyError, node.args[0],
-                                 f"`{arr.name}` is a {arr.type.title}; atomics need an "
-                                 "AtomicSlice parameter",
-                                 hint=f"declare it `AtomicSlice[{arr.type.dtype.name}]`")
-            dt, name = arr.type.dtype, arr.name
-        elif isinstance(arr, FixedArray) and arr.space == "shared":
-            dt, name = arr.dtype, arr.name
-        else:
-            raise self.error(KernelTypeError, node.args[0],
-                             f"atomics work on AtomicSlice parameters and shared arrays, not "
-                             f"{describe(arr)}")
-        allowed = set(_ATOMIC_TYPES) | ({"f16", "bf16"} if kind == "add" else set())
-        if kind in ("and", "or", "xor"):
-            allowed -= {"f32", "f64"}
-        if dt.name not in allowed:
-            raise self.error(KernelTypeError, node, f"{what} does not support {dt.name}",
-                             hint="atomics support i32, u32, i64, u64, f32, f64 "
-                                  "(add also f16 and bf16; bitwise ops integers only)")
-        index = self.expr(node.args[1])
-        shape_holder = arr if isinstance(arr, FixedArray) else arr
-        items = self.index_values(shape_holder, index, _FakeSubscript(node.args[0], node.args[1]),
-                                  write=True)
-        idx = self.index_ssa(items, node.args[1])
-        values = [self.expr(a) for a in node.args[2:]]
-        conv = []
-        for v, v_node in zip(values, node.args[2:], strict=True):
-            if isinstance(v, Val) and v.dtype != dt:
-                raise self.error(KernelTypeError, v_node,
-                                 f"`{name}` holds {dt.name}; the value is {v.dtype.name}",
-                                 hint=f"convert it: `{dt.name}(...)`")
-            conv.append(self.materialize(v, dt, v_node))
-        compare = conv[0] if kind == "cas" else None
-        value = conv[-1]
-        site = self.b.site("index", self.src.span(node), name)
-        return Val(self.b.value(ops.AtomicOp(kind, scope, arr.ssa, idx, value, compare, site)),
-                   dt)
-
-    def atomic_scope(self, node: ast.Call) -> str:
-        """The `scope=` keyword: a string literal, read from the AST (strings are not values)."""
-        scope = "device"
-        for kw in node.keywords:
-            if kw.arg != "scope":
-                raise self.error(KernelSyntaxError, kw.value,
-                                 f"unexpected keyword argument `{kw.arg}`")
-            if not (isinstance(kw.value, ast.Constant) and kw.value.value in _SCOPES):
-                raise self.error(KernelSyntaxError, kw.value,
-                                 'scope must be "block", "device" or "system"')
-            scope = kw.value.value
-        return scope
-
-    # -- warp collectives ------------------------------------------------------------
-
-    def call_warp(self, kind: str, node: ast.Call) -> Val:
-        two = {"shuffle", "shuffle_up", "shuffle_down", "shuffle_xor"}
-        n = 2 if kind in two else 1
-        args = self.args_exact(node, (n, n + 1), f"ox.warp.{kind}()")
-        mask = self.materialize(args[n] if len(args) > n else Lit(FULL_MASK), T.u32, node)
-        if kind in ("ballot", "any", "all"):
-            pred = self.truth(args[0], node.args[0])
-            out = T.u32 if kind == "ballot" else T.bool_
-            return Val(self.b.value(ops.WarpOp(kind, [pred, mask], ir_type(out))), out)
-        v = self.scalar(args[0], node.args[0])
-        if v.dtype.bits not in (32, 64) and kind != "match_any":
-            raise self.error(KernelTypeError, node.args[0],
-                             f"warp shuffles move 32- and 64-bit values, not {v.dtype.name}",
-                             hint="convert to i32 or f32 first")
-        if kind in two:
-            lane = self.materialize(args[1], T.i32, node.args[1])
-            return Val(self.b.value(ops.WarpOp(kind, [v.ssa, lane, mask], ir_type(v.dtype))),
-                       v.dtype)
-        if kind == "match_any":
-            return Val(self.b.value(ops.WarpOp(kind, [v.ssa, mask], ir_type(T.u32))), T.u32)
-        return Val(self.b.value(ops.WarpOp(kind, [v.ssa, mask], ir_type(v.dtype))), v.dtype)
-
-    # -- block collectives -----------------------------------------------------------
-
-    def call_block(self, kind: str, node: ast.Call) -> Val:
-        """`ox.block.*`: inlines the oxide implementation (`lang/collectives.py`).
-
-        Shuffles move 32- and 64-bit values, so narrower numbers are widened for
-        the collective and the result narrowed back to the argument's type.
-        """
-        from oxide.lang.collectives import implementation
-
-        (v,) = self.args_exact(node, 1, f"ox.block.{kind}()")
-        if not isinstance(v, (Lit, Val, Witness)):
-            raise self.error(KernelTypeError, node.args[0],
-                             f"ox.block.{kind}() takes a number, not {describe(v)}")
-        s = self.scalar(v, node.args[0])
-        if s.dtype.is_bool:
-            raise self.error(KernelTypeError, node.args[0],
-                             f"ox.block.{kind}() takes a number, not a bool",
-                             hint="convert it: `i32(flag)`")
-        wide = s.dtype
-        if s.dtype.bits < 32:
-            wide = T.f32 if s.dtype.is_float else T.i32 if s.dtype.is_signed else T.u32
-        fn, extra = implementation(kind)
-        x = Val(self.b.cast(s.ssa, wide), wide)
-        r = self.inline_values(fn, [x, Static(wide), *(Static(e) for e in extra)], node,
-                               [node.args[0]] * (2 + len(extra)))
-        return Val(self.b.cast(r.ssa, s.dtype), s.dtype)
-
-    # -- fixed arrays ----------------------------------------------------------------
-
-    def _fixed_array(self, node: ast.Call, space: str) -> FixedArray:
-        args = self.args_exact(node, 2, f"ox.{space}.array(dtype, shape)")
-        dt_v, shape_v = args
-        if not (isinstance(dt_v, Static) and isinstance(dt_v.obj, T.DType)):
-            raise self.error(KernelTypeError, node.args[0], "the first argument is a dtype")
-        items = shape_v.items if isinstance(shape_v, Tup) else (shape_v,)
-        if not all(isinstance(i, Lit) and isinstance(i.value, int) and i.value > 0
-                   for i in items) or not 1 <= len(items) <= 3:
-            raise self.error(KernelTypeError, node.args[1],
-                             "the shape must be 1 to 3 positive compile-time integers",
-                             hint="use constants or Const parameters")
-        shape = tuple(int(i.value) for i in items)
-        t = SharedArrayType(ir_type(dt_v.obj), _str_attr("x".join(map(str, shape))),
-                            _str_attr(space))
-        ssa = self.b.alloc(ops.FixedArrayOp(t))
-        return FixedArray(ssa, dt_v.obj, shape, space, f"{space} array")
-
-    def intr_shared_array(self, node: ast.Call) -> FixedArray:
-        return self._fixed_array(node, "shared")
-
-    def intr_local_array(self, node: ast.Call) -> FixedArray:
-        return self._fixed_array(node, "local")
-
-    def intr_shared_dynamic(self, node: ast.Call) -> FixedArray:
-        """The launch's dynamic shared memory (`shared_mem_bytes`) as a 1-D array.
-
-        Its length is the byte size // the dtype's size, read on the device, so
-        accesses are bounds-checked like any other. Every call views the same
-        bytes, as `extern __shared__` does in CUDA.
-        """
-        (dt_v,) = self.args_exact(node, 1, "ox.shared.dynamic(dtype)")
-        if not (isinstance(dt_v, Static) and isinstance(dt_v.obj, T.DType)) or dt_v.obj.is_bool:
-            raise self.error(KernelTypeError, node.args[0], "the argument is a numeric dtype",
-                             hint="e.g. `ox.shared.dynamic(f32)`")
-        t = SharedArrayType(ir_type(dt_v.obj), _str_attr("?"), _str_attr("shared"))
-        ssa = self.b.alloc(ops.FixedArrayOp(t))
-        return FixedArray(ssa, dt_v.obj, (None,), "shared", "dynamic shared memory")
-
-    def constant_array(self, obj: Any, name: str) -> FixedArray:
-        """A module-level `ox.ConstantArray`: one global per kernel module, filled by the host."""
-        known = self.ctx.constant_values.get(id(obj))
-        if known is not None:
-            return known
-        symbol = f"oxide_const_{len(self.ctx.constants)}"
-        t = SharedArrayType(ir_type(obj.dtype), _str_attr("x".join(map(str, obj.shape))),
-                            _str_attr("constant"))
-        ssa = self.b.alloc(ops.FixedArrayOp(t, symbol))
-        arr = FixedArray(ssa, obj.dtype, obj.shape, "constant", name)
-        self.ctx.constants.append((symbol, obj))
-        self.ctx.constant_values[id(obj)] = arr
-        return arr
-
-    def fixed_dim(self, arr: FixedArray, dim: int) -> Any:
-        if arr.shape[dim] is not None:
-            return Lit(arr.shape[dim])
-        return Val(self.b.value(ops.ArrayDimOp(arr.ssa, dim, ir_type(T.i64))), T.i64)
-
-    def fixed_array_access(self, arr: FixedArray, index: Any, node: ast.Subscript,
-                           value: Any) -> Any:
-        if arr.space == "constant" and value is not None:
-            raise self.error(SafetyError, node,
-                             f"`{arr.name}` is a ConstantArray: kernels only read it",
-                             hint=f"set its values from the host: `{arr.name}.set(values)`")
-        if arr.space == "shared" and not self.unsafe_depth:
-            verb = "reading" if value is None else "writing"
-            raise self.error(SafetyError, node,
-                             f"{verb} a shared array races unless barriers order it: it needs "
-                             "`with ox.unsafe():`",
-                             hint="use ox.block.reduce_add/min/max or ox.block.exclusive_scan "
-                                  "for the common patterns, or wrap the access in "
-                                  "`with ox.unsafe():` next to its ox.sync_threads()")
-        items = self.index_values(arr, index, node, write=value is not None)
-        idx = self.index_ssa(items, node.slice)
-        site = self.b.site("index", self.src.span(node), arr.name)
-        if value is None:
-            return Val(self.b.value(ops.LoadOp(arr.ssa, idx, ir_type(arr.dtype), site,
-                                               self.ctx.checks)), arr.dtype)
-        if isinstance(value, Val) and value.dtype != arr.dtype:
-            raise self.error(KernelTypeError, node,
-                             f"the {arr.space} array holds {arr.dtype.name}; cannot store "
-                             f"{article(value.dtype.name)}", hint=f"convert: `{arr.dtype.name}(...)`")
-        v = self.materialize(value, arr.dtype, node)
-        self.b.emit(ops.StoreOp(arr.ssa, idx, v, site, self.ctx.checks, unsafe=True))
-        return None
-
     # -- @ox.func --------------------------------------------------------------------
 
     def inline_call(self, fn: Any, node: ast.Call) -> Any:
@@ -582,22 +376,8 @@ class CallsMixin:
         return v
 
 
-class _FakeSubscript:
-    """Lets atomics reuse the subscript index checks (which report at `.slice`)."""
-
-    def __init__(self, value: ast.expr, index: ast.expr) -> None:
-        self.value = value
-        self.slice = index
-
-
 def _oxide_dtype_name(np_type: type) -> str:
     try:
         return T.dtype_of(np.dtype(np_type)).name
     except TypeError:
         return "f32"
-
-
-def _str_attr(s: str) -> Any:
-    from xdsl.dialects.builtin import StringAttr
-
-    return StringAttr(s)

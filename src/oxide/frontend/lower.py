@@ -27,6 +27,7 @@ from oxide.frontend.exprs import ExprMixin
 from oxide.frontend.promote import literal_fits
 from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source
+from oxide.frontend.subscripts import SubscriptMixin
 from oxide.frontend.values import (
     Array,
     FixedArray,
@@ -101,7 +102,7 @@ class ReturnTarget:
     returned: list[tuple[bool, ast.AST]] = field(default_factory=list)  # (returns nothing, where)
 
 
-class FunctionLowering(ExprMixin, CallsMixin):
+class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
     """Lowers one Python function body into the shared builder."""
 
     def __init__(self, b: IRBuilder, source: Source, scope: Scope, ctx: Any,
