@@ -65,6 +65,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     env = dict(os.environ, OXIDE_CACHE="0", OXIDE_CACHE_DIR=tempfile.mkdtemp())
+    # An installed package has its bytecode compiled; let the warm-up run write it here too.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     run_probe(COMPILE_PROBE, env)  # warm the OS file cache and .pyc files
     imports = [float(run_probe(IMPORT_PROBE, env)) for _ in range(args.runs)]
     compiles = [json.loads(run_probe(COMPILE_PROBE, env)) for _ in range(args.runs)]
