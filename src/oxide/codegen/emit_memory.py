@@ -3,6 +3,7 @@ reports, loads, stores, atomics, and shared/local/constant arrays."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from xdsl.ir import SSAValue
@@ -107,78 +108,61 @@ class MemoryMixin:
         self.raw(f"br label %{cont}")
         self.start_block(cont)
 
-    def op_LoadOp(self, op: ops.LoadOp) -> None:
-        dt = dtype_of_ir(op.result.type)
-        idx = self.index_list(list(op.indices))
-        info = self.arrays[op.array]
-        ptr_t = self.t.pointer_type(info["space"])
-        early = self.prefetched.get(id(op))
-        if early is not None:  # read at entry; the check and its report stay here
-            if not op.checked.data:
-                self.names[op.result] = early
-                return
-            good, bad = self.bounds_check(op.array, idx, op.site.data)
-            join = self.label()
-            self.raw(f"br label %{join}")
-            self.start_block(good)
-            self.raw(f"br label %{join}")
-            self.start_block(join)
-            zero = "0.0" if dt.is_float else ("false" if dt.is_bool else "0")
-            self.names[op.result] = self.ins(
-                f"phi {dt.llvm} [ {early}, %{good} ], [ {zero}, %{bad} ]")
-            return
-        if not op.checked.data:
-            addr = self.address(op.array, idx)
-            self.names[op.result] = self.ins(f"load {dt.llvm}, {ptr_t} {addr}")
-            return
-        good, bad = self.bounds_check(op.array, idx, op.site.data)
+    def in_range(self, array: SSAValue, idx: list[str], site: int, dt: Any,
+                 access: Callable[[], str | None]) -> str | None:
+        """Emits `access()` where every index is in range (a report where not) and returns
+        its value, or 0 on the out-of-range path; None when `access` gives no value."""
+        good, bad = self.bounds_check(array, idx, site)
         join = self.label()
         self.raw(f"br label %{join}")
         self.start_block(good)
-        addr = self.address(op.array, idx)
-        value = self.ins(f"load {dt.llvm}, {ptr_t} {addr}")
-        good = self.current
+        value = access()
+        good_end = self.current
         self.raw(f"br label %{join}")
         self.start_block(join)
+        if value is None:
+            return None
         zero = "0.0" if dt.is_float else ("false" if dt.is_bool else "0")
-        self.names[op.result] = self.ins(f"phi {dt.llvm} [ {value}, %{good} ], [ {zero}, %{bad} ]")
+        return self.ins(f"phi {dt.llvm} [ {value}, %{good_end} ], [ {zero}, %{bad} ]")
+
+    def op_LoadOp(self, op: ops.LoadOp) -> None:
+        dt = dtype_of_ir(op.result.type)
+        idx = self.index_list(list(op.indices))
+        ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])
+        early = self.prefetched.get(id(op))
+
+        def load() -> str:
+            if early is not None:  # read at entry (block coarsening); the check stays here
+                return early
+            return self.ins(f"load {dt.llvm}, {ptr_t} {self.address(op.array, idx)}")
+
+        self.names[op.result] = (self.in_range(op.array, idx, op.site.data, dt, load)
+                                 if op.checked.data else load())
 
     def op_StoreOp(self, op: ops.StoreOp) -> None:
         dt = dtype_of_ir(op.value.type)
         idx = self.index_list(list(op.indices))
-        info = self.arrays[op.array]
-        ptr_t = self.t.pointer_type(info["space"])
+        ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])
         value = self.v(op.value)
-        if not op.checked.data:
-            addr = self.address(op.array, idx)
-            self.raw(f"store {dt.llvm} {value}, {ptr_t} {addr}")
-            return
-        good, bad = self.bounds_check(op.array, idx, op.site.data)
-        join = self.label()
-        self.raw(f"br label %{join}")
-        self.start_block(good)
-        addr = self.address(op.array, idx)
-        self.raw(f"store {dt.llvm} {value}, {ptr_t} {addr}")
-        self.raw(f"br label %{join}")
-        self.start_block(join)
+
+        def store() -> None:
+            self.raw(f"store {dt.llvm} {value}, {ptr_t} {self.address(op.array, idx)}")
+
+        if op.checked.data:
+            self.in_range(op.array, idx, op.site.data, dt, store)
+        else:
+            store()
 
     def op_AtomicOp(self, op: ops.AtomicOp) -> None:
         dt = dtype_of_ir(op.result.type)
         idx = self.index_list(list(op.indices))
-        info = self.arrays[op.array]
-        good, bad = self.bounds_check(op.array, idx, op.site.data)
-        join = self.label()
-        self.raw(f"br label %{join}")
-        self.start_block(good)
-        addr = self.address(op.array, idx)
+        space = self.arrays[op.array]["space"]
         compare = self.v(op.compare[0]) if op.compare else None
-        old = self.t.atomic(self, op.kind.data, op.scope.data, dt, addr, self.v(op.value),
-                            compare, info["space"])
-        good_end = self.current
-        self.raw(f"br label %{join}")
-        self.start_block(join)
-        zero = "0.0" if dt.is_float else "0"
-        self.names[op.result] = self.ins(
-            f"phi {dt.llvm} [ {old}, %{good_end} ], [ {zero}, %{bad} ]")
+
+        def update() -> str:
+            return self.t.atomic(self, op.kind.data, op.scope.data, dt,
+                                 self.address(op.array, idx), self.v(op.value), compare, space)
+
+        self.names[op.result] = self.in_range(op.array, idx, op.site.data, dt, update)
 
     # -- effects ---------------------------------------------------------------------
