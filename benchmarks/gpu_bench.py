@@ -170,8 +170,10 @@ def bench_launch_overhead() -> None:
     measure("oxide ox.launch(k, cfg, tensor)", lambda: ox.launch(empty, cfg, t))
     measure("oxide k[cfg](tensor)", lambda: empty[cfg](t))
     launcher = next(iter(empty.__dict__["_oxide_launchers"].values()))
-    measure("oxide cuLaunchKernel alone (no binding)",
-            lambda: launcher.launch(cfg, 0, [t.data_ptr(), 1024]))
+    launch_ex, params = launcher.launch_ex, launcher.params_address
+    config, function = launcher.config_address, launcher.fptr  # packed by the launches above
+    measure("oxide's driver call alone (cuLaunchKernelEx)",
+            lambda: launch_ex(config, function, params, None))
 
     core = optional("cuda.core")
     if core is not None:

@@ -37,6 +37,7 @@ class FakeDriver:
         self.ctx = 0
         self.syncs = 0
         self.copies: list[str] = []
+        self.functions: dict[int, str] = {}  # handle -> kernel symbol
 
     def install(self, monkeypatch: Any) -> None:
         from oxide.runtime import cuda_driver, device, gpu
@@ -44,7 +45,7 @@ class FakeDriver:
         for name in ("init", "device_handle", "retain_primary_context", "current_context",
                      "set_current_context", "device_attribute", "device_name", "load_module",
                      "get_function", "function_attribute", "set_function_attribute",
-                     "module_global", "host_alloc_mapped", "launch_kernel", "synchronize_context",
+                     "module_global", "host_alloc_mapped", "launch_function", "synchronize_context",
                      "synchronize_stream", "mem_alloc", "mem_free", "memcpy_htod", "memcpy_dtoh",
                      "memset_zero", "error_text"):
             monkeypatch.setattr(cuda_driver, name, getattr(self, name))
@@ -91,8 +92,10 @@ class FakeDriver:
         assert image[:4] == b"\x7fELF", "a cubin is an ELF file"
         return 0x2000
 
-    def get_function(self, module: int, name: str) -> str:
-        return name
+    def get_function(self, module: int, name: str) -> int:
+        handle = 0x3000 + len(self.functions)
+        self.functions[handle] = name
+        return handle
 
     def function_attribute(self, fn: Any, name: str) -> int:
         return self.function_attributes[name]
@@ -134,21 +137,29 @@ class FakeDriver:
 
     # -- launches --------------------------------------------------------------------
 
-    def launch_kernel(self, fn: Any, gx: int, gy: int, gz: int, bx: int, by: int, bz: int,
-                      shmem: int, stream: int, params: int, extra: int) -> tuple[int]:
+    def launch_function(self) -> Any:
+        return self.launch_ex
+
+    def launch_ex(self, config: int, fn: int, params: int, extra: Any) -> int:
+        """cuLaunchKernelEx: decode the config struct and the parameters, record them."""
+        from oxide.runtime.cuda_driver import LAUNCH_CONFIG
+
+        gx, gy, gz, bx, by, bz, shmem, stream, attrs, num_attrs = LAUNCH_CONFIG.unpack(
+            ctypes.string_at(config, LAUNCH_CONFIG.size))
+        assert (attrs, num_attrs, extra) == (0, 0, None)
         formats = self.formats + "Q"
         pointers = (ctypes.c_void_p * len(formats)).from_address(params)
         values = []
         for fmt, ptr in zip(formats, pointers, strict=True):
             size = struct.calcsize(fmt)
             values.append(struct.unpack(fmt, ctypes.string_at(ptr, size))[0])
-        record = {"function": fn, "grid": (gx, gy, gz), "block": (bx, by, bz),
+        record = {"function": self.functions[fn], "grid": (gx, gy, gz), "block": (bx, by, bz),
                   "shmem": shmem, "stream": stream, "args": values[:-1],
                   "error_record": values[-1]}
         self.launches.append(record)
         if self.on_launch is not None:
             self.on_launch(record)
-        return (0,)
+        return 0
 
 
 def write_record(address: int, kind: int, site: int, dim: int, index: int, length: int) -> None:
@@ -183,7 +194,7 @@ class Size(tuple):  # type: ignore[type-arg]
 
 class Tensor:
     """What oxide reads of a torch tensor: `data_ptr()`, `shape`, `stride()` (in elements),
-    `dtype`, `get_device()`, `is_contiguous()`. Pointers are plain numbers (nothing runs)."""
+    `dtype`, `get_device()`, `is_cuda`, `is_contiguous()`. Pointers are plain numbers (nothing runs)."""
 
     def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
                  dtype: dtype = float32, device: int = 0) -> None:
@@ -214,6 +225,10 @@ class Tensor:
 
     def is_contiguous(self) -> bool:
         return self._contiguous
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device >= 0
 
     def element_size(self) -> int:
         return _ITEMSIZE[self.dtype.name]

@@ -67,7 +67,7 @@ CFG = ox.LaunchConfig(grid=1, block=32)
 def test_relaunch_takes_the_binder_with_new_pointers_and_extents(fake, general) -> None:
     fake.formats = "QqfQq"
     ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,)))
-    assert len(general) == 1 and scale.__dict__["_oxide_launchers"].last is not None
+    assert len(general) == 1 and scale.__dict__["_oxide_launchers"].last is not gpu.no_binder
     ox.launch(scale, CFG, Tensor(0x3000, (100,)), 3.0, Tensor(0x4000, (100,)))
     scale[CFG](Tensor(0x5000, (7,)), 0.5, Tensor(0x6000, (7,)))
     assert len(general) == 1
@@ -91,10 +91,28 @@ def test_dtype_change_is_an_argument_error(fake, general) -> None:
         ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,), dtype=int32))
     with pytest.raises(ox.ArgumentError, match="rank 1"):
         ox.launch(scale, CFG, Tensor(0x1000, (2, 4)), 2.0, Tensor(0x2000, (8,)))
-    with pytest.raises(ox.ArgumentError, match="`x` is on cuda:1"):
-        ox.launch(scale, CFG, Tensor(0x1000, (8,), device=1), 2.0, Tensor(0x2000, (8,)))
     with pytest.raises(ox.ArgumentError, match="has 3 parameters"):
         ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0)
+    assert len(fake.launches) == 1
+
+
+@pytest.mark.parametrize("devices", [1, 2])
+def test_binder_declines_a_tensor_on_another_device(fake, general, monkeypatch,
+                                                    devices) -> None:
+    """With one GPU the binder reads `is_cuda` (a CPU tensor is the only other kind);
+    with several, `get_device()`, and the general path names the device."""
+    from oxide.runtime.device import current_device
+
+    monkeypatch.setattr(gpu, "cuda_device_count", lambda: devices)
+    fake.formats = "QqfQq"
+    ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,)))
+    binder = scale.__dict__["_oxide_launchers"].last
+    assert ("is_cuda" in binder.source) == (devices == 1)
+    other = Tensor(0x1000, (8,), device=-1 if devices == 1 else 1)
+    assert binder(CFG, (other, 2.0, Tensor(0x2000, (8,))), None, current_device()) is False
+    if devices == 2:
+        with pytest.raises(ox.ArgumentError, match="`x` is on cuda:1"):
+            ox.launch(scale, CFG, other, 2.0, Tensor(0x2000, (8,)))
     assert len(fake.launches) == 1
 
 

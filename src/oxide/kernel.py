@@ -157,6 +157,9 @@ class Kernel:
         return ck
 
     def __getitem__(self, config: Any) -> Any:
+        bound = self.__dict__.get("_oxide_bound")  # bind_launch's first test, inlined
+        if bound is not None and bound.config is config:
+            return bound
         return bind_launch(self, config)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:

@@ -10,6 +10,9 @@ torch, CuPy and cuda.core in the same process.
 from __future__ import annotations
 
 import ctypes
+import os
+import struct
+from collections.abc import Callable
 from typing import Any
 
 from cuda.bindings import driver as drv
@@ -19,7 +22,42 @@ from oxide.errors import DeviceError
 DA = drv.CUdevice_attribute
 FA = drv.CUfunction_attribute
 HOSTALLOC_MAPPED = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
-launch_kernel = drv.cuLaunchKernel  # (f, gx, gy, gz, bx, by, bz, shmem, stream, params, 0)
+
+# CUlaunchConfig: gridDim x y z, blockDim x y z, sharedMemBytes, hStream, attrs, numAttrs.
+LAUNCH_CONFIG = struct.Struct("@7I4xQQI4x")
+LaunchFunction = Callable[[int, int, int, Any], int]  # (config*, CUfunction, params**, extra**)
+_launch_function: LaunchFunction | None = None
+
+
+def launch_function() -> LaunchFunction:
+    """The driver's `cuLaunchKernelEx` as a ctypes function: `(config address, function
+    handle, parameter-pointer array address, None) -> CUresult`.
+
+    Why not `drv.cuLaunchKernel`: its eleven converted arguments cost more than the
+    launch path's whole Python budget. This takes four plain ints, and the launch
+    configuration is a struct (`LAUNCH_CONFIG`) a Launcher packs once per config
+    and stream, not per launch. The call releases the GIL, like the binding's.
+    The pointer comes from `cuGetProcAddress`, so it is the driver cuda.bindings
+    uses, with the same default-stream semantics (`CUDA_PYTHON_CUDA_PER_THREAD_
+    DEFAULT_STREAM=1` makes stream 0 the per-thread stream, as it does there).
+    """
+    global _launch_function
+    if _launch_function is None:
+        flags = drv.CUdriverProcAddress_flags
+        per_thread = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM") == "1"
+        mode = (flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM if per_thread
+                else flags.CU_GET_PROC_ADDRESS_LEGACY_STREAM)
+        pfn = call(drv.cuGetProcAddress, b"cuLaunchKernelEx", 12000, mode,
+                   what="finding cuLaunchKernelEx")
+        if isinstance(pfn, tuple):  # (pointer, symbol status)
+            pfn = pfn[0]
+        if not int(pfn):
+            raise DeviceError("the CUDA driver has no cuLaunchKernelEx: oxide needs a driver "
+                              "for CUDA 12.0 or newer (R525+)")
+        proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                 ctypes.c_void_p, ctypes.c_void_p)
+        _launch_function = proto(int(pfn))
+    return _launch_function
 
 
 def error_text(err: Any) -> str:

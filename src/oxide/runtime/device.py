@@ -34,19 +34,33 @@ class Device:
 
 
 CPU = Device("cpu")
-FIRST_GPU = Device("cuda", 0)  # the default, made once: current_device() is on the launch path
+# One Device object per CUDA ordinal: the launch path's binders test the device by identity.
+_GPUS: dict[int, Device] = {0: Device("cuda", 0)}
+
+
+def _gpu(index: int) -> Device:
+    dev = _GPUS.get(index)
+    if dev is None:
+        dev = _GPUS.setdefault(index, Device("cuda", index))
+    return dev
 
 
 class _State(threading.local):
-    """Per thread: the `ox.device` blocks entered and the `ox.set_device` choice."""
+    """Per thread: the `ox.device` blocks entered, the `ox.set_device` choice, and `current`,
+    the innermost of the two (None: neither), kept up to date for the launch path."""
 
     def __init__(self) -> None:
         self.stack: list[Device] = []
         self.device: Device | None = None
+        self.current: Device | None = None
+
+    def update(self) -> None:
+        self.current = self.stack[-1] if self.stack else self.device
 
 
 _state = _State()
 _announced = False
+_default: Device | None = None  # what default_device() found (it does not change)
 
 
 @functools.cache
@@ -68,7 +82,7 @@ def cuda_device_count() -> int:
 
 def parse_device(spec: object) -> Device:
     if isinstance(spec, Device):
-        return spec
+        return CPU if spec.is_cpu else parse_device(spec.index)
     if spec == "cpu":
         return CPU
     if isinstance(spec, str) and spec.startswith("cuda"):
@@ -78,32 +92,34 @@ def parse_device(spec: object) -> Device:
         if not 0 <= spec < count:
             raise DeviceError(f"CUDA device {spec} does not exist "
                               f"({count} CUDA device{'s' if count != 1 else ''} found)")
-        return Device("cuda", spec)
+        return _gpu(spec)
     raise DeviceError(f"unknown device {spec!r}: use \"cpu\", an int, or \"cuda:N\"")
 
 
 def default_device() -> Device:
-    global _announced
+    """The first CUDA GPU, else the CPU (said once); found once, then kept in `_default`."""
+    global _announced, _default
+    if _default is not None:
+        return _default
     if cuda_device_count() > 0:
-        return FIRST_GPU
+        _default = _GPUS[0]
+        return _default
     if not _announced:
         _announced = True
         print("oxide: no CUDA GPU found; kernels run on the CPU", file=sys.stderr)
+    _default = CPU
     return CPU
 
 
 def current_device() -> Device:
-    state = _state  # on every launch: plain attributes, no getattr defaults
-    if state.stack:
-        return state.stack[-1]
-    chosen = state.device
-    return chosen if chosen is not None else default_device()
+    return _state.current or _default or default_device()
 
 
 def set_device(spec: object) -> Device:
     """Select the device for launches from this thread."""
     dev = parse_device(spec)
     _state.device = dev
+    _state.update()
     return dev
 
 
@@ -117,9 +133,11 @@ def device(spec: object) -> contextlib.AbstractContextManager[Device]:
 
 @contextlib.contextmanager
 def _selected(dev: Device) -> Iterator[Device]:
-    stack = _state.stack
-    stack.append(dev)
+    state = _state
+    state.stack.append(dev)
+    state.update()
     try:
         yield dev
     finally:
-        stack.pop()
+        state.stack.pop()
+        state.update()

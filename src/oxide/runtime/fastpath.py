@@ -4,12 +4,12 @@ Why it exists: a launch through the general path (`gpu.launch_gpu`) builds an
 ArrayView per array, a full type key (dtype name, rank, layout, device of each
 array), looks up the plan and the launcher, flattens the arguments and finds the
 stream: ~8 us of Python per launch on an H200 host, more than the driver's own
-`cuLaunchKernel` (~4-5.5 us). Launches repeat with the same kinds of arguments,
-so after a general launch succeeds this module makes a *binder* for it: a small
-function, generated from the launcher's Plan, that reads the arguments straight
-into machine values and launches through the same `Launcher` (which packs them
-and calls the driver). A kernel keeps its binders in its `_oxide_launchers`
-(gpu.Launchers): `last`, the one its last launch used, tried first, and `fast`,
+launch (~5-6 us). Launches repeat with the same kinds of arguments, so after a
+general launch succeeds this module makes a *binder* for it: a small function,
+generated from the launcher's Plan, that reads the arguments straight into
+machine values, packs them into the `Launcher`'s parameter buffer and calls the
+driver, doing `Launcher.launch`'s steps inline. A kernel keeps its binders in its
+`_oxide_launchers` (gpu.Launchers): `last`, the one its last launch used, tried first, and `fast`,
 keyed by (device index, each argument's Python type, each `Const` argument's
 value).
 
@@ -33,8 +33,9 @@ Plans with host arrays (copied in and out around the launch) get no binder.
 
 Thread safety: a binder never changes once made, and reads only its arguments;
 `last` and `fast` are replaced whole (atomic under the GIL; two threads may both
-make a binder for a new key, and either is right); `Launcher.launch` packs the
-parameter buffer and calls the driver under the launcher's lock.
+make a binder for a new key, and either is right); binders and `Launcher.launch`
+pack the launcher's parameter and config buffers and call the driver under the
+launcher's lock.
 
 The generated source of a binder is in `binder.source` (and in tracebacks).
 """
@@ -57,7 +58,7 @@ from oxide.runtime.args import (
     scalar_value,
 )
 from oxide.runtime.config import LaunchConfig
-from oxide.runtime.device import Device
+from oxide.runtime.device import Device, parse_device
 from oxide.runtime.views import (
     BadArray,
     _layout,
@@ -131,8 +132,10 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
         ptr0 = a0.data_ptr(); shape0 = a0.shape
         v1 = a1 if lo1 <= a1 <= hi1 else scalar_value(name1, dt1, a1)   # a scalar
         ...
-        enter(); if gdev.active: check_errors()
-        launch(cfg, stream, [ptr0, *shape0, v1, ...])
+        enter() if needed; check_errors() if a launched kernel's record is filled
+        handle = the stream; then Launcher.launch's steps, inlined:
+        lock; prepare(cfg, handle) if either changed; pack_into(buffer, 0, ptr0, *shape0,
+        v1, ...); launch_ex(config, function, params, None); unlock
     """
     plan = launcher.plan
     gdev = launcher.gdev
@@ -142,14 +145,19 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
         "check_not_broadcast": check_not_broadcast, "byte_range": byte_range,
         "const_key": _const_key, "stream_handle": gpu.stream_handle,
         "source": launcher.stream_source, "current_stream": _current_stream(launcher),
-        "gdev": gdev, "enter": gdev.enter, "check_errors": gdev.check_errors,
-        "launch_": launcher.launch,
+        "enter": gdev.enter, "check_errors": gdev.check_errors,
+        "records": gdev.active_records, "activate": gdev.activate, "L": launcher,
+        "lock": launcher.lock, "pack_into": launcher.packer.pack_into,
+        "buffer": launcher.buffer, "launch_ex": launcher.launch_ex,
+        "config_address": launcher.config_address, "fptr": launcher.fptr,
+        "params_address": launcher.params_address, "launch_failure": gpu.launch_failure,
+        "upload_constants": launcher.upload_constants, "bf16_bits": gpu._bf16_bits,
     }
+    env["dev0"] = parse_device(index)  # canonical: tested by identity
     names = [f"a{i}" for i in range(len(args))]
-    body = [f"if device.index != {index} or len(args) != {len(args)}:",
-            "    return False"]
-    if names:
-        body.append(f"{', '.join(names)}, = args")
+    # Reading the arguments: in a try, so that a different number of arguments or a
+    # different rank (unpacking raises ValueError) declines the launch.
+    body = [f"{', '.join(names)}, = args" if names else "if args: return False"]
     values: list[str] = []
     arrays: list[tuple[int, bool, bool, int]] = []  # (i, writable, strided, itemsize)
     for i, (p, a) in enumerate(zip(plan.params, args, strict=True)):
@@ -164,11 +172,13 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
             arrays.append((i, p.writable, strided, spec.dtype.itemsize))
             if reader_of(type(a)) is _torch:
                 env[f"dtype{i}"] = a.dtype
-                body += [f"if a{i}.dtype is not dtype{i} or a{i}.get_device() != {index}:",
+                on_device = (f"not a{i}.is_cuda" if gdev.single
+                             else f"a{i}.get_device() != {index}")
+                dims = [f"s{i}_{d}" for d in range(spec.rank)]
+                body += [f"if a{i}.dtype is not dtype{i} or {on_device}:",
                          "    return False",
                          f"shape{i} = a{i}.shape",
-                         f"if len(shape{i}) != {spec.rank}:",
-                         "    return False"]
+                         f"{', '.join(dims)}, = shape{i}"]
                 if strided:
                     body += [f"strides{i} = None if a{i}.is_contiguous() else "
                              f"layout(shape{i}, tuple(a{i}.stride()))"]
@@ -197,13 +207,17 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
                 if p.writable:
                     body += [f"check_not_broadcast(name{i}, shape{i}, strides{i})"]
                 values += [f"ptr{i}", f"*shape{i}", f"*strides{i}"]
+            elif reader_of(type(a)) is _torch:
+                values += [f"ptr{i}", *dims]
             else:
                 values += [f"ptr{i}", f"*shape{i}"]
         elif p.kind == "scalar":
             dt = p.dtype
             assert dt is not None
             env[f"dt{i}"] = dt
-            if type(a) is int and dt.is_int:
+            if dt.name == "bf16":  # the parameter takes the bit pattern
+                body += [f"v{i} = bf16_bits(scalar_value(name{i}, dt{i}, a{i}))"]
+            elif type(a) is int and dt.is_int:
                 lo, hi = _INT_RANGES[dt.name]
                 body += [f"v{i} = a{i} if {lo} <= a{i} <= {hi} else "
                          f"scalar_value(name{i}, dt{i}, a{i})"]
@@ -223,20 +237,38 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
                      "    return False"]
     if plan.check_aliasing:
         body += _aliasing_checks(arrays)
+    body = (["if device is not dev0:", "    return False", "try:"]
+            + [f"    {line}" for line in body]
+            + ["except ValueError:", "    return False"])
     if gdev.single:  # GPUDevice.enter's own first test, without the call
         env["tls"] = gpu._tls
         body += [f"if tls.ctx != {gdev.ctx_id}:",
                  "    enter()"]
     else:
         body += ["enter()"]
-    body += ["if gdev.active:",
-             "    check_errors()"]
+    body += ["for rec in records:  # GPUDevice.check_errors's test, without the call",
+             "    if rec[1]:",
+             "        check_errors()"]
     if env["current_stream"] is None:
         default = "0"
     else:
         default = f"current_stream({index})"
-    body += [f"handle = {default} if stream is None else stream_handle(stream, source, {index})",
-             f"launch_(cfg, handle, [{', '.join(values)}])",
+    body += [f"handle = {default} if stream is None else stream_handle(stream, source, {index})"]
+    if launcher.constants:
+        body += ["upload_constants(handle)"]
+    # Launcher.launch's steps, inlined.
+    body += ["lock.acquire()",
+             "try:",
+             "    if cfg is not L.packed_cfg or handle != L.packed_stream:",
+             "        L.prepare(cfg, handle)",
+             f"    pack_into(buffer, 0, {', '.join(values)})",
+             "    err = launch_ex(config_address, fptr, params_address, None)",
+             "finally:",
+             "    lock.release()",
+             "if err:",
+             "    raise launch_failure(err, L)",
+             "if not L.active:",
+             "    activate(L)",
              "return True"]
     source = "def binder(cfg, args, stream, device):\n" + "".join(
         f"    {line}\n" for line in body)

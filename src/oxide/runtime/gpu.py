@@ -104,6 +104,9 @@ class GPUDevice:
         self.smem_optin = attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
         self.records = RecordPool()
         self.active: list[Launcher] = []  # launched since the last full synchronization
+        # Their records' i32 views, for the launch path's per-launch check. Both lists
+        # are changed in place only: binders hold them.
+        self.active_records: list[Any] = []
         self.lock = threading.Lock()
 
     def attribute(self, name: str) -> int:
@@ -125,6 +128,7 @@ class GPUDevice:
             if not launcher.active:
                 launcher.active = True
                 self.active.append(launcher)
+                self.active_records.append(launcher.rec_i32)
 
     def check_errors(self) -> None:
         """Raise the error a kernel launched on this device reported, if any (no sync)."""
@@ -147,7 +151,8 @@ class GPUDevice:
         with self.lock:
             for launcher in launched:
                 launcher.active = False
-            self.active = [la for la in self.active if la.active]
+            self.active[:] = [la for la in self.active if la.active]
+            self.active_records[:] = [la.rec_i32 for la in self.active]
 
 
 def gpu_device(index: int) -> GPUDevice:
@@ -258,14 +263,18 @@ class Launcher:
         self.pointers = (ctypes.c_void_p * len(offsets))(*[base + off for off in offsets])
         self.params_address = ctypes.addressof(self.pointers)
         self.bf16_slots = [i for i, dt in enumerate(plan.dtypes) if dt == T.bf16]
-        self.lock = threading.Lock()
-        self.checked_config: LaunchConfig | None = None
+        self.lock = threading.Lock()  # the parameter and config buffers are shared
+        self.fptr = int(self.function)
+        self.launch_ex = cd.launch_function()
+        self.config_buffer = ctypes.create_string_buffer(cd.LAUNCH_CONFIG.size)
+        self.config_address = ctypes.addressof(self.config_buffer)
+        self.packed_cfg: LaunchConfig | None = None  # what config_buffer holds
+        self.packed_stream: int | None = None
 
     def check_config(self, cfg: LaunchConfig) -> None:
-        """Reject a configuration the device or this kernel cannot run (LaunchError)."""
-        if cfg == self.checked_config:  # an equal one made anew (`kernel[grid, block]`)
-            self.checked_config = cfg
-            return
+        """Reject a configuration the device or this kernel cannot run (LaunchError).
+
+        Called by `prepare`, with the lock held."""
         gdev = self.gdev
         threads = cfg.threads_per_block
         if threads > self.max_threads:
@@ -287,36 +296,49 @@ class Launcher:
                     f"`{self.kernel_name}` asks for {shm} bytes of dynamic shared memory "
                     f"(+ {self.static_smem} static); {gdev} has at most {gdev.smem_optin} "
                     "per block")
-            with self.lock:  # beyond 48 KB needs the kernel's opt-in
-                cd.set_function_attribute(self.function, "MAX_DYNAMIC_SHARED_SIZE_BYTES", shm)
-                self.dynamic_smem_limit = shm
-        self.checked_config = cfg
+            # beyond 48 KB needs the kernel's opt-in
+            cd.set_function_attribute(self.function, "MAX_DYNAMIC_SHARED_SIZE_BYTES", shm)
+            self.dynamic_smem_limit = shm
+
+    def prepare(self, cfg: LaunchConfig, stream: int) -> None:
+        """Check `cfg` and pack it with `stream` into the launch config (lock held).
+
+        Launches repeat their config object and stream, so this runs once per change,
+        not per launch; an equal config made anew (`kernel[grid, block]`) is not
+        checked again. A coarsened kernel gets the logical grid.x as its hidden
+        argument and runs ceil(grid.x / factor) hardware blocks."""
+        if cfg != self.packed_cfg:
+            self.check_config(cfg)
+        (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
+        factor = self.grid_x_factor
+        if factor > 1:
+            self.grid_packer.pack_into(self.buffer, self.grid_offset, gx)
+            gx = (gx + factor - 1) // factor
+        cd.LAUNCH_CONFIG.pack_into(self.config_buffer, 0, gx, gy, gz, bx, by, bz,
+                                   cfg.shared_mem_bytes, stream, 0, 0)
+        self.packed_cfg, self.packed_stream = cfg, stream
 
     def launch(self, cfg: LaunchConfig, stream: int, values: list[Any]) -> None:
-        if cfg is not self.checked_config:
-            self.check_config(cfg)
+        """Launch with the machine values of the plan's parameters.
+
+        The binders of runtime/fastpath.py inline these same steps."""
         if self.bf16_slots:
             for i in self.bf16_slots:
                 values[i] = _bf16_bits(values[i])
         if self.constants:
             self.upload_constants(stream)
-        (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
-        factor = self.grid_x_factor
         self.lock.acquire()  # not `with self.lock:`, which costs ~0.1 us more per launch
         try:
+            if cfg is not self.packed_cfg or stream != self.packed_stream:
+                self.prepare(cfg, stream)
             self.packer.pack_into(self.buffer, 0, *values)
-            if factor > 1:  # logical blocks 2b and 2b+1 run in block b
-                self.grid_packer.pack_into(self.buffer, self.grid_offset, gx)
-                gx = (gx + factor - 1) // factor
-            (err,) = cd.launch_kernel(self.function, gx, gy, gz, bx, by, bz,
-                                      cfg.shared_mem_bytes, stream, self.params_address, 0)
+            err = self.launch_ex(self.config_address, self.fptr, self.params_address, None)
         finally:
             self.lock.release()
         if err:
             raise launch_failure(err, self)
         if not self.active:
             self.gdev.activate(self)
-
 
     def upload_constants(self, stream: int) -> None:
         """Copy each ox.ConstantArray the kernel reads into its module global, if stale."""
@@ -385,6 +407,11 @@ def stream_handle(stream: Any, source: str | None, index: int) -> int:
 # Launch
 
 
+def no_binder(cfg: LaunchConfig, args: Any, stream: Any, device: Device) -> bool:
+    """`Launchers.last` until a binder exists: declines every launch."""
+    return False
+
+
 class Launchers(dict):  # type: ignore[type-arg]
     """A kernel's `_oxide_launchers`: (device index, type key) -> Launcher, plus the binders
     of runtime/fastpath.py (dropped with it when a test resets a kernel): `fast` maps
@@ -395,7 +422,7 @@ class Launchers(dict):  # type: ignore[type-arg]
     def __init__(self, kernel: Any) -> None:
         super().__init__()
         self.fast: dict[Any, Any] = {}
-        self.last: Any = None
+        self.last: Any = no_binder
         self.consts = tuple(i for i, (kind, _) in enumerate(_param_kinds(kernel))
                             if kind == _CONST)  # the Const parameters' positions
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from oxide.errors import DeviceError, LaunchError
 from oxide.runtime.config import LaunchConfig
-from oxide.runtime.device import _state, current_device, default_device, parse_device
+from oxide.runtime import device as _device
+from oxide.runtime.device import Device, _state, current_device, default_device, parse_device
 
 
 def as_config(config: Any) -> tuple[LaunchConfig, Any]:
@@ -31,22 +33,22 @@ def launch(kernel: Any, config: Any, *args: Any, stream: Any = None) -> None:
         config, cfg_stream = as_config(config)
         if stream is None:
             stream = cfg_stream
-    _launch(kernel, config, args, stream)
+    # First try: the binder of the kernel's last launch (runtime/fastpath.py), which
+    # declines (False) anything unlike that launch, a CPU device included.
+    dev = _state.current or _device._default or default_device()
+    launchers = kernel.__dict__.get("_oxide_launchers")
+    if launchers is None or not launchers.last(config, args, stream, dev):
+        _launch(kernel, config, args, stream, dev)
 
 
-def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: Any) -> None:
-    state = _state  # current_device(), inlined: this runs on every launch
-    dev = state.stack[-1] if state.stack else state.device or default_device()
+def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: Any,
+            dev: Device) -> None:
+    """The launch after the last binder declined: the CPU runtime, or the GPU path
+    through the kernel's other binders and the general path."""
     if dev.kind == "cpu":
         _launch_cpu(kernel, config, args)
-        return
-    # The GPU fast path (runtime/fastpath.py), first try: the binder of the last launch.
-    launchers = kernel.__dict__.get("_oxide_launchers")
-    if launchers is not None:
-        last = launchers.last
-        if last is not None and last(config, args, stream, dev):
-            return
-    (_fast_module or _fastpath()).launch(kernel, config, args, stream, dev)
+    else:
+        (_fast_module or _fastpath()).launch(kernel, config, args, stream, dev)
 
 
 def _launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
@@ -94,32 +96,28 @@ def synchronize(device: Any = None) -> None:
         _gpu().synchronize_device(dev.index)
 
 
-class BoundLaunch:
-    """What `kernel[config]` returns: call it with the kernel's arguments.
+def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
+    """What `kernel[config]` returns: a function taking the kernel's arguments (and
+    `stream=`), which launches it. A bad config raises LaunchError here.
 
-    The kernel keeps the last one it made, so `kernel[cfg](...)` with the same `cfg`
+    The kernel keeps the last one made, so `kernel[cfg](...)` with the same `cfg`
     object (or the same constant tuple: `kernel[1, 256]`) makes nothing per launch.
+    A function, not an object with `__call__`: calling one is cheaper.
     """
-
-    __slots__ = ("kernel", "config", "_cfg", "_stream")
-
-    def __init__(self, kernel: Any, config: Any) -> None:
-        self.kernel = kernel
-        self.config = config
-        self._cfg: LaunchConfig | None = None  # as_config's, on the first call
-        self._stream: Any = None
-
-    def __call__(self, *args: Any, stream: Any = None) -> None:
-        cfg = self._cfg
-        if cfg is None:
-            cfg, self._stream = as_config(self.config)
-            self._cfg = cfg
-        _launch(self.kernel, cfg, args, stream if stream is not None else self._stream)
-
-
-def bind_launch(kernel: Any, config: Any) -> BoundLaunch:
     last = kernel.__dict__.get("_oxide_bound")
     if last is not None and last.config is config:
-        return last
-    bound = kernel.__dict__["_oxide_bound"] = BoundLaunch(kernel, config)
-    return bound
+        return last  # type: ignore[no-any-return]
+    cfg, cfg_stream = as_config(config)
+
+    def launch_bound(*args: Any, stream: Any = None) -> None:
+        if stream is None:
+            stream = cfg_stream
+        dev = _state.current or _device._default or default_device()  # as in `launch`
+        launchers = kernel.__dict__.get("_oxide_launchers")
+        if launchers is None or not launchers.last(cfg, args, stream, dev):
+            _launch(kernel, cfg, args, stream, dev)
+
+    launch_bound.config = config  # type: ignore[attr-defined]
+    launch_bound.__qualname__ = f"{kernel.__name__}[{config!r}]"
+    kernel.__dict__["_oxide_bound"] = launch_bound
+    return launch_bound
