@@ -6,8 +6,8 @@ from collections.abc import Callable
 from typing import Any
 
 from oxide.errors import DeviceError, LaunchError
-from oxide.runtime.config import LaunchConfig
 from oxide.runtime import device as _device
+from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, _state, current_device, default_device, parse_device
 
 
