@@ -4,8 +4,9 @@ Per device (`GPUDevice`): its primary context, architecture and limits, a pool o
 error records in mapped pinned memory, and the kernels launched since the last
 full synchronization (whose records the host reads). Per kernel, argument type
 key and device (`Launcher`): the loaded function, the argument plan and a
-prepared parameter buffer, so a relaunch reads pointers, packs one `struct` and
-calls `cuLaunchKernel` with no per-launch allocation in the driver binding.
+prepared parameter buffer and launch-config struct, so a relaunch reads pointers,
+packs one `struct` and calls `cuLaunchKernelEx` (cuda_driver.launch_function) with
+four integers and no per-launch allocation.
 
 Run-time errors: every launcher owns one 32-byte record (a slot of the device's
 pool) and passes its device address as the kernel's hidden last argument. The
