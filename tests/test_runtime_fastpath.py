@@ -256,3 +256,22 @@ def test_launch_config_fast_paths_keep_the_checks() -> None:
     assert cfg == ox.LaunchConfig(grid=(2,), block=(32, 1, 1)) and hash(cfg)
     with pytest.raises(AttributeError):
         cfg.grid = (1, 1, 1)  # type: ignore[misc]
+
+
+def test_a_coarsened_kernel_runs_fewer_blocks_and_gets_the_logical_grid(fake, general) -> None:
+    """The config struct holds ceil(grid.x / factor) blocks, the parameter buffer the
+    logical grid.x; both are packed again when the config changes, by either path."""
+    import struct
+
+    from oxide.codegen.coarsen import FACTOR
+
+    fake.formats = "QqfQq"
+    x, y = Tensor(0x1000, (8,)), Tensor(0x2000, (8,))
+    launcher = None
+    for n in (10, 7, 10, 1):
+        ox.launch(scale, ox.LaunchConfig(grid=n, block=32), x, 2.0, y)
+        launcher = launcher or next(iter(scale.__dict__["_oxide_launchers"].values()))
+        assert launcher.grid_x_factor == FACTOR > 1
+        assert fake.launches[-1]["grid"] == (-(-n // FACTOR), 1, 1)
+        assert struct.unpack_from("@I", launcher.buffer, launcher.grid_offset)[0] == n
+    assert len(general) == 1  # the first launch; the binder took the others

@@ -81,6 +81,9 @@ def test_strided_2d_and_bf16_arguments(fake: FakeDriver) -> None:
     fake.formats = "Qqq" + "i" + "H" + "Qqqqq"
     mixed[(1, 1), (8, 8)](x, 3, 1.5, Strided())
     assert fake.launches[-1]["args"] == [x.data_ptr, 4, 6, 3, 0x3FC0, base.data_ptr, 4, 6, 12, 2]
+    mixed[(1, 1), (8, 8)](x, 4, -2.0, Strided())  # the relaunch: through the binder
+    assert "bf16_bits" in mixed.__dict__["_oxide_launchers"].last.source
+    assert fake.launches[-1]["args"] == [x.data_ptr, 4, 6, 4, 0xC000, base.data_ptr, 4, 6, 12, 2]
 
 
 def test_relaunch_reuses_the_launcher(fake: FakeDriver) -> None:
