@@ -56,6 +56,7 @@ def main() -> None:
 
     import oxide as ox
     from oxide import DisjointSlice, Slice, f32, thread
+    from oxide.runtime.gpu import no_binder
     driver = FakeDriver()
     driver.install(_Patch())
 
@@ -82,7 +83,7 @@ def main() -> None:
         for launcher in launchers.values():
             launcher.launch_ex = _stub_launch
         launchers.fast.clear()
-        launchers.last = None
+        launchers.last = no_binder
     ox.launch(empty, cfg, t)
     ox.launch(scale, cfg, t, 2.0, u)
 

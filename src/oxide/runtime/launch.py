@@ -118,6 +118,5 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
             _launch(kernel, cfg, args, stream, dev)
 
     launch_bound.config = config  # type: ignore[attr-defined]
-    launch_bound.__qualname__ = f"{kernel.__name__}[{config!r}]"
     kernel.__dict__["_oxide_bound"] = launch_bound
     return launch_bound
