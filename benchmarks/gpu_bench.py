@@ -426,7 +426,10 @@ def write_report(path: Path, gpu: str, driver: str, seconds: float) -> None:
         "compile cache and then a warm one; (d) fp32 SIMT GEMM 4096^3, TF32 off.",
         "",
     ]
-    path.write_text("\n".join(lines))
+    # The other benchmarks' sections (each under a "## " heading) stay as they are.
+    old = path.read_text() if path.exists() else ""
+    rest = old[old.index("\n## ") + 1:] if "\n## " in old else ""
+    path.write_text("\n".join(lines) + ("\n" + rest if rest else ""))
 
 
 def main() -> None:
