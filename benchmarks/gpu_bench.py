@@ -5,7 +5,7 @@ minutes). Prints a table and writes docs/performance.md (or PATH). Sections:
 
   (a) vecadd f32, 2^28 elements: GB/s counting 3 arrays x 4 bytes x n
   (b) launch overhead of an empty kernel taking one torch tensor: us per launch,
-      median over rounds of back-to-back launches (synchronized between rounds)
+      median over rounds of back-to-back launches, candidates interleaved per round
   (c) first call in a fresh process: empty compile cache, then a warm one
   (d) fp32 SIMT GEMM 4096^3: oxide (register-blocked, shared memory / plain) vs
       torch.matmul with TF32 off, TFLOP/s
@@ -110,6 +110,23 @@ def seconds_per_call(fn: Callable[[], None], calls: int, rounds: int,
     return statistics.median(samples)
 
 
+def interleaved(candidates: dict[str, Callable[[], None]], calls: int,
+                rounds: int) -> dict[str, float]:
+    """Seconds per call of each candidate: the median over `rounds` rounds, where each
+    round times `calls` back-to-back calls of every candidate in turn (synchronized
+    between them, untimed). Interleaving spreads the host's drift (clocks, other load)
+    over all candidates alike instead of favouring whichever ran in a quiet moment."""
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
+    for _ in range(rounds):
+        for name, fn in candidates.items():
+            start = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            samples[name].append((time.perf_counter() - start) / calls)
+            sync()
+    return {name: statistics.median(times) for name, times in samples.items()}
+
+
 # ---------------------------------------------------------------------------
 # (a) bandwidth
 
@@ -161,11 +178,12 @@ def bench_launch_overhead() -> None:
 
     t = torch.zeros(1024, device="cuda")
     cfg = ox.LaunchConfig(grid=1, block=32)
-    calls, rounds = 2000, 15
-    results: dict[str, float] = {}
+    candidates: dict[str, Callable[[], None]] = {}
 
     def measure(name: str, fn: Callable[[], None]) -> None:
-        results[name] = seconds_per_call(fn, calls, rounds, False)
+        fn()  # compiled, loaded and launched once before any timing
+        sync()
+        candidates[name] = fn
 
     measure("oxide ox.launch(k, cfg, tensor)", lambda: ox.launch(empty, cfg, t))
     measure("oxide k[cfg](tensor)", lambda: empty[cfg](t))
@@ -205,6 +223,7 @@ def bench_launch_overhead() -> None:
             measure("numba-cuda", lambda: nk[1, 32](t))
         except Exception as exc:
             print(f"  (numba-cuda failed: {type(exc).__name__}: {str(exc)[:120]})")
+    results = interleaved(candidates, calls=2000, rounds=21)
     raw = results.get("raw cuda.core.launch (same cubin)")
     for name, secs in results.items():
         note = f"{secs / raw:.2f}x raw cuda.core" if raw else ""
@@ -420,8 +439,9 @@ def write_report(path: Path, gpu: str, driver: str, seconds: float) -> None:
     lines += [
         "",
         "Sections: (a) vecadd f32, 2^28 elements, GB/s counting 3 x 4 bytes per element; "
-        "(b) launch overhead of an empty kernel taking one torch tensor, median of 15 rounds "
-        "of 2000 back-to-back launches (synchronized between rounds, not timed); (c) first "
+        "(b) launch overhead of an empty kernel taking one torch tensor, median of 21 rounds "
+        "of 2000 back-to-back launches, the candidates interleaved round by round "
+        "(synchronized between runs, not timed), all on the same (legacy default) stream; (c) first "
         "call of a vecadd in a fresh process after CUDA is initialized, with an empty "
         "compile cache and then a warm one; (d) fp32 SIMT GEMM 4096^3, TF32 off.",
         "",

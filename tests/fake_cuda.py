@@ -141,8 +141,12 @@ class FakeDriver:
         return self.launch_ex
 
     def launch_ex(self, config: int, fn: int, params: int, extra: Any) -> int:
-        """cuLaunchKernelEx: decode the config struct and the parameters, record them."""
-        from oxide.runtime.cuda_driver import LAUNCH_CONFIG
+        """cuLaunchKernelEx: decode the config struct and the parameters, record them.
+        Without a current context it fails, as the driver does."""
+        from oxide.runtime.cuda_driver import INVALID_CONTEXT, LAUNCH_CONFIG
+
+        if not self.ctx:
+            return INVALID_CONTEXT
 
         gx, gy, gz, bx, by, bz, shmem, stream, attrs, num_attrs = LAUNCH_CONFIG.unpack(
             ctypes.string_at(config, LAUNCH_CONFIG.size))

@@ -227,3 +227,29 @@ def test_f64_scalars_keep_precision() -> None:
     out = ox.empty(10, ox.f64)
     fill[1, 32](1.0 / 3.0, 7, out)
     np.testing.assert_array_equal(out.to_numpy(), np.full(10, 1.0 / 3.0 + 7))
+
+
+def test_launches_from_threads_that_never_used_cuda() -> None:
+    """A new thread has no current CUDA context: its first launch, taken by the binder
+    the main thread's launch left, must make the device's context current itself."""
+    import threading
+
+    n = 1000
+    x = ox.to_device(rng.random(n, dtype=np.float32))
+    out = ox.zeros(n)
+    scale[cfg(n)](x, 2.0, out)
+    errors: list[BaseException] = []
+
+    def work(factor: float) -> None:
+        try:
+            scale[cfg(n)](x, factor, out)
+            ox.synchronize()
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+
+    for factor in (3.0, 4.0):
+        worker = threading.Thread(target=work, args=(factor,))
+        worker.start()
+        worker.join()
+        assert not errors
+        np.testing.assert_allclose(out.to_numpy(), x.to_numpy() * factor, rtol=1e-6)

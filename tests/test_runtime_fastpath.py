@@ -275,3 +275,15 @@ def test_a_coarsened_kernel_runs_fewer_blocks_and_gets_the_logical_grid(fake, ge
         assert fake.launches[-1]["grid"] == (-(-n // FACTOR), 1, 1)
         assert struct.unpack_from("@I", launcher.buffer, launcher.grid_offset)[0] == n
     assert len(general) == 1  # the first launch; the binder took the others
+
+
+def test_a_thread_without_a_current_context_gets_one_and_the_launch(fake, general) -> None:
+    """One GPU: binders do not test the context first; the driver's
+    CUDA_ERROR_INVALID_CONTEXT makes the launcher set it and launch again."""
+    fake.formats = "QqfQq"
+    ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,)))
+    fake.ctx = 0  # as in a thread that never used CUDA
+    gpu._tls.ctx = None
+    ox.launch(scale, CFG, Tensor(0x3000, (8,)), 3.0, Tensor(0x4000, (8,)))
+    assert fake.ctx == 0x1000 and len(general) == 1
+    assert [rec["args"][0] for rec in fake.launches] == [0x1000, 0x3000]

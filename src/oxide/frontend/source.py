@@ -44,8 +44,9 @@ class Source:
 def load_source(fn: Callable[..., Any]) -> Source:
     """Parse `fn`'s source. Functions without source (REPL, exec) are an error."""
     try:
-        lines, first = inspect.getsourcelines(fn)
         file = inspect.getsourcefile(fn) or "<unknown>"
+        block = _indented_block(fn, file)
+        lines, first = block if block is not None else inspect.getsourcelines(fn)
     except (OSError, TypeError) as exc:
         raise KernelSyntaxError(
             f"cannot read the source of `{getattr(fn, '__name__', fn)}`",
@@ -69,3 +70,58 @@ def load_source(fn: Callable[..., Any]) -> Source:
     if not isinstance(node, ast.FunctionDef):
         raise KernelSyntaxError(message, where, hint=hint)
     return Source(file, first, indent, node, text)
+
+
+def _indented_block(fn: Callable[..., Any], file: str) -> tuple[list[str], int] | None:
+    """`fn`'s lines and first line number as `inspect.getsourcelines` gives them, found
+    without the tokenizer; None when unsure (the caller then asks inspect).
+
+    Why: inspect tokenizes to find where the function ends, and compiling the
+    tokenizer's regular expressions costs a few milliseconds of a warm first launch
+    (whose cache key needs the source). The block here is the function's first line
+    (its first decorator) and every line after it that is blank, a comment, or
+    indented deeper, up to the end of its header; it is kept only if it parses as
+    one `def` of `fn`'s name, so a line that fools the indentation rule (a
+    continuation or string at the margin) sends the function to inspect instead.
+    """
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return None
+    linecache.checkcache(file)
+    lines = linecache.getlines(file, getattr(fn, "__globals__", None))
+    start = code.co_firstlineno - 1
+    if not 0 <= start < len(lines):
+        return None
+    margin = _indent(lines[start])
+    end, in_header = start + 1, not lines[start].lstrip().startswith(("def ", "async def "))
+    while end < len(lines):
+        text = lines[end].strip()
+        if text and not text.startswith("#") and _indent(lines[end]) <= margin:
+            if not in_header:
+                break
+            in_header = not text.startswith(("def ", "async def "))  # still decorators
+        end += 1
+    block = lines[start:end]
+    try:
+        module = ast.parse(textwrap.dedent("".join(block)))
+    except SyntaxError:
+        return None
+    node = module.body[0] if len(module.body) == 1 else None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) or node.name != fn.__name__:
+        return None
+    body_line = start + node.body[0].lineno - 1
+    if body_line <= start + node.lineno - 1:
+        return None  # `def f(): ...` on one line
+    # After the last statement inspect keeps the comments indented like the body (and
+    # the blank lines before them), not other comments or blank lines.
+    body_col = _indent(lines[body_line])
+    while end > start + 1:
+        text = lines[end - 1].strip()
+        if text and not (text.startswith("#") and _indent(lines[end - 1]) < body_col):
+            break
+        end -= 1
+    return lines[start:end], start + 1
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())

@@ -70,13 +70,17 @@ class CachedSite:
 def toolchain_fingerprint() -> str:
     """oxide's compiler sources and the versions of the tools under it (once per process)."""
     h = hashlib.sha256(f"oxide-cache-{FORMAT}".encode())
-    root = Path(__file__).resolve().parent.parent
-    for path in sorted(root.rglob("*.py")):
-        rel = path.relative_to(root)
-        if rel.parts[0] in _EXCLUDED:
-            continue
-        h.update(str(rel).encode())
-        h.update(path.read_bytes())
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sources = []
+    for folder, subfolders, files in os.walk(root):  # not Path.rglob: its regexes cost ms
+        if folder == root:
+            subfolders[:] = [d for d in subfolders if d not in _EXCLUDED]
+        rel = os.path.relpath(folder, root)
+        sources += [os.path.normpath(os.path.join(rel, f)) for f in files if f.endswith(".py")]
+    for rel in sorted(sources):
+        h.update(rel.encode())
+        with open(os.path.join(root, rel), "rb") as f:
+            h.update(f.read())
     for dist in ("llvmlite", "xdsl"):
         h.update(f"{dist}={_dist_version(dist)}".encode())
     from oxide.codegen.toolchain import find_libdevice, find_nvjitlink

@@ -25,6 +25,7 @@ HOSTALLOC_MAPPED = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
 
 # CUlaunchConfig: gridDim x y z, blockDim x y z, sharedMemBytes, hStream, attrs, numAttrs.
 LAUNCH_CONFIG = struct.Struct("@7I4xQQI4x")
+INVALID_CONTEXT = int(drv.CUresult.CUDA_ERROR_INVALID_CONTEXT)  # e.g. a thread with none current
 LaunchFunction = Callable[[int, int, int, Any], int]  # (config*, CUfunction, params**, extra**)
 _launch_function: LaunchFunction | None = None
 

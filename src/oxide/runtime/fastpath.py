@@ -132,7 +132,7 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
         ptr0 = a0.data_ptr(); shape0 = a0.shape
         v1 = a1 if lo1 <= a1 <= hi1 else scalar_value(name1, dt1, a1)   # a scalar
         ...
-        enter() if needed; check_errors() if a launched kernel's record is filled
+        enter() (several GPUs); check_errors() if a launched kernel's record is filled
         handle = the stream; then Launcher.launch's steps, inlined:
         lock; prepare(cfg, handle) if either changed; pack_into(buffer, 0, ptr0, *shape0,
         v1, ...); launch_ex(config, function, params, None); unlock
@@ -240,11 +240,7 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
     body = (["if device is not dev0:", "    return False", "try:"]
             + [f"    {line}" for line in body]
             + ["except ValueError:", "    return False"])
-    if gdev.single:  # GPUDevice.enter's own first test, without the call
-        env["tls"] = gpu._tls
-        body += [f"if tls.ctx != {gdev.ctx_id}:",
-                 "    enter()"]
-    else:
+    if not gdev.single:  # one GPU: a missing context fails the launch, which is retried
         body += ["enter()"]
     body += ["for rec in records:  # GPUDevice.check_errors's test, without the call",
              "    if rec[1]:",
@@ -263,6 +259,8 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
              "        L.prepare(cfg, handle)",
              f"    pack_into(buffer, 0, {', '.join(values)})",
              "    err = launch_ex(config_address, fptr, params_address, None)",
+             "    if err:",
+             "        err = L.retry_in_context(err)",
              "finally:",
              "    lock.release()",
              "if err:",

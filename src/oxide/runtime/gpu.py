@@ -334,12 +334,28 @@ class Launcher:
                 self.prepare(cfg, stream)
             self.packer.pack_into(self.buffer, 0, *values)
             err = self.launch_ex(self.config_address, self.fptr, self.params_address, None)
+            if err:
+                err = self.retry_in_context(err)
         finally:
             self.lock.release()
         if err:
             raise launch_failure(err, self)
         if not self.active:
             self.gdev.activate(self)
+
+    def retry_in_context(self, err: int) -> int:
+        """The launch again, if it failed for want of a current context (lock held).
+
+        A thread that never used CUDA has no current context; binders on a one-GPU
+        machine do not test for one before each launch (`GPUDevice.enter` costs more
+        than the launch path can spare), so the first launch there fails with
+        CUDA_ERROR_INVALID_CONTEXT: make the device's context current and relaunch."""
+        if err != cd.INVALID_CONTEXT:
+            return err
+        gdev = self.gdev
+        cd.set_current_context(gdev.ctx)
+        _tls.ctx = gdev.ctx_id
+        return self.launch_ex(self.config_address, self.fptr, self.params_address, None)
 
     def upload_constants(self, stream: int) -> None:
         """Copy each ox.ConstantArray the kernel reads into its module global, if stale."""
