@@ -199,3 +199,19 @@ def test_concurrent_processes_then_a_warm_process(cache_dir: Path, tmp_path: Pat
     assert size in sizes
     assert heavy == "-", f"the warm path imported {heavy}"
     assert float(took_ms) < 200  # ~5 ms on a workstation; generous for slow CI machines
+
+
+def test_the_sources_digest_is_memoized_under_their_stamp(tmp_path, monkeypatch) -> None:
+    """Read and hashed once per change of the sources' stamp; a bad memo is rewritten."""
+    monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path))
+    digest = cache._sources_digest()
+    memos = list((tmp_path / "sources").iterdir())
+    assert len(memos) == 1 and memos[0].read_text() == digest
+    memos[0].write_text("f" * 64)  # a memo is trusted while the stamp holds
+    assert cache._sources_digest() == "f" * 64
+    memos[0].write_text("not a digest")
+    assert cache._sources_digest() == digest and memos[0].read_text() == digest
+    monkeypatch.setenv("OXIDE_CACHE", "0")  # no cache: computed, nothing written
+    memos[0].unlink()
+    assert cache._sources_digest() == digest
+    assert not list((tmp_path / "sources").iterdir())

@@ -68,19 +68,14 @@ class CachedSite:
 
 @functools.cache
 def toolchain_fingerprint() -> str:
-    """oxide's compiler sources and the versions of the tools under it (once per process)."""
+    """oxide's compiler sources and the versions of the tools under it (once per process).
+
+    The sources' content hash is memoized in the cache directory under their stamp
+    (each file's path, size and mtime), the test Python itself uses for .pyc files:
+    a warm first launch then stats ~100 files instead of reading and hashing them.
+    """
     h = hashlib.sha256(f"oxide-cache-{FORMAT}".encode())
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    sources = []
-    for folder, subfolders, files in os.walk(root):  # not Path.rglob: its regexes cost ms
-        if folder == root:
-            subfolders[:] = [d for d in subfolders if d not in _EXCLUDED]
-        rel = os.path.relpath(folder, root)
-        sources += [os.path.normpath(os.path.join(rel, f)) for f in files if f.endswith(".py")]
-    for rel in sorted(sources):
-        h.update(rel.encode())
-        with open(os.path.join(root, rel), "rb") as f:
-            h.update(f.read())
+    h.update(_sources_digest().encode())
     for dist in ("llvmlite", "xdsl"):
         h.update(f"{dist}={_dist_version(dist)}".encode())
     from oxide.codegen.toolchain import find_libdevice, find_nvjitlink
@@ -93,6 +88,43 @@ def toolchain_fingerprint() -> str:
         except Exception:  # a missing tool fails the compile itself, with its own message
             h.update(b"missing")
     return h.hexdigest()
+
+
+def _sources_digest() -> str:
+    """The content hash of the compiler's sources (the packages that shape compiled code)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    sources = []
+    for folder, subfolders, files in os.walk(root):  # not Path.rglob: its regexes cost ms
+        if folder == root:
+            subfolders[:] = [d for d in subfolders if d not in _EXCLUDED]
+        rel = os.path.relpath(folder, root)
+        sources += [os.path.normpath(os.path.join(rel, f)) for f in files if f.endswith(".py")]
+    sources.sort()
+    stamp = hashlib.sha256(root.encode())
+    for rel in sources:
+        st = os.stat(os.path.join(root, rel))
+        stamp.update(f"\0{rel}:{st.st_size}:{st.st_mtime_ns}".encode())
+    memo = _memo_path(stamp.hexdigest())
+    try:
+        known = memo.read_text() if memo is not None else ""
+        if len(known) == 64 and all(c in "0123456789abcdef" for c in known):
+            return known
+    except OSError:
+        pass
+    h = hashlib.sha256()
+    for rel in sources:
+        h.update(rel.encode())
+        with open(os.path.join(root, rel), "rb") as f:
+            h.update(f.read())
+    digest = h.hexdigest()
+    if memo is not None:
+        _write_atomically(memo, digest.encode())
+    return digest
+
+
+def _memo_path(stamp: str) -> Path | None:
+    root = cache_dir()
+    return None if root is None else root / "sources" / stamp
 
 
 def _dist_version(name: str) -> str:
@@ -300,12 +332,17 @@ def store(key: str, image: Any, ck: Any) -> bool:
                   for s in image.sites],
     }
     raw = json.dumps(header).encode()
-    data = MAGIC + _HEADER.pack(len(raw)) + raw + image.cubin
+    return _write_atomically(path, MAGIC + _HEADER.pack(len(raw)) + raw + image.cubin)
+
+
+def _write_atomically(path: Path, data: bytes) -> bool:
+    """Write through a temporary file and a rename, so readers never see half a file;
+    False when the disk refuses (read-only, full): the cache is an optimization."""
     import tempfile
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".oxk")
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
@@ -313,6 +350,6 @@ def store(key: str, image: Any, ck: Any) -> bool:
         except BaseException:
             os.unlink(tmp)
             raise
-    except OSError:  # a read-only or full disk: the cache is an optimization
+    except OSError:
         return False
     return True
