@@ -6,10 +6,10 @@ stand-in for torch CUDA tensors (same attribute API: `data_ptr()`, `shape`,
 `stride()`, `dtype`, `get_device()`, `is_contiguous()`; `torch._C.
 _cuda_getCurrentRawStream`). What is left is what oxide adds on top of the
 driver call: the figure the "<= 1.3x a raw cuda.core launch" goal is about. On
-the H200 host of 2026-12-02 a raw cuda.core launch cost 6.7 us and the bare
-ctypes call of cuLaunchKernelEx 6.1 us, so oxide's own work must stay within
-~2.5 us there; that host ran Python about 3x slower than a 2-core dev VM, so
-~0.8 us here.
+an H200 host on 2026-12-02, a raw cuda.core launch cost 4.6 us and the bare
+ctypes call of cuLaunchKernelEx 4.5 us. So oxide's own work must stay within
+~1.4 us there. Those hosts run this Python 2-3x slower than a 2-core dev VM, so
+that is ~0.5-0.7 us here (docs/performance.md, "Launch overhead across runs").
 
     python benchmarks/launch_path.py [--calls N] [--rounds R]
 
