@@ -92,6 +92,11 @@ def empty(x: Slice[f32]):
     pass
 
 
+@ox.kernel
+def empty2(x: Slice[f32]):
+    pass
+
+
 def seconds_per_call(fn: Callable[[], None], calls: int, rounds: int,
                      include_sync: bool) -> float:
     """Median over `rounds` of (time for `calls` back-to-back calls) / calls."""
@@ -174,6 +179,7 @@ def _triton_add(triton: Any) -> Any:
 
 
 def bench_launch_overhead() -> None:
+    from oxide.runtime import native_launch
     from oxide.runtime.gpu import gpu_device
 
     t = torch.zeros(1024, device="cuda")
@@ -185,12 +191,37 @@ def bench_launch_overhead() -> None:
         sync()
         candidates[name] = fn
 
-    measure("oxide ox.launch(k, cfg, tensor)", lambda: ox.launch(empty, cfg, t))
-    measure("oxide k[cfg](tensor)", lambda: empty[cfg](t))
+    # Steady state: where llvmlite was not loaded yet (a warm compile cache), launches
+    # go through ctypes until WARMUP_LAUNCHES have been made (runtime/native_launch.py).
+    for _ in range(native_launch.WARMUP_LAUNCHES + 2):
+        ox.launch(empty, cfg, t)
+        if empty.__dict__["_oxide_launchers"].last.flavor != "warmup":
+            break
+    sync()
+    flavor = empty.__dict__["_oxide_launchers"].last.flavor
+    print(f"  oxide launches through: {flavor} "
+          f"{native_launch.unavailable_reason()}".rstrip())
+    measure(f"oxide ox.launch(k, cfg, tensor) [{flavor}]", lambda: ox.launch(empty, cfg, t))
+    measure(f"oxide k[cfg](tensor) [{flavor}]", lambda: empty[cfg](t))
+    # The same through ctypes, as without llvmlite: a second kernel whose binder was
+    # made while the trampoline was off.
+    saved = native_launch._built
+    native_launch._built = (None, "off for this row")
+    try:
+        measure("oxide ox.launch(k, cfg, tensor) [ctypes]", lambda: ox.launch(empty2, cfg, t))
+    finally:
+        native_launch._built = saved
+    assert empty2.__dict__["_oxide_launchers"].last.flavor == "ctypes"
     launcher = next(iter(empty.__dict__["_oxide_launchers"].values()))
+    if launcher.native is not None:
+        native, address, dims = launcher.native, launcher.native_address, cfg.dims
+        ptr, n = t.data_ptr(), t.numel()
+        measure("oxide's trampoline alone (pack + cuLaunchKernelEx)",
+                lambda: native(address, dims, 0, ptr, n))
     launch_ex, params = launcher.launch_ex, launcher.params_address
-    config, function = launcher.config_address, launcher.fptr  # packed by the launches above
-    measure("oxide's driver call alone (cuLaunchKernelEx)",
+    launcher.prepare(cfg, 0)  # the config struct the ctypes path would use
+    config, function = launcher.config_address, launcher.fptr
+    measure("cuLaunchKernelEx through ctypes alone",
             lambda: launch_ex(config, function, params, None))
 
     core = optional("cuda.core")

@@ -1,15 +1,18 @@
-"""oxide's own per-launch Python cost, measured without a GPU.
+"""oxide's own per-launch cost, measured without a GPU.
 
 Runs anywhere: the CUDA driver is the fake of tests/fake_cuda.py with
-`cuLaunchKernelEx` replaced by a stub that returns at once, and the arrays are a
-stand-in for torch CUDA tensors (same attribute API: `data_ptr()`, `shape`,
-`stride()`, `dtype`, `get_device()`, `is_contiguous()`; `torch._C.
-_cuda_getCurrentRawStream`). What is left is what oxide adds on top of the
-driver call: the figure the "<= 1.3x a raw cuda.core launch" goal is about. On
-an H200 host on 2026-12-02, a raw cuda.core launch cost 4.6 us and the bare
-ctypes call of cuLaunchKernelEx 4.5 us. So oxide's own work must stay within
-~1.4 us there. Those hosts run this Python 2-3x slower than a 2-core dev VM, so
-that is ~0.5-0.7 us here (docs/performance.md, "Launch overhead across runs").
+`cuLaunchKernelEx` replaced by a native function that returns at once (JIT-
+compiled here), and the arrays are a stand-in for torch CUDA tensors (same
+attribute API: `data_ptr()`, `shape`, `stride()`, `dtype`, `is_cuda`,
+`is_contiguous()`; `torch._C._cuda_getCurrentRawStream`). What is left is what
+oxide adds on top of the driver's own work, the call into the driver included:
+the figure the "<= 1.3x a raw cuda.core launch" goal is about. Each row is
+measured twice: launching through the native trampoline (runtime/
+native_launch.py) and through ctypes (before the trampoline is built, or
+without llvmlite).
+
+On an H200 host on 2026-12-02, a raw cuda.core launch cost 4.6-5.3 us; those
+hosts run this Python 2-3x slower than a 2-core dev VM.
 
     python benchmarks/launch_path.py [--calls N] [--rounds R]
 
@@ -19,6 +22,7 @@ Prints microseconds per call, the best of R rounds of N calls, for each path.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import sys
 import tempfile
@@ -39,8 +43,18 @@ class _Patch:
         setattr(target, name, value)
 
 
-def _stub_launch(config: int, fn: int, params: int, extra: object) -> int:
-    return 0  # cuLaunchKernelEx returning at once
+def _native_noop() -> tuple[int, object]:
+    """(address, owner) of `int noop(void*, void*, void*, void*) { return 0; }`: a
+    cuLaunchKernelEx that returns at once."""
+    from oxide.codegen.llvm import binding
+
+    llvm = binding()
+    module = llvm.parse_assembly("define i32 @noop(ptr %a, ptr %b, ptr %c, ptr %d) {\n"
+                                 "  ret i32 0\n}\n")
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    engine = llvm.create_mcjit_compiler(module, target.create_target_machine())
+    engine.finalize_object()
+    return engine.get_function_address("noop"), engine
 
 
 def main() -> None:
@@ -56,6 +70,7 @@ def main() -> None:
 
     import oxide as ox
     from oxide import DisjointSlice, Slice, f32, thread
+    from oxide.runtime import cuda_driver, native_launch
     from oxide.runtime.gpu import no_binder
     driver = FakeDriver()
     driver.install(_Patch())
@@ -78,20 +93,33 @@ def main() -> None:
     ox.launch(empty, cfg, t)  # compile and load once, through the fake's checking launch
     driver.formats = "QqfQq"
     ox.launch(scale, cfg, t, 2.0, u)
-    for kernel in (empty, scale):  # stub the driver call, then make the binders anew
-        launchers = kernel.__dict__["_oxide_launchers"]
-        for launcher in launchers.values():
-            launcher.launch_ex = _stub_launch
-        launchers.fast.clear()
-        launchers.last = no_binder
-    ox.launch(empty, cfg, t)
-    ox.launch(scale, cfg, t, 2.0, u)
+    noop, _engine = _native_noop()
+    ctypes_noop = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                   ctypes.c_void_p, ctypes.c_void_p)(noop)
+    trampoline = native_launch.trampoline()
+    cuda_driver.launch_address = lambda: noop
+
+    def use(flavor: str) -> None:
+        """Launch through `flavor` with the no-op driver: fresh binders, made on the next
+        launch."""
+        native_launch._built = (trampoline, "") if flavor == "native" else (None, "measured")
+        for kernel in (empty, scale):
+            launchers = kernel.__dict__["_oxide_launchers"]
+            for launcher in launchers.values():
+                launcher.launch_ex = ctypes_noop
+                launcher.native = None
+                if flavor == "native":
+                    launcher.attach_native()
+            launchers.fast.clear()
+            launchers.last = no_binder
+        ox.launch(empty, cfg, t)
+        ox.launch(scale, cfg, t, 2.0, u)
+        assert empty.__dict__["_oxide_launchers"].last.flavor == flavor
 
     def per_call(fn) -> float:
         timer = timeit.Timer(fn)
         return min(timer.repeat(opts.rounds, opts.calls)) / opts.calls * 1e6
 
-    stub = per_call(lambda: _stub_launch(0, 1, 2, None))
     nothing = per_call(lambda: None)
     rows = [
         ("ox.launch(empty, cfg, t)", lambda: ox.launch(empty, cfg, t)),
@@ -99,21 +127,25 @@ def main() -> None:
         ("empty[1, 32](t)", lambda: empty[1, 32](t)),
         ("ox.launch(empty, LaunchConfig(grid=1, block=32), t)",
          lambda: ox.launch(empty, ox.LaunchConfig(grid=1, block=32), t)),
-        ("LaunchConfig(grid=1, block=32) alone", lambda: ox.LaunchConfig(grid=1, block=32)),
-        ("LaunchConfig(grid=(4, 2), block=(16, 16)) alone",
-         lambda: ox.LaunchConfig(grid=(4, 2), block=(16, 16))),
         ("ox.launch(scale, cfg, t, 2.0, u)  (3 params, aliasing)",
          lambda: ox.launch(scale, cfg, t, 2.0, u)),
         ("scale[cfg](t, 2.0, u)", lambda: scale[cfg](t, 2.0, u)),
     ]
-    print(f"oxide per-launch Python cost, fake driver (cuLaunchKernelEx stub {stub - nothing:.2f} us "
-          f"subtracted), best of {opts.rounds} x {opts.calls} calls, Python "
-          f"{sys.version.split()[0]}")
-    for name, fn in rows:
-        us = per_call(fn) - nothing
-        launches = "LaunchConfig" not in name or "ox.launch" in name
-        net = us - (stub - nothing) if launches else us
-        print(f"  {name:<56} {net:7.2f} us")
+    print(f"oxide per-launch cost in us, fake driver with a no-op native cuLaunchKernelEx, "
+          f"best of {opts.rounds} x {opts.calls} calls, Python {sys.version.split()[0]}")
+    print(f"  {'':<56} {'native':>7} {'ctypes':>7}")
+    figures: dict[str, list[float]] = {name: [] for name, _ in rows}
+    for flavor in ("native", "ctypes"):
+        use(flavor)
+        for name, fn in rows:
+            figures[name].append(per_call(fn) - nothing)
+    for name, (native_us, ctypes_us) in figures.items():
+        print(f"  {name:<56} {native_us:7.2f} {ctypes_us:7.2f}")
+    for name, fn in [("LaunchConfig(grid=1, block=32) alone",
+                      lambda: ox.LaunchConfig(grid=1, block=32)),
+                     ("LaunchConfig(grid=(4, 2), block=(16, 16)) alone",
+                      lambda: ox.LaunchConfig(grid=(4, 2), block=(16, 16)))]:
+        print(f"  {name:<56} {per_call(fn) - nothing:7.2f}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from oxide.errors import DeviceError
 class FakeDriver:
     """Replaces the functions of `oxide.runtime.cuda_driver` (install with `install`)."""
 
+    CALLBACK_FAILED = 999  # launch_ex raised, called from native code
     ATTRIBUTES = {
         "COMPUTE_CAPABILITY_MAJOR": 9, "COMPUTE_CAPABILITY_MINOR": 0,
         "MAX_THREADS_PER_BLOCK": 1024, "MAX_BLOCK_DIM_X": 1024, "MAX_BLOCK_DIM_Y": 1024,
@@ -33,11 +34,15 @@ class FakeDriver:
                                     "SHARED_SIZE_BYTES": 0}
         self.set_attributes: list[tuple[str, int]] = []
         self.formats: str = ""  # struct formats of the next launches' parameters
+        # ... and of the hidden ones: the error record, a coarsened kernel's logical grid.x
+        self.hidden_formats = "Q"
         self.on_launch: Any = None  # called with the launch record: plays the kernel
         self.ctx = 0
         self.syncs = 0
         self.copies: list[str] = []
         self.functions: dict[int, str] = {}  # handle -> kernel symbol
+        self._callback: Any = None  # launch_ex as a C function (launch_address)
+        self.callback_error: BaseException | None = None
 
     def install(self, monkeypatch: Any) -> None:
         from oxide.runtime import cuda_driver, device, gpu
@@ -45,7 +50,8 @@ class FakeDriver:
         for name in ("init", "device_handle", "retain_primary_context", "current_context",
                      "set_current_context", "device_attribute", "device_name", "load_module",
                      "get_function", "function_attribute", "set_function_attribute",
-                     "module_global", "host_alloc_mapped", "launch_function", "synchronize_context",
+                     "module_global", "host_alloc_mapped", "launch_function", "launch_address",
+                     "synchronize_context",
                      "synchronize_stream", "mem_alloc", "mem_free", "memcpy_htod", "memcpy_dtoh",
                      "memset_zero", "error_text"):
             monkeypatch.setattr(cuda_driver, name, getattr(self, name))
@@ -84,6 +90,9 @@ class FakeDriver:
         self.syncs += 1
 
     def error_text(self, err: Any) -> str:
+        if err == self.CALLBACK_FAILED and self.callback_error is not None:
+            exc, self.callback_error = self.callback_error, None
+            raise exc
         return f"CUDA_ERROR_{int(err)}: fake"
 
     # -- modules ---------------------------------------------------------------------
@@ -140,6 +149,24 @@ class FakeDriver:
     def launch_function(self) -> Any:
         return self.launch_ex
 
+    def launch_address(self) -> int:
+        """launch_ex as a C function, for the native trampoline to call. An exception in it
+        (a test's assertion, a wrong format) fails the launch with CALLBACK_FAILED and is
+        re-raised by `error_text`, so that it reaches the test."""
+        if self._callback is None:
+            proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
+                                     ctypes.c_void_p, ctypes.c_void_p)
+
+            def launch(config: int, fn: int, params: int, extra: Any) -> int:
+                try:
+                    return self.launch_ex(config, fn, params, extra)
+                except BaseException as exc:  # noqa: BLE001 - carried to error_text
+                    self.callback_error = exc
+                    return self.CALLBACK_FAILED
+
+            self._callback = proto(launch)
+        return ctypes.cast(self._callback, ctypes.c_void_p).value  # type: ignore[return-value]
+
     def launch_ex(self, config: int, fn: int, params: int, extra: Any) -> int:
         """cuLaunchKernelEx: decode the config struct and the parameters, record them.
         Without a current context it fails, as the driver does."""
@@ -151,15 +178,16 @@ class FakeDriver:
         gx, gy, gz, bx, by, bz, shmem, stream, attrs, num_attrs = LAUNCH_CONFIG.unpack(
             ctypes.string_at(config, LAUNCH_CONFIG.size))
         assert (attrs, num_attrs, extra) == (0, 0, None)
-        formats = self.formats + "Q"
+        formats = self.formats + self.hidden_formats
         pointers = (ctypes.c_void_p * len(formats)).from_address(params)
         values = []
         for fmt, ptr in zip(formats, pointers, strict=True):
             size = struct.calcsize(fmt)
             values.append(struct.unpack(fmt, ctypes.string_at(ptr, size))[0])
         record = {"function": self.functions[fn], "grid": (gx, gy, gz), "block": (bx, by, bz),
-                  "shmem": shmem, "stream": stream, "args": values[:-1],
-                  "error_record": values[-1]}
+                  "shmem": shmem, "stream": stream, "args": values[:len(self.formats)],
+                  "error_record": values[len(self.formats)],
+                  "hidden": values[len(self.formats) + 1:]}
         self.launches.append(record)
         if self.on_launch is not None:
             self.on_launch(record)
@@ -252,3 +280,14 @@ def fake_torch(current_stream: int = 0) -> Any:
     torch.Tensor, torch.dtype, torch.Size = Tensor, dtype, Size  # type: ignore[attr-defined]
     torch.float32, torch.float64, torch.int32 = float32, float64, int32  # type: ignore[attr-defined]
     return torch
+
+
+def use_launch_flavor(monkeypatch: Any, flavor: str) -> None:
+    """Make launches go through the native trampoline ("native") or ctypes ("ctypes"), as
+    after runtime/native_launch.py's trampoline was built or found impossible."""
+    from oxide.runtime import native_launch
+
+    if flavor == "native":
+        assert native_launch.trampoline() is not None, "the trampoline must build here"
+    else:
+        monkeypatch.setattr(native_launch, "_built", (None, "the test's choice"))

@@ -22,6 +22,7 @@ def proc_address(monkeypatch: pytest.MonkeyPatch) -> list[tuple]:
 
     monkeypatch.setattr(cd.drv, "cuGetProcAddress", get_proc_address)
     monkeypatch.setattr(cd, "_launch_function", None)
+    monkeypatch.setattr(cd, "_launch_address", None)
     return calls
 
 

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from fake_cuda import FakeDriver, Tensor, fake_torch, float64, int32
+from fake_cuda import FakeDriver, Tensor, fake_torch, float64, int32, use_launch_flavor
 
 import oxide as ox
 from oxide import Const, DisjointSlice, Slice, f32, i32, thread
@@ -34,10 +34,12 @@ def blocked(x: Slice[f32], B: Const[int]):
     thread.index_1d()
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
+@pytest.fixture(params=["native", "ctypes"])
+def fake(request, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
+    """The fake driver, with launches through the native trampoline or through ctypes."""
     driver = FakeDriver()
     driver.install(monkeypatch)
+    use_launch_flavor(monkeypatch, request.param)
     monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setitem(sys.modules, "torch", fake_torch(current_stream=0x77))
     for k in (scale, grid2, blocked):
@@ -259,21 +261,18 @@ def test_launch_config_fast_paths_keep_the_checks() -> None:
 
 
 def test_a_coarsened_kernel_runs_fewer_blocks_and_gets_the_logical_grid(fake, general) -> None:
-    """The config struct holds ceil(grid.x / factor) blocks, the parameter buffer the
-    logical grid.x; both are packed again when the config changes, by either path."""
-    import struct
-
+    """The launch runs ceil(grid.x / factor) blocks and passes the logical grid.x as the
+    last hidden parameter, also when the config changes."""
     from oxide.codegen.coarsen import FACTOR
 
-    fake.formats = "QqfQq"
+    fake.formats, fake.hidden_formats = "QqfQq", "QI"
     x, y = Tensor(0x1000, (8,)), Tensor(0x2000, (8,))
-    launcher = None
-    for n in (10, 7, 10, 1):
+    for n in (10, 7, 10, 1, 2**31 - 1):
         ox.launch(scale, ox.LaunchConfig(grid=n, block=32), x, 2.0, y)
-        launcher = launcher or next(iter(scale.__dict__["_oxide_launchers"].values()))
+        launcher = next(iter(scale.__dict__["_oxide_launchers"].values()))
         assert launcher.grid_x_factor == FACTOR > 1
         assert fake.launches[-1]["grid"] == (-(-n // FACTOR), 1, 1)
-        assert struct.unpack_from("@I", launcher.buffer, launcher.grid_offset)[0] == n
+        assert fake.launches[-1]["hidden"] == [n]
     assert len(general) == 1  # the first launch; the binder took the others
 
 

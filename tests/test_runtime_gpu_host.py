@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from fake_cuda import FakeDriver, raise_device_error, write_record
+from fake_cuda import FakeDriver, raise_device_error, use_launch_flavor, write_record
 
 import oxide as ox
 from oxide import DisjointSlice, Slice, bf16, f32, i32, thread
@@ -41,10 +41,12 @@ def checked(x: Slice[f32], out: DisjointSlice[f32]):
         out[i] = x[i + 1]
 
 
-@pytest.fixture
-def fake(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
+@pytest.fixture(params=["native", "ctypes"])
+def fake(request, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
+    """The fake driver, with launches through the native trampoline or through ctypes."""
     driver = FakeDriver()
     driver.install(monkeypatch)
+    use_launch_flavor(monkeypatch, request.param)
     monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path / "cache"))
     for k in (scale, mixed, checked):
         k.__dict__.pop("_oxide_launchers", None)

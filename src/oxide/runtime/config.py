@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, field
 from typing import Any
 
 from oxide.errors import LaunchError
@@ -37,6 +38,7 @@ def as_dim3(value: Any, what: str) -> Dim3:
 
 
 _set = object.__setattr__  # a frozen dataclass sets its fields through object
+_DIMS = struct.Struct("@7I")
 
 
 @dataclass(frozen=True, init=False, slots=True)
@@ -50,6 +52,8 @@ class LaunchConfig:
     grid: Dim3
     block: Dim3
     shared_mem_bytes: int
+    # grid, block and shared memory as the driver's seven u32 (runtime/native_launch.py)
+    dims: bytes = field(init=False, repr=False, compare=False)
 
     def __init__(self, grid: Any = 1, block: Any = 1, shared_mem_bytes: int = 0) -> None:
         # Made per launch by `kernel[grid, block]`: plain positive ints skip as_dim3.
@@ -61,9 +65,15 @@ class LaunchConfig:
         threads = b[0] * b[1] * b[2]
         if threads > 1024:
             raise LaunchError(f"a block has at most 1024 threads; {b} has {threads}")
+        try:
+            dims = _DIMS.pack(*g, *b, shared_mem_bytes)
+        except struct.error:
+            raise LaunchError(f"grid {g}, block {b} or shared_mem_bytes {shared_mem_bytes} is "
+                              "beyond what a CUDA launch takes (32-bit unsigned)") from None
         _set(self, "grid", g)
         _set(self, "block", b)
         _set(self, "shared_mem_bytes", shared_mem_bytes)
+        _set(self, "dims", dims)
 
     @classmethod
     def for_num_elems(cls, n: int, block: int = 256) -> LaunchConfig:

@@ -27,23 +27,19 @@ HOSTALLOC_MAPPED = drv.CU_MEMHOSTALLOC_DEVICEMAP | drv.CU_MEMHOSTALLOC_PORTABLE
 LAUNCH_CONFIG = struct.Struct("@7I4xQQI4x")
 INVALID_CONTEXT = int(drv.CUresult.CUDA_ERROR_INVALID_CONTEXT)  # e.g. a thread with none current
 LaunchFunction = Callable[[int, int, int, Any], int]  # (config*, CUfunction, params**, extra**)
+_launch_address: int | None = None
 _launch_function: LaunchFunction | None = None
 
 
-def launch_function() -> LaunchFunction:
-    """The driver's `cuLaunchKernelEx` as a ctypes function: `(config address, function
-    handle, parameter-pointer array address, None) -> CUresult`.
+def launch_address() -> int:
+    """The address of the driver's `cuLaunchKernelEx`.
 
-    Why not `drv.cuLaunchKernel`: its eleven converted arguments cost more than the
-    launch path's whole Python budget. This takes four plain ints, and the launch
-    configuration is a struct (`LAUNCH_CONFIG`) a Launcher packs once per config
-    and stream, not per launch. The call releases the GIL, like the binding's.
-    The pointer comes from `cuGetProcAddress`, so it is the driver cuda.bindings
-    uses, with the same default-stream semantics (`CUDA_PYTHON_CUDA_PER_THREAD_
-    DEFAULT_STREAM=1` makes stream 0 the per-thread stream, as it does there).
+    It comes from `cuGetProcAddress`, so it is the driver cuda.bindings uses, with
+    the same default-stream semantics (`CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM=1`
+    makes stream 0 the per-thread stream, as it does there).
     """
-    global _launch_function
-    if _launch_function is None:
+    global _launch_address
+    if _launch_address is None:
         flags = drv.CUdriverProcAddress_flags
         per_thread = os.environ.get("CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM") == "1"
         mode = (flags.CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM if per_thread
@@ -55,9 +51,26 @@ def launch_function() -> LaunchFunction:
         if not int(pfn):
             raise DeviceError("the CUDA driver has no cuLaunchKernelEx: oxide needs a driver "
                               "for CUDA 12.0 or newer (R525+)")
+        _launch_address = int(pfn)
+    return _launch_address
+
+
+def launch_function() -> LaunchFunction:
+    """`cuLaunchKernelEx` (`launch_address`) as a ctypes function: `(config address,
+    function handle, parameter-pointer array address, None) -> CUresult`.
+
+    Why not `drv.cuLaunchKernel`: its eleven converted arguments cost more than the
+    launch path's whole Python budget. This takes four plain ints, and the launch
+    configuration is a struct (`LAUNCH_CONFIG`) a Launcher packs once per config
+    and stream, not per launch. The call releases the GIL, like the binding's.
+    Launches use it until the native trampoline (runtime/native_launch.py), which
+    calls the same address, is built.
+    """
+    global _launch_function
+    if _launch_function is None:
         proto = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p,
                                  ctypes.c_void_p, ctypes.c_void_p)
-        _launch_function = proto(int(pfn))
+        _launch_function = proto(launch_address())
     return _launch_function
 
 

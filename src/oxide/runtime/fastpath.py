@@ -49,7 +49,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from oxide.runtime import gpu
+from oxide.runtime import gpu, native_launch
 from oxide.runtime.args import (
     _FLOAT_MAX,
     _INT_RANGES,
@@ -98,7 +98,9 @@ def _remember(launchers: gpu.Launchers, launcher: gpu.Launcher, args: tuple[Any,
     """Make `launcher`'s binder for arguments like `args` the first to try."""
     key = _key(launchers, index, args)
     binders = launchers.fast.get(key, ())
-    binder = next((b for b in binders if b.launcher is launcher), None)
+    launcher.attach_native()
+    flavor = launcher.flavor
+    binder = next((b for b in binders if b.launcher is launcher and b.flavor == flavor), None)
     if binder is None:
         binder = make_binder(launcher, args, index, launchers.consts)
     launchers.fast[key] = (binder, *(b for b in binders if b is not binder))[:_PER_KEY]
@@ -137,6 +139,8 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
         lock; prepare(cfg, handle) if either changed; pack_into(buffer, 0, ptr0, *shape0,
         v1, ...); launch_ex(config, function, params, None); unlock
     """
+    launcher.attach_native()
+    flavor = launcher.flavor
     plan = launcher.plan
     gdev = launcher.gdev
     env: dict[str, Any] = {
@@ -152,6 +156,8 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
         "config_address": launcher.config_address, "fptr": launcher.fptr,
         "params_address": launcher.params_address, "launch_failure": gpu.launch_failure,
         "upload_constants": launcher.upload_constants, "bf16_bits": gpu._bf16_bits,
+        "f16_bits": gpu.f16_bits, "native": launcher.native,
+        "native_address": launcher.native_address, "warmup": native_launch.warmup,
     }
     env["dev0"] = parse_device(index)  # canonical: tested by identity
     names = [f"a{i}" for i in range(len(args))]
@@ -229,6 +235,8 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
                 body += [f"v{i} = a{i}"]
             else:
                 body += [f"v{i} = scalar_value(name{i}, dt{i}, a{i})"]
+            if dt.name == "f16" and flavor == "native":  # the trampoline takes its bits
+                body += [f"v{i} = f16_bits(v{i})"]
             values.append(f"v{i}")
         else:  # Const: selects the plan, passes nothing
             assert i in consts
@@ -252,18 +260,30 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
     body += [f"handle = {default} if stream is None else stream_handle(stream, source, {index})"]
     if launcher.constants:
         body += ["upload_constants(handle)"]
-    # Launcher.launch's steps, inlined.
-    body += ["lock.acquire()",
-             "try:",
-             "    if cfg is not L.packed_cfg or handle != L.packed_stream:",
-             "        L.prepare(cfg, handle)",
-             f"    pack_into(buffer, 0, {', '.join(values)})",
-             "    err = launch_ex(config_address, fptr, params_address, None)",
-             "    if err:",
-             "        err = L.retry_in_context(err)",
-             "finally:",
-             "    lock.release()",
-             "if err:",
+    call = ", ".join(values)
+    if flavor == "native":  # Launcher.launch's native steps, inlined
+        args_line = ", ".join(["native_address", "cfg.dims", "handle", *values])
+        body += ["if cfg is not L.checked_cfg:",
+                 "    L.check(cfg)",
+                 f"err = native({args_line})",
+                 "if err and L.make_context_current(err):",
+                 f"    err = native({args_line})"]
+    else:  # its ctypes steps
+        if flavor == "warmup":  # counting towards the trampoline: decline once it is due
+            body[:0] = ["if warmup[0] <= 0:",
+                        "    return False",
+                        "warmup[0] -= 1"]
+        body += ["lock.acquire()",
+                 "try:",
+                 "    if cfg is not L.packed_cfg or handle != L.packed_stream:",
+                 "        L.prepare(cfg, handle)",
+                 f"    pack_into(buffer, 0, {call})",
+                 "    err = launch_ex(config_address, fptr, params_address, None)",
+                 "    if err:",
+                 "        err = L.retry_in_context(err)",
+                 "finally:",
+                 "    lock.release()"]
+    body += ["if err:",
              "    raise launch_failure(err, L)",
              "if not L.active:",
              "    activate(L)",
@@ -274,6 +294,7 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
     binder = env["binder"]
     binder.source = source
     binder.launcher = launcher
+    binder.flavor = flavor
     return binder  # type: ignore[no-any-return]
 
 

@@ -31,6 +31,7 @@ import numpy as np
 from oxide import types as T
 from oxide.errors import DeviceError, InternalCompilerError, LaunchError
 from oxide.runtime import cuda_driver as cd
+from oxide.runtime import native_launch
 from oxide.runtime.args import (
     _CONST,
     Plan,
@@ -219,6 +220,15 @@ def load_image(kernel: Any, plan: Plan, arch: str) -> KernelImage:
     return image
 
 
+def f16_bits(x: float) -> int:
+    """An f16 value as the bit pattern the native trampoline stores (it packs ints and
+    f32/f64 only)."""
+    return int.from_bytes(_F16.pack(x), "little")
+
+
+_F16 = struct.Struct("<e")
+
+
 def _bf16_bits(x: float) -> int:
     """Round-to-nearest-even f32 -> bf16, as the bit pattern the kernel parameter takes."""
     (bits,) = struct.unpack("<I", struct.pack("<f", x))
@@ -271,6 +281,37 @@ class Launcher:
         self.config_address = ctypes.addressof(self.config_buffer)
         self.packed_cfg: LaunchConfig | None = None  # what config_buffer holds
         self.packed_stream: int | None = None
+        # The native trampoline (runtime/native_launch.py), once the process has it.
+        self.record_dev = record_dev
+        self.checked_cfg: LaunchConfig | None = None  # the last config `check` passed
+        self.native: Any = None
+        self.native_context: native_launch.LaunchContext | None = None
+        self.native_address = 0
+        self.f16_slots = [i for i, f in enumerate(plan.formats) if f == "e"]
+        self.attach_native()
+
+    def attach_native(self) -> None:
+        """Launch through the native trampoline from now on, if the process has it
+        (`native_launch.trampoline_if_due`) and it takes this many values."""
+        if self.native is not None or len(self.plan.formats) > native_launch.MAX_VALUES:
+            return
+        trampoline = native_launch.trampoline_if_due()
+        if trampoline is not None:
+            self.native_context = native_launch.make_context(
+                cd.launch_address(), self.fptr, self.record_dev, self.grid_x_factor,
+                self.plan.formats)
+            self.native_address = ctypes.addressof(self.native_context)
+            self.native = trampoline
+
+    @property
+    def flavor(self) -> str:
+        """How this launcher's binders launch: "native" (the trampoline), "warmup" (ctypes,
+        counting launches towards building the trampoline) or "ctypes" (for good)."""
+        if self.native is not None:
+            return "native"
+        if native_launch.attempted() or len(self.plan.formats) > native_launch.MAX_VALUES:
+            return "ctypes"
+        return "warmup"
 
     def check_config(self, cfg: LaunchConfig) -> None:
         """Reject a configuration the device or this kernel cannot run (LaunchError).
@@ -319,6 +360,15 @@ class Launcher:
                                    cfg.shared_mem_bytes, stream, 0, 0)
         self.packed_cfg, self.packed_stream = cfg, stream
 
+    def check(self, cfg: LaunchConfig) -> None:
+        """`check_config` for the native path, once per config object; an equal config
+        made anew is not checked again. Under the lock: it may raise the kernel's
+        dynamic shared memory limit."""
+        with self.lock:
+            if cfg != self.checked_cfg:
+                self.check_config(cfg)
+            self.checked_cfg = cfg
+
     def launch(self, cfg: LaunchConfig, stream: int, values: list[Any]) -> None:
         """Launch with the machine values of the plan's parameters.
 
@@ -328,33 +378,49 @@ class Launcher:
                 values[i] = _bf16_bits(values[i])
         if self.constants:
             self.upload_constants(stream)
-        self.lock.acquire()  # not `with self.lock:`, which costs ~0.1 us more per launch
-        try:
-            if cfg is not self.packed_cfg or stream != self.packed_stream:
-                self.prepare(cfg, stream)
-            self.packer.pack_into(self.buffer, 0, *values)
-            err = self.launch_ex(self.config_address, self.fptr, self.params_address, None)
-            if err:
-                err = self.retry_in_context(err)
-        finally:
-            self.lock.release()
+        if self.native is not None:
+            for i in self.f16_slots:
+                values[i] = f16_bits(values[i])
+            if cfg is not self.checked_cfg:
+                self.check(cfg)
+            err = self.native(self.native_address, cfg.dims, stream, *values)
+            if err and self.make_context_current(err):
+                err = self.native(self.native_address, cfg.dims, stream, *values)
+        else:
+            self.lock.acquire()  # not `with self.lock:`, which costs ~0.1 us more per launch
+            try:
+                if cfg is not self.packed_cfg or stream != self.packed_stream:
+                    self.prepare(cfg, stream)
+                self.packer.pack_into(self.buffer, 0, *values)
+                err = self.launch_ex(self.config_address, self.fptr, self.params_address, None)
+                if err:
+                    err = self.retry_in_context(err)
+            finally:
+                self.lock.release()
         if err:
             raise launch_failure(err, self)
         if not self.active:
             self.gdev.activate(self)
 
-    def retry_in_context(self, err: int) -> int:
-        """The launch again, if it failed for want of a current context (lock held).
+    def make_context_current(self, err: int) -> bool:
+        """After a launch failed with `err`: whether it was for want of a current context,
+        which is now made current (the launch should be made again).
 
         A thread that never used CUDA has no current context; binders on a one-GPU
         machine do not test for one before each launch (`GPUDevice.enter` costs more
         than the launch path can spare), so the first launch there fails with
-        CUDA_ERROR_INVALID_CONTEXT: make the device's context current and relaunch."""
+        CUDA_ERROR_INVALID_CONTEXT."""
         if err != cd.INVALID_CONTEXT:
-            return err
+            return False
         gdev = self.gdev
         cd.set_current_context(gdev.ctx)
         _tls.ctx = gdev.ctx_id
+        return True
+
+    def retry_in_context(self, err: int) -> int:
+        """The ctypes launch again, if it failed for want of a current context (lock held)."""
+        if not self.make_context_current(err):
+            return err
         return self.launch_ex(self.config_address, self.fptr, self.params_address, None)
 
     def upload_constants(self, stream: int) -> None:
@@ -369,6 +435,9 @@ class Launcher:
 
 
 def launch_failure(err: Any, launcher: Launcher) -> Exception:
+    if err == -1:  # the native trampoline's answer to a wrong number of values
+        return InternalCompilerError(f"`{launcher.kernel_name}`: the launch packed a wrong "
+                                     "number of arguments")
     text = cd.error_text(err)
     if "INVALID_VALUE" in text or "OUT_OF_RESOURCES" in text:
         return LaunchError(f"launching `{launcher.kernel_name}` on {launcher.gdev} failed: {text}")
@@ -464,6 +533,8 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
         image = load_image(kernel, plan, gdev.arch)
         launcher = launchers[(device.index, key)] = Launcher(
             gdev, kernel.__name__, plan, image, _stream_source(args, views))
+    elif launcher.native is None:
+        launcher.attach_native()  # the trampoline may have been built since
     plan = launcher.plan
     if plan.check_aliasing:
         check_aliasing(plan, views)
