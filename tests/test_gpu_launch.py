@@ -253,3 +253,67 @@ def test_launches_from_threads_that_never_used_cuda() -> None:
         worker.join()
         assert not errors
         np.testing.assert_allclose(out.to_numpy(), x.to_numpy() * factor, rtol=1e-6)
+
+
+@pytest.mark.parametrize("flavor", ["native", "ctypes", "warmup"])
+def test_every_launch_flavor_computes_the_same(flavor: str, monkeypatch) -> None:
+    """The trampoline, ctypes, and the switch from one to the other (runtime/native_launch.py)
+    on the real driver: scalars of several types, a coarsened grid, changing configs."""
+    from oxide.runtime import native_launch
+
+    @ox.kernel
+    def mix(x: Slice[f32], a: f32, b: f64, k: i32, out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = x[i] * a + f32(b) + f32(k)
+
+    if flavor == "ctypes":
+        monkeypatch.setattr(native_launch, "_built", (None, "the test's choice"))
+    elif flavor == "warmup":
+        monkeypatch.setattr(native_launch, "_built", None)
+        monkeypatch.setattr(native_launch, "_llvmlite_loaded", lambda: False)
+        monkeypatch.setattr(native_launch, "warmup", [5])
+    x = rng.standard_normal(5000, np.float32)
+    xd, out = ox.to_device(x), ox.empty(5000, ox.f32)
+    flavors = set()
+    for step in range(12):
+        n = 1000 + 300 * step
+        mix[cfg(n, block=128 if step % 2 else 256)](xd, 0.5 * step, 1.0 / 3.0, -step, out)
+        flavors.add(mix.__dict__["_oxide_launchers"].last.flavor)
+        got = out.to_numpy()[:n]
+        want = x[:n] * np.float32(0.5 * step) + np.float32(1.0 / 3.0) + np.float32(-step)
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    assert flavors == {"ctypes": {"ctypes"}, "native": {"native"},
+                       "warmup": {"warmup", "native"}}[flavor]
+
+
+def test_threads_launch_at_once_on_their_own_streams() -> None:
+    """Launches from four threads at once through one binder: the trampoline keeps each
+    launch's values its own (no shared parameter buffer)."""
+    import threading
+
+    torch = pytest.importorskip("torch")
+    n = 1 << 16
+    x = torch.rand(n, device="cuda")
+    outs = [torch.empty(n, device="cuda") for _ in range(4)]
+    scale[cfg(n)](x, 1.0, outs[0])
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            stream = torch.cuda.Stream()
+            with torch.cuda.stream(stream):
+                for i in range(200):
+                    scale[cfg(n)](x, float(k * 1000 + i), outs[k])
+            stream.synchronize()
+        except BaseException as exc:  # reported by the test, not lost in the thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    for k in range(4):
+        torch.testing.assert_close(outs[k], x * float(k * 1000 + 199))

@@ -87,6 +87,15 @@ def probe_host_target() -> str:
     return f"{triple} (kernels compile to host code)"
 
 
+def probe_launch_trampoline() -> str:
+    """The native launch trampoline builds (else GPU launches keep the slower ctypes call)."""
+    from oxide.runtime import native_launch
+
+    if native_launch.trampoline() is None:
+        raise RuntimeError(native_launch.unavailable_reason())
+    return "JIT-compiled (GPU relaunches skip ctypes)"
+
+
 def probe_nvptx() -> str:
     from oxide.codegen.llvm import nvptx_machine
 
@@ -173,6 +182,9 @@ def run_checks() -> list[Check]:
                           "(pip install --force-reinstall 'llvmlite>=0.50')", probe_host_target))
     checks.append(guarded("llvm nvptx target", "warn", "pip install 'llvmlite>=0.50' "
                           "(its LLVM includes NVPTX)", probe_nvptx))
+    checks.append(guarded("launch trampoline", "warn", "GPU launches still work, through "
+                          "ctypes, ~1 us slower each; report a bug with this line",
+                          probe_launch_trampoline))
     checks.append(guarded("libdevice", "warn", "pip install nvidia-nvvm, or set CUDA_HOME to a "
                           "CUDA toolkit (needed for ox.math on the GPU)", probe_libdevice))
     checks.append(guarded("nvjitlink", "warn", "pip install nvidia-nvjitlink, or set CUDA_HOME "

@@ -7,11 +7,17 @@ stream: ~8 us of Python per launch on an H200 host, more than the driver's own
 launch (~5-6 us). Launches repeat with the same kinds of arguments, so after a
 general launch succeeds this module makes a *binder* for it: a small function,
 generated from the launcher's Plan, that reads the arguments straight into
-machine values, packs them into the `Launcher`'s parameter buffer and calls the
-driver, doing `Launcher.launch`'s steps inline. A kernel keeps its binders in its
-`_oxide_launchers` (gpu.Launchers): `last`, the one its last launch used, tried first, and `fast`,
-keyed by (device index, each argument's Python type, each `Const` argument's
-value).
+machine values and launches, doing `Launcher.launch`'s steps inline. A kernel
+keeps its binders in its `_oxide_launchers` (gpu.Launchers): `last`, the one its
+last launch used, tried first, and `fast`, keyed by (device index, each
+argument's Python type, each `Const` argument's value).
+
+A binder's *flavor* is how it launches (`Launcher.flavor`): "native" hands the
+values to the launch trampoline (runtime/native_launch.py), one C call; "ctypes"
+packs them into the launcher's parameter buffer under its lock and calls
+`cuLaunchKernelEx` through ctypes; "warmup" is "ctypes" counting launches
+towards building the trampoline, and declines once it is due, so that the
+general path makes a native binder in its place.
 
 What a binder verifies on every launch, everything the general path's type key
 and checks cover (on any difference it returns False having done nothing, and
@@ -33,9 +39,9 @@ Plans with host arrays (copied in and out around the launch) get no binder.
 
 Thread safety: a binder never changes once made, and reads only its arguments;
 `last` and `fast` are replaced whole (atomic under the GIL; two threads may both
-make a binder for a new key, and either is right); binders and `Launcher.launch`
-pack the launcher's parameter and config buffers and call the driver under the
-launcher's lock.
+make a binder for a new key, and either is right). The trampoline keeps each
+launch's values on its own stack; the ctypes flavor packs the launcher's
+parameter and config buffers and calls the driver under the launcher's lock.
 
 The generated source of a binder is in `binder.source` (and in tracebacks).
 """
@@ -136,8 +142,10 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
         ...
         enter() (several GPUs); check_errors() if a launched kernel's record is filled
         handle = the stream; then Launcher.launch's steps, inlined:
-        lock; prepare(cfg, handle) if either changed; pack_into(buffer, 0, ptr0, *shape0,
-        v1, ...); launch_ex(config, function, params, None); unlock
+        native: L.check(cfg) if it is new; native(context, cfg.dims, handle, ptr0,
+            s0_0, v1, ...)
+        ctypes: lock; prepare(cfg, handle) if either changed; pack_into(buffer, 0,
+            ptr0, *shape0, v1, ...); launch_ex(config, function, params, None); unlock
     """
     launcher.attach_native()
     flavor = launcher.flavor

@@ -3,10 +3,12 @@
 Per device (`GPUDevice`): its primary context, architecture and limits, a pool of
 error records in mapped pinned memory, and the kernels launched since the last
 full synchronization (whose records the host reads). Per kernel, argument type
-key and device (`Launcher`): the loaded function, the argument plan and a
-prepared parameter buffer and launch-config struct, so a relaunch reads pointers,
-packs one `struct` and calls `cuLaunchKernelEx` (cuda_driver.launch_function) with
-four integers and no per-launch allocation.
+key and device (`Launcher`): the loaded function, the argument plan and what a
+launch hands the driver: a `native_launch.LaunchContext` for the launch
+trampoline, which packs the values and calls `cuLaunchKernelEx` in one C call,
+or, before the trampoline is built or without llvmlite, a parameter buffer and
+launch-config struct that a launch packs and passes to `cuLaunchKernelEx`
+through ctypes (cuda_driver.launch_function).
 
 Run-time errors: every launcher owns one 32-byte record (a slot of the device's
 pool) and passes its device address as the kernel's hidden last argument. The
