@@ -222,3 +222,13 @@ def test_a_wrong_value_count_is_an_internal_error_not_a_launch(fake, trampoline)
         launcher.launch(ox.LaunchConfig(grid=1, block=32), 0, [0x1000])
     assert len(fake.launches) == 1
     assert gpu.launch_failure(-1, launcher).__class__ is InternalCompilerError
+
+
+def test_a_kernel_with_more_values_than_the_trampoline_takes_keeps_ctypes(fake, trampoline,
+                                                                          monkeypatch) -> None:
+    monkeypatch.setattr(native_launch, "MAX_VALUES", 1)  # `empty` passes 2: pointer, length
+    fake.formats = "Qq"
+    for _ in range(3):
+        ox.launch(empty, ox.LaunchConfig(grid=1, block=32), Tensor(0x1000, (8,)))
+    assert empty.__dict__["_oxide_launchers"].last.flavor == "ctypes"
+    assert [rec["args"] for rec in fake.launches] == [[0x1000, 8]] * 3

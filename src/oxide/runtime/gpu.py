@@ -290,12 +290,13 @@ class Launcher:
         self.native_context: native_launch.LaunchContext | None = None
         self.native_address = 0
         self.f16_slots = [i for i, f in enumerate(plan.formats) if f == "e"]
+        self.fits_trampoline = len(plan.formats) <= native_launch.MAX_VALUES
         self.attach_native()
 
     def attach_native(self) -> None:
         """Launch through the native trampoline from now on, if the process has it
         (`native_launch.trampoline_if_due`) and it takes this many values."""
-        if self.native is not None or len(self.plan.formats) > native_launch.MAX_VALUES:
+        if self.native is not None or not self.fits_trampoline:
             return
         trampoline = native_launch.trampoline_if_due()
         if trampoline is not None:
@@ -311,7 +312,7 @@ class Launcher:
         counting launches towards building the trampoline) or "ctypes" (for good)."""
         if self.native is not None:
             return "native"
-        if native_launch.attempted() or len(self.plan.formats) > native_launch.MAX_VALUES:
+        if native_launch.attempted() or not self.fits_trampoline:
             return "ctypes"
         return "warmup"
 
