@@ -104,8 +104,7 @@ def _remember(launchers: gpu.Launchers, launcher: gpu.Launcher, args: tuple[Any,
     """Make `launcher`'s binder for arguments like `args` the first to try."""
     key = _key(launchers, index, args)
     binders = launchers.fast.get(key, ())
-    launcher.attach_native()
-    flavor = launcher.flavor
+    flavor = launcher.flavor  # current: launch_gpu, just called, attached the trampoline if due
     binder = next((b for b in binders if b.launcher is launcher and b.flavor == flavor), None)
     if binder is None:
         binder = make_binder(launcher, args, index, launchers.consts)
@@ -147,7 +146,6 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
         ctypes: lock; prepare(cfg, handle) if either changed; pack_into(buffer, 0,
             ptr0, *shape0, v1, ...); launch_ex(config, function, params, None); unlock
     """
-    launcher.attach_native()
     flavor = launcher.flavor
     plan = launcher.plan
     gdev = launcher.gdev

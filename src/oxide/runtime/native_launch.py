@@ -25,7 +25,7 @@ a value that does not convert raises (TypeError, OverflowError) before the
 driver is called.
 
 Building it imports llvmlite (~60-100 ms the first time in a process) and JITs
-~100 lines of IR (~5 ms); `Launcher` asks for it only once a process has
+~100 lines of IR (4-10 ms on an H200 host); `Launcher` asks for it only once a process has
 llvmlite loaded or a launcher is hot (runtime/gpu.py). Where llvmlite or the
 host target is missing, `trampoline()` returns None and launches keep the
 ctypes path.
