@@ -75,6 +75,7 @@ def build_bundle(jobs: Iterable[Job], archs: list[str], out: str | Path, source:
             "sites": [_site_json(s) for s in ck.sites],
             "uses_barriers": ck.uses_barriers,
             "grid_x_factor": ck.grid_x_factor,
+            "thread_index_ranks": list(ck.thread_index_ranks),
             "cubins": cubins,
         })
     manifest = {"format": FORMAT, "version": VERSION, "oxide_version": __version__,

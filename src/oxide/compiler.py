@@ -140,6 +140,9 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     # A coarsened kernel runs logical blocks F*b .. F*b+F-1 in block b and takes the logical
     # grid.x as a hidden last argument: the launcher divides grid.x by F.
     ck.grid_x_factor = factor
+    # The witness ranks the kernel creates: a launch must keep them unique
+    # (runtime/witness_rules.py checks the grid and block before anything runs).
+    ck.thread_index_ranks = thread_index_ranks(func)
     ck.constants = list(lowered.ctx.constants)
     # what the body resolved from outside it: the disk cache checks its key covered these
     ck.folded = dict(lowered.ctx.folded)
@@ -152,6 +155,14 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
                 print(f"// ---- oxide {stage}: {symbol} ----", file=sys.stderr)
                 print(getattr(ck, stage), file=sys.stderr)
     return ck
+
+
+def thread_index_ranks(func: Any) -> tuple[int, ...]:
+    """The ranks of the `thread.index_Nd()` witnesses `func` creates, ascending."""
+    from oxide.ir import ops
+
+    return tuple(sorted({op.rank.data for op in func.walk()
+                         if isinstance(op, ops.ThreadIndexOp)}))
 
 
 def describe_signature(sig: tuple[Any, ...]) -> str:

@@ -144,6 +144,9 @@ class Specialization:
                       for s in data["sites"]]
         self.uses_barriers: bool = data["uses_barriers"]
         self.grid_x_factor: int = int(data.get("grid_x_factor", 1))
+        # the ThreadIndex ranks the kernel creates; bundles built before oxide recorded
+        # them carry none, and their launches go unchecked (runtime/witness_rules.py)
+        self.thread_index_ranks = tuple(int(r) for r in data.get("thread_index_ranks", ()))
         self.cubin_files = {arch: root / rel for arch, rel in data["cubins"].items()}
 
     def pick_arch(self, device_arch: str) -> str:
@@ -174,6 +177,7 @@ class BundledCode:
         self.sites = spec.sites
         self.uses_barriers = spec.uses_barriers
         self.grid_x_factor = spec.grid_x_factor
+        self.thread_index_ranks = spec.thread_index_ranks
         self._file = spec.cubin_files[arch]
 
     @cached_property

@@ -312,8 +312,11 @@ def load(key: str, arg_sizes: tuple[int, ...]) -> Any:
             return None
         sites = [CachedSite(s["kind"], Span(s["file"], s["line"], s["col"], s["end_col"],
                                             s["text"]), s["detail"]) for s in header["sites"]]
+        # An entry without the witness ranks predates the launch check: recompile it.
+        ranks = tuple(int(r) for r in header["thread_index_ranks"])
         return KernelImage(cubin, header["symbol"], sites, arg_sizes,
-                           grid_x_factor=int(header.get("grid_x_factor", 1)))
+                           grid_x_factor=int(header.get("grid_x_factor", 1)),
+                           thread_index_ranks=ranks)
     except (OSError, ValueError, KeyError, TypeError, struct.error):
         return None
 
@@ -326,6 +329,7 @@ def store(key: str, image: Any, ck: Any) -> bool:
     header = {
         "key": key, "symbol": image.symbol, "arg_sizes": list(image.arg_sizes),
         "grid_x_factor": image.grid_x_factor,
+        "thread_index_ranks": list(image.thread_index_ranks),
         "cubin_sha256": hashlib.sha256(image.cubin).hexdigest(),
         "sites": [{"kind": s.kind, "file": s.span.file, "line": s.span.line, "col": s.span.col,
                    "end_col": s.span.end_col, "text": s.span.text, "detail": s.detail}

@@ -30,6 +30,7 @@ from oxide.runtime.args import Plan, bind
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import CPU
 from oxide.runtime.kernel_errors import ErrorRecord
+from oxide.runtime.witness_rules import check_witness_config
 
 # Splitting a grid across OS threads pays off only for enough work.
 _PARALLEL_MIN_THREADS = 1 << 16
@@ -75,6 +76,8 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
     _check_config(kernel, cfg)
     bound = bind(kernel, args, CPU)
     entry = _entry(kernel, bound.plan)
+    if entry.ck.thread_index_ranks:
+        check_witness_config(kernel.__name__, entry.ck.thread_index_ranks, cfg)
     for i in entry.writable:
         a = args[i]
         if isinstance(a, np.ndarray) and not a.flags.writeable:

@@ -48,6 +48,7 @@ from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, cuda_device_count
 from oxide.runtime.kernel_errors import ErrorRecord
 from oxide.runtime.views import ArrayView
+from oxide.runtime.witness_rules import check_witness_config
 
 _RECORD_BYTES = 32
 _POOL_BYTES = 4096
@@ -184,12 +185,15 @@ class KernelImage:
     arg_sizes: tuple[int, ...]  # bytes of each machine argument, error record included
     constants: tuple[tuple[str, Any], ...] = ()  # (global symbol, ox.ConstantArray)
     grid_x_factor: int = 1  # logical blocks per hardware block (codegen/coarsen.py)
+    # the ThreadIndex ranks the kernel creates (runtime/witness_rules.py)
+    thread_index_ranks: tuple[int, ...] = ()
 
     @classmethod
     def from_compiled(cls, ck: Any) -> KernelImage:
         sizes = tuple(_LLVM_SIZES[t] for p in ck.abi for t in p.llvm_types) + (8,)
         return cls(ck.cubin, ck.name, list(ck.sites), sizes,
-                   tuple(getattr(ck, "constants", ())), getattr(ck, "grid_x_factor", 1))
+                   tuple(getattr(ck, "constants", ())), getattr(ck, "grid_x_factor", 1),
+                   tuple(ck.thread_index_ranks))
 
 
 def plan_sizes(plan: Plan) -> tuple[int, ...]:
@@ -263,6 +267,7 @@ class Launcher:
         self.active = False
         # Hidden arguments: the error record, then for a coarsened kernel the logical grid.x.
         self.grid_x_factor = image.grid_x_factor
+        self.thread_index_ranks = image.thread_index_ranks
         formats = plan.formats + ["Q"] + (["I"] if self.grid_x_factor > 1 else [])
         offsets = [struct.calcsize("@" + "".join(formats[:i + 1])) - struct.calcsize(formats[i])
                    for i in range(len(formats))]
@@ -320,6 +325,8 @@ class Launcher:
         """Reject a configuration the device or this kernel cannot run (LaunchError).
 
         Called by `prepare`, with the lock held."""
+        if self.thread_index_ranks:
+            check_witness_config(self.kernel_name, self.thread_index_ranks, cfg)
         gdev = self.gdev
         threads = cfg.threads_per_block
         if threads > self.max_threads:

@@ -1,0 +1,46 @@
+"""Which launch configurations keep a kernel's ThreadIndex witnesses unique.
+
+`thread.index_1d()` is `block_idx.x * block_dim.x + thread_idx.x`: it ignores the
+y and z dimensions, so in a launch with `block.y`, `grid.y` (or z) above 1 several
+threads hold one witness, and a DisjointSlice write at it races. `index_2d()`
+likewise ignores z. Rather than change what a witness means, a launch of a
+kernel that creates one must leave the dimensions it ignores at 1: the compiled
+kernel records the witness ranks it creates (`CompiledKernel.thread_index_ranks`),
+and both runtimes call `check_witness_config` before anything runs (the GPU
+runtime once per configuration, with its other configuration checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from oxide.errors import LaunchError
+from oxide.runtime.config import LaunchConfig
+
+# The dimensions a witness of each rank covers; every other one must be 1.
+_COVERED_AXES = {1: "x", 2: "xy"}
+
+
+def check_witness_config(kernel_name: str, ranks: Iterable[int], cfg: LaunchConfig) -> None:
+    """Raise LaunchError when `cfg` would give two threads one witness of a rank in `ranks`.
+
+    >>> check_witness_config("k", (1,), LaunchConfig(grid=4, block=256))
+    >>> check_witness_config("k", (2,), LaunchConfig(grid=(4, 4), block=(16, 16)))
+    """
+    for rank in sorted(set(ranks)):
+        covered = _COVERED_AXES.get(rank)
+        if covered is None:
+            continue
+        bad = [f"{what}.{axis} = {n}"
+               for what, dims in (("grid", cfg.grid), ("block", cfg.block))
+               for axis, n in zip("xyz", dims, strict=True)
+               if axis not in covered and n != 1]
+        if bad:
+            needs = " and ".join(f"grid.{a} = block.{a} = 1" for a in "xyz" if a not in covered)
+            raise LaunchError(
+                f"`{kernel_name}` uses thread.index_{rank}d(), which is unique only in a launch "
+                f"with {needs}; this launch (grid {cfg.grid}, block {cfg.block}) has "
+                f"{', '.join(bad)}, so several threads would share one ThreadIndex and "
+                f"their DisjointSlice writes would race. Launch with "
+                + ("a 1-D grid and block" if rank == 1 else "2-D grids and blocks")
+                + (", or use thread.index_2d()" if rank == 1 else ""))

