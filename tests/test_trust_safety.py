@@ -131,3 +131,68 @@ def test_disk_cache_keeps_the_witness_ranks(fake: FakeDriver, tmp_path) -> None:
     cache.store(key, image, ck)
     loaded = cache.load(key, image.arg_sizes)
     assert loaded is not None and loaded.thread_index_ranks == (1,)
+
+
+# ---------------------------------------------------------------------------
+# 2. A written DisjointSlice is read only at this thread's ThreadIndex
+
+
+def _compile_error(kernel, *sig) -> ox.CompileError:
+    with pytest.raises(ox.CompileError) as info:
+        kernel.compile(*sig, target="cpu")
+    return info.value
+
+
+def test_disjoint_read_at_another_threads_index_is_rejected() -> None:
+    @ox.kernel
+    def shift(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            if i + 1 < len(out):
+                out[i] = out[i + 1] + 1.0
+
+    err = _compile_error(shift, DisjointSlice[f32])
+    assert isinstance(err, ox.SafetyError)
+    assert "DisjointSlice this kernel writes" in err.message
+    assert err.span is not None and err.span.text.strip() == "out[i] = out[i + 1] + 1.0"
+    assert err.span.text[err.span.col:err.span.end_col] == "out[i + 1]"
+    assert "separate Slice" in err.hint
+
+
+def test_disjoint_read_at_a_constant_index_is_rejected_even_before_the_write() -> None:
+    @ox.kernel
+    def first(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        v = out[0]
+        if i in out:
+            out[i] = v
+
+    err = _compile_error(first, DisjointSlice[f32])
+    assert isinstance(err, ox.SafetyError)
+    assert err.span.text[err.span.col:err.span.end_col] == "out[0]"
+
+
+def test_disjoint_read_at_the_witness_and_unwritten_disjoint_reads_are_fine() -> None:
+    @ox.kernel
+    def own(src: DisjointSlice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = out[i] * 2.0 + src[len(src) - 1 - i]  # src is never written: read-only
+
+    a = np.arange(8, dtype=np.float32)
+    b = np.ones(8, np.float32)
+    with ox.device("cpu"):
+        own[1, 8](a, b)
+    assert np.array_equal(b, 2.0 + a[::-1])
+
+
+def test_disjoint_read_inside_unsafe_is_the_users_responsibility() -> None:
+    @ox.kernel
+    def shifted(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            with ox.unsafe():
+                v = out[len(out) - 1]
+            out[i] = v
+
+    shifted.compile(DisjointSlice[f32], target="cpu")

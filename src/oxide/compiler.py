@@ -105,6 +105,7 @@ def compile_kernel(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | N
 def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -> CompiledKernel:
     from oxide.codegen.emit import Emitter, check_supported
     from oxide.frontend.entry import lower_kernel
+    from oxide.passes.disjoint_reads import check_disjoint_reads
     from oxide.passes.safety import check_disjoint_writes
 
     symbol = mangle(kernel, sig)
@@ -124,6 +125,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         raise InternalCompilerError(f"oxide produced invalid IR for `{kernel.__name__}`: {exc}"
                                     f"\n{func}") from exc
     check_disjoint_writes(func, lowered.sites)
+    check_disjoint_reads(func, lowered.sites)
     check_supported(tgt, func)
     abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig, strict=True)
            if not isinstance(s, ConstValue)]

@@ -102,8 +102,8 @@ class SubscriptMixin:
         idx = self.index_ssa(self.index_values(arr, index, node, write=False), node.slice)
         site = self.b.site("index", self.src.span(node), arr.name)
         checked = self.ctx.checks
-        return Val(self.b.value(ops.LoadOp(arr.ssa, idx, ir_type(arr.type.dtype), site, checked)),
-                   arr.type.dtype)
+        return Val(self.b.value(ops.LoadOp(arr.ssa, idx, ir_type(arr.type.dtype), site, checked,
+                                           unsafe=self.unsafe_depth > 0)), arr.type.dtype)
 
     def subscript_store(self, container: Any, index: Any, value: Any, node: ast.Subscript,
                         base_node: ast.AST) -> None:
@@ -144,7 +144,7 @@ class SubscriptMixin:
                                  hint=f"convert explicitly: `{arr.type.dtype.name}(...)`")
             v = s.ssa
         site = self.b.site("index", self.src.span(node), arr.name)
-        checked = self.ctx.checks and access != "raw"
+        checked = self.ctx.checks  # RawSlice writes too: `unsafe` lifts the rules, not the bounds
         self.b.emit(ops.StoreOp(arr.ssa, self.index_ssa(items, node.slice), v, site, checked,
                                 unsafe=self.unsafe_depth > 0))
 

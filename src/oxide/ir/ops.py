@@ -245,19 +245,26 @@ class ArrayDimOp(IRDLOperation):
 
 @irdl_op_definition
 class LoadOp(IRDLOperation):
-    """Reads one element. `checked=1` bounds-checks it, reporting failures as `site`."""
+    """Reads one element. `checked=1` bounds-checks it, reporting failures as `site`.
+
+    `unsafe=1` marks a read inside `ox.unsafe()`: the DisjointSlice read rule
+    (passes/disjoint_reads.py) leaves it alone.
+    """
 
     name = "oxide.load"
     array = operand_def()
     indices = var_operand_def()
     site = prop_def(IntAttr)
     checked = prop_def(IntAttr)
+    unsafe = opt_prop_def(IntAttr)
     result = result_def()
 
     def __init__(self, array: SSAValue, indices: Sequence[SSAValue], elem: Attribute,
-                 site: int, checked: bool) -> None:
-        super().__init__(operands=[array, list(indices)],
-                         properties={"site": IntAttr(site), "checked": IntAttr(int(checked))},
+                 site: int, checked: bool, unsafe: bool = False) -> None:
+        props = {"site": IntAttr(site), "checked": IntAttr(int(checked))}
+        if unsafe:
+            props["unsafe"] = IntAttr(1)
+        super().__init__(operands=[array, list(indices)], properties=props,
                          result_types=[elem])
 
 
