@@ -8,6 +8,7 @@ fails there; the body is compiled on first use or by `kernel.compile(...)`.
 from __future__ import annotations
 
 import inspect
+import linecache
 import sys
 import typing
 from collections.abc import Callable
@@ -16,10 +17,13 @@ from functools import cached_property
 from typing import Any
 
 from oxide import types as T
-from oxide.errors import KernelSyntaxError, KernelTypeError
+from oxide.errors import KernelSyntaxError, KernelTypeError, Span
 from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source, load_source
+from oxide.frontend.values import py_name
 from oxide.runtime.launch import bind_launch
+
+_MAX_BLOCK_THREADS = 1024  # threads per block, on every CUDA architecture
 
 
 @dataclass(frozen=True)
@@ -198,12 +202,53 @@ def _param_type_hint(ann: Any) -> str:
             "Const[...] or an ox.TypeVar")
 
 
-def _require_function(fn: Any, decorator: str) -> None:
+def _caller_span(depth: int, needle: str = "") -> Span | None:
+    """The span of the line that called into oxide `depth` frames up: where a decorator
+    was applied. Points at `needle` on that line when it is there (an option's name),
+    else at the whole line; None when the line cannot be read (exec, the REPL)."""
+    frame = sys._getframe(depth + 1)
+    file, line = frame.f_code.co_filename, frame.f_lineno
+    text = linecache.getline(file, line).rstrip("\n")
+    if not text.strip():
+        return None
+    col = text.find(needle) if needle else -1
+    if col < 0:
+        col, end = len(text) - len(text.lstrip()), len(text.rstrip())
+    else:
+        end = col + len(needle)
+    return Span(file, line, col, end, text)
+
+
+def _require_function(fn: Any, decorator: str, depth: int) -> None:
     """Decorators take a `def` function: its source is what gets compiled."""
     if not inspect.isfunction(fn):
-        what = type(fn).__name__ if not callable(fn) else f"`{getattr(fn, '__name__', fn)}`"
+        if inspect.isclass(fn):
+            what = f"the class `{fn.__name__}`"
+        else:
+            what = type(fn).__name__ if not callable(fn) else f"`{py_name(fn)}`"
         raise KernelSyntaxError(f"{decorator} decorates a Python function (a `def`), not {what}",
+                                _caller_span(depth + 1),
                                 hint=f"write `{decorator}` above `def name(...):`")
+
+
+def _check_options(options: KernelOptions, depth: int) -> None:
+    """Every `@ox.kernel(...)` option has the type and range it needs, or a diagnostic
+    at the decorator: a wrong value would otherwise surface later, far from its cause
+    (a launch failing with INVALID_VALUE for `max_threads=4096`)."""
+    for name in ("checks", "contract", "coarsen"):
+        value = getattr(options, name)
+        if not isinstance(value, bool):
+            raise KernelTypeError(f"@ox.kernel option `{name}` must be True or False, not "
+                                  f"{value!r}", _caller_span(depth + 1, name),
+                                  hint=f"write `{name}=True` or `{name}=False`")
+    mt = options.max_threads
+    if mt is not None and not (isinstance(mt, int) and not isinstance(mt, bool)
+                               and 1 <= mt <= _MAX_BLOCK_THREADS):
+        raise KernelTypeError(f"@ox.kernel option `max_threads` must be an int from 1 to "
+                              f"{_MAX_BLOCK_THREADS}, not {mt!r}",
+                              _caller_span(depth + 1, "max_threads"),
+                              hint=f"a block holds at most {_MAX_BLOCK_THREADS} threads on "
+                                   "every CUDA GPU; leave it out for no launch bound")
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contract: bool = True,
@@ -216,19 +261,18 @@ def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contrac
     """
     options = KernelOptions(checks=checks, contract=contract, max_threads=max_threads,
                             coarsen=coarsen)
-    if max_threads is not None and not (isinstance(max_threads, int) and 1 <= max_threads <= 1024):
-        raise ValueError("max_threads must be an int from 1 to 1024")
+    _check_options(options, 1)
     if fn is None:
         def decorate(f: Callable[..., Any]) -> Kernel:
-            _require_function(f, "@ox.kernel")
+            _require_function(f, "@ox.kernel", 1)
             return Kernel(f, options, _decorator_locals(1))
 
         return decorate
-    _require_function(fn, "@ox.kernel")
+    _require_function(fn, "@ox.kernel", 1)
     return Kernel(fn, options, _decorator_locals(1))
 
 
 def func(fn: Callable[..., Any]) -> DeviceFunction:
     """Declare a device function, callable from kernels and other @ox.func."""
-    _require_function(fn, "@ox.func")
+    _require_function(fn, "@ox.func", 1)
     return DeviceFunction(fn, _decorator_locals(1))

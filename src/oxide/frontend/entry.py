@@ -26,6 +26,10 @@ class KernelContext:
     folded: dict[str, Any] = field(default_factory=dict)
     functions: set[Any] = field(default_factory=set)
     uses_barriers: bool = False
+    # bytes of static shared arrays (per block) and local arrays (per thread) so far,
+    # checked against their limits as each array is declared
+    shared_bytes: int = 0
+    local_bytes: int = 0
     # ox.ConstantArray globals the kernel reads: (symbol, array), and their frontend values
     constants: list[tuple[str, Any]] = field(default_factory=list)
     constant_values: dict[int, Any] = field(default_factory=dict)

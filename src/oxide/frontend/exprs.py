@@ -14,6 +14,14 @@ from xdsl.dialects.builtin import IntAttr
 
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
+from oxide.frontend.constfold import (
+    FoldError,
+    check_result,
+    float_to_int,
+    int_division_by_zero,
+    precheck,
+    to_float,
+)
 from oxide.frontend.promote import (
     PromotionError,
     literal_dtype,
@@ -159,6 +167,34 @@ class ExprMixin:
     def expr_Tuple(self, node: ast.Tuple) -> Tup:
         return Tup(tuple(self.expr(e) for e in node.elts))
 
+    def unpack_targets(self, target: ast.Tuple | ast.List, value: Any,
+                       value_node: ast.AST) -> tuple[Any, ...]:
+        """The values for the names of `a, b = value`, one per target.
+
+        A starred target (`a, *rest = t`) takes the items the others leave, as a
+        tuple (Python makes it a list; kernels have tuples only). Tuples exist at
+        compile time, so this is exact and costs nothing at run time.
+        """
+        # (Python itself rejects two starred names, so there is at most one)
+        stars = [i for i, t in enumerate(target.elts) if isinstance(t, ast.Starred)]
+        if not stars:
+            return self.unpack(value, len(target.elts), value_node)
+        star, fixed = stars[0], len(target.elts) - 1
+        if isinstance(value, Tup):
+            items = value.items
+        elif isinstance(value, SlotTuple):
+            items = self.read_slot_tuple(value).items
+        else:
+            raise self.error(KernelTypeError, value_node, f"cannot unpack {describe(value)}")
+        if len(items) < fixed:
+            raise self.error(KernelTypeError, value_node,
+                             f"cannot unpack {len(items)} values into {fixed} names and a "
+                             "starred name", hint="the starred name takes what is left, "
+                             "possibly nothing; the others need one value each")
+        after = fixed - star
+        rest = Tup(tuple(items[star:len(items) - after]))
+        return (*items[:star], rest, *items[len(items) - after:])
+
     # -- types and conversion --------------------------------------------------------
 
     def resolve_dtype(self, node: ast.expr) -> T.DType:
@@ -212,7 +248,7 @@ class ExprMixin:
             return v
         if isinstance(v, Lit):
             dt = literal_dtype(v.value)
-            return Val(self.b.constant(v.value, dt), dt)
+            return Val(self.materialize(v, dt, node), dt)
         if isinstance(v, Witness):
             if v.rank != 1:
                 raise self.error(KernelTypeError, node,
@@ -227,9 +263,12 @@ class ExprMixin:
         """`v` as an SSA value of type `dt`, by implicit (safe) conversion only."""
         if isinstance(v, Lit):
             if not literal_fits(v.value, dt):
+                hint = f"convert explicitly with `{dt.name}(...)`"
+                if isinstance(v.value, int) and not -(2**63) <= v.value < 2**64:
+                    hint = "kernel integers have at most 64 bits; use a float for larger values"
                 raise self.error(KernelTypeError, node,
                                  f"the literal {literal_text(v.value)} does not fit in {dt.name}",
-                                 hint=f"convert explicitly with `{dt.name}(...)`")
+                                 hint=hint)
             return self.b.constant(v.value, dt)
         s = self.scalar(v, node)
         if s.dtype == dt:
@@ -239,16 +278,7 @@ class ExprMixin:
     def convert(self, v: Any, dt: T.DType, node: ast.AST) -> Val:
         """An explicit conversion (`f32(x)`): any number to any scalar type."""
         if isinstance(v, Lit):
-            value = v.value
-            if dt.is_int and isinstance(value, float):
-                value = int(value)
-            if dt.is_bool:
-                value = bool(value)
-            if dt.is_int and not literal_fits(value, dt):
-                raise self.error(KernelTypeError, node,
-                                 f"the constant {literal_text(value)} does not fit in "
-                                 f"{dt.name}")
-            return Val(self.b.constant(value, dt), dt)
+            return Val(self.b.constant(self.convert_constant(v.value, dt, node), dt), dt)
         s = self.scalar(v, node)
         if dt.is_bool and not s.dtype.is_bool:
             zero = self.b.constant(0, s.dtype)
@@ -258,6 +288,30 @@ class ExprMixin:
             note = (f"`{self.text(node)}` is a plain integer; converting a ThreadIndex drops "
                     "the uniqueness guarantee")
         return Val(self.b.cast(s.ssa, dt), dt, note)
+
+    def convert_constant(self, value: int | float | bool, dt: T.DType,
+                         node: ast.AST) -> int | float | bool:
+        """`dt(value)` on a constant, as the run-time conversion computes it
+        (docs/language.md): float-to-integer saturates and NaN gives 0, a float type
+        rounds (to infinity beyond its range). An integer constant outside an integer
+        type, or beyond a float type's range, is an error: it is a literal that does
+        not fit."""
+        if dt.is_bool:
+            return bool(value)
+        if dt.is_int:
+            if isinstance(value, float):
+                return float_to_int(value, dt)
+            if not literal_fits(value, dt):
+                raise self.error(KernelTypeError, node,
+                                 f"the constant {literal_text(value)} does not fit in "
+                                 f"{dt.name}")
+            return int(value)
+        try:
+            return to_float(value, dt)
+        except FoldError as exc:
+            raise self.error(KernelTypeError, node,
+                             f"the constant {literal_text(value)} {exc}",
+                             hint=exc.hint) from None
 
     def truth(self, v: Any, node: ast.AST) -> Any:
         """An i1 SSA value for a condition (ints and floats compare against zero)."""
@@ -278,7 +332,19 @@ class ExprMixin:
         error at `node` -- never an exception escaping the compiler.
         """
         try:
+            precheck(fn, values)
             result = fn(*values)
+            check_result(result)
+        except FoldError as exc:
+            raise self.error(KernelTypeError, node,
+                             f"constant expression `{self.text(node)}` {exc}",
+                             hint=exc.hint) from None
+        except OverflowError:
+            raise self.error(KernelTypeError, node,
+                             f"constant expression `{self.text(node)}` overflows: its value is "
+                             "beyond the range of f64",
+                             hint="constants fold as Python evaluates them; write `math.inf` "
+                                  "if infinity is meant") from None
         except (ArithmeticError, TypeError, ValueError) as exc:
             raise self.error(KernelTypeError, node,
                              f"constant expression `{self.text(node)}` fails: {exc}") from None
@@ -296,7 +362,8 @@ class ExprMixin:
         if kind is None:
             raise self.error(UnsupportedFeatureError, node,
                              f"operator `{type(op).__name__}` is not supported in kernels")
-        if isinstance(a, Lit) and isinstance(b, Lit):
+        if isinstance(a, Lit) and isinstance(b, Lit) and not int_division_by_zero(
+                kind, a.value, b.value):
             return self.fold(_PY_BINOPS[kind], (a.value, b.value), node)
         for v in (a, b):
             if not isinstance(v, (Lit, Val, Witness)):

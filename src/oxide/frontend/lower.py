@@ -390,9 +390,9 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
         if isinstance(target, ast.Name):
             self.assign_name(target.id, value, target, declared)
         elif isinstance(target, (ast.Tuple, ast.List)):
-            items = self.unpack(value, len(target.elts), value_node)
+            items = self.unpack_targets(target, value, value_node)
             for t, v in zip(target.elts, items, strict=True):
-                self.assign(t, v, value_node)
+                self.assign(t.value if isinstance(t, ast.Starred) else t, v, value_node)
         elif isinstance(target, ast.Subscript):
             container = self.expr(target.value)
             index = self.expr(target.slice)

@@ -18,6 +18,7 @@ from oxide.frontend.values import (
     Witness,
     article,
     describe,
+    literal_text,
 )
 from oxide.ir import ops
 from oxide.ir.types import SharedArrayType, ir_type
@@ -25,6 +26,13 @@ from oxide.ir.types import SharedArrayType, ir_type
 _SCOPES = ("block", "device", "system")
 _ATOMIC_TYPES = {"i32", "u32", "i64", "u64", "f32", "f64"}
 FULL_MASK = 0xFFFFFFFF
+# Per-thread local arrays: CUDA allows 512 KiB of local memory per thread, but each
+# kernel's frame also sits on a CPU thread's stack; 64 KiB is ample for register-like
+# scratch and far from both limits.
+LOCAL_ARRAY_BYTES = 64 * 1024
+# Static shared memory per block: 48 KiB on every architecture (more needs the dynamic
+# opt-in, `ox.shared.dynamic` with `shared_mem_bytes`).
+STATIC_SHARED_BYTES = 48 * 1024
 
 
 class ParallelCallsMixin:
@@ -153,17 +161,67 @@ class ParallelCallsMixin:
         dt_v, shape_v = args
         if not (isinstance(dt_v, Static) and isinstance(dt_v.obj, T.DType)):
             raise self.error(KernelTypeError, node.args[0], "the first argument is a dtype")
-        items = shape_v.items if isinstance(shape_v, Tup) else (shape_v,)
-        if not all(isinstance(i, Lit) and isinstance(i.value, int) and i.value > 0
-                   for i in items) or not 1 <= len(items) <= 3:
-            raise self.error(KernelTypeError, node.args[1],
-                             "the shape must be 1 to 3 positive compile-time integers",
-                             hint="use constants or Const parameters")
-        shape = tuple(int(i.value) for i in items)
+        shape = self._fixed_shape(shape_v, node.args[1], space)
+        self._reserve_fixed_bytes(dt_v.obj, shape, space, node)
         t = SharedArrayType(ir_type(dt_v.obj), _str_attr("x".join(map(str, shape))),
                             _str_attr(space))
         ssa = self.b.alloc(ops.FixedArrayOp(t))
         return FixedArray(ssa, dt_v.obj, shape, space, f"{space} array")
+
+    def _fixed_shape(self, shape_v: Any, node: ast.expr, space: str) -> tuple[int, ...]:
+        """The shape of a shared or local array: 1 to 3 positive compile-time integers."""
+        items = shape_v.items if isinstance(shape_v, Tup) else (shape_v,)
+        if not 1 <= len(items) <= 3:
+            raise self.error(KernelTypeError, node,
+                             f"ox.{space}.array takes 1 to 3 dimensions, not {len(items)}",
+                             hint="flatten the extra dimensions into one")
+        for item in items:
+            if not (isinstance(item, Lit) and isinstance(item.value, int)
+                    and not isinstance(item.value, bool)):
+                raise self.error(KernelTypeError, node,
+                                 f"the shape of ox.{space}.array must be compile-time "
+                                 f"integers, not {describe(item)}",
+                                 hint="use constants or Const parameters")
+            if item.value <= 0:
+                raise self.error(KernelTypeError, node,
+                                 f"the shape of ox.{space}.array must be positive, not "
+                                 f"{literal_text(item.value)}")
+        return tuple(int(i.value) for i in items)
+
+    def _reserve_fixed_bytes(self, dt: T.DType, shape: tuple[int, ...], space: str,
+                             node: ast.Call) -> None:
+        """Counts the array against its space's limit, before any IR is built.
+
+        Local arrays live in each thread's stack frame (CUDA local memory, and
+        the CPU thread's stack): beyond LOCAL_ARRAY_BYTES per thread they crash the
+        CPU process or fail the launch. Static shared memory is capped at
+        STATIC_SHARED_BYTES per block on every architecture unless a kernel opts in
+        to more dynamically; nvJitLink would otherwise reject it without a source line.
+        """
+        count = 1
+        for extent in shape:
+            count *= extent
+        size = count * max(1, dt.bits // 8)
+        if space == "local":
+            total, limit = self.ctx.local_bytes + size, LOCAL_ARRAY_BYTES
+            where = "per thread"
+            hint = ("keep per-thread arrays small; share a larger buffer through "
+                    "ox.shared.array, or pass a global array (RawSlice/DisjointSlice)")
+        else:
+            total, limit = self.ctx.shared_bytes + size, STATIC_SHARED_BYTES
+            where = "per block"
+            hint = ("use ox.shared.dynamic(dtype) with the launch's shared_mem_bytes, or a "
+                    "global array, for more")
+        if total > limit:
+            already = total - size
+            extra = f" ({_kib(already)} already used by other {space} arrays)" if already else ""
+            raise self.error(KernelTypeError, node,
+                             f"this {space} array needs {_kib(size)}{extra}; {space} arrays may "
+                             f"use at most {_kib(limit)} {where}", hint=hint)
+        if space == "local":
+            self.ctx.local_bytes = total
+        else:
+            self.ctx.shared_bytes = total
 
     def intr_shared_array(self, node: ast.Call) -> FixedArray:
         return self._fixed_array(node, "shared")
@@ -232,6 +290,15 @@ class ParallelCallsMixin:
         v = self.materialize(value, arr.dtype, node)
         self.b.emit(ops.StoreOp(arr.ssa, idx, v, site, self.ctx.checks, unsafe=True))
         return None
+
+
+def _kib(size: int) -> str:
+    """A byte count for messages: `48 KiB`, `4 MiB`, `1.5 GiB`, or bytes when small."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if size % scale == 0 else f"{value:.1f} {unit}"
+    return f"{size} bytes"
 
 
 class _FakeSubscript:
