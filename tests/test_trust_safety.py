@@ -11,7 +11,7 @@ import pytest
 from fake_cuda import FakeDriver, use_launch_flavor
 
 import oxide as ox
-from oxide import DisjointSlice, Slice, f32, thread
+from oxide import DisjointSlice, Slice, f32, i32, thread
 
 # ---------------------------------------------------------------------------
 # 1. A witness must be unique over the whole launch
@@ -196,3 +196,119 @@ def test_disjoint_read_inside_unsafe_is_the_users_responsibility() -> None:
             out[i] = v
 
     shifted.compile(DisjointSlice[f32], target="cpu")
+
+
+# ---------------------------------------------------------------------------
+# 5. A local is read only where every path has assigned it
+
+
+def _syntax_error(kernel, *sig) -> ox.KernelSyntaxError:
+    err = _compile_error(kernel, *sig)
+    assert isinstance(err, ox.KernelSyntaxError), err
+    return err
+
+
+def test_variable_assigned_in_one_branch_is_rejected() -> None:
+    @ox.kernel
+    def half(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            if x[i] > 0.0:
+                y = x[i]
+            out[i] = y
+
+    err = _syntax_error(half, Slice[f32], DisjointSlice[f32])
+    assert err.message == "`y` may be read before it is assigned"
+    assert err.span.text.strip() == "out[i] = y"
+    assert err.span.text[err.span.col:err.span.end_col] == "y"
+
+
+def test_loop_variable_after_a_run_time_range_is_rejected() -> None:
+    @ox.kernel
+    def last(n: i32, out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        for k in range(n):  # noqa: B007
+            pass
+        if i in out:
+            out[i] = k
+
+    err = _syntax_error(last, i32, DisjointSlice[i32])
+    assert "`k` may be read before it is assigned" in err.message
+    assert "may run zero times" in err.hint
+
+
+def test_variable_set_only_in_a_while_body_is_rejected() -> None:
+    @ox.kernel
+    def w(n: i32, out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        j = 0
+        while j < n:
+            v = j
+            j += 1
+        if i in out:
+            out[i] = v
+
+    _syntax_error(w, i32, DisjointSlice[i32])
+
+
+def test_read_before_the_first_assignment_in_a_loop_is_rejected() -> None:
+    @ox.kernel
+    def carried(n: i32, out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        acc = 0
+        for k in range(n):
+            if k > 0:
+                acc += prev  # noqa: F821
+            prev = k  # noqa: F841
+        if i in out:
+            out[i] = acc
+
+    err = _syntax_error(carried, i32, DisjointSlice[i32])
+    assert err.span.text.strip() == "acc += prev"
+
+
+def test_early_exits_do_not_count_as_assignments() -> None:
+    @ox.kernel
+    def brk(n: i32, out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        for k in range(4):
+            if k == n:
+                break
+            v = k
+        if i in out:
+            out[i] = v  # a break before the first `v = k` leaves it unassigned
+
+    _syntax_error(brk, i32, DisjointSlice[i32])
+
+
+def test_definitely_assigned_variables_compile_and_run() -> None:
+    @ox.kernel
+    def fine(x: Slice[f32], n: i32, out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i not in out:
+            return
+        if x[i] > 2.0:  # both arms assign
+            y = x[i]
+        elif x[i] > 1.0:
+            y = x[i] * 2.0
+        else:
+            y = f32(0)
+        for k in range(3):  # a constant range of at least one iteration
+            z = f32(k)
+        while True:  # leaves only through the break, after assigning w
+            w = y + z
+            break
+        for _ in range(n):
+            if n > 100:
+                return  # a path that returns assigns nothing after it
+        if n > 5:
+            u = 1.0
+        else:
+            return
+        out[i] = w + u
+
+    x = np.array([0.5, 1.5, 3.0, 0.0], np.float32)
+    out = np.zeros(4, np.float32)
+    with ox.device("cpu"):
+        fine[1, 4](x, 10, out)
+    assert np.array_equal(out, np.array([0, 3, 3, 0], np.float32) + 2.0 + 1.0)

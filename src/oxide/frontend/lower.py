@@ -23,6 +23,7 @@ from oxide.errors import (
 )
 from oxide.frontend.builder import IRBuilder
 from oxide.frontend.calls import CallsMixin
+from oxide.frontend.definite import LoopAssignments, local_names, meet
 from oxide.frontend.exprs import ExprMixin
 from oxide.frontend.promote import literal_fits
 from oxide.frontend.scope import Scope
@@ -80,6 +81,22 @@ def _unroll_fully(start: Any, stop: Any, step: Any) -> bool:
     return len(range(start.value, stop.value, step.value)) <= UNROLL_MAX_TRIPS
 
 
+def _trips(start: Any, stop: Any, step: Any) -> int:
+    """The iterations of a `range` with constant bounds; -1 when they are not constants."""
+    if not all(isinstance(v, Lit) for v in (start, stop, step)):
+        return -1
+    return len(range(start.value, stop.value, step.value))
+
+
+def _copy(assigned: set[str] | None) -> set[str] | None:
+    return None if assigned is None else set(assigned)
+
+
+def _meet(*paths: set[str] | None) -> set[str] | None:
+    """The names assigned on every path that reaches a join (None: no path does)."""
+    return meet([p for p in paths if p is not None])
+
+
 @dataclass(frozen=True)
 class _Chain:
     """An unevaluated `and`/`or`/`not` condition, lowered to branches by `branch_on`."""
@@ -91,6 +108,7 @@ class _Chain:
 class LoopTargets:
     continue_block: Block
     break_block: Block
+    assigned: LoopAssignments = field(default_factory=LoopAssignments)
 
 
 @dataclass
@@ -119,6 +137,10 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
         self.return_target = return_target
         self.call_stack = call_stack
         self.unsafe_depth = 0
+        # Definite assignment (frontend/definite.py): the locals every path to the
+        # current point has assigned; None where no path reaches it.
+        self.local_names = local_names(source.tree)
+        self.assigned: set[str] | None = set()
 
     # -- diagnostics -----------------------------------------------------------------
 
@@ -243,13 +265,16 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
             return
         then_block, else_block, join = self.b.new_block(), self.b.new_block(), self.b.new_block()
         self.branch_on(node.test, cond, then_block, else_block if node.orelse else join)
+        before = _copy(self.assigned)
         self.b.set_block(then_block)
         self.lower_body(node.body)
         self.b.br(join)
+        then_out, self.assigned = self.assigned, _copy(before)
         if node.orelse:
             self.b.set_block(else_block)
             self.lower_body(node.orelse)
             self.b.br(join)
+        self.assigned = _meet(then_out, self.assigned)
         self.b.set_block(join)
 
     def stmt_While(self, node: ast.While) -> None:
@@ -260,18 +285,25 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
         self.b.br(header)
         self.b.set_block(header)
         cond = self.condition(node.test)
+        entry = _copy(self.assigned)
         if isinstance(cond, Lit) and not cond.value:
             self.b.br(exit_)
+            self.assigned = None  # the body never runs
         elif isinstance(cond, Lit):
             self.b.br(body)
         else:
             self.branch_on(node.test, cond, body, exit_)
         self.b.set_block(body)
-        self.loops.append(LoopTargets(header, exit_))
+        loop = LoopTargets(header, exit_)
+        self.loops.append(loop)
         self.lower_body(node.body)
         self.loops.pop()
         self.b.br(header)
         self.b.set_block(exit_)
+        # `while True` leaves only through `break`; any other loop may run zero times.
+        exits = loop.assigned.breaks if isinstance(cond, Lit) and cond.value else [
+            entry, *loop.assigned.breaks]
+        self.assigned = _meet(*exits)
 
     def stmt_For(self, node: ast.For) -> None:
         if node.orelse:
@@ -315,10 +347,19 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
             cond = self.b.value(ops.SelectOp(up, lt, gt))
         self.b.cond_br(cond, body, exit_)
         self.b.set_block(body)
+        entry = _copy(self.assigned)
         self.assign(node.target, Val(iv, dt), node.target)
-        self.loops.append(LoopTargets(latch, exit_))
+        loop = LoopTargets(latch, exit_)
+        self.loops.append(loop)
         self.lower_body(node.body)
         self.loops.pop()
+        # The loop leaves through a `break`, or from its header: after at least one whole
+        # iteration when a constant range is not empty, else perhaps before any.
+        if _trips(start, stop, step) > 0:
+            self.assigned = _meet(self.assigned, *loop.assigned.continues,
+                                  *loop.assigned.breaks)
+        else:
+            self.assigned = _meet(entry, *loop.assigned.breaks)
         self.b.br(latch)
         self.b.set_block(latch)
         nxt = self.b.value(ops.BinaryOp("add", self.b.value(ops.SlotReadOp(counter)), step_v))
@@ -330,11 +371,37 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
         if not self.loops:
             raise self.error(KernelSyntaxError, node, "`break` outside a loop")
         self.b.br(self.loops[-1].break_block)
+        self.leave_path(self.loops[-1].assigned.breaks)
 
     def stmt_Continue(self, node: ast.Continue) -> None:
         if not self.loops:
             raise self.error(KernelSyntaxError, node, "`continue` outside a loop")
         self.b.br(self.loops[-1].continue_block)
+        self.leave_path(self.loops[-1].assigned.continues)
+
+    def leave_path(self, into: list[set[str]] | None = None) -> None:
+        """The current path jumps away (`break`, `continue`, `return`): what it assigned
+        goes to where it lands (`into`), and the code after it is unreachable."""
+        if into is not None and self.assigned is not None:
+            into.append(self.assigned)
+        self.assigned = None
+
+    def load_name(self, name: str, node: ast.AST) -> Any:
+        """A name's value, once definite assignment allows the read (frontend/definite.py)."""
+        if (self.assigned is not None and name in self.local_names
+                and name not in self.assigned):
+            if name not in self.env:  # no assignment lowered yet: Python's UnboundLocalError
+                raise self.error(
+                    KernelSyntaxError, node, f"`{name}` is not defined yet here",
+                    label=f"the kernel assigns `{name}` only further down",
+                    hint=f"assign `{name}` before this read")
+            raise self.error(
+                KernelSyntaxError, node,
+                f"`{name}` may be read before it is assigned",
+                label=f"some path to here does not assign `{name}`",
+                hint=f"assign `{name}` before the `if` or loop that sets it (a loop over a "
+                     f"run-time range, or a `while`, may run zero times), or on every path")
+        return super().load_name(name, node)
 
     def stmt_Return(self, node: ast.Return) -> None:
         target = self.return_target
@@ -345,10 +412,12 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
                     raise self.error(KernelTypeError, node.value, "kernels cannot return a value",
                                      hint="write results into a DisjointSlice parameter")
             self.b.emit(ops.ReturnOp())
+            self.leave_path()
             return
         value = self.expr(node.value) if node.value is not None else Static(None)
         self.store_return(target, value, node)
         self.b.br(target.block)
+        self.leave_path()
 
     def stmt_Assert(self, node: ast.Assert) -> None:
         cond = self.expr(node.test)
@@ -418,6 +487,8 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
 
     def assign_name(self, name: str, value: Any, node: ast.AST,
                     declared: T.DType | None = None) -> None:
+        if self.assigned is not None:
+            self.assigned.add(name)
         current = self.env.get(name)
         if isinstance(current, Witness):
             raise self.error(

@@ -1,0 +1,46 @@
+"""Definite assignment: a kernel reads a local only where every path has assigned it.
+
+In Python a read of a local that no path has assigned raises UnboundLocalError.
+In a kernel it would read whatever the variable's register holds: another
+thread's value on the GPU, a stale one on the CPU. So the frontend follows
+Python's rule statically, as Java and C# do: `FunctionLowering` keeps the set of
+names assigned on every path to the current point, and a read of a local
+outside it is a KernelSyntaxError.
+
+The lowering drives the sets (it knows which branches a constant condition
+keeps); this module holds the pieces that need no lowering state.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+
+
+def local_names(fn: ast.FunctionDef) -> frozenset[str]:
+    """The names `fn`'s body binds (its locals, as Python decides them), parameters aside."""
+    params = {a.arg for a in (*fn.args.posonlyargs, *fn.args.args, *fn.args.kwonlyargs)}
+    bound: set[str] = set()
+    for stmt in fn.body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                bound.add(node.id)
+    return frozenset(bound - params)
+
+
+def meet(sets: list[set[str]]) -> set[str] | None:
+    """The names assigned on every one of the paths that meet (None: no path reaches)."""
+    if not sets:
+        return None
+    out = set(sets[0])
+    for s in sets[1:]:
+        out &= s
+    return out
+
+
+@dataclass
+class LoopAssignments:
+    """The assigned-name sets at a loop's `break`s and `continue`s."""
+
+    breaks: list[set[str]] = field(default_factory=list)
+    continues: list[set[str]] = field(default_factory=list)
