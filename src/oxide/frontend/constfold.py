@@ -77,7 +77,8 @@ def int_division_by_zero(kind: str, a: object, b: object) -> bool:
     and reports `KernelAssertionError("integer division by zero")`, exactly as a
     run-time zero divisor does (docs/language.md).
     """
-    return kind in ("floordiv", "mod") and _int(a) and (_int(b) or isinstance(b, bool)) and b == 0
+    return (kind in ("floordiv", "mod") and isinstance(a, int) and isinstance(b, int)
+            and b == 0)  # bools are integers here, as in Python
 
 
 def float_to_int(value: float, dt: T.DType) -> int:
