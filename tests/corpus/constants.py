@@ -1,0 +1,260 @@
+"""Constants that must fold cleanly or be refused with a span: NaN and infinity converted
+to ints, 2**2000, huge shifts and powers (without hanging), kernel options out of range,
+`@ox.kernel` on things that are not functions (issue 14 item 14)."""
+
+# ruff: noqa: F841, F842, B007, E731, F821 - the corpus is bad kernels on purpose
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import oxide as ox
+from oxide import DisjointSlice, Slice, f16, f32, f64, i32, i64, thread
+
+from . import bad
+
+KSE, UFE, KTE = ox.KernelSyntaxError, ox.UnsupportedFeatureError, ox.KernelTypeError
+CONST_CLASSES = (KTE, KSE, UFE)
+
+NAN = float("nan")
+INF = math.inf
+HUGE = 2**2000
+TOO_BIG_FOR_I64 = 2**64
+SCALE_TEXT = "2"
+TABLE = np.arange(4, dtype=np.float32)
+NOTHING = None
+SETTINGS = {"scale": 2.0}
+
+
+@bad(*CONST_CLASSES, pattern=r"NaN|nan|int", accept_ok=True)
+def i32_of_nan_constant():
+    @ox.kernel
+    def k(out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = i32(NAN)  # <-
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"inf|int", accept_ok=True)
+def i64_of_inf_constant():
+    @ox.kernel
+    def k(out: DisjointSlice[i64]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = i64(INF)  # <-
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"does not fit|f32|too (big|large)|overflow", accept_ok=True)
+def f32_of_2_to_2000():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = f32(HUGE)  # <-
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"shift|does not fit|too large", accept_ok=True, isolate=True)
+def shift_by_2_to_40():
+    @ox.kernel
+    def k(out: DisjointSlice[i64]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = 1 << 2**40  # <-
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"\*\*|does not fit|exponent|too (big|large)", isolate=True)
+def power_tower_2_2_40():
+    @ox.kernel
+    def k(out: DisjointSlice[i64]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = 2 ** 2 ** 40  # <-
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"\*\*|does not fit|exponent|too (big|large)|overflow",
+     accept_ok=True, isolate=True)
+def float_power_overflow():
+    @ox.kernel
+    def k(out: DisjointSlice[f64]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = 2.0 ** 10000  # <-
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"shift|negative", accept_ok=True)
+def shift_by_negative_constant():
+    @ox.kernel
+    def k(out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = 1 << -1  # <-
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"does not fit|i64")
+def module_int_beyond_i64():
+    @ox.kernel
+    def k(out: DisjointSlice[i64]):
+        i = thread.index_1d()
+        n = TOO_BIG_FOR_I64  # <-
+        if i in out:
+            out[i] = n
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"\*\*|does not fit|exponent")
+def ten_to_the_twenty():
+    @ox.kernel
+    def k(out: DisjointSlice[i64]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = 10 ** 20  # <-
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"does not fit|i64|range")
+def range_beyond_i64():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        for j in range(10 ** 15 * 10 ** 5):  # <-
+            pass
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"division by zero|zero|inf", accept_ok=True)
+def float_constant_divided_by_zero():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = 1.0 / 0.0  # <-
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"f16|does not fit|inf", accept_ok=True)
+def f16_of_70000():
+    @ox.kernel
+    def k(out: DisjointSlice[f16]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = f16(70000.0)  # <-
+    return k
+
+
+@bad(*CONST_CLASSES, pattern=r"int|does not fit|wrap|i32", accept_ok=True)
+def i32_of_2_to_40_constant():
+    @ox.kernel
+    def k(out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = i32(2**40)  # <-
+    return k
+
+
+@bad(UFE, KTE, pattern=r"`str`|string")
+def module_string_constant_in_arithmetic():
+    @ox.kernel
+    def k(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = x[i] * SCALE_TEXT  # <-
+    return k
+
+
+@bad(KTE, UFE, pattern=r"not indexable|array|ndarray|ConstantArray|parameter")
+def module_numpy_array_indexed():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = TABLE[1]  # <-
+    return k
+
+
+@bad(KTE, UFE, pattern=r"None")
+def module_none_constant():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = NOTHING  # <-
+    return k
+
+
+@bad(KTE, UFE, pattern=r"dict|not indexable|string")
+def module_dict_constant():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = SETTINGS["scale"]  # <-
+    return k
+
+
+@bad(UFE, pattern=r"starred", accept_ok=True)
+def starred_unpack_of_constants():
+    @ox.kernel
+    def k(out: DisjointSlice[i32]):
+        a, *b = (1, 2, 3)  # <-
+    return k
+
+
+@bad(KSE, KTE, UFE, pattern=r"max_threads.*(1024|1 to)")
+def max_threads_4096():
+    @ox.kernel(max_threads=4096)  # <-
+    def k(x: Slice[f32]):
+        pass
+    return k
+
+
+@bad(KSE, KTE, UFE, pattern=r"max_threads")
+def max_threads_zero():
+    @ox.kernel(max_threads=0)  # <-
+    def k(x: Slice[f32]):
+        pass
+    return k
+
+
+@bad(KSE, KTE, UFE, pattern=r"max_threads")
+def max_threads_float():
+    @ox.kernel(max_threads=256.0)  # <-
+    def k(x: Slice[f32]):
+        pass
+    return k
+
+
+@bad(KSE, KTE, UFE, pattern=r"checks.*bool|True or False|bool")
+def checks_option_a_string():
+    @ox.kernel(checks="no")  # <-
+    def k(x: Slice[f32]):
+        pass
+    return k
+
+
+@bad(KSE, KTE, UFE, pattern=r"class")
+def kernel_on_a_class():
+    @ox.kernel  # <-
+    class K:  # <-
+        def run(self, x: Slice[f32]):
+            pass
+    return K
+
+
+@bad(KSE, KTE, UFE, pattern=r"class")
+def func_on_a_class():
+    @ox.func  # <-
+    class Helper:  # <-
+        pass
+
+    @ox.kernel
+    def k(x: Slice[f32]):
+        pass
+    return k

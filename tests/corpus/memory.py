@@ -1,0 +1,187 @@
+"""Shared, local and dynamic memory a kernel cannot have: sizes beyond the hardware,
+shapes that are not constants, ranks and dims that make no sense (issue 14 items 7, 14)."""
+
+# ruff: noqa: F841, F842, B007, E731, F821 - the corpus is bad kernels on purpose
+
+from __future__ import annotations
+
+import oxide as ox
+from oxide import DisjointSlice, Slice, f32, f64, i32, thread
+
+from . import bad
+
+KSE, UFE, KTE, TE = (ox.KernelSyntaxError, ox.UnsupportedFeatureError, ox.KernelTypeError,
+                     ox.TargetError)
+SIZE_CLASSES = (KTE, KSE, UFE, TE)  # any of these, as long as it points at the line
+TOO_BIG = r"too (big|large)|exceeds|limit|at most|KiB|MiB|bytes|size"
+
+
+@bad(*SIZE_CLASSES, pattern=TOO_BIG)
+def huge_local_array():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        buf = ox.local.array(f32, 1 << 28)  # <-
+        if i in out:
+            buf[0] = 1.0
+            out[i] = buf[0]
+    return k
+
+
+@bad(*SIZE_CLASSES, pattern=TOO_BIG)
+def local_array_2d_overflowing_i64():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        buf = ox.local.array(f32, (1 << 40, 1 << 40))  # <-
+    return k
+
+
+@bad(*SIZE_CLASSES, pattern=TOO_BIG)
+def shared_array_of_2_to_93_floats():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        s = ox.shared.array(f32, (1 << 31, 1 << 31, 1 << 31))  # <-
+        with ox.unsafe():
+            s[0, 0, 0] = 1.0
+    return k
+
+
+@bad(*SIZE_CLASSES, pattern=TOO_BIG)
+def shared_array_of_4_mib():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        s = ox.shared.array(f32, 1 << 20)  # <-
+        with ox.unsafe():
+            s[ox.thread_idx.x] = 1.0
+    return k
+
+
+@bad(*SIZE_CLASSES, pattern=TOO_BIG)
+def shared_array_of_64_kib_static():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        s = ox.shared.array(f64, 8192)  # <-
+        with ox.unsafe():
+            s[ox.thread_idx.x] = 1.0
+    return k
+
+
+@bad(*SIZE_CLASSES, pattern=TOO_BIG)
+def two_shared_arrays_over_the_limit():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        a = ox.shared.array(f32, 8192)
+        b = ox.shared.array(f32, 8192)  # <-
+        with ox.unsafe():
+            a[ox.thread_idx.x] = 1.0
+            b[ox.thread_idx.x] = 1.0
+    return k
+
+
+@bad(KTE, KSE, pattern=r"constant")
+def shared_array_runtime_size():
+    @ox.kernel
+    def k(n: i32):
+        s = ox.shared.array(f32, n)  # <-
+    return k
+
+
+@bad(KTE, KSE, pattern=r"constant")
+def local_array_runtime_size():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        buf = ox.local.array(f32, len(x))  # <-
+    return k
+
+
+@bad(KTE, KSE, pattern=r"positive|zero|at least 1|empty")
+def shared_array_zero_length():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        s = ox.shared.array(f32, 0)  # <-
+    return k
+
+
+@bad(KTE, KSE, pattern=r"positive|negative|at least 1")
+def local_array_negative_length():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        buf = ox.local.array(f32, -4)  # <-
+    return k
+
+
+@bad(KTE, KSE, UFE, pattern=r"1 to 3|rank|dimensions")
+def shared_array_rank_4():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        s = ox.shared.array(f32, (2, 2, 2, 2))  # <-
+    return k
+
+
+@bad(KTE, KSE, pattern=r"integer|int|shape")
+def shared_array_float_size():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        s = ox.shared.array(f32, 2.5)  # <-
+    return k
+
+
+@bad(KTE, KSE, pattern=r"dtype|scalar type|f32|type")
+def local_array_python_float_dtype():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        buf = ox.local.array(float, 4)  # <-
+    return k
+
+
+@bad(KTE, KSE, UFE, pattern=r"dtype|scalar type|type|string")
+def shared_array_string_dtype():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        s = ox.shared.array("f32", 4)  # <-
+    return k
+
+
+@bad(KSE, KTE, pattern=r"ox\.shared\.dynamic\(\).*1 positional|argument")
+def dynamic_shared_with_size():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        s = ox.shared.dynamic(f32, 1024)  # <-
+    return k
+
+
+@bad(KTE, KSE, pattern=r"rank|index|integers")
+def local_array_wrong_index_count():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        buf = ox.local.array(f32, (4, 4))
+        buf[1] = 0.0  # <-
+    return k
+
+
+@bad(KTE, pattern=r"negative index")
+def local_array_negative_constant_index():
+    @ox.kernel
+    def k(out: DisjointSlice[f32]):
+        buf = ox.local.array(f32, 4)
+        buf[-1] = 0.0  # <-
+    return k
+
+
+@bad(KTE, pattern=r"holds f32|f64")
+def local_array_store_f64():
+    @ox.kernel
+    def k(a: f64):
+        buf = ox.local.array(f32, 4)
+        buf[0] = a  # <-
+    return k
+
+
+@bad(KTE, ox.SafetyError, pattern=r"array|rebound|cannot")
+def shared_array_rebound():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        s = ox.shared.array(f32, 32)
+        s = ox.shared.array(f32, 64)  # <-
+    return k
