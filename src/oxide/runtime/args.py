@@ -29,6 +29,7 @@ import numpy as np
 from oxide import types as T
 from oxide.errors import AliasingError, ArgumentError
 from oxide.runtime.device import Device
+from oxide.runtime.overlap import DISJOINT, UNPROVED, self_overlap
 from oxide.runtime.views import HOST, ArrayView, BadArray, view_of
 from oxide.specialize import ConstValue
 
@@ -113,6 +114,41 @@ class BoundArgs:
 
 
 # ---------------------------------------------------------------------------
+# Keyword arguments
+
+_MISSING = object()
+
+
+def keyword_args(kernel: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """`args` and `kwargs` as one positional tuple, bound to `kernel`'s parameter names as
+    Python binds a call; a missing, unknown or doubly given parameter is an ArgumentError.
+
+    Launches with keywords (`k[cfg](x=a, out=b)`) take this detour before anything else,
+    so everything after it (plans, binders) sees positional arguments only."""
+    names = [p.name for p in kernel.params]
+    listing = f"({', '.join(names)})"
+    if len(args) > len(names):
+        raise ArgumentError(f"`{kernel.__name__}` has {len(names)} parameters {listing}; got "
+                            f"{len(args)} positional arguments")
+    out = [*args, *[_MISSING] * (len(names) - len(args))]
+    for key, value in kwargs.items():
+        if key not in names:
+            raise ArgumentError(f"`{kernel.__name__}` has no parameter `{key}`; its "
+                                f"parameters are {listing}")
+        i = names.index(key)
+        if i < len(args):
+            raise ArgumentError(f"`{kernel.__name__}` got two values for `{key}`: the "
+                                f"positional argument {i + 1} and the keyword")
+        out[i] = value
+    missing = [n for n, v in zip(names, out, strict=True) if v is _MISSING]
+    if missing:
+        raise ArgumentError(f"`{kernel.__name__}` is missing a value for "
+                            f"{', '.join(f'`{n}`' for n in missing)}; its parameters are "
+                            f"{listing}")
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------
 # Type keys
 
 
@@ -189,7 +225,7 @@ def make_plan(kernel: Any, args: Sequence[Any], views: list[ArrayView | None],
     for i, (p, a, v) in enumerate(zip(kernel.params, args, views, strict=True)):
         ann = p.annotation
         if isinstance(ann, T.ConstType):
-            spec = a if isinstance(a, ConstValue) else ConstValue(a)
+            spec = a if isinstance(a, ConstValue) else ConstValue(const_value(p.name, ann, a))
             plans[i] = ParamPlan(p.name, "const", spec)
         elif isinstance(ann, T.ArrayType):
             assert v is not None
@@ -203,6 +239,32 @@ def make_plan(kernel: Any, args: Sequence[Any], views: list[ArrayView | None],
         plans[i] = _scalar_plan(p.name, typevars.get(p.annotation, p.annotation), a, typevars)
     ordered = [plans[i] for i in range(len(kernel.params))]
     return Plan(tuple(p.spec for p in ordered), ordered)
+
+
+def const_value(name: str, ann: T.ConstType, a: Any) -> Any:
+    """`a` as the value of a `Const` parameter, or an ArgumentError naming the parameter.
+
+    Each value is a specialization, keyed by the value: it must be hashable. `Const[int]`
+    takes ints (NumPy integers too; a bool, an int in Python, is its own specialization),
+    not floats; `Const[float]` numbers; `Const[bool]` bools. Other `Const[...]` types take
+    any hashable value."""
+    try:
+        hash(a)
+    except TypeError:
+        raise ArgumentError(f"`{name}` is {ann!r}, a compile-time value (one specialization "
+                            f"per value); got an unhashable {type(a).__name__}") from None
+    pytype = ann.pytype
+    if pytype is int:
+        ok = isinstance(a, (int, np.integer))
+    elif pytype is float:
+        ok = isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool)
+    elif pytype is bool:
+        ok = isinstance(a, (bool, np.bool_))
+    else:
+        ok = True
+    if not ok:
+        raise ArgumentError(f"`{name}` is {ann!r}; got {type(a).__name__} {_short(a)}")
+    return a
 
 
 def _bind_typevar(tv: T.TypeVar, dt: T.DType, typevars: dict[T.TypeVar, T.DType],
@@ -236,18 +298,29 @@ def _array_plan(name: str, ann: T.ArrayType, v: ArrayView, device: Device,
     elif v.device is not None and v.device != device.index:
         raise ArgumentError(f"`{name}` is on cuda:{v.device}, but this launch runs on {device}")
     contiguous = True if copy_in else v.strides is None
-    if not contiguous and ann.writable:
-        check_not_broadcast(name, v.shape, v.strides)  # type: ignore[arg-type]
+    if ann.writable and v.strides is not None:
+        check_no_self_overlap(name, v.shape, v.strides)
     spec = T.ArrayType(ann.access, v.dtype, rank, contiguous)
     return ParamPlan(name, "array", spec, writable=ann.writable, copy_in=copy_in,
                      strided=not contiguous)
 
 
-def check_not_broadcast(name: str, shape: Sequence[int], strides: Sequence[int]) -> None:
-    """A writable strided array must not step 0 along a dimension (its elements would alias)."""
-    if 0 in strides and any(s == 0 for s, n in zip(strides, shape, strict=True) if n > 1):
+def check_no_self_overlap(name: str, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
+    """A writable strided array must give each element its own address (runtime/overlap.py):
+    else two threads with distinct witnesses write the same bytes. Every launch runs it."""
+    found = self_overlap(shape, strides)
+    if found == DISJOINT:
+        return
+    layout = f"shape {tuple(shape)}, strides {tuple(strides)} in elements"
+    if found == UNPROVED:
+        raise ArgumentError(f"`{name}` is writable, and oxide cannot prove that its elements "
+                            f"do not overlap one another ({layout}); pass a contiguous copy")
+    if any(s == 0 for s, n in zip(strides, shape, strict=True) if n > 1):
         raise ArgumentError(f"`{name}` is writable but has a zero stride (a broadcast view): "
                             "its elements alias one another")
+    raise ArgumentError(f"`{name}` is writable but its elements overlap one another in memory "
+                        f"({layout}): two threads would write the same element; pass a "
+                        "contiguous copy (`np.ascontiguousarray(a)`, `t.contiguous()`)")
 
 
 def _scalar_plan(name: str, ann: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> ParamPlan:
@@ -268,6 +341,9 @@ def _scalar_plan(name: str, ann: Any, a: Any, typevars: dict[T.TypeVar, T.DType]
                 raise ArgumentError(f"`{name}` is {dt.name}; got the float {a!r}")
             if dt.is_bool and not isinstance(a, bool):
                 raise ArgumentError(f"`{name}` is bool_; got {type(a).__name__} {a!r}")
+            if isinstance(a, bool) and not dt.is_bool:  # most likely a mistake: say so
+                raise ArgumentError(f"`{name}` is {dt.name}; got the bool {a!r} (pass "
+                                    f"`int({a!r})` if the number is meant)")
     elif _is_array(a):
         raise ArgumentError(f"`{name}` is a scalar ({_ann_name(ann)}); got an array")
     else:
@@ -313,13 +389,22 @@ def scalar_value(name: str, dt: T.DType, a: Any) -> Any:
             raise ArgumentError(f"`{name}` is {dt.name}, whose range is {lo}..{hi}; got {v}")
         return v
     if dt.is_float:
-        v = float(a)
+        try:
+            v = float(a)
+        except OverflowError:  # an int beyond every float
+            raise ArgumentError(f"`{name}` is {dt.name}; got an int too large for any float "
+                                f"({_short(a)})") from None
         limit = _FLOAT_MAX.get(dt.name)
         if limit is not None and math.isfinite(v) and abs(v) > limit:
             raise ArgumentError(f"`{name}` is {dt.name}, whose largest value is {limit:g}; "
                                 f"got {v!r}")
         return v
     return bool(a)
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:18]}...{text[-18:]} ({len(text)} digits)"
 
 
 def flatten(plan: Plan, args: Sequence[Any], views: list[ArrayView | None]) -> list[Any]:
@@ -332,7 +417,7 @@ def flatten(plan: Plan, args: Sequence[Any], views: list[ArrayView | None]) -> l
             out.extend(v.shape)  # type: ignore[union-attr]
             if p.strided:
                 if p.writable:  # the layout may differ from the one the plan saw
-                    check_not_broadcast(p.name, v.shape, v.strides)  # type: ignore[union-attr]
+                    check_no_self_overlap(p.name, v.shape, v.strides)  # type: ignore[union-attr]
                 out.extend(v.strides)  # type: ignore[union-attr]
         elif kind == "scalar":
             out.append(scalar_value(p.name, p.dtype, a))  # type: ignore[arg-type]
@@ -395,11 +480,15 @@ def copy_host_arrays(plan: Plan, views: list[ArrayView | None], device: Device,
 
     out = list(views)
     names = []
-    for i, (p, v) in enumerate(zip(plan.params, views, strict=True)):
-        if p.copy_in and v is not None:
-            if p.writable and not v.host.flags.writeable:  # type: ignore[union-attr]
+    for p, v in zip(plan.params, views, strict=True):  # every check before any copy
+        if p.copy_in and p.writable and v is not None:
+            if not v.host.flags.writeable:  # type: ignore[union-attr]
                 raise ArgumentError(f"`{p.name}` is a {p.spec!r} but the host array is "
                                     "read-only, so the result could not be copied back")
+            if v.strides is not None:  # the plan's key ignores a host array's layout
+                check_no_self_overlap(p.name, v.shape, v.strides)
+    for i, (p, v) in enumerate(zip(plan.params, views, strict=True)):
+        if p.copy_in and v is not None:
             dev = to_device(v.host, device=device, stream=stream)
             copies.append((v.host, dev, p.writable))
             out[i] = dev._view()

@@ -15,12 +15,14 @@ array([0., 2., 4., 6.], dtype=float32)
 from __future__ import annotations
 
 import math
+import sys
 import weakref
 from typing import Any
 
 import numpy as np
 
 from oxide import types as T
+from oxide.errors import ArgumentError
 from oxide.runtime.device import Device, current_device, parse_device
 from oxide.runtime.views import HOST, ArrayView, oxide_dtype
 
@@ -195,7 +197,13 @@ def to_device(array: Any, device: Any = None, stream: int | None = None) -> Devi
 
     >>> x = ox.to_device(np.ones(1000, np.float32))   # doctest: +SKIP
     """
+    ma = sys.modules.get("numpy.ma.core")  # no masked array exists before it is imported
+    if ma is not None and isinstance(array, ma.MaskedArray):  # np.asarray drops the mask
+        raise ArgumentError("to_device got a NumPy masked array, whose mask a kernel would "
+                            "ignore; pass `a.filled(value)` or `a.data`")
     host = np.ascontiguousarray(np.asarray(array))
+    if not host.dtype.isnative:  # the copy is made anyway: make it in native byte order
+        host = host.astype(host.dtype.newbyteorder("="))
     _np_dtype(host.dtype)
     dev = _target(device)
     if dev.is_cpu:

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import operator
 import struct
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from oxide.errors import LaunchError
 
@@ -24,17 +27,34 @@ def as_dim3(value: Any, what: str) -> Dim3:
             x, y = value
             if x.__class__ is int and y.__class__ is int and x > 0 and y > 0:
                 return (x, y, 1)
-    if isinstance(value, int) and not isinstance(value, bool):
-        items: tuple[Any, ...] = (value,)
-    elif isinstance(value, (tuple, list)) and 1 <= len(value) <= 3:
-        items = tuple(value)
-    else:
+    if isinstance(value, (tuple, list)):
+        if not 1 <= len(value) <= 3:
+            raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+        items: tuple[Any, ...] = tuple(value)
+    elif _as_int(value) is None:
         raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    else:
+        items = (value,)
+    dims = []
     for v in items:
-        if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+        n = _as_int(v)
+        if n is None or n < 1:
             raise LaunchError(f"{what} dimensions must be positive ints, got {value!r}")
-    x, y, z = (tuple(items) + (1, 1))[:3]
+        dims.append(n)
+    x, y, z = (*dims, 1, 1)[:3]
     return (x, y, z)
+
+
+def _as_int(value: Any) -> int | None:
+    """A plain int for any integer (`operator.index`: NumPy integers too), else None.
+
+    Bools are not sizes (`True` is a mistake more often than a 1), nor are floats."""
+    if isinstance(value, (bool, np.bool_)):
+        return None
+    try:
+        return operator.index(value)
+    except TypeError:
+        return None
 
 
 _set = object.__setattr__  # a frozen dataclass sets its fields through object
@@ -59,7 +79,13 @@ class LaunchConfig:
         # Made per launch by `kernel[grid, block]`: plain positive ints skip as_dim3.
         g = (grid, 1, 1) if grid.__class__ is int and grid > 0 else as_dim3(grid, "grid")
         b = (block, 1, 1) if block.__class__ is int and block > 0 else as_dim3(block, "block")
-        if not isinstance(shared_mem_bytes, int) or shared_mem_bytes < 0:
+        if shared_mem_bytes.__class__ is not int:
+            smem = _as_int(shared_mem_bytes)
+            if smem is None:
+                raise LaunchError(f"shared_mem_bytes must be a non-negative int, "
+                                  f"got {shared_mem_bytes!r}")
+            shared_mem_bytes = smem
+        if shared_mem_bytes < 0:
             raise LaunchError(f"shared_mem_bytes must be a non-negative int, "
                               f"got {shared_mem_bytes!r}")
         threads = b[0] * b[1] * b[2]
@@ -78,9 +104,12 @@ class LaunchConfig:
     @classmethod
     def for_num_elems(cls, n: int, block: int = 256) -> LaunchConfig:
         """One thread per element, `block` threads per block, enough blocks to cover `n`."""
-        if not isinstance(n, int) or n < 0:
+        count, size = _as_int(n), _as_int(block)
+        if count is None or count < 0:
             raise LaunchError(f"n must be a non-negative int, got {n!r}")
-        return cls(grid=max(1, -(-n // block)), block=block)
+        if size is None or size < 1:
+            raise LaunchError(f"block must be a positive int, got {block!r}")
+        return cls(grid=max(1, -(-count // size)), block=size)
 
     @property
     def threads_per_block(self) -> int:

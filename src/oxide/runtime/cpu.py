@@ -40,6 +40,9 @@ _CFG = struct.Struct("<9q")
 # Every CUDA GPU's limits (sm_80 and later): a launch the CPU accepts also runs on a GPU.
 _MAX_BLOCK = (1024, 1024, 64)
 _MAX_GRID = ((1 << 31) - 1, 65535, 65535)
+# Dynamic shared memory per block: an sm_90 GPU's opt-in maximum (227 KiB; sm_80 has 163 KiB).
+# A launch asking for more fails on the GPU, so it fails on the CPU too.
+MAX_DYNAMIC_SHARED = 227 * 1024
 _local = threading.local()
 
 
@@ -111,6 +114,11 @@ def _check_config(kernel: Any, cfg: LaunchConfig) -> None:
             if n > top:
                 raise LaunchError(f"{what}.{axis} = {n} exceeds the limit of {top} "
                                   "(as on every CUDA GPU)")
+    shm = cfg.shared_mem_bytes
+    if shm > MAX_DYNAMIC_SHARED:
+        raise LaunchError(f"`{kernel.__name__}` asks for {shm} bytes of dynamic shared memory; "
+                          f"a GPU block has at most {MAX_DYNAMIC_SHARED} (sm_90), and the CPU "
+                          "keeps to the GPU's limits")
 
 
 def _upload(address: int, data: bytes) -> None:

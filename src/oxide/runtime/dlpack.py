@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from oxide import types as T
-from oxide.runtime.views import HOST, ArrayView, BadArray, _layout, oxide_dtype
+from oxide.runtime.views import HOST, ArrayView, BadArray, _layout, misaligned, oxide_dtype
 
 CPU_DEVICE, CUDA_DEVICE, CUDA_HOST_DEVICE, CUDA_MANAGED_DEVICE = 1, 2, 3, 13
 _CODES = {0: "i", 1: "u", 2: "f", 4: "bf", 6: "b"}  # kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool
@@ -84,6 +84,8 @@ def view_from_dlpack(obj: Any) -> ArrayView:
     if t.strides:
         strides = _layout(shape, tuple(t.strides[i] for i in range(t.ndim)))
     ptr = (t.data or 0) + t.byte_offset
+    if ptr % dt.itemsize:
+        raise misaligned(ptr, dt.itemsize)
     owner = (obj, capsule)
     if dev_type == CPU_DEVICE:
         host = np.from_dlpack(obj) if hasattr(np, "from_dlpack") else None

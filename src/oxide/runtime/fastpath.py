@@ -29,7 +29,10 @@ AliasingError, or makes a new plan, whose binder then replaces this one):
 - arrays: dtype (the torch dtype object by identity, else the view's DType),
   rank, device and layout (contiguous or strided, decided as `views.py` does);
   strides are passed when the plan is strided, and a writable strided array must
-  not be a broadcast view (ArgumentError);
+  not overlap itself (`args.check_no_self_overlap`, ArgumentError); the data
+  address must be a multiple of the element size (torch: tested here; other
+  arrays: `view_of` refuses it, as it refuses non-native byte order, masked
+  arrays and byte strides that are not whole elements, and the binder declines);
 - scalars: the range of the parameter's type (else `args.scalar_value` raises);
 - aliasing, when the plan has several arrays and a writable one: byte ranges;
 - the device's kernel error records (`GPUDevice.check_errors`), every launch;
@@ -60,7 +63,7 @@ from oxide.runtime.args import (
     _FLOAT_MAX,
     _INT_RANGES,
     _const_key,
-    check_not_broadcast,
+    check_no_self_overlap,
     scalar_value,
 )
 from oxide.runtime.config import LaunchConfig
@@ -152,7 +155,7 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
     env: dict[str, Any] = {
         "type": type, "len": len, "tuple": tuple, "prod": math.prod, "BadArray": BadArray,
         "view_of": view_of, "layout": _layout, "scalar_value": scalar_value,
-        "check_not_broadcast": check_not_broadcast, "byte_range": byte_range,
+        "check_no_self_overlap": check_no_self_overlap, "byte_range": byte_range,
         "const_key": _const_key, "stream_handle": gpu.stream_handle,
         "source": launcher.stream_source, "current_stream": _current_stream(launcher),
         "enter": gdev.enter, "check_errors": gdev.check_errors,
@@ -199,6 +202,9 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
                              f"layout(shape{i}, tuple(a{i}.stride())) is not None:",
                              "    return False"]
                 body += [f"ptr{i} = a{i}.data_ptr()"]
+                if spec.dtype.itemsize > 1:  # misaligned: the general path refuses it
+                    body += [f"if ptr{i} % {spec.dtype.itemsize}:",
+                             "    return False"]
             else:
                 env[f"dtype{i}"] = spec.dtype
                 env[f"device{i}"] = view_of(a).device  # type: ignore[union-attr]
@@ -217,7 +223,7 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
                 body += [f"if strides{i} is None:",
                          "    return False"]
                 if p.writable:
-                    body += [f"check_not_broadcast(name{i}, shape{i}, strides{i})"]
+                    body += [f"check_no_self_overlap(name{i}, shape{i}, strides{i})"]
                 values += [f"ptr{i}", f"*shape{i}", f"*strides{i}"]
             elif reader_of(type(a)) is _torch:
                 values += [f"ptr{i}", *dims]

@@ -24,11 +24,14 @@ def as_config(config: Any) -> tuple[LaunchConfig, Any]:
                       "kernel[grid, block, stream, shared_mem_bytes]")
 
 
-def launch(kernel: Any, config: Any, *args: Any, stream: Any = None) -> None:
-    """Launch `kernel` over `config` with `args` on the current device.
+def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, **kwargs: Any) -> None:
+    """Launch `kernel` over `config` with `args` on the current device. Arguments may be
+    given by parameter name too (`stream=` is always the launch's stream).
 
     >>> ox.launch(scale, ox.LaunchConfig.for_num_elems(n), x, 2.5, y)  # doctest: +SKIP
     """
+    if kwargs:
+        args = _keywords(kernel, args, kwargs)
     if config.__class__ is not LaunchConfig:
         config, cfg_stream = as_config(config)
         if stream is None:
@@ -39,6 +42,13 @@ def launch(kernel: Any, config: Any, *args: Any, stream: Any = None) -> None:
     launchers = kernel.__dict__.get("_oxide_launchers")
     if launchers is None or not launchers.last(config, args, stream, dev):
         _launch(kernel, config, args, stream, dev)
+
+
+def _keywords(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """`args.keyword_args`, imported on first use (`import oxide` stays light)."""
+    from oxide.runtime.args import keyword_args
+
+    return keyword_args(kernel, args, kwargs)
 
 
 def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: Any,
@@ -109,7 +119,9 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
         return last  # type: ignore[no-any-return]
     cfg, cfg_stream = as_config(config)
 
-    def launch_bound(*args: Any, stream: Any = None) -> None:
+    def launch_bound(*args: Any, stream: Any = None, **kwargs: Any) -> None:
+        if kwargs:
+            args = _keywords(kernel, args, kwargs)
         if stream is None:
             stream = cfg_stream
         dev = _state.current or _device._default or default_device()  # as in `launch`

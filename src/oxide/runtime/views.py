@@ -9,6 +9,7 @@ readers touch as few attributes as they can.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +97,8 @@ def oxide_dtype(raw: Any) -> T.DType | None:
 
 
 def _lookup(raw: Any) -> T.DType | None:
+    if getattr(raw, "isnative", True) is False:
+        return None  # big-endian data would be read as raw bytes: `_dtype` says why
     try:
         return T.dtype_of(raw)
     except TypeError:
@@ -109,8 +112,20 @@ class BadArray(Exception):
 def _dtype(raw: Any) -> T.DType:
     dt = oxide_dtype(raw)
     if dt is None:
+        if getattr(raw, "isnative", True) is False:
+            raise BadArray(f"an array of {raw.str} (non-native byte order); kernels read "
+                           "native-order data: pass `a.astype(a.dtype.newbyteorder('='))`")
         raise BadArray(f"an array of {raw}, which oxide does not support")
     return dt
+
+
+def misaligned(ptr: int, itemsize: int) -> BadArray:
+    """The error for a data address that is not a multiple of the element size (readers
+    test `ptr % itemsize` inline). Why refused: a GPU faults on a misaligned load
+    (CUDA_ERROR_MISALIGNED_ADDRESS), which leaves the context unusable, and the CPU
+    target's vector loads assume the same alignment."""
+    return BadArray(f"an array whose data address {ptr:#x} is not a multiple of its "
+                    f"element size {itemsize} (misaligned); pass an aligned copy (`a.copy()`)")
 
 
 def _elements(byte_strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -126,7 +141,15 @@ def _numpy(a: np.ndarray) -> ArrayView:
         strides = None
     else:
         strides = _layout(a.shape, _elements(a.strides, a.itemsize))
-    return ArrayView(a.ctypes.data, a.shape, strides, dt, HOST, a, a)
+    ptr = a.ctypes.data
+    if ptr % a.itemsize:
+        raise misaligned(ptr, a.itemsize)
+    return ArrayView(ptr, a.shape, strides, dt, HOST, a, a)
+
+
+def _masked(a: Any) -> ArrayView:
+    raise BadArray("a NumPy masked array, whose mask a kernel would ignore; pass "
+                   "`a.filled(value)` or `a.data`")
 
 
 def _torch(t: Any) -> ArrayView:
@@ -134,9 +157,12 @@ def _torch(t: Any) -> ArrayView:
     dev = t.get_device()
     shape = t.shape  # a torch.Size: already a tuple
     strides = None if t.is_contiguous() else _layout(shape, tuple(t.stride()))
+    ptr = t.data_ptr()
+    if ptr % dt.itemsize:
+        raise misaligned(ptr, dt.itemsize)
     if dev < 0:
-        return ArrayView(t.data_ptr(), shape, strides, dt, HOST, t, _torch_host(t))
-    return ArrayView(t.data_ptr(), shape, strides, dt, dev, t)
+        return ArrayView(ptr, shape, strides, dt, HOST, t, _torch_host(t))
+    return ArrayView(ptr, shape, strides, dt, dev, t)
 
 
 def _torch_host(t: Any) -> np.ndarray | None:
@@ -152,7 +178,10 @@ def _cupy(a: Any) -> ArrayView:
         strides = None
     else:
         strides = _layout(a.shape, _elements(a.strides, a.itemsize))
-    return ArrayView(a.data.ptr, a.shape, strides, dt, a.device.id, a)
+    ptr = a.data.ptr
+    if ptr % a.itemsize:
+        raise misaligned(ptr, a.itemsize)
+    return ArrayView(ptr, a.shape, strides, dt, a.device.id, a)
 
 
 def _cai(a: Any) -> ArrayView:
@@ -162,7 +191,10 @@ def _cai(a: Any) -> ArrayView:
     shape = tuple(cai["shape"])
     st = cai.get("strides")
     strides = None if st is None else _layout(shape, _elements(tuple(st), raw.itemsize))
-    return ArrayView(cai["data"][0], shape, strides, dt, None, a)
+    ptr = cai["data"][0]
+    if ptr % raw.itemsize:
+        raise misaligned(ptr, raw.itemsize)
+    return ArrayView(ptr, shape, strides, dt, None, a)
 
 
 def _oxide(a: Any) -> ArrayView:
@@ -197,6 +229,9 @@ def _reader_for(t: type) -> Callable[[Any], ArrayView | None]:
     if module.startswith("cupy") and hasattr(t, "data") and hasattr(t, "device"):
         return _cupy
     if issubclass(t, np.ndarray):
+        ma = sys.modules.get("numpy.ma.core")  # no masked array exists before it is imported
+        if ma is not None and issubclass(t, ma.MaskedArray):
+            return _masked
         return _numpy
     if hasattr(t, "__cuda_array_interface__"):
         return _cai
