@@ -227,16 +227,22 @@ def test_build_with_sig_and_const(tmp_path: Path) -> None:
 
 
 def test_cache_info_and_clear(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Counts and removes oxide's entries only (issue 14, item 17: it used to delete every
+    file under the directory); tests/test_trust_cli_cache.py covers the refusals."""
+    from oxide.runtime.cache_layout import MARKER, MARKER_TEXT
+
     monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path / "cache"))
-    (tmp_path / "cache" / "ab").mkdir(parents=True)
-    (tmp_path / "cache" / "ab" / "entry.bin").write_bytes(b"x" * 2048)
+    (tmp_path / "cache" / "kernels").mkdir(parents=True)
+    (tmp_path / "cache" / MARKER).write_text(MARKER_TEXT)
+    (tmp_path / "cache" / "kernels" / f"{'ab' * 32}.oxk").write_bytes(b"x" * 2048)
+    (tmp_path / "cache" / "notes.txt").write_text("mine")
     info = runner.invoke(app, ["cache", "info"])
     assert info.exit_code == 0
     assert str(tmp_path / "cache") in info.stdout
     assert "entries: 1" in info.stdout and "2.0 KiB" in info.stdout
     cleared = runner.invoke(app, ["cache", "clear"])
     assert cleared.exit_code == 0 and "removed 1" in cleared.stdout
-    assert list((tmp_path / "cache").iterdir()) == []
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == [MARKER, "notes.txt"]
 
 
 @pytest.mark.gpu

@@ -1,19 +1,21 @@
 """`oxide cache info|clear`: the on-disk compile cache (`oxide.runtime.cache` owns its layout).
 
 Its directory is `$OXIDE_CACHE_DIR`, else `~/.cache/oxide` (`OXIDE_CACHE=0`
-turns it off). Clearing removes every entry and leaves the directory, so a
-running process can keep writing.
+turns it off). That variable may name a directory holding the user's own files,
+so clearing deletes only oxide's entries (runtime/cache_layout.py says which),
+only in a directory carrying oxide's CACHEDIR.TAG marker, never following a
+symlink; the directory and the marker stay, so a running process can keep writing.
 """
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
+from oxide.runtime import cache_layout
 from oxide.runtime.cache import cache_dir
 
 console = Console(highlight=False, soft_wrap=True)
@@ -27,11 +29,6 @@ def enabled_dir() -> Path:
         console.print("the compile cache is off (OXIDE_CACHE=0)")
         raise typer.Exit(0)
     return root
-
-
-def entries(root: Path) -> list[Path]:
-    """The cached files (every file below the directory)."""
-    return [p for p in root.rglob("*") if p.is_file()] if root.is_dir() else []
 
 
 def human(size: float) -> str:
@@ -49,23 +46,38 @@ def human(size: float) -> str:
 def info() -> None:
     """Print the cache directory, its entry count and size."""
     root = enabled_dir()
-    files = entries(root)
-    size = sum(p.stat().st_size for p in files)
-    state = "" if root.is_dir() else " (not created yet)"
-    console.print(f"cache directory: {escape(str(root))}{state}")
-    console.print(f"entries: {len(files)}")
-    console.print(f"size: {human(size)}")
+    if not root.is_dir():
+        state = " (not created yet)"
+    elif not cache_layout.is_marked(root):
+        state = f" (not marked as oxide's: no {cache_layout.MARKER} written by oxide)"
+    else:
+        state = ""
+    found = cache_layout.usage(root)
+    console.print(f"cache directory: {escape(str(root))}{escape(state)}")
+    console.print(f"entries: {found.entries}")
+    console.print(f"size: {human(found.bytes)}")
+    if found.others:
+        console.print(f"other files (not oxide's, left alone): {found.others}")
 
 
 @app.command()
 def clear() -> None:
-    """Remove every cache entry (the directory itself stays)."""
+    """Remove oxide's cache entries (the directory, its marker and other files stay)."""
     root = enabled_dir()
-    files = entries(root)
-    size = sum(p.stat().st_size for p in files)
-    for child in root.iterdir() if root.is_dir() else ():
-        if child.is_dir() and not child.is_symlink():
-            shutil.rmtree(child)
-        else:
-            child.unlink()
-    console.print(f"removed {len(files)} entries ({human(size)}) from {escape(str(root))}")
+    try:
+        removed = cache_layout.clear(root)
+    except cache_layout.NotOxideCacheError:
+        console.print(
+            f"[red]error:[/red] {escape(str(root))} is not marked as oxide's cache (it has "
+            f"no {cache_layout.MARKER} written by oxide) and it is not empty: deleting "
+            "nothing. Check OXIDE_CACHE_DIR; oxide marks a directory the first time it "
+            "caches a kernel there.")
+        raise typer.Exit(1) from None
+    except OSError as exc:
+        console.print(f"[red]error:[/red] cannot clear {escape(str(root))}: {escape(str(exc))}")
+        raise typer.Exit(1) from None
+    line = (f"removed {removed.entries} entries ({removed.files} files, "
+            f"{human(removed.bytes)}) from {escape(str(root))}")
+    if removed.others:
+        line += f"; left {removed.others} other files that are not oxide's"
+    console.print(line)

@@ -1,8 +1,11 @@
 """The on-disk compile cache: cubins keyed by everything that shapes them.
 
 Where: `$OXIDE_CACHE_DIR`, else `~/.cache/oxide`; `OXIDE_CACHE=0` turns it off.
-An entry is one file, `kernels/<key>.oxk`: a magic line, a JSON header (symbol,
-run-time check sites, argument sizes, the cubin's SHA-256) and the cubin.
+An entry is one file, `kernels/<key>.oxk`: a magic line, a SHA-256 of the rest, a
+JSON header (symbol, run-time check sites, argument sizes, grid factor, witness
+ranks) and the cubin (runtime/cache_entry.py). The directory is marked as oxide's
+with a CACHEDIR.TAG (runtime/cache_layout.py), so `oxide cache clear` can tell it
+from a directory of the user's own files.
 
 The key is computed *before* compiling, without the frontend, so a warm first
 launch reads one file and never imports xdsl or llvmlite: the kernel's source
@@ -14,8 +17,10 @@ what it actually folded and inlined; an entry is written only if the key
 covered all of it (and never for kernels using `ox.ConstantArray`).
 
 Writes are atomic (a temporary file, then `os.replace`), so concurrent processes
-at worst compile the same kernel twice; an entry that does not parse, or whose
-checksum, key or argument sizes disagree, is ignored and rewritten.
+at worst compile the same kernel twice. Reads never block or run unbounded (a FIFO,
+a symlink or a huge file in an entry's place is refused); an entry that does not
+parse, fails its checksum, has a field of the wrong type or range, or whose key or
+argument sizes disagree, is ignored, recompiled and replaced.
 """
 
 from __future__ import annotations
@@ -23,10 +28,8 @@ from __future__ import annotations
 import ast
 import functools
 import hashlib
-import json
 import os
 import re
-import struct
 import types as pytypes
 from pathlib import Path
 from typing import Any
@@ -35,11 +38,11 @@ import numpy as np
 
 from oxide import types as T
 from oxide.errors import Span
+from oxide.runtime import cache_entry, cache_layout
+from oxide.runtime.safe_read import read_regular_file
 from oxide.specialize import ConstValue
 
-FORMAT = 1
-MAGIC = b"OXIDE-KERNEL-CACHE\n"
-_HEADER = struct.Struct("<I")
+FORMAT = 2  # 2: the checksum covers the whole entry, header included
 _EXCLUDED = ("runtime", "cli", "examples")  # packages that do not shape compiled code
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
@@ -105,11 +108,11 @@ def _sources_digest() -> str:
         st = os.stat(os.path.join(root, rel))
         stamp.update(f"\0{rel}:{st.st_size}:{st.st_mtime_ns}".encode())
     memo = _memo_path(stamp.hexdigest())
-    try:
-        known = memo.read_text() if memo is not None else ""
+    try:  # like an entry, a memo may have been replaced by anything: never block on it
+        known = read_regular_file(memo, 64).decode("ascii") if memo is not None else ""
         if len(known) == 64 and all(c in "0123456789abcdef" for c in known):
             return known
-    except OSError:
+    except (OSError, UnicodeDecodeError):
         pass
     h = hashlib.sha256()
     for rel in sources:
@@ -117,8 +120,9 @@ def _sources_digest() -> str:
         with open(os.path.join(root, rel), "rb") as f:
             h.update(f.read())
     digest = h.hexdigest()
-    if memo is not None:
-        _write_atomically(memo, digest.encode())
+    cache_root = cache_dir()
+    if cache_root is not None:
+        cache_layout.write(cache_root, f"sources/{stamp.hexdigest()}", digest.encode())
     return digest
 
 
@@ -293,67 +297,38 @@ def _path(key: str) -> Path | None:
 
 
 def load(key: str, arg_sizes: tuple[int, ...]) -> Any:
-    """The KernelImage stored under `key`, or None (missing, corrupt, foreign or stale)."""
+    """The KernelImage stored under `key`, or None (missing, corrupt, foreign or stale).
+
+    Never blocks and never reads without bound: the entry must be a regular file (not a
+    FIFO, not a symlink to a device) of bounded size, intact under its checksum, with
+    every header field well-typed (runtime/cache_entry.py); anything else is a miss, and
+    the launch recompiles and atomically replaces it.
+    """
     from oxide.runtime.gpu import KernelImage
 
     path = _path(key)
     if path is None:
         return None
     try:
-        data = path.read_bytes()
-        if not data.startswith(MAGIC):
-            return None
-        start = len(MAGIC) + _HEADER.size
-        (n,) = _HEADER.unpack_from(data, len(MAGIC))
-        header = json.loads(data[start:start + n])
-        cubin = data[start + n:]
-        if (header.get("key") != key or tuple(header["arg_sizes"]) != arg_sizes
-                or hashlib.sha256(cubin).hexdigest() != header["cubin_sha256"]):
-            return None
-        sites = [CachedSite(s["kind"], Span(s["file"], s["line"], s["col"], s["end_col"],
-                                            s["text"]), s["detail"]) for s in header["sites"]]
-        # An entry without the witness ranks predates the launch check: recompile it.
-        ranks = tuple(int(r) for r in header["thread_index_ranks"])
-        return KernelImage(cubin, header["symbol"], sites, arg_sizes,
-                           grid_x_factor=int(header.get("grid_x_factor", 1)),
-                           thread_index_ranks=ranks)
-    except (OSError, ValueError, KeyError, TypeError, struct.error):
+        entry = cache_entry.decode(read_regular_file(path, cache_entry.MAX_ENTRY_BYTES), key,
+                                   arg_sizes)
+    except (OSError, cache_entry.CorruptEntry):
         return None
+    sites = [CachedSite(s["kind"], Span(s["file"], s["line"], s["col"], s["end_col"],
+                                        s["text"]), s["detail"]) for s in entry.sites]
+    return KernelImage(entry.cubin, entry.symbol, sites, arg_sizes,
+                       grid_x_factor=entry.grid_x_factor,
+                       thread_index_ranks=entry.thread_index_ranks)
 
 
 def store(key: str, image: Any, ck: Any) -> bool:
     """Write an entry (atomically) if the key covered what `ck`'s compile used."""
-    path = _path(key)
-    if path is None or not covered(ck.kernel, ck):
+    root = cache_dir()
+    if root is None or not covered(ck.kernel, ck):
         return False
-    header = {
-        "key": key, "symbol": image.symbol, "arg_sizes": list(image.arg_sizes),
-        "grid_x_factor": image.grid_x_factor,
-        "thread_index_ranks": list(image.thread_index_ranks),
-        "cubin_sha256": hashlib.sha256(image.cubin).hexdigest(),
-        "sites": [{"kind": s.kind, "file": s.span.file, "line": s.span.line, "col": s.span.col,
+    sites = tuple({"kind": s.kind, "file": s.span.file, "line": s.span.line, "col": s.span.col,
                    "end_col": s.span.end_col, "text": s.span.text, "detail": s.detail}
-                  for s in image.sites],
-    }
-    raw = json.dumps(header).encode()
-    return _write_atomically(path, MAGIC + _HEADER.pack(len(raw)) + raw + image.cubin)
-
-
-def _write_atomically(path: Path, data: bytes) -> bool:
-    """Write through a temporary file and a rename, so readers never see half a file;
-    False when the disk refuses (read-only, full): the cache is an optimization."""
-    import tempfile
-
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
-        return False
-    return True
+                  for s in image.sites)
+    entry = cache_entry.EntryData(image.symbol, tuple(image.arg_sizes), image.grid_x_factor,
+                                  tuple(image.thread_index_ranks), sites, image.cubin)
+    return cache_layout.write(root, f"kernels/{key}.oxk", cache_entry.encode(key, entry))
