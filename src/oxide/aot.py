@@ -7,6 +7,7 @@ pipeline and records what a launch needs without the compiler.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ from typing import Any
 
 from oxide import __version__
 from oxide.errors import UnsupportedFeatureError
-from oxide.runtime.bundle import FORMAT, MANIFEST, VERSION, spec_to_json
+from oxide.runtime.bundle import FORMAT, MANIFEST, VERSION, manifest_digest, spec_to_json
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def build_bundle(jobs: Iterable[Job], archs: list[str], out: str | Path, source:
     for job in jobs:
         entry = kernels.setdefault(job.name, _kernel_json(job.kernel))
         index = len(entry["specializations"])
-        cubins = {}
+        cubins, digests = {}, {}
         for arch in archs:
             ck = job.kernel.compile(*job.args, arch=arch)
             if ck.constants:
@@ -67,6 +68,7 @@ def build_bundle(jobs: Iterable[Job], archs: list[str], out: str | Path, source:
             rel = f"{job.name}.{index}.{arch}.cubin"
             (root / rel).write_bytes(ck.cubin)
             cubins[arch] = rel
+            digests[arch] = hashlib.sha256(ck.cubin).hexdigest()
             progress(f"{job.name} {arch}")
         entry["specializations"].append({
             "symbol": ck.name,
@@ -77,10 +79,12 @@ def build_bundle(jobs: Iterable[Job], archs: list[str], out: str | Path, source:
             "grid_x_factor": ck.grid_x_factor,
             "thread_index_ranks": list(ck.thread_index_ranks),
             "cubins": cubins,
+            "cubin_sha256": digests,
         })
     manifest = {"format": FORMAT, "version": VERSION, "oxide_version": __version__,
                 "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "source": source,
                 "archs": archs, "kernels": kernels}
+    manifest["sha256"] = manifest_digest(manifest)
     path = root / MANIFEST
     path.write_text(json.dumps(manifest, indent=2) + "\n")
     return path

@@ -17,9 +17,9 @@ GPU runtime takes from a `CompiledKernel`: `name` (the symbol), `signature`,
 for the CPU (`target="cpu"`) raises `DeviceError`: bundles hold GPU code only;
 `ox.launch` checks `gpu_only` before it reaches the CPU runtime.
 
-Manifest (`format: oxide-bundle`, `version: 1`)::
+Manifest (`format: oxide-bundle`, `version: 2`)::
 
-    {"kernels": {"scale": {
+    {"sha256": <hex>, "kernels": {"scale": {
         "params": [{"name": "input", "annotation": {"kind": "array", ...}}, ...],
         "options": {"checks": true, "contract": true, "max_threads": null},
         "specializations": [{
@@ -27,7 +27,16 @@ Manifest (`format: oxide-bundle`, `version: 1`)::
             "abi": [{"name": "input", "spec": <spec>}, ...],
             "sites": [{"kind": "index", "file": ..., "line": 7, "col": 17,
                        "end_col": 25, "text": ..., "detail": "input"}, ...],
-            "uses_barriers": false, "cubins": {"sm_90": "scale.0.sm_90.cubin"}}]}}}
+            "uses_barriers": false, "grid_x_factor": 1, "thread_index_ranks": [1],
+            "cubins": {"sm_90": "scale.0.sm_90.cubin"},
+            "cubin_sha256": {"sm_90": <hex>}}]}}}
+
+Integrity (version 2): `sha256` is the SHA-256 of the rest of the manifest in canonical
+JSON (`manifest_digest`), and each cubin's SHA-256 is recorded next to its file name, so
+a manifest or cubin damaged or edited after the build is a `BundleError` at load (the
+manifest) or at first launch (a cubin), never a launch with a wrong grid or wrong code.
+Cubin names are plain file names inside the bundle; files are read only if they are
+regular files of bounded size (runtime/safe_read.py).
 
 A <spec> is `{"kind": "scalar", "dtype": "f32"}`, `{"kind": "array", "access":
 "slice", "dtype": "f32", "rank": 1, "contiguous": true}` or `{"kind": "const",
@@ -37,7 +46,9 @@ is `{"kind": "const", "type": "int"}`.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -47,12 +58,17 @@ from oxide import types as T
 from oxide.codegen.abi import ParamABI
 from oxide.errors import ArgumentError, DeviceError, OxideError, Span
 from oxide.kernel import KernelOptions, Param
+from oxide.runtime.cache_entry import GRID_X_FACTORS, THREAD_INDEX_RANKS
 from oxide.runtime.launch import bind_launch
+from oxide.runtime.safe_read import read_regular_file
 from oxide.specialize import ConstValue, signature_from
 
 MANIFEST = "bundle.json"
 FORMAT = "oxide-bundle"
-VERSION = 1
+VERSION = 2  # 2: the manifest and every cubin carry a SHA-256
+MAX_MANIFEST_BYTES = 64 << 20
+MAX_CUBIN_BYTES = 512 << 20
+_CUBIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}\.cubin")
 CPU_ERROR = ("bundles hold GPU code; launching needs a CUDA GPU (run the kernel's source "
              "on the CPU instead, or launch inside `with ox.device(0):` on a GPU machine)")
 
@@ -61,6 +77,14 @@ CONST_TYPES = {"int": int, "float": float, "bool": bool}
 
 class BundleError(OxideError):
     """A bundle directory that is missing, damaged, or from an incompatible oxide."""
+
+
+def manifest_digest(manifest: dict[str, Any]) -> str:
+    """The SHA-256 of a manifest without its `sha256` field, in canonical JSON (sorted keys,
+    no spaces), so the digest does not depend on how the file was indented."""
+    rest = {k: v for k, v in manifest.items() if k != "sha256"}
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------------
@@ -143,11 +167,22 @@ class Specialization:
                                                   s["text"]), s["detail"])
                       for s in data["sites"]]
         self.uses_barriers: bool = data["uses_barriers"]
-        self.grid_x_factor: int = int(data.get("grid_x_factor", 1))
-        # the ThreadIndex ranks the kernel creates; bundles built before oxide recorded
-        # them carry none, and their launches go unchecked (runtime/witness_rules.py)
-        self.thread_index_ranks = tuple(int(r) for r in data.get("thread_index_ranks", ()))
+        self.grid_x_factor: int = data["grid_x_factor"]
+        if type(self.grid_x_factor) is not int or self.grid_x_factor not in GRID_X_FACTORS:
+            raise ValueError(f"grid_x_factor {self.grid_x_factor!r} is not one oxide emits")
+        # the ThreadIndex ranks the kernel creates (runtime/witness_rules.py)
+        ranks = data["thread_index_ranks"]
+        if not isinstance(ranks, list) or not all(type(r) is int and r in THREAD_INDEX_RANKS
+                                                  for r in ranks):
+            raise ValueError(f"thread_index_ranks {ranks!r} are not ranks oxide emits")
+        self.thread_index_ranks = tuple(ranks)
+        if set(data["cubins"]) != set(data["cubin_sha256"]):
+            raise ValueError("the cubins and their checksums name different archs")
+        for rel in data["cubins"].values():
+            if not isinstance(rel, str) or not _CUBIN_NAME.fullmatch(rel):
+                raise ValueError(f"cubin name {rel!r} is not a file name inside the bundle")
         self.cubin_files = {arch: root / rel for arch, rel in data["cubins"].items()}
+        self.cubin_sha256: dict[str, str] = dict(data["cubin_sha256"])
 
     def pick_arch(self, device_arch: str) -> str:
         """The bundled arch to load on a `device_arch` GPU: exact, else the newest compatible."""
@@ -179,13 +214,20 @@ class BundledCode:
         self.grid_x_factor = spec.grid_x_factor
         self.thread_index_ranks = spec.thread_index_ranks
         self._file = spec.cubin_files[arch]
+        self._sha256 = spec.cubin_sha256[arch]
 
     @cached_property
     def cubin(self) -> bytes:
+        """The cubin's bytes, checked against the SHA-256 the manifest records."""
         try:
-            return self._file.read_bytes()
+            data = read_regular_file(self._file, MAX_CUBIN_BYTES)
         except OSError as exc:
             raise BundleError(f"the bundle's cubin {self._file} cannot be read: {exc}") from exc
+        if hashlib.sha256(data).hexdigest() != self._sha256:
+            raise BundleError(f"the bundle's cubin {self._file} was modified or damaged after "
+                              "the build (its SHA-256 is not the manifest's): rebuild the "
+                              "bundle with `oxide build`")
+        return data
 
     def __repr__(self) -> str:
         return f"<BundledCode {self.name} for {self.arch}>"
@@ -275,13 +317,24 @@ def load_bundle(path: str | Path) -> Bundle:
     """
     root = Path(path)
     try:
-        manifest = json.loads((root / MANIFEST).read_text())
+        manifest = json.loads(read_regular_file(root / MANIFEST, MAX_MANIFEST_BYTES))
     except FileNotFoundError:
         raise BundleError(f"{root} is not an oxide bundle (no {MANIFEST}); "
                           "build one with `oxide build FILE.py -o DIR`") from None
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise BundleError(f"{root / MANIFEST} cannot be read: {exc}") from exc
+    if not isinstance(manifest, dict):
+        raise BundleError(f"{root / MANIFEST} is not an oxide bundle manifest (not a JSON "
+                          "object): rebuild it with `oxide build`")
     if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
         raise BundleError(f"{root} holds a {manifest.get('format')} v{manifest.get('version')} "
                           f"manifest; this oxide reads {FORMAT} v{VERSION}: rebuild it")
-    return Bundle(root, manifest)
+    if manifest.get("sha256") != manifest_digest(manifest):
+        raise BundleError(f"{root / MANIFEST} was modified or damaged after the build (its "
+                          "SHA-256 does not match its contents): rebuild the bundle with "
+                          "`oxide build`")
+    try:
+        return Bundle(root, manifest)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise BundleError(f"{root / MANIFEST} is malformed ({type(exc).__name__}: {exc}): "
+                          "rebuild the bundle with `oxide build`") from None
