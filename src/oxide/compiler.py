@@ -107,6 +107,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     from oxide.frontend.entry import lower_kernel
     from oxide.passes.disjoint_reads import check_disjoint_reads
     from oxide.passes.safety import check_disjoint_writes
+    from oxide.passes.uniformity import check_barrier_uniformity
 
     symbol = mangle(kernel, sig)
     if target == "nvptx":
@@ -126,6 +127,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
                                     f"\n{func}") from exc
     check_disjoint_writes(func, lowered.sites)
     check_disjoint_reads(func, lowered.sites)
+    check_barrier_uniformity(func, lowered.builder.origins, lowered.builder.uniform)
     check_supported(tgt, func)
     abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig, strict=True)
            if not isinstance(s, ConstValue)]
@@ -151,12 +153,29 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     ck.functions = frozenset(lowered.ctx.functions)
     dump = os.environ.get("OXIDE_DUMP", "")
     if dump:
-        for stage in dump.split(","):
-            stage = stage.strip()
-            if stage in ("ir", "llvm", "ptx"):
-                print(f"// ---- oxide {stage}: {symbol} ----", file=sys.stderr)
-                print(getattr(ck, stage), file=sys.stderr)
+        dump_stages(ck, dump)
     return ck
+
+
+DUMP_STAGES = {"ir": ("cpu", "nvptx"), "llvm": ("cpu", "nvptx"), "ptx": ("nvptx",)}
+
+
+def dump_stages(ck: CompiledKernel, spec: str) -> None:
+    """Print the stages `OXIDE_DUMP` names (comma-separated) to stderr, those that exist for
+    `ck`'s target: one variable serves CPU and GPU launches, so `ptx` in it is skipped with
+    a note for a CPU compile rather than failing the launch."""
+    for stage in (s.strip() for s in spec.split(",")):
+        if not stage:
+            continue
+        if stage not in DUMP_STAGES:
+            print(f"// ---- oxide: OXIDE_DUMP names no stage `{stage}` (stages: "
+                  f"{', '.join(DUMP_STAGES)}) ----", file=sys.stderr)
+        elif ck.target not in DUMP_STAGES[stage]:
+            print(f"// ---- oxide {stage}: {ck.name}: none, compiled for the "
+                  f"{'CPU' if ck.target == 'cpu' else ck.target} ----", file=sys.stderr)
+        else:
+            print(f"// ---- oxide {stage}: {ck.name} ----", file=sys.stderr)
+            print(getattr(ck, stage), file=sys.stderr)
 
 
 def thread_index_ranks(func: Any) -> tuple[int, ...]:

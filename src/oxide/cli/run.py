@@ -2,8 +2,9 @@
 
 `oxide run FILE.py` imports the file and calls its `main()`, passing the options
 its signature accepts (`device`, `arch`, `size`, `out`); the launches inside run
-on `--device` either way. `main()` passes unless it raises or returns a false
-value (False, or a result whose `.passed` is false). A file without `main()` is
+on `--device` either way. `main()` passes only by returning True or None (a NumPy
+bool counts; an object with `.passed` is judged by it); anything else fails, with
+what it returned: `0`, `np.False_` or a list are not verdicts. A file without `main()` is
 an error: oxide cannot invent inputs for its kernels (`oxide inspect` and
 `oxide build` compile them without running).
 """
@@ -83,6 +84,39 @@ def run(
     report(target, result, where)
 
 
+def verdict(result: Any) -> tuple[bool, str]:
+    """Whether main()'s return value passes, and why not when it is not a verdict: only
+    True and None pass (a bare `return`, a test's `True`, a comparison's `np.True_`).
+
+    Truthiness is not enough: `0`, `np.False_` and lists say nothing about a test having
+    passed, and reading them as verdicts printed PASS for failures. An object with a
+    `.passed` attribute is judged by that attribute, under the same rule.
+    """
+    import numpy as np
+
+    if hasattr(result, "passed") and not isinstance(result, (bool, np.bool_)):
+        flag = result.passed
+        if isinstance(flag, (bool, np.bool_)):
+            return bool(flag), ""
+        return False, f"its .passed is {_shown(flag)}, not True or False"
+    if result is None or isinstance(result, (bool, np.bool_)):
+        return result is None or bool(result), ""
+    return False, f"{_shown(result, False)} is not a verdict: main() must return True, " \
+                  "False or None"
+
+
+def _shown(value: Any, with_value: bool = True) -> str:
+    """`a list` / `1 (an int)`: a value's type, after its (shortened) repr."""
+    kind = type(value)
+    name = kind.__qualname__ if kind.__module__ == "builtins" else \
+        f"{kind.__module__}.{kind.__qualname__}"
+    article = "an" if name[0] in "aeiou" else "a"
+    if not with_value:
+        return f"{article} {name}"
+    text = repr(value)
+    return f"{text[:77] + '...' if len(text) > 80 else text} ({article} {name})"
+
+
 def report(target: str, result: Any, where: str) -> None:
     """Prints the PASS/FAIL line and exits 1 on FAIL."""
     if isinstance(result, _harness.ExampleResult):
@@ -92,8 +126,12 @@ def report(target: str, result: Any, where: str) -> None:
         if result.detail:
             line += f"  ({escape(result.detail)})"
     else:
-        passed = bool(getattr(result, "passed", result is not False))
-        line = f"{escape(target)}: main() returned {escape(repr(result))}"
+        passed, why = verdict(result)
+        text = repr(result)
+        text = text[:77] + "..." if len(text) > 80 else text
+        line = f"{escape(target)}: main() returned {escape(text)}"
+        if why:
+            line += f": {escape(why)}"
     status = "[bold green]PASS[/bold green]" if passed else "[bold red]FAIL[/bold red]"
     console.print(f"{status} {line}")
     console.print(f"  ran on {escape(where)}")
