@@ -204,6 +204,28 @@ def test_cpu_refuses_unreadable_arrays(cpu, bad, message) -> None:
     assert not out.any() or (out == np.arange(8)).all()
 
 
+class DLPackOnly:
+    """A JAX-like host array: only `__dlpack__` and `__dlpack_device__`."""
+
+    def __init__(self, a: np.ndarray) -> None:
+        self.a = a
+
+    def __dlpack__(self, **kwargs):
+        return self.a.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.a.__dlpack_device__()
+
+
+def test_cpu_dlpack_arrays_must_be_aligned(cpu) -> None:
+    out = np.zeros(8, np.float32)
+    scale[CFG](DLPackOnly(f32s(8)), 2.0, out)
+    np.testing.assert_array_equal(out, f32s(8) * 2)
+    for _ in range(2):
+        with pytest.raises(ox.ArgumentError, match="`x` .*misaligned"):
+            scale[CFG](DLPackOnly(_misaligned(8)), 2.0, out)
+
+
 def test_structured_field_views(cpu) -> None:
     """A field of a packed structured array: byte strides of 5, misaligned: refused. An
     aligned field (strides of whole elements) runs."""
@@ -400,7 +422,8 @@ def test_gpu_misaligned_tensor_is_refused_on_relaunch(fake, general) -> None:
     fake.formats = "QqfQq"
     scale[CFG](Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,)))
     scale[CFG](Tensor(0x1100, (8,)), 2.0, Tensor(0x2100, (8,)))
-    assert len(general) == 1 and "% 4" in scale.__dict__["_oxide_launchers"].last.source
+    binder = scale.__dict__["_oxide_launchers"].last
+    assert len(general) == 1 and "(ptr0 | ptr2) & 3" in binder.source  # one test, both arrays
     for _ in range(2):
         with pytest.raises(ox.ArgumentError, match="`x` .*0x1002 is not a multiple of its "
                                                    "element size 4"):
