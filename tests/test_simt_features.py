@@ -159,19 +159,20 @@ def test_atomics_run(where: str) -> None:
 
 @ox.kernel
 def histogram(data: Slice[u32], bins: AtomicSlice[u32]):
+    # The barriers stay outside `if i in data`: every thread of the block must reach them.
     i = thread.index_1d()
+    counts = ox.shared.array(u32, 256)
+    t = ox.thread_idx.x
+    with ox.unsafe():
+        counts[t] = u32(0)
+    ox.sync_threads()
     if i in data:
-        counts = ox.shared.array(u32, 256)
-        t = ox.thread_idx.x
-        with ox.unsafe():
-            counts[t] = u32(0)
-        ox.sync_threads()
         ox.atomic.add(counts, data[i] % 256, u32(1), scope="block")
-        ox.sync_threads()
-        with ox.unsafe():
-            c = counts[t]
-        if c > 0:
-            ox.atomic.add(bins, t, c)
+    ox.sync_threads()
+    with ox.unsafe():
+        c = counts[t]
+    if c > 0:
+        ox.atomic.add(bins, t, c)
 
 
 def test_shared_histogram(where: str) -> None:

@@ -312,3 +312,158 @@ def test_definitely_assigned_variables_compile_and_run() -> None:
     with ox.device("cpu"):
         fine[1, 4](x, 10, out)
     assert np.array_equal(out, np.array([0, 3, 3, 0], np.float32) + 2.0 + 1.0)
+
+
+# ---------------------------------------------------------------------------
+# 4. Block barriers are reached by every thread of the block
+
+
+def _barrier_error(kernel, *sig) -> ox.SafetyError:
+    err = _compile_error(kernel, *sig)
+    assert isinstance(err, ox.SafetyError), err
+    assert "waits for every thread of the block" in err.message
+    return err
+
+
+def _caret(err: ox.CompileError) -> str:
+    return err.span.text[err.span.col:err.span.end_col]
+
+
+def test_block_collective_under_a_thread_condition_is_rejected() -> None:
+    @ox.kernel
+    def partial(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        s = f32(0)
+        if i < 3:
+            s = ox.block.reduce_add(x[i])
+        if i in out:
+            out[i] = s
+
+    err = _barrier_error(partial, Slice[f32], DisjointSlice[f32])
+    assert _caret(err) == "ox.block.reduce_add(x[i])"  # the user's call, not collectives.py
+    assert "`i < 3`" in err.label
+    assert err.span.file.endswith("test_trust_safety.py")
+
+
+def test_barrier_after_a_thread_dependent_early_return_is_rejected() -> None:
+    @ox.kernel
+    def early(x: Slice[f32], n: i32, out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i >= n:
+            return
+        ox.sync_threads()
+        if i in out:
+            out[i] = x[i]
+
+    err = _barrier_error(early, Slice[f32], i32, DisjointSlice[f32])
+    assert _caret(err) == "ox.sync_threads()"
+    assert "`i >= n`" in err.label
+
+
+SHAPES = ["loop_bound", "break", "flag", "shared_value", "unsafe", "lane", "func", "ternary",
+          "witness_guard"]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_thread_dependent_control_around_barriers_is_rejected(shape: str) -> None:
+    case = SHAPES.index(shape)  # a closure constant: only that branch compiles
+
+    @ox.func
+    def sync_if(c):
+        if c > 0:
+            ox.sync_threads()
+
+    @ox.kernel
+    def k(x: Slice[f32], n: i32, out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        t = ox.thread_idx.x
+        s = ox.shared.array(f32, 256)
+        if case == 0:  # loop_bound
+            for _ in range(t, n, ox.block_dim.x):
+                ox.sync_threads()
+        elif case == 1:  # break
+            for r in range(4):
+                if x[t] > f32(r):
+                    break
+                ox.sync_threads()
+        elif case == 2:  # flag
+            flag = 0
+            if t < 3:
+                flag = 1
+            if flag == 1:
+                ox.sync_threads()
+        elif case == 3:  # shared_value
+            with ox.unsafe():
+                v = s[0]
+            if v > 0.0:
+                ox.sync_threads()
+        elif case == 4:  # unsafe
+            with ox.unsafe():
+                if t < 3:
+                    ox.sync_threads()
+        elif case == 5:  # lane
+            if ox.lane_id() == 0:
+                ox.block.reduce_max(x[0])
+        elif case == 6:  # func
+            sync_if(x[t])
+        elif case == 7:  # ternary
+            y = ox.block.reduce_add(x[0]) if t < 3 else 0.0
+            if i in out:
+                out[i] = y
+        elif case == 8:  # witness_guard
+            if i in x:
+                ox.block.exclusive_scan(x[i])
+        if i in out:
+            out[i] = x[i]
+
+    _barrier_error(k, Slice[f32], i32, DisjointSlice[f32])
+
+
+@ox.kernel
+def uniform_barriers(x: Slice[f32], n: i32, out: DisjointSlice[f32]):
+    """Barriers under uniform control only: block_idx, parameters, lengths, Slice values
+    at uniform indices, block reductions, and thread-dependent branches that rejoin."""
+    i = thread.index_1d()
+    t = ox.thread_idx.x
+    v = x[i] if i in x else f32(0)
+    if t < 3:  # thread-dependent, but it rejoins before the barrier
+        v = v * 1.0
+    for _ in range(t, n):  # a thread-dependent loop, also left before the barrier
+        pass
+    total = f32(0)
+    if ox.block_idx.x < n and len(x) > 0 and x[0] >= 0.0:
+        total = ox.block.reduce_add(v)
+    rounds = 0
+    left = ox.block.reduce_max(v)  # the same in every thread of the block
+    while left > 0.0:  # so this loop is uniform, barriers inside and all
+        left = ox.block.reduce_max(left - 1.0)
+        rounds += 1
+    for _ in range(n):  # a parameter-bounded loop
+        ox.sync_threads()
+    ox.sync_warp()
+    if t < 3:
+        ox.sync_warp()  # warp barriers take a mask: not this check's business
+    if i in out:
+        out[i] = total + f32(rounds)
+
+
+def test_uniform_control_around_barriers_compiles_and_runs() -> None:
+    x = np.arange(64, dtype=np.float32) % 5
+    out = np.zeros(64, np.float32)
+    with ox.device("cpu"):
+        uniform_barriers[2, 32](x, 2, out)
+    want = np.repeat([x[:32].sum(), x[32:].sum()], 32) + 4.0  # max 4 -> 4 rounds
+    assert np.array_equal(out, want.astype(np.float32))
+    assert uniform_barriers.compile(Slice[f32], i32, DisjointSlice[f32], arch="sm_90").cubin
+
+
+def test_shipped_examples_keep_compiling() -> None:
+    from oxide.examples import histogram, reduction, scan, sgemm, softmax, transpose
+    from oxide.types import AtomicSlice, RawSlice, u8, u32
+
+    reduction.partial_sums.compile(Slice[f32], AtomicSlice[f32], target="cpu")
+    scan.scan_blocks.compile(Slice[i32], DisjointSlice[i32], AtomicSlice[i32], target="cpu")
+    softmax.softmax.compile(Slice[f32, 2], RawSlice[f32, 2], target="cpu")
+    sgemm.sgemm.compile(Slice[f32, 2], Slice[f32, 2], RawSlice[f32, 2], target="cpu")
+    transpose.transpose.compile(Slice[f32, 2], RawSlice[f32, 2], target="cpu")
+    histogram.histogram.compile(Slice[u8], AtomicSlice[u32], target="cpu")

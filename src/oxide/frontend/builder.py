@@ -37,6 +37,14 @@ class IRBuilder:
         self.func.body.add_block(self.block)
         self._entry_allocs: list[Operation] = []
         self.sites: list[Site] = []
+        # For the uniformity pass's diagnostics (passes/uniformity.py): where each
+        # branch and barrier comes from, as the chain of @ox.func call sites that
+        # inlined it, outermost first, then its own span; `where` is the chain of the
+        # statement being lowered. `uniform` holds values the frontend knows are the
+        # same in every thread of a block (a block reduction's result).
+        self.where: tuple[Span, ...] = ()
+        self.origins: dict[Operation, tuple[Span, ...]] = {}
+        self.uniform: set[SSAValue] = set()
 
     @property
     def args(self) -> tuple[SSAValue, ...]:
@@ -94,7 +102,7 @@ class IRBuilder:
             self.emit(ops.BranchOp(dest))
 
     def cond_br(self, cond: SSAValue, then_block: Block, else_block: Block) -> None:
-        self.emit(ops.CondBranchOp(cond, then_block, else_block))
+        self.origins[self.emit(ops.CondBranchOp(cond, then_block, else_block))] = self.where
 
     def constant(self, value: int | float | bool, dt: T.DType) -> SSAValue:
         t = ir_type(dt)

@@ -218,7 +218,8 @@ class CallsMixin(ParallelCallsMixin):
 
     def _barrier(self, node: ast.Call, kind: str, what: str) -> Static:
         self.args_exact(node, 0, what)
-        self.b.emit(ops.BarrierOp(kind))
+        op = self.b.emit(ops.BarrierOp(kind))
+        self.b.origins[op] = (*self.call_spans, self.src.span(node))  # passes/uniformity.py
         self.ctx.uses_barriers |= kind in ("block", "warp")
         return Static(None)
 
@@ -316,6 +317,7 @@ class CallsMixin(ParallelCallsMixin):
             self.b, source, fn.scope, self.ctx, {}, self.typevars,
             ReturnTarget(self.b.new_block(), self.declared_return_slot(fn)),
             self.call_stack + (fn,))
+        callee_lowering.call_spans = (*self.call_spans, self.src.span(node))
         for name, v in env.items():
             if isinstance(v, (Val, Lit)) and not isinstance(v, Lit):
                 callee_lowering.assign_name(name, v, node)

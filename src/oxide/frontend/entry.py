@@ -40,6 +40,7 @@ class LoweredKernel:
     func: ops.FuncOp
     sites: list[Site]
     ctx: KernelContext
+    builder: IRBuilder  # its `origins` and `uniform` serve passes/uniformity.py
 
 
 def lower_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> LoweredKernel:
@@ -70,4 +71,4 @@ def lower_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> LoweredKerne
             lowering.env[name] = value
     lowering.lower_body(kernel.source.tree.body)
     func = b.finish()
-    return LoweredKernel(func, b.sites, ctx)
+    return LoweredKernel(func, b.sites, ctx, b)

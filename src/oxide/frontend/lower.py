@@ -19,6 +19,7 @@ from oxide.errors import (
     KernelSyntaxError,
     KernelTypeError,
     SafetyError,
+    Span,
     UnsupportedFeatureError,
 )
 from oxide.frontend.builder import IRBuilder
@@ -137,6 +138,8 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
         self.return_target = return_target
         self.call_stack = call_stack
         self.unsafe_depth = 0
+        # the spans of the calls that inlined this function, outermost first
+        self.call_spans: tuple[Span, ...] = ()
         # Definite assignment (frontend/definite.py): the locals every path to the
         # current point has assigned; None where no path reaches it.
         self.local_names = local_names(source.tree)
@@ -166,7 +169,10 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
             message, hint = _UNSUPPORTED_STMTS.get(
                 type(node), (f"`{type(node).__name__}` statements are not supported in kernels", ""))
             raise self.error(UnsupportedFeatureError, node, message, hint=hint)
+        outer = self.b.where
+        self.b.where = (*self.call_spans, self.src.span(node))
         method(node)
+        self.b.where = outer
 
     def stmt_Pass(self, node: ast.Pass) -> None:
         pass
@@ -214,6 +220,7 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
                 self.b.br(if_true if value.value else if_false)
                 return
             self.b.cond_br(self.truth(value, test), if_true, if_false)
+            self.b.origins[self.b.block.last_op] = (*self.call_spans, self.src.span(test))
             return
         node = value.node
         if isinstance(node, ast.Compare):  # a < b < c: branch on each link, b evaluated once
@@ -333,6 +340,11 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
         self.b.emit(ops.SlotWriteOp(counter, self.materialize(start, dt, it)))
         stop_v = self.materialize(stop, dt, it)
         step_v = self.materialize(step, dt, it)
+        step_ok = None
+        if not isinstance(step, Lit):  # a zero step is reported, and the loop runs no times
+            step_ok = self.b.value(ops.CompareOp("ne", step_v, self.b.constant(0, dt)))
+            site = self.b.site("assert", self.src.span(it.args[2]), "range() step must not be zero")
+            self.b.emit(ops.AssertOp(step_ok, site))
         header, body, latch, exit_ = (self.b.new_block() for _ in range(4))
         self.b.br(header)
         self.b.set_block(header)
@@ -345,7 +357,9 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
             lt = self.b.value(ops.CompareOp("lt", iv, stop_v))
             gt = self.b.value(ops.CompareOp("gt", iv, stop_v))
             cond = self.b.value(ops.SelectOp(up, lt, gt))
+            cond = self.b.value(ops.SelectOp(step_ok, cond, self.b.constant(False, T.bool_)))
         self.b.cond_br(cond, body, exit_)
+        self.b.origins[self.b.block.last_op] = (*self.call_spans, self.src.span(it))
         self.b.set_block(body)
         entry = _copy(self.assigned)
         self.assign(node.target, Val(iv, dt), node.target)

@@ -152,7 +152,10 @@ class ParallelCallsMixin:
         x = Val(self.b.cast(s.ssa, wide), wide)
         r = self.inline_values(fn, [x, Static(wide), *(Static(e) for e in extra)], node,
                                [node.args[0]] * (2 + len(extra)))
-        return Val(self.b.cast(r.ssa, s.dtype), s.dtype)
+        result = self.b.cast(r.ssa, s.dtype)
+        if kind != "exclusive_scan":  # every thread of the block reads one shared slot
+            self.b.uniform.add(result)
+        return Val(result, s.dtype)
 
     # -- fixed arrays ----------------------------------------------------------------
 

@@ -1,0 +1,214 @@
+"""Uniformity: every block barrier is reached by every thread of the block, or none.
+
+`ox.sync_threads()` and the block collectives (`ox.block.*`, which contain it)
+wait for all threads of the block. Under a condition that differs between the
+threads of a block, some threads never arrive: on the GPU that is undefined
+behaviour (wrong results or a hang), so DESIGN.md makes it a compile error.
+There is no `ox.unsafe()` escape: no schedule makes such a barrier correct.
+
+The analysis, on oxide IR:
+
+- Thread-dependent ("varying") values: `thread_idx`, `lane_id()`, `warp_id()`,
+  a ThreadIndex, warp collectives and atomics, and anything computed from a
+  varying value. A load is varying unless it reads an array no thread writes
+  during the launch (a `Slice` or an `ox.ConstantArray`) at uniform indices:
+  writable arrays (DisjointSlice, RawSlice, shared and local memory) can hold
+  different values for different threads at the same index. The exception the
+  frontend vouches for is the result of `ox.block.reduce_*`, which every thread
+  reads from one shared slot after a barrier. `block_idx`, `block_dim`,
+  `grid_dim`, kernel parameters, array extents and constants are uniform.
+- A variable (slot) is varying when any assignment stores a varying value, or
+  happens in a divergent block (below): after `if tid < 3: x = 1`, threads
+  disagree on `x`.
+- Divergent blocks: those control-dependent on a branch whose condition is
+  varying, or on a branch inside a divergent block. Control dependence is the
+  classic one (Ferrante, Ottenstein and Warren) from post-dominators, so a
+  block after a thread-dependent early `return`, `break` or loop exit counts,
+  and the code after a thread-dependent `if` or loop has rejoined does not.
+
+A block barrier in a divergent block is a SafetyError pointing at the barrier
+(or at the `ox.block.*` call that inlined it) and naming the condition.
+"""
+
+from __future__ import annotations
+
+from xdsl.ir import Block, Operation, SSAValue
+
+from oxide.errors import SafetyError, Span
+from oxide.ir import ops
+from oxide.ir.types import ArrayType, SharedArrayType
+from oxide.passes.cfg import successors
+
+_VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid", "warpid")
+_EXIT = "exit"  # the virtual exit node of the post-dominator computation
+
+
+def _post_dominators(blocks: list[Block]) -> dict[object, set[object]]:
+    """Post-dominator sets over the CFG plus a virtual exit every `return` reaches.
+
+    Blocks from which no path returns (a loop without exit) get an edge to the
+    exit too, so every block has post-dominators; that only makes the analysis
+    more cautious inside such loops.
+    """
+    succ: dict[object, list[object]] = {}
+    for b in blocks:
+        nxt: list[object] = list(dict.fromkeys(successors(b)))
+        if not nxt:
+            nxt = [_EXIT]
+        succ[b] = nxt
+    reaches = {_EXIT}
+    changed = True
+    while changed:
+        changed = False
+        for b in blocks:
+            if b not in reaches and any(s in reaches for s in succ[b]):
+                reaches.add(b)
+                changed = True
+    for b in blocks:
+        if b not in reaches:
+            succ[b] = [*succ[b], _EXIT]
+    nodes: list[object] = [*blocks, _EXIT]
+    pdom: dict[object, set[object]] = {n: set(nodes) for n in nodes}
+    pdom[_EXIT] = {_EXIT}
+    changed = True
+    while changed:
+        changed = False
+        for b in reversed(blocks):
+            new = set.intersection(*(pdom[s] for s in succ[b])) | {b}
+            if new != pdom[b]:
+                pdom[b] = new
+                changed = True
+    return pdom
+
+
+def _control_dependents(blocks: list[Block], pdom: dict[object, set[object]]
+                        ) -> dict[Block, set[Block]]:
+    """For each conditional branch's block A, the blocks control-dependent on A: those
+    post-dominating a successor of A without strictly post-dominating A."""
+    out: dict[Block, set[Block]] = {}
+    for a in blocks:
+        term = a.last_op
+        if not isinstance(term, ops.CondBranchOp):
+            continue
+        strict = pdom[a] - {a}
+        deps: set[object] = set()
+        for s in successors(a):
+            deps |= pdom[s] - strict
+        deps.discard(_EXIT)
+        out[a] = {d for d in deps if isinstance(d, Block)}
+    return out
+
+
+class _Uniformity:
+    """The fixpoint of varying values, varying slots and divergent blocks."""
+
+    def __init__(self, func: ops.FuncOp, uniform: set[SSAValue]) -> None:
+        self.blocks = list(func.body.blocks)
+        self.uniform = uniform
+        self.cd = _control_dependents(self.blocks, _post_dominators(self.blocks))
+        self.varying: set[SSAValue] = set()
+        self.varying_slots: set[SSAValue] = set()
+        self.divergent: set[Block] = set()
+        self.because: dict[Block, Block] = {}  # divergent block -> the branch block why
+        self._solve()
+
+    def _solve(self) -> None:
+        changed = True
+        while changed:
+            changed = False
+            for block in self.blocks:
+                for op in block.ops:
+                    changed |= self._visit(block, op)
+
+    def _visit(self, block: Block, op: Operation) -> bool:
+        if isinstance(op, ops.SlotWriteOp):
+            if op.slot not in self.varying_slots and (
+                    op.value in self.varying or block in self.divergent):
+                self.varying_slots.add(op.slot)
+                return True
+            return False
+        if isinstance(op, ops.CondBranchOp):
+            if op.cond in self.varying or block in self.divergent:
+                new = self.cd.get(block, set()) - self.divergent
+                for d in new:
+                    self.because[d] = block
+                self.divergent |= new
+                return bool(new)
+            return False
+        changed = False
+        for r in op.results:
+            if r not in self.varying and r not in self.uniform and self._is_varying(op):
+                self.varying.add(r)
+                changed = True
+        return changed
+
+    def _is_varying(self, op: Operation) -> bool:
+        if isinstance(op, ops.RegisterOp):
+            return op.reg.data in _VARYING_REGISTERS
+        if isinstance(op, (ops.ThreadIndexOp, ops.WarpOp, ops.AtomicOp)):
+            return True
+        if isinstance(op, ops.SlotReadOp):
+            return op.slot in self.varying_slots
+        if isinstance(op, ops.LoadOp):
+            t = op.array.type
+            read_only = ((isinstance(t, ArrayType) and t.access.data == "slice")
+                         or (isinstance(t, SharedArrayType) and t.space.data == "constant"))
+            return not read_only or any(i in self.varying for i in op.indices)
+        return any(o in self.varying for o in op.operands)
+
+    def culprit(self, block: Block) -> Block:
+        """The branch whose thread-dependent condition makes `block` divergent."""
+        seen: set[Block] = set()
+        branch = self.because[block]
+        while branch not in seen:
+            seen.add(branch)
+            term = branch.last_op
+            if isinstance(term, ops.CondBranchOp) and term.cond in self.varying:
+                return branch
+            if branch not in self.because:
+                return branch
+            branch = self.because[branch]
+        return branch
+
+
+def _user_span(chain: tuple[Span, ...]) -> Span | None:
+    """The innermost span of `chain` in the user's code (not inside oxide's own
+    @ox.func library, such as the block collectives)."""
+    for span in reversed(chain):
+        if "/oxide/lang/" not in span.file.replace("\\", "/"):
+            return span
+    return chain[-1] if chain else None
+
+
+def _snippet(span: Span) -> str:
+    text = span.text[span.col:span.end_col].strip()
+    return text if text and span.end_col <= len(span.text) else span.text.strip()
+
+
+def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Span, ...]],
+                             uniform: set[SSAValue]) -> None:
+    """Raise SafetyError for a block barrier that some threads of a block may not reach."""
+    barriers = [(block, op) for block in func.body.blocks for op in block.ops
+                if isinstance(op, ops.BarrierOp) and op.kind.data == "block"]
+    if not barriers:
+        return
+    u = _Uniformity(func, uniform)
+    for block, op in barriers:
+        if block not in u.divergent:
+            continue
+        where = _user_span(origins.get(op, ()))
+        branch = u.culprit(block)
+        cond_span = _user_span(origins.get(branch.last_op, ()))  # type: ignore[arg-type]
+        what = f"`{_snippet(where)}`" if where is not None else "a block barrier"
+        label = "not every thread of the block reaches this"
+        if cond_span is not None:
+            label = (f"whether a thread gets here depends on `{_snippet(cond_span)}` "
+                     f"(line {cond_span.line})")
+        raise SafetyError(
+            f"{what} waits for every thread of the block, but it sits under a condition "
+            "that depends on the thread",
+            where, label=label,
+            hint="a condition on thread_idx, lane_id(), a ThreadIndex or a value loaded per "
+                 "thread (an early `return`, `break` or loop bound too) differs between "
+                 "threads; let every thread reach the barrier or block collective, and "
+                 "put only the work under the condition")
