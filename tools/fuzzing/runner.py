@@ -1,0 +1,89 @@
+"""Running many batches, on one process or several, and summing up what they found."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from dataclasses import dataclass, field
+
+from tools.fuzzing.harness import (
+    Mismatch,
+    load_kernel,
+    make_batch,
+    module_source,
+    reference,
+    run_batch,
+)
+
+
+@dataclass
+class Summary:
+    """Totals of a fuzzing run; `mismatches` holds every disagreement found."""
+
+    seed: int
+    programs: int = 0
+    kernels: int = 0
+    pairs: dict[str, int] = field(default_factory=dict)
+    fault_launches: dict[str, int] = field(default_factory=dict)
+    mismatches: list[Mismatch] = field(default_factory=list)
+
+    def add(self, device: str, pairs: int, faults: int) -> None:
+        self.pairs[device] = self.pairs.get(device, 0) + pairs
+        self.fault_launches[device] = self.fault_launches.get(device, 0) + faults
+
+    def line(self) -> str:
+        per = "; ".join(f"{d}: {self.pairs[d]} results compared, {self.fault_launches[d]} fault "
+                        f"launches" for d in self.pairs)
+        bad = len({(m.batch.index, m.program) for m in self.mismatches})
+        return (f"fuzz seed {self.seed}: {self.programs} programs in {self.kernels} kernels; {per}; "
+                f"{len(self.mismatches)} mismatches in {bad} programs")
+
+
+def run_one(seed: int, index: int, per_kernel: int, vectors: int,
+            devices: tuple[str, ...]) -> tuple[int, dict[str, tuple[int, int]], list[Mismatch]]:
+    """Generate, compile and check batch `index` of `seed` on each device."""
+    b = make_batch(seed, index, per_kernel, vectors)
+    expected = reference(b)
+    kernel = load_kernel(b, module_source(b))
+    counts: dict[str, tuple[int, int]] = {}
+    mismatches: list[Mismatch] = []
+    for device in devices:
+        out = run_batch(b, device, expected, kernel)
+        counts[device] = (out.pairs, out.fault_launches)
+        mismatches += out.mismatches
+    return len(b.programs), counts, mismatches
+
+
+def _job(args: tuple[int, int, int, int, tuple[str, ...]]
+         ) -> tuple[int, dict[str, tuple[int, int]], list[Mismatch]]:
+    return run_one(*args)
+
+
+def fuzz(seed: int, programs: int, devices: tuple[str, ...] = ("cpu",), per_kernel: int = 50,
+         vectors: int = 32, jobs: int = 1) -> Summary:
+    """Check `programs` generated programs (in kernels of `per_kernel`) on `devices`.
+
+    Batch `i` of a seed is the same on every run with the same `per_kernel` and
+    `vectors`, whatever `jobs` is.
+    """
+    os.environ.setdefault("OXIDE_CACHE", "0")  # every kernel is new: keep them off the disk
+    summary = Summary(seed)
+    sizes = []
+    left = programs
+    while left > 0:
+        sizes.append(min(per_kernel, left))
+        left -= sizes[-1]
+    work = [(seed, i, n, vectors, devices) for i, n in enumerate(sizes)]
+    if jobs > 1:
+        ctx = multiprocessing.get_context("spawn")  # CUDA cannot be forked
+        with ctx.Pool(jobs) as pool:
+            results = pool.map(_job, work, chunksize=1)
+    else:
+        results = [_job(w) for w in work]
+    for n, counts, mismatches in results:
+        summary.programs += n
+        summary.kernels += 1
+        for device, (pairs, faults) in counts.items():
+            summary.add(device, pairs, faults)
+        summary.mismatches += mismatches
+    return summary
