@@ -41,9 +41,9 @@ class Outcome:
     timed_out: bool = False
 
 
-def outcome_of(c: Case) -> Outcome:
+def outcome_of(c: Case, device: str | int = "cpu") -> Outcome:
     try:
-        run_case(c)
+        run_case(c, device)
     except Exception as exc:  # noqa: BLE001 - every exception is a result here
         if isinstance(exc, ox.CompileError):
             said = "\n".join((exc.message, exc.label, exc.hint))
@@ -55,15 +55,18 @@ def outcome_of(c: Case) -> Outcome:
     return Outcome(accepted=True)
 
 
-def isolated_outcome(c: Case) -> Outcome:
-    """Run one case in a fresh interpreter under a time and address-space limit."""
+def isolated_outcome(c: Case, device: str | int = "cpu") -> Outcome:
+    """Run one case in a fresh interpreter under a time (and, on the CPU, address-space)
+    limit. A GPU process maps far more address space than it uses: no limit there."""
+    limit = (f"resource.setrlimit(resource.RLIMIT_AS, ({ISOLATED_MEMORY}, {ISOLATED_MEMORY}))\n"
+             if device == "cpu" else "")
     code = (
         "import json, resource, sys\n"
-        f"resource.setrlimit(resource.RLIMIT_AS, ({ISOLATED_MEMORY}, {ISOLATED_MEMORY}))\n"
+        f"{limit}"
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "import dataclasses, test_bad_corpus as t\n"
         f"c = next(c for c in t.CASES if c.id == {c.id!r})\n"
-        "print('OUTCOME' + json.dumps(dataclasses.asdict(t.outcome_of(c))))\n"
+        f"print('OUTCOME' + json.dumps(dataclasses.asdict(t.outcome_of(c, {device!r}))))\n"
     )
     env = dict(os.environ, OXIDE_CACHE="0")
     try:
@@ -88,7 +91,23 @@ def class_ok(c: Case, name: str) -> bool:
 
 @pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
 def test_bad_input_is_refused_cleanly(c: Case) -> None:
-    got = isolated_outcome(c) if c.isolate else outcome_of(c)
+    check(c, isolated_outcome(c) if c.isolate else outcome_of(c))
+
+
+GPU_CASES = [c for c in CASES if c.launch and not c.cpu_only]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("c", GPU_CASES, ids=[c.id for c in GPU_CASES])
+def test_bad_launch_is_refused_on_the_gpu(c: Case) -> None:
+    """The same launches on GPU 0: its launch path (binders, the trampoline, the
+    driver's limits) must refuse them as the CPU's does. Isolated cases (wild writes,
+    huge requests) get a fresh process, as a failure could leave the CUDA context unusable."""
+    check(c, isolated_outcome(c, 0) if c.isolate else outcome_of(c, 0))
+
+
+def check(c: Case, got: Outcome) -> None:
+    """What every refusal must look like (see tests/corpus/__init__.py)."""
     assert not got.timed_out, f"hung for more than {ISOLATED_SECONDS} s"
     if got.accepted:
         assert c.accept_ok, "accepted a bad program (nothing was raised)"

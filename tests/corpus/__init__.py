@@ -13,8 +13,10 @@ A compile error must carry a span into the corpus file whose line is one of the
 builder's lines marked `# <-`. Cases marked `accept_ok` are safe programs the language
 may also choose to support (`a, *b = (1, 2, 3)`, `i32(NAN)`): accepting them is fine,
 refusing them must still be a clean diagnostic. Nothing else may be accepted.
-`isolate=True` cases could hang or exhaust memory (`2 ** 2 ** 40`): they run in a
-subprocess with a time and memory limit.
+`isolate=True` cases could hang, exhaust memory or corrupt it (`2 ** 2 ** 40`, a wild
+write): they run in a subprocess with a time and memory limit. Launch cases run on the
+CPU, and again on a GPU under `pytest -m gpu` unless `cpu_only` (a fake GPU pointer
+that only the CPU can refuse without touching it).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ class Case:
     launch: bool
     accept_ok: bool
     isolate: bool
+    cpu_only: bool
     theme: str = field(default="")
 
     @property
@@ -60,7 +63,7 @@ CASES: list[Case] = []
 
 
 def bad(*classes: type[ox.OxideError], pattern: str, launch: bool = False,
-        accept_ok: bool = False, isolate: bool = False
+        accept_ok: bool = False, isolate: bool = False, cpu_only: bool = False
         ) -> Callable[[Callable[[], Any]], Callable[[], Any]]:
     """Register a builder as a corpus case: the error classes it may raise (exact
     classes for compile errors, base classes for launch errors) and a regex its
@@ -68,7 +71,8 @@ def bad(*classes: type[ox.OxideError], pattern: str, launch: bool = False,
 
     def register(build: Callable[[], Any]) -> Callable[[], Any]:
         theme = build.__module__.rsplit(".", 1)[-1]
-        CASES.append(Case(build, classes, pattern, launch, accept_ok, isolate, theme))
+        CASES.append(Case(build, classes, pattern, launch, accept_ok, isolate, cpu_only,
+                          theme))
         return build
 
     return register
@@ -79,11 +83,13 @@ def compile_args(kernel: Any) -> tuple[Any, ...]:
     return tuple(p.annotation for p in kernel.params)
 
 
-def run_case(c: Case) -> None:
-    """Build the case and compile (or launch) it; raises whatever oxide raises."""
-    with ox.device("cpu"):
+def run_case(c: Case, device: str | int = "cpu") -> None:
+    """Build the case and compile (or launch it on `device`, then synchronize, which is
+    when a GPU reports a kernel's failure); raises whatever oxide raises."""
+    with ox.device(device):
         built = c.build()
         if c.launch:
+            ox.synchronize()
             return
         kernel, args = built if isinstance(built, tuple) else (built, None)
         kernel.compile(*(args if args is not None else compile_args(kernel)), arch="sm_90")

@@ -258,3 +258,13 @@ def func_on_a_class():
     def k(x: Slice[f32]):
         pass
     return k
+
+
+@bad(*CONST_CLASSES, pattern=r"does not fit|too (big|large)|i64|u64")
+def index_literal_beyond_u64():
+    @ox.kernel
+    def k(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = x[1 << 64]  # <-
+    return k

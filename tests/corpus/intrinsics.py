@@ -239,3 +239,14 @@ def ballot_compared_with_negative():
         if b == m:  # <-
             pass
     return k
+
+
+@bad(KTE, SE, pattern=r"mask|lane")
+def warp_reduce_with_empty_constant_mask():
+    @ox.kernel
+    def k(a: i32, out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        s = ox.warp.reduce_add(a, 0)  # <-
+        if i in out:
+            out[i] = s
+    return k

@@ -389,7 +389,7 @@ def device_array_of_wrong_dtype():
     scale[1, 8](ox.zeros(8, ox.f64), 2.0, np.zeros(8, np.float32))
 
 
-@bad(AE, pattern=r"device|GPU|CUDA|cpu", launch=True)
+@bad(AE, pattern=r"device|GPU|CUDA|cpu", launch=True, cpu_only=True)
 def gpu_array_as_output_on_cpu():
     scale[1, 8](f32s(), 2.0, FakeGpuArray())
 
@@ -653,3 +653,121 @@ def assertion_fails():
 @bad(ox.KernelAssertionError, pattern=r"range|step|zero", launch=True, isolate=True)
 def range_step_zero_at_run_time():
     stepped[1, 8](0, np.zeros(8, np.int32))
+
+
+@bad(AE, pattern=r"`n`.*(Const|None)", launch=True)
+def none_for_const_int():
+    times_const[1, 8](f32s(), None, np.zeros(8, np.float32))
+
+
+# -- the same refusals through ox.launch, and on relaunches (the cached fast path)
+
+
+@ox.func
+def mark_mine(out):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = out[i] + 1.0
+
+
+@ox.kernel
+def bump_via_func(out: DisjointSlice[f32]):
+    mark_mine(out)
+
+
+@bad(LE, pattern=r"index_1d|ThreadIndex|witness|unique", launch=True)
+def index_1d_in_func_with_2d_block():
+    bump_via_func[1, (8, 4)](np.zeros(8, np.float32))
+
+
+@bad(LE, pattern=r"index_1d|ThreadIndex|witness|unique", launch=True)
+def index_1d_through_ox_launch():
+    ox.launch(bump, ox.LaunchConfig(grid=1, block=(8, 4)), np.zeros(8, np.float32))
+
+
+@bad(LE, pattern=r"index_1d|ThreadIndex|witness|unique", launch=True)
+def index_1d_bad_config_relaunched():
+    out = np.zeros(8, np.float32)
+    bump[1, 8](out)
+    cfg = ox.LaunchConfig(grid=1, block=(8, 4))
+    try:
+        bump[cfg](out)
+    except ox.LaunchError:
+        pass
+    bump[cfg](out)  # the same config object again: still refused
+
+
+@bad(AE, pattern=r"byte order|big-endian|endian", launch=True)
+def big_endian_on_relaunch():
+    out = np.zeros(8, np.float32)
+    scale[1, 8](f32s(), 2.0, out)
+    scale[1, 8](f32s().astype(">f4"), 2.0, out)
+
+
+@bad(AE, pattern=r"align", launch=True)
+def misaligned_on_relaunch():
+    scale[1, 8](f32s(), 2.0, np.zeros(8, np.float32))
+    scale[1, 8](f32s(), 2.0, misaligned_f32())
+
+
+@bad(AE, pattern=r"mask", launch=True)
+def masked_on_relaunch():
+    out = np.zeros(8, np.float32)
+    scale[1, 8](f32s(), 2.0, out)
+    scale[1, 8](np.ma.masked_array(f32s(), mask=[True] * 8), 2.0, out)
+
+
+@bad(AE, ALE, pattern=r"overlap", launch=True)
+def self_overlap_on_relaunch():
+    bump_2d[1, (4, 4)](np.zeros((4, 4), np.float32))
+    bump_2d[1, (4, 4)](as_strided(np.zeros(16, np.float32), (4, 4), (4, 4)))
+
+
+@bad(ALE, pattern=r"overlap", launch=True)
+def aliasing_on_relaunch():
+    x = f32s()
+    scale[1, 8](x, 2.0, np.zeros(8, np.float32))
+    scale[1, 8](x, 2.0, x)
+
+
+@bad(AE, pattern=r"read-only|writ", launch=True)
+def read_only_output_on_relaunch():
+    out = np.zeros(8, np.float32)
+    scale[1, 8](f32s(), 2.0, out)
+    out.setflags(write=False)
+    scale[1, 8](f32s(), 2.0, out)
+
+
+@bad(AE, pattern=r"bool|True", launch=True)
+def true_for_i32_on_relaunch():
+    out = np.zeros(8, np.int32)
+    fill_i32[1, 8](1, out)
+    fill_i32[1, 8](True, out)
+
+
+@bad(AE, pattern=r"u8|range|does not fit", launch=True)
+def out_of_range_u8_on_relaunch():
+    out = np.zeros(8, np.uint8)
+    fill_u8[1, 8](255, out)
+    fill_u8[1, 8](256, out)
+
+
+@bad(AE, pattern=r"f32|f64", launch=True)
+def wrong_dtype_on_relaunch():
+    out = np.zeros(8, np.float32)
+    scale[1, 8](f32s(), 2.0, out)
+    scale[1, 8](f32s(), 2.0, np.zeros(8, np.float64))
+
+
+@bad(AE, pattern=r"3 parameters|got 2", launch=True)
+def too_few_arguments_on_relaunch():
+    out = np.zeros(8, np.float32)
+    scale[1, 8](f32s(), 2.0, out)
+    scale[1, 8](f32s(), out)
+
+
+@bad(AE, pattern=r"f32|too large|range", launch=True)
+def huge_float_on_relaunch():
+    out = np.zeros(8, np.float32)
+    scale[1, 8](f32s(), 2.0, out)
+    scale[1, 8](f32s(), 10**400, out)

@@ -5,8 +5,10 @@ shapes that are not constants, ranks and dims that make no sense (issue 14 items
 
 from __future__ import annotations
 
+import numpy as np
+
 import oxide as ox
-from oxide import DisjointSlice, Slice, f32, f64, i32, thread
+from oxide import DisjointSlice, Slice, f32, f64, i32, i64, thread
 
 from . import bad
 
@@ -185,3 +187,70 @@ def shared_array_rebound():
         s = ox.shared.array(f32, 32)
         s = ox.shared.array(f32, 64)  # <-
     return k
+
+
+# -- run time: out-of-bounds accesses of kernel-local memory are checked, never wild
+
+
+@ox.kernel
+def local_store(out: DisjointSlice[f32], j: i64):
+    i = thread.index_1d()
+    buf = ox.local.array(f32, 4)
+    for q in range(4):
+        buf[q] = 0.0
+    buf[j] = 1.0
+    if i in out:
+        out[i] = buf[0]
+
+
+@ox.kernel
+def shared_store(j: i64):
+    s = ox.shared.array(f32, 4)
+    with ox.unsafe():
+        s[j] = 1.0
+
+
+@ox.kernel
+def dynamic_store(j: i64):
+    s = ox.shared.dynamic(f32)
+    with ox.unsafe():
+        s[j] = 1.0
+
+
+@ox.kernel
+def shared_atomic(j: i64):
+    s = ox.shared.array(i32, 4)
+    ox.atomic.add(s, j, 1)
+
+
+@ox.kernel
+def atomic_at(total: ox.AtomicSlice[f32], j: i64):
+    ox.atomic.add(total, j, 1.0)
+
+
+@bad(ox.KernelIndexError, pattern=r"index 5.*local array.*length 4", launch=True, isolate=True)
+def local_array_write_past_the_end():
+    local_store[1, 1](np.zeros(1, np.float32), 5)
+
+
+@bad(ox.KernelIndexError, pattern=r"index 6.*shared array.*length 4", launch=True,
+     isolate=True)
+def shared_array_write_past_the_end():
+    shared_store[1, 1](6)
+
+
+@bad(ox.KernelIndexError, pattern=r"index 6.*dynamic shared.*length 4", launch=True,
+     isolate=True)
+def dynamic_shared_write_past_the_end():
+    dynamic_store[ox.LaunchConfig(1, 1, shared_mem_bytes=16)](6)
+
+
+@bad(ox.KernelIndexError, pattern=r"index -2.*shared array.*length 4", launch=True,
+     isolate=True)
+def shared_atomic_before_the_start():
+    shared_atomic[1, 1](-2)
+
+
+@bad(ox.KernelIndexError, pattern=r"index 8.*`total`.*length 8", launch=True, isolate=True)
+def atomic_past_the_end():
+    atomic_at[1, 1](np.zeros(8, np.float32), 8)

@@ -347,3 +347,33 @@ def func_returns_an_array():
     def k(x: Slice[f32], out: DisjointSlice[f32]):
         y = pick(x)
     return k
+
+
+@bad(ox.ArgumentError, KTE, pattern=r"`n`.*(Const|list|hashable)")
+def compile_with_a_list_for_const_int():
+    @ox.kernel
+    def k(x: Slice[f32], n: Const[int]):  # <-
+        pass
+    return k, (Slice[f32], [2])
+
+
+@bad(ox.ArgumentError, KTE, pattern=r"`n`.*(Const|None)")
+def compile_with_none_for_const_int():
+    @ox.kernel
+    def k(x: Slice[f32], n: Const[int]):  # <-
+        pass
+    return k, (Slice[f32], None)
+
+
+@bad(KTE, pattern=r"f23|not a (scalar )?type|annotation")
+def func_parameter_annotation_typo():
+    @ox.func
+    def half(v: f23):  # <-
+        return v * 0.5
+
+    @ox.kernel
+    def k(a: f32, out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = half(a)  # <-
+    return k
