@@ -46,8 +46,10 @@ def human(size: float) -> str:
 def info() -> None:
     """Print the cache directory, its entry count and size."""
     root = enabled_dir()
-    if not root.is_dir():
+    if not root.exists():
         state = " (not created yet)"
+    elif not root.is_dir():
+        state = " (not a directory: oxide cannot cache kernels there)"
     elif not cache_layout.is_marked(root):
         state = f" (not marked as oxide's: no {cache_layout.MARKER} written by oxide)"
     else:
