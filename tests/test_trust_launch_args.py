@@ -337,6 +337,12 @@ def test_cpu_keyword_argument_errors(cpu, args, kwargs, message) -> None:
         ox.launch(scale, CFG, *args, **kwargs)
 
 
+def test_calling_a_kernel_without_a_config_is_a_launch_error(cpu) -> None:
+    with pytest.raises(ox.LaunchError, match="`scale` is a kernel: launch it with "
+                                             "`scale\\[config\\]"):
+        scale(f32s(8), 2.0, np.zeros(8, np.float32))
+
+
 class Index:
     """An integer that is not an int: `operator.index` takes it, as a launch should."""
 

@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from oxide import types as T
-from oxide.errors import KernelSyntaxError, KernelTypeError, Span
+from oxide.errors import KernelSyntaxError, KernelTypeError, LaunchError, Span
 from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source, load_source
 from oxide.frontend.values import py_name
@@ -167,7 +167,7 @@ class Kernel:
         return bind_launch(self, config)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"`{self.__name__}` is a kernel: launch it with "
+        raise LaunchError(f"`{self.__name__}` is a kernel: launch it with "
                         f"`{self.__name__}[config](...)` or `ox.launch({self.__name__}, config, ...)`")
 
     def __repr__(self) -> str:

@@ -56,7 +56,7 @@ from typing import Any
 
 from oxide import types as T
 from oxide.codegen.abi import ParamABI
-from oxide.errors import ArgumentError, DeviceError, OxideError, Span
+from oxide.errors import ArgumentError, DeviceError, LaunchError, OxideError, Span
 from oxide.kernel import KernelOptions, Param
 from oxide.runtime.cache_entry import GRID_X_FACTORS, THREAD_INDEX_RANKS
 from oxide.runtime.launch import bind_launch
@@ -269,7 +269,7 @@ class PrecompiledKernel:
         return bind_launch(self, config)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise TypeError(f"`{self.__name__}` is a kernel: launch it with "
+        raise LaunchError(f"`{self.__name__}` is a kernel: launch it with "
                         f"`{self.__name__}[config](...)` or `ox.launch({self.__name__}, config, "
                         "...)`")
 
