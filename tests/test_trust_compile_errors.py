@@ -207,6 +207,18 @@ def test_module_constant_beyond_64_bits_is_an_error_where_used() -> None:
            "2**70 + 0 * i", DisjointSlice[i64])
 
 
+def test_index_literal_beyond_i64_is_an_error() -> None:
+    def build() -> Any:
+        @ox.kernel
+        def k(x: ox.Slice[f32], out: DisjointSlice[f32]):
+            i = thread.index_1d()
+            if i in out:
+                out[i] = x[1 << 64]  # line: x[1 << 64]
+        return k
+    expect(build, ox.KernelTypeError, ("does not fit in i64", "at most 64 bits"),
+           "x[1 << 64]", ox.Slice[f32], DisjointSlice[f32])
+
+
 def test_float_overflow_in_a_constant_expression() -> None:
     def build() -> Any:
         @ox.kernel

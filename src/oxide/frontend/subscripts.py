@@ -69,7 +69,7 @@ class SubscriptMixin:
                         raise self.error(KernelTypeError, node,
                                          f"negative index {item.value}: kernels do not wrap "
                                          "indices around", hint="index from the start")
-                    out.append(self.b.constant(item.value, T.i64))
+                    out.append(self.materialize(item, T.i64, node))  # `1 << 64`: an error
                 elif s.dtype != T.i64:
                     out.append(self.b.cast(s.ssa, T.i64))
                 else:
