@@ -125,9 +125,14 @@ def test_self_overlap_cases(shape, strides, expected) -> None:
 
 
 def test_self_overlap_too_large_to_decide_is_unproved() -> None:
-    n = 2048  # (n, n) with strides (n - 1, n): interleaved, n * n > EXACT_LIMIT elements
-    assert n * n > EXACT_LIMIT
-    assert self_overlap((n, n), (n - 1, n)) == UNPROVED
+    """Three interleaved dimensions beyond EXACT_LIMIT elements: refused unproved. Two are
+    always decided (a closed form), however large."""
+    n = 128
+    assert n**3 > EXACT_LIMIT
+    assert self_overlap((n, n, n), (n - 1, n, n + 1)) == UNPROVED
+    assert self_overlap((4096, 4096), (4095, 4096)) == DISJOINT
+    assert self_overlap((4097, 4098), (4097, 4096)) == OVERLAPS  # 4096 * 4097 == 4097 * 4096
+    assert self_overlap((1, 4096, 4096), (0, 4095, 4096)) == DISJOINT  # via the general path
 
 
 def _overlapping_out() -> np.ndarray:

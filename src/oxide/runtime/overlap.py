@@ -16,10 +16,13 @@ The test (strides in elements, as `ArrayView` holds them):
 - sort the dimensions by |stride|: if each |stride| exceeds the span `sum (n - 1) *
   |stride|` of all the smaller ones, the offsets are a mixed-radix numbering and all
   distinct. Every layout NumPy, torch or CuPy slicing and transposing makes passes.
-- otherwise a zero stride or two equal strides overlap for sure; any other layout
-  (interleaved strides such as shape (3, 2), strides (2, 3)) is decided exactly by
-  listing its offsets when it has at most `EXACT_LIMIT` elements, and refused beyond
-  (oxide cannot prove it safe; a contiguous copy is).
+- otherwise a zero stride or two equal strides overlap for sure. Two dimensions
+  (|strides| a, b > 0, extents n, m) overlap exactly when a * x == b * y has a solution
+  with 0 < x < n, 0 <= y < m or the reverse, whose smallest is x = b / g, y = a / g
+  (g = gcd(a, b)): so when b / g < n and a / g < m. Any other layout (three or more
+  interleaved dimensions) is decided exactly by listing its offsets when it has at most
+  `EXACT_LIMIT` elements, and refused beyond (oxide cannot prove it safe; a contiguous
+  copy is).
 
 >>> self_overlap((4, 4), (1, 1))
 1
@@ -54,8 +57,17 @@ def self_overlap(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
             return OVERLAPS if (a if m == 1 else b) == 0 and n * m > 1 else DISJOINT
         if (b > 0 and a > (m - 1) * b) or (a > 0 and b > (n - 1) * a):
             return DISJOINT
-        return _slow(shape, strides)
+        return _two((a, n), (b, m))
     return _slow(shape, strides)
+
+
+def _two(first: tuple[int, int], second: tuple[int, int]) -> int:
+    """Two dimensions of extents > 1, as (|stride|, extent): decided exactly (the docstring)."""
+    (a, n), (b, m) = first, second
+    if a == 0 or b == 0:
+        return OVERLAPS
+    g = math.gcd(a, b)
+    return OVERLAPS if b // g < n and a // g < m else DISJOINT
 
 
 def _slow(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
@@ -71,6 +83,8 @@ def _slow(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
         return DISJOINT
     if any(s == 0 for s, _ in dims) or len({s for s, _ in dims}) < len(dims):
         return OVERLAPS  # a zero stride, or two dimensions stepping alike
+    if len(dims) == 2:
+        return _two(dims[0], dims[1])
     return _exact(tuple(dims))
 
 
