@@ -346,6 +346,31 @@ def test_shared_arrays_add_up_and_48_kib_compiles_for_the_gpu() -> None:
     assert run1(fits, np.float32)[0] == 3.0
 
 
+TABLE_A = ox.ConstantArray(f32, 10000)
+TABLE_B = ox.ConstantArray(f32, 10000)
+
+
+def test_constant_arrays_add_up_against_constant_memory() -> None:
+    def build() -> Any:
+        @ox.kernel
+        def k(out: DisjointSlice[f32]):
+            i = thread.index_1d()
+            if i in out:
+                out[i] = TABLE_A[i % 10000] + TABLE_B[i % 10000]  # line: two tables
+        return k
+    err = expect(build, ox.KernelTypeError, ("`TABLE_B` needs 39.1 KiB", "use 39.1 KiB",
+                                             "64 KiB in all"),
+                 "line: two tables", DisjointSlice[f32])
+    assert err.span is not None and err.span.text[err.span.col:].startswith("TABLE_B")
+
+    @ox.kernel
+    def one(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = TABLE_A[i % 10000] + TABLE_A[0]
+    assert one.compile(DisjointSlice[f32], arch="sm_90").cubin
+
+
 @pytest.mark.parametrize("space", ["shared", "local"])
 @pytest.mark.parametrize("shape, words", [
     ("(4, 0)", ("must be positive, not 0",)),

@@ -155,7 +155,7 @@ class ExprMixin:
         from oxide.runtime.constant import ConstantArray
 
         if isinstance(obj, ConstantArray):
-            return self.constant_array(obj, self.text(node))
+            return self.constant_array(obj, self.text(node), node)
         return wrap_python(obj)
 
     def is_builtin(self, name: str, builtin: str) -> bool:

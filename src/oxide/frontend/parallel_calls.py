@@ -247,11 +247,21 @@ class ParallelCallsMixin:
         ssa = self.b.alloc(ops.FixedArrayOp(t))
         return FixedArray(ssa, dt_v.obj, (None,), "shared", "dynamic shared memory")
 
-    def constant_array(self, obj: Any, name: str) -> FixedArray:
+    def constant_array(self, obj: Any, name: str, node: ast.AST) -> FixedArray:
         """A module-level `ox.ConstantArray`: one global per kernel module, filled by the host."""
         known = self.ctx.constant_values.get(id(obj))
         if known is not None:
             return known
+        from oxide.runtime.constant import CONSTANT_MEMORY_BYTES
+
+        used = sum(arr.nbytes for _, arr in self.ctx.constants)
+        if used + obj.nbytes > CONSTANT_MEMORY_BYTES:
+            # ptxas would refuse the module ("too much global constant data"), with no line
+            raise self.error(KernelTypeError, node,
+                             f"`{name}` needs {_kib(obj.nbytes)} of constant memory and the "
+                             f"kernel's other ConstantArrays use {_kib(used)}; a kernel's "
+                             f"ConstantArrays may use {_kib(CONSTANT_MEMORY_BYTES)} in all",
+                             hint="pass the larger table as a Slice parameter instead")
         symbol = f"oxide_const_{len(self.ctx.constants)}"
         t = SharedArrayType(ir_type(obj.dtype), _str_attr("x".join(map(str, obj.shape))),
                             _str_attr("constant"))
