@@ -17,9 +17,9 @@ The test (strides in elements, as `ArrayView` holds them):
   |stride|` of all the smaller ones, the offsets are a mixed-radix numbering and all
   distinct. Every layout NumPy, torch or CuPy slicing and transposing makes passes.
 - otherwise a zero stride or two equal strides overlap for sure. Two dimensions
-  (|strides| a, b > 0, extents n, m) overlap exactly when a * x == b * y has a solution
-  with 0 < x < n, 0 <= y < m or the reverse, whose smallest is x = b / g, y = a / g
-  (g = gcd(a, b)): so when b / g < n and a / g < m. Any other layout (three or more
+  (|strides| a, b > 0, extents n, m) overlap exactly when a * x == b * y has a nonzero
+  solution with |x| < n, |y| < m; the smallest is x = b / g, y = a / g (g = gcd(a, b)),
+  so exactly when b / g < n and a / g < m. Any other layout (three or more
   interleaved dimensions) is decided exactly by listing its offsets when it has at most
   `EXACT_LIMIT` elements, and refused beyond (oxide cannot prove it safe; a contiguous
   copy is).
