@@ -771,3 +771,78 @@ def huge_float_on_relaunch():
     out = np.zeros(8, np.float32)
     scale[1, 8](f32s(), 2.0, out)
     scale[1, 8](f32s(), 10**400, out)
+
+
+@bad(AE, pattern=r"`n`.*(Const|bool|True)", launch=True)
+def true_for_const_int():
+    times_const[1, 8](f32s(), True, np.zeros(8, np.float32))
+
+
+# -- host objects that are not what they claim, and host API misuse around a launch
+
+
+def plain_scale(x, a, out):
+    """A kernel body someone forgot to decorate with @ox.kernel."""
+    out[:] = x * a
+
+
+class BrokenDLPack:
+    """A DLPack producer on the CPU whose `__dlpack__` hands back no capsule."""
+
+    def __dlpack__(self, **kwargs: object) -> object:
+        return 5
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (1, 0)
+
+
+class BrokenCudaArray:
+    """A `__cuda_array_interface__` whose data pointer is missing."""
+
+    __cuda_array_interface__ = {"shape": (8,), "typestr": "<f4", "data": (None, False),
+                                "version": 3}
+
+
+@bad(LE, pattern=r"plain_scale|kernel|@ox\.kernel", launch=True)
+def launch_of_an_undecorated_function():
+    ox.launch(plain_scale, ox.LaunchConfig(1, 8), f32s(), 2.0, np.zeros(8, np.float32))
+
+
+@bad(AE, pattern=r"`x`|DLPack|capsule", launch=True)
+def dlpack_producer_without_a_capsule():
+    scale[1, 8](BrokenDLPack(), 2.0, np.zeros(8, np.float32))
+
+
+@bad(AE, pattern=r"`x`|__cuda_array_interface__|pointer|data", launch=True, cpu_only=True)
+def cuda_array_interface_without_a_pointer():
+    scale[1, 8](BrokenCudaArray(), 2.0, np.zeros(8, np.float32))
+
+
+@bad(ox.OxideError, pattern=r"shape|negative|-1", launch=True)
+def empty_with_a_negative_shape():
+    ox.empty(-1, ox.f32)
+
+
+@bad(ox.OxideError, pattern=r"dtype|complex64", launch=True)
+def empty_with_a_complex_dtype():
+    ox.empty(4, np.complex64)
+
+
+@bad(ox.OxideError, pattern=r"dtype|<U1|str", launch=True)
+def to_device_of_strings():
+    ox.to_device(np.array(["a", "b"]))
+
+
+@bad(ox.OxideError, pattern=r"dtype|float32|f32", launch=True)
+def constant_array_of_a_numpy_type():
+    ox.ConstantArray(np.float32, 4)
+
+
+@bad(ox.OxideError, pattern=r"300|u8|range|fit", launch=True)
+def constant_array_set_out_of_range():
+    ox.ConstantArray(u8, 2).set([300, 1])
+
+
+@bad(ox.OxideError, pattern=r"nan|i32|integer", launch=True)
+def constant_array_set_nan_into_ints():
+    ox.ConstantArray(i32, 2).set([float("nan"), 1.0])
