@@ -68,6 +68,7 @@ from oxide.runtime.args import (
 )
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, parse_device
+from oxide.runtime.overlap import self_overlap
 from oxide.runtime.views import (
     BadArray,
     _layout,
@@ -155,7 +156,8 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
     env: dict[str, Any] = {
         "type": type, "len": len, "tuple": tuple, "prod": math.prod, "BadArray": BadArray,
         "view_of": view_of, "layout": _layout, "scalar_value": scalar_value,
-        "check_no_self_overlap": check_no_self_overlap, "byte_range": byte_range,
+        "check_no_self_overlap": check_no_self_overlap, "self_overlap": self_overlap,
+        "byte_range": byte_range,
         "const_key": _const_key, "stream_handle": gpu.stream_handle,
         "source": launcher.stream_source, "current_stream": _current_stream(launcher),
         "enter": gdev.enter, "check_errors": gdev.check_errors,
@@ -222,8 +224,11 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
             if strided:
                 body += [f"if strides{i} is None:",
                          "    return False"]
-                if p.writable:
-                    body += [f"check_no_self_overlap(name{i}, shape{i}, strides{i})"]
+                if p.writable:  # the full check (and its error) only where a quick one fails
+                    quick = (f"strides{i}[0] == 0 and shape{i}[0] > 1" if spec.rank == 1
+                             else f"self_overlap(shape{i}, strides{i})")
+                    body += [f"if {quick}:",
+                             f"    check_no_self_overlap(name{i}, shape{i}, strides{i})"]
                 values += [f"ptr{i}", f"*shape{i}", f"*strides{i}"]
             elif reader_of(type(a)) is _torch:
                 values += [f"ptr{i}", *dims]

@@ -46,18 +46,23 @@ def self_overlap(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
     UNPROVED when the layout is too large for the exact test.
 
     Runs on every launch of a writable strided array: ranks 1 and 2 take no sort."""
-    if len(shape) == 1:
+    rank = len(shape)
+    if rank == 1:
         return OVERLAPS if strides[0] == 0 and shape[0] > 1 else DISJOINT
-    if len(shape) == 2:
+    if rank == 2:
         n, m = shape
-        a, b = abs(strides[0]), abs(strides[1])
-        if n <= 1 or m <= 1:
-            if n == 0 or m == 0:
+        a, b = strides
+        if a < 0:
+            a = -a
+        if b < 0:
+            b = -b
+        if n > 1 and m > 1:
+            if (b and a > (m - 1) * b) or (a and b > (n - 1) * a):
                 return DISJOINT
-            return OVERLAPS if (a if m == 1 else b) == 0 and n * m > 1 else DISJOINT
-        if (b > 0 and a > (m - 1) * b) or (a > 0 and b > (n - 1) * a):
+            return _two((a, n), (b, m))
+        if n == 0 or m == 0:
             return DISJOINT
-        return _two((a, n), (b, m))
+        return OVERLAPS if (a if m == 1 else b) == 0 and n * m > 1 else DISJOINT
     return _slow(shape, strides)
 
 
@@ -70,10 +75,28 @@ def _two(first: tuple[int, int], second: tuple[int, int]) -> int:
     return OVERLAPS if b // g < n and a // g < m else DISJOINT
 
 
+_MEMO: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}  # rank >= 3: the sort costs
+_MEMO_SIZE = 4096
+
+
 def _slow(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
-    if 0 in shape:
-        return DISJOINT
-    dims = sorted((abs(s), n) for n, s in zip(shape, strides, strict=True) if n > 1)
+    key = (shape, strides)
+    found = _MEMO.get(key)
+    if found is None:
+        if len(_MEMO) >= _MEMO_SIZE:
+            _MEMO.clear()
+        found = _MEMO[key] = _decide(shape, strides)
+    return found
+
+
+def _decide(shape: tuple[int, ...], strides: tuple[int, ...]) -> int:
+    dims = []
+    for n, s in zip(shape, strides, strict=True):
+        if n == 0:
+            return DISJOINT
+        if n > 1:
+            dims.append((s if s >= 0 else -s, n))
+    dims.sort()
     span = 0  # the largest offset the smaller dimensions reach
     for s, n in dims:
         if s <= span:
