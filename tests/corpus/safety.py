@@ -478,3 +478,29 @@ def witness_swapped_with_int():
         if i in out:
             out[i] = 1.0
     return k
+
+
+# -- warp collectives whose mask names lanes that never get there (undefined in CUDA:
+# every lane of the mask must execute the same collective)
+
+
+@bad(SE, pattern=r"mask|lane|warp|thread-dependent|every")
+def warp_reduce_full_mask_under_lane_branch():
+    @ox.kernel
+    def k(out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        s = i32(0)
+        if ox.lane_id() < 16:
+            s = ox.warp.reduce_add(i32(1))  # <-
+        if i in out:
+            out[i] = s
+    return k
+
+
+@bad(SE, pattern=r"mask|lane|warp|thread-dependent|every")
+def sync_warp_under_lane_branch():
+    @ox.kernel
+    def k(x: Slice[f32]):
+        if ox.lane_id() % 2 == 0:
+            ox.sync_warp()  # <-
+    return k
