@@ -458,6 +458,18 @@ def test_gpu_self_overlapping_tensor_is_refused_on_relaunch(fake, general) -> No
     assert len(fake.launches) == 3  # an overlapping Slice is fine
 
 
+def test_gpu_self_overlap_rank_1_on_relaunch(fake, general) -> None:
+    """A rank-1 writable array: the binder's inline quick test (others call self_overlap)."""
+    fake.formats = "QqfQqq"
+    x = Tensor(0x1000, (8,))
+    scale[CFG](x, 1.0, Tensor(0x2000, (8,), strides=(2,)))
+    scale[CFG](x, 1.0, Tensor(0x2000, (8,), strides=(-1,)))
+    assert len(general) == 1
+    with pytest.raises(ox.ArgumentError, match="`out` is writable but has a zero stride"):
+        scale[CFG](x, 1.0, Tensor(0x2000, (8,), strides=(0,)))
+    assert len(fake.launches) == 2
+
+
 class Cai:
     """A numba/CuPy-like array: only `__cuda_array_interface__`."""
 
