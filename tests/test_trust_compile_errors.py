@@ -258,6 +258,32 @@ def test_integer_division_by_constant_zero_keeps_runtime_semantics(checks: bool)
     assert out[0] == 1
 
 
+# -- compile-time tuples ------------------------------------------------------------
+
+def test_tuples_repeat_and_join_at_compile_time() -> None:
+    @ox.kernel
+    def k(out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        grid = ox.local.array(i32, (2,) * 3)
+        a, b, c = (1, 2) + (3,)
+        grid[1, 1, 1] = a * 100 + b * 10 + c
+        if i in out:
+            out[i] = grid[1, 1, 1] + len(3 * (0, 0))
+    assert run1(k, np.int32)[0] == 129
+
+
+@pytest.mark.parametrize("text, words", [
+    ("(0,) * 2**40", ("would have 1099511627776 items", "at most 1024")),
+    ("(0,) * n", ("constant integer number of times, not i32",)),
+    ("(0,) * 1.5", ("constant integer number of times, not a float literal",)),
+    ("(0,) + 1", ("`+` joins two tuples, not a tuple and an int literal",)),
+])
+def test_bad_tuple_arithmetic(text: str, words: tuple[str, ...]) -> None:
+    src = ("def k(out: DisjointSlice[i32], n: i32):\n"
+           f"    t = {text}\n")
+    expect_source(src, ox.KernelTypeError, words, 2, DisjointSlice[i32], i32)
+
+
 # -- shared and local arrays --------------------------------------------------------
 
 def test_huge_local_array_is_a_compile_error() -> None:
@@ -296,7 +322,8 @@ def test_local_array_at_the_limit_runs() -> None:
 
 
 @pytest.mark.parametrize("shape, words", [
-    ("(1 << 31, 1 << 31, 1 << 31)", ("shared array needs", "at most 48 KiB per block")),
+    ("(1 << 31, 1 << 31, 1 << 31)", ("about 2**95 bytes", "at most 48 KiB per block")),
+    ("(1 << 31,) * 3", ("about 2**95 bytes", "at most 48 KiB per block")),
     ("(1 << 20,)", ("4 MiB", "at most 48 KiB per block", "ox.shared.dynamic")),
 ])
 def test_big_shared_arrays_are_compile_errors(shape: str, words: tuple[str, ...]) -> None:

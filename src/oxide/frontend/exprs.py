@@ -59,6 +59,7 @@ _PY_BINOPS = {
 }
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
             "pow": "**", "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}
+MAX_TUPLE_ITEMS = 1024  # compile-time tuples: far more than any shape or unpacking needs
 _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _PY_CMPOPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
               "eq": operator.eq, "ne": operator.ne}
@@ -362,6 +363,8 @@ class ExprMixin:
         if kind is None:
             raise self.error(UnsupportedFeatureError, node,
                              f"operator `{type(op).__name__}` is not supported in kernels")
+        if kind in ("add", "mul") and (isinstance(a, Tup) or isinstance(b, Tup)):
+            return self.tuple_binop(kind, a, b, node)
         if isinstance(a, Lit) and isinstance(b, Lit) and not int_division_by_zero(
                 kind, a.value, b.value):
             return self.fold(_PY_BINOPS[kind], (a.value, b.value), node)
@@ -388,6 +391,34 @@ class ExprMixin:
             site = self.b.site("division", self.src.span(node), "integer division by zero")
             bin_op.properties["site"] = IntAttr(site)
         return Val(self.b.value(bin_op), dt, self.derived_note(node, a, b))
+
+    def tuple_binop(self, kind: str, a: Any, b: Any, node: ast.AST) -> Tup:
+        """`t + u` and `t * n` on compile-time tuples, as in Python (`(n,) * 3` as a shape).
+
+        The repeat count must be a constant integer, and the result at most
+        MAX_TUPLE_ITEMS long: `(0,) * 2**40` is a diagnostic, not a compiler that
+        runs out of memory.
+        """
+        if kind == "add":
+            if not (isinstance(a, Tup) and isinstance(b, Tup)):
+                raise self.error(KernelTypeError, node,
+                                 f"`+` joins two tuples, not {describe(a)} and {describe(b)}")
+            size = len(a.items) + len(b.items)
+        else:
+            tup, count = (a, b) if isinstance(a, Tup) else (b, a)
+            if not (isinstance(count, Lit) and isinstance(count.value, int)
+                    and not isinstance(count.value, bool)):
+                raise self.error(KernelTypeError, node,
+                                 f"a tuple repeats a constant integer number of times, not "
+                                 f"{describe(count)}", hint="write `(n,) * 3`")
+            size = len(tup.items) * max(0, count.value)
+        if size > MAX_TUPLE_ITEMS:
+            raise self.error(KernelTypeError, node,
+                             f"`{self.text(node)}` would have {literal_text(size)} items; "
+                             f"kernel tuples have at most {MAX_TUPLE_ITEMS}")
+        if kind == "add":
+            return Tup(a.items + b.items)
+        return Tup(tup.items * max(0, count.value))
 
     def derived_note(self, node: ast.AST, *operands: Any) -> str | None:
         """The safety note of a result computed from a witness (or from a value that was one).

@@ -307,6 +307,8 @@ class ParallelCallsMixin:
 
 def _kib(size: int) -> str:
     """A byte count for messages: `48 KiB`, `4 MiB`, `1.5 GiB`, or bytes when small."""
+    if size >= 1 << 40:
+        return f"about 2**{size.bit_length() - 1} bytes"
     for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if size >= scale:
             value = size / scale
