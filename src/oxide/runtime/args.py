@@ -1,8 +1,9 @@
 """Binding launch arguments to a kernel's parameters, shared by the CPU and GPU runtimes.
 
 `bind(kernel, args, device)` checks every argument before anything runs (dtype,
-rank, device, layout, scalar range, aliasing: each an `ArgumentError` or
-`AliasingError` naming the parameter) and returns the specialization signature
+rank, device, layout, byte order, alignment, a writable array overlapping itself
+or another argument, scalar type and range, Const values: each an `ArgumentError`
+or `AliasingError` naming the parameter; docs/runtime.md lists the rules) and returns the specialization signature
 plus the flat machine arguments of the kernel ABI (codegen/abi.py):
 an array is its data pointer, one i64 extent per dimension, then (non-contiguous
 only) one i64 stride in elements per dimension; a scalar is itself; a `Const`
