@@ -325,8 +325,6 @@ class Launcher:
         """Reject a configuration the device or this kernel cannot run (LaunchError).
 
         Called by `prepare`, with the lock held."""
-        if self.thread_index_ranks:
-            check_witness_config(self.kernel_name, self.thread_index_ranks, cfg)
         gdev = self.gdev
         threads = cfg.threads_per_block
         if threads > self.max_threads:
@@ -340,6 +338,8 @@ class Launcher:
         for axis, n, limit in zip("xyz", cfg.grid, gdev.max_grid, strict=True):
             if n > limit:
                 raise LaunchError(f"grid.{axis} = {n} exceeds {gdev}'s limit of {limit}")
+        if self.thread_index_ranks:
+            check_witness_config(self.kernel_name, self.thread_index_ranks, cfg)
         shm = cfg.shared_mem_bytes
         if shm > self.dynamic_smem_limit:
             total = self.static_smem + shm
