@@ -126,8 +126,15 @@ def test_float_constants_round_to_the_type_and_overflow_to_inf() -> None:
     def big(out: DisjointSlice[f32]):
         i = thread.index_1d()
         if i in out:
-            out[i] = f32(1e300) + f32(2**100)
+            out[i] = f32(1e300) + f32(2**100) + f32(f16(70000))
     assert run1(big, np.float32)[0] == np.inf
+
+    @ox.kernel
+    def exact(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = f32(2**100) + f32(f16(65504)) * 0.0 + f32(bf16(2**127))
+    assert run1(exact, np.float32)[0] == np.float32(2.0**100) + np.float32(2.0**127)
     # the same constants assemble for the GPU
     assert big.compile(DisjointSlice[f32], arch="sm_90").cubin
 
@@ -141,7 +148,8 @@ def test_int_constant_beyond_a_float_range_is_an_error() -> None:
                 out[i] = f32(BIG)  # line: f32(BIG)
         return k
     expect(build, ox.KernelTypeError, ("2001-bit integer", "beyond the range of f32",
-                                       "math.inf"), "f32(BIG)", DisjointSlice[f32])
+                                       "every float type", "math.inf"), "f32(BIG)",
+           DisjointSlice[f32])
 
 
 def test_int_constant_that_does_not_fit_the_integer_type() -> None:

@@ -11,8 +11,8 @@ value still has to fit its kernel type where it is used (64 bits at most).
 
 Conversions of constants (`i32(NAN)`, `f32(1e300)`) follow the run-time
 conversions of docs/language.md, so folding never changes a result:
-float-to-integer saturates and NaN gives 0; float-to-float rounds to the
-nearest value of the type and overflows to infinity.
+float-to-integer saturates and NaN gives 0; conversions to a float type round
+to the nearest value of the type and overflow to infinity.
 """
 
 from __future__ import annotations
@@ -93,24 +93,20 @@ def float_to_int(value: float, dt: T.DType) -> int:
 
 
 def to_float(value: int | float, dt: T.DType) -> float:
-    """A constant converted to float type `dt`: rounded to the nearest value of `dt`,
-    overflowing to infinity as a run-time conversion does.
+    """A constant converted to float type `dt` as a run-time conversion does: rounded to
+    the nearest value of `dt`, overflowing to infinity (`f32(1e300)`, `f16(70000)`).
 
-    An integer constant beyond the float type's range is a `FoldError`: no kernel
-    integer holds it, so there is no run-time conversion to follow, and an
-    infinity from `f32(2 ** 2000)` would hide a mistake.
+    An integer constant no float can come near (beyond f64's range, `f32(2 ** 2000)`)
+    is a `FoldError`, as `float(2 ** 2000)` is an error in Python: it is no run-time
+    value, and an infinity would hide the mistake.
     """
-    if _int(value):
-        try:
-            as_float = float(value)
-        except OverflowError:
-            as_float = math.inf
-        rounded = float(_round(as_float, dt))
-        if math.isinf(rounded):
-            raise FoldError(f"is beyond the range of {dt.name}",
-                            hint="write a float constant (`math.inf`) if infinity is meant")
-        return rounded
-    return float(_round(float(value), dt))
+    try:
+        as_float = float(value)
+    except OverflowError:
+        raise FoldError(f"is beyond the range of {dt.name} (and of every float type)",
+                        hint="write a float constant (`math.inf`) if infinity is meant"
+                        ) from None
+    return float(_round(as_float, dt))
 
 
 def _round(value: float, dt: T.DType) -> float:
