@@ -295,8 +295,8 @@ class ExprMixin:
         """`dt(value)` on a constant, as the run-time conversion computes it
         (docs/language.md): float-to-integer saturates and NaN gives 0, a float type
         rounds (to infinity beyond its range). An integer constant outside an integer
-        type, or beyond a float type's range, is an error: it is a literal that does
-        not fit."""
+        type, or beyond every float's range (`f32(2**2000)`), is an error: it is a
+        literal that does not fit."""
         if dt.is_bool:
             return bool(value)
         if dt.is_int:
