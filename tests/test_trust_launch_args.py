@@ -348,6 +348,24 @@ def test_calling_a_kernel_without_a_config_is_a_launch_error(cpu) -> None:
         scale(f32s(8), 2.0, np.zeros(8, np.float32))
 
 
+@ox.kernel
+def streamed(stream: Slice[f32], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = stream[i]
+
+
+def test_a_parameter_named_stream_is_passed_by_position(cpu) -> None:
+    out = np.zeros(8, np.float32)
+    streamed[CFG](f32s(8), out=out)
+    np.testing.assert_array_equal(out, f32s(8))
+    for call in (lambda: streamed[CFG](stream=f32s(8), out=out),
+                 lambda: streamed[CFG](out, stream=f32s(8))):
+        with pytest.raises(ox.ArgumentError, match="`stream=` is the launch's stream: pass "
+                                                   "the parameter `stream` by position"):
+            call()
+
+
 class Index:
     """An integer that is not an int: `operator.index` takes it, as a launch should."""
 

@@ -118,6 +118,7 @@ class BoundArgs:
 # Keyword arguments
 
 _MISSING = object()
+_STREAM_HINT = "; `stream=` is the launch's stream: pass the parameter `stream` by position"
 
 
 def keyword_args(kernel: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -145,7 +146,7 @@ def keyword_args(kernel: Any, args: Sequence[Any], kwargs: dict[str, Any]) -> tu
     if missing:
         raise ArgumentError(f"`{kernel.__name__}` is missing a value for "
                             f"{', '.join(f'`{n}`' for n in missing)}; its parameters are "
-                            f"{listing}")
+                            f"{listing}{_STREAM_HINT if 'stream' in missing else ''}")
     return tuple(out)
 
 
@@ -184,9 +185,10 @@ def read_args(kernel: Any, args: Sequence[Any], device: Device
     """
     kinds = _param_kinds(kernel)
     if len(args) != len(kinds):
-        raise ArgumentError(
-            f"`{kernel.__name__}` has {len(kinds)} parameters "
-            f"({', '.join(p.name for _, p in kinds)}); got {len(args)} arguments")
+        names = [p.name for _, p in kinds]
+        hint = _STREAM_HINT if "stream" in names and len(args) < len(names) else ""
+        raise ArgumentError(f"`{kernel.__name__}` has {len(kinds)} parameters "
+                            f"({', '.join(names)}); got {len(args)} arguments{hint}")
     key: list[Any] = []
     views: list[ArrayView | None] = []
     copy_host = not device.is_cpu
