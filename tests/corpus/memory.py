@@ -254,3 +254,25 @@ def shared_atomic_before_the_start():
 @bad(ox.KernelIndexError, pattern=r"index 8.*`total`.*length 8", launch=True, isolate=True)
 def atomic_past_the_end():
     atomic_at[1, 1](np.zeros(8, np.float32), 8)
+
+
+@bad(KSE, KTE, ox.SafetyError, pattern=r"local|assign|initiali|read before", launch=True,
+     accept_ok=True)
+def local_array_read_before_any_write():
+    """A local array element nobody wrote: today LLVM treats it as `undef` and folds it to
+    the value of the write that did not happen (every output reads 1.0). Either refuse
+    the kernel or give the element a defined value (zero): the launch then writes 0."""
+
+    @ox.kernel
+    def k(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        buf = ox.local.array(f32, 8)  # <-
+        if x[0] > 100.0:
+            buf[3] = 1.0
+        if i in out:
+            out[i] = buf[3] + buf[5]  # <-
+
+    out = np.full(64, 7.0, np.float32)
+    k[1, 64](np.zeros(1, np.float32), out)
+    ox.synchronize()
+    assert (out == 0.0).all(), f"read an element nobody wrote: {np.unique(out)}"
