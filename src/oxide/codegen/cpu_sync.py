@@ -116,7 +116,7 @@ class WarpCollectives:
         em.raw(f"store i64 {to_bits(em, dt, v)}, ptr {slot}")
         suspend(em, STATE_WARP)
         if kind.startswith("shuffle"):
-            result = self.shuffle(em, kind, dt, v, args[1][1], lane, nl)
+            result = self.shuffle(em, kind, dt, v, args[1][1], lane, self.members(em, mask, nl))
         elif kind in ("ballot", "any", "all"):
             bits = self.call_helper(em, "ballot", None, mask, nl, "0")
             if kind == "ballot":
@@ -134,21 +134,45 @@ class WarpCollectives:
             result = self.call_helper(em, "match", None, mask, nl, to_bits(em, dt, v))
         else:
             result = self.call_helper(em, kind, dt, mask, nl, v)
+            if kind == "reduce_add" and dt.is_float:  # a whole warp sums as the GPU's tree
+                tree = self.call_helper(em, "tree_add", dt, mask, nl, v)
+                members = self.members(em, mask, nl)
+                whole = em.ins(f"icmp eq i32 {members}, -1")
+                result = em.ins(f"select i1 {whole}, {dt.llvm} {tree}, {dt.llvm} {result}")
         suspend(em, STATE_WARP)
         return result
 
+    def members(self, em: Any, mask: str, nl: str) -> str:
+        """`mask` without the lanes past the end of a partial last warp."""
+        full = em.ins(f"icmp uge i32 {nl}, 32")
+        shifted = em.ins(f"shl i32 1, {nl}")  # poison when full, and then not selected
+        partial = em.ins(f"sub i32 {shifted}, 1")
+        lanes = em.ins(f"select i1 {full}, i32 -1, i32 {partial}")
+        return em.ins(f"and i32 {mask}, {lanes}")
+
     def shuffle(self, em: Any, kind: str, dt: T.DType, v: str, arg: str, lane: str,
-                nl: str) -> str:
-        """Reads another lane's slot; a source outside the warp gives this lane's own value."""
+                members: str) -> str:
+        """Reads another lane's slot; a source that is not a member gives this lane's value.
+
+        The source is `arg & 31` (shuffle), `lane - arg`, `lane + arg` or `lane ^ arg`,
+        `arg` read as unsigned, and it must lie in 0..31 and in `members` (the GPU target
+        computes the same; docs/language.md)."""
         if kind == "shuffle":
-            src = em.ins(f"and i32 {arg}, 31")
+            src, in_warp = em.ins(f"and i32 {arg}, 31"), "true"
         elif kind == "shuffle_up":
             src = em.ins(f"sub i32 {lane}, {arg}")
+            in_warp = em.ins(f"icmp ule i32 {arg}, {lane}")
         elif kind == "shuffle_down":
             src = em.ins(f"add i32 {lane}, {arg}")
+            room = em.ins(f"sub i32 31, {lane}")
+            in_warp = em.ins(f"icmp ule i32 {arg}, {room}")
         else:
             src = em.ins(f"xor i32 {lane}, {arg}")
-        ok = em.ins(f"icmp ult i32 {src}, {nl}")
+            in_warp = em.ins(f"icmp ult i32 {arg}, 32")
+        src = em.ins(f"and i32 {src}, 31")
+        bit = em.ins(f"lshr i32 {members}, {src}")
+        bit = em.ins(f"trunc i32 {bit} to i1")
+        ok = em.ins(f"and i1 {in_warp}, {bit}")
         src = em.ins(f"select i1 {ok}, i32 {src}, i32 {lane}")
         p = em.ins(f"getelementptr inbounds i64, ptr %oxide.scratch, i32 {src}")
         bits = em.ins(f"load i64, ptr {p}")
@@ -158,7 +182,8 @@ class WarpCollectives:
                     own: str) -> str:
         name = f"oxide.warp.{kind}" + (f".{dt.name}" if dt is not None else "")
         if name not in self.helpers:
-            self.helpers[name] = _lane_loop(name, kind, dt)
+            self.helpers[name] = (_tree_add(name, dt) if kind == "tree_add" and dt is not None
+                                  else _lane_loop(name, kind, dt))
         if dt is not None and not kind.endswith("add"):
             t = dt.llvm
             em.declare(f"declare {t} @{_minmax(kind, dt)}({t}, {t})")
@@ -174,6 +199,28 @@ def _minmax(kind: str, dt: T.DType) -> str:
     if dt.is_float:
         return f"llvm.{op}num.{dt.name}"
     return f"llvm.{'s' if dt.is_signed else 'u'}{op}.{dt.llvm}"
+
+
+def _tree_add(name: str, dt: T.DType) -> str:
+    """A whole warp's float sum in the order of the GPU's xor butterfly: at each step lane
+    l adds lane l ^ off (off = 16, 8, 4, 2, 1), so lane 0 ends with this pairwise tree."""
+    t = dt.llvm
+    lines = [f"define internal {t} @{name}(ptr %s, i32 %mask, i32 %nl, {t} %own) alwaysinline {{",
+             "entry:"]
+    values = []
+    for lane in range(32):
+        lines.append(f"  %p{lane} = getelementptr inbounds i64, ptr %s, i32 {lane}")
+        lines.append(f"  %b{lane} = load i64, ptr %p{lane}")
+        lines += from_bits_lines(dt, f"%b{lane}", f"%v{lane}")
+        values.append(f"%v{lane}")
+    off = 16
+    while off:
+        for lane in range(off):
+            lines.append(f"  %s{off}.{lane} = fadd {t} {values[lane]}, {values[lane + off]}")
+        values = [f"%s{off}.{lane}" for lane in range(off)]
+        off //= 2
+    lines += [f"  ret {t} {values[0]}", "}"]
+    return "\n".join(lines)
 
 
 def _lane_loop(name: str, kind: str, dt: T.DType | None) -> str:

@@ -45,6 +45,7 @@ class ArithmeticMixin:
 
     names: dict[Any, Any]
     fast: str
+    t: Any  # the target (codegen/nvptx.py, codegen/cpu.py)
 
     def op_ConstantOp(self, op: ops.ConstantOp) -> None:
         dt = dtype_of_ir(op.result.type)
@@ -112,43 +113,93 @@ class ArithmeticMixin:
             r = self.intrinsic(f"llvm.{'s' if dt.is_signed else 'u'}{kind}.{t}", t,
                                [(t, a), (t, b)])
         elif kind in ("shl", "shr"):
-            ok = self.ins(f"icmp ult {t} {b}, {dt.bits}")
-            if kind == "shl":
-                s = self.ins(f"shl {t} {a}, {b}")
-                r = self.ins(f"select i1 {ok}, {t} {s}, {t} 0")
-            elif dt.is_signed:
-                amt = self.ins(f"select i1 {ok}, {t} {b}, {t} {dt.bits - 1}")
-                r = self.ins(f"ashr {t} {a}, {amt}")
-            else:
-                s = self.ins(f"lshr {t} {a}, {b}")
-                r = self.ins(f"select i1 {ok}, {t} {s}, {t} 0")
+            r = self.shift(kind, dt, a, b)
         elif kind in ("floordiv", "mod"):
             r = self.int_division(kind, dt, a, b, op)
         else:
             raise UnsupportedFeatureError(f"integer `{kind}`")
         self.names[op.result] = r
 
+    def shift(self, kind: str, dt: T.DType, a: str, b: str) -> str:
+        """`<<` / `>>` with the amount read as unsigned; the width or more gives 0 (or the sign).
+
+        The obvious `select(b < width, shl(a, b), 0)` is right for 32 bits and less, but
+        for 64 bits LLVM's NVPTX backend folds the select away (PTX's shl/shr clamp the
+        amount) while passing only the amount's low 32 bits to the instruction, so
+        `x << 2**32` became `x << 0`. For 64 bits the value is zeroed first and the
+        amount masked, which leaves no select to fold and a shift that is always defined.
+        """
+        t = dt.llvm
+        ok = self.ins(f"icmp ult {t} {b}, {dt.bits}")
+        if kind == "shr" and dt.is_signed:  # sign fill: shifting by width - 1 is the same
+            amount = self.ins(f"select i1 {ok}, {t} {b}, {t} {dt.bits - 1}")
+            return self.ins(f"ashr {t} {a}, {amount}")
+        op = "shl" if kind == "shl" else "lshr"
+        if dt.bits == 64:
+            value = self.ins(f"select i1 {ok}, {t} {a}, {t} 0")
+            amount = self.ins(f"and {t} {b}, {dt.bits - 1}")
+            return self.ins(f"{op} {t} {value}, {amount}")
+        s = self.ins(f"{op} {t} {a}, {b}")
+        return self.ins(f"select i1 {ok}, {t} {s}, {t} 0")
+
     def float_binary(self, kind: str, dt: T.DType, a: str, b: str) -> str:
         t = dt.llvm
+        if dt.name == "bf16" and getattr(self.t, "soft_bf16", False) and kind != "floordiv" \
+                and kind != "mod":  # one f32 operation, rounded once: exact bf16 arithmetic
+            wide = self.float_binary(kind, T.f32, self.cast(a, dt, T.f32), self.cast(b, dt, T.f32))
+            return self.cast(wide, T.f32, dt)
         if kind in ("add", "sub", "mul"):
             return self.ins(f"f{kind}{self.fast} {t} {a}, {b}")
         if kind == "div":
             return self.ins(f"fdiv {t} {a}, {b}")
         if kind in ("min", "max"):
             return self.intrinsic(f"llvm.{kind}num.{float_suffix(dt)}", t, [(t, a), (t, b)])
-        if kind == "floordiv":
-            q = self.ins(f"fdiv {t} {a}, {b}")
-            return self.intrinsic(f"llvm.floor.{float_suffix(dt)}", t, [(t, q)])
-        if kind == "mod":  # Python's modulo: the result takes the divisor's sign
-            r = self.ins(f"frem {t} {a}, {b}")
-            nz = self.ins(f"fcmp une {t} {r}, 0.0")
-            rneg = self.ins(f"fcmp olt {t} {r}, 0.0")
-            bneg = self.ins(f"fcmp olt {t} {b}, 0.0")
-            diff = self.ins(f"xor i1 {rneg}, {bneg}")
-            fix = self.ins(f"and i1 {nz}, {diff}")
-            adj = self.ins(f"fadd {t} {r}, {b}")
-            return self.ins(f"select i1 {fix}, {t} {adj}, {t} {r}")
+        if kind in ("floordiv", "mod"):
+            return self.float_divmod(kind, dt, a, b)
         raise UnsupportedFeatureError(f"float `{kind}`")
+
+    def float_divmod(self, kind: str, dt: T.DType, a: str, b: str) -> str:
+        """Python's float `//` and `%`, bit for bit: NumPy's `npy_divmod` (CPython's too).
+
+        Both start from the exact remainder `fmod(a, b)` (libdevice's `__nv_fmod[f]` on
+        the GPU, libm on the CPU; LLVM's `frem` lowers on NVPTX to a - trunc(a/b)*b,
+        which is wrong once the quotient passes 2^24), then move it to the divisor's
+        sign; the quotient is `(a - mod) / b` snapped to the integer it must be. A zero
+        divisor gives NumPy's `a / b` and `fmod(a, 0)` (inf or nan). f16 and bf16 are
+        computed in f32 and rounded once, as NumPy does for float16.
+        """
+        if dt.bits == 16:
+            wide = self.float_divmod(kind, T.f32, self.cast(a, dt, T.f32),
+                                     self.cast(b, dt, T.f32))
+            return self.cast(wide, T.f32, dt)
+        t, sfx = dt.llvm, float_suffix(dt)
+        mod = self.t.math(self, "fmod", dt, dt, [a, b])
+        b_zero = self.ins(f"fcmp oeq {t} {b}, 0.0")
+        quotient = self.ins(f"fdiv {t} {a}, {b}")
+        mod_nz = self.ins(f"fcmp une {t} {mod}, 0.0")  # nan counts as non-zero, as in C
+        b_neg = self.ins(f"fcmp olt {t} {b}, 0.0")
+        mod_neg = self.ins(f"fcmp olt {t} {mod}, 0.0")
+        other_sign = self.ins(f"xor i1 {b_neg}, {mod_neg}")
+        fix = self.ins(f"and i1 {mod_nz}, {other_sign}")  # mod += b; div -= 1
+        if kind == "mod":
+            moved = self.ins(f"fadd {t} {mod}, {b}")
+            signed_zero = self.intrinsic(f"llvm.copysign.{sfx}", t, [(t, "0.0"), (t, b)])
+            r = self.ins(f"select i1 {fix}, {t} {moved}, {t} {mod}")
+            r = self.ins(f"select i1 {mod_nz}, {t} {r}, {t} {signed_zero}")
+            return self.ins(f"select i1 {b_zero}, {t} {mod}, {t} {r}")
+        exact = self.ins(f"fsub {t} {a}, {mod}")
+        div = self.ins(f"fdiv {t} {exact}, {b}")
+        less = self.ins(f"fsub {t} {div}, 1.0")
+        div = self.ins(f"select i1 {fix}, {t} {less}, {t} {div}")
+        floor = self.intrinsic(f"llvm.floor.{sfx}", t, [(t, div)])
+        frac = self.ins(f"fsub {t} {div}, {floor}")
+        up = self.ins(f"fcmp ogt {t} {frac}, 0.5")
+        floor_up = self.ins(f"fadd {t} {floor}, 1.0")
+        snapped = self.ins(f"select i1 {up}, {t} {floor_up}, {t} {floor}")
+        div_nz = self.ins(f"fcmp une {t} {div}, 0.0")
+        signed_zero = self.intrinsic(f"llvm.copysign.{sfx}", t, [(t, "0.0"), (t, quotient)])
+        q = self.ins(f"select i1 {div_nz}, {t} {snapped}, {t} {signed_zero}")
+        return self.ins(f"select i1 {b_zero}, {t} {quotient}, {t} {q}")
 
     def int_division(self, kind: str, dt: T.DType, a: str, b: str, op: ops.BinaryOp) -> str:
         """Python's floor division and modulo; a zero divisor is reported, not a crash."""
@@ -194,6 +245,8 @@ class ArithmeticMixin:
             if src.is_float:
                 return self.ins(f"fcmp une {src.llvm} {x}, 0.0")
             return self.ins(f"icmp ne {src.llvm} {x}, 0")
+        if src.is_float and dst.name == "bf16" and getattr(self.t, "soft_bf16", False):
+            return self.round_to_bf16(x, src)
         if src.is_float and dst.is_float:
             if {src.name, dst.name} == {"f16", "bf16"}:
                 return self.cast(self.cast(x, src, T.f32), T.f32, dst)
@@ -212,6 +265,42 @@ class ArithmeticMixin:
             return x
         op = "sext" if src.is_signed else "zext"
         return self.ins(f"{op} {src.llvm} {x} to {dst.llvm}")
+
+    def round_to_bf16(self, x: str, src: T.DType) -> str:
+        """A float rounded to bf16 (nearest, ties to even; subnormals kept) in integer code.
+
+        For targets whose own conversion flushes subnormals to zero: x86's vcvtneps2bf16
+        (which LLVM uses wherever AVX512-BF16 exists) does, where the GPU's cvt.rn.bf16
+        does not. An f64 goes to f32 rounding to odd first, so it is rounded only once.
+        """
+        if src.name in ("f16", "bf16"):
+            x = self.cast(x, src, T.f32)
+        elif src.name == "f64":
+            near = self.ins(f"fptrunc double {x} to float")
+            back = self.ins(f"fpext float {near} to double")
+            inexact = self.ins(f"fcmp one double {back}, {x}")
+            bits = self.ins(f"bitcast float {near} to i32")
+            even = self.ins(f"and i32 {bits}, 1")
+            even = self.ins(f"icmp eq i32 {even}, 0")
+            fix = self.ins(f"and i1 {inexact}, {even}")
+            mag_back = self.intrinsic("llvm.fabs.f64", "double", [("double", back)])
+            mag_x = self.intrinsic("llvm.fabs.f64", "double", [("double", x)])
+            above = self.ins(f"fcmp ogt double {mag_back}, {mag_x}")
+            step = self.ins(f"select i1 {above}, i32 -1, i32 1")
+            odd = self.ins(f"add i32 {bits}, {step}")
+            bits = self.ins(f"select i1 {fix}, i32 {odd}, i32 {bits}")
+            x = self.ins(f"bitcast i32 {bits} to float")
+        bits = self.ins(f"bitcast float {x} to i32")
+        high = self.ins(f"lshr i32 {bits}, 16")
+        lsb = self.ins(f"and i32 {high}, 1")
+        bias = self.ins(f"add i32 {lsb}, 32767")
+        rounded = self.ins(f"add i32 {bits}, {bias}")
+        rounded = self.ins(f"lshr i32 {rounded}, 16")
+        nan = self.ins(f"fcmp uno float {x}, 0.0")
+        quiet = self.ins(f"or i32 {high}, 64")
+        half = self.ins(f"select i1 {nan}, i32 {quiet}, i32 {rounded}")
+        half = self.ins(f"trunc i32 {half} to i16")
+        return self.ins(f"bitcast i16 {half} to bfloat")
 
     def op_MathOp(self, op: ops.MathOp) -> None:
         dt = dtype_of_ir(op.args[0].type)

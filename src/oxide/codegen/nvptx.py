@@ -164,35 +164,128 @@ class NVPTXTarget:
         return emit_atomic(em, kind, sync, dt, addr, value, compare, self.pointer_type(space))
 
     def warp(self, em: Any, kind: str, args: list[tuple[T.DType, str]], ret: T.DType) -> str:
+        """Warp collectives over `mask` less the lanes a partial last warp lacks (`members`).
+
+        Every hardware instruction gets that member mask, and nothing reads a lane outside
+        it: a shuffle whose source is not a member returns the caller's own value (as on the
+        CPU), and reductions use `redux.sync` (32-bit ints) or, for floats and 64-bit
+        values, the xor butterfly on a whole warp and a loop over the members otherwise.
+        """
+        mask = args[-1][1]
+        members = self.members(em, mask)
         if kind in ("ballot", "any", "all"):
-            (_, pred), (_, mask) = args
-            name = {"ballot": "ballot", "any": "any", "all": "all"}[kind]
+            (_, pred), _ = args
             rt = "i32" if kind == "ballot" else "i1"
-            return em.intrinsic(f"llvm.nvvm.vote.{name}.sync", rt, [("i32", mask), ("i1", pred)])
+            return em.intrinsic(f"llvm.nvvm.vote.{kind}.sync", rt, [("i32", members),
+                                                                     ("i1", pred)])
         if kind.startswith("shuffle"):
-            (dt, v), (_, lane), (_, mask) = args
-            return self.shuffle(em, kind, dt, v, lane, mask)
+            (dt, v), (_, lane), _ = args
+            return self.member_shuffle(em, kind, dt, v, lane, members)
         if kind == "match_any":
-            (dt, v), (_, mask) = args
+            (dt, v), _ = args
             it = "i64" if dt.bits == 64 else "i32"
             x = em.ins(f"bitcast {dt.llvm} {v} to {it}") if dt.is_float else (
                 em.cast(v, dt, T.u32) if dt.bits < 32 else v)
-            return em.intrinsic(f"llvm.nvvm.match.any.sync.{it}", "i32", [("i32", mask), (it, x)])
-        # reductions: a butterfly of shuffles leaves the result on every lane
-        (dt, v), (_, mask) = args
+            return em.intrinsic(f"llvm.nvvm.match.any.sync.{it}", "i32",
+                                [("i32", members), (it, x)])
+        (dt, v), _ = args
         op = kind.split("_")[1]
+        if not dt.is_float and dt.bits == 32:  # sm_80+: one instruction, any member mask
+            name = op if op == "add" or dt.is_signed else f"u{op}"
+            return em.intrinsic(f"llvm.nvvm.redux.sync.{name}", "i32", [("i32", v),
+                                                                        ("i32", members)])
+        return self.reduce_members(em, op, dt, v, members)
+
+    def members(self, em: Any, mask: str) -> str:
+        """`mask` without the lanes past the end of the block (its last warp may be partial)."""
+        nx = em.intrinsic("llvm.nvvm.read.ptx.sreg.ntid.x", "i32", [])
+        ny = em.intrinsic("llvm.nvvm.read.ptx.sreg.ntid.y", "i32", [])
+        nz = em.intrinsic("llvm.nvvm.read.ptx.sreg.ntid.z", "i32", [])
+        n = em.ins(f"mul i32 {nx}, {ny}")
+        n = em.ins(f"mul i32 {n}, {nz}")
+        first = em.ins(f"and i32 {self.linear_tid(em)}, -32")
+        left = em.ins(f"sub i32 {n}, {first}")
+        whole = em.ins(f"icmp uge i32 {left}, 32")
+        low = em.ins(f"shl i32 1, {left}")  # poison when whole, and then not selected
+        low = em.ins(f"sub i32 {low}, 1")
+        lanes = em.ins(f"select i1 {whole}, i32 -1, i32 {low}")
+        return em.ins(f"and i32 {mask}, {lanes}")
+
+    def member_shuffle(self, em: Any, kind: str, dt: T.DType, v: str, arg: str,
+                       members: str) -> str:
+        """A shuffle that returns `v` itself where its source lane is not a member.
+
+        The source is `arg & 31` (shuffle), `lane - arg`, `lane + arg` or `lane ^ arg`,
+        with `arg` read as unsigned; where it is in the warp and a member, `arg` is below
+        32, so the hardware (which reads only `arg`'s low 5 bits) reads that same lane.
+        """
+        lane = em.intrinsic("llvm.nvvm.read.ptx.sreg.laneid", "i32", [])
+        if kind == "shuffle":
+            src, in_warp = em.ins(f"and i32 {arg}, 31"), "true"
+        elif kind == "shuffle_up":
+            src = em.ins(f"sub i32 {lane}, {arg}")
+            in_warp = em.ins(f"icmp ule i32 {arg}, {lane}")
+        elif kind == "shuffle_down":
+            src = em.ins(f"add i32 {lane}, {arg}")
+            room = em.ins(f"sub i32 31, {lane}")
+            in_warp = em.ins(f"icmp ule i32 {arg}, {room}")
+        else:
+            src = em.ins(f"xor i32 {lane}, {arg}")
+            in_warp = em.ins(f"icmp ult i32 {arg}, 32")
+        bit = em.ins(f"and i32 {src}, 31")
+        bit = em.ins(f"lshr i32 {members}, {bit}")
+        bit = em.ins(f"trunc i32 {bit} to i1")
+        valid = em.ins(f"and i1 {in_warp}, {bit}")
+        moved = self.shuffle(em, kind, dt, v, arg, members)
+        return em.ins(f"select i1 {valid}, {dt.llvm} {moved}, {dt.llvm} {v}")
+
+    def combine(self, em: Any, op: str, dt: T.DType, a: str, b: str) -> str:
+        if op == "add":
+            return em.ins(f"{'fadd' if dt.is_float else 'add'} {dt.llvm} {a}, {b}")
+        if dt.is_float:
+            return em.intrinsic(f"llvm.{op}num.{'f32' if dt.bits == 32 else 'f64'}", dt.llvm,
+                                [(dt.llvm, a), (dt.llvm, b)])
+        return em.intrinsic(f"llvm.{'s' if dt.is_signed else 'u'}{op}.{dt.llvm}", dt.llvm,
+                            [(dt.llvm, a), (dt.llvm, b)])
+
+    def reduce_members(self, em: Any, op: str, dt: T.DType, v: str, members: str) -> str:
+        """A float or 64-bit reduction: the xor butterfly when all 32 lanes are members
+        (5 shuffles; every lane ends with the same value), else a loop that reads each
+        member in lane order (what the CPU target computes, in the same order)."""
+        t = dt.llvm
+        tree, pre, head, body, join = (em.label() for _ in range(5))
+        whole = em.ins(f"icmp eq i32 {members}, -1")
+        em.raw(f"br i1 {whole}, label %{tree}, label %{pre}")
+        em.start_block(tree)
         acc = v
         for off in (16, 8, 4, 2, 1):
-            other = self.shuffle(em, "shuffle_xor", dt, acc, str(off), mask)
-            if op == "add":
-                acc = em.ins(f"{'fadd' if dt.is_float else 'add'} {dt.llvm} {acc}, {other}")
-            elif dt.is_float:
-                acc = em.intrinsic(f"llvm.{op}num.{'f32' if dt.bits == 32 else 'f64'}", dt.llvm,
-                                   [(dt.llvm, acc), (dt.llvm, other)])
-            else:
-                acc = em.intrinsic(f"llvm.{'s' if dt.is_signed else 'u'}{op}.{dt.llvm}", dt.llvm,
-                                   [(dt.llvm, acc), (dt.llvm, other)])
-        return acc
+            other = self.shuffle(em, "shuffle_xor", dt, acc, str(off), "-1")
+            acc = self.combine(em, op, dt, acc, other)
+        tree_end = em.current
+        em.raw(f"br label %{join}")
+        em.start_block(pre)
+        em.raw(f"br label %{head}")
+        em.start_block(head)
+        # the phis name values the body defines below: their text is filled in after it
+        left, total = em.tmp(), em.tmp()
+        phis = len(em.lines)
+        em.raw("")
+        em.raw("")
+        more = em.ins(f"icmp ne i32 {left}, 0")
+        em.raw(f"br i1 {more}, label %{body}, label %{join}")
+        em.start_block(body)  # the shuffles add no blocks: the body ends where it starts
+        src = em.intrinsic("llvm.cttz.i32", "i32", [("i32", left), ("i1", "true")])
+        x = self.shuffle(em, "shuffle", dt, v, src, members)
+        total_next = self.combine(em, op, dt, total, x)
+        below = em.ins(f"sub i32 {left}, 1")
+        left_next = em.ins(f"and i32 {left}, {below}")
+        em.raw(f"br label %{head}")
+        init = v if op != "add" else ("0.0" if dt.is_float else "0")
+        em.lines[phis] = f"  {left} = phi i32 [ {members}, %{pre} ], [ {left_next}, %{body} ]"
+        em.lines[phis + 1] = (f"  {total} = phi {t} [ {init}, %{pre} ], "
+                              f"[ {total_next}, %{body} ]")
+        em.start_block(join)
+        return em.ins(f"phi {t} [ {acc}, %{tree_end} ], [ {total}, %{head} ]")
 
     def shuffle(self, em: Any, kind: str, dt: T.DType, v: str, lane: str, mask: str) -> str:
         mode = {"shuffle": "idx", "shuffle_up": "up", "shuffle_down": "down",

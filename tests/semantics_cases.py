@@ -1,0 +1,387 @@
+"""The arithmetic semantics of docs/language.md as test cases, shared by both targets.
+
+`tests/test_trust_semantics.py` runs every case on the CPU and
+`tests/test_gpu_semantics.py` the same kernels on a GPU, each against the
+expected values computed here in plain Python and NumPy (the reference), so the
+two targets are held to one contract: integers wrap, shifts by the width or
+more give 0 (the sign for a signed `>>`) with the amount read as unsigned,
+float `//` and `%` are NumPy's (CPython's) bit for bit, float-to-integer
+conversions saturate with NaN to 0, and a partial warp mask is honoured.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import warnings
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import oxide as ox
+from oxide import (
+    DisjointSlice,
+    Slice,
+    bf16,
+    f16,
+    f32,
+    f64,
+    i8,
+    i16,
+    i32,
+    i64,
+    thread,
+    u8,
+    u16,
+    u32,
+    u64,
+)
+
+T = ox.TypeVar("T")
+INTS = (i8, i16, i32, i64, u8, u16, u32, u64)
+FLOATS = (f16, f32, f64)
+rng = np.random.default_rng(14)
+
+
+# -- kernels -----------------------------------------------------------------------
+
+
+@ox.kernel
+def add(a: Slice[T], b: Slice[T], out: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = a[i] + b[i]
+
+
+@ox.kernel
+def sub(a: Slice[T], b: Slice[T], out: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = a[i] - b[i]
+
+
+@ox.kernel
+def mul(a: Slice[T], b: Slice[T], out: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = a[i] * b[i]
+
+
+@ox.kernel
+def floordiv(a: Slice[T], b: Slice[T], out: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = a[i] // b[i]
+
+
+@ox.kernel
+def mod(a: Slice[T], b: Slice[T], out: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = a[i] % b[i]
+
+
+@ox.kernel
+def shl(a: Slice[T], b: Slice[T], out: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = a[i] << b[i]
+
+
+@ox.kernel
+def shr(a: Slice[T], b: Slice[T], out: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = a[i] >> b[i]
+
+
+@ox.kernel
+def cube(a: Slice[T], out: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = a[i] ** 3
+
+
+@ox.kernel
+def negate(a: Slice[T], out: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = -a[i]
+
+
+@ox.kernel
+def bf16_floordiv(a: Slice[f32], b: Slice[f32], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = f32(bf16(a[i]) // bf16(b[i]))
+
+
+@ox.kernel
+def bf16_mod(a: Slice[f32], b: Slice[f32], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = f32(bf16(a[i]) % bf16(b[i]))
+
+
+@ox.kernel
+def stepped(start: i32, stop: i32, step: i32, out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i in out:
+        n = 0
+        for _ in range(start, stop, step):
+            n += 1
+            if n > 1000:
+                break
+        out[i] = n
+
+
+@ox.kernel
+def warp_reduce(x: Slice[T], masks: Slice[u32], total: DisjointSlice[T], low: DisjointSlice[T],
+                high: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in total and i in low and i in high:
+        m = masks[i]
+        total[i] = ox.warp.reduce_add(x[i], m)
+        low[i] = ox.warp.reduce_min(x[i], m)
+        high[i] = ox.warp.reduce_max(x[i], m)
+
+
+@ox.kernel
+def warp_shuffles(x: Slice[T], arg: Slice[i32], masks: Slice[u32], idx: DisjointSlice[T],
+                  up: DisjointSlice[T], down: DisjointSlice[T], xor: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in idx and i in up and i in down and i in xor:
+        m = masks[i]
+        idx[i] = ox.warp.shuffle(x[i], arg[i], m)
+        up[i] = ox.warp.shuffle_up(x[i], arg[i], m)
+        down[i] = ox.warp.shuffle_down(x[i], arg[i], m)
+        xor[i] = ox.warp.shuffle_xor(x[i], arg[i], m)
+
+
+@ox.kernel
+def bucket_max(key: Slice[i32], x: Slice[T], out: DisjointSlice[T]):
+    """cuda-samples' warp-aggregated pattern: a per-bucket maximum over a match_any group."""
+    i = thread.index_1d()
+    if i in out:
+        group = ox.warp.match_any(key[i])
+        out[i] = ox.warp.reduce_max(x[i], group)
+
+
+@ox.kernel
+def warp_votes(p: Slice[i32], masks: Slice[u32], ballot: DisjointSlice[u32],
+               anyv: DisjointSlice[i32], allv: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i in ballot and i in anyv and i in allv:
+        m = masks[i]
+        ballot[i] = ox.warp.ballot(p[i] != 0, m)
+        anyv[i] = i32(ox.warp.any(p[i] != 0, m))
+        allv[i] = i32(ox.warp.all(p[i] != 0, m))
+
+
+@functools.cache
+def converter(dst: Any) -> Any:
+    """`out[i] = dst(a[i])` for one destination type (the source is generic)."""
+
+    @ox.kernel
+    def convert(a: Slice[T], out: DisjointSlice[dst]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = dst(a[i])
+
+    return convert
+
+
+# -- the reference -----------------------------------------------------------------
+
+
+def wrap(x: int, dt: Any) -> int:
+    """`x` as a `dt` after two's-complement wrap-around."""
+    x &= (1 << dt.bits) - 1
+    return x - (1 << dt.bits) if dt.is_signed and x >> (dt.bits - 1) else x
+
+
+def ref_int(op: str, a: int, b: int, dt: Any) -> int:
+    """The language's integer operators (docs/language.md, "Operators")."""
+    unsigned_b = b & ((1 << dt.bits) - 1)  # a shift amount reads as unsigned
+    if op == "shl":
+        return wrap(a << unsigned_b, dt) if unsigned_b < dt.bits else 0
+    if op == "shr":
+        if dt.is_signed:
+            return a >> min(unsigned_b, dt.bits - 1)
+        return a >> unsigned_b if unsigned_b < dt.bits else 0
+    if op in ("floordiv", "mod") and b == 0:
+        return 0
+    py = {"add": a + b, "sub": a - b, "mul": a * b,
+          "floordiv": a // b if b else 0, "mod": a % b if b else 0}[op]
+    return wrap(py, dt)
+
+
+def ref_float(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """NumPy's float `//` and `%` in the arrays' own dtype (float16 through float32)."""
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return np.floor_divide(a, b) if op == "floordiv" else np.remainder(a, b)
+
+
+def to_bf16(x: np.ndarray) -> np.ndarray:
+    """float32 values rounded to bfloat16 (nearest, ties to even), as float32."""
+    bits = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+    nan = np.isnan(np.asarray(x, np.float32))
+    rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+    out = rounded.astype(np.uint32).view(np.float32)
+    return np.where(nan, np.float32("nan"), out).astype(np.float32)
+
+
+def ref_convert(x: float, dst: Any) -> int:
+    """Float to integer: truncate, saturate at the type's range, NaN to 0."""
+    if np.isnan(x):
+        return 0
+    lo = -(1 << (dst.bits - 1)) if dst.is_signed else 0
+    hi = (1 << (dst.bits - 1)) - 1 if dst.is_signed else (1 << dst.bits) - 1
+    if np.isinf(x):
+        return hi if x > 0 else lo
+    return max(lo, min(hi, int(x)))
+
+
+def same_bits(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Where two arrays agree bit for bit (any NaN matches any NaN)."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.dtype.kind != "f":
+        return got == want
+    view = {2: np.uint16, 4: np.uint32, 8: np.uint64}[got.itemsize]
+    return (got.view(view) == want.view(view)) | (np.isnan(got) & np.isnan(want))
+
+
+def assert_same(got: np.ndarray, want: np.ndarray, *inputs: np.ndarray) -> None:
+    ok = same_bits(got, want)
+    if not ok.all():
+        bad = np.nonzero(~ok)[0][:8]
+        rows = [f"  inputs {[x[j] for x in inputs]}: got {got[j]!r}, want {want[j]!r}" for j in bad]
+        raise AssertionError(f"{(~ok).sum()} of {ok.size} differ:\n" + "\n".join(rows))
+
+
+# -- the cases ---------------------------------------------------------------------
+
+
+def int_edges(dt: Any) -> list[int]:
+    lo = -(1 << (dt.bits - 1)) if dt.is_signed else 0
+    hi = (1 << (dt.bits - 1)) - 1 if dt.is_signed else (1 << dt.bits) - 1
+    vals = {0, 1, 2, 3, 5, 7, hi, hi - 1, lo, lo + 1, hi // 2, dt.bits - 1, dt.bits, dt.bits + 1}
+    if dt.is_signed:
+        vals |= {-1, -2, -3, -7, -dt.bits}
+    if dt.bits == 64:
+        vals |= {1 << 32, (1 << 32) + 1, 1 << 40, 1 << 33}
+    return sorted(v for v in vals if lo <= v <= hi)
+
+
+@dataclass(frozen=True)
+class BinaryCase:
+    kernel: Any
+    a: np.ndarray
+    b: np.ndarray
+    want: np.ndarray
+
+
+def int_case(op: str, dt: Any) -> BinaryCase:
+    """Every pair of edge values; zero divisors left out (they are reported: see below)."""
+    pairs = [(x, y) for x, y in itertools.product(int_edges(dt), repeat=2)
+             if not (op in ("floordiv", "mod") and y == 0)]
+    a = np.array([x for x, _ in pairs], dt.numpy)
+    b = np.array([y for _, y in pairs], dt.numpy)
+    want = np.array([ref_int(op, x, y, dt) for x, y in pairs], dt.numpy)
+    return BinaryCase(globals()[op], a, b, want)
+
+
+FLOAT_EDGES = [0.0, -0.0, 1.0, -1.0, 0.1, -0.1, 0.3, 1.5, 2.0, 3.0, -7.5, 4.19, 127.0, -127.0,
+               1e-3, 1e-40, 5e-324, 6e-8, 65504.0, 1e30, -1e30, 2.5e38, 2.0**60, -2.0**60,
+               np.inf, -np.inf, np.nan]
+
+
+def float_case(op: str, dt: Any) -> BinaryCase:
+    """Edge values against each other, plus random ones of every magnitude."""
+    with np.errstate(all="ignore"):
+        edges = np.array(FLOAT_EDGES, np.float64).astype(dt.numpy)
+        a = np.repeat(edges, edges.size)
+        b = np.tile(edges, edges.size)
+        mag = np.exp2(rng.uniform(-30, 30, 400))
+        ra = (rng.standard_normal(400) * mag).astype(dt.numpy)
+        rb = (rng.standard_normal(400) * np.exp2(rng.uniform(-30, 30, 400))).astype(dt.numpy)
+    a, b = np.concatenate([a, ra]), np.concatenate([b, rb])
+    return BinaryCase(globals()[op], a, b, ref_float(op, a, b))
+
+
+def bf16_case(op: str) -> BinaryCase:
+    """bf16 `//` and `%`: NumPy's float32 result of the bf16 inputs, rounded to bf16."""
+    edges = np.array(FLOAT_EDGES, np.float64).astype(np.float32)
+    a = to_bf16(np.concatenate([np.repeat(edges, edges.size),
+                                rng.standard_normal(300).astype(np.float32) * 1e3]))
+    b = to_bf16(np.concatenate([np.tile(edges, edges.size),
+                                rng.standard_normal(300).astype(np.float32)]))
+    want = to_bf16(ref_float(op, a, b))
+    return BinaryCase(bf16_floordiv if op == "floordiv" else bf16_mod, a, b, want)
+
+
+def conversion_inputs(src: Any) -> np.ndarray:
+    vals = [0.0, -0.0, 0.5, -0.5, 0.99, -0.99, 1.0, -1.0, 126.9, 127.0, 127.5, 128.0, -128.0,
+            -128.5, -129.0, 255.0, 255.5, 256.0, 32767.0, 32768.0, -32768.0, -32769.0, 65535.0,
+            65536.0, 2.0**31 - 128, 2.0**31, -2.0**31, -2.0**31 - 512, 2.0**32, 2.0**32 - 256,
+            2.0**63, -2.0**63, 2.0**63 - 1024, 2.0**64, 2.0**64 - 2048, -1e30, 1e30, 3e38,
+            np.inf, -np.inf, np.nan, 65504.0, -65504.0]
+    with np.errstate(all="ignore"):
+        return np.array(vals, np.float64).astype(src.numpy)
+
+
+def member_masks(n: int, groups: int = 3) -> np.ndarray:
+    """Per lane, the lanes of its warp in its group: partial, non-contiguous masks."""
+    key = rng.integers(0, groups, n)
+    masks = np.zeros(n, np.uint32)
+    for i in range(n):
+        w = i - i % 32
+        for lane in range(32):
+            if w + lane < n and key[w + lane] == key[i]:
+                masks[i] |= np.uint32(1 << lane)
+    return masks
+
+
+def warp_reduce_want(x: np.ndarray, masks: np.ndarray, n: int) -> list[np.ndarray]:
+    """Sums in lane order over the members; a whole warp sums as the xor butterfly."""
+    total, low, high = (np.zeros(n, x.dtype) for _ in range(3))
+    for i in range(n):
+        w = i - i % 32
+        lanes = [k for k in range(32) if masks[i] >> k & 1 and w + k < n]
+        vals = x[[w + k for k in lanes]]
+        if x.dtype.kind != "f":
+            total[i] = wrap(sum(int(v) for v in vals), _dtype_of(x.dtype))
+        elif len(lanes) == 32:
+            tree = vals.copy()
+            off = 16
+            while off:
+                tree[:off] = tree[:off] + tree[off:2 * off]
+                off //= 2
+            total[i] = tree[0]
+        else:
+            acc = x.dtype.type(0)
+            for v in vals:
+                acc = acc + v
+            total[i] = acc
+        low[i], high[i] = vals.min(), vals.max()
+    return [total, low, high]
+
+
+def _dtype_of(np_dtype: np.dtype) -> Any:
+    return {np.dtype(d.numpy): d for d in (*INTS, f32, f64)}[np.dtype(np_dtype)]
+
+
+def shuffle_want(x: np.ndarray, arg: np.ndarray, masks: np.ndarray, n: int) -> list[np.ndarray]:
+    """Each shuffle's source lane; one outside 0..31, the block or the mask gives own value."""
+    outs = [np.empty_like(x) for _ in range(4)]
+    for i in range(n):
+        lane, w = i % 32, i - i % 32
+        a = int(arg[i]) & 0xFFFFFFFF
+        sources = [a & 31, lane - a, lane + a, lane ^ a]
+        for out, src in zip(outs, sources, strict=True):
+            ok = 0 <= src < 32 and w + src < n and masks[i] >> src & 1
+            out[i] = x[w + src] if ok else x[i]
+    return outs
+
