@@ -1,0 +1,169 @@
+"""Issue 14, items 8-13 on a real GPU: the kernels of test_trust_semantics.py, same expectations.
+
+Every value is checked bit for bit against `semantics_cases.py` (the reference the
+CPU tests use too), so a pass here and there means both targets agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+import semantics_cases as sc
+from test_trust_semantics import DIVISION_KERNELS, division_args
+
+import oxide as ox
+from oxide import f16, f32, f64, i32, i64, u32, u64
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def on_gpu() -> Iterator[None]:
+    with ox.device(0):
+        yield
+
+
+def launch(kernel: Any, n: int, *args: Any, block: int = 128) -> list[np.ndarray]:
+    """Runs on the GPU; returns every array argument as NumPy afterwards (errors raise)."""
+    dev = [ox.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
+    kernel[ox.LaunchConfig(grid=(n + block - 1) // block, block=block)](*dev)
+    ox.synchronize()
+    return [d.to_numpy() for d in dev if isinstance(d, ox.DeviceArray)]
+
+
+def run_binary(case: sc.BinaryCase) -> np.ndarray:
+    return launch(case.kernel, case.want.size, case.a, case.b, np.zeros_like(case.want))[-1]
+
+
+@pytest.mark.parametrize("dt", sc.INTS, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "floordiv", "mod", "shl", "shr"])
+def test_gpu_integer_operators_follow_the_contract(op: str, dt: Any) -> None:
+    case = sc.int_case(op, dt)
+    sc.assert_same(run_binary(case), case.want, case.a, case.b)
+
+
+def test_gpu_64_bit_shifts_by_2_to_the_32_give_0() -> None:
+    a = np.array([5, 1 << 40, -1, 5], np.int64)
+    b = np.array([1 << 32, 1 << 32, (1 << 32) + 1, -1], np.int64)
+    assert launch(sc.shl, 4, a, b, np.zeros_like(a))[-1].tolist() == [0, 0, 0, 0]
+    ua, ub = a.view(np.uint64), b.view(np.uint64)
+    assert launch(sc.shr, 4, ua, ub, np.zeros_like(ua))[-1].tolist() == [0, 0, 0, 0]
+    assert launch(sc.shr, 4, a, b, np.zeros_like(a))[-1].tolist() == [0, 0, -1, 0]
+
+
+@pytest.mark.parametrize("dt", [ox.i8, ox.i16, i32, i64], ids=lambda d: d.name)
+def test_gpu_int_min_floordiv_minus_one(dt: Any) -> None:
+    lo = -(1 << (dt.bits - 1))
+    a = np.array([lo, 7], dt.numpy)
+    b = np.array([-1, -1], dt.numpy)
+    assert launch(sc.floordiv, 2, a, b, np.zeros_like(a))[-1].tolist() == [lo, -7]
+    assert launch(sc.mod, 2, a, b, np.zeros_like(a))[-1].tolist() == [0, 0]
+
+
+def test_gpu_narrow_integers_wrap() -> None:
+    a = np.array([100, -128, 127, -1], np.int8)
+    b = np.array([100, -1, 1, -128], np.int8)
+    assert launch(sc.add, 4, a, b, np.zeros_like(a))[-1].tolist() == [-56, 127, -128, 127]
+    assert launch(sc.cube, 4, a, np.zeros_like(a))[-1].tolist() == [
+        sc.wrap(v**3, ox.i8) for v in a.tolist()]
+
+
+@pytest.mark.parametrize("dt", sc.FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", ["floordiv", "mod"])
+def test_gpu_float_floordiv_and_mod_match_numpy_bit_for_bit(op: str, dt: Any) -> None:
+    case = sc.float_case(op, dt)
+    sc.assert_same(run_binary(case), case.want, case.a, case.b)
+
+
+@pytest.mark.parametrize("op", ["floordiv", "mod"])
+def test_gpu_bf16_floordiv_and_mod(op: str) -> None:
+    case = sc.bf16_case(op)
+    sc.assert_same(run_binary(case), case.want, case.a, case.b)
+
+
+def test_gpu_the_issue_examples_of_float_mod() -> None:
+    a32 = np.array([2.5e38, 1.0], np.float32)
+    b32 = np.array([4.19, 1e-40], np.float32)
+    out = launch(sc.mod, 2, a32, b32, np.zeros_like(a32))[-1]
+    sc.assert_same(out, np.remainder(a32, b32), a32, b32)  # 3.74 (not 9.7e30), and finite
+    a = np.array([1e30, 1.0, np.inf, 1.0, 0.0], np.float64)
+    b = np.array([3.0, 0.1, 1.0, -np.inf, -127.0], np.float64)
+    out = launch(sc.mod, 5, a, b, np.zeros_like(a))[-1]
+    assert out[0] == 1e30 % 3.0 and out[4] == 0.0 and np.signbit(out[4])
+    q = launch(sc.floordiv, 5, a, b, np.zeros_like(a))[-1]
+    assert q[1] == 9.0 and np.isnan(q[2]) and q[3] == -1.0
+
+
+@pytest.mark.parametrize("src", [f16, f32, f64], ids=lambda d: d.name)
+@pytest.mark.parametrize("dst", sc.INTS, ids=lambda d: d.name)
+def test_gpu_float_to_int_saturates_and_nan_is_0(src: Any, dst: Any) -> None:
+    x = sc.conversion_inputs(src)
+    out = launch(sc.converter(dst), x.size, x, np.zeros(x.size, dst.numpy))[-1]
+    want = np.array([sc.ref_convert(float(v), dst) for v in x], dst.numpy)
+    sc.assert_same(out, want, x)
+
+
+def test_gpu_range_step_zero_is_reported() -> None:
+    out = np.full(4, 7, np.int32)
+    with pytest.raises(ox.KernelAssertionError, match=r"range\(\) step must not be zero"):
+        launch(sc.stepped, 4, 0, 10, 0, out)
+    for start, stop, step in ((0, 10, 3), (10, 0, -3), (0, 10, -1)):
+        got = launch(sc.stepped, 4, start, stop, step, out)[-1]
+        assert got.tolist() == [len(range(start, stop, step))] * 4
+
+
+@pytest.mark.parametrize("dt", [i32, u32, i64, u64, f32, f64], ids=lambda d: d.name)
+@pytest.mark.parametrize("n", [64, 48])
+def test_gpu_masked_warp_reductions_reduce_over_the_mask(dt: Any, n: int) -> None:
+    x = (sc.rng.standard_normal(n) * 1000).astype(dt.numpy)
+    for masks in (sc.member_masks(n), np.full(n, 0xFFFFFFFF, np.uint32)):
+        outs = launch(sc.warp_reduce, n, x, masks, *[np.zeros(n, dt.numpy)] * 3, block=n)[2:]
+        for got, want in zip(outs, sc.warp_reduce_want(x, masks, n), strict=True):
+            sc.assert_same(got, want, x, masks)
+
+
+@pytest.mark.parametrize("dt", [i32, f64], ids=lambda d: d.name)
+def test_gpu_shuffles_read_only_member_lanes(dt: Any) -> None:
+    n = 48
+    x = (np.arange(n) * 10 + 1).astype(dt.numpy)
+    arg = sc.rng.integers(-3, 40, n).astype(np.int32)
+    masks = sc.member_masks(n)
+    outs = launch(sc.warp_shuffles, n, x, arg, masks, *[np.zeros(n, dt.numpy)] * 4,
+                  block=n)[3:]
+    for got, want in zip(outs, sc.shuffle_want(x, arg, masks, n), strict=True):
+        sc.assert_same(got, want, x, arg, masks)
+
+
+def test_gpu_per_bucket_maximum_over_match_any_groups() -> None:
+    n = 64
+    key = sc.rng.integers(0, 4, n).astype(np.int32)
+    x = sc.rng.standard_normal(n).astype(np.float32)
+    out = launch(sc.bucket_max, n, key, x, np.zeros(n, np.float32), block=n)[-1]
+    for i in range(n):
+        w = i - i % 32
+        assert out[i] == x[w:w + 32][key[w:w + 32] == key[i]].max()
+
+
+def test_gpu_votes_over_partial_masks() -> None:
+    n = 48
+    p = sc.rng.integers(0, 2, n).astype(np.int32)
+    masks = sc.member_masks(n)
+    ballot, anyv, allv = launch(sc.warp_votes, n, p, masks, np.zeros(n, np.uint32),
+                                np.zeros(n, np.int32), np.zeros(n, np.int32), block=n)[2:]
+    for i in range(n):
+        w = i - i % 32
+        lanes = [k for k in range(32) if masks[i] >> k & 1 and w + k < n]
+        want = sum(1 << k for k in lanes if p[w + k])
+        assert ballot[i] == want
+        assert anyv[i] == int(want != 0) and allv[i] == int(all(p[w + k] for k in lanes))
+
+
+@pytest.mark.parametrize("name", sorted(DIVISION_KERNELS))
+def test_gpu_division_by_zero_is_reported_from_every_kind_of_kernel(name: str) -> None:
+    kernel, args, _ = division_args(name, 1000)
+    with pytest.raises(ox.KernelAssertionError, match="division by zero"):
+        launch(kernel, 1000, *args)
+    ox.synchronize()  # the record was cleared: the context stays usable
