@@ -37,65 +37,60 @@ from xdsl.ir import Block, Operation, SSAValue
 from oxide.errors import SafetyError, Span
 from oxide.ir import ops
 from oxide.ir.types import ArrayType, SharedArrayType
-from oxide.passes.cfg import successors
+from oxide.passes.cfg import reverse_postorder, successors
 
 _VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid", "warpid")
-_EXIT = "exit"  # the virtual exit node of the post-dominator computation
 
 
-def _post_dominators(blocks: list[Block]) -> dict[object, set[object]]:
-    """Post-dominator sets over the CFG plus a virtual exit every `return` reaches.
-
-    Blocks from which no path returns (a loop without exit) get an edge to the
-    exit too, so every block has post-dominators; that only makes the analysis
-    more cautious inside such loops.
-    """
-    succ: dict[object, list[object]] = {}
-    for b in blocks:
-        nxt: list[object] = list(dict.fromkeys(successors(b)))
-        if not nxt:
-            nxt = [_EXIT]
-        succ[b] = nxt
-    reaches = {_EXIT}
-    changed = True
-    while changed:
-        changed = False
-        for b in blocks:
-            if b not in reaches and any(s in reaches for s in succ[b]):
-                reaches.add(b)
-                changed = True
-    for b in blocks:
-        if b not in reaches:
-            succ[b] = [*succ[b], _EXIT]
-    nodes: list[object] = [*blocks, _EXIT]
-    pdom: dict[object, set[object]] = {n: set(nodes) for n in nodes}
-    pdom[_EXIT] = {_EXIT}
-    changed = True
-    while changed:
-        changed = False
-        for b in reversed(blocks):
-            new = set.intersection(*(pdom[s] for s in succ[b])) | {b}
-            if new != pdom[b]:
-                pdom[b] = new
-                changed = True
-    return pdom
-
-
-def _control_dependents(blocks: list[Block], pdom: dict[object, set[object]]
-                        ) -> dict[Block, set[Block]]:
+def _control_dependents(func: ops.FuncOp) -> dict[Block, set[Block]]:
     """For each conditional branch's block A, the blocks control-dependent on A: those
-    post-dominating a successor of A without strictly post-dominating A."""
+    post-dominating a successor of A without strictly post-dominating A.
+
+    Post-dominators are bit sets over block numbers, with a virtual exit (bit
+    `n`) that every `return` reaches. Blocks from which no path returns (a loop
+    without exit) get an edge to the exit too, so every block has
+    post-dominators; that only makes the analysis more cautious in such loops.
+    """
+    blocks = list(func.body.blocks)
+    index = {id(b): k for k, b in enumerate(blocks)}
+    n = len(blocks)
+    succ = [[index[id(s)] for s in dict.fromkeys(successors(b))] or [n] for b in blocks]
+    reaches = 1 << n
+    changed = True
+    while changed:
+        changed = False
+        for k in range(n):
+            if not reaches >> k & 1 and any(reaches >> s & 1 for s in succ[k]):
+                reaches |= 1 << k
+                changed = True
+    for k in range(n):
+        if not reaches >> k & 1:
+            succ[k].append(n)
+    full = (1 << (n + 1)) - 1
+    pdom = [full] * n + [1 << n]
+    order = [index[id(b)] for b in reversed(reverse_postorder(func))]
+    ordered = set(order)
+    order += [k for k in range(n) if k not in ordered]
+    changed = True
+    while changed:
+        changed = False
+        for k in order:
+            new = full
+            for s in succ[k]:
+                new &= pdom[s]
+            new |= 1 << k
+            if new != pdom[k]:
+                pdom[k] = new
+                changed = True
     out: dict[Block, set[Block]] = {}
-    for a in blocks:
-        term = a.last_op
-        if not isinstance(term, ops.CondBranchOp):
+    for k, a in enumerate(blocks):
+        if not isinstance(a.last_op, ops.CondBranchOp):
             continue
-        strict = pdom[a] - {a}
-        deps: set[object] = set()
-        for s in successors(a):
-            deps |= pdom[s] - strict
-        deps.discard(_EXIT)
-        out[a] = {d for d in deps if isinstance(d, Block)}
+        deps = 0
+        for s in succ[k]:
+            deps |= pdom[s]
+        deps &= ~(pdom[k] & ~(1 << k)) & ~(1 << n)
+        out[a] = {blocks[d] for d in range(n) if deps >> d & 1}
     return out
 
 
@@ -105,7 +100,7 @@ class _Uniformity:
     def __init__(self, func: ops.FuncOp, uniform: set[SSAValue]) -> None:
         self.blocks = list(func.body.blocks)
         self.uniform = uniform
-        self.cd = _control_dependents(self.blocks, _post_dominators(self.blocks))
+        self.cd = _control_dependents(func)
         self.varying: set[SSAValue] = set()
         self.varying_slots: set[SSAValue] = set()
         self.divergent: set[Block] = set()
@@ -113,34 +108,36 @@ class _Uniformity:
         self._solve()
 
     def _solve(self) -> None:
-        changed = True
-        while changed:
-            changed = False
-            for block in self.blocks:
-                for op in block.ops:
-                    changed |= self._visit(block, op)
+        """A worklist: each op once, then again whenever something it reads changes."""
+        work = [op for block in self.blocks for op in block.ops]
+        work.reverse()
+        while work:
+            work.extend(self._visit(work.pop()))
 
-    def _visit(self, block: Block, op: Operation) -> bool:
+    def _visit(self, op: Operation) -> list[Operation]:
+        """Update the facts `op` decides; return the ops to revisit."""
+        block = op.parent_block()
         if isinstance(op, ops.SlotWriteOp):
             if op.slot not in self.varying_slots and (
                     op.value in self.varying or block in self.divergent):
                 self.varying_slots.add(op.slot)
-                return True
-            return False
+                return [use.operation for use in op.slot.uses]
+            return []
         if isinstance(op, ops.CondBranchOp):
             if op.cond in self.varying or block in self.divergent:
-                new = self.cd.get(block, set()) - self.divergent
+                new = self.cd.get(block, set()) - self.divergent  # type: ignore[arg-type]
                 for d in new:
-                    self.because[d] = block
+                    self.because[d] = block  # type: ignore[assignment]
                 self.divergent |= new
-                return bool(new)
-            return False
-        changed = False
+                return [o for d in new for o in d.ops
+                        if isinstance(o, (ops.SlotWriteOp, ops.CondBranchOp))]
+            return []
+        revisit: list[Operation] = []
         for r in op.results:
             if r not in self.varying and r not in self.uniform and self._is_varying(op):
                 self.varying.add(r)
-                changed = True
-        return changed
+                revisit.extend(use.operation for use in r.uses)
+        return revisit
 
     def _is_varying(self, op: Operation) -> bool:
         if isinstance(op, ops.RegisterOp):
