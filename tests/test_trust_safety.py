@@ -467,3 +467,11 @@ def test_shipped_examples_keep_compiling() -> None:
     sgemm.sgemm.compile(Slice[f32, 2], Slice[f32, 2], RawSlice[f32, 2], target="cpu")
     transpose.transpose.compile(Slice[f32, 2], RawSlice[f32, 2], target="cpu")
     histogram.histogram.compile(Slice[u8], AtomicSlice[u32], target="cpu")
+
+
+def test_bundles_keep_the_witness_ranks(tmp_path) -> None:
+    from oxide.aot import Job, build_bundle
+
+    build_bundle([Job("bump_2d", bump_2d, (DisjointSlice[f32, 2],))], ["sm_90"], tmp_path)
+    code = ox.load_bundle(tmp_path).bump_2d.compile(np.zeros((2, 2), np.float32), arch="sm_90")
+    assert code.thread_index_ranks == (2,)
