@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import oxide as ox
-from oxide import DisjointSlice, RawSlice, f32, f64, i32, i64, thread
+from oxide import DisjointSlice, RawSlice, Slice, f32, f64, i32, i64, thread
 
 pytestmark = pytest.mark.gpu
 
@@ -40,6 +40,18 @@ def local_at_limit(out: DisjointSlice[f32], k: i64):
         acc += scratch[j, (i + k) % 1024]
     if i in out:
         out[i] = acc
+
+
+@ox.kernel
+def local_read_before_write(x: Slice[f32], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    buf = ox.local.array(f32, 8)
+    big = ox.local.array(f32, 4096)
+    if x[0] > 100.0:
+        buf[3] = 1.0
+        big[4095] = 1.0
+    if i in out:
+        out[i] = buf[3] + buf[5] + big[(i + 4095) % 4096]
 
 
 @ox.kernel
@@ -94,6 +106,13 @@ def test_local_array_at_the_limit_launches() -> None:
     out = ox.empty(64, ox.f32)
     local_at_limit[1, 64](out, 0)
     assert (out.to_numpy() == 120.0).all()
+
+
+def test_local_arrays_start_zeroed_on_the_gpu() -> None:
+    x = ox.to_device(np.zeros(1, np.float32))
+    out = ox.to_device(np.full(64, 7.0, np.float32))
+    local_read_before_write[1, 64](x, out)
+    assert (out.to_numpy() == 0).all()
 
 
 def test_static_shared_at_the_limit_launches() -> None:

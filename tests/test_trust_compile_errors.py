@@ -318,6 +318,26 @@ def test_local_arrays_add_up_against_the_limit() -> None:
            "one float too many", DisjointSlice[f32])
 
 
+@ox.kernel
+def local_read_before_write(x: ox.Slice[f32], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    buf = ox.local.array(f32, 8)
+    big = ox.local.array(f32, 4096)
+    if x[0] > 100.0:
+        buf[3] = 1.0
+        big[4095] = 1.0
+    if i in out:
+        out[i] = buf[3] + buf[5] + big[(i + 4095) % 4096]
+
+
+def test_local_arrays_start_zeroed() -> None:
+    out = np.full(4, 7.0, np.float32)
+    local_read_before_write[ox.LaunchConfig(grid=1, block=4)](np.zeros(1, np.float32), out)
+    assert out.tolist() == [0, 0, 0, 0]  # not the write that did not happen (undef)
+    ptx = local_read_before_write.compile(ox.Slice[f32], DisjointSlice[f32], arch="sm_90")
+    assert ptx.cubin
+
+
 def test_local_array_at_the_limit_runs() -> None:
     @ox.kernel
     def k(out: DisjointSlice[f32]):

@@ -37,6 +37,11 @@ class MemoryMixin:
             count *= s
         if space == "local":
             ptr = self.ins(f"alloca [{count} x {dt.llvm}], align 16")
+            # Safe code can read an element nobody wrote: it reads 0, not LLVM's `undef`
+            # (which folds to anything). Register-sized arrays lose the memset in SROA.
+            size = count * max(1, dt.bits // 8)
+            self.intrinsic("llvm.memset.p0.i64", "void",
+                           [("ptr", ptr), ("i8", "0"), ("i64", str(size)), ("i1", "false")])
         elif space == "constant":
             assert op.sym is not None
             hook = self.target_hook("constant_array", "constant memory")
