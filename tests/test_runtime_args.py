@@ -69,8 +69,10 @@ def test_size_one_dimensions_stay_contiguous() -> None:
 def test_const_values_select_specializations() -> None:
     a = bind(k, (x, 2.5, 3, 7, o), CPU)
     b = bind(k, (x, 2.5, 3, 8, o), CPU)
-    c = bind(k, (x, 2.5, 3, True, o), CPU)
+    c = bind(k, (x, 2.5, 3, np.int64(7), o), CPU)  # NumPy integers are ints
     assert a.plan is not b.plan and a.plan is not c.plan
+    with pytest.raises(ox.ArgumentError, match="`B` is Const\\[int\\]; got bool True"):
+        bind(k, (x, 2.5, 3, True, o), CPU)  # a bool is not an int here (issue 14)
     assert bind(k, (x, 1.0, 4, 7, o), CPU).plan is a.plan  # values do not make new plans
 
 

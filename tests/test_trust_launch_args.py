@@ -366,6 +366,61 @@ def test_a_parameter_named_stream_is_passed_by_position(cpu) -> None:
             call()
 
 
+def test_launching_something_that_is_not_a_kernel(cpu) -> None:
+    def plain(x, a, out):
+        out[:] = x * a
+
+    with pytest.raises(ox.LaunchError, match="ox.launch takes an @ox.kernel; `plain` is a "
+                                             "function"):
+        ox.launch(plain, CFG, f32s(8), 2.0, np.zeros(8, np.float32))
+
+
+class BrokenDLPack:
+    def __dlpack__(self, **kwargs):
+        return 5
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+class BrokenCai:
+    __cuda_array_interface__ = {"shape": (8,), "typestr": "<f4", "data": (None, False),
+                                "version": 3}
+
+
+class NoShapeCai:
+    __cuda_array_interface__ = {"typestr": "<f4", "data": (0x1000, False), "version": 3}
+
+
+@pytest.mark.parametrize("bad, message", [
+    (BrokenDLPack(), "BrokenDLPack whose DLPack export oxide cannot read"),
+    (BrokenCai(), "BrokenCai whose __cuda_array_interface__ oxide cannot read"),
+    (NoShapeCai(), "NoShapeCai whose __cuda_array_interface__ oxide cannot read \\(KeyError"),
+])
+def test_broken_array_producers_are_argument_errors(cpu, bad, message) -> None:
+    with pytest.raises(ox.ArgumentError, match=f"`x` is Slice\\[f32\\]; got a {message}"):
+        scale[CFG](bad, 2.0, np.zeros(8, np.float32))
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda: ox.empty(-1, ox.f32), "a shape is non-negative ints, got -1"),
+    (lambda: ox.zeros((2, True)), "a shape is non-negative ints"),
+    (lambda: ox.empty(4, np.complex64), "no dtype for complex64"),
+    (lambda: ox.empty(4, "not a dtype"), "is not a dtype"),
+    (lambda: ox.to_device(np.array(["a", "b"])), "no dtype for <U1"),
+])
+def test_array_creation_errors_are_oxide_errors(cpu, make, message) -> None:
+    with pytest.raises(ox.ArgumentError, match=message):
+        make()
+
+
+def test_const_int_refuses_bools(cpu) -> None:
+    out = np.zeros(8, np.float32)
+    for _ in range(2):
+        with pytest.raises(ox.ArgumentError, match="`B` is Const\\[int\\]; got bool True"):
+            fill[CFG](out, 1, True)
+
+
 class Index:
     """An integer that is not an int: `operator.index` takes it, as a launch should."""
 

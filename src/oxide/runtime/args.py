@@ -248,9 +248,9 @@ def const_value(name: str, ann: T.ConstType, a: Any) -> Any:
     """`a` as the value of a `Const` parameter, or an ArgumentError naming the parameter.
 
     Each value is a specialization, keyed by the value: it must be hashable. `Const[int]`
-    takes ints (NumPy integers too; a bool, an int in Python, is its own specialization),
-    not floats; `Const[float]` numbers; `Const[bool]` bools. Other `Const[...]` types take
-    any hashable value."""
+    takes ints (NumPy integers too), not bools (as scalar parameters do not) or floats;
+    `Const[float]` numbers; `Const[bool]` bools. Other `Const[...]` types take any
+    hashable value."""
     try:
         hash(a)
     except TypeError:
@@ -258,7 +258,7 @@ def const_value(name: str, ann: T.ConstType, a: Any) -> Any:
                             f"per value); got an unhashable {type(a).__name__}") from None
     pytype = ann.pytype
     if pytype is int:
-        ok = isinstance(a, (int, np.integer))
+        ok = isinstance(a, (int, np.integer)) and not isinstance(a, bool)
     elif pytype is float:
         ok = isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool)
     elif pytype is bool:

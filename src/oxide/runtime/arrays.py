@@ -28,17 +28,26 @@ from oxide.runtime.views import HOST, ArrayView, oxide_dtype
 
 
 def _np_dtype(dtype: Any) -> np.dtype:
-    """The NumPy dtype of an oxide or NumPy dtype; TypeError for ones kernels cannot use."""
-    dt = dtype.numpy if isinstance(dtype, T.DType) else np.dtype(dtype)
+    """The NumPy dtype of an oxide or NumPy dtype; ArgumentError for ones kernels cannot use."""
+    try:
+        dt = dtype.numpy if isinstance(dtype, T.DType) else np.dtype(dtype)
+    except TypeError:
+        raise ArgumentError(f"{dtype!r} is not a dtype; use ox.f32, ox.i32, ... or a NumPy "
+                            "dtype") from None
     if oxide_dtype(dt) is None:
-        raise TypeError(f"oxide has no dtype for {dt} arrays")
+        raise ArgumentError(f"oxide has no dtype for {dt} arrays (kernels take f16, bf16, "
+                            "f32, f64, i8-i64, u8-u64 and bool_ in native byte order)")
     return dt
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
-    dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    if any(not isinstance(n, (int, np.integer)) or n < 0 for n in dims):
-        raise ValueError(f"a shape is non-negative ints, got {shape!r}")
+    try:
+        dims = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    except TypeError:
+        dims = (shape,)  # not iterable: refused below
+    if any(not isinstance(n, (int, np.integer)) or isinstance(n, (bool, np.bool_)) or n < 0
+           for n in dims):
+        raise ArgumentError(f"a shape is non-negative ints, got {shape!r}")
     return tuple(int(n) for n in dims)
 
 

@@ -74,9 +74,14 @@ def _dtype(dt: DLDataType) -> T.DType:
 
 def view_from_dlpack(obj: Any) -> ArrayView:
     """Read `obj.__dlpack__()` in place: pointer, shape, strides, dtype, device."""
-    dev_type, dev_id = obj.__dlpack_device__()
-    capsule = obj.__dlpack__()
-    address = _api.PyCapsule_GetPointer(capsule, _NAME)
+    try:
+        dev_type, dev_id = obj.__dlpack_device__()
+        capsule = obj.__dlpack__()
+        address = _api.PyCapsule_GetPointer(capsule, _NAME)  # ValueError if not a live one
+    except (TypeError, ValueError) as exc:
+        raise BadArray(f"a {type(obj).__name__} whose DLPack export oxide cannot read "
+                       f"({type(exc).__name__}: {exc}); `__dlpack__()` must return an "
+                       "unconsumed \"dltensor\" capsule") from None
     t = DLManagedTensor.from_address(address).dl_tensor
     dt = _dtype(t.dtype)
     shape = tuple(t.shape[i] for i in range(t.ndim))

@@ -55,6 +55,10 @@ def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: An
             dev: Device) -> None:
     """The launch after the last binder declined: the CPU runtime, or the GPU path
     through the kernel's other binders and the general path."""
+    if not hasattr(kernel, "params"):  # not an @ox.kernel (nor a bundled one)
+        name = getattr(kernel, "__name__", type(kernel).__name__)
+        raise LaunchError(f"ox.launch takes an @ox.kernel; `{name}` is a "
+                          f"{type(kernel).__name__} (decorate it with @ox.kernel)")
     if dev.kind == "cpu":
         _launch_cpu(kernel, config, args)
     else:

@@ -9,6 +9,7 @@ readers touch as few attributes as they can.
 
 from __future__ import annotations
 
+import operator
 import sys
 from collections.abc import Callable
 from typing import Any
@@ -185,13 +186,20 @@ def _cupy(a: Any) -> ArrayView:
 
 
 def _cai(a: Any) -> ArrayView:
-    cai = a.__cuda_array_interface__
-    raw = np.dtype(cai["typestr"])
-    dt = _dtype(raw)
-    shape = tuple(cai["shape"])
-    st = cai.get("strides")
-    strides = None if st is None else _layout(shape, _elements(tuple(st), raw.itemsize))
-    ptr = cai["data"][0]
+    try:
+        cai = a.__cuda_array_interface__
+        raw = np.dtype(cai["typestr"])
+        dt = _dtype(raw)
+        shape = tuple(cai["shape"])
+        st = cai.get("strides")
+        strides = None if st is None else _layout(shape, _elements(tuple(st), raw.itemsize))
+        ptr = cai["data"][0]
+        if ptr.__class__ is not int:
+            ptr = operator.index(ptr)  # TypeError for None and other non-pointers
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
+        raise BadArray(f"a {type(a).__name__} whose __cuda_array_interface__ oxide cannot "
+                       f"read ({type(exc).__name__}: {exc}); it needs typestr, shape and a "
+                       "data pointer (an int)") from None
     if ptr % raw.itemsize:
         raise misaligned(ptr, raw.itemsize)
     return ArrayView(ptr, shape, strides, dt, None, a)
