@@ -172,6 +172,8 @@ def test_int_constant_that_does_not_fit_the_integer_type() -> None:
     ("3 ** 1000", "about a 1585-bit integer"),
     ("BIG * BIG", "about a 4001-bit integer"),
     ("BIG << 100", "2101-bit integer"),
+    ("2 ** BIG", "a more than 2**2000-bit integer"),
+    ("1 << BIG", "a more than 2**2000-bit integer"),
 ])
 def test_huge_integer_constant_expressions_are_refused(text: str, words: str) -> None:
     src = ("def k(out: DisjointSlice[i64]):\n"

@@ -43,7 +43,8 @@ def _int(x: object) -> bool:
 
 
 def _too_big(bits: int) -> FoldError:
-    return FoldError(f"is too large: it would be about a {bits}-bit integer, and kernel "
+    size = f"a {bits}-bit" if bits < 10**15 else f"a more than 2**{bits.bit_length() - 1}-bit"
+    return FoldError(f"is too large: it would be about {size} integer, and kernel "
                      "integers have at most 64 bits",
                      hint=f"constant expressions fold exactly up to {FOLD_BITS}-bit "
                      "intermediate values; use floats for larger magnitudes")
@@ -55,7 +56,10 @@ def precheck(fn: Callable[..., object], values: tuple[object, ...]) -> None:
         return
     a, b = values
     if fn is operator.pow and _int(a) and _int(b) and b > 0 and abs(a) > 1:
-        bits = int(b * math.log2(abs(a))) + 1
+        try:
+            bits = int(b * math.log2(abs(a))) + 1
+        except OverflowError:  # an exponent beyond float range (`2 ** BIG`)
+            bits = b + 1
         if bits > FOLD_BITS:
             raise _too_big(bits)
     if fn is operator.lshift and _int(a) and _int(b) and b > 0 and a != 0:
