@@ -334,3 +334,23 @@ def test_division_by_zero_is_reported_from_every_kind_of_kernel(name: str) -> No
     args_sig = [Slice[ox.types.dtype_of(a.dtype)] if isinstance(a, np.ndarray) else i64
                 for a in args[:-1]]
     _ptx(kernel, *args_sig, DisjointSlice[ox.types.dtype_of(args[-1].dtype)])
+
+
+@ox.kernel
+def divide_by_shared(a: Slice[i32], out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    s = ox.shared.array(i32, 32)
+    ox.sync_threads()
+    if i in out:
+        with ox.unsafe():
+            d = s[ox.thread_idx.x % 32]  # never written: whatever the memory holds
+        out[i] = a[i] // d
+
+
+def test_a_check_on_unwritten_shared_memory_stays_in_the_gpu_code() -> None:
+    # An internal shared global with an undef initializer let LLVM fold the read to undef
+    # and delete the division-by-zero report; the CPU, reading real memory, reported it.
+    for arch in ("sm_80", "sm_90"):
+        ck = divide_by_shared.compile(Slice[i32], DisjointSlice[i32], arch=arch)
+        assert re.search(r"call [^\n]*report[^\n]*\(ptr %oxide\.err, i32 3,", ck.llvm), ck.llvm
+        assert ck.cubin

@@ -113,9 +113,15 @@ class NVPTXTarget:
         return name, em.ins(f"udiv i64 {size64}, {dt.itemsize}")
 
     def shared_array(self, em: Any, dt: T.DType, count: int) -> str:
+        """A static shared array, visible (not internal) so LLVM cannot assume its contents.
+
+        With internal linkage and an undef initializer, a cell read before any write
+        folded to undef, and a check on it (a division by zero) vanished from the GPU
+        code while the CPU, which reads real memory, reported it.
+        """
         self.shared_count += 1
-        name = f"@oxide.shared{self.shared_count}"
-        em.globals.append(f"{name} = internal addrspace(3) global [{count} x {dt.llvm}] "
+        name = f"@oxide_shared{self.shared_count}"
+        em.globals.append(f"{name} = addrspace(3) global [{count} x {dt.llvm}] "
                           "undef, align 16")
         return name
 
