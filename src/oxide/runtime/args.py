@@ -3,11 +3,11 @@
 `bind(kernel, args, device)` checks every argument before anything runs (dtype,
 rank, device, layout, byte order, alignment, a writable array overlapping itself
 or another argument, scalar type and range, Const values: each an `ArgumentError`
-or `AliasingError` naming the parameter; docs/runtime.md lists the rules) and returns the specialization signature
-plus the flat machine arguments of the kernel ABI (codegen/abi.py):
-an array is its data pointer, one i64 extent per dimension, then (non-contiguous
-only) one i64 stride in elements per dimension; a scalar is itself; a `Const`
-parameter only selects the specialization.
+or `AliasingError` naming the parameter; docs/runtime.md lists the rules) and
+returns the specialization signature plus the flat machine arguments of the
+kernel ABI (codegen/abi.py): an array is its data pointer, one i64 extent per
+dimension, then (non-contiguous only) one i64 stride in elements per dimension;
+a scalar is itself; a `Const` parameter only selects the specialization.
 
 Launches repeat, so the checks that depend only on argument *types* run once per
 type key: the key (dtypes, ranks, layouts, devices, scalar types, Const values)
@@ -407,7 +407,7 @@ def scalar_value(name: str, dt: T.DType, a: Any) -> Any:
 
 def _short(value: Any) -> str:
     text = repr(value)
-    return text if len(text) <= 40 else f"{text[:18]}...{text[-18:]} ({len(text)} digits)"
+    return text if len(text) <= 40 else f"{text[:18]}...{text[-18:]} ({len(text)} characters)"
 
 
 def flatten(plan: Plan, args: Sequence[Any], views: list[ArrayView | None]) -> list[Any]:
