@@ -179,6 +179,13 @@ def warp_votes(p: Slice[i32], masks: Slice[u32], ballot: DisjointSlice[u32],
         allv[i] = i32(ox.warp.all(p[i] != 0, m))
 
 
+@ox.kernel
+def int_to_bf16(a: Slice[T], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = f32(bf16(a[i]))
+
+
 @functools.cache
 def converter(dst: Any) -> Any:
     """`out[i] = dst(a[i])` for one destination type (the source is generic)."""
@@ -320,6 +327,29 @@ def bf16_case(op: str) -> BinaryCase:
                                 rng.standard_normal(300).astype(np.float32)]))
     want = to_bf16(ref_float(op, a, b))
     return BinaryCase(bf16_floordiv if op == "floordiv" else bf16_mod, a, b, want)
+
+
+def bf16_of_int(v: int) -> np.float32:
+    """An integer rounded once to bf16 (8 significant bits, ties to even), as float32."""
+    m = abs(v)
+    drop = m.bit_length() - 8
+    if drop > 0:
+        q, r = divmod(m, 1 << drop)
+        if r > 1 << (drop - 1) or (r == 1 << (drop - 1) and q & 1):
+            q += 1
+        m = q << drop
+    return np.float32(-m if v < 0 else m)
+
+
+def int_to_bf16_inputs(dt: Any) -> np.ndarray:
+    """Ties, near-ties and extremes at every bit length of `dt`."""
+    lo = -(1 << (dt.bits - 1)) if dt.is_signed else 0
+    hi = (1 << (dt.bits - 1)) - 1 if dt.is_signed else (1 << dt.bits) - 1
+    vals = {lo, hi, 0, 1, 255, 257}
+    for bits in range(9, dt.bits + 1):
+        tie = (1 << (bits - 1)) | (1 << (bits - 9))
+        vals |= {tie - 1, tie, tie + 1, tie | (1 << (bits - 8)), -tie, -tie - 1}
+    return np.array(sorted(v for v in vals if lo <= v <= hi), dt.numpy)
 
 
 def conversion_inputs(src: Any) -> np.ndarray:

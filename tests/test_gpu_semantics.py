@@ -106,6 +106,13 @@ def test_gpu_float_to_int_saturates_and_nan_is_0(src: Any, dst: Any) -> None:
     sc.assert_same(out, want, x)
 
 
+@pytest.mark.parametrize("src", sc.INTS, ids=lambda d: d.name)
+def test_gpu_int_to_bf16_rounds_once(src: Any) -> None:
+    x = sc.int_to_bf16_inputs(src)
+    out = launch(sc.int_to_bf16, x.size, x, np.zeros(x.size, np.float32))[-1]
+    sc.assert_same(out, np.array([sc.bf16_of_int(int(v)) for v in x], np.float32), x)
+
+
 def test_gpu_range_step_zero_is_reported() -> None:
     out = np.full(4, 7, np.int32)
     with pytest.raises(ox.KernelAssertionError, match=r"range\(\) step must not be zero"):

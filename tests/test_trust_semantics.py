@@ -173,6 +173,17 @@ def test_float_to_int_saturates_and_nan_is_0(src: Any, dst: Any) -> None:
     sc.assert_same(out, want, x)
 
 
+@pytest.mark.parametrize("src", sc.INTS, ids=lambda d: d.name)
+def test_int_to_bf16_rounds_once(src: Any) -> None:
+    # NVPTX went through f32 on sm_80 (rounding twice); the CPU flushed through x86's
+    # vcvtneps2bf16. Both now round once, to nearest even.
+    x = sc.int_to_bf16_inputs(src)
+    out = np.zeros(x.size, np.float32)
+    launch(sc.int_to_bf16, x.size, x, out)
+    sc.assert_same(out, np.array([sc.bf16_of_int(int(v)) for v in x], np.float32), x)
+    _ptx(sc.int_to_bf16, Slice[src], DisjointSlice[f32])
+
+
 def test_range_step_zero_is_reported_and_runs_no_iteration() -> None:
     out = np.full(4, 7, np.int32)
     with pytest.raises(ox.KernelAssertionError, match=r"range\(\) step must not be zero"):

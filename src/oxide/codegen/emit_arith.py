@@ -256,6 +256,13 @@ class ArithmeticMixin:
             kind = "fptosi" if dst.is_signed else "fptoui"
             return self.intrinsic(f"llvm.{kind}.sat.{dst.llvm}.{float_suffix(src)}", dst.llvm,
                                   [(src.llvm, x)])
+        if dst.name == "bf16" and src.is_int:
+            # one rounding, on every target (NVPTX on sm_80 goes through f32, rounding
+            # twice): through f32 or f64, where the value is exact (64-bit ones are made so)
+            if src.bits == 64:
+                return self.cast(self.int64_exact_in_f64(x, src), T.f64, dst)
+            wide = T.f64 if src.bits == 32 else T.f32
+            return self.cast(self.cast(x, src, wide), wide, dst)
         if dst.is_float:
             op = "sitofp" if src.is_signed else "uitofp"
             return self.ins(f"{op} {src.llvm} {x} to {dst.llvm}")
@@ -265,6 +272,28 @@ class ArithmeticMixin:
             return x
         op = "sext" if src.is_signed else "zext"
         return self.ins(f"{op} {src.llvm} {x} to {dst.llvm}")
+
+    def int64_exact_in_f64(self, x: str, src: T.DType) -> str:
+        """A 64-bit int as an f64 that rounds to bf16 (or f32) as the int itself would.
+
+        Past 40 significant bits, the bits below the top 40 are folded into one sticky
+        bit, so the value fits f64's 53 bits exactly and a later rounding is the only one.
+        """
+        neg = self.ins(f"icmp slt i64 {x}, 0") if src.is_signed else "false"
+        mag = (self.intrinsic("llvm.abs.i64", "i64", [("i64", x), ("i1", "false")])
+               if src.is_signed else x)
+        lz = self.intrinsic("llvm.ctlz.i64", "i64", [("i64", mag), ("i1", "false")])
+        drop = self.ins(f"sub i64 24, {lz}")  # bit length - 40
+        drop = self.intrinsic("llvm.smax.i64", "i64", [("i64", drop), ("i64", "0")])
+        kept = self.ins(f"lshr i64 {mag}, {drop}")
+        low = self.ins(f"shl i64 {kept}, {drop}")
+        sticky = self.ins(f"icmp ne i64 {low}, {mag}")
+        sticky = self.ins(f"zext i1 {sticky} to i64")
+        kept = self.ins(f"or i64 {kept}, {sticky}")
+        kept = self.ins(f"shl i64 {kept}, {drop}")
+        wide = self.ins(f"uitofp i64 {kept} to double")
+        negated = self.ins(f"fneg double {wide}")
+        return self.ins(f"select i1 {neg}, double {negated}, double {wide}")
 
     def round_to_bf16(self, x: str, src: T.DType) -> str:
         """A float rounded to bf16 (nearest, ties to even; subnormals kept) in integer code.
