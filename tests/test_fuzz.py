@@ -145,7 +145,7 @@ def _one_program(result: Bin, ret: str, params: list[tuple[str, str]],
 def test_harness_reports_a_wrong_value() -> None:
     """A mismatch is found when the expected value is wrong: the check is not vacuous."""
     b = _one_program(Bin("add", Var("a0", "i32"), Lit(1, "i32"), "i32", "i32"), "i32",
-                     [("a0", "i32")], {"i32": np.array([[1], [2]], dtype=np.int32)})
+                     [("a0", "i32")], {"i32": np.array([[1, 0, 0], [2, 0, 0]], dtype=np.int32)})
     expected = reference(b)
     assert [e.value for e in expected[0]] == [2, 3]
     kernel = load_kernel(b, module_source(b))
@@ -159,7 +159,7 @@ def test_harness_reports_a_wrong_value() -> None:
 def test_harness_checks_division_by_zero_is_reported() -> None:
     b = _one_program(Bin("floordiv", Var("a0", "i16"), Var("a1", "i16"), "i16", "i16"), "i16",
                      [("a0", "i16"), ("a1", "i16")],
-                     {"i16": np.array([[7, 2], [7, 0]], dtype=np.int16)})
+                     {"i16": np.array([[7, 2, 0], [7, 0, 0]], dtype=np.int16)})
     b.programs[0].columns = [0, 1]
     expected = reference(b)
     assert expected[0][1].faults == ["integer division by zero"] and expected[0][1].value == 0

@@ -42,6 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-reports", type=int, default=20)
     args = ap.parse_args(argv)
     devices = ("cpu", "gpu") if args.device == "both" else (args.device,)
+    if "gpu" in devices:
+        from oxide.runtime.device import cuda_device_count
+
+        if cuda_device_count() == 0:
+            print("fuzz: --device gpu/both needs an NVIDIA GPU, and none was found",
+                  file=sys.stderr)
+            return 2
     summary = fuzz(args.seed, args.programs, devices, args.per_kernel, args.vectors, args.jobs)
     print(summary.line())
     groups = _first_per_program(summary.mismatches)

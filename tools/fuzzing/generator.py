@@ -149,7 +149,17 @@ class Generator:
 
     def floor_mod(self, ty: str, depth: int) -> Expr:
         kind = self.rng.choice(("floordiv", "mod"))
-        return Bin(kind, self.expr(ty, depth), self.operand(ty, depth), ty, ty)
+        return Bin(kind, self.expr(ty, depth), self.divisor(ty, depth), ty, ty)
+
+    def divisor(self, ty: str, depth: int) -> Expr:
+        """An integer divisor is zero now and then, not half the time (a zero divisor
+        takes its pair out of the clean launch; a few of those get fault launches)."""
+        if S.is_float(ty) or self.rng.random() < 0.15:
+            return self.operand(ty, depth)
+        if self.rng.random() < 0.4:
+            lit = self.literal(ty)
+            return lit if lit.value != 0 else Lit(7, ty)
+        return Bin("or", self.expr(ty, depth), Lit(self.rng.choice((1, 3, 5)), ty), ty, ty)
 
     def bitwise(self, ty: str, depth: int) -> Expr:
         return Bin(self.rng.choice(BITWISE), self.expr(ty, depth), self.operand(ty, depth), ty, ty)
@@ -262,7 +272,9 @@ class Generator:
         ty = self.scope[name]
         if self.rng.random() < 0.25:
             kinds = ARITH + (BITWISE + ("floordiv", "mod") if S.is_int(ty) else ("floordiv", "mod"))
-            return Assign(name, ty, self.operand(ty, 2), aug=self.rng.choice(kinds))
+            kind = self.rng.choice(kinds)
+            value = self.divisor(ty, 2) if kind in ("floordiv", "mod") else self.operand(ty, 2)
+            return Assign(name, ty, value, aug=kind)
         return Assign(name, ty, self.operand(ty, 3))
 
     def for_loop(self, depth: int, ret: str) -> Stmt:
@@ -277,21 +289,24 @@ class Generator:
 
         nargs = self.rng.choice((1, 2, 3))
         args = [bound() for _ in range(min(nargs, 2))]
-        if nargs == 3:
+        signed = [(n, t) for n, t in ints if S.signed(t)]
+        if nargs == 3 and signed and self.rng.random() < 0.3:
+            # a run-time step in {-1, 0, 1}: 0 must be reported (KernelAssertionError)
+            n, t = self.rng.choice(signed)
+            args.append(Bin("sub", Bin("mod", Var(n, t), Lit(3, t), t, t), Lit(1, t), t, t))
+        elif nargs == 3:
             args.append(Lit(self.rng.choice((1, 2, 3, -1, -2)), "i32"))
-        typed = [a.ty for a in args if not isinstance(a, Lit)]
-        if len(set(typed)) > 1 and not all(S.can_promote(typed[0], t) for t in typed[1:]):
-            args = [Lit(3, "i32")]
-            typed = []
-        ty = "i32"
-        if typed:
-            ty = typed[0]
-            for t in typed[1:]:
-                ty = S.promote(ty, t)
+        ty: str | None = None
+        for t in [a.ty for a in args if not isinstance(a, Lit)]:
+            if ty is not None and not S.can_promote(ty, t):  # i8 with u8: no common type
+                args, ty = [Lit(3, "i32")], None
+                break
+            ty = t if ty is None else S.promote(ty, t)
+        ty = ty or "i32"
         args = [Lit(a.value, ty) if isinstance(a, Lit) else a for a in args]
         if any(isinstance(a, Lit) and not literal_fits(a.value, ty) for a in args):
             args = [Lit(abs(a.value), ty) if isinstance(a, Lit) else a for a in args]
-            if len(args) == 3:
+            if len(args) == 3 and isinstance(args[2], Lit):
                 args[2] = Lit(1, ty)
         var = self.fresh("j")
         self.scope[var] = ty

@@ -129,14 +129,16 @@ def module_source(b: Batch, contract: bool = False) -> str:
              f"from oxide import DisjointSlice, Slice, thread, {names}", "", ""]
     for fn in b.helpers + b.programs:
         lines += fn.render() + ["", ""]
-    params = [f"x_{t}: Slice[{t}, 2]" for t in b.inputs]
+    # one 1-D input per (type, column), read at the witness: on the GPU such kernels are
+    # block-coarsened (docs/architecture.md), so the fuzzer covers that entry too
+    params = [f"x_{t}_{c}: Slice[{t}]" for t in b.inputs for c in range(COLUMNS)]
     params.append("en: Slice[i32, 2]")
     params += [f"o{k}: DisjointSlice[{TYPE_NAME[p.ret]}]" for k, p in enumerate(b.programs)]
     lines.append(f"@ox.kernel(contract={contract})")
     lines.append(f"def fuzz_kernel({', '.join(params)}):")
     lines += ["    i = thread.index_1d()", "    n = i64(i)"]
     for k, p in enumerate(b.programs):
-        args = ", ".join(f"x_{t}[n, {c}]" for (_, t), c in zip(p.params, p.columns, strict=True))
+        args = ", ".join(f"x_{t}_{c}[i]" for (_, t), c in zip(p.params, p.columns, strict=True))
         lines += [f"    if i in o{k}:", f"        if en[n, {k}] != 0:",
                   f"            o{k}[i] = {p.name}({args})"]
     return "\n".join(lines) + "\n"
@@ -146,7 +148,8 @@ def signature(b: Batch) -> list[Any]:
     """The kernel's parameter types, for `Kernel.compile` without a launch."""
     import oxide as ox
 
-    types = [ox.Slice[getattr(ox, t), 2] for t in b.inputs] + [ox.Slice[ox.i32, 2]]
+    types = [ox.Slice[getattr(ox, t)] for t in b.inputs for _ in range(COLUMNS)]
+    types.append(ox.Slice[ox.i32, 2])
     return types + [ox.DisjointSlice[getattr(ox, TYPE_NAME[p.ret])] for p in b.programs]
 
 
@@ -192,7 +195,8 @@ def _outputs(b: Batch) -> list[np.ndarray]:
 
 def _launch(ox: Any, kernel: Any, b: Batch, enable: np.ndarray, outs: list[np.ndarray]) -> None:
     cfg = ox.LaunchConfig.for_num_elems(b.vectors, block=64)
-    kernel[cfg](*b.inputs.values(), enable, *outs)
+    columns = [np.ascontiguousarray(a[:, c]) for a in b.inputs.values() for c in range(COLUMNS)]
+    kernel[cfg](*columns, enable, *outs)
     ox.synchronize()
 
 
