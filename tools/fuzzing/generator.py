@@ -271,7 +271,7 @@ class Generator:
         name = self.rng.choice([n for n, t in self.scope.items() if t != "bool"])
         ty = self.scope[name]
         if self.rng.random() < 0.25:
-            kinds = ARITH + (BITWISE + ("floordiv", "mod") if S.is_int(ty) else ("floordiv", "mod"))
+            kinds = ARITH + ("floordiv", "mod") + (BITWISE + ("shl", "shr") if S.is_int(ty) else ())
             kind = self.rng.choice(kinds)
             value = self.divisor(ty, 2) if kind in ("floordiv", "mod") else self.operand(ty, 2)
             return Assign(name, ty, value, aug=kind)
