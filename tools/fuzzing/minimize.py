@@ -37,9 +37,10 @@ def _slots(node: Any) -> Iterator[tuple[Any, str, int | None, Any]]:
 
 
 def _edits(fn: Function) -> list[Callable[[], bool]]:
-    """The candidate edits of `fn` (applied in place; each returns False if it does nothing)."""
+    """The candidate edits of `fn` and the helpers it calls (applied in place)."""
     edits: list[Callable[[], bool]] = []
-    for owner, name, index, value in _slots(fn):
+    slots = [slot for root in [fn, *_used_helpers(fn)] for slot in _slots(root)]
+    for owner, name, index, value in slots:
         if isinstance(value, Stmt) and index is not None:
             def delete(owner: Any = owner, name: str = name, index: int = index) -> bool:
                 del getattr(owner, name)[index]
