@@ -26,7 +26,7 @@ from tools.fuzzing.harness import (  # noqa: E402
     run_batch,
     signature,
 )
-from tools.fuzzing.nodes import Assign, Bin, Function, Lit, Var  # noqa: E402
+from tools.fuzzing.nodes import Assign, Bin, For, Function, Lit, Var  # noqa: E402
 from tools.fuzzing.runner import fuzz  # noqa: E402
 
 SEED = 20261202
@@ -165,6 +165,21 @@ def test_harness_checks_division_by_zero_is_reported() -> None:
     assert expected[0][1].faults == ["integer division by zero"] and expected[0][1].value == 0
     kernel = load_kernel(b, module_source(b))
     out = run_batch(b, "cpu", expected, kernel)
+    assert out.fault_launches == 1 and out.pairs == 1
+    assert out.mismatches == []
+
+
+def test_harness_checks_a_zero_range_step_is_reported() -> None:
+    """A run-time step of 0 reports KernelAssertionError and runs no iteration."""
+    loop = For("j1", "i32", [Lit(0, "i32"), Lit(3, "i32"), Var("a0", "i32")],
+               [Assign("a1", "i32", Lit(1, "i32"), aug="add")])
+    fn = Function("p0", [("a0", "i32"), ("a1", "i32")], "i32", [loop], Var("a1", "i32"),
+                  columns=[0, 1])
+    b = Batch(0, 0, [fn], [], {"i32": np.array([[1, 10, 0], [0, 10, 0]], dtype=np.int32)})
+    expected = reference(b)
+    assert [(e.value, e.faults) for e in expected[0]] == [
+        (13, []), (10, ["range() step must not be zero"])]
+    out = run_batch(b, "cpu", expected, load_kernel(b, module_source(b)))
     assert out.fault_launches == 1 and out.pairs == 1
     assert out.mismatches == []
 
