@@ -111,6 +111,14 @@ def negate(a: Slice[T], out: DisjointSlice[T]):
 
 
 @ox.kernel
+def min_max(a: Slice[T], b: Slice[T], low: DisjointSlice[T], high: DisjointSlice[T]):
+    i = thread.index_1d()
+    if i in low and i in high:
+        low[i] = min(a[i], b[i])
+        high[i] = max(a[i], b[i])
+
+
+@ox.kernel
 def bf16_floordiv(a: Slice[f32], b: Slice[f32], out: DisjointSlice[f32]):
     i = thread.index_1d()
     if i in out:
@@ -229,6 +237,19 @@ def ref_float(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     with np.errstate(all="ignore"), warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return np.floor_divide(a, b) if op == "floordiv" else np.remainder(a, b)
+
+
+def ref_min_max(kind: str, a: Any, b: Any) -> Any:
+    """IEEE 754-2019 minimumNumber / maximumNumber: NaN loses, -0.0 orders below +0.0."""
+    if np.isnan(a):
+        return b
+    if np.isnan(b):
+        return a
+    if a == 0 and b == 0:
+        neg = (np.signbit(a) or np.signbit(b)) if kind == "min" else (
+            np.signbit(a) and np.signbit(b))
+        return -abs(a) if neg else abs(a)
+    return (a if a < b else b) if kind == "min" else (a if a > b else b)
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:

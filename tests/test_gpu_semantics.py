@@ -97,6 +97,17 @@ def test_gpu_the_issue_examples_of_float_mod() -> None:
     assert q[1] == 9.0 and np.isnan(q[2]) and q[3] == -1.0
 
 
+@pytest.mark.parametrize("dt", sc.FLOATS, ids=lambda d: d.name)
+def test_gpu_float_min_max_order_negative_zero_first_and_drop_nan(dt: Any) -> None:
+    vals = [0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 1e-40]
+    a = np.array([x for x in vals for _ in vals], dt.numpy)
+    b = np.array([y for _ in vals for y in vals], dt.numpy)
+    low, high = launch(sc.min_max, a.size, a, b, np.zeros_like(a), np.zeros_like(a))[2:]
+    for kind, got in (("min", low), ("max", high)):
+        want = np.array([sc.ref_min_max(kind, x, y) for x, y in zip(a, b, strict=True)], dt.numpy)
+        sc.assert_same(got, want, a, b)
+
+
 @pytest.mark.parametrize("src", [f16, f32, f64], ids=lambda d: d.name)
 @pytest.mark.parametrize("dst", sc.INTS, ids=lambda d: d.name)
 def test_gpu_float_to_int_saturates_and_nan_is_0(src: Any, dst: Any) -> None:

@@ -160,6 +160,20 @@ def test_float_mod_uses_an_exact_fmod_on_the_gpu(dt: Any) -> None:
     _ptx(sc.bf16_mod, Slice[f32], Slice[f32], DisjointSlice[f32])
 
 
+@pytest.mark.parametrize("dt", sc.FLOATS, ids=lambda d: d.name)
+def test_float_min_max_order_negative_zero_first_and_drop_nan(dt: Any) -> None:
+    # x86 gave either zero for min(0.0, -0.0); PTX's min.f32 gives -0.0
+    vals = [0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 1e-40]
+    a = np.array([x for x in vals for _ in vals], dt.numpy)
+    b = np.array([y for _ in vals for y in vals], dt.numpy)
+    low, high = np.zeros_like(a), np.zeros_like(a)
+    launch(sc.min_max, a.size, a, b, low, high)
+    for kind, got in (("min", low), ("max", high)):
+        want = np.array([sc.ref_min_max(kind, x, y) for x, y in zip(a, b, strict=True)], dt.numpy)
+        sc.assert_same(got, want, a, b)
+    _ptx(sc.min_max, Slice[dt], Slice[dt], DisjointSlice[dt], DisjointSlice[dt])
+
+
 # -- item 13: conversions and range ------------------------------------------------------
 
 

@@ -23,8 +23,7 @@ from oxide.codegen.atomics import emit_atomic
 
 # ox.math functions LLVM has intrinsics for (lowered to instructions or libm calls).
 _INTRINSICS = {"sqrt", "exp", "exp2", "log", "log2", "log10", "sin", "cos", "pow", "fabs",
-               "floor", "ceil", "trunc", "round", "fma", "copysign", "fmin", "fmax"}
-_INTRINSIC_NAMES = {"fmin": "minnum", "fmax": "maxnum"}
+               "floor", "ceil", "trunc", "round", "fma", "copysign"}
 _INF = "0x7FF0000000000000"
 
 
@@ -102,8 +101,10 @@ class CPUTarget:
         t = dt.llvm
         sfx = dt.name
         typed = [(t, a) for a in args]
+        if fn in ("fmin", "fmax"):
+            return self.float_min_max(em, fn[1:], dt, args[0], args[1])
         if fn in _INTRINSICS:
-            return em.intrinsic(f"llvm.{_INTRINSIC_NAMES.get(fn, fn)}.{sfx}", t, typed)
+            return em.intrinsic(f"llvm.{fn}.{sfx}", t, typed)
         if fn == "rsqrt":
             root = em.intrinsic(f"llvm.sqrt.{sfx}", t, typed)
             return em.ins(f"fdiv {t} 1.0, {root}")
@@ -113,6 +114,11 @@ class CPUTarget:
             mag = em.intrinsic(f"llvm.fabs.{sfx}", t, typed)
             return em.ins(f"fcmp {'oeq' if fn == 'isinf' else 'olt'} {t} {mag}, {_INF}")
         return em.intrinsic(fn + ("f" if dt.name == "f32" else ""), t, typed)  # libm
+
+    def float_min_max(self, em: Any, op: str, dt: T.DType, a: str, b: str) -> str:
+        """Float `min`/`max` (docs/language.md): NaN loses, -0.0 orders below +0.0."""
+        name = self.warps.float_min_max(op, dt)
+        return em.ins(f"call {dt.llvm} @{name}({dt.llvm} {a}, {dt.llvm} {b})")
 
     def printf(self, em: Any, fmt: str, args: list[tuple[T.DType, str]]) -> None:
         fmt_name = em.string_constant(fmt)

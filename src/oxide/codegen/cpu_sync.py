@@ -142,6 +142,13 @@ class WarpCollectives:
         suspend(em, STATE_WARP)
         return result
 
+    def float_min_max(self, op: str, dt: T.DType) -> str:
+        """The name of this module's `min`/`max` helper for a float type (defined once)."""
+        name = f"oxide.f{op}.{dt.name}"
+        if name not in self.helpers:
+            self.helpers[name] = _float_min_max(name, op, dt)
+        return name
+
     def members(self, em: Any, mask: str, nl: str) -> str:
         """`mask` without the lanes past the end of a partial last warp."""
         full = em.ins(f"icmp uge i32 {nl}, 32")
@@ -186,7 +193,10 @@ class WarpCollectives:
                                   else _lane_loop(name, kind, dt))
         if dt is not None and not kind.endswith("add"):
             t = dt.llvm
-            em.declare(f"declare {t} @{_minmax(kind, dt)}({t}, {t})")
+            if dt.is_float:
+                self.float_min_max(kind.split("_")[1], dt)
+            else:
+                em.declare(f"declare {t} @{_minmax(kind, dt)}({t}, {t})")
         ret = dt.llvm if dt is not None else "i32"
         own_t = dt.llvm if dt is not None else "i64"
         return em.ins(f"call {ret} @{name}(ptr %oxide.scratch, i32 {mask}, i32 {nl}, "
@@ -194,11 +204,41 @@ class WarpCollectives:
 
 
 def _minmax(kind: str, dt: T.DType) -> str:
-    """The LLVM intrinsic for reduce_min / reduce_max on `dt`."""
+    """The function for reduce_min / reduce_max on `dt`: an intrinsic, or for floats the
+    module's own helper (`_float_min_max`)."""
     op = kind.split("_")[1]
     if dt.is_float:
-        return f"llvm.{op}num.{dt.name}"
+        return f"oxide.f{op}.{dt.name}"
     return f"llvm.{'s' if dt.is_signed else 'u'}{op}.{dt.llvm}"
+
+
+def _float_min_max(name: str, op: str, dt: T.DType) -> str:
+    """IEEE 754-2019 minimumNumber / maximumNumber in plain compares and selects.
+
+    NaN loses to a number and -0.0 orders below +0.0 (equal operands merge their bits:
+    `or` keeps a minus sign, `and` drops it), as PTX's min/max do. Not `llvm.minimumnum`:
+    LLVM 22's x86 lowering of it returns NaN for max(NaN, x) when x is known not NaN.
+    """
+    t, it = dt.llvm, f"i{dt.bits}"
+    first, second = ("olt", "ogt") if op == "min" else ("ogt", "olt")
+    return "\n".join([
+        f"define internal {t} @{name}({t} %a, {t} %b) alwaysinline {{",
+        "entry:",
+        f"  %a.wins = fcmp {first} {t} %a, %b",
+        f"  %b.wins = fcmp {second} {t} %a, %b",
+        f"  %a.bits = bitcast {t} %a to {it}",
+        f"  %b.bits = bitcast {t} %b to {it}",
+        f"  %same.bits = {'or' if op == 'min' else 'and'} {it} %a.bits, %b.bits",
+        f"  %same = bitcast {it} %same.bits to {t}",
+        f"  %r1 = select i1 %b.wins, {t} %b, {t} %same",
+        f"  %r2 = select i1 %a.wins, {t} %a, {t} %r1",
+        f"  %a.nan = fcmp uno {t} %a, 0.0",
+        f"  %b.nan = fcmp uno {t} %b, 0.0",
+        f"  %r3 = select i1 %b.nan, {t} %a, {t} %r2",
+        f"  %r = select i1 %a.nan, {t} %b, {t} %r3",
+        f"  ret {t} %r",
+        "}",
+    ])
 
 
 def _tree_add(name: str, dt: T.DType) -> str:

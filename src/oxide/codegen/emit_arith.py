@@ -152,8 +152,11 @@ class ArithmeticMixin:
             return self.ins(f"f{kind}{self.fast} {t} {a}, {b}")
         if kind == "div":
             return self.ins(f"fdiv {t} {a}, {b}")
-        if kind in ("min", "max"):
-            return self.intrinsic(f"llvm.{kind}num.{float_suffix(dt)}", t, [(t, a), (t, b)])
+        if kind in ("min", "max"):  # IEEE 754-2019 minimumNumber: NaN loses, -0.0 < +0.0
+            own = getattr(self.t, "float_min_max", None)  # the CPU's (see codegen/cpu_sync.py)
+            if own is not None:
+                return own(self, kind, dt, a, b)
+            return self.intrinsic(f"llvm.{kind}imumnum.{float_suffix(dt)}", t, [(t, a), (t, b)])
         if kind in ("floordiv", "mod"):
             return self.float_divmod(kind, dt, a, b)
         raise UnsupportedFeatureError(f"float `{kind}`")

@@ -249,7 +249,7 @@ class NVPTXTarget:
         if op == "add":
             return em.ins(f"{'fadd' if dt.is_float else 'add'} {dt.llvm} {a}, {b}")
         if dt.is_float:
-            return em.intrinsic(f"llvm.{op}num.{'f32' if dt.bits == 32 else 'f64'}", dt.llvm,
+            return em.intrinsic(f"llvm.{op}imumnum.{'f32' if dt.bits == 32 else 'f64'}", dt.llvm,
                                 [(dt.llvm, a), (dt.llvm, b)])
         return em.intrinsic(f"llvm.{'s' if dt.is_signed else 'u'}{op}.{dt.llvm}", dt.llvm,
                             [(dt.llvm, a), (dt.llvm, b)])
