@@ -8,6 +8,7 @@ that oxide on the CPU agrees with it on every generated program.
 from __future__ import annotations
 
 import math
+import subprocess
 import sys
 from pathlib import Path
 
@@ -195,6 +196,40 @@ def test_generated_kernels_assemble_for_sm_90() -> None:
     b = make_batch(SEED, 99, 6, 4)
     ck = load_kernel(b, module_source(b)).compile(*signature(b), arch="sm_90")
     assert ".entry" in ck.ptx and ck.cubin
+
+
+_F64_TO_F16 = """
+import numpy as np
+import oxide as ox
+from oxide import DisjointSlice, Slice, f16, f64, thread
+
+
+@ox.kernel(contract=False)
+def narrow(a: Slice[f64], out: DisjointSlice[f16]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = f16(a[i])
+
+
+out = np.zeros(3, np.float16)
+with ox.device("cpu"):
+    narrow[ox.LaunchConfig.for_num_elems(3)](np.array([1.5, 1e5, 0.1]), out)
+print(out.tolist())
+"""
+
+
+def test_f64_to_f16_on_the_cpu(tmp_path: Path) -> None:
+    """Found by the fuzzer: `f16(x)` of an f64 crashed the CPU process (SIGSEGV).
+
+    Run in a subprocess, so a crash fails this test and not the session. The generator
+    routes f64 -> f16 through f32 (generator.CRASHING_CONVERSIONS) while this fails.
+    """
+    script = tmp_path / "f64_to_f16.py"
+    script.write_text(_F64_TO_F16)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120, env={**__import__("os").environ, "OXIDE_CACHE": "0"})
+    assert run.returncode == 0, f"exit status {run.returncode}: {run.stderr[-2000:]}"
+    assert run.stdout.split("\n")[-2] == str([1.5, float("inf"), float(np.float16(0.1))])
 
 
 # -- a seeded run on the CPU ------------------------------------------------------------------

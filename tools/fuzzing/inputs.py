@@ -15,6 +15,15 @@ _F64_EDGES = (0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 5e-324, -5e-324, 2.
               -9.223372036854775808e18, 1.8446744073709552e19, 4294967296.0, 1e-310)
 
 
+_HALF_EDGES = {
+    "f16": (0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 6e-08, -6e-08, 6.1e-05, 65504.0,
+            -65504.0, 0.5, -0.5, 2.5, -2.5, 0.1, 2048.0, 2049.0, 1000.5, 255.5, 32768.0),
+    "bf16": (0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 9.2e-41, -9.2e-41, 1.2e-38,
+             3.38e38, -3.38e38, 0.5, -0.5, 2.5, -2.5, 0.1, 256.0, 257.0, 1e30, 255.5,
+             2147483648.0),
+}
+
+
 def edges(ty: str) -> list:
     """The values every run tries first: 0, +-1, the type's limits, NaN, infinities,
     signed zeros, subnormals, values at conversion boundaries."""
@@ -22,6 +31,8 @@ def edges(ty: str) -> list:
         return list(_F32_EDGES)
     if ty == "f64":
         return list(_F64_EDGES)
+    if ty in _HALF_EDGES:
+        return list(_HALF_EDGES[ty])
     lo, hi = S.int_range(ty)
     vals = [0, 1, -1, 2, -2, 3, 5, 7, 8, 31, 32, 33, 63, 64, 65, lo, hi, lo + 1, hi - 1,
             hi // 2, lo // 2, 100, -100, 127, 128, 255, 256]
@@ -41,11 +52,12 @@ def random_value(ty: str, rng: np.random.Generator) -> float | int:
         if r < 0.55:
             return float(rng.integers(-20, 20)) / float(rng.choice((1, 2, 4, 10, 3)))
         if r < 0.8:
-            return float(rng.standard_normal() * 10.0 ** rng.integers(-40, 40))
-        width = 32 if ty == "f32" else 64
+            span = 6 if ty == "f16" else 40
+            return float(rng.standard_normal() * 10.0 ** rng.integers(-span, span))
+        width = S.bits(ty)
         raw = int(rng.integers(0, 2**63)) * 2 + int(rng.integers(0, 2))
         raw &= (1 << width) - 1
-        return float(np.array([raw], dtype=f"u{width // 8}").view(f"f{width // 8}")[0])
+        return float(np.array([raw], dtype=f"u{width // 8}").view(S.NP[ty])[0])
     lo, hi = S.int_range(ty)
     if r < 0.3:
         return int(_pick(edges(ty), rng))

@@ -12,23 +12,27 @@ booleans are Python bools. Types are their names (`"i32"`, `"f64"`, `"bool"`).
 from __future__ import annotations
 
 import math
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 INTS = ("i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64")
-FLOATS = ("f32", "f64")
+FLOATS = ("f16", "bf16", "f32", "f64")
+HALVES = ("f16", "bf16")  # computed in f32 and rounded once per operation
 NUMERIC = INTS + FLOATS
 NP = {"i8": np.int8, "i16": np.int16, "i32": np.int32, "i64": np.int64, "u8": np.uint8,
-      "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "f32": np.float32,
-      "f64": np.float64, "bool": np.bool_}
+      "u16": np.uint16, "u32": np.uint32, "u64": np.uint64, "f16": np.float16,
+      "bf16": ml_dtypes.bfloat16, "f32": np.float32, "f64": np.float64, "bool": np.bool_}
+# float formats: (significand bits, smallest normal exponent, largest finite value)
+FORMATS = {"f16": (11, -14, 65504.0), "bf16": (8, -126, 3.3895313892515355e38),
+           "f32": (24, -126, 3.4028234663852886e38), "f64": (53, -1022, 1.7976931348623157e308)}
 
 
 def bits(ty: str) -> int:
     """The width of a numeric type."""
-    return int(ty[1:])
+    return 16 if ty == "bf16" else int(ty[1:])
 
 
 def is_int(ty: str) -> bool:
@@ -64,6 +68,8 @@ def promote(a: str, b: str) -> str:
     if a == b:
         return a
     if is_float(a) and is_float(b):
+        if {a, b} == set(HALVES):
+            return "f32"
         return a if bits(a) > bits(b) else b
     if is_float(a) or is_float(b):
         return a if is_float(a) else b
@@ -96,20 +102,36 @@ def wrap(v: int, ty: str) -> int:
     return v
 
 
-def int_to_f32(v: int) -> np.float32:
-    """An integer rounded to the nearest f32, ties to even, in one rounding (not via f64)."""
-    if v == 0:
-        return np.float32(0.0)
-    sign = -1 if v < 0 else 1
+def round_float(x: float, ty: str) -> Any:
+    """A double rounded once to float type `ty`: nearest, ties to even, subnormals kept,
+    overflow to infinity (what a conversion does, docs/language.md)."""
+    if ty == "f64" or math.isnan(x) or math.isinf(x) or x == 0:
+        return NP[ty](x)
+    p, emin, top = FORMATS[ty]
+    _, e = math.frexp(abs(x))  # abs(x) = m * 2**e, 0.5 <= m < 1
+    quantum = math.ldexp(1.0, max(e, emin + 1) - p)  # the spacing of `ty` near x
+    r = round(abs(x) / quantum) * quantum  # exact scaling; round() ties to even
+    if r > top:
+        r = math.inf
+    return NP[ty](math.copysign(r, x))  # exactly representable: no second rounding
+
+
+def int_to_float(v: int, ty: str) -> Any:
+    """An integer rounded once to float type `ty` (not through f64)."""
+    p = FORMATS[ty][0]
     m = abs(v)
-    shift = m.bit_length() - 24
+    shift = m.bit_length() - p
     if shift > 0:
         q, r = divmod(m, 1 << shift)
         half = 1 << (shift - 1)
         if r > half or (r == half and q & 1):
             q += 1
         m = q << shift
-    return np.float32(float(sign * m))  # exact: m has at most 24 significant bits
+    return round_float(float(m if v >= 0 else -m), ty)  # m fits in p <= 53 bits: exact
+
+
+def int_to_f32(v: int) -> np.float32:
+    return int_to_float(v, "f32")
 
 
 def to_type(v: Any, src: str, dst: str) -> Any:
@@ -136,9 +158,8 @@ def to_type(v: Any, src: str, dst: str) -> Any:
             return hi if v > 0 else lo
         return max(lo, min(hi, math.trunc(float(v))))
     if is_int(src):
-        return int_to_f32(v) if dst == "f32" else np.float64(float(v))
-    with np.errstate(over="ignore"):
-        return NP[dst](v)
+        return int_to_float(v, dst)
+    return round_float(float(v), dst)  # a float widens exactly, or rounds once
 
 
 # -- operators ---------------------------------------------------------------------------
@@ -169,6 +190,9 @@ def binary(kind: str, ty: str, a: Any, b: Any, faults: Faults) -> Any:
 
     `div` is handled by the caller (it converts integers to a float type first).
     """
+    if ty in HALVES:  # in f32, then rounded once (exact for + - * /, the page for // %)
+        r = binary(kind, "f32", np.float32(a), np.float32(b), faults)
+        return round_float(float(r), ty)
     if is_float(ty):
         with np.errstate(all="ignore"):
             if kind == "add":
@@ -225,6 +249,8 @@ def div_type(ty: str) -> str:
 
 
 def unary(kind: str, ty: str, a: Any) -> Any:
+    if ty in HALVES and kind in ("neg", "abs"):  # exact: flip or clear the sign
+        return round_float(float(unary(kind, "f32", np.float32(a))), ty)
     if kind == "neg":
         return -a if is_float(ty) else wrap(-a, ty)
     if kind == "invert":
@@ -245,7 +271,7 @@ def compare(kind: str, a: Any, b: Any) -> bool:
 def literal_value(text_value: int | float, ty: str) -> Any:
     """A weak literal's value once it takes type `ty`."""
     if is_float(ty):
-        return NP[ty](float(text_value))
+        return round_float(float(text_value), ty)
     return int(text_value)
 
 
@@ -257,15 +283,18 @@ def same_bits(ty: str, expected: Any, got: Any) -> bool:
         e, g = NP[ty](expected), NP[ty](got)
         if np.isnan(e) or np.isnan(g):
             return bool(np.isnan(e) and np.isnan(g))
-        fmt = "<f" if ty == "f32" else "<d"
-        return struct.pack(fmt, e) == struct.pack(fmt, g)
+        return float_bits(ty, e) == float_bits(ty, g)
     return int(expected) == int(got)
+
+
+def float_bits(ty: str, v: Any) -> int:
+    """A float's bit pattern as an unsigned integer."""
+    return int(np.array([v], dtype=NP[ty]).view(f"u{bits(ty) // 8}")[0])
 
 
 def show(ty: str, v: Any) -> str:
     """A value as the report prints it (floats with their bit pattern)."""
     if is_float(ty):
         x = NP[ty](v)
-        fmt, code = ("<f", "<I") if ty == "f32" else ("<d", "<Q")
-        return f"{x!r} (0x{struct.unpack(code, struct.pack(fmt, x))[0]:x})"
+        return f"{ty}({float(x)!r}) (0x{float_bits(ty, x):x})"
     return repr(v)
