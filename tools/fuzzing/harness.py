@@ -209,7 +209,7 @@ def run_batch(b: Batch, device: str, expected: list[list[Expected]], kernel: Any
         outs = _outputs(b)
         try:
             _launch(ox, kernel, b, enable, outs)
-        except ox.OxideError as exc:
+        except Exception as exc:  # a compile error, a kernel error, or a compiler crash
             out.mismatches.append(Mismatch(device, b, 0, None,
                                            f"clean launch raised {type(exc).__name__}: {exc}"))
             return out
@@ -244,7 +244,7 @@ def _fault_launch(ox: Any, kernel: Any, b: Batch, k: int, v: int, e: Expected,
         if want not in str(exc):  # the message the page gives, the first fault wins
             return [Mismatch(device, b, k, v, f"expected a KernelAssertionError for `{want}`",
                              want, str(exc))]
-    except ox.OxideError as exc:
+    except Exception as exc:
         return [Mismatch(device, b, k, v, "fault launch raised the wrong error",
                          f"KernelAssertionError({want!r})", f"{type(exc).__name__}: {exc}")]
     else:
