@@ -16,8 +16,10 @@ Each batch runs in these launches per device:
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import random
+import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
@@ -174,6 +176,7 @@ def load_kernel(b: Batch, source: str) -> Any:
     global _MODULE_DIR
     if _MODULE_DIR is None:
         _MODULE_DIR = Path(tempfile.mkdtemp(prefix="oxide-fuzz-"))
+        atexit.register(shutil.rmtree, _MODULE_DIR, True)
     name = f"oxfuzz_{b.seed}_{b.index}_{abs(hash(source)) % 10**8}"
     path = _MODULE_DIR / f"{name}.py"
     path.write_text(source)
