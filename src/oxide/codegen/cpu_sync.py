@@ -21,6 +21,7 @@ from typing import Any
 
 from oxide import types as T
 from oxide.codegen.cpu_driver import STATE_BLOCK, STATE_DONE, STATE_WARP
+from oxide.codegen.warp_lanes import shuffle_source
 
 PROLOGUE = (
     "  %oxide.coro.id = call token @llvm.coro.id(i32 64, ptr null, ptr null, ptr null)",
@@ -164,22 +165,7 @@ class WarpCollectives:
         The source is `arg & 31` (shuffle), `lane - arg`, `lane + arg` or `lane ^ arg`,
         `arg` read as unsigned, and it must lie in 0..31 and in `members` (the GPU target
         computes the same; docs/language.md)."""
-        if kind == "shuffle":
-            src, in_warp = em.ins(f"and i32 {arg}, 31"), "true"
-        elif kind == "shuffle_up":
-            src = em.ins(f"sub i32 {lane}, {arg}")
-            in_warp = em.ins(f"icmp ule i32 {arg}, {lane}")
-        elif kind == "shuffle_down":
-            src = em.ins(f"add i32 {lane}, {arg}")
-            room = em.ins(f"sub i32 31, {lane}")
-            in_warp = em.ins(f"icmp ule i32 {arg}, {room}")
-        else:
-            src = em.ins(f"xor i32 {lane}, {arg}")
-            in_warp = em.ins(f"icmp ult i32 {arg}, 32")
-        src = em.ins(f"and i32 {src}, 31")
-        bit = em.ins(f"lshr i32 {members}, {src}")
-        bit = em.ins(f"trunc i32 {bit} to i1")
-        ok = em.ins(f"and i1 {in_warp}, {bit}")
+        src, ok = shuffle_source(em, kind, lane, arg, members)
         src = em.ins(f"select i1 {ok}, i32 {src}, i32 {lane}")
         p = em.ins(f"getelementptr inbounds i64, ptr %oxide.scratch, i32 {src}")
         bits = em.ins(f"load i64, ptr {p}")

@@ -11,6 +11,7 @@ from typing import Any
 
 from oxide import types as T
 from oxide.codegen.atomics import emit_atomic
+from oxide.codegen.warp_lanes import shuffle_source
 from oxide.errors import TargetError
 from oxide.ir.types import dtype_of_ir
 
@@ -226,22 +227,7 @@ class NVPTXTarget:
         32, so the hardware (which reads only `arg`'s low 5 bits) reads that same lane.
         """
         lane = em.intrinsic("llvm.nvvm.read.ptx.sreg.laneid", "i32", [])
-        if kind == "shuffle":
-            src, in_warp = em.ins(f"and i32 {arg}, 31"), "true"
-        elif kind == "shuffle_up":
-            src = em.ins(f"sub i32 {lane}, {arg}")
-            in_warp = em.ins(f"icmp ule i32 {arg}, {lane}")
-        elif kind == "shuffle_down":
-            src = em.ins(f"add i32 {lane}, {arg}")
-            room = em.ins(f"sub i32 31, {lane}")
-            in_warp = em.ins(f"icmp ule i32 {arg}, {room}")
-        else:
-            src = em.ins(f"xor i32 {lane}, {arg}")
-            in_warp = em.ins(f"icmp ult i32 {arg}, 32")
-        bit = em.ins(f"and i32 {src}, 31")
-        bit = em.ins(f"lshr i32 {members}, {bit}")
-        bit = em.ins(f"trunc i32 {bit} to i1")
-        valid = em.ins(f"and i1 {in_warp}, {bit}")
+        _, valid = shuffle_source(em, kind, lane, arg, members)
         moved = self.shuffle(em, kind, dt, v, arg, members)
         return em.ins(f"select i1 {valid}, {dt.llvm} {moved}, {dt.llvm} {v}")
 
