@@ -727,3 +727,134 @@ def test_gpu_real_dynamic_shared_memory_limit(on_gpu) -> None:
         untouched[ox.LaunchConfig(1, 32, 1 << 20)](x)
     untouched[ox.LaunchConfig(1, 32, 0)](x)
     ox.synchronize()
+
+
+# -- Const values: compile(), --sig/--const and a launch take the same ones
+
+
+BAD_CONST_INTS = [
+    (2.5, r"got float 2\.5"), (None, r"got NoneType None"), ([2], r"unhashable list"),
+    (True, r"got bool True"), ("2", r"got str '2'"), (np.float64(2.0), r"got float64"),
+]
+
+
+@pytest.mark.parametrize("value, said", BAD_CONST_INTS, ids=[repr(v) for v, _ in BAD_CONST_INTS])
+def test_compile_refuses_the_const_values_a_launch_refuses(cpu, value, said) -> None:
+    from oxide.specialize import ConstValue
+
+    want = r"`B` is Const\[int\].*" + said
+    with pytest.raises(ox.ArgumentError, match=want):
+        fill.compile(DisjointSlice[f32], i32, value, arch="cpu")
+    with pytest.raises(ox.ArgumentError, match=want):  # a ConstValue is checked too
+        fill.compile(DisjointSlice[f32], i32, ConstValue(value), arch="sm_90")
+    with pytest.raises(ox.ArgumentError, match=want):
+        fill[CFG](np.zeros(4, np.float32), 1, value)
+
+
+def test_compile_takes_the_const_values_a_launch_takes(cpu) -> None:
+    for value in (4, np.int64(4), np.uint8(4)):
+        ck = fill.compile(DisjointSlice[f32], i32, value, arch="cpu")
+        assert ck is fill.compile(DisjointSlice[f32], i32, 4, arch="cpu")  # one specialization
+    out = np.zeros(4, np.float32)
+    fill[CFG](out, 1, np.int64(4))
+    np.testing.assert_array_equal(out, 5)
+    for typ in (i32, Const[int], int):
+        with pytest.raises(ox.ArgumentError, match="compile it with a value, not a type"):
+            fill.compile(DisjointSlice[f32], i32, typ, arch="cpu")
+
+
+def test_cli_signatures_refuse_a_bad_const_value() -> None:
+    from oxide.cli.signatures import compile_args, parse_consts, parse_types
+
+    for args in (compile_args(fill, None, parse_consts(["B=2.5"])),
+                 compile_args(fill, parse_types("DisjointSlice[f32], i32, None"), {})):
+        with pytest.raises(ox.ArgumentError, match=r"`B` is Const\[int\]"):
+            fill.compile(*args, arch="sm_90")
+    assert fill.compile(*compile_args(fill, None, {"B": 3}), arch="sm_90").ptx
+
+
+# -- ox.ConstantArray: declared and set exactly, or an ArgumentError
+
+
+BAD_DECLARATIONS = [
+    (np.complex64, 4, r"complex64.* is not a dtype a ConstantArray can hold"),
+    (object, 4, r"is not a dtype a ConstantArray can hold"),
+    ("f33", 4, r"'f33' is not a dtype"),
+    (ox.bool_, 4, r"hold numbers; use u8 for flags"),
+    (np.bool_, 4, r"hold numbers; use u8 for flags"),
+    (f32, 0, r"1 to 3 positive ints, got 0"),
+    (f32, True, r"1 to 3 positive ints, got True"),
+    (f32, (2, 2, 2, 2), r"1 to 3 positive ints"),
+    (f32, (4, 2.0), r"1 to 3 positive ints"),
+    (f32, "4", r"1 to 3 positive ints, got '4'"),
+    (f64, 1 << 14, r"131,072 bytes; they do not fit in the GPU's 64 KiB"),
+]
+
+
+def _case_id(dtype: object, arg: object) -> str:
+    return f"{getattr(dtype, '__name__', dtype)}-{arg!r}"[:40]
+
+
+@pytest.mark.parametrize("dtype, shape, said", BAD_DECLARATIONS,
+                         ids=[_case_id(d, s) for d, s, _ in BAD_DECLARATIONS])
+def test_constant_array_declarations_refused(dtype, shape, said) -> None:
+    with pytest.raises(ox.ArgumentError, match=said):
+        ox.ConstantArray(dtype, shape)
+
+
+def test_constant_array_takes_numpy_dtypes_and_ints() -> None:
+    assert ox.ConstantArray(np.float32, 4).dtype is f32  # as ox.empty(4, np.float32) does
+    assert ox.ConstantArray(np.dtype("uint16"), np.int64(3)).dtype is ox.u16
+    assert ox.ConstantArray("i32", [2, np.int32(3)]).shape == (2, 3)
+
+
+BAD_VALUES = [
+    (ox.u8, [300, 1], r"u8's range is 0\.\.255; got 300"),
+    (ox.u8, np.array([1, 300]), r"u8's range is 0\.\.255; got 300"),  # NumPy would wrap it
+    (ox.u32, [-1, 1], r"u32's range is 0\.\.4294967295; got -1"),
+    (ox.i64, [2**64 - 1, -1], r"i64's range .*; got 18446744073709551615"),
+    (ox.u64, [2**64, 0], r"got 18446744073709551616"),
+    (i32, [float("nan"), 1.0], r"holds integers; got the float nan"),
+    (i32, [1.5, 2], r"holds integers; got the float 1\.5 .*astype\(np\.int32\)"),
+    (i32, np.array([1.0, 2.0]), r"holds integers; got the float 1\.0"),
+    (f32, [1e300, 1.0], r"1e\+300 is beyond f32's range \(it would become infinity\)"),
+    (f32, np.array([1.0, -1e300]), r"-1e\+300 is beyond f32's range"),
+    (ox.f16, np.array([1, 70000], np.int32), r"70000 is beyond f16's range"),
+    (ox.bf16, [1e39, 0.0], r"1e\+39 is beyond bf16's range"),
+    (f64, [10**400, 1], r"too large for any float"),
+    (f32, ["1", "2"], r"holds numbers; got str '1'"),
+    (f32, np.array(["1", "2"]), r"holds numbers; got values of dtype <U1"),
+    (f32, np.array([1 + 2j, 0]), r"holds numbers; got values of dtype complex128"),
+    (f32, [None, 1.0], r"holds numbers; got NoneType None"),
+    (f32, [[1.0], 2.0], r"holds numbers; got list \[1\.0\]"),
+    (f32, np.zeros(3, np.float32), r"has shape \(2,\); set with values of shape \(3,\)"),
+    (f32, None, r"has shape \(2,\); set with values of shape \(\)"),
+]
+
+
+@pytest.mark.parametrize("dtype, values, said", BAD_VALUES,
+                         ids=[_case_id(d, v) for d, v, _ in BAD_VALUES])
+def test_constant_array_set_refuses_values_that_do_not_fit(dtype, values, said) -> None:
+    c = ox.ConstantArray(dtype, 2)
+    c.set([0, 1])
+    with pytest.raises(ox.ArgumentError, match=said):
+        c.set(values)
+    assert c.values.tolist() == [0, 1] and c.version == 1  # the old values stay
+
+
+def test_constant_array_set_converts_exactly() -> None:
+    c = ox.ConstantArray(ox.u64, 2)
+    c.set([2**64 - 1, np.uint8(7)])  # no detour through float64
+    assert c.values.tolist() == [2**64 - 1, 7]
+    flags = ox.ConstantArray(ox.u8, 3)
+    flags.set(np.array([True, False, True]))
+    assert flags.values.tolist() == [1, 0, 1]
+    c = ox.ConstantArray(ox.f16, 4)
+    c.set([65519.0, float("inf"), float("nan"), 2**11 + 1])  # rounds, keeps inf and NaN
+    assert c.values.tolist()[:2] == [65504.0, float("inf")]
+    assert np.isnan(c.values[2]) and c.values[3] == 2048.0
+    c = ox.ConstantArray(ox.bf16, 2)
+    c.set(np.array([1.5, -2.0], ox.bf16.numpy))
+    assert c.values.astype(np.float32).tolist() == [1.5, -2.0]
+    with pytest.raises(ox.ArgumentError, match=r"ConstantArray\(bf16, 2\) is read inside"):
+        c[0]

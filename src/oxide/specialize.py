@@ -73,6 +73,38 @@ def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+def const_value(name: str, ann: T.ConstType, a: Any) -> Any:
+    """`a` as the value of a `Const` parameter, or an ArgumentError naming the parameter.
+
+    Each value is a specialization, keyed by the value: it must be hashable. `Const[int]`
+    takes ints (NumPy integers too), not bools (as scalar parameters do not) or floats;
+    `Const[float]` numbers; `Const[bool]` bools. Other `Const[...]` types take any
+    hashable value. Launches (runtime/args.py) and `compile` both apply this rule."""
+    try:
+        hash(a)
+    except TypeError:
+        raise ArgumentError(f"`{name}` is {ann!r}, a compile-time value (one specialization "
+                            f"per value); got an unhashable {type(a).__name__}") from None
+    pytype = ann.pytype
+    if pytype is int:
+        ok = isinstance(a, (int, np.integer)) and not isinstance(a, bool)
+    elif pytype is float:
+        ok = isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool)
+    elif pytype is bool:
+        ok = isinstance(a, (bool, np.bool_))
+    else:
+        ok = True
+    if not ok:
+        raise ArgumentError(f"`{name}` is {ann!r}; got {type(a).__name__} {short_repr(a)}")
+    return a
+
+
+def short_repr(value: Any) -> str:
+    """`repr(value)`, abbreviated in the middle past 40 characters (for error messages)."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:18]}...{text[-18:]} ({len(text)} characters)"
+
+
 def signature_from(kernel: Any, args: tuple[Any, ...]) -> tuple[Spec, ...]:
     """The signature for `kernel.compile(*args)`: each arg a type or an example value."""
     if len(args) != len(kernel.params):
@@ -96,11 +128,14 @@ def _bind(tv: T.TypeVar, dt: T.DType, typevars: dict[T.TypeVar, T.DType], pname:
 def _spec(kernel: Any, p: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> Spec:
     ann = p.annotation
     if isinstance(ann, T.ConstType):
-        if isinstance(a, ConstValue):
-            return a
-        if isinstance(a, (T.ConstType, type)):
+        # The launch rule, so that compile(), `--sig`/`--const` and a launch accept the
+        # same values (a ConstValue from the CLI or a bundle is checked too).
+        value = a.value if isinstance(a, ConstValue) else a
+        is_type = isinstance(value, (T.ConstType, type)) or (
+            ann.pytype in (int, float, bool) and isinstance(value, (T.DType, T.ArrayType)))
+        if is_type:
             raise ArgumentError(f"`{p.name}` is {ann!r}: compile it with a value, not a type")
-        return ConstValue(a)
+        return ConstValue(const_value(p.name, ann, value))
     if isinstance(ann, T.ArrayType):
         if isinstance(a, T.ArrayType):
             dt, rank, contiguous = a.dtype, a.rank, True if a.contiguous is None else a.contiguous

@@ -270,7 +270,7 @@ def ndarray_parameter():
     return k
 
 
-@bad(KTE, pattern=r"does not fit|f32|Const\[int\]|int")
+@bad(ox.ArgumentError, KTE, pattern=r"`n`.*Const\[int\].*float|does not fit")
 def const_int_given_a_float():
     @ox.kernel
     def k(x: Slice[f32], n: Const[int]):  # <-

@@ -32,7 +32,8 @@ from oxide.errors import AliasingError, ArgumentError
 from oxide.runtime.device import Device
 from oxide.runtime.overlap import DISJOINT, UNPROVED, self_overlap
 from oxide.runtime.views import HOST, ArrayView, BadArray, view_of
-from oxide.specialize import ConstValue
+from oxide.specialize import ConstValue, const_value
+from oxide.specialize import short_repr as _short
 
 # struct format characters of machine arguments (native alignment, as in a C struct)
 PTR_FORMAT = "Q"
@@ -244,32 +245,6 @@ def make_plan(kernel: Any, args: Sequence[Any], views: list[ArrayView | None],
     return Plan(tuple(p.spec for p in ordered), ordered)
 
 
-def const_value(name: str, ann: T.ConstType, a: Any) -> Any:
-    """`a` as the value of a `Const` parameter, or an ArgumentError naming the parameter.
-
-    Each value is a specialization, keyed by the value: it must be hashable. `Const[int]`
-    takes ints (NumPy integers too), not bools (as scalar parameters do not) or floats;
-    `Const[float]` numbers; `Const[bool]` bools. Other `Const[...]` types take any
-    hashable value."""
-    try:
-        hash(a)
-    except TypeError:
-        raise ArgumentError(f"`{name}` is {ann!r}, a compile-time value (one specialization "
-                            f"per value); got an unhashable {type(a).__name__}") from None
-    pytype = ann.pytype
-    if pytype is int:
-        ok = isinstance(a, (int, np.integer)) and not isinstance(a, bool)
-    elif pytype is float:
-        ok = isinstance(a, (int, float, np.integer, np.floating)) and not isinstance(a, bool)
-    elif pytype is bool:
-        ok = isinstance(a, (bool, np.bool_))
-    else:
-        ok = True
-    if not ok:
-        raise ArgumentError(f"`{name}` is {ann!r}; got {type(a).__name__} {_short(a)}")
-    return a
-
-
 def _bind_typevar(tv: T.TypeVar, dt: T.DType, typevars: dict[T.TypeVar, T.DType],
                   name: str) -> None:
     bound = typevars.setdefault(tv, dt)
@@ -403,11 +378,6 @@ def scalar_value(name: str, dt: T.DType, a: Any) -> Any:
                                 f"got {v!r}")
         return v
     return bool(a)
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:18]}...{text[-18:]} ({len(text)} characters)"
 
 
 def flatten(plan: Plan, args: Sequence[Any], views: list[ArrayView | None]) -> list[Any]:
