@@ -829,6 +829,7 @@ BAD_VALUES = [
     (f32, [[1.0], 2.0], r"holds numbers; got list \[1\.0\]"),
     (f32, np.zeros(3, np.float32), r"has shape \(2,\); set with values of shape \(3,\)"),
     (f32, None, r"has shape \(2,\); set with values of shape \(\)"),
+    (f32, np.ma.masked_array([1.0, 2.0], mask=[True, False]), r"masked array.*filled"),
 ]
 
 

@@ -158,6 +158,9 @@ def _convert(c: ConstantArray, values: Any) -> np.ndarray:
         src = _numbers(_to_host(values))
     except (TypeError, ValueError, RuntimeError) as exc:  # ragged lists, unreadable objects
         raise ArgumentError(f"{c!r}.set: cannot read the values as an array: {exc}") from None
+    if isinstance(src, np.ma.MaskedArray):  # its masked elements hold arbitrary data
+        raise ArgumentError(f"{c!r} cannot be set from a masked array: give it "
+                            "`values.filled(fill_value)`")
     if src.shape != c.shape:
         raise ArgumentError(f"{c!r} has shape {c.shape}; set with values of shape {src.shape}")
     dt = c.dtype
