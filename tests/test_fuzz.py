@@ -221,8 +221,8 @@ print(out.tolist())
 def test_f64_to_f16_on_the_cpu(tmp_path: Path) -> None:
     """Found by the fuzzer: `f16(x)` of an f64 crashed the CPU process (SIGSEGV).
 
-    Run in a subprocess, so a crash fails this test and not the session. The generator
-    routes f64 -> f16 through f32 (generator.CRASHING_CONVERSIONS) while this fails.
+    Run in a subprocess, so a crash fails this test and not the session. `fptrunc double
+    to half` called compiler-rt's __truncdfhf2, which the host JIT does not resolve.
     """
     script = tmp_path / "f64_to_f16.py"
     script.write_text(_F64_TO_F16)

@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import semantics_cases as sc
+import test_half_precision as hp
 from test_trust_semantics import DIVISION_KERNELS, division_args
 
 import oxide as ox
@@ -185,3 +186,18 @@ def test_gpu_division_by_zero_is_reported_from_every_kind_of_kernel(name: str) -
     with pytest.raises(ox.KernelAssertionError, match="division by zero"):
         launch(kernel, 1000, *args)
     ox.synchronize()  # the record was cleared: the context stays usable
+
+
+# -- round 2: f16 / bf16 (tests/test_half_precision.py runs the same kernels on the CPU) --
+
+def test_gpu_f64_to_f16_rounds_once() -> None:
+    a = hp.f64_to_f16_cases()
+    assert hp.same_f16(launch(hp.narrow_f64, a.size, a, np.zeros(a.size, np.float16))[-1], a)
+
+
+def test_gpu_bf16_subnormals_survive_compares_and_sign_ops() -> None:
+    a = hp.bf16_cases()
+    n = a.size
+    outs = [np.zeros(n, np.int32), np.zeros(n, hp.BF16), np.zeros(n, hp.BF16),
+            np.zeros(n, hp.BF16), np.zeros(n, np.float32)]
+    hp.assert_bf16_reads(launch(hp.bf16_reads, n, a, *outs)[1:], a)

@@ -46,11 +46,6 @@ FLOAT_LITERALS = (0.0, -0.0, 0.5, 1.0, -1.0, 2.0, 3.0, 0.1, -2.5, 1e10, 1e-3, 1e
                   1e-45, 3.4e38, 16777217.0, 1e300, 5e-324, 65504.0, 2049.0, 257.0, 6e-8,
                   1e-5, 0.333)
 ARITH = ("add", "sub", "mul")
-# Conversions that crash the CPU process today (a segfault kills the whole run, so they
-# are routed through f32 instead); tests/test_fuzz.py::test_f64_to_f16_on_the_cpu keeps
-# the bug in view. f64 -> f16 is `fptrunc double to half`, which calls compiler-rt's
-# __truncdfhf2, a symbol the host JIT does not resolve. Empty this set once it is fixed.
-CRASHING_CONVERSIONS = {("f64", "f16")}
 BITWISE = ("and", "or", "xor")
 
 
@@ -62,13 +57,6 @@ def literal_fits(v: int | float, ty: str) -> bool:
         return False
     lo, hi = S.int_range(ty)
     return lo <= v <= hi
-
-
-def convert(e: Expr, ty: str) -> Expr:
-    """`ty(e)`, through f32 where the direct conversion is in CRASHING_CONVERSIONS."""
-    if (e.ty, ty) in CRASHING_CONVERSIONS:
-        return Conv(Conv(e, "f32"), ty)
-    return Conv(e, ty)
 
 
 class Generator:
@@ -107,7 +95,7 @@ class Generator:
             return v
         others = [(n, t) for n, t in self.scope.items() if t != "bool"]
         n, t = self.rng.choice(others)
-        return convert(Var(n, t), ty) if t != ty else Var(n, t)
+        return Conv(Var(n, t), ty) if t != ty else Var(n, t)
 
     def operand(self, ty: str, depth: int) -> Expr:
         """An operand of an operation at type `ty`: a typed expression, or sometimes a literal."""
@@ -156,7 +144,7 @@ class Generator:
             return Bin("div", self.expr(ty, depth), self.operand(ty, depth), ty, ty)
         ints = [t for t in S.INTS if t in self.types and S.div_type(t) == ty]
         if S.is_int(ty) or not ints:
-            return convert(self.division(self.rng.choice(("f32", "f64")), depth), ty)
+            return Conv(self.division(self.rng.choice(("f32", "f64")), depth), ty)
         it = self.rng.choice(ints)
         return Bin("div", self.expr(it, depth), self.operand(it, depth), it, ty)
 
@@ -203,7 +191,7 @@ class Generator:
 
     def conversion(self, ty: str, depth: int) -> Expr:
         src = self.rng.choice(self.types + ("bool",))
-        return convert(self.expr(src, depth), ty)
+        return Conv(self.expr(src, depth), ty)
 
     def if_exp(self, ty: str, depth: int) -> Expr:
         return IfExp(self.condition(depth), self.expr(ty, depth), self.operand(ty, depth), ty)

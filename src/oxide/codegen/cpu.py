@@ -35,6 +35,9 @@ class CPUTarget:
     # LLVM rounds to bf16 with vcvtneps2bf16 where the CPU has AVX512-BF16, which flushes
     # subnormals; the emitter rounds in integer code instead, as the GPU would (exactly)
     soft_bf16 = True
+    # `fptrunc double to half` is a call to compiler-rt's __truncdfhf2 on x86, a symbol the
+    # host JIT does not resolve (the process crashed); the emitter rounds through f32 to odd
+    soft_f16 = True
 
     def __init__(self) -> None:
         self.shared_bytes = 0
@@ -98,6 +101,10 @@ class CPUTarget:
     # -- math and printf -------------------------------------------------------------
 
     def math(self, em: Any, fn: str, dt: T.DType, ret: T.DType, args: list[str]) -> str:
+        if dt.name == "bf16":  # in f32, rounded once (LLVM's own bf16 math flushes subnormals)
+            r = self.math(em, fn, T.f32, T.f32 if ret.is_float else ret,
+                          [em.cast(a, dt, T.f32) for a in args])
+            return em.cast(r, T.f32, ret) if ret.is_float else r
         t = dt.llvm
         sfx = dt.name
         typed = [(t, a) for a in args]
@@ -117,6 +124,9 @@ class CPUTarget:
 
     def float_min_max(self, em: Any, op: str, dt: T.DType, a: str, b: str) -> str:
         """Float `min`/`max` (docs/language.md): NaN loses, -0.0 orders below +0.0."""
+        if dt.name == "bf16":  # exact in f32 (the result is an operand), no bf16 fcmp
+            r = self.float_min_max(em, op, T.f32, em.cast(a, dt, T.f32), em.cast(b, dt, T.f32))
+            return em.cast(r, T.f32, dt)
         name = self.warps.float_min_max(op, dt)
         return em.ins(f"call {dt.llvm} @{name}({dt.llvm} {a}, {dt.llvm} {b})")
 

@@ -71,6 +71,8 @@ class ArithmeticMixin:
         dt = dtype_of_ir(op.lhs.type)
         pred = op.predicate.data
         a, b = self.v(op.lhs), self.v(op.rhs)
+        if dt.name == "bf16" and getattr(self.t, "soft_bf16", False):
+            a, b, dt = self.cast(a, dt, T.f32), self.cast(b, dt, T.f32), T.f32
         if dt.is_float:
             text = f"fcmp {_FCMP[pred]} {dt.llvm} {a}, {b}"
         else:
@@ -89,6 +91,13 @@ class ArithmeticMixin:
             r = self.ins(f"xor i1 {x}, true")
         elif kind == "invert":
             r = self.ins(f"xor {dt.llvm} {x}, -1")
+        elif dt.name == "bf16" and kind in ("neg", "abs") and getattr(self.t, "soft_bf16", False):
+            # the sign bit, in integer code: x86's `fneg bfloat` goes through f32 and back,
+            # and the way back (vcvtneps2bf16) flushes subnormals, the operand's too
+            bits = self.ins(f"bitcast bfloat {x} to i16")
+            bits = self.ins(f"{'xor' if kind == 'neg' else 'and'} i16 {bits}, "
+                            f"{-32768 if kind == 'neg' else 32767}")
+            r = self.ins(f"bitcast i16 {bits} to bfloat")
         elif kind == "neg":
             r = self.ins(f"fneg {dt.llvm} {x}") if dt.is_float else self.ins(f"sub {dt.llvm} 0, {x}")
         elif kind == "abs":
@@ -244,12 +253,19 @@ class ArithmeticMixin:
     def cast(self, x: str, src: T.DType, dst: T.DType) -> str:
         if src == dst:
             return x
+        if src.name == "bf16" and getattr(self.t, "soft_bf16", False):
+            wide = self.widen_bf16(x)
+            return wide if dst.name == "f32" else self.cast(wide, T.f32, dst)
         if dst.is_bool:
             if src.is_float:
                 return self.ins(f"fcmp une {src.llvm} {x}, 0.0")
             return self.ins(f"icmp ne {src.llvm} {x}, 0")
         if src.is_float and dst.name == "bf16" and getattr(self.t, "soft_bf16", False):
             return self.round_to_bf16(x, src)
+        if src.name == "f64" and dst.name == "f16" and getattr(self.t, "soft_f16", False):
+            # LLVM calls compiler-rt's __truncdfhf2 here, which the host JIT lacks; f32
+            # rounded to odd keeps enough bits that the second rounding is the only one
+            return self.ins(f"fptrunc float {self.f64_to_f32_odd(x)} to half")
         if src.is_float and dst.is_float:
             if {src.name, dst.name} == {"f16", "bf16"}:
                 return self.cast(self.cast(x, src, T.f32), T.f32, dst)
@@ -298,6 +314,40 @@ class ArithmeticMixin:
         negated = self.ins(f"fneg double {wide}")
         return self.ins(f"select i1 {neg}, double {negated}, double {wide}")
 
+    def widen_bf16(self, x: str) -> str:
+        """A bf16 as the f32 with the same value, in integer code (its bits, shifted up).
+
+        On the CPU, LLVM's own bf16 `fcmp` (and `fpext` folded into it) flushes subnormals
+        to zero on hosts with AVX512-BF16, so `bf16(0) > -1e-40` was false; the GPU keeps
+        them. Everything that reads a bf16 on such a target goes through here.
+        """
+        bits = self.ins(f"bitcast bfloat {x} to i16")
+        bits = self.ins(f"zext i16 {bits} to i32")
+        bits = self.ins(f"shl i32 {bits}, 16")
+        return self.ins(f"bitcast i32 {bits} to float")
+
+    def f64_to_f32_odd(self, x: str) -> str:
+        """An f64 rounded to f32 toward odd: an inexact result gets an odd last bit.
+
+        f32 has at least two bits more than f16 and bf16, so rounding this to either one
+        (to nearest) gives the f64 rounded once. Beyond f32's range it gives the largest
+        finite f32 (odd), which then overflows as the f64 would; NaN stays NaN.
+        """
+        near = self.ins(f"fptrunc double {x} to float")
+        back = self.ins(f"fpext float {near} to double")
+        inexact = self.ins(f"fcmp one double {back}, {x}")
+        bits = self.ins(f"bitcast float {near} to i32")
+        even = self.ins(f"and i32 {bits}, 1")
+        even = self.ins(f"icmp eq i32 {even}, 0")
+        fix = self.ins(f"and i1 {inexact}, {even}")
+        mag_back = self.intrinsic("llvm.fabs.f64", "double", [("double", back)])
+        mag_x = self.intrinsic("llvm.fabs.f64", "double", [("double", x)])
+        above = self.ins(f"fcmp ogt double {mag_back}, {mag_x}")
+        step = self.ins(f"select i1 {above}, i32 -1, i32 1")
+        odd = self.ins(f"add i32 {bits}, {step}")
+        bits = self.ins(f"select i1 {fix}, i32 {odd}, i32 {bits}")
+        return self.ins(f"bitcast i32 {bits} to float")
+
     def round_to_bf16(self, x: str, src: T.DType) -> str:
         """A float rounded to bf16 (nearest, ties to even; subnormals kept) in integer code.
 
@@ -308,20 +358,7 @@ class ArithmeticMixin:
         if src.name in ("f16", "bf16"):
             x = self.cast(x, src, T.f32)
         elif src.name == "f64":
-            near = self.ins(f"fptrunc double {x} to float")
-            back = self.ins(f"fpext float {near} to double")
-            inexact = self.ins(f"fcmp one double {back}, {x}")
-            bits = self.ins(f"bitcast float {near} to i32")
-            even = self.ins(f"and i32 {bits}, 1")
-            even = self.ins(f"icmp eq i32 {even}, 0")
-            fix = self.ins(f"and i1 {inexact}, {even}")
-            mag_back = self.intrinsic("llvm.fabs.f64", "double", [("double", back)])
-            mag_x = self.intrinsic("llvm.fabs.f64", "double", [("double", x)])
-            above = self.ins(f"fcmp ogt double {mag_back}, {mag_x}")
-            step = self.ins(f"select i1 {above}, i32 -1, i32 1")
-            odd = self.ins(f"add i32 {bits}, {step}")
-            bits = self.ins(f"select i1 {fix}, i32 {odd}, i32 {bits}")
-            x = self.ins(f"bitcast i32 {bits} to float")
+            x = self.f64_to_f32_odd(x)
         bits = self.ins(f"bitcast float {x} to i32")
         high = self.ins(f"lshr i32 {bits}, 16")
         lsb = self.ins(f"and i32 {high}, 1")

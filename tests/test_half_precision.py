@@ -1,0 +1,116 @@
+"""f16 and bf16 on the CPU: conversions round once and subnormals survive (issue 14, round 2).
+
+Found by the differential fuzzer (tools/fuzz.py): `f16(x)` of an f64 crashed the process
+(LLVM's `fptrunc double to half` calls compiler-rt's __truncdfhf2, which the host JIT does
+not resolve), and on hosts with AVX512-BF16 LLVM's own bf16 compares and `fneg` flushed
+subnormal operands to zero. tests/test_gpu_semantics.py runs the same kernels on a GPU.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+import oxide as ox
+from oxide import DisjointSlice, Slice, bf16, f16, f32, f64, i32, thread
+
+BF16 = ml_dtypes.bfloat16
+
+
+@ox.kernel(contract=False)
+def narrow_f64(a: Slice[f64], out: DisjointSlice[f16]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = f16(a[i])
+
+
+@ox.kernel(contract=False)
+def bf16_reads(a: Slice[bf16], flags: DisjointSlice[i32], neg: DisjointSlice[bf16],
+               mag: DisjointSlice[bf16], low: DisjointSlice[bf16], wide: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in flags and i in neg and i in mag and i in low and i in wide:
+        x = a[i]
+        r = 0
+        if x < bf16(0.0):
+            r |= 1
+        if x > bf16(0.0):
+            r |= 2
+        if x == bf16(0.0):
+            r |= 4
+        if x:
+            r |= 8
+        flags[i] = r
+        neg[i] = -x
+        mag[i] = abs(x)
+        low[i] = min(x, bf16(0.0))
+        wide[i] = f32(-x)
+
+
+def f64_to_f16_cases() -> np.ndarray:
+    """Values a double rounding (f64 -> f32 -> f16) gets wrong, and the edges of f16."""
+    third = 2.0 ** -40
+    return np.array([
+        1.0 + 2.0 ** -11 + third,  # just above a midpoint: up (through f32: a tie, down)
+        1.0 + 2.0 ** -11 - third,  # just below: down
+        1.0 + 2.0 ** -11,  # a tie: to even (1.0)
+        1.0 + 3 * 2.0 ** -11,  # a tie: to even (up)
+        -(2049.0 + third), 65504.0, 65519.99999, 65520.0, 1e300, -1e300,
+        2.0 ** -25, 2.0 ** -25 + 2.0 ** -60, -(2.0 ** -24), 3 * 2.0 ** -26, 5e-324,
+        0.1, -0.0, np.inf, -np.inf, np.nan, 1.5, 1e5,
+    ])
+
+
+def test_f64_to_f16_rounds_once_on_the_cpu() -> None:
+    a = f64_to_f16_cases()
+    out = np.zeros(a.size, np.float16)
+    with ox.device("cpu"):
+        narrow_f64[ox.LaunchConfig.for_num_elems(a.size)](a, out)
+    assert same_f16(out, a)
+
+
+def same_f16(got: np.ndarray, a: np.ndarray) -> bool:
+    """`got` is `a` rounded once to f16, bit for bit (any NaN matches a NaN)."""
+    with np.errstate(over="ignore"):
+        want = a.astype(np.float16)  # NumPy's double -> half is direct: one rounding
+    return np.where(np.isnan(got), -1, got.view(np.uint16).astype(int)).tolist() == \
+        np.where(np.isnan(want), -1, want.view(np.uint16).astype(int)).tolist()
+
+
+def bf16_cases() -> np.ndarray:
+    return np.array([0x8001, 0x0001, 0x807F, 0x0040, 0x0000, 0x8000, 0x3F80],
+                    np.uint16).view(BF16)
+
+
+def bf16_expected(a: np.ndarray) -> tuple[list[int], np.ndarray, np.ndarray, np.ndarray,
+                                           np.ndarray]:
+    """What the language page says, computed on the values themselves (no bf16 hardware)."""
+    x = a.astype(np.float32)  # exact
+    flags = [(v < 0) | (v > 0) << 1 | (v == 0) << 2 | (v != 0) << 3 for v in x.tolist()]
+    bits = a.view(np.uint16)
+    neg = (bits ^ 0x8000).view(BF16)
+    mag = (bits & 0x7FFF).view(BF16)
+    low = np.array([b if v < 0 or (v == 0 and b & 0x8000) else 0 for v, b in
+                    zip(x.tolist(), bits.tolist(), strict=True)], np.uint16).view(BF16)
+    return flags, neg, mag, low, -x
+
+
+def run_bf16_reads(a: np.ndarray) -> list[np.ndarray]:
+    n = a.size
+    outs = [np.zeros(n, np.int32), np.zeros(n, BF16), np.zeros(n, BF16), np.zeros(n, BF16),
+            np.zeros(n, np.float32)]
+    with ox.device("cpu"):
+        bf16_reads[ox.LaunchConfig.for_num_elems(n)](a, *outs)
+    return outs
+
+
+def assert_bf16_reads(got: list[np.ndarray], a: np.ndarray) -> None:
+    flags, neg, mag, low, wide = bf16_expected(a)
+    assert got[0].tolist() == flags
+    for g, w in zip(got[1:4], (neg, mag, low), strict=True):
+        assert g.view(np.uint16).tolist() == w.view(np.uint16).tolist()
+    assert got[4].view(np.uint32).tolist() == wide.view(np.uint32).tolist()
+
+
+def test_bf16_subnormals_survive_compares_and_sign_ops_on_the_cpu() -> None:
+    a = bf16_cases()
+    assert_bf16_reads(run_bf16_reads(a), a)
