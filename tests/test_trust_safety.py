@@ -475,3 +475,90 @@ def test_bundles_keep_the_witness_ranks(tmp_path) -> None:
     build_bundle([Job("bump_2d", bump_2d, (DisjointSlice[f32, 2],))], ["sm_90"], tmp_path)
     code = ox.load_bundle(tmp_path).bump_2d.compile(np.zeros((2, 2), np.float32), arch="sm_90")
     assert code.thread_index_ranks == (2,)
+
+
+# ---------------------------------------------------------------------------
+# 5. Names without a call; @ox.func annotations
+
+
+def test_a_function_named_without_a_call_is_rejected() -> None:
+    @ox.func
+    def helper(v: f32) -> f32:
+        return v
+
+    def kernel_with(which: int):
+        @ox.kernel
+        def k(a: Slice[f32]):
+            if which == 0:
+                ox.sync_threads  # noqa: B018 - the slip under test
+            elif which == 1:
+                ox.warp.reduce_add  # noqa: B018 - the slip under test
+            elif which == 2:
+                helper  # noqa: B018 - the slip under test
+            elif which == 3:
+                f32  # noqa: B018 - the slip under test
+            else:
+                a[0] + 1.0  # an expression without effect, as Python allows
+                ox.warp  # noqa: B018 - a namespace is not a function
+        return k
+
+    for which, text in enumerate(("ox.sync_threads", "ox.warp.reduce_add", "helper", "f32")):
+        err = _compile_error(kernel_with(which), Slice[f32])
+        assert isinstance(err, ox.KernelSyntaxError), err
+        assert err.message == f"`{text}` is not called; write `{text}()`"
+        assert _caret(err) == text
+    assert kernel_with(4).compile(Slice[f32], target="cpu")
+
+
+def test_func_annotation_that_names_nothing_is_rejected_at_decoration() -> None:
+    with pytest.raises(ox.KernelTypeError) as info:
+        @ox.func
+        def half(v: f23):  # noqa: F821 - the typo under test
+            return v * 0.5
+    err = info.value
+    assert "`v: f23` is not an @ox.func parameter type" in err.message
+    assert _caret(err) == "v: f23" and err.span.file.endswith("test_trust_safety.py")
+    assert "names nothing" in err.hint
+
+    with pytest.raises(ox.KernelTypeError, match=r"`n: int` is not an @ox.func parameter"):
+        @ox.func
+        def count(n: int):
+            return n
+    with pytest.raises(ox.KernelTypeError, match=r"`-> float` is not a return type") as ret:
+        @ox.func
+        def third(v: f32) -> float:
+            return v / 3.0
+    assert _caret(ret.value) == "float"
+
+
+def test_typo_in_one_kernel_annotation_is_reported_on_that_parameter() -> None:
+    with pytest.raises(ox.KernelTypeError) as info:
+        @ox.kernel
+        def k(a: f32, b: f23, out: DisjointSlice[f32]):  # noqa: F821 - the typo under test
+            pass
+    assert "`b: f23`" in info.value.message and _caret(info.value) == "b: f23"
+
+
+def test_valid_func_annotations_are_accepted() -> None:
+    T = ox.TypeVar("T")
+
+    @ox.func
+    def pair(v: f32, w: T, x: Slice[f32]) -> tuple[f32, f32]:
+        return v, v + x[0]
+
+    @ox.func
+    def nothing(v: i32) -> None:
+        pass
+
+    @ox.kernel
+    def k(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        nothing(i32(1))
+        a, b = pair(f32(1), i32(2), x)
+        if i in out:
+            out[i] = a + b
+
+    out = np.zeros(4, np.float32)
+    with ox.device("cpu"):
+        k[1, 4](np.full(4, 2, np.float32), out)
+    np.testing.assert_array_equal(out, np.full(4, 4, np.float32))

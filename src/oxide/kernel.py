@@ -53,6 +53,26 @@ class DeviceFunction:
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
         self.annotations = _annotations(fn, localns)
+        self._check_annotations()
+
+    def _check_annotations(self) -> None:
+        """Refuse, at decoration as kernels do, an annotation that names nothing or no
+        type a device function can take: it would otherwise be ignored, silently."""
+        for name, ann in self.annotations.items():
+            if name == "return":
+                if not (ann is None or ann is type(None) or isinstance(ann, (T.DType, T.TypeVar))
+                        or ann is tuple or typing.get_origin(ann) is tuple):
+                    node = self.source.tree.returns or self.source.tree
+                    raise KernelTypeError(
+                        f"`-> {_annotation_text(ann)}` is not a return type of an @ox.func",
+                        self.source.span(node),
+                        hint=_func_type_hint(ann, returning=True))
+            elif not isinstance(ann, (T.DType, T.ArrayType, T.TypeVar)):
+                node = next((a for a in self.source.tree.args.args if a.arg == name),
+                            self.source.tree)
+                raise KernelTypeError(
+                    f"`{name}: {_annotation_text(ann)}` is not an @ox.func parameter type",
+                    self.source.span(node), hint=_func_type_hint(ann, returning=False))
 
     @cached_property
     def source(self) -> Source:
@@ -79,8 +99,17 @@ def _annotations(fn: Callable[..., Any], localns: dict[str, Any] | None = None
     """
     try:
         return typing.get_type_hints(fn, localns=localns)
-    except Exception:  # unresolvable strings: keep the raw text, reported per use
-        return dict(getattr(fn, "__annotations__", {}))
+    except Exception:  # some string names nothing: resolve the others one by one
+        pass
+    out: dict[str, Any] = {}
+    for name, ann in getattr(fn, "__annotations__", {}).items():
+        if isinstance(ann, str):
+            try:
+                ann = eval(ann, fn.__globals__, localns)  # noqa: S307 - as get_type_hints does
+            except Exception:  # noqa: BLE001 - keep the text; the caller reports it
+                pass
+        out[name] = ann
+    return out
 
 
 def _decorator_locals(depth: int) -> dict[str, Any] | None:
@@ -175,6 +204,8 @@ class Kernel:
 
 
 def _annotation_text(ann: Any) -> str:
+    if isinstance(ann, str):  # a string annotation that names nothing: as written
+        return ann
     if isinstance(ann, type):
         return ann.__qualname__
     return getattr(ann, "__name__", None) or repr(ann)
@@ -200,6 +231,26 @@ def _param_type_hint(ann: Any) -> str:
         return f'use an oxide type variable: `{ann.__name__} = ox.TypeVar("{ann.__name__}")`'
     return ("use a scalar (f32, i32, ...), Slice/DisjointSlice/AtomicSlice/RawSlice[...], "
             "Const[...] or an ox.TypeVar")
+
+
+def _func_type_hint(ann: Any, returning: bool) -> str:
+    """What to write instead of an @ox.func annotation it does not accept. Device
+    functions take no Const parameters; they may return tuples and None."""
+    if isinstance(ann, str):
+        return ("this string annotation names nothing visible where the function is defined; "
+                "import or define the names it uses there")
+    if ann is int:
+        return "Python ints have no fixed width: use i32 or i64"
+    if ann is float:
+        return "use f32 or f64"
+    if ann is bool:
+        return "use bool_"
+    if isinstance(ann, (T._ArrayFactory, typing.TypeVar)):
+        return _param_type_hint(ann)
+    if returning:
+        return "use a scalar (f32, i32, ...), an ox.TypeVar, a tuple or None, or leave it out"
+    return ("use a scalar (f32, i32, ...), Slice/DisjointSlice/AtomicSlice/RawSlice[...] or "
+            "an ox.TypeVar, or leave it out")
 
 
 def _caller_span(depth: int, needle: str = "") -> Span | None:

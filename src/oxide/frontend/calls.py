@@ -378,6 +378,15 @@ class CallsMixin(ParallelCallsMixin):
         return v
 
 
+def is_function(obj: Any) -> bool:
+    """Whether naming `obj` without calling it is surely a slip (`ox.sync_threads`):
+    an oxide intrinsic, an @ox.func, a dtype's conversion, or a Python function or
+    builtin. Namespaces (`ox.warp`), register groups and values are not functions."""
+    from oxide.kernel import DeviceFunction
+
+    return isinstance(obj, (Intrinsic, DeviceFunction, T.DType)) or inspect.isroutine(obj)
+
+
 def _oxide_dtype_name(np_type: type) -> str:
     try:
         return T.dtype_of(np.dtype(np_type)).name

@@ -23,7 +23,7 @@ from oxide.errors import (
     UnsupportedFeatureError,
 )
 from oxide.frontend.builder import IRBuilder
-from oxide.frontend.calls import CallsMixin
+from oxide.frontend.calls import CallsMixin, is_function
 from oxide.frontend.definite import LoopAssignments, local_names, meet
 from oxide.frontend.exprs import ExprMixin
 from oxide.frontend.promote import literal_fits
@@ -180,7 +180,14 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
     def stmt_Expr(self, node: ast.Expr) -> None:
         if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
             return  # a docstring or a bare string: no effect
-        self.expr(node.value)
+        value = self.expr(node.value)
+        if isinstance(value, Static) and is_function(value.obj):
+            # `ox.sync_threads` without `()` would silently do nothing
+            text = self.text(node.value)
+            raise self.error(KernelSyntaxError, node.value,
+                             f"`{text}` is not called; write `{text}()`",
+                             label="a function named alone does nothing",
+                             hint="add the parentheses (and the arguments it takes)")
 
     def stmt_Assign(self, node: ast.Assign) -> None:
         value = self.expr(node.value)
