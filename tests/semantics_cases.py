@@ -171,8 +171,8 @@ def warp_shuffles(x: Slice[T], arg: Slice[i32], masks: Slice[u32], idx: Disjoint
 def bucket_max(key: Slice[i32], x: Slice[T], out: DisjointSlice[T]):
     """cuda-samples' warp-aggregated pattern: a per-bucket maximum over a match_any group."""
     i = thread.index_1d()
+    group = ox.warp.match_any(key[i])  # full mask: every lane of the warp, outside the `if`
     if i in out:
-        group = ox.warp.match_any(key[i])
         out[i] = ox.warp.reduce_max(x[i], group)
 
 

@@ -9,7 +9,15 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
-from test_trust_safety import bump_1d, bump_2d, uniform_barriers
+from test_trust_safety import (
+    _masked_want,
+    _warp_uniform_want,
+    bump_1d,
+    bump_2d,
+    masked_under_lane_branch,
+    uniform_barriers,
+    warp_uniform_control,
+)
 
 import oxide as ox
 
@@ -51,3 +59,24 @@ def test_uniform_barriers_run_on_the_gpu() -> None:
     uniform_barriers[16, 256](ox.to_device(x), 2, out)
     want = np.repeat(x.reshape(16, 256).sum(axis=1), 256) + 4.0
     np.testing.assert_array_equal(out.to_numpy(), want.astype(np.float32))
+
+
+def test_full_mask_collectives_under_warp_uniform_control_run_on_the_gpu() -> None:
+    """What the warp-uniformity check accepts (warp ids, votes, reductions and lane-0
+    broadcasts as conditions) gives the CPU's answer with shfl/vote/redux.sync."""
+    block = 64
+    x = (np.arange(8 * block) * 7 % 97).astype(np.int32)
+    x[::32] = 0
+    out = ox.zeros(x.size, ox.i32)
+    warp_uniform_control[8, block](ox.to_device(x), 5, out)
+    np.testing.assert_array_equal(out.to_numpy(), _warp_uniform_want(x, 5, block))
+
+
+def test_explicit_masks_under_lane_conditions_run_on_the_gpu() -> None:
+    """A ballot mask (and a constant one) names the lanes of a lane-dependent branch;
+    the partial last warp of a 40-thread block takes part only with the lanes it has."""
+    block = 40
+    x = (np.arange(6 * block) * 3 % 50 + 1).astype(np.int32)
+    out = ox.zeros(x.size, ox.i32)
+    masked_under_lane_branch[6, block](ox.to_device(x), out)
+    np.testing.assert_array_equal(out.to_numpy(), _masked_want(x, block))

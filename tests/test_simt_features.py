@@ -216,16 +216,21 @@ def test_warp_ops_compile(dt: Any) -> None:
 def warp_shuffles(a: Slice[i32], out: RawSlice[i32, 2]):
     i = ox.block_idx.x * 32 + ox.thread_idx.x  # one row per lane, one column per collective
     x = a[i]
+    # every lane of the warp takes part in a full-mask collective: outside the `if`
+    s0, s1, s2, s3 = (ox.warp.shuffle(x, 3), ox.warp.shuffle_up(x, 1),
+                      ox.warp.shuffle_down(x, 2), ox.warp.shuffle_xor(x, 5))
+    r4, r5 = ox.warp.reduce_add(x), ox.warp.reduce_max(x)
+    v6, v7 = i32(ox.warp.ballot(x > 0)), i32(ox.warp.match_any(x % 4))
     if i < len(a):
         with ox.unsafe():
-            out[i, 0] = ox.warp.shuffle(x, 3)
-            out[i, 1] = ox.warp.shuffle_up(x, 1)
-            out[i, 2] = ox.warp.shuffle_down(x, 2)
-            out[i, 3] = ox.warp.shuffle_xor(x, 5)
-            out[i, 4] = ox.warp.reduce_add(x)
-            out[i, 5] = ox.warp.reduce_max(x)
-            out[i, 6] = i32(ox.warp.ballot(x > 0))
-            out[i, 7] = i32(ox.warp.match_any(x % 4))
+            out[i, 0] = s0
+            out[i, 1] = s1
+            out[i, 2] = s2
+            out[i, 3] = s3
+            out[i, 4] = r4
+            out[i, 5] = r5
+            out[i, 6] = v6
+            out[i, 7] = v7
 
 
 def test_warp_ops_run(where: str) -> None:

@@ -1,6 +1,7 @@
 """Issue 14's safety holes: witness uniqueness over the launch, DisjointSlice reads at
-another thread's index, barriers under thread-dependent control flow, and variables
-that may be unassigned. Each test fails without its fix."""
+another thread's index, barriers under thread-dependent control flow, variables that
+may be unassigned, functions named without a call, @ox.func annotation typos, and
+full-warp collectives under lane-dependent control flow. Each test fails without its fix."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from fake_cuda import FakeDriver, use_launch_flavor
 
 import oxide as ox
-from oxide import DisjointSlice, Slice, f32, i32, thread
+from oxide import DisjointSlice, Slice, f32, i32, thread, u32
 
 # ---------------------------------------------------------------------------
 # 1. A witness must be unique over the whole launch
@@ -441,8 +442,8 @@ def uniform_barriers(x: Slice[f32], n: i32, out: DisjointSlice[f32]):
     for _ in range(n):  # a parameter-bounded loop
         ox.sync_threads()
     ox.sync_warp()
-    if t < 3:
-        ox.sync_warp()  # warp barriers take a mask: not this check's business
+    if ox.warp_id() < 3:
+        ox.sync_warp()  # every lane of a warp agrees on its warp id
     if i in out:
         out[i] = total + f32(rounds)
 
@@ -562,3 +563,234 @@ def test_valid_func_annotations_are_accepted() -> None:
     with ox.device("cpu"):
         k[1, 4](np.full(4, 2, np.float32), out)
     np.testing.assert_array_equal(out, np.full(4, 4, np.float32))
+
+
+# ---------------------------------------------------------------------------
+# 6. Full-warp collectives are reached by every lane of the warp; masks are integers
+
+
+def _warp_error(kernel, *sig) -> ox.SafetyError:
+    err = _compile_error(kernel, *sig)
+    assert isinstance(err, ox.SafetyError), err
+    assert "needs every lane of the warp" in err.message
+    return err
+
+
+WARP_SHAPES = ["lane_branch", "sync_warp", "early_return", "loop_bound", "break", "guard",
+               "explicit_full_mask", "match_any", "loaded_value", "func", "shuffle_result"]
+
+
+@ox.func
+def _warp_sum_if(v: i32, c: ox.bool_):
+    s = i32(0)
+    if c:
+        s = ox.warp.reduce_add(v)
+    return s
+
+
+@pytest.mark.parametrize("shape", WARP_SHAPES)
+def test_full_mask_warp_collective_under_a_lane_condition_is_rejected(shape: str) -> None:
+    """CUDA leaves a full-mask shfl/vote/redux/bar.warp undefined when a lane of the
+    warp does not execute it: each shape puts one under a lane-dependent condition."""
+    case = WARP_SHAPES.index(shape)
+    carets = {0: "ox.warp.reduce_add(i32(1))", 1: "ox.sync_warp()", 2: "ox.warp.ballot(v > 0)",
+              3: "ox.warp.shuffle_xor(v, 1)", 4: "ox.warp.any(v > 2)",
+              5: "ox.warp.reduce_max(x[i])", 6: "ox.warp.reduce_add(v, 0xFFFFFFFF)",
+              7: "ox.warp.match_any(v)", 8: "ox.warp.all(v > 0)", 9: "ox.warp.reduce_add(v)",
+              10: "ox.warp.reduce_min(v)"}
+
+    @ox.kernel
+    def k(x: Slice[i32], n: i32, out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        v = x[0] + n
+        r = i32(0)
+        if case == 0:
+            if ox.lane_id() < 16:
+                r = ox.warp.reduce_add(i32(1))
+        elif case == 1:
+            if ox.lane_id() % 2 == 0:
+                ox.sync_warp()
+        elif case == 2:
+            if i >= n:
+                return
+            r = i32(ox.warp.ballot(v > 0))
+        elif case == 3:
+            for _ in range(ox.lane_id()):
+                v = ox.warp.shuffle_xor(v, 1)
+        elif case == 4:
+            while v < 10:
+                if ox.thread_idx.x == 3:
+                    break
+                r = i32(ox.warp.any(v > 2))
+                v += 1
+        elif case == 5:
+            if i in x:
+                r = ox.warp.reduce_max(x[i])
+        elif case == 6:
+            if ox.lane_id() < 16:
+                r = ox.warp.reduce_add(v, 0xFFFFFFFF)
+        elif case == 7:
+            if ox.thread_idx.x < 8:
+                r = i32(ox.warp.match_any(v))
+        elif case == 8:
+            if x[i] > 0:  # a value loaded at this thread's index differs between lanes
+                r = i32(ox.warp.all(v > 0))
+        elif case == 9:
+            r = _warp_sum_if(v, ox.lane_id() == 0)
+        elif case == 10:
+            if ox.warp.shuffle_xor(v, 1) > 0:  # each lane reads another lane
+                r = ox.warp.reduce_min(v)
+        if i in out:
+            out[i] = r
+
+    err = _warp_error(k, Slice[i32], i32, DisjointSlice[i32])
+    assert _caret(err) == carets[case]
+    assert err.span.file.endswith("test_trust_safety.py")
+    assert "lane" in err.label and "ballot" in err.hint + "sync_warp"
+
+
+def test_warp_error_names_the_condition() -> None:
+    @ox.kernel
+    def k(out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        s = i32(0)
+        if ox.lane_id() < 16:
+            s = ox.warp.reduce_add(i32(1))
+        if i in out:
+            out[i] = s
+
+    err = _warp_error(k, DisjointSlice[i32])
+    assert "`ox.lane_id() < 16`" in err.label
+    assert "m = ox.warp.ballot(cond)" in err.hint
+
+
+@ox.kernel
+def warp_uniform_control(x: Slice[i32], n: i32, out: DisjointSlice[i32]):
+    """Full-mask collectives under warp-uniform control only: warp ids, block ids,
+    parameters, full-mask votes, reductions and lane-0 broadcasts, and lane-dependent
+    branches that rejoin before the collective."""
+    i = thread.index_1d()
+    v = x[i] if i in x else i32(0)
+    if ox.lane_id() < 3:  # lane-dependent, but it rejoins before the collectives
+        v = v + 0
+    r = i32(0)
+    if ox.warp_id() % 2 == 0:
+        r += ox.warp.reduce_add(v)
+    if ox.block_idx.x < n and ox.warp.any(v > 60):
+        r += 1000 * i32(ox.warp.ballot(v % 2 == 0) != u32(0))
+    left = ox.warp.reduce_max(v)  # the same in every lane: the loop is warp-uniform
+    while left > 0:
+        left = ox.warp.reduce_max(left - 7)
+        r += 100000
+    if ox.warp.shuffle(v, 0) == 0:  # every lane reads lane 0
+        ox.sync_warp()
+        r += 10 * ox.warp.reduce_min(v)
+    if i in out:
+        out[i] = r
+
+
+def _warp_uniform_want(x: np.ndarray, n: int, block: int) -> np.ndarray:
+    out = np.zeros(x.size, np.int64)
+    for w0 in range(0, x.size, 32):
+        v = x[w0:w0 + 32].astype(np.int64)
+        r = 0
+        if ((w0 % block) // 32) % 2 == 0:
+            r += v.sum()
+        if w0 // block < n and (v > 60).any():
+            r += 1000 * int((v % 2 == 0).any())
+        left = v.max()
+        while left > 0:
+            left -= 7
+            r += 100000
+        if v[0] == 0:
+            r += 10 * v.min()
+        out[w0:w0 + 32] = r
+    return out.astype(np.int32)
+
+
+def test_warp_uniform_control_compiles_and_runs() -> None:
+    block = 64
+    x = (np.arange(4 * block) * 7 % 97).astype(np.int32)
+    x[::32] = 0  # lane 0 of each warp: the broadcast branch runs
+    out = np.zeros_like(x)
+    with ox.device("cpu"):
+        warp_uniform_control[4, block](x, 2, out)
+    np.testing.assert_array_equal(out, _warp_uniform_want(x, 2, block))
+    assert warp_uniform_control.compile(Slice[i32], i32, DisjointSlice[i32], arch="sm_90").cubin
+
+
+@ox.kernel
+def masked_under_lane_branch(x: Slice[i32], out: DisjointSlice[i32]):
+    """Explicit masks say who takes part: the ballot of the condition, or a constant."""
+    i = thread.index_1d()
+    v = x[i] if i in x else i32(0)
+    low = ox.lane_id() < 12
+    m = ox.warp.ballot(low)
+    r = i32(0)
+    if low:
+        r = ox.warp.reduce_add(v, m) + 1000 * ox.warp.reduce_max(v, 0xFFF)
+    else:
+        r = -ox.warp.reduce_add(v, ~m)
+    if i in out:
+        out[i] = r
+
+
+def _masked_want(x: np.ndarray, block: int) -> np.ndarray:
+    out = np.zeros(x.size, np.int64)
+    for b0 in range(0, x.size, block):
+        for w0 in range(b0, min(b0 + block, x.size), 32):
+            v = x[w0:min(w0 + 32, b0 + block)].astype(np.int64)
+            for lane in range(v.size):
+                if lane < 12:
+                    out[w0 + lane] = v[:12].sum() + 1000 * v[:12].max()
+                else:
+                    out[w0 + lane] = -v[12:].sum()
+    return out.astype(np.int32)
+
+
+def test_explicit_masks_under_lane_conditions_run_on_the_cpu() -> None:
+    block = 40  # a partial last warp of 8 lanes: ~m names lanes 12..31, only 12..7 exist
+    x = (np.arange(2 * block) * 3 % 50 + 1).astype(np.int32)
+    out = np.zeros_like(x)
+    with ox.device("cpu"):
+        masked_under_lane_branch[2, block](x, out)
+    np.testing.assert_array_equal(out, _masked_want(x, block))
+    assert masked_under_lane_branch.compile(Slice[i32], DisjointSlice[i32], arch="sm_90").cubin
+
+
+def test_warp_mask_is_a_nonzero_integer() -> None:
+    def kernel_with(mask_kind: int):
+        @ox.kernel
+        def k(a: i32, mf: f32, mb: ox.bool_, m64: ox.i64, mu: ox.u32, mi: i32,
+              out: DisjointSlice[i32]):
+            i = thread.index_1d()
+            s = i32(0)
+            if mask_kind == 0:
+                s = ox.warp.reduce_add(a, 0)
+            elif mask_kind == 1:
+                s = ox.warp.reduce_add(a, mf)
+            elif mask_kind == 2:
+                s = i32(ox.warp.ballot(a > 0, 1.5))
+            elif mask_kind == 3:
+                s = ox.warp.shuffle(a, 0, mb)
+            elif mask_kind == 4:
+                s = ox.warp.reduce_min(a, True)
+            elif mask_kind == 5:
+                s = ox.warp.reduce_max(a, m64)
+            else:
+                s = ox.warp.reduce_add(a, mu) + ox.warp.reduce_add(a, mi)
+            if i in out:
+                out[i] = s
+        return k
+
+    sig = (i32, f32, ox.bool_, ox.i64, ox.u32, i32, DisjointSlice[i32])
+    zero = _compile_error(kernel_with(0), *sig)
+    assert isinstance(zero, ox.SafetyError) and "names no lane" in zero.message
+    assert _caret(zero) == "0"
+    for kind, caret in ((1, "mf"), (2, "1.5"), (3, "mb"), (4, "True")):
+        err = _compile_error(kernel_with(kind), *sig)
+        assert isinstance(err, ox.KernelTypeError), (kind, err)
+        assert "must be an integer" in err.message and _caret(err) == caret
+    wide = _compile_error(kernel_with(5), *sig)
+    assert isinstance(wide, ox.KernelTypeError) and "`u32(m64)`" in wide.hint
+    assert kernel_with(6).compile(*sig, target="cpu")  # u32 and i32 masks are fine

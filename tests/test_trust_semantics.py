@@ -321,8 +321,12 @@ def divide_by_shifted(a: Slice[i64], s: Slice[i64], out: DisjointSlice[i64]):
 @ox.kernel
 def divide_in_warp(a: Slice[i32], b: Slice[i32], out: DisjointSlice[i32]):
     i = thread.index_1d()
+    q = i32(0)
     if i in out:
-        out[i] = ox.warp.reduce_add(a[i] // b[i])
+        q = a[i] // b[i]
+    s = ox.warp.reduce_add(q)  # full mask: every lane of the warp, outside the `if`
+    if i in out:
+        out[i] = s
 
 
 DIVISION_KERNELS = {

@@ -108,11 +108,14 @@ class ParallelCallsMixin:
         two = {"shuffle", "shuffle_up", "shuffle_down", "shuffle_xor"}
         n = 2 if kind in two else 1
         args = self.args_exact(node, (n, n + 1), f"ox.warp.{kind}()")
-        mask = self.materialize(args[n] if len(args) > n else Lit(FULL_MASK), T.u32, node)
+        if len(args) > n:
+            mask = self.warp_mask(args[n], node.args[n], kind)
+        else:
+            mask = self.materialize(Lit(FULL_MASK), T.u32, node)
         if kind in ("ballot", "any", "all"):
             pred = self.truth(args[0], node.args[0])
             out = T.u32 if kind == "ballot" else T.bool_
-            return Val(self.b.value(ops.WarpOp(kind, [pred, mask], ir_type(out))), out)
+            return self._warp_op(ops.WarpOp(kind, [pred, mask], ir_type(out)), out, node)
         v = self.scalar(args[0], node.args[0])
         if v.dtype.bits not in (32, 64) and kind != "match_any":
             raise self.error(KernelTypeError, node.args[0],
@@ -120,11 +123,51 @@ class ParallelCallsMixin:
                              hint="convert to i32 or f32 first")
         if kind in two:
             lane = self.materialize(args[1], T.i32, node.args[1])
-            return Val(self.b.value(ops.WarpOp(kind, [v.ssa, lane, mask], ir_type(v.dtype))),
-                       v.dtype)
+            return self._warp_op(ops.WarpOp(kind, [v.ssa, lane, mask], ir_type(v.dtype)),
+                                 v.dtype, node)
         if kind == "match_any":
-            return Val(self.b.value(ops.WarpOp(kind, [v.ssa, mask], ir_type(T.u32))), T.u32)
-        return Val(self.b.value(ops.WarpOp(kind, [v.ssa, mask], ir_type(v.dtype))), v.dtype)
+            return self._warp_op(ops.WarpOp(kind, [v.ssa, mask], ir_type(T.u32)), T.u32, node)
+        return self._warp_op(ops.WarpOp(kind, [v.ssa, mask], ir_type(v.dtype)), v.dtype, node)
+
+    def _warp_op(self, op: ops.WarpOp, dt: T.DType, node: ast.Call) -> Val:
+        """Emits a warp collective, remembering where it came from: passes/uniformity.py
+        points at it when lanes of a warp may not all reach a full-mask collective."""
+        self.b.emit(op)
+        self.b.origins[op] = (*self.call_spans, self.src.span(node))
+        return Val(op.results[0], dt)
+
+    def warp_mask(self, m: Any, node: ast.expr, kind: str) -> Any:
+        """An explicit mask as u32: lane `l` takes part when bit `l` is set.
+
+        Only integers are masks: a float or bool would be converted to some bit
+        pattern nobody meant. A 64-bit run-time integer has bits no lane owns, so it
+        is converted explicitly by the user. A constant 0 names no lane, not even the
+        caller's: undefined behaviour in CUDA, so it is refused here.
+        """
+        what = f"the mask of ox.warp.{kind}()"
+        hint = ("a mask is a u32 with bit l set for each lane l that takes part: leave it out "
+                "for the whole warp, or pass e.g. `ox.warp.ballot(cond)` or `u32(0xFFFF)`")
+        if isinstance(m, Lit):
+            if isinstance(m.value, bool) or not isinstance(m.value, int):
+                raise self.error(KernelTypeError, node,
+                                 f"{what} must be an integer, not {describe(m)}", hint=hint)
+            if m.value == 0:
+                raise self.error(SafetyError, node,
+                                 f"{what} is 0: it names no lane, not even the calling one "
+                                 "(undefined behaviour in CUDA)", hint=hint)
+            return self.materialize(m, T.u32, node)
+        if not isinstance(m, (Val, Witness)):
+            raise self.error(KernelTypeError, node,
+                             f"{what} must be an integer, not {describe(m)}", hint=hint)
+        v = self.scalar(m, node)
+        if not v.dtype.is_int or v.dtype.is_bool:
+            raise self.error(KernelTypeError, node,
+                             f"{what} must be an integer (u32), not {v.dtype.name}", hint=hint)
+        if v.dtype.bits > 32:
+            raise self.error(KernelTypeError, node,
+                             f"{what} is a u32; {v.dtype.name} has bits no lane owns",
+                             hint=f"convert it: `u32({self.text(node)})`")
+        return self.materialize(v, T.u32, node)
 
     # -- block collectives -----------------------------------------------------------
 

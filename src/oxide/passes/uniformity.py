@@ -28,10 +28,24 @@ The analysis, on oxide IR:
 
 A block barrier in a divergent block is a SafetyError pointing at the barrier
 (or at the `ox.block.*` call that inlined it) and naming the condition.
+
+Warp collectives get the same analysis one level down. `ox.sync_warp()` and a
+warp collective (`ox.warp.*`) whose mask is the full warp (the default) wait
+for every lane of the warp: CUDA leaves it undefined when one does not arrive.
+So they must not sit under a condition that can differ between the lanes of one
+warp. Warp-uniform, beyond everything block-uniform: `warp_id()`, the results
+of full-mask `ballot`, `any`, `all` and `reduce_*` (every member gets the same
+value), a full-mask `shuffle` from lane 0, and anything computed only from
+these. `thread_idx` stays lane-varying even where `thread_idx.x // 32` would
+be warp-uniform: that depends on the launch's block shape. A collective with
+an explicit mask that is not the constant full mask (from `ballot`,
+`match_any`, a parameter, a constant naming some lanes) is the user's statement
+of which lanes take part, and is not checked.
 """
 
 from __future__ import annotations
 
+from xdsl.dialects.builtin import IntegerAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from oxide.errors import SafetyError, Span
@@ -40,6 +54,36 @@ from oxide.ir.types import ArrayType, SharedArrayType
 from oxide.passes.cfg import reverse_postorder, successors
 
 _VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid", "warpid")
+_LANE_VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid")
+# Full-mask warp collectives whose result is the same in every lane of the warp.
+_WARP_UNIFORM_RESULTS = ("ballot", "any", "all", "reduce_add", "reduce_min", "reduce_max")
+FULL_MASK = 0xFFFFFFFF
+
+
+def _constant_int(value: SSAValue) -> int | None:
+    """The integer `value` holds when an `oxide.constant` defines it, else None."""
+    owner = value.owner
+    if isinstance(owner, ops.ConstantOp) and isinstance(owner.value, IntegerAttr):
+        return int(owner.value.value.data)
+    return None
+
+
+def has_full_mask(op: ops.WarpOp) -> bool:
+    """Whether the collective's mask (its last operand) is the constant full warp."""
+    mask = _constant_int(op.args[-1])
+    return mask is not None and mask & FULL_MASK == FULL_MASK
+
+
+def _warp_uniform_result(op: ops.WarpOp) -> bool:
+    """Whether every lane of the warp gets the same result from `op` (reached by all lanes)."""
+    if not has_full_mask(op):
+        return False
+    kind = op.kind.data
+    if kind in _WARP_UNIFORM_RESULTS:
+        return True
+    # lane 0 exists in every warp, partial last warps too, so every lane reads it
+    source = _constant_int(op.args[1]) if kind == "shuffle" else None
+    return source is not None and source & 31 == 0
 
 
 def _control_dependents(func: ops.FuncOp) -> dict[Block, set[Block]]:
@@ -95,12 +139,20 @@ def _control_dependents(func: ops.FuncOp) -> dict[Block, set[Block]]:
 
 
 class _Uniformity:
-    """The fixpoint of varying values, varying slots and divergent blocks."""
+    """The fixpoint of varying values, varying slots and divergent blocks.
 
-    def __init__(self, func: ops.FuncOp, uniform: set[SSAValue]) -> None:
+    `lanes=False` asks whether threads of one block may disagree; `lanes=True`
+    whether lanes of one warp may (warp ids and full-mask votes and reductions
+    are then uniform).
+    """
+
+    def __init__(self, func: ops.FuncOp, uniform: set[SSAValue],
+                 cd: dict[Block, set[Block]], lanes: bool = False) -> None:
         self.blocks = list(func.body.blocks)
         self.uniform = uniform
-        self.cd = _control_dependents(func)
+        self.cd = cd
+        self.lanes = lanes
+        self.registers = _LANE_VARYING_REGISTERS if lanes else _VARYING_REGISTERS
         self.varying: set[SSAValue] = set()
         self.varying_slots: set[SSAValue] = set()
         self.divergent: set[Block] = set()
@@ -141,8 +193,10 @@ class _Uniformity:
 
     def _is_varying(self, op: Operation) -> bool:
         if isinstance(op, ops.RegisterOp):
-            return op.reg.data in _VARYING_REGISTERS
-        if isinstance(op, (ops.ThreadIndexOp, ops.WarpOp, ops.AtomicOp)):
+            return op.reg.data in self.registers
+        if isinstance(op, ops.WarpOp):
+            return not (self.lanes and _warp_uniform_result(op))
+        if isinstance(op, (ops.ThreadIndexOp, ops.AtomicOp)):
             return True
         if isinstance(op, ops.SlotReadOp):
             return op.slot in self.varying_slots
@@ -182,25 +236,46 @@ def _snippet(span: Span) -> str:
     return text if text and span.end_col <= len(span.text) else span.text.strip()
 
 
+def _condition_label(u: _Uniformity, block: Block, origins: dict[Operation, tuple[Span, ...]],
+                     who: str, default: str) -> str:
+    """The label naming the condition that makes `block` divergent, where it is known."""
+    branch = u.culprit(block)
+    cond_span = _user_span(origins.get(branch.last_op, ()))  # type: ignore[arg-type]
+    if cond_span is None:
+        return default
+    return (f"whether a {who} gets here depends on `{_snippet(cond_span)}` "
+            f"(line {cond_span.line})")
+
+
 def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Span, ...]],
                              uniform: set[SSAValue]) -> None:
-    """Raise SafetyError for a block barrier that some threads of a block may not reach."""
+    """Raise SafetyError for a block barrier that some threads of a block may not reach,
+    or a full-warp collective (`ox.sync_warp()`, `ox.warp.*` without an explicit mask)
+    that some lanes of a warp may not reach."""
     barriers = [(block, op) for block in func.body.blocks for op in block.ops
                 if isinstance(op, ops.BarrierOp) and op.kind.data == "block"]
-    if not barriers:
+    warp_wide = [(block, op) for block in func.body.blocks for op in block.ops
+                 if (isinstance(op, ops.BarrierOp) and op.kind.data == "warp")
+                 or (isinstance(op, ops.WarpOp) and has_full_mask(op))]
+    if not barriers and not warp_wide:
         return
-    u = _Uniformity(func, uniform)
+    cd = _control_dependents(func)
+    if barriers:
+        _check_block_barriers(_Uniformity(func, uniform, cd), barriers, origins)
+    if warp_wide:
+        _check_warp_collectives(_Uniformity(func, uniform, cd, lanes=True), warp_wide,
+                                origins)
+
+
+def _check_block_barriers(u: _Uniformity, barriers: list[tuple[Block, Operation]],
+                          origins: dict[Operation, tuple[Span, ...]]) -> None:
     for block, op in barriers:
         if block not in u.divergent:
             continue
         where = _user_span(origins.get(op, ()))
-        branch = u.culprit(block)
-        cond_span = _user_span(origins.get(branch.last_op, ()))  # type: ignore[arg-type]
         what = f"`{_snippet(where)}`" if where is not None else "a block barrier"
-        label = "not every thread of the block reaches this"
-        if cond_span is not None:
-            label = (f"whether a thread gets here depends on `{_snippet(cond_span)}` "
-                     f"(line {cond_span.line})")
+        label = _condition_label(u, block, origins, "thread",
+                                 "not every thread of the block reaches this")
         raise SafetyError(
             f"{what} waits for every thread of the block, but it sits under a condition "
             "that depends on the thread",
@@ -209,3 +284,32 @@ def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Sp
                  "thread (an early `return`, `break` or loop bound too) differs between "
                  "threads; let every thread reach the barrier or block collective, and "
                  "put only the work under the condition")
+
+
+def _check_warp_collectives(u: _Uniformity, collectives: list[tuple[Block, Operation]],
+                            origins: dict[Operation, tuple[Span, ...]]) -> None:
+    for block, op in collectives:
+        if block not in u.divergent:
+            continue
+        where = _user_span(origins.get(op, ()))
+        barrier = isinstance(op, ops.BarrierOp)
+        if where is not None:
+            what = f"`{_snippet(where)}`"
+        else:
+            what = "ox.sync_warp()" if barrier else f"ox.warp.{op.kind.data}()"  # type: ignore[attr-defined]
+        label = _condition_label(u, block, origins, "lane",
+                                 "not every lane of the warp reaches this")
+        if barrier:
+            hint = ("let every lane of the warp reach ox.sync_warp(), and put only the work "
+                    "under the condition")
+        else:
+            hint = ("let every lane of the warp reach it and put only the work under the "
+                    "condition, or name the lanes that take part: `m = ox.warp.ballot(cond)` "
+                    "before the `if`, then pass `m` as the mask inside it")
+        raise SafetyError(
+            f"{what} needs every lane of the warp (its mask is the full warp), but it sits "
+            "under a condition that can differ between the lanes of a warp: undefined "
+            "behaviour on the GPU",
+            where, label=label,
+            hint=hint + "; conditions on ox.warp_id(), block_idx, parameters and full-mask "
+                        "ballot/any/all/reduce results are the same in every lane and are fine")
