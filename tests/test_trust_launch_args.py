@@ -572,7 +572,7 @@ def test_gpu_cuda_array_interface_checks_on_relaunch(fake, general, bad, message
 
 
 def test_gpu_host_arrays_are_checked_before_copying(fake) -> None:
-    fake.formats = "QqqQqqqq"
+    fake.formats = "QqqQqq"  # contiguous: no strides (more would read past the pointers)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         x = np.ones((4, 4), np.float32)
