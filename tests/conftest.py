@@ -1,4 +1,5 @@
-"""Shared test setup: `@pytest.mark.gpu` tests skip themselves where no CUDA GPU is found."""
+"""Shared test setup: `@pytest.mark.gpu` tests skip themselves where no CUDA GPU is found;
+fixtures that several suites of the GPU launch path use."""
 
 from __future__ import annotations
 
@@ -16,3 +17,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (none found)")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+@pytest.fixture
+def general(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Counts the launches that take the general GPU path (the binders declined)."""
+    from oxide.runtime import gpu
+
+    calls: list[int] = []
+    real = gpu.launch_gpu
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gpu, "launch_gpu", counted)
+    return calls

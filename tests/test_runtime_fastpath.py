@@ -49,20 +49,6 @@ def fake(request, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDri
         yield driver
 
 
-@pytest.fixture
-def general(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the launches that take the general path."""
-    calls: list[int] = []
-    real = gpu.launch_gpu
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(gpu, "launch_gpu", counted)
-    return calls
-
-
 CFG = ox.LaunchConfig(grid=1, block=32)
 
 

@@ -21,7 +21,6 @@ from fake_cuda import FakeDriver, Tensor, fake_torch, use_launch_flavor
 
 import oxide as ox
 from oxide import Const, DisjointSlice, Slice, f32, f64, i32, thread
-from oxide.runtime import gpu
 from oxide.runtime.cpu import MAX_DYNAMIC_SHARED
 from oxide.runtime.overlap import DISJOINT, EXACT_LIMIT, OVERLAPS, UNPROVED, self_overlap
 
@@ -486,20 +485,6 @@ def fake(request, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDri
         k.__dict__.pop("_oxide_bound", None)
     with ox.device(0):
         yield driver
-
-
-@pytest.fixture
-def general(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the launches that take the general path."""
-    calls: list[int] = []
-    real = gpu.launch_gpu
-
-    def counted(*args, **kwargs):
-        calls.append(1)
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(gpu, "launch_gpu", counted)
-    return calls
 
 
 def test_gpu_misaligned_tensor_is_refused_on_relaunch(fake, general) -> None:
