@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import semantics_cases as sc
 import test_half_precision as hp
+import test_range_loops as rl
 from test_trust_semantics import DIVISION_KERNELS, division_args
 
 import oxide as ox
@@ -201,3 +202,19 @@ def test_gpu_bf16_subnormals_survive_compares_and_sign_ops() -> None:
     outs = [np.zeros(n, np.int32), np.zeros(n, hp.BF16), np.zeros(n, hp.BF16),
             np.zeros(n, hp.BF16), np.zeros(n, np.float32)]
     hp.assert_bf16_reads(launch(hp.bf16_reads, n, a, *outs)[1:], a)
+
+
+@pytest.mark.parametrize("dt", [ox.i8, ox.u8, ox.i16, ox.u16, i32, u32, i64, u64],
+                         ids=lambda d: d.name)
+def test_gpu_run_time_ranges_count_as_python_does(dt: Any) -> None:
+    cases = rl.trip_cases(dt)
+    n = cases[0].size
+    out, last = launch(rl.trips, n, *cases, np.zeros(n, np.int32), np.zeros(n, dt.numpy))[3:]
+    assert (out.tolist(), last.tolist()) == rl.python_trips(*cases)
+
+
+def test_gpu_a_step_past_the_type_maximum_ends_the_loop() -> None:
+    a = np.array([120, 126, 127, 0, -128], np.int8)
+    assert launch(rl.trips_i8_by_5, 5, a, np.zeros(5, np.int32))[-1].tolist() == [2, 1, 0, 26, 51]
+    assert launch(rl.trips_i8_down_by_5, 5, a, np.zeros(5, np.int32))[-1].tolist() == [
+        len(range(v, -128, -5)) for v in a.tolist()]

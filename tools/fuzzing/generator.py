@@ -6,8 +6,8 @@ docs/language.md is exactly `ty`, so every assignment keeps its variable's type
 reference shows up as a compile error, never as a silent conversion.
 
 It stays away, on purpose, from what the language page leaves undefined: float
-literals next to integers, `i* + u64`, arithmetic on `bool_`, and loops whose
-`range` increments would overflow the loop type. Loops are bounded by construction.
+literals next to integers, `i* + u64` and arithmetic on `bool_`. Loops are bounded by
+construction; some step past the loop type's maximum (or minimum), which must end them.
 """
 
 from __future__ import annotations
@@ -288,6 +288,8 @@ class Generator:
                 return Bin("mod", Var(n, t), Lit(6, t), t, t)
             return Lit(self.rng.randint(-2, 6), "i32")
 
+        if self.rng.random() < 0.15:
+            return self.edge_loop(depth, ret)
         nargs = self.rng.choice((1, 2, 3))
         args = [bound() for _ in range(min(nargs, 2))]
         signed = [(n, t) for n, t in ints if S.signed(t)]
@@ -309,6 +311,28 @@ class Generator:
             args = [Lit(abs(a.value), ty) if isinstance(a, Lit) else a for a in args]
             if len(args) == 3 and isinstance(args[2], Lit):
                 args[2] = Lit(1, ty)
+        return self.loop_over(ty, args, depth, ret)
+
+    def edge_loop(self, depth: int, ret: str) -> Stmt:
+        """A few steps up to the type's maximum (or down to a signed type's minimum), where
+        `counter + step` wraps around: `range(127 - x % 13, 127, 5)` runs as in Python."""
+        ty = self.rng.choice([t for t in self.types if S.is_int(t)])
+        lo, hi = S.int_range(ty)
+        down = S.signed(ty) and self.rng.random() < 0.5
+        steps = [s for s in (2, 3, 5, 7, 100, hi // 2 + 1, hi) if s <= hi]
+        step = self.rng.choice(steps)
+        near = [(n, t) for n, t in self.scope.items() if t == ty]
+        edge = lo if down else hi
+        k = self.rng.randint(0, 12)
+        start: Expr = Conv(Lit(edge + k if down else edge - k, ty), ty)  # typed: not i32
+        if near and self.rng.random() < 0.7:  # a run-time start: the loop is not unrolled
+            n, t = self.rng.choice(near)
+            offset = Bin("mod", Var(n, t), Lit(13, t), t, t)  # 0..12, Python's sign
+            start = Bin("add" if down else "sub", Lit(edge, ty), offset, ty, ty)
+        stop = Lit(edge - self.rng.randint(0, 2) * (-1 if down else 1), ty)
+        return self.loop_over(ty, [start, stop, Lit(-step if down else step, ty)], depth, ret)
+
+    def loop_over(self, ty: str, args: list[Expr], depth: int, ret: str) -> Stmt:
         var = self.fresh("j")
         self.scope[var] = ty
         body = self.block(self.rng.randint(1, 3), depth + 1, ret, True)

@@ -11,7 +11,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
-from xdsl.ir import Block
+from xdsl.ir import Block, SSAValue
 
 from oxide import types as T
 from oxide.errors import (
@@ -383,10 +383,35 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
             self.assigned = _meet(entry, *loop.assigned.breaks)
         self.b.br(latch)
         self.b.set_block(latch)
-        nxt = self.b.value(ops.BinaryOp("add", self.b.value(ops.SlotReadOp(counter)), step_v))
-        self.b.emit(ops.SlotWriteOp(counter, nxt))
+        self.b.emit(ops.SlotWriteOp(counter, self.range_next(counter, stop_v, step, step_v, dt)))
         self.b.emit(ops.BranchOp(header, unroll=_unroll_fully(start, stop, step)))
         self.b.set_block(exit_)
+
+    def range_next(self, counter: SSAValue, stop: SSAValue, step: Any, step_v: SSAValue,
+                   dt: T.DType) -> SSAValue:
+        """The counter's next value: `counter + step`, or `stop` where that would pass it.
+
+        `counter + step` may wrap around the type (`range(120, i8(127), i8(5))` would run
+        155 times), so the step is compared first with the distance left, which is exact
+        as an unsigned number (the counter is still short of `stop` here). A step of 1 or
+        -1 cannot wrap and keeps the plain increment LLVM's loop analyses know.
+        """
+        iv = self.b.value(ops.SlotReadOp(counter))
+        nxt = self.b.value(ops.BinaryOp("add", iv, step_v))
+        if isinstance(step, Lit) and step.value in (1, -1):
+            return nxt
+        udt = T.SCALARS[f"u{dt.bits}"]
+        ahead = self.b.value(ops.BinaryOp("sub", stop, iv))
+        behind = self.b.value(ops.BinaryOp("sub", iv, stop))
+        back = self.b.value(ops.UnaryOp("neg", step_v)) if dt.is_signed else step_v
+        if isinstance(step, Lit):
+            left, stride = (ahead, step_v) if step.value > 0 else (behind, back)
+        else:
+            up = self.b.value(ops.CompareOp("gt", step_v, self.b.constant(0, dt)))
+            left = self.b.value(ops.SelectOp(up, ahead, behind))
+            stride = self.b.value(ops.SelectOp(up, step_v, back))
+        done = self.b.value(ops.CompareOp("le", self.b.cast(left, udt), self.b.cast(stride, udt)))
+        return self.b.value(ops.SelectOp(done, stop, nxt))
 
     def stmt_Break(self, node: ast.Break) -> None:
         if not self.loops:
