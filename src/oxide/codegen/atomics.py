@@ -39,7 +39,12 @@ def emit_atomic(em: Any, kind: str, sync: str, dt: T.DType, addr: str, value: st
 
 def _float_minmax_loop(em: Any, kind: str, dt: T.DType, addr: str, value: str, sync: str,
                        ptr_t: str) -> str:
-    """Float atomic min/max as a compare-and-swap loop (no hardware instruction)."""
+    """Float atomic min/max as a compare-and-swap loop (no hardware instruction).
+
+    The new value is the language's `min`/`max` (docs/language.md: IEEE 754-2019
+    minimumNumber/maximumNumber, the emitter's `float_binary`), so both targets agree on
+    signed zeros; `llvm.minnum` leaves `min(+0.0, -0.0)` to the target.
+    """
     it = "i32" if dt.bits == 32 else "i64"
     t = dt.llvm
     init = em.ins(f"load atomic {it}, {ptr_t} {addr}{sync} monotonic, align {dt.bits // 8}")
@@ -51,8 +56,7 @@ def _float_minmax_loop(em: Any, kind: str, dt: T.DType, addr: str, value: str, s
     nxt_name = em.tmp()
     em.lines.append(f"  {cur} = phi {it} [ {init}, %{pre} ], [ {nxt_name}, %{head} ]")
     curf = em.ins(f"bitcast {it} {cur} to {t}")
-    best = em.intrinsic(f"llvm.{kind}num.{'f32' if dt.bits == 32 else 'f64'}", t,
-                        [(t, curf), (t, value)])
+    best = em.float_binary(kind, dt, curf, value)  # as `min`/`max`: -0.0 < +0.0, NaN loses
     bbits = em.ins(f"bitcast {t} {best} to {it}")
     pair = em.ins(f"cmpxchg {ptr_t} {addr}, {it} {cur}, {it} {bbits}{sync} "
                   "monotonic monotonic")
