@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 import semantics_cases as sc
+import test_atomic_float_min_max as afm
 import test_half_precision as hp
 import test_range_loops as rl
 from test_trust_semantics import DIVISION_KERNELS, division_args
@@ -218,3 +219,14 @@ def test_gpu_a_step_past_the_type_maximum_ends_the_loop() -> None:
     assert launch(rl.trips_i8_by_5, 5, a, np.zeros(5, np.int32))[-1].tolist() == [2, 1, 0, 26, 51]
     assert launch(rl.trips_i8_down_by_5, 5, a, np.zeros(5, np.int32))[-1].tolist() == [
         len(range(v, -128, -5)) for v in a.tolist()]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", afm.CASES)
+def test_gpu_float_atomic_min_max_order_signed_zeros(dtype: type, case: tuple) -> None:
+    start, values, lo, hi = case
+    x = np.array(values, dtype)
+    low, high = launch(afm.fold_min_max, x.size, x, np.array([start], dtype),
+                       np.array([start], dtype))[1:]
+    assert afm.bits(low) == afm.bits(np.array([lo], dtype))
+    assert afm.bits(high) == afm.bits(np.array([hi], dtype))

@@ -502,17 +502,37 @@ class ExprMixin:
     def expr_Compare(self, node: ast.Compare) -> Any:
         left = self.expr(node.left)
         if len(node.ops) > 1:
-            # a < b < c  ==  (a < b) and (b < c), evaluating b once.
-            parts = []
-            for op, right_node in zip(node.ops, node.comparators, strict=True):
-                right = self.expr(right_node)
-                parts.append(self.compare(op, left, right, node))
-                left = right
-            result = parts[0]
-            for p in parts[1:]:
-                result = self.binop(ast.BitAnd(), result, p, node)
-            return result
+            return self.compare_chain(node, left)
         return self.compare(node.ops[0], left, self.expr(node.comparators[0]), node)
+
+    def compare_chain(self, node: ast.Compare, left: Any) -> Any:
+        """`a < b < c` is `(a < b) and (b < c)` with `b` evaluated once, and short-circuits
+        as Python's does: a false link skips the operands after it (`1 < x < 7 // d` with
+        `x = 0` does not divide), as `and` does (expr_BoolOp). Constant links fold."""
+        result = join = None
+        last = len(node.ops) - 1
+        for i, (op, right_node) in enumerate(zip(node.ops, node.comparators, strict=True)):
+            right = self.expr(right_node)
+            link = self.compare(op, left, right, node)
+            left = right
+            if isinstance(link, Lit) and (link.value or join is None):
+                if not link.value or (i == last and join is None):
+                    return Lit(bool(link.value))  # what comes after is never evaluated
+                if i < last:
+                    continue
+            if join is None:
+                result, join = self.b.alloc(ops.SlotOp(_ir(T.bool_))), self.b.new_block()
+            c = (self.b.constant(bool(link.value), T.bool_) if isinstance(link, Lit)
+                 else self.truth(link, node))
+            self.b.emit(ops.SlotWriteOp(result, c))
+            if i == last or isinstance(link, Lit):  # the last link, or a constant false one
+                self.b.br(join)
+                break
+            nxt = self.b.new_block()
+            self.b.cond_br(c, nxt, join)
+            self.b.set_block(nxt)
+        self.b.set_block(join)
+        return Val(self.b.value(ops.SlotReadOp(result)), T.bool_)
 
     def compare(self, op: ast.cmpop, a: Any, b: Any, node: ast.AST) -> Any:
         if isinstance(op, (ast.In, ast.NotIn)):
