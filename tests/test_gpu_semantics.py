@@ -230,3 +230,9 @@ def test_gpu_float_atomic_min_max_order_signed_zeros(dtype: type, case: tuple) -
                        np.array([start], dtype))[1:]
     assert afm.bits(low) == afm.bits(np.array([lo], dtype))
     assert afm.bits(high) == afm.bits(np.array([hi], dtype))
+
+
+def test_gpu_bf16_subnormals_pass_through_a_select() -> None:
+    a, k, want = hp.bf16_select_cases()
+    out = launch(hp.bf16_select, a.size, a, k, np.zeros(a.size, hp.BF16))[-1]
+    assert out.view(np.uint16).tolist() == want

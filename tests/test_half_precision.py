@@ -46,6 +46,29 @@ def bf16_reads(a: Slice[bf16], flags: DisjointSlice[i32], neg: DisjointSlice[bf1
         wide[i] = f32(-x)
 
 
+@ox.func
+def pick(k: i32, a: bf16, b: bf16) -> bf16:
+    if k == 1:
+        return a
+    return b
+
+
+@ox.kernel(contract=False)
+def bf16_select(a: Slice[bf16], k: Slice[i32], out: DisjointSlice[bf16]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = pick(k[i], a[i], bf16(2.0))
+
+
+def bf16_select_cases() -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Subnormals chosen by a run-time condition (a `select`/`phi` of bf16), 16 lanes."""
+    a = np.array([0x8001, 0x0001, 0x007F, 0x80FF] * 4, np.uint16).view(BF16)
+    k = np.array([1, 1, 0, 1] * 4, np.int32)
+    want = [b if c == 1 else 0x4000 for b, c in zip(a.view(np.uint16).tolist(), k.tolist(),
+                                                    strict=True)]
+    return a, k, want
+
+
 def f64_to_f16_cases() -> np.ndarray:
     """Values a double rounding (f64 -> f32 -> f16) gets wrong, and the edges of f16."""
     third = 2.0 ** -40
@@ -114,3 +137,12 @@ def assert_bf16_reads(got: list[np.ndarray], a: np.ndarray) -> None:
 def test_bf16_subnormals_survive_compares_and_sign_ops_on_the_cpu() -> None:
     a = bf16_cases()
     assert_bf16_reads(run_bf16_reads(a), a)
+
+
+def test_bf16_subnormals_pass_through_a_select_on_the_cpu() -> None:
+    """x86 moved a chosen bf16 through f32 and back with AVX512-BF16's flushing conversion."""
+    a, k, want = bf16_select_cases()
+    out = np.zeros(a.size, BF16)
+    with ox.device("cpu"):
+        bf16_select[ox.LaunchConfig.for_num_elems(a.size)](a, k, out)
+    assert out.view(np.uint16).tolist() == want

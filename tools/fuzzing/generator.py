@@ -236,14 +236,16 @@ class Generator:
         return Cmp([kind], [a, b])
 
     def chain(self) -> Expr:
-        """`a < b <= c` on leaves: the page says each operand is evaluated once, not
-        whether a false first link skips the rest, so no operand here can fault."""
+        """`a < b <= c`: a false link skips the operands after it, so the later ones may
+        fault (a division by zero there is reported only when it is reached)."""
         ty = self.pick_type()
         self.leaf_only = True
         try:
-            ops = [self.leaf(ty) for _ in range(3)]
+            ops = [self.leaf(ty)]
         finally:
             self.leaf_only = False
+        ops += [self.expr(ty, 2) if self.rng.random() < 0.5 else self.leaf(ty)
+                for _ in range(2)]
         kinds = [self.rng.choice(("lt", "le", "gt", "ge", "eq", "ne")) for _ in range(2)]
         return Cmp(kinds, ops)
 

@@ -195,19 +195,23 @@ class Cmp(Expr):
         return f"({' '.join(parts)})"
 
     def eval(self, env: Env) -> Any:
-        vals = [o.eval(env) for o in self.operands]  # every operand once (the chains hold
-        result = True                                  # no faulting operands, see generator)
+        """Each operand at most once, and a false link skips the operands after it (as
+        Python's chains do; docs/language.md), so their faults are never reported."""
+        left = self.operands[0].eval(env)
         for i, k in enumerate(self.kinds):
             a, b = self.operands[i], self.operands[i + 1]
+            right = b.eval(env)
             t = pair_type(a, b)
-            x = vals[i] if isinstance(a, Lit) or a.ty == t else S.to_type(vals[i], a.ty, t)
-            y = vals[i + 1] if isinstance(b, Lit) or b.ty == t else S.to_type(vals[i + 1], b.ty, t)
+            x = left if isinstance(a, Lit) or a.ty == t else S.to_type(left, a.ty, t)
+            y = right if isinstance(b, Lit) or b.ty == t else S.to_type(right, b.ty, t)
             if isinstance(a, Lit):
                 x = S.literal_value(a.value, t)
             if isinstance(b, Lit):
                 y = S.literal_value(b.value, t)
-            result = result and S.compare(k, x, y)
-        return result
+            if not S.compare(k, x, y):
+                return False
+            left = right
+        return True
 
     def children(self) -> list[Expr]:
         return list(self.operands)

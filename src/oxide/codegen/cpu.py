@@ -26,6 +26,26 @@ _INTRINSICS = {"sqrt", "exp", "exp2", "log", "log2", "log10", "sin", "cos", "pow
                "floor", "ceil", "trunc", "round", "fma", "copysign"}
 _INF = "0x7FF0000000000000"
 
+# compiler-rt's f32 -> bf16 rounding (nearest, ties to even, subnormals kept, NaN quiet),
+# which x86 code calls wherever it moves a bf16 through f32 (a `select` or `phi` of bf16)
+# once codegen/host.py turns off AVX512-BF16, whose vcvtneps2bf16 flushed subnormals.
+# The host JIT has no compiler-rt, so each module that holds bf16 values defines it.
+TRUNC_SF_BF2 = """define bfloat @__truncsfbf2(float %x) {
+entry:
+  %bits = bitcast float %x to i32
+  %high = lshr i32 %bits, 16
+  %lsb = and i32 %high, 1
+  %bias = add i32 %lsb, 32767
+  %sum = add i32 %bits, %bias
+  %rounded = lshr i32 %sum, 16
+  %nan = fcmp uno float %x, 0.0
+  %quiet = or i32 %high, 64
+  %r32 = select i1 %nan, i32 %quiet, i32 %rounded
+  %r16 = trunc i32 %r32 to i16
+  %r = bitcast i16 %r16 to bfloat
+  ret bfloat %r
+}"""
+
 
 class CPUTarget:
     """Target hooks for the Emitter, for the host CPU (any LLVM host triple)."""
@@ -169,8 +189,10 @@ class CPUTarget:
                   *body, "oxide.exit:", "  ret void", "}"]
         arg_types = [p.split()[0] for p in params[:-1]]  # all but the error pointer
         driver = cpu_driver.launch_driver(symbol, arg_types, self.coroutine, self.shared_bytes)
+        bf16 = [TRUNC_SF_BF2] if any("bfloat" in text for text in
+                                     (*body, *self.warps.helpers.values())) else []
         parts = [*em.globals, *sorted(declares), "", *fn, "", driver,
-                 *self.warps.helpers.values(), REPORT_FUNCTION,
+                 *self.warps.helpers.values(), *bf16, REPORT_FUNCTION,
                  '!0 = !{!"branch_weights", i32 1000000, i32 1}',
                  '!1 = !{!"branch_weights", i32 1, i32 1000000}']
         return "\n".join(parts) + "\n"

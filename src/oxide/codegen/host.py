@@ -19,6 +19,13 @@ from oxide.codegen.llvm import _lock, binding, optimize, parse
 LAUNCH_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p)
 
 
+# x86 features whose bf16 conversions flush subnormals to zero (vcvtneps2bf16). With them,
+# LLVM moves bf16 values (a `select`, a `phi`, a returned value) through f32 and back, and
+# `bf16(-1e-40)` passed through a function came back as -0.0; the GPU keeps subnormals.
+# Without them, bf16 stays 16 bits in integer registers and the emitter rounds in code.
+_FLUSHING_BF16 = ("avx512bf16", "avxneconvert", "amx-bf16")
+
+
 @dataclass(frozen=True)
 class HostKernel:
     """A JIT-compiled CPU kernel; holds the engine that owns its machine code."""
@@ -41,8 +48,12 @@ def _host_machine() -> Any:
     """A fresh target machine: each MCJIT engine takes ownership of its own."""
     llvm = binding()
     target = llvm.Target.from_triple(llvm.get_process_triple())
+    features = llvm.get_host_cpu_features()
+    for name in _FLUSHING_BF16:
+        if features.get(name):
+            features[name] = False
     return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                        features=llvm.get_host_cpu_features().flatten(),
+                                        features=features.flatten(),
                                         opt=3, codemodel="jitdefault")
 
 
