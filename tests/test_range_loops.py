@@ -39,6 +39,16 @@ def trips_i8_down_by_5(a: Slice[i8], out: DisjointSlice[i32]):
 
 
 @ox.kernel
+def constant_edges(out: DisjointSlice[i64]):
+    i = thread.index_1d()
+    if i in out:
+        n = i64(0)
+        for j in range(-(2**63), 2**63 - 1, 2**62):  # len(range()) itself overflows here
+            n = n * 10 + (j >> 62) + 3
+        out[i] = n
+
+
+@ox.kernel
 def trips(start: Slice[T], stop: Slice[T], step: Slice[T], out: DisjointSlice[i32],
           last: DisjointSlice[T]):
     i = thread.index_1d()
@@ -108,3 +118,9 @@ def test_a_step_past_the_type_maximum_ends_the_loop() -> None:
 def test_run_time_ranges_count_as_python_does(dt: object) -> None:
     cases = trip_cases(dt)
     assert run_trips(dt, *cases) == python_trips(*cases)
+
+
+def test_constant_ranges_at_the_edges_of_i64() -> None:
+    out = np.zeros(1, np.int64)
+    constant_edges[ox.LaunchConfig.for_num_elems(1)](out)
+    assert out.tolist() == [1234]  # j >> 62 is -2, -1, 0, 1: four trips, then it stops

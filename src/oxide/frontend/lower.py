@@ -70,6 +70,15 @@ _UNSUPPORTED_STMTS: dict[type, tuple[str, str]] = {
 UNROLL_MAX_TRIPS = 32
 
 
+def _wraps(start: Any, stop: Any, step: Any, dt: T.DType) -> bool:
+    """Whether `counter + step` may pass the type's range: unknown unless all are constant."""
+    if not all(isinstance(v, Lit) for v in (start, stop, step)) or step.value == 0:
+        return True
+    lo, hi = ((-(1 << (dt.bits - 1)), (1 << (dt.bits - 1)) - 1) if dt.is_signed
+              else (0, (1 << dt.bits) - 1))
+    return not lo <= start.value + _trips(start, stop, step) * step.value <= hi
+
+
 def _unroll_fully(start: Any, stop: Any, step: Any) -> bool:
     """Whether a `range` loop has constant bounds and at most UNROLL_MAX_TRIPS iterations.
 
@@ -79,14 +88,15 @@ def _unroll_fully(start: Any, stop: Any, step: Any) -> bool:
     """
     if not all(isinstance(v, Lit) for v in (start, stop, step)):
         return False
-    return len(range(start.value, stop.value, step.value)) <= UNROLL_MAX_TRIPS
+    return _trips(start, stop, step) <= UNROLL_MAX_TRIPS
 
 
 def _trips(start: Any, stop: Any, step: Any) -> int:
     """The iterations of a `range` with constant bounds; -1 when they are not constants."""
     if not all(isinstance(v, Lit) for v in (start, stop, step)):
         return -1
-    return len(range(start.value, stop.value, step.value))
+    a, b, s = start.value, stop.value, step.value  # len(range()) overflows past 2**63
+    return max(0, (b - a + s - (1 if s > 0 else -1)) // s) if s else 0
 
 
 def _copy(assigned: set[str] | None) -> set[str] | None:
@@ -383,22 +393,24 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
             self.assigned = _meet(entry, *loop.assigned.breaks)
         self.b.br(latch)
         self.b.set_block(latch)
-        self.b.emit(ops.SlotWriteOp(counter, self.range_next(counter, stop_v, step, step_v, dt)))
+        self.b.emit(ops.SlotWriteOp(counter, self.range_next(counter, stop_v, step, step_v, dt,
+                                                             _wraps(start, stop, step, dt))))
         self.b.emit(ops.BranchOp(header, unroll=_unroll_fully(start, stop, step)))
         self.b.set_block(exit_)
 
     def range_next(self, counter: SSAValue, stop: SSAValue, step: Any, step_v: SSAValue,
-                   dt: T.DType) -> SSAValue:
+                   dt: T.DType, may_wrap: bool) -> SSAValue:
         """The counter's next value: `counter + step`, or `stop` where that would pass it.
 
         `counter + step` may wrap around the type (`range(120, i8(127), i8(5))` would run
         155 times), so the step is compared first with the distance left, which is exact
         as an unsigned number (the counter is still short of `stop` here). A step of 1 or
-        -1 cannot wrap and keeps the plain increment LLVM's loop analyses know.
+        -1, or a constant range whose last increment fits (`may_wrap` false), cannot wrap
+        and keeps the plain increment LLVM's loop analyses (and full unrolling) know.
         """
         iv = self.b.value(ops.SlotReadOp(counter))
         nxt = self.b.value(ops.BinaryOp("add", iv, step_v))
-        if isinstance(step, Lit) and step.value in (1, -1):
+        if not may_wrap or (isinstance(step, Lit) and step.value in (1, -1)):
             return nxt
         udt = T.SCALARS[f"u{dt.bits}"]
         ahead = self.b.value(ops.BinaryOp("sub", stop, iv))
