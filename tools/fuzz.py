@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from tools.fuzzing.harness import Mismatch  # noqa: E402
-from tools.fuzzing.runner import fuzz  # noqa: E402
+from tools.fuzzing.runner import Summary, fuzz  # noqa: E402
 
 
 def _first_per_program(mismatches: list[Mismatch]) -> list[tuple[Mismatch, int]]:
@@ -28,6 +28,12 @@ def _first_per_program(mismatches: list[Mismatch]) -> list[tuple[Mismatch, int]]
     for m in mismatches:
         groups.setdefault((m.device, m.batch.index, m.program, m.what), []).append(m)
     return [(ms[0], len(ms)) for ms in groups.values()]
+
+
+def _report_progress(summary: Summary, batches_left: int, seconds: float) -> None:
+    """One stderr line per batch: the partial summary, elapsed time and batches left."""
+    print(f"[{seconds:7.1f} s, {batches_left} batches left] {summary.line()}",
+          file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="worker processes")
     ap.add_argument("--minimize", action="store_true", help="shrink each mismatch to a repro")
     ap.add_argument("--max-reports", type=int, default=20)
+    ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     args = ap.parse_args(argv)
     devices = ("cpu", "gpu") if args.device == "both" else (args.device,)
     if "gpu" in devices:
@@ -49,7 +56,8 @@ def main(argv: list[str] | None = None) -> int:
             print("fuzz: --device gpu/both needs an NVIDIA GPU, and none was found",
                   file=sys.stderr)
             return 2
-    summary = fuzz(args.seed, args.programs, devices, args.per_kernel, args.vectors, args.jobs)
+    summary = fuzz(args.seed, args.programs, devices, args.per_kernel, args.vectors, args.jobs,
+                   progress=None if args.quiet else _report_progress)
     print(summary.line())
     groups = _first_per_program(summary.mismatches)
     for m, count in groups[:args.max_reports]:

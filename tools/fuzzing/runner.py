@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tools.fuzzing.harness import (
@@ -60,11 +62,14 @@ def _job(args: tuple[int, int, int, int, tuple[str, ...]]
 
 
 def fuzz(seed: int, programs: int, devices: tuple[str, ...] = ("cpu",), per_kernel: int = 50,
-         vectors: int = 32, jobs: int = 1) -> Summary:
+         vectors: int = 32, jobs: int = 1,
+         progress: Callable[[Summary, int, float], None] | None = None) -> Summary:
     """Check `programs` generated programs (in kernels of `per_kernel`) on `devices`.
 
     Batch `i` of a seed is the same on every run with the same `per_kernel` and
-    `vectors`, whatever `jobs` is.
+    `vectors`, whatever `jobs` is. `progress(summary, batches_left, seconds)` is
+    called after each batch, so a run cut short by a time limit still says how far
+    it got and what it found.
     """
     os.environ.setdefault("OXIDE_CACHE", "0")  # every kernel is new: keep them off the disk
     summary = Summary(seed)
@@ -74,16 +79,22 @@ def fuzz(seed: int, programs: int, devices: tuple[str, ...] = ("cpu",), per_kern
         sizes.append(min(per_kernel, left))
         left -= sizes[-1]
     work = [(seed, i, n, vectors, devices) for i, n in enumerate(sizes)]
+    start = time.perf_counter()
+
+    def take(results: Iterable[tuple[int, dict[str, tuple[int, int]], list[Mismatch]]]) -> None:
+        for n, counts, mismatches in results:
+            summary.programs += n
+            summary.kernels += 1
+            for device, (pairs, faults) in counts.items():
+                summary.add(device, pairs, faults)
+            summary.mismatches += mismatches
+            if progress is not None:
+                progress(summary, len(work) - summary.kernels, time.perf_counter() - start)
+
     if jobs > 1:
         ctx = multiprocessing.get_context("spawn")  # CUDA cannot be forked
         with ctx.Pool(jobs) as pool:
-            results = pool.map(_job, work, chunksize=1)
+            take(pool.imap(_job, work, chunksize=1))  # in batch order: the report is deterministic
     else:
-        results = [_job(w) for w in work]
-    for n, counts, mismatches in results:
-        summary.programs += n
-        summary.kernels += 1
-        for device, (pairs, faults) in counts.items():
-            summary.add(device, pairs, faults)
-        summary.mismatches += mismatches
+        take(_job(w) for w in work)
     return summary
