@@ -1,9 +1,10 @@
 """The differential fuzzer on a real GPU: CPU and GPU results against the reference.
 
 Run with `pytest -m gpu tests/test_gpu_fuzz.py -s`; every test here skips itself where
-no CUDA GPU is found. The large run is issue 14's acceptance: the CPU and the GPU agree
-with the reference (tools/fuzzing/semantics.py) on 10,000 generated programs, seed
-GPU_SEED, each on 64 input vectors. docs/testing.md says how programs are counted.
+no CUDA GPU is found. Issue 14's acceptance run, 10,000 programs on the CPU and the GPU,
+is `python tools/fuzz.py --seed 14 --programs 10000 --device both --jobs 16 --vectors 64`
+(about ten minutes of compiling on a 16-core host, too long for a test); docs/testing.md
+gives its last result and says how programs are counted.
 """
 
 from __future__ import annotations
@@ -44,10 +45,10 @@ def test_gpu_fuzz_small_in_process() -> None:
     assert summary.fault_launches["gpu"] > 0
 
 
-def test_gpu_fuzz_10000_programs() -> None:
-    """Issue 14's acceptance run: 10,000 programs on the CPU and the GPU, seed GPU_SEED."""
+def test_gpu_fuzz_1000_programs() -> None:
+    """The first 1,000 programs of the acceptance run (seed GPU_SEED), in worker processes."""
     jobs = max(1, min(16, (os.cpu_count() or 2) - 1))
-    summary = fuzz(GPU_SEED, 10_000, ("cpu", "gpu"), per_kernel=50, vectors=64, jobs=jobs)
+    summary = fuzz(GPU_SEED, 1_000, ("cpu", "gpu"), per_kernel=50, vectors=64, jobs=jobs)
     _check(summary)
-    assert summary.programs == 10_000
+    assert summary.programs == 1_000
     assert summary.pairs["gpu"] == summary.pairs["cpu"]

@@ -15,6 +15,7 @@ import semantics_cases as sc
 import test_atomic_float_min_max as afm
 import test_half_precision as hp
 import test_range_loops as rl
+import wrap_cases as wc
 from test_trust_semantics import DIVISION_KERNELS, division_args
 
 import oxide as ox
@@ -236,3 +237,10 @@ def test_gpu_bf16_subnormals_pass_through_a_select() -> None:
     a, k, want = hp.bf16_select_cases()
     out = launch(hp.bf16_select, a.size, a, k, np.zeros(a.size, hp.BF16))[-1]
     assert out.view(np.uint16).tolist() == want
+
+
+@pytest.mark.parametrize("name", list(wc.KERNELS))
+def test_gpu_16_bit_wrap_and_abs_at_the_minimum(name: str) -> None:
+    a, b, c = wc.inputs()
+    (_, _, _, out) = launch(wc.KERNELS[name], a.size, a, b, c, np.zeros(a.size, np.int64))
+    np.testing.assert_array_equal(out, wc.expected(name))

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 import semantics_cases as sc
+import wrap_cases as wc
 
 import oxide as ox
 from oxide import DisjointSlice, Slice, f16, f32, f64, i32, i64, thread, u32, u64
@@ -148,6 +149,55 @@ def test_the_issue_examples_of_float_floordiv_and_mod() -> None:
     launch(sc.mod, a.size, a32, b32, out32)
     assert out32[5] == np.remainder(a32[5], b32[5])  # 3.74..., not 9.7e30
     assert np.isfinite(out32[6]) and out32[6] == np.remainder(a32[6], b32[6])
+
+
+@ox.kernel
+def _nan_mod_in_loop_condition(x: Slice[f32], flag: Slice[i32], out: DisjointSlice[i32]) -> None:
+    i = thread.index_1d()
+    if i in out:
+        nan = f32(0.0) / f32(0.0)  # a constant to LLVM
+        y = (nan if flag[i] < 2 else x[i]) % (f32(100.0) if flag[i] != 0 else f32(31.0))
+        c = 0
+        while c < 2 and y == y:
+            c += 1
+        out[i] = c + 10
+
+
+def test_nan_mod_over_a_select_is_nan_not_poison_on_the_cpu() -> None:
+    # Found by the fuzzer (seed 14): InstCombine folded libm's `fmodf(nan, select(c,
+    # 100, 31))` to poison, and the loop branching on it never ended. CPU `fmod` is
+    # `frem` now, which LLVM folds to nan and lowers to the same libm call.
+    x = np.array([5.0, 5.0, 7.0], np.float32)
+    flag = np.array([0, 1, 2], np.int32)
+    out = np.zeros(3, np.int32)
+    launch(_nan_mod_in_loop_condition, 3, x, flag, out)
+    assert out.tolist() == [10, 10, 12]
+    ck = _nan_mod_in_loop_condition.compile(Slice[f32], Slice[i32], DisjointSlice[i32],
+                                            target="cpu")
+    assert "frem float" in ck.llvm_unoptimized and "@fmodf" not in ck.llvm_unoptimized
+
+
+@pytest.mark.parametrize("name", list(wc.KERNELS))
+def test_16_bit_wrap_and_abs_at_the_minimum(name: str) -> None:
+    a, b, c = wc.inputs()
+    out = np.zeros(a.size, np.int64)
+    launch(wc.KERNELS[name], a.size, a, b, c, out)
+    np.testing.assert_array_equal(out, wc.expected(name))
+
+
+def test_ptx_leaves_16_bit_wrap_and_abs_to_no_ptxas_folding() -> None:
+    # ptxas lost the wrap of 16-bit ops it folded into a widening, and took `abs.sN`
+    # to be non-negative (fuzzer, seed 14, on the H200): both are spelled out now.
+    sig = (Slice[ox.i16], Slice[ox.i16], Slice[i64], DisjointSlice[i64])
+    for name in ("neg_floordiv", "mul_mod", "add_sub_shl"):
+        for ptx in _ptx(wc.KERNELS[name], *sig):  # computed in 32 bits, cut in inline PTX
+            assert "cvt.u16.u32" in ptx and not re.search(r"\bneg\.s16\b", ptx), name
+    for ptx in _ptx(wc.abs_at_minimum, *sig):  # i8's abs.s16 sees no INT16_MIN: kept
+        assert not re.search(r"\babs\.s(32|64)\b", ptx)
+        assert all(f"selp.b{n}" in ptx for n in (16, 32, 64))
+    # bf16 -> f32 is a shift, so LLVM cannot shrink `f16(f32(x) / f32(x))` to half math
+    ck = wc.bf16_to_f16.compile(*sig, arch="sm_90")
+    assert "fdiv half" not in ck.llvm and "fpext bfloat" not in ck.llvm
 
 
 @pytest.mark.parametrize("dt", [f16, f32, f64], ids=lambda d: d.name)

@@ -47,6 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--minimize", action="store_true", help="shrink each mismatch to a repro")
     ap.add_argument("--max-reports", type=int, default=20)
     ap.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    ap.add_argument("--batch-seconds", type=float, default=600.0,
+                    help="with --jobs > 1, report a batch that runs longer as a hang")
     args = ap.parse_args(argv)
     devices = ("cpu", "gpu") if args.device == "both" else (args.device,)
     if "gpu" in devices:
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                   file=sys.stderr)
             return 2
     summary = fuzz(args.seed, args.programs, devices, args.per_kernel, args.vectors, args.jobs,
-                   progress=None if args.quiet else _report_progress)
+                   progress=None if args.quiet else _report_progress,
+                   batch_seconds=args.batch_seconds)
     print(summary.line())
     groups = _first_per_program(summary.mismatches)
     for m, count in groups[:args.max_reports]:

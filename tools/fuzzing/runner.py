@@ -5,8 +5,9 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 from tools.fuzzing.harness import (
     Mismatch,
@@ -16,6 +17,9 @@ from tools.fuzzing.harness import (
     reference,
     run_batch,
 )
+
+
+WORKER_BATCHES = 20  # batches a worker process runs before a fresh one replaces it
 
 
 @dataclass
@@ -63,13 +67,15 @@ def _job(args: tuple[int, int, int, int, tuple[str, ...]]
 
 def fuzz(seed: int, programs: int, devices: tuple[str, ...] = ("cpu",), per_kernel: int = 50,
          vectors: int = 32, jobs: int = 1,
-         progress: Callable[[Summary, int, float], None] | None = None) -> Summary:
+         progress: Callable[[Summary, int, float], None] | None = None,
+         batch_seconds: float = 600.0) -> Summary:
     """Check `programs` generated programs (in kernels of `per_kernel`) on `devices`.
 
     Batch `i` of a seed is the same on every run with the same `per_kernel` and
     `vectors`, whatever `jobs` is. `progress(summary, batches_left, seconds)` is
     called after each batch, so a run cut short by a time limit still says how far
-    it got and what it found.
+    it got and what it found. With `jobs` > 1, a batch that runs past `batch_seconds`
+    is reported as a mismatch and the run goes on.
     """
     os.environ.setdefault("OXIDE_CACHE", "0")  # every kernel is new: keep them off the disk
     summary = Summary(seed)
@@ -93,8 +99,24 @@ def fuzz(seed: int, programs: int, devices: tuple[str, ...] = ("cpu",), per_kern
 
     if jobs > 1:
         ctx = multiprocessing.get_context("spawn")  # CUDA cannot be forked
-        with ctx.Pool(jobs) as pool:
-            take(pool.imap(_job, work, chunksize=1))  # in batch order: the report is deterministic
+        # a fresh worker every few batches: each compiled kernel keeps its JIT engine
+        with ctx.Pool(jobs, maxtasksperchild=WORKER_BATCHES) as pool:
+            # in batch order: the report is deterministic
+            take(_within(pool.imap(_job, work, chunksize=1), work, batch_seconds))
     else:
         take(_job(w) for w in work)
     return summary
+
+
+def _within(results: Any, work: list[tuple[int, int, int, int, tuple[str, ...]]],
+            seconds: float) -> Iterator[tuple[int, dict[str, tuple[int, int]], list[Mismatch]]]:
+    """The pool's results in order; a batch that takes longer than `seconds` (a kernel
+    that never ends, as a miscompiled loop did) is reported as a mismatch, not waited for."""
+    for seed, index, n, vectors, devices in work:
+        try:
+            yield results.next(timeout=seconds)
+        except multiprocessing.TimeoutError:
+            b = make_batch(seed, index, n, vectors)
+            yield n, {}, [Mismatch("/".join(devices), b, 0, None,
+                                   f"batch {index} did not finish in {seconds:.0f} s: a kernel "
+                                   f"that never ends? (the program shown is only the first)")]

@@ -132,6 +132,11 @@ class CPUTarget:
             return self.float_min_max(em, fn[1:], dt, args[0], args[1])
         if fn in _INTRINSICS:
             return em.intrinsic(f"llvm.{fn}.{sfx}", t, typed)
+        if fn == "fmod":
+            # `frem` is C's fmod, and x86 lowers it to the libm call. Calling libm's
+            # `fmod` by name lets InstCombine fold `fmod(nan, select(c, k1, k2))` to
+            # poison (LLVM 20), and a branch on it made a fuzzer kernel loop forever.
+            return em.ins(f"frem {t} {args[0]}, {args[1]}")
         if fn == "rsqrt":
             root = em.intrinsic(f"llvm.sqrt.{sfx}", t, typed)
             return em.ins(f"fdiv {t} 1.0, {root}")

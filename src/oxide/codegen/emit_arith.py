@@ -99,12 +99,12 @@ class ArithmeticMixin:
                             f"{-32768 if kind == 'neg' else 32767}")
             r = self.ins(f"bitcast i16 {bits} to bfloat")
         elif kind == "neg":
-            r = self.ins(f"fneg {dt.llvm} {x}") if dt.is_float else self.ins(f"sub {dt.llvm} 0, {x}")
+            r = self.ins(f"fneg {dt.llvm} {x}") if dt.is_float else self.wrapping("sub", dt, "0", x)
         elif kind == "abs":
             if dt.is_float:
                 r = self.intrinsic(f"llvm.fabs.{float_suffix(dt)}", dt.llvm, [(dt.llvm, x)])
             else:
-                r = self.intrinsic(f"llvm.abs.{dt.llvm}", dt.llvm, [(dt.llvm, x), ("i1", "false")])
+                r = self.int_abs(dt, x)
         else:
             raise UnsupportedFeatureError(f"unary `{kind}`")
         self.names[op.result] = r
@@ -116,7 +116,9 @@ class ArithmeticMixin:
         t = dt.llvm
         if dt.is_float:
             r = self.float_binary(kind, dt, a, b)
-        elif kind in ("add", "sub", "mul", "and", "or", "xor"):
+        elif kind in ("add", "sub", "mul"):
+            r = self.wrapping(kind, dt, a, b)
+        elif kind in ("and", "or", "xor"):
             r = self.ins(f"{kind} {t} {a}, {b}")
         elif kind in ("min", "max"):
             r = self.intrinsic(f"llvm.{'s' if dt.is_signed else 'u'}{kind}.{t}", t,
@@ -148,7 +150,7 @@ class ArithmeticMixin:
             value = self.ins(f"select i1 {ok}, {t} {a}, {t} 0")
             amount = self.ins(f"and {t} {b}, {dt.bits - 1}")
             return self.ins(f"{op} {t} {value}, {amount}")
-        s = self.ins(f"{op} {t} {a}, {b}")
+        s = self.wrapping("shl", dt, a, b) if op == "shl" else self.ins(f"{op} {t} {a}, {b}")
         return self.ins(f"select i1 {ok}, {t} {s}, {t} 0")
 
     def float_binary(self, kind: str, dt: T.DType, a: str, b: str) -> str:
@@ -213,6 +215,18 @@ class ArithmeticMixin:
         q = self.ins(f"select i1 {div_nz}, {t} {snapped}, {t} {signed_zero}")
         return self.ins(f"select i1 {b_zero}, {t} {quotient}, {t} {q}")
 
+    def wrapping(self, kind: str, dt: T.DType, a: str, b: str) -> str:
+        """`add`, `sub`, `mul` or `shl` that wraps around the type (docs/language.md)."""
+        if dt.bits == 16 and hasattr(self.t, "wrapping_16"):
+            return self.t.wrapping_16(self, kind, dt, a, b)
+        return self.ins(f"{kind} {dt.llvm} {a}, {b}")
+
+    def int_abs(self, dt: T.DType, x: str) -> str:
+        """`abs` of an integer; `abs` of the minimum is the minimum (it wraps)."""
+        if dt.bits >= 16 and hasattr(self.t, "int_abs"):
+            return self.t.int_abs(self, dt, x)
+        return self.intrinsic(f"llvm.abs.{dt.llvm}", dt.llvm, [(dt.llvm, x), ("i1", "false")])
+
     def int_division(self, kind: str, dt: T.DType, a: str, b: str, op: ops.BinaryOp) -> str:
         """Python's floor division and modulo; a zero divisor is reported, not a crash."""
         t = dt.llvm
@@ -234,7 +248,7 @@ class ArithmeticMixin:
             if kind == "floordiv":
                 q1 = self.ins(f"sub {t} {q}, 1")
                 res = self.ins(f"select i1 {fix}, {t} {q1}, {t} {q}")
-                neg = self.ins(f"sub {t} 0, {a}")
+                neg = self.wrapping("sub", dt, "0", a)  # -MIN wraps to MIN
                 res = self.ins(f"select i1 {minus1}, {t} {neg}, {t} {res}")
             else:
                 r1 = self.ins(f"add {t} {r}, {safe_b}")
@@ -253,7 +267,9 @@ class ArithmeticMixin:
     def cast(self, x: str, src: T.DType, dst: T.DType) -> str:
         if src == dst:
             return x
-        if src.name == "bf16" and getattr(self.t, "soft_bf16", False):
+        if src.name == "bf16" and (dst.is_float or getattr(self.t, "soft_bf16", False)):
+            # never `fpext bfloat`: InstCombine shrinks `fptrunc(fdiv(fpext bf16 a, ...))
+            # to half` into a half division, as if bf16 fit in half (LLVM 20)
             wide = self.widen_bf16(x)
             return wide if dst.name == "f32" else self.cast(wide, T.f32, dst)
         if dst.is_bool:
@@ -299,8 +315,7 @@ class ArithmeticMixin:
         bit, so the value fits f64's 53 bits exactly and a later rounding is the only one.
         """
         neg = self.ins(f"icmp slt i64 {x}, 0") if src.is_signed else "false"
-        mag = (self.intrinsic("llvm.abs.i64", "i64", [("i64", x), ("i1", "false")])
-               if src.is_signed else x)
+        mag = self.int_abs(T.i64, x) if src.is_signed else x
         lz = self.intrinsic("llvm.ctlz.i64", "i64", [("i64", mag), ("i1", "false")])
         drop = self.ins(f"sub i64 24, {lz}")  # bit length - 40
         drop = self.intrinsic("llvm.smax.i64", "i64", [("i64", drop), ("i64", "0")])

@@ -62,6 +62,32 @@ class NVPTXTarget:
 
     # -- pieces the Emitter asks for -------------------------------------------------
 
+    # ptxas (CUDA 13, H200) mishandles two integer edge cases that LLVM's PTX leaves to
+    # it; the fuzzer found both (seed 14), and tests/test_gpu_trust_compile.py pins them.
+
+    def int_abs(self, em: Any, dt: Any, x: str) -> str:
+        """`abs` as setp/neg/selp in inline PTX: ptxas takes its own `abs.s16/s32/s64` to
+        be non-negative, so `abs(INT_MIN) < 0` was false and its conversions positive."""
+        n, t = dt.bits, dt.llvm
+        reg = {16: "h", 32: "r", 64: "l"}[n]
+        return em.ins(f'call {t} asm "{{ .reg .pred p; setp.lt.s{n} p, $1, 0; neg.s{n} $0, $1; '
+                      f'selp.b{n} $0, $0, $1, p; }}", "={reg},{reg}"({t} {x})')
+
+    def wrapping_16(self, em: Any, kind: str, dt: Any, a: str, b: str) -> str:
+        """A 16-bit `add`/`sub`/`mul`/`shl` done in 32 bits and cut to 16 in inline PTX.
+
+        ptxas keeps 16-bit values in 32-bit registers and folds a 16-bit op into the
+        widening that follows it (`-x` then sign-extend became one `I2I -x`), losing the
+        wrap: `-(-32768)` read back as 32768. An asm truncation keeps LLVM from narrowing
+        the 32-bit op back to 16 bits.
+        """
+        ext = "sext" if dt.is_signed else "zext"
+        wa = em.ins(f"{ext} i16 {a} to i32")
+        wb = em.ins(f"{ext} i16 {b} to i32")
+        wide = em.ins(f"{kind} i32 {wa}, {wb}")
+        return em.ins(f'call i16 asm "cvt.u16.u32 $0, $1;", "=h,r"(i32 {wide})')
+
+
     def register(self, em: Any, reg: str) -> str:
         if reg == "warpid":
             lin = self.linear_tid(em)
