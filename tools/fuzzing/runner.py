@@ -18,7 +18,6 @@ from tools.fuzzing.harness import (
     run_batch,
 )
 
-
 WORKER_BATCHES = 20  # batches a worker process runs before a fresh one replaces it
 
 
