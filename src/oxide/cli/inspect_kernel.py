@@ -1,6 +1,7 @@
 """`oxide inspect FILE.py::KERNEL`: print one compile stage of one specialization.
 
-Stages: `ir` (oxide IR), `llvm` (optimized LLVM IR), `ptx`, `sass` (the cubin
+`oxide inspect vecadd` (a bare file or example) takes the kernel named after it, else
+its only kernel. Stages: `ir` (oxide IR), `llvm` (optimized LLVM IR), `ptx`, `sass` (the cubin
 disassembled by `cuobjdump` or `nvdisasm`, found on PATH, under $CUDA_HOME/bin,
 or in the `nvidia-cuda-nvdisasm` wheel). `--arch cpu` compiles for the CPU
 instead (stages `ir` and `llvm`). Types come from `--types`, else from the
@@ -67,7 +68,9 @@ def sass(ck: Any) -> str:
 
 def inspect(
     target: Annotated[str, typer.Argument(help="FILE.py::KERNEL, or EXAMPLE::KERNEL for a "
-                                               "shipped example (vecadd::vecadd).")],
+                                               "shipped example (vecadd::vecadd). A bare "
+                                               "FILE.py or EXAMPLE takes its kernel of the "
+                                               "same name, else its only one.")],
     stage: Annotated[str, typer.Option(help="ir | llvm | ptx | sass")] = "ptx",
     arch: Annotated[str, typer.Option(help="GPU architecture (sm_80, sm_90, sm_90a...), or "
                                            "cpu for the host target.")] = "sm_90",

@@ -19,6 +19,7 @@ app = typer.Typer(
 )
 app.command("run")(run.run)
 app.command("list")(run.list_examples)
+app.command("show")(run.show)
 app.command("new")(new.new)
 app.command("doctor")(doctor.doctor)
 app.command("inspect")(inspect_kernel.inspect)

@@ -12,6 +12,7 @@ an error: oxide cannot invent inputs for its kernels (`oxide inspect` and
 from __future__ import annotations
 
 import inspect
+import os
 import traceback
 from pathlib import Path
 from typing import Annotated, Any
@@ -21,18 +22,35 @@ from rich.console import Console
 from rich.markup import escape
 
 from oxide import examples
-from oxide.cli.loading import kernels_in, load_module
+from oxide.cli.loading import example_source, kernels_in, load_module
 from oxide.errors import DeviceError, OxideError
 from oxide.examples import _harness
+from oxide.runtime.device import quiet_cpu_notice
 
 console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def list_examples() -> None:
-    """List the shipped examples (run one with `oxide run NAME`)."""
+    """List the shipped examples and where their source lives (`oxide show NAME` prints one)."""
     width = max(map(len, examples.NAMES))
+    files = {name: example_source(name) for name in examples.NAMES}
+    file_width = max(len(f.name) for f in files.values())
     for name in examples.NAMES:
-        console.print(f"[bold]{name:<{width}}[/bold]  {escape(examples.summary(name))}")
+        console.print(f"[bold]{name:<{width}}[/bold]  {files[name].name:<{file_width}}  "
+                      f"{escape(examples.summary(name))}")
+    folder = files[examples.NAMES[0]].parent
+    err_console.print(f"source: {escape(str(folder))}{os.sep}NAME.py; `oxide show NAME` "
+                      "prints it, `oxide run NAME` runs it", style="dim")
+
+
+def show(
+    name: Annotated[str, typer.Argument(help="A shipped example (see `oxide list`).")],
+) -> None:
+    """Print a shipped example's source, to read or to copy as a starting point."""
+    file = example_source(name)
+    err_console.print(f"# {file}", style="dim")
+    print(file.read_text(encoding="utf-8"), end="")
 
 
 def run(
@@ -69,6 +87,10 @@ def run(
     except DeviceError as exc:  # --device names no device here: a usage error
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    # The result line says where the launches ran, `CPU (no CUDA GPU found)` included, so
+    # the runtime's own no-GPU notice (on stderr) would say it a second time.
+    quiet_cpu_notice()
+    dev = None
     try:
         with _harness.running_on(device) as dev:
             result = entry(**{k: v for k, v in options.items() if k in accepted})
@@ -76,12 +98,21 @@ def run(
     except OxideError as exc:  # a kernel's diagnostic says all there is to say
         console.print(escape(f"{type(exc).__module__}.{type(exc).__name__}: {exc}"))
         console.print(f"[bold red]FAIL[/bold red] {escape(target)}")
+        _ran_on(dev)
         raise typer.Exit(1) from None
     except Exception:  # a bug in the user's code: the traceback is what helps
         console.print(escape(traceback.format_exc()), end="")
         console.print(f"[bold red]FAIL[/bold red] {escape(target)}: raised an exception")
+        _ran_on(dev)
         raise typer.Exit(1) from None
     report(target, result, where)
+
+
+def _ran_on(dev: Any) -> None:
+    """The `ran on` line after a failure, where the device is known: it is the only place
+    `oxide run` says the launches fell back to the CPU (see quiet_cpu_notice)."""
+    if dev is not None:
+        console.print(f"  ran on {escape(_harness.describe(dev))}")
 
 
 def verdict(result: Any) -> tuple[bool, str]:

@@ -129,6 +129,14 @@ class DeviceArray:
         copy_to_host(self.device.index, out, self._ptr)
         return out
 
+    def copy_to_host(self) -> np.ndarray:
+        """`to_numpy()` under numba's name (`d_arr.copy_to_host()`), so numba code ports as is.
+
+        numba's `ary=` and `stream=` arguments are not taken: this always returns a new
+        NumPy array, after synchronizing as `to_numpy()` does.
+        """
+        return self.to_numpy()
+
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         out = self.to_numpy()
         return out if dtype is None else out.astype(dtype)

@@ -111,6 +111,13 @@ def default_device() -> Device:
     return CPU
 
 
+def quiet_cpu_notice() -> None:
+    """Count the no-GPU notice as given: for a caller that says it itself where it reports
+    the device (`oxide run`'s `ran on CPU (no CUDA GPU found)`), so it is printed once."""
+    global _announced
+    _announced = True
+
+
 def current_device() -> Device:
     return _state.current or _default or default_device()
 

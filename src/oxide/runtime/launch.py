@@ -24,11 +24,18 @@ def as_config(config: Any) -> tuple[LaunchConfig, Any]:
                       "kernel[grid, block, stream, shared_mem_bytes]")
 
 
-def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, **kwargs: Any) -> None:
-    """Launch `kernel` over `config` with `args` on the current device. Arguments may be
-    given by parameter name too (`stream=` is always the launch's stream).
+def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: Any = None,
+           **kwargs: Any) -> None:
+    """Launch `kernel` over `config` with `args`. Arguments may be given by parameter name
+    too; `stream=` and `device=` are always the launch's own (pass kernel parameters of
+    those names by position).
+
+    `device` ("cpu", a CUDA ordinal, "cuda:N", or an `ox.device(...)` Device) runs this
+    launch there; without it the launch runs on the current device (`ox.device`,
+    `ox.set_device`, else GPU 0, else the CPU).
 
     >>> ox.launch(scale, ox.LaunchConfig.for_num_elems(n), x, 2.5, y)  # doctest: +SKIP
+    >>> ox.launch(scale, cfg, x, 2.5, y, device="cpu")                 # doctest: +SKIP
     """
     if kwargs:
         args = _keywords(kernel, args, kwargs)
@@ -38,7 +45,10 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, **kwargs
             stream = cfg_stream
     # First try: the binder of the kernel's last launch (runtime/fastpath.py), which
     # declines (False) anything unlike that launch, a CPU device included.
-    dev = _state.current or _device._default or default_device()
+    if device is None:
+        dev = _state.current or _device._default or default_device()
+    else:
+        dev = parse_device(device)
     launchers = kernel.__dict__.get("_oxide_launchers")
     if launchers is None or not launchers.last(config, args, stream, dev):
         _launch(kernel, config, args, stream, dev)
