@@ -20,6 +20,7 @@ from typing import Any
 from oxide import types as T
 from oxide.codegen import cpu_driver, cpu_sync
 from oxide.codegen.atomics import emit_atomic
+from oxide.codegen.emit import BIT_MATH
 
 # ox.math functions LLVM has intrinsics for (lowered to instructions or libm calls).
 _INTRINSICS = {"sqrt", "exp", "exp2", "log", "log2", "log10", "sin", "cos", "pow", "fabs",
@@ -121,6 +122,11 @@ class CPUTarget:
     # -- math and printf -------------------------------------------------------------
 
     def math(self, em: Any, fn: str, dt: T.DType, ret: T.DType, args: list[str]) -> str:
+        if fn in BIT_MATH:  # ox.popc & co., frexp: integer code (byte_perm as prmt computes)
+            return em.bit_math(fn, dt, ret, args)
+        if fn == "ldexp":  # libm's, with its i32 exponent
+            return em.intrinsic("ldexp" + ("f" if dt.name == "f32" else ""), dt.llvm,
+                                [(dt.llvm, args[0]), ("i32", args[1])])
         if dt.name == "bf16":  # in f32, rounded once (LLVM's own bf16 math flushes subnormals)
             r = self.math(em, fn, T.f32, T.f32 if ret.is_float else ret,
                           [em.cast(a, dt, T.f32) for a in args])

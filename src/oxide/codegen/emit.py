@@ -16,7 +16,7 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from oxide import types as T
 from oxide.codegen.abi import ParamABI
 from oxide.codegen.coarsen_emit import CoarseningMixin
-from oxide.codegen.emit_arith import ArithmeticMixin
+from oxide.codegen.emit_arith import ArithmeticMixin, float_literal
 from oxide.codegen.emit_memory import MemoryMixin
 from oxide.errors import TargetError, UnsupportedFeatureError
 from oxide.frontend.builder import Site
@@ -24,6 +24,10 @@ from oxide.ir import ops
 from oxide.ir.types import SlotType, dtype_of_ir
 
 _LOOP_METADATA_BASE = 1000  # loop metadata ids start here; targets number theirs from 0
+
+# MathOp functions computed in integer code the same way on every target (`bit_math`).
+BIT_MATH = frozenset({"popc", "clz", "ffs", "brev", "mulhi", "byte_perm", "frexp_mantissa",
+                      "frexp_exponent"})
 
 
 def llvm_type(t: Attribute) -> str:
@@ -184,6 +188,106 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
             self.raw(call)
             return ""
         return self.ins(call)
+
+    # -- bit-level math (ox.popc & co., frexp), shared by the targets ------------------
+
+    def bit_math(self, fn: str, dt: T.DType, ret: T.DType, args: list[str]) -> str:
+        """An integer intrinsic or frexp, from LLVM's bit intrinsics (which NVPTX selects as
+        popc/clz/brev and x86 as popcnt/lzcnt/tzcnt or short sequences), so both targets
+        compute the same bits. `byte_perm` here is the CPU's: the GPU uses `prmt`."""
+        t = dt.llvm
+        if fn in ("frexp_mantissa", "frexp_exponent"):
+            m, e = self.frexp_parts(dt, args[0])
+            return m if fn == "frexp_mantissa" else e
+        if fn == "byte_perm":
+            return self.soft_byte_perm(*args)
+        x = args[0]
+        if fn == "popc":
+            if dt.bits < 32:  # x.bit_count() of a narrow value: its own bits, zero-extended
+                x, t, dt = self.ins(f"zext {t} {x} to i32"), "i32", T.u32
+            r = self.intrinsic(f"llvm.ctpop.{t}", t, [(t, x)])
+        elif fn == "clz":
+            r = self.intrinsic(f"llvm.ctlz.{t}", t, [(t, x), ("i1", "false")])
+        elif fn == "ffs":
+            tz = self.intrinsic(f"llvm.cttz.{t}", t, [(t, x), ("i1", "false")])
+            one = self.ins(f"add {t} {tz}, 1")
+            zero = self.ins(f"icmp eq {t} {x}, 0")
+            r = self.ins(f"select i1 {zero}, {t} 0, {t} {one}")
+        elif fn == "brev":
+            return self.intrinsic(f"llvm.bitreverse.{t}", t, [(t, x)])
+        elif fn == "mulhi":
+            wide = f"i{2 * dt.bits}"
+            ext = "sext" if dt.is_signed else "zext"
+            a = self.ins(f"{ext} {t} {x} to {wide}")
+            b = self.ins(f"{ext} {t} {args[1]} to {wide}")
+            p = self.ins(f"mul {wide} {a}, {b}")
+            high = self.ins(f"lshr {wide} {p}, {dt.bits}")
+            return self.ins(f"trunc {wide} {high} to {t}")
+        else:
+            raise UnsupportedFeatureError(f"integer intrinsic `{fn}`")
+        # popc, clz and ffs count at most 64: their i32 result is the count's low bits
+        if dt.bits == 64:
+            return self.ins(f"trunc i64 {r} to i32")
+        return r
+
+    def soft_byte_perm(self, x: str, y: str, s: str) -> str:
+        """PTX `prmt.b32` (CUDA's __byte_perm) in integer code: result byte n is byte
+        `s >> 4n & 7` of the 8 bytes y:x, or, where bit 3 of that nibble is set, that byte's
+        sign bit copied into all 8 bits."""
+        lo = self.ins(f"zext i32 {x} to i64")
+        hi = self.ins(f"zext i32 {y} to i64")
+        hi = self.ins(f"shl i64 {hi}, 32")
+        both = self.ins(f"or i64 {hi}, {lo}")
+        result = "0"
+        for n in range(4):
+            nib = self.ins(f"lshr i32 {s}, {4 * n}")
+            nib = self.ins(f"and i32 {nib}, 15")
+            sel = self.ins(f"and i32 {nib}, 7")
+            shift = self.ins(f"shl i32 {sel}, 3")
+            shift = self.ins(f"zext i32 {shift} to i64")
+            byte = self.ins(f"lshr i64 {both}, {shift}")
+            byte = self.ins(f"trunc i64 {byte} to i32")
+            byte = self.ins(f"and i32 {byte}, 255")
+            neg = self.ins(f"icmp uge i32 {byte}, 128")
+            fill = self.ins(f"select i1 {neg}, i32 255, i32 0")
+            flag = self.ins(f"and i32 {nib}, 8")
+            use_fill = self.ins(f"icmp ne i32 {flag}, 0")
+            byte = self.ins(f"select i1 {use_fill}, i32 {fill}, i32 {byte}")
+            placed = self.ins(f"shl i32 {byte}, {8 * n}")
+            result = self.ins(f"or i32 {result}, {placed}")
+        return result
+
+    def frexp_parts(self, dt: T.DType, x: str) -> tuple[str, str]:
+        """C's frexp of an f32/f64 in integer code: (mantissa in [0.5, 1) with x's sign, i32
+        exponent), exact; subnormals are scaled into the normal range first; 0, inf and NaN
+        give (x, 0). Neither target has a pointer-free library frexp."""
+        t = dt.llvm
+        it, mbits, emask = ("i64", 52, 0x7FF) if dt.bits == 64 else ("i32", 23, 0xFF)
+        bias = emask // 2 - 1  # 1022 or 126: frexp's mantissa is in [0.5, 1)
+        scale_bits = mbits + 2  # 2**54 or 2**25 lifts the smallest subnormal to a normal
+        width = 64 if dt.bits == 64 else 32
+        signed = lambda v: v - (1 << width) if v >= 1 << (width - 1) else v  # noqa: E731
+        mag = self.intrinsic(f"llvm.fabs.{dt.name}", t, [(t, x)])
+        tiny = self.ins(f"fcmp olt {t} {mag}, {float_literal(2.0 ** -bias, dt)}")
+        scaled = self.ins(f"fmul {t} {x}, {float_literal(2.0 ** scale_bits, dt)}")
+        norm = self.ins(f"select i1 {tiny}, {t} {scaled}, {t} {x}")
+        bits = self.ins(f"bitcast {t} {norm} to {it}")
+        field = self.ins(f"lshr {it} {bits}, {mbits}")
+        field = self.ins(f"and {it} {field}, {emask}")
+        adjust = self.ins(f"select i1 {tiny}, {it} {-scale_bits - bias}, {it} {-bias}")
+        exp = self.ins(f"add {it} {field}, {adjust}")
+        if it == "i64":
+            exp = self.ins(f"trunc i64 {exp} to i32")
+        keep = signed(((1 << width) - 1) ^ (emask << mbits))
+        mbits_v = self.ins(f"and {it} {bits}, {keep}")
+        mbits_v = self.ins(f"or {it} {mbits_v}, {bias << mbits}")
+        mant = self.ins(f"bitcast {it} {mbits_v} to {t}")
+        finite = self.ins(f"fcmp olt {t} {mag}, {float_literal(float('inf'), dt)}")
+        nonzero = self.ins(f"fcmp one {t} {x}, {float_literal(0.0, dt)}")
+        regular = self.ins(f"and i1 {finite}, {nonzero}")
+        mant = self.ins(f"select i1 {regular}, {t} {mant}, {t} {x}")
+        exp = self.ins(f"select i1 {regular}, i32 {exp}, i32 0")
+        return mant, exp
 
     def op_RegisterOp(self, op: ops.RegisterOp) -> None:
         self.names[op.result] = self.reg(op.reg.data)

@@ -153,7 +153,18 @@ class NVPTXTarget:
         return name
 
     def math(self, em: Any, fn: str, dt: T.DType, ret: T.DType, args: list[str]) -> str:
+        from oxide.codegen.emit import BIT_MATH
+
+        if fn == "byte_perm":  # CUDA's __byte_perm is this one instruction
+            x, y, s = args
+            return em.ins(f'call i32 asm "prmt.b32 $0, $1, $2, $3;", "=r,r,r,r"'
+                          f"(i32 {x}, i32 {y}, i32 {s})")
+        if fn in BIT_MATH:  # ox.popc & co., frexp: integer code shared with the CPU
+            return em.bit_math(fn, dt, ret, args)
         t = dt.llvm
+        if fn == "ldexp":  # libdevice's, with its i32 exponent
+            name = "__nv_ldexpf" if dt.name == "f32" else "__nv_ldexp"
+            return em.intrinsic(name, t, [(t, args[0]), ("i32", args[1])])
         if fn in _LLVM_MATH:
             sfx = "f32" if dt.name == "f32" else "f64"
             return em.intrinsic(f"{_LLVM_MATH[fn]}.{sfx}", t, [(t, a) for a in args])

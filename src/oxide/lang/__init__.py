@@ -27,11 +27,22 @@ threadfence_system = Intrinsic("threadfence_system", "Memory fence at system sco
 MATH_FUNCTIONS = (
     "sqrt rsqrt cbrt exp exp2 exp10 expm1 log log2 log10 log1p sin cos tan asin acos atan "
     "sinh cosh tanh asinh acosh atanh atan2 pow erf erfc lgamma tgamma floor ceil trunc "
-    "round fabs fma fmod hypot copysign fmin fmax isnan isinf isfinite"
+    "round fabs fma fmod hypot copysign fmin fmax isnan isinf isfinite "
+    "degrees radians remainder nextafter modf frexp ldexp gamma"
 ).split()
 
 math = Namespace("math", {name: f"`{name}` on floats (libdevice on the GPU)."
                           for name in MATH_FUNCTIONS})
+
+# Integer intrinsics (CUDA's __popc, __clz, __ffs, __brev, __byte_perm, __mulhi/__umulhi).
+popc = Intrinsic("popc", "popc(x): the number of set bits of an integer, as i32 (__popc/__popcll).")
+clz = Intrinsic("clz", "clz(x): leading zero bits of a 32- or 64-bit integer, as i32 (__clz).")
+ffs = Intrinsic("ffs", "ffs(x): 1 + the index of the lowest set bit, 0 for 0, as i32 (__ffs).")
+brev = Intrinsic("brev", "brev(x): the bits of a 32- or 64-bit integer reversed (__brev).")
+byte_perm = Intrinsic("byte_perm", "byte_perm(x, y, s): four bytes picked from y:x by the "
+                      "selector s, as u32 (__byte_perm, PTX prmt).")
+mulhi = Intrinsic("mulhi", "mulhi(a, b): the high half of the full product of two 32- or "
+                  "64-bit integers (__mulhi, __umulhi, __mul64hi, __umul64hi).")
 
 warp = Namespace("warp", {
     "shuffle": "shuffle(value, src_lane, mask=FULL): read `value` from another lane.",
@@ -83,5 +94,5 @@ __all__ = [
     "Intrinsic", "thread", "thread_idx", "block_idx", "block_dim", "grid_dim", "lane_id",
     "warp_id", "sync_threads", "sync_warp", "threadfence", "threadfence_block",
     "threadfence_system", "math", "warp", "atomic", "shared", "local", "block", "unsafe",
-    "MATH_FUNCTIONS",
+    "MATH_FUNCTIONS", "popc", "clz", "ffs", "brev", "byte_perm", "mulhi",
 ]
