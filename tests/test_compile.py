@@ -434,8 +434,10 @@ def test_int_literal_alone_is_i32_and_big_one_i64() -> None:
     @ox.kernel
     def lits(out: DisjointSlice[i64]):
         i = thread.index_1d()
-        small = 7
+        small = 7  # variables (assigned twice): typed by their first value
         big = 2**40
+        small += 1
+        big += 1
         if i in out:
             out[i] = i64(small) + big
 
@@ -448,6 +450,7 @@ def test_float_literal_alone_is_f32() -> None:
     def flit(out: DisjointSlice[f32]):
         i = thread.index_1d()
         v = 1.5
+        v *= 2.0  # a variable, not a local constant
         if i in out:
             out[i] = v
 

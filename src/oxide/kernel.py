@@ -17,7 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from oxide import types as T
-from oxide.errors import KernelSyntaxError, KernelTypeError, LaunchError, Span
+from oxide.errors import CompileError, KernelSyntaxError, KernelTypeError, LaunchError, Span
 from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source, load_source
 from oxide.frontend.values import py_name
@@ -106,10 +106,20 @@ def _annotations(fn: Callable[..., Any], localns: dict[str, Any] | None = None
         if isinstance(ann, str):
             try:
                 ann = eval(ann, fn.__globals__, localns)  # noqa: S307 - as get_type_hints does
+            except CompileError as exc:  # `Slice[str]`: the caller reports why, at the name
+                ann = _RefusedAnnotation(ann, exc)
             except Exception:  # noqa: BLE001 - keep the text; the caller reports it
                 pass
         out[name] = ann
     return out
+
+
+@dataclass(frozen=True)
+class _RefusedAnnotation:
+    """A string annotation whose evaluation oxide itself refused (`"Slice[str]"`)."""
+
+    text: str
+    error: CompileError
 
 
 def _decorator_locals(depth: int) -> dict[str, Any] | None:
@@ -147,6 +157,9 @@ class Kernel:
                 raise self._param_error(
                     p.name, f"parameter `{p.name}` needs a type annotation",
                     hint=f"e.g. `{p.name}: f32` or `{p.name}: Slice[f32]`")
+            if isinstance(ann, _RefusedAnnotation):
+                raise self._param_error(p.name, f"`{p.name}: {ann.text}`: {ann.error.message}",
+                                        hint=ann.error.hint)
             if not isinstance(ann, (T.DType, T.ArrayType, T.ConstType, T.TypeVar)):
                 raise self._param_error(
                     p.name, f"`{p.name}: {_annotation_text(ann)}` is not a kernel "

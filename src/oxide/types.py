@@ -166,11 +166,35 @@ class _ArrayFactory:
 
     def __getitem__(self, item: Any) -> ArrayType:
         dtype, rank = (item if isinstance(item, tuple) else (item, 1))
-        if not isinstance(rank, int) or not 1 <= rank <= 3:
-            raise TypeError(f"array rank must be 1, 2 or 3, got {rank!r}")
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= 3:
+            raise self._error(f"array rank must be 1, 2 or 3, got {rank!r}",
+                              "a rank is the number of indices: `Slice[f32, 2]` for a matrix")
         if not isinstance(dtype, (DType, TypeVar)):
-            dtype = dtype_of(dtype)
+            try:
+                dtype = dtype_of(dtype)
+            except TypeError:
+                name = getattr(dtype, "__name__", repr(dtype))
+                raise self._error(f"`{name}` is not a dtype oxide supports",
+                                  f"element types are {', '.join(SCALARS)}, or an ox.TypeVar"
+                                  ) from None
         return ArrayType(self.access, dtype, rank)
+
+    def _error(self, message: str, hint: str) -> Exception:
+        """A KernelTypeError at the annotation that spelled this type (evaluated by
+        Python where the function is defined, before any kernel compiles)."""
+        import linecache
+        import sys
+
+        from oxide.errors import KernelTypeError, Span
+
+        frame = sys._getframe(2)  # the code that wrote `Slice[...]`
+        line = linecache.getline(frame.f_code.co_filename, frame.f_lineno).rstrip("\n")
+        title = ArrayType(self.access, f32).title
+        col = max(line.find(title + "["), 0)
+        end = line.find("]", col) + 1 or len(line)
+        span = Span(frame.f_code.co_filename, frame.f_lineno, col, end, line)
+        inside = frame.f_code.co_filename.startswith(__file__.rsplit("/", 1)[0])
+        return KernelTypeError(f"`{title}[...]`: {message}", None if inside else span, hint=hint)
 
     def __repr__(self) -> str:
         return ArrayType(self.access, f32).title

@@ -28,6 +28,25 @@ def local_names(fn: ast.FunctionDef) -> frozenset[str]:
     return frozenset(bound - params)
 
 
+def bound_once_by_assign(fn: ast.FunctionDef) -> frozenset[str]:
+    """The locals bound exactly once, by a plain `name = value` statement.
+
+    Such a name bound to a constant stays a weak literal, like the constant itself
+    (docs/language.md, "Local constants"): `VEC = 32` then `tid & (VEC - 1)` keeps
+    `tid`'s type, and `N = 100` can size a shared array.
+    """
+    stores: dict[str, int] = {}
+    plain: set[str] = set()
+    for stmt in fn.body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                stores[node.id] = stores.get(node.id, 0) + 1
+            if (isinstance(node, ast.Assign) and len(node.targets) == 1
+                    and isinstance(node.targets[0], ast.Name)):
+                plain.add(node.targets[0].id)
+    return frozenset(n for n in plain if stores.get(n) == 1)
+
+
 def meet(sets: list[set[str]]) -> set[str] | None:
     """The names assigned on every one of the paths that meet (None: no path reaches)."""
     if not sets:

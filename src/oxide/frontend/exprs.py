@@ -42,6 +42,7 @@ from oxide.frontend.values import (
     Witness,
     describe,
     literal_text,
+    unpack_hint,
 )
 from oxide.ir import ops
 from oxide.lang.intrinsic import RegisterGroup
@@ -186,7 +187,8 @@ class ExprMixin:
         elif isinstance(value, SlotTuple):
             items = self.read_slot_tuple(value).items
         else:
-            raise self.error(KernelTypeError, value_node, f"cannot unpack {describe(value)}")
+            raise self.error(KernelTypeError, value_node, f"cannot unpack {describe(value)}",
+                             hint=unpack_hint(value))
         if len(items) < fixed:
             raise self.error(KernelTypeError, value_node,
                              f"cannot unpack {len(items)} values into {fixed} names and a "

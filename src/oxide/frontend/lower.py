@@ -24,7 +24,7 @@ from oxide.errors import (
 )
 from oxide.frontend.builder import IRBuilder
 from oxide.frontend.calls import CallsMixin, is_function
-from oxide.frontend.definite import LoopAssignments, local_names, meet
+from oxide.frontend.definite import LoopAssignments, bound_once_by_assign, local_names, meet
 from oxide.frontend.exprs import ExprMixin
 from oxide.frontend.promote import literal_fits
 from oxide.frontend.scope import Scope
@@ -43,9 +43,14 @@ from oxide.frontend.values import (
     article,
     describe,
     literal_text,
+    unpack_hint,
 )
 from oxide.ir import ops
 from oxide.ir.types import ir_type
+
+_AUG_SYMBOLS = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=",
+                ast.Mod: "%=", ast.Pow: "**=", ast.BitAnd: "&=", ast.BitOr: "|=",
+                ast.BitXor: "^=", ast.LShift: "<<=", ast.RShift: ">>="}
 
 _UNSUPPORTED_STMTS: dict[type, tuple[str, str]] = {
     ast.ClassDef: ("classes cannot be defined in kernels", "define the class outside the kernel"),
@@ -153,6 +158,7 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
         # Definite assignment (frontend/definite.py): the locals every path to the
         # current point has assigned; None where no path reaches it.
         self.local_names = local_names(source.tree)
+        self.constant_names = bound_once_by_assign(source.tree)
         self.assigned: set[str] | None = set()
 
     # -- diagnostics -----------------------------------------------------------------
@@ -201,6 +207,16 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
 
     def stmt_Assign(self, node: ast.Assign) -> None:
         value = self.expr(node.value)
+        target = node.targets[0]
+        if (isinstance(value, Lit) and isinstance(target, ast.Name)
+                and target.id in self.constant_names and target.id not in self.env
+                and not (isinstance(value.value, int) and not -(1 << 63) <= value.value < 1 << 64)):
+            # bound once, to a constant: the name stays the weak literal it names (an
+            # integer no kernel type holds is refused here, at its binding, as before)
+            if self.assigned is not None:
+                self.assigned.add(target.id)
+            self.env[target.id] = value
+            return
         for target in node.targets:
             self.assign(target, value, node.value)
 
@@ -222,12 +238,28 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
             self.assign(node.target, result, node)
         elif isinstance(node.target, ast.Subscript):
             container = self.expr(node.target.value)
+            if isinstance(container, Array) and container.type.access == "atomic":
+                raise self.atomic_update_error(node, container)
             index = self.expr(node.target.slice)
             current = self.subscript_load(container, index, node.target)
             result = self.binop(node.op, current, self.expr(node.value), node)
             self.subscript_store(container, index, result, node.target, node.target.value)
         else:
             raise self.error(KernelSyntaxError, node.target, "cannot assign to this expression")
+
+    def atomic_update_error(self, node: ast.AugAssign, arr: Array) -> CompileError:
+        """`out[i] += v` on an AtomicSlice: name the atomic call that does it."""
+        names = {ast.Add: "add", ast.Sub: "sub", ast.BitAnd: "and_", ast.BitOr: "or_",
+                 ast.BitXor: "xor"}
+        fn = names.get(type(node.op))
+        index = self.text(node.target.slice)  # type: ignore[attr-defined]
+        value = self.text(node.value)
+        hint = (f"write `ox.atomic.{fn}({arr.name}, {index}, {value})`" if fn else
+                f"no atomic does this update; use `ox.atomic.cas({arr.name}, {index}, old, new)`"
+                " in a loop")
+        return self.error(SafetyError, node,
+                          f"`{arr.name}` is an AtomicSlice: `{self.text(node.target)} "
+                          f"{_AUG_SYMBOLS.get(type(node.op), '?=')} ...` would race", hint=hint)
 
     def branch_on(self, test: ast.expr, value: Any, if_true: Block, if_false: Block) -> None:
         """Branch on a condition; `and`/`or`/`not` become branches, so each comparison
@@ -537,7 +569,8 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
         elif isinstance(value, SlotTuple):
             items = self.read_slot_tuple(value).items
         else:
-            raise self.error(KernelTypeError, node, f"cannot unpack {describe(value)}")
+            raise self.error(KernelTypeError, node, f"cannot unpack {describe(value)}",
+                             hint=unpack_hint(value))
         if len(items) != n:
             raise self.error(KernelTypeError, node,
                              f"cannot unpack {len(items)} values into {n} names")
@@ -618,6 +651,12 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
             return self.materialize(value, slot.dtype, node)
         if isinstance(value, Val):
             if value.dtype != slot.dtype:
+                if named and value.dtype.is_float and not slot.dtype.is_float:
+                    # `acc = 0` then `acc += x` with a float x: the start was the mistake
+                    keep = (f"`{name}` took its type from its first value; to accumulate "
+                            f"{value.dtype.name}, start it as one: `{name} = "
+                            f"{value.dtype.name}(0)`{' or `' + name + ' = 0.0`' if value.dtype.name == 'f32' else ''}"
+                            f" (or convert this value: `{slot.dtype.name}(...)`)")
                 raise self.error(
                     KernelTypeError, node,
                     f"{what} is {slot.dtype.name}; cannot assign {article(value.dtype.name)} "

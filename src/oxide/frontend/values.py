@@ -161,3 +161,12 @@ def describe(v: Any) -> str:
     if isinstance(v, Static):
         return "None" if v.obj is None else f"`{py_name(v.obj)}`"
     return type(v).__name__
+
+
+def unpack_hint(value: Any) -> str:
+    """The help line for `a, b = value` when `value` cannot be unpacked."""
+    if isinstance(value, Witness) and value.rank == 2:
+        return ("a 2-D ThreadIndex is one value, so that DisjointSlices take it whole "
+                "(`out[ij]`); its coordinates are `.row` and `.col`: "
+                "`ij = thread.index_2d(); r = ij.row`")
+    return "only tuples unpack"

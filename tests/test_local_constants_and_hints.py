@@ -1,0 +1,125 @@
+"""Issue 15, items 6, 13-16 and 19: local constants, and diagnostics that point the right way."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide import AtomicSlice, DisjointSlice, Slice, f16, f32, i32, thread, u8
+
+
+@pytest.fixture(autouse=True)
+def on_cpu() -> Iterator[None]:
+    with ox.device("cpu"):
+        yield
+
+
+def test_local_constants_size_local_and_shared_arrays() -> None:
+    @ox.kernel
+    def sized(x: Slice[i32], out: DisjointSlice[i32]):
+        N = 100
+        K = 4
+        ones = ox.local.array(i32, N)
+        grid = ox.local.array(f32, (K, K))
+        i = thread.index_1d()
+        for j in range(N):
+            ones[j] = 1
+        grid[K - 1, K - 1] = 2.0
+        if i in out:
+            s = 0
+            for j in range(N):
+                s += ones[j]
+            out[i] = s + i32(grid[3, 3]) + x[i]
+
+    x = np.arange(5, dtype=np.int32)
+    out = np.zeros(5, np.int32)
+    sized[1, 32](x, out)
+    np.testing.assert_array_equal(out, x + 102)
+
+
+def test_a_local_constant_stays_a_weak_literal() -> None:
+    # CUDA's `tid & (VEC - 1)`: VEC takes the other operand's type, as the literal would
+    @ox.kernel
+    def lanes(x: Slice[u8], out: DisjointSlice[u8]):
+        VEC = 32
+        HALF = 0.5
+        i = thread.index_1d()
+        if i in out:
+            out[i] = (x[i] & (VEC - 1)) + u8(f16(x[i]) * HALF)
+
+    x = np.arange(0, 250, 7, dtype=np.uint8)
+    out = np.zeros_like(x)
+    lanes[1, 64](x, out)
+    want = (x & 31) + (x.astype(np.float16) * np.float16(0.5)).astype(np.uint8)
+    np.testing.assert_array_equal(out, want)
+    ir = lanes.compile(Slice[u8], DisjointSlice[u8], target="cpu").ir
+    assert "slot" not in ir  # no variable: VEC and HALF folded where they are used
+
+
+def test_a_name_assigned_twice_is_a_typed_variable() -> None:
+    @ox.kernel
+    def counted(out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        n = 7
+        n += 1
+        if i in out:
+            out[i] = n
+
+    ir = counted.compile(DisjointSlice[i32], target="cpu").ir
+    assert "!oxide.slot<si32>" in ir
+
+
+def test_unpacking_a_2d_thread_index_points_to_row_and_col() -> None:
+    @ox.kernel
+    def k(out: DisjointSlice[f32, 2]):
+        r, c = thread.index_2d()
+
+    with pytest.raises(ox.KernelTypeError, match="cannot unpack a 2-D ThreadIndex") as e:
+        k.compile(DisjointSlice[f32, 2], target="cpu")
+    assert ".row" in e.value.hint and ".col" in e.value.hint
+
+
+def test_an_int_accumulator_fed_floats_suggests_a_float_start() -> None:
+    @ox.kernel
+    def k(img: Slice[f32, 2], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        acc = 0
+        for r in range(3):
+            acc += img[r, 0]
+        if i in out:
+            out[i] = acc
+
+    with pytest.raises(ox.KernelTypeError, match="`acc` is i32") as e:
+        k.compile(Slice[f32, 2], DisjointSlice[f32], target="cpu")
+    assert "acc = f32(0)" in e.value.hint and "acc = 0.0" in e.value.hint
+
+
+@pytest.mark.parametrize(("op", "want"), [("+=", "ox.atomic.add(out, 0, s)"),
+                                          ("|=", "ox.atomic.or_(out, 0, s)"),
+                                          ("*=", "ox.atomic.cas(out, 0, old, new)")])
+def test_augmented_assignment_to_an_atomic_slice_names_the_atomic(op: str, want: str,
+                                                                  tmp_path) -> None:
+    src = tmp_path / "aug.py"
+    src.write_text(
+        "import oxide as ox\nfrom oxide import AtomicSlice, Slice, i32, thread\n\n"
+        "@ox.kernel\ndef k(x: Slice[i32], out: AtomicSlice[i32]):\n"
+        "    s = x[0]\n"
+        f"    out[0] {op} s\n")
+    ns: dict = {}
+    exec(compile(src.read_text(), str(src), "exec"), ns)
+    with pytest.raises(ox.SafetyError, match="AtomicSlice") as e:
+        ns["k"].compile(Slice[i32], AtomicSlice[i32], target="cpu")
+    assert want in e.value.hint
+
+
+def test_an_unsupported_element_type_is_a_kernel_type_error_at_the_annotation() -> None:
+    with pytest.raises(ox.KernelTypeError, match="`str` is not a dtype") as e:
+        @ox.kernel
+        def k(x: Slice[str], out: DisjointSlice[f32]):  # type: ignore[valid-type]
+            pass
+    assert e.value.span is not None and "Slice[str]" in e.value.span.text
+    with pytest.raises(ox.KernelTypeError, match="rank must be 1, 2 or 3"):
+        Slice[f32, 4]
