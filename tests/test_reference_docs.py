@@ -1,0 +1,139 @@
+"""The user documentation's examples run (issue 16, item 1).
+
+Every ```python block of docs/reference.md, docs/quickstart.md and the "oxide for ... users"
+pages is executed here, on the CPU target, in page order: the blocks of one page share a
+namespace, as a reader who pastes them one after another would. Each block is written to
+its own file first, since oxide compiles a kernel from its source file.
+
+A block's info string says what it is:
+
+- ```python            runs here;
+- ```python gpu        needs a GPU; parsed here, run by nobody (the text says so);
+- ```python other      another library's code (numba, Triton, cuTile), shown for
+                       comparison; parsed here, never run.
+
+Any other ```python tag is an error, so no block is skipped silently. The reference must
+also name every public name of `oxide` (`oxide.__all__`) and every `ox.math`, `ox.warp`,
+`ox.atomic`, `ox.block`, `ox.shared`, `ox.local` and `thread` member.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+import oxide as ox
+from oxide import lang
+
+DOCS = Path(__file__).resolve().parent.parent / "docs"
+PAGES = ("reference.md", "quickstart.md", "for-numba-users.md", "for-triton-users.md",
+         "for-cutile-users.md")
+KINDS = ("", "gpu", "other")
+FENCE = re.compile(r"^```python(?P<tag>[^\n]*)\n(?P<body>.*?)^```\s*$", re.M | re.S)
+
+
+def blocks(page: str) -> list[tuple[int, str, str]]:
+    """(line, tag, code) of each ```python block of a page."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    return [(text.count("\n", 0, m.start()) + 1, m.group("tag").strip(), m.group("body"))
+            for m in FENCE.finditer(text)]
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_every_block_is_tagged_and_parses(page: str) -> None:
+    found = blocks(page)
+    assert found, f"{page} has no python examples"
+    for line, tag, code in found:
+        assert tag in KINDS, f"{page}:{line}: unknown tag ```python {tag}"
+        ast.parse(code, filename=f"{page}:{line}")
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_examples_run_on_the_cpu(page: str, tmp_path: Path) -> None:
+    namespace: dict[str, object] = {"__name__": f"docs_{Path(page).stem.replace('-', '_')}"}
+    ran = 0
+    for line, tag, code in blocks(page):
+        if tag:
+            continue
+        file = tmp_path / f"{Path(page).stem.replace('-', '_')}_line{line}.py"
+        file.write_text(code, encoding="utf-8")
+        out = io.StringIO()
+        try:
+            with ox.device("cpu"), contextlib.redirect_stdout(out):
+                exec(compile(code, str(file), "exec"), namespace)  # noqa: S102 - the docs' own code
+        except Exception as exc:  # name the block, keep the cause
+            raise AssertionError(f"{page}:{line}: the example raised {type(exc).__name__}: "
+                                 f"{exc}\n--- output ---\n{out.getvalue()}") from exc
+        ran += 1
+    assert ran, f"{page} has no example that runs on the CPU"
+
+
+def reference_text() -> str:
+    return (DOCS / "reference.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(ox.__all__))
+def test_reference_names_every_public_name(name: str) -> None:
+    text = reference_text()
+    assert re.search(rf"^#+ .*`(ox\.|oxide\.)?{re.escape(name)}\b", text, re.M), \
+        f"docs/reference.md has no heading for ox.{name}"
+
+
+NAMESPACES = {"math": lang.math, "warp": lang.warp, "atomic": lang.atomic,
+              "block": lang.block, "shared": lang.shared, "local": lang.local,
+              "thread": lang.thread}
+
+
+@pytest.mark.parametrize("space", sorted(NAMESPACES))
+def test_reference_names_every_namespace_member(space: str) -> None:
+    text = reference_text()
+    members = [n for n in vars(NAMESPACES[space]) if not n.startswith("_")]
+    assert members
+    # ox.math members sit in a table as `sqrt`; the others are written out: `ox.warp.ballot(`
+    if space == "math":
+        missing = [m for m in members if f"`{m}`" not in text and f"`{m}(" not in text]
+    else:
+        missing = [m for m in members if f"{space}.{m}(" not in text]
+    assert not missing, f"docs/reference.md does not name ox.{space}.{', '.join(missing)}"
+
+
+def test_readme_links_the_pages_and_not_the_workspace() -> None:
+    readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    assert "../shared" not in readme
+    for page in PAGES:
+        assert f"docs/{page}" in readme, f"README.md does not link docs/{page}"
+    for target in re.findall(r"\]\((docs/[^)#]+)", readme):
+        assert (DOCS.parent / target).is_file(), f"README.md links {target}, which is missing"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    text = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = page.read_text(encoding="utf-8")
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)  # no headings in code
+    return {_slug(m) for m in re.findall(r"^#+ (.*)$", text, re.M)}
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_relative_links_resolve(page: str) -> None:
+    """Every link to another page (and to a heading in it) lands somewhere."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    text = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)  # links, not code
+    text = re.sub(r"`[^`\n]*`(?!\])", "", text)
+    for target in re.findall(r"\]\(([^)\s]+)\)", text):
+        if "://" in target:
+            continue
+        file, _, anchor = target.partition("#")
+        path = DOCS / file if file else DOCS / page
+        assert path.is_file(), f"{page} links {target}: no such file"
+        if anchor:
+            assert anchor in _anchors(path), f"{page} links {target}: no such heading"
