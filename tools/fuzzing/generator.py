@@ -354,7 +354,10 @@ class Generator:
         for _ in range(self.rng.randint(1, 3)):  # locals, assigned before any branch
             ty = self.pick_type()
             local = self.fresh("v")
-            body.append(Assign(local, ty, self.expr(ty, 3)))
+            value = self.expr(ty, 3)
+            if isinstance(value, Lit):  # typed: a local bound once to a literal stays weak
+                value = Conv(value, ty)
+            body.append(Assign(local, ty, value))
             self.scope[local] = ty
         body += self.block(size, 0, ret, False)
         result = self.expr(ret, 3)
