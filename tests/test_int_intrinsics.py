@@ -423,3 +423,116 @@ def test_reference_widening_is_c_promotion() -> None:
     assert ref_clz(-1, i16) == 0 and ref_clz(1, u16) == 31
     assert ref_bit_count(-128, i8) == 1 and ref_bit_count(-(2**63), i64) == 1
     assert promoted(i16) is i32 and promoted(u8) is u32 and promoted(u64) is u64
+
+
+# -- block votes (__syncthreads_count/and/or) and wrapping atomics (atomicInc/Dec) ---------
+
+@ox.kernel
+def votes_k(x: Slice[i32], out: DisjointSlice[i32, 2]):
+    i = thread.index_1d()
+    v = 0
+    if i < len(x):
+        v = x[i]
+    count = ox.sync_threads_count(v)
+    every = ox.sync_threads_and(v > 0)
+    some = ox.sync_threads_or(v > 1000)
+    if i < len(x):
+        with ox.unsafe():
+            out[0, i] = count
+            out[1, i] = i32(every) * 10 + i32(some)
+
+
+def check_votes(threads: int) -> None:
+    """Per block: how many threads' value is non-zero, whether all are positive, whether
+    any exceeds 1000 (threads past the end of `x` vote 0)."""
+    n = 5 * threads - threads // 3
+    x = rng.integers(-3, 3, n).astype(np.int32)
+    x[: threads] = np.abs(x[: threads]) + 1  # block 0: all positive
+    x[2 * threads + 7 % threads] = 5000
+    out = np.zeros((2, n), np.int32)
+    votes_k[(n + threads - 1) // threads, threads](x, out)
+    for b in range((n + threads - 1) // threads):
+        vals = np.zeros(threads, np.int64)
+        part = x[b * threads:(b + 1) * threads]
+        vals[: len(part)] = part
+        lo, hi = b * threads, min(n, (b + 1) * threads)
+        assert (out[0, lo:hi] == np.count_nonzero(vals)).all(), b
+        want = int((vals > 0).all()) * 10 + int((vals > 1000).any())
+        assert (out[1, lo:hi] == want).all(), b
+
+
+@pytest.mark.parametrize("threads", (32, 96, 100, 1024))
+def test_sync_threads_votes(threads: int) -> None:
+    check_votes(threads)
+
+
+def test_votes_are_block_barriers() -> None:
+    """Under a thread-dependent condition they are a SafetyError, as sync_threads is."""
+    @ox.kernel
+    def k(x: Slice[i32], out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = ox.sync_threads_count(x[i])
+
+    with pytest.raises(ox.SafetyError):
+        k.compile(Slice[i32], DisjointSlice[i32], target="cpu")
+
+
+@ox.kernel
+def inc_dec_k(a: ox.AtomicSlice[u32], limit: u32, olds: DisjointSlice[u32, 2]):
+    i = thread.index_1d()
+    if i < olds.shape[1]:
+        with ox.unsafe():
+            olds[0, i] = ox.atomic.inc(a, 0, limit)
+            olds[1, i] = ox.atomic.dec(a, 1, limit)
+
+
+def ref_inc(old: int, v: int) -> int:
+    return 0 if old >= v else old + 1
+
+
+def ref_dec(old: int, v: int) -> int:
+    return v if old == 0 or old > v else old - 1
+
+
+def check_inc_dec(limit: int, start_inc: int, start_dec: int) -> None:
+    """300 threads: whatever order they take, the old values form the sequence one thread
+    would see (each step is a function of the last), and the final value is its end."""
+    n = 300
+    a = np.array([start_inc, start_dec], np.uint32)
+    olds = np.zeros((2, n), np.uint32)
+    inc_dec_k[(n + 63) // 64, 64](a, np.uint32(limit), olds)
+    for row, start, step in ((0, start_inc, ref_inc), (1, start_dec, ref_dec)):
+        seq, cur = [], start
+        for _ in range(n):
+            seq.append(cur)
+            cur = step(cur, limit) & 0xFFFFFFFF
+        assert sorted(olds[row].tolist()) == sorted(seq), row
+        assert int(a[row]) == cur, row
+
+
+@pytest.mark.parametrize(("limit", "start_inc", "start_dec"), [
+    (7, 0, 0), (7, 9, 12), (0, 0, 0), (2**32 - 1, 2**32 - 5, 3), (1000, 5, 5)])
+def test_atomic_inc_dec_wrap(limit: int, start_inc: int, start_dec: int) -> None:
+    check_inc_dec(limit, start_inc, start_dec)
+
+
+def test_atomic_inc_needs_u32() -> None:
+    @ox.kernel
+    def k(a: ox.AtomicSlice[i32]):
+        i = thread.index_1d()
+        if i < 4:
+            ox.atomic.inc(a, 0, 5)
+
+    with pytest.raises(ox.KernelTypeError, match="u32"):
+        k.compile(ox.AtomicSlice[i32], target="cpu")
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_votes_and_wrapping_atomics_assemble(arch: str) -> None:
+    ck = inc_dec_k.compile(ox.AtomicSlice[u32], u32, DisjointSlice[u32, 2], arch=arch)
+    assert len(ck.cubin) > 0
+    assert re.search(r"atom(\.global)?\.inc\.u32", ck.ptx)
+    assert re.search(r"atom(\.global)?\.dec\.u32", ck.ptx)
+    ck = votes_k.compile(Slice[i32], DisjointSlice[i32, 2], arch=arch)
+    assert len(ck.cubin) > 0

@@ -117,6 +117,9 @@ class CPUTarget:
 
     def atomic(self, em: Any, kind: str, scope: str, dt: T.DType, addr: str, value: str,
                compare: str | None, space: str) -> str:
+        if kind in ("inc", "dec"):  # CUDA's atomicInc/atomicDec wrap (u32 only)
+            op = "uinc_wrap" if kind == "inc" else "udec_wrap"
+            return em.ins(f"atomicrmw {op} ptr {addr}, i32 {value} monotonic")
         return emit_atomic(em, kind, "", dt, addr, value, compare, "ptr")
 
     # -- math and printf -------------------------------------------------------------

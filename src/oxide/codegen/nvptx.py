@@ -205,6 +205,10 @@ class NVPTXTarget:
                compare: str | None, space: str) -> str:
         sc = _SCOPES[scope]
         sync = f' syncscope("{sc}")' if sc else ""
+        if kind in ("inc", "dec"):  # CUDA's atomicInc/atomicDec: atom.inc/dec.u32
+            op = "uinc_wrap" if kind == "inc" else "udec_wrap"
+            return em.ins(f"atomicrmw {op} {self.pointer_type(space)} {addr}, i32 {value}{sync} "
+                          "monotonic")
         return emit_atomic(em, kind, sync, dt, addr, value, compare, self.pointer_type(space))
 
     def warp(self, em: Any, kind: str, args: list[tuple[T.DType, str]], ret: T.DType) -> str:

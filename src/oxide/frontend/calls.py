@@ -249,6 +249,58 @@ class CallsMixin(ParallelCallsMixin):
     def intr_sync_threads(self, node: ast.Call) -> Static:
         return self._barrier(node, "block", "ox.sync_threads()")
 
+    def intr_sync_threads_count(self, node: ast.Call) -> Val:
+        return self.sync_threads_vote("count", node)
+
+    def intr_sync_threads_and(self, node: ast.Call) -> Val:
+        return self.sync_threads_vote("and", node)
+
+    def intr_sync_threads_or(self, node: ast.Call) -> Val:
+        return self.sync_threads_vote("or", node)
+
+    def sync_threads_vote(self, kind: str, node: ast.Call) -> Val:
+        """`__syncthreads_count/and/or`: a block reduction of `pred != 0` (lang/collectives.py).
+        Its barriers order every thread's earlier memory accesses before any thread's later
+        ones, as `sync_threads` does, and the uniformity pass checks them the same way."""
+        from oxide.lang.collectives import implementation
+
+        what = f"ox.sync_threads_{kind}()"
+        (v,) = self.args_exact(node, 1, what)
+        if not isinstance(v, (Lit, Val, Witness)):
+            raise self.error(KernelTypeError, node.args[0],
+                             f"{what} takes a condition, not {describe(v)}")
+        flag = self.b.cast(self.truth(v, node.args[0]), T.i32)
+        reduce_kind = {"count": "reduce_add", "and": "reduce_min", "or": "reduce_max"}[kind]
+        fn, extra = implementation(reduce_kind)
+        r = self.inline_values(fn, [Val(flag, T.i32), Static(T.i32),
+                                    *(Static(e) for e in extra)],
+                               node, [node.args[0]] * (2 + len(extra)))
+        self.b.uniform.add(r.ssa)
+        if kind == "count":
+            return Val(r.ssa, T.i32)
+        one = self.b.value(ops.CompareOp("ne", r.ssa, self.b.constant(0, T.i32)))
+        self.b.uniform.add(one)
+        return Val(one, T.bool_)
+
+    def intr_atomic_inc(self, node: ast.Call) -> Val:
+        return self.atomic_wrap("inc", node)
+
+    def intr_atomic_dec(self, node: ast.Call) -> Val:
+        return self.atomic_wrap("dec", node)
+
+    def atomic_wrap(self, kind: str, node: ast.Call) -> Val:
+        """CUDA's atomicInc/atomicDec on u32: inc stores `old >= v ? 0 : old + 1`, dec stores
+        `old == 0 or old > v ? v : old - 1` (LLVM's uinc_wrap/udec_wrap); returns old."""
+        r = self.call_atomic(kind, node)
+        if r.dtype != T.u32:
+            raise self.error(KernelTypeError, node,
+                             f"ox.atomic.{kind}() works on u32 arrays (CUDA's atomic"
+                             f"{kind.capitalize()}), not {r.dtype.name}",
+                             hint="declare the array `AtomicSlice[u32]` (or a u32 shared "
+                             f"array); use ox.atomic.{'add' if kind == 'inc' else 'sub'} for "
+                             "a plain count")
+        return r
+
     def intr_sync_warp(self, node: ast.Call) -> Static:
         return self._barrier(node, "warp", "ox.sync_warp()")
 

@@ -20,6 +20,12 @@ lane_id = Intrinsic("lane_id", "This thread's lane in its warp (0-31).")
 warp_id = Intrinsic("warp_id", "This thread's warp in its block (thread_idx linearized // 32).")
 sync_threads = Intrinsic("sync_threads", "Barrier for every thread of the block.")
 sync_warp = Intrinsic("sync_warp", "Barrier for the threads of the warp.")
+sync_threads_count = Intrinsic("sync_threads_count", "sync_threads_count(pred): a block "
+                               "barrier that returns how many threads' pred holds, as i32.")
+sync_threads_and = Intrinsic("sync_threads_and", "sync_threads_and(pred): a block barrier "
+                             "that returns whether pred holds on every thread.")
+sync_threads_or = Intrinsic("sync_threads_or", "sync_threads_or(pred): a block barrier "
+                            "that returns whether pred holds on any thread.")
 threadfence = Intrinsic("threadfence", "Memory fence at device scope.")
 threadfence_block = Intrinsic("threadfence_block", "Memory fence at block scope.")
 threadfence_system = Intrinsic("threadfence_system", "Memory fence at system scope.")
@@ -60,7 +66,7 @@ warp = Namespace("warp", {
 
 atomic = Namespace("atomic", {
     name: f"atomic.{name}(arr, index, value): read-modify-write, returns the old value."
-    for name in ("add", "sub", "min", "max", "exch", "cas", "and_", "or_", "xor")
+    for name in ("add", "sub", "min", "max", "exch", "cas", "and_", "or_", "xor", "inc", "dec")
 })
 
 shared = Namespace("shared", {
@@ -94,5 +100,6 @@ __all__ = [
     "Intrinsic", "thread", "thread_idx", "block_idx", "block_dim", "grid_dim", "lane_id",
     "warp_id", "sync_threads", "sync_warp", "threadfence", "threadfence_block",
     "threadfence_system", "math", "warp", "atomic", "shared", "local", "block", "unsafe",
-    "MATH_FUNCTIONS", "popc", "clz", "ffs", "brev", "byte_perm", "mulhi",
+    "MATH_FUNCTIONS", "popc", "clz", "ffs", "brev", "byte_perm", "mulhi", "sync_threads_count",
+    "sync_threads_and", "sync_threads_or",
 ]
