@@ -123,3 +123,33 @@ def test_an_unsupported_element_type_is_a_kernel_type_error_at_the_annotation() 
     assert e.value.span is not None and "Slice[str]" in e.value.span.text
     with pytest.raises(ox.KernelTypeError, match="rank must be 1, 2 or 3"):
         Slice[f32, 4]
+
+
+def test_bounds_guards_see_through_a_local_alias_of_the_length() -> None:
+    # issue 15 item 3: `n = len(out)` (or `out.shape[0]`) then `if i < n:` guards the write
+    @ox.kernel
+    def copy(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        n = len(out)
+        m = x.shape[0]
+        if i < n:
+            if i < m:
+                out[i] = x[i] * 2.0
+
+    x = np.arange(10, dtype=np.float32)
+    out = np.zeros(7, np.float32)
+    copy[1, 32](x, out)
+    np.testing.assert_array_equal(out, x[:7] * 2)
+
+
+def test_a_guard_on_a_variable_length_is_still_refused() -> None:
+    @ox.kernel
+    def k(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        n = len(out)
+        n += 1  # a variable now: no longer the length
+        if i < n:
+            out[i] = x[i]
+
+    with pytest.raises(ox.SafetyError, match="not bounds-guarded"):
+        k.compile(Slice[f32], DisjointSlice[f32], target="cpu")

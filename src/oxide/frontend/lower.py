@@ -217,6 +217,15 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
                 self.assigned.add(target.id)
             self.env[target.id] = value
             return
+        if (isinstance(value, Val) and isinstance(target, ast.Name) and not self.loops
+                and target.id in self.constant_names and target.id not in self.env):
+            # bound once, outside any loop: the name is the value itself (definite
+            # assignment makes the binding dominate every read), so guards see through
+            # it: `n = len(out)` then `if i < n:` proves `out[i]` in bounds
+            if self.assigned is not None:
+                self.assigned.add(target.id)
+            self.env[target.id] = value
+            return
         for target in node.targets:
             self.assign(target, value, node.value)
 
