@@ -1235,7 +1235,7 @@ def min_one_argument():
     return k
 
 
-@case(ox.KernelSyntaxError, "`helper` takes 2 positional arguments, got 1")
+@case(ox.KernelTypeError, "`helper` takes 2 positional arguments, got 1")
 def func_wrong_arity():
     @ox.func
     def helper(a, b):

@@ -618,7 +618,7 @@ class CallsMixin(ParallelCallsMixin):
                              "arguments are not supported in kernels",
                              hint=f"call `{fn.__name__}({', '.join(names)})`")
         if len(node.args) != len(names):
-            raise self.error(KernelSyntaxError, node,
+            raise self.error(KernelTypeError, node,
                              f"`{fn.__name__}` takes {len(names)} positional "
                              f"argument{'' if len(names) == 1 else 's'}, got {len(node.args)}",
                              hint=f"call `{fn.__name__}({', '.join(names)})`")
