@@ -33,7 +33,7 @@ class KernelOptions:
     checks: bool = True
     contract: bool = True  # FMA contraction
     max_threads: int | None = None  # launch bounds: max threads per block
-    coarsen: bool = True  # two logical blocks per GPU block where threads are independent
+    coarsen: bool = True  # four logical blocks per GPU block where threads are independent
 
 
 @dataclass(frozen=True)
@@ -318,7 +318,7 @@ def _check_options(options: KernelOptions, depth: int) -> None:
 def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contract: bool = True,
            max_threads: int | None = None, coarsen: bool = True) -> Any:
     """Declare a kernel. Options: `checks` (bounds checks), `contract` (FMA), `max_threads`,
-    `coarsen` (let the GPU run two logical blocks per block where threads are independent).
+    `coarsen` (let the GPU run four logical blocks per block where threads are independent).
 
     >>> @ox.kernel  # doctest: +SKIP
     ... def scale(x: Slice[f32], a: f32, out: DisjointSlice[f32]): ...
