@@ -153,3 +153,59 @@ def test_a_guard_on_a_variable_length_is_still_refused() -> None:
 
     with pytest.raises(ox.SafetyError, match="not bounds-guarded"):
         k.compile(Slice[f32], DisjointSlice[f32], target="cpu")
+
+
+def test_a_tuple_indexed_by_a_constant_range_variable_unrolls() -> None:
+    # issue 15 item 4: weights in a tuple, read with the loop variable
+    W = (0.25, 0.5, 0.25)
+
+    @ox.kernel
+    def blur(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        taps = (1.0, 2.0, 3.0, 4.0)
+        if i in out:
+            s = f32(0.0)
+            for j in range(3):
+                if i + j < len(x):
+                    s += x[i + j] * W[j]
+            t = f32(0.0)
+            for j in range(4):  # continue and break in unrolled copies
+                if j == 1:
+                    continue
+                if taps[j] > 3.5:
+                    break
+                t += taps[j]
+            out[i] = s + t * 100.0 + f32(j) * 10000.0  # j keeps its last value, as in Python
+
+    x = np.arange(8, dtype=np.float32)
+    out = np.zeros(6, np.float32)
+    blur[1, 32](x, out)
+    want = np.array([sum(x[i + j] * W[j] for j in range(3)) for i in range(6)], np.float32)
+    np.testing.assert_array_equal(out, want + 400.0 + 30000.0)
+    assert blur.compile(Slice[f32], DisjointSlice[f32], arch="sm_90").cubin
+
+
+def test_a_shape_indexed_by_a_loop_variable_and_a_runtime_index_still_refused() -> None:
+    @ox.kernel
+    def dims(a: Slice[f32, 3], out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        if i in out:
+            n = 1
+            for d in range(3):
+                n *= i32(a.shape[d])
+            out[i] = n
+
+    out = np.zeros(2, np.int32)
+    dims[1, 32](np.zeros((2, 3, 4), np.float32), out)
+    assert out.tolist() == [24, 24]
+
+    @ox.kernel
+    def bad(x: Slice[i32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        w = (1.0, 2.0)
+        if i in out:
+            out[i] = w[x[i]]
+
+    with pytest.raises(ox.KernelTypeError, match="constant integers") as e:
+        bad.compile(Slice[i32], DisjointSlice[f32], target="cpu")
+    assert "range" in e.value.hint

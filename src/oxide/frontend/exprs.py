@@ -29,7 +29,7 @@ from oxide.frontend.promote import (
     literal_with,
     promote,
 )
-from oxide.frontend.scope import wrap_python
+from oxide.frontend.scope import is_number_tuple, wrap_python
 from oxide.frontend.values import (
     Array,
     FixedArray,
@@ -119,6 +119,8 @@ class ExprMixin:
         return self.load_name(node.id, node)
 
     def load_name(self, name: str, node: ast.AST) -> Any:
+        if name in self.unrolled:  # the loop variable of an unrolled copy: a constant
+            return self.unrolled[name]
         if name in self.env:
             value = self.env[name]
             if isinstance(value, Slot):
@@ -136,8 +138,8 @@ class ExprMixin:
             raise self.error(KernelTypeError, node,
                              f"type variable `{name}` is not bound by any parameter",
                              hint=f"annotate a parameter with `{name}` or `Slice[{name}]`")
-        if isinstance(obj, (bool, int, float)):
-            self.ctx.folded[name] = obj
+        if isinstance(obj, (bool, int, float)) or is_number_tuple(obj):
+            self.ctx.folded[name] = obj  # a tuple is not in the cache key: not cached
         return self.python_value(obj, node)
 
     def python_value(self, obj: Any, node: ast.AST) -> Any:

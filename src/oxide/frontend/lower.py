@@ -34,6 +34,7 @@ from oxide.frontend.values import (
     Array,
     FixedArray,
     Lit,
+    ShapeOf,
     Slot,
     SlotTuple,
     Static,
@@ -159,6 +160,8 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
         # current point has assigned; None where no path reaches it.
         self.local_names = local_names(source.tree)
         self.constant_names = bound_once_by_assign(source.tree)
+        # loop variables of unrolled loops (unroll_range): their typed constant per copy
+        self.unrolled: dict[str, Val] = {}
         self.assigned: set[str] | None = set()
 
     # -- diagnostics -----------------------------------------------------------------
@@ -394,6 +397,10 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
         if isinstance(step, Lit) and step.value == 0:
             raise self.error(KernelSyntaxError, it.args[2], "range() step must not be zero")
         dt = self.common_dtype([start, stop, step], it)
+        if (0 <= _trips(start, stop, step) <= UNROLL_MAX_TRIPS
+                and self.indexes_a_tuple(node)):
+            self.unroll_range(node, range(start.value, stop.value, step.value), dt)
+            return
         counter = self.b.alloc(ops.SlotOp(ir_type(dt)))
         self.b.emit(ops.SlotWriteOp(counter, self.materialize(start, dt, it)))
         stop_v = self.materialize(stop, dt, it)
@@ -438,6 +445,52 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin):
                                                              _wraps(start, stop, step, dt))))
         self.b.emit(ops.BranchOp(header, unroll=_unroll_fully(start, stop, step)))
         self.b.set_block(exit_)
+
+    def indexes_a_tuple(self, node: ast.For) -> bool:
+        """Whether the loop body indexes a tuple (or a shape) with the loop variable, which
+        it never assigns: such a loop is unrolled, so each copy's index is a constant."""
+        name = node.target.id  # type: ignore[attr-defined]
+        found = False
+        for stmt in node.body:
+            for sub in ast.walk(stmt):
+                if isinstance(sub, ast.Name) and sub.id == name and isinstance(sub.ctx, ast.Store):
+                    return False
+                if (isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Name)
+                        and sub.slice.id == name):
+                    v = sub.value
+                    if isinstance(v, ast.Attribute) and v.attr == "shape":
+                        found = True
+                    elif isinstance(v, ast.Name):
+                        bound = self.env.get(v.id)
+                        if bound is None and v.id not in self.local_names:
+                            bound = self.scope.lookup(v.id)[1]
+                        found = found or isinstance(bound, (Tup, SlotTuple, ShapeOf, tuple))
+        return found
+
+    def unroll_range(self, node: ast.For, values: range, dt: T.DType) -> None:
+        """`for j in range(3): s += w[j]` over a tuple `w`: one copy of the body per value,
+        `j` a typed constant in each (a `continue` goes to the next copy, a `break` past
+        the last). `j` is still assigned, as Python leaves it after the loop."""
+        name = node.target.id  # type: ignore[attr-defined]
+        entry = _copy(self.assigned)
+        exit_ = self.b.new_block()
+        breaks: list[set[str] | None] = []
+        for k in values:
+            value = Val(self.b.constant(k, dt), dt)
+            self.assign(node.target, value, node.target)
+            self.unrolled[name] = value
+            loop = LoopTargets(self.b.new_block(), exit_)
+            self.loops.append(loop)
+            self.lower_body(node.body)
+            self.loops.pop()
+            breaks += loop.assigned.breaks
+            self.b.br(loop.continue_block)
+            self.b.set_block(loop.continue_block)
+            self.assigned = _meet(self.assigned, *loop.assigned.continues)
+        self.unrolled.pop(name, None)
+        self.b.br(exit_)
+        self.b.set_block(exit_)
+        self.assigned = _meet(self.assigned, *breaks) if len(values) else entry
 
     def range_next(self, counter: SSAValue, stop: SSAValue, step: Any, step_v: SSAValue,
                    dt: T.DType, may_wrap: bool) -> SSAValue:

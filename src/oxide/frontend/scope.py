@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from oxide.frontend.values import Lit, Static
+from oxide.frontend.values import Lit, Static, Tup
 
 SUPPORTED_BUILTINS = {"range", "len", "min", "max", "abs", "print", "float", "int", "bool"}
 
@@ -58,7 +58,15 @@ def wrap_python(obj: Any) -> Any:
     """The frontend value of a Python object found by name or attribute."""
     if isinstance(obj, bool) or isinstance(obj, (int, float)):
         return Lit(obj)
+    if is_number_tuple(obj):  # `W = (0.25, 0.5, 0.25)` at module level: a tuple of literals
+        return Tup(tuple(wrap_python(x) for x in obj))
     return Static(obj)
+
+
+def is_number_tuple(obj: Any) -> bool:
+    """A (nested) tuple of Python numbers, which kernels read as a tuple of literals."""
+    return isinstance(obj, tuple) and all(
+        isinstance(x, (bool, int, float)) or is_number_tuple(x) for x in obj)
 
 
 def is_module(obj: Any) -> bool:

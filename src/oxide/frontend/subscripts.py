@@ -21,6 +21,7 @@ from oxide.frontend.values import (
     Val,
     Witness,
     article,
+    constant_int,
     describe,
 )
 from oxide.ir import ops
@@ -78,9 +79,13 @@ class SubscriptMixin:
 
     def subscript_load(self, container: Any, index: Any, node: ast.Subscript) -> Any:
         if isinstance(container, (Tup, ShapeOf)):
+            index = constant_int(index)
             if not isinstance(index, Lit) or not isinstance(index.value, int):
                 raise self.error(KernelTypeError, node.slice,
-                                 "tuples are indexed with constant integers")
+                                 "tuples are indexed with constant integers",
+                                 hint="a constant, or the variable of a `for` over a constant "
+                                      "range (that loop is unrolled): `for j in range(3): "
+                                      "s += w[j]`")
             try:
                 return container.items[index.value]
             except IndexError:

@@ -170,3 +170,15 @@ def unpack_hint(value: Any) -> str:
                 "(`out[ij]`); its coordinates are `.row` and `.col`: "
                 "`ij = thread.index_2d(); r = ij.row`")
     return "only tuples unpack"
+
+
+def constant_int(value: Any) -> Any:
+    """`value` as a Lit where it is a typed integer constant (an unrolled loop's
+    variable, which is an `oxide.constant`); otherwise `value` itself."""
+    if isinstance(value, Val) and not value.dtype.is_float:
+        from oxide.ir import ops
+
+        owner = value.ssa.owner
+        if isinstance(owner, ops.ConstantOp):
+            return Lit(owner.value.value.data)  # type: ignore[attr-defined]
+    return value
