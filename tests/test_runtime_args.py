@@ -80,7 +80,7 @@ def test_const_values_select_specializations() -> None:
     ((x, 2.5, 2**40, 7, o), "`n` is i32, whose range is"),
     ((x, 2.5, 3.0, 7, o), "`n` is i32; got the float 3.0"),
     ((x.astype(np.float64), 2.5, 3, 7, o), "`x` is Slice[f32]; got an array of f64"),
-    ((x, 2.5, 3, 7, x), "`out` is DisjointSlice[f32, 2] (rank 2); got an array of rank 1"),
+    ((x, 2.5, 3, 7, x), "`out` is DisjointSlice[f32, 2]; got an array of rank 1: declare `DisjointSlice[f32, 1]`"),
     ((x, 1e40, 3, 7, o), "`a` is f32, whose largest value is"),
     ((x, np.float64(1), 3, 7, o), "`a` is f32; got a f64 scalar"),
     ((x, x, 3, 7, o), "`a` is a scalar (f32); got an array"),

@@ -154,8 +154,9 @@ def _spec(kernel: Any, p: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> Sp
             _bind(ann.dtype, dt, typevars, p.name)
         elif dt != ann.dtype:
             raise ArgumentError(f"`{p.name}` is {ann!r}; got an array of {dt.name}")
-        if rank != ann.rank:
-            raise ArgumentError(f"`{p.name}` is {ann!r} (rank {ann.rank}); got rank {rank}")
+        wrong = ann.rank_error(p.name, rank)
+        if wrong:
+            raise ArgumentError(wrong)
         return T.ArrayType(ann.access, dt, rank, contiguous)
     # scalar (DType or TypeVar)
     if isinstance(a, T.DType):

@@ -7,7 +7,7 @@ NumPy dtype, the LLVM type and the promotion rank.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -138,6 +138,10 @@ class ArrayType:
     dtype: Any  # DType, or a TypeVar in a generic annotation
     rank: int = 1
     contiguous: bool | None = None
+    # False for an annotation without a rank (`Slice[f32]`): a launch takes the rank from
+    # its argument, one specialization per rank, as a TypeVar takes a dtype. `compile()`
+    # given the type itself, and `--sig`, keep rank 1. Specializations are always ranked.
+    ranked: bool = field(default=True, compare=False)  # equal as types either way
 
     @property
     def writable(self) -> bool:
@@ -149,7 +153,18 @@ class ArrayType:
                 "raw": "RawSlice"}[self.access]
 
     def with_layout(self, contiguous: bool) -> ArrayType:
-        return ArrayType(self.access, self.dtype, self.rank, contiguous)
+        return ArrayType(self.access, self.dtype, self.rank, contiguous, self.ranked)
+
+    def rank_error(self, name: str, got: int) -> str | None:
+        """Why an array of rank `got` cannot be `name: self`, or None where it can."""
+        dt = self.dtype.name
+        if not 1 <= got <= 3:
+            return f"`{name}` is {self.title}[{dt}...]: kernel arrays have rank 1 to 3; got {got}"
+        if not self.ranked or got == self.rank:
+            return None
+        return (f"`{name}` is {self.title}[{dt}, {self.rank}]; got an array of rank {got}: "
+                f"declare `{self.title}[{dt}, {got}]`, or `{self.title}[{dt}]` to take the "
+                "rank from the argument")
 
     def __repr__(self) -> str:
         rank = f", {self.rank}" if self.rank != 1 else ""
@@ -177,7 +192,7 @@ class _ArrayFactory:
                 raise self._error(f"`{name}` is not a dtype oxide supports",
                                   f"element types are {', '.join(SCALARS)}, or an ox.TypeVar"
                                   ) from None
-        return ArrayType(self.access, dtype, rank)
+        return ArrayType(self.access, dtype, rank, ranked=isinstance(item, tuple))
 
     def _error(self, message: str, hint: str) -> Exception:
         """A KernelTypeError at the annotation that spelled this type (evaluated by

@@ -392,7 +392,7 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin):
 
     def bind_annotated(self, fn: Any, p: ast.arg, v: Any, node: ast.AST) -> Any:
         """Check an argument against the @ox.func parameter's annotation (scalars convert
-        like assignments; arrays must match the declared kind, dtype and rank)."""
+        like assignments; arrays must match the declared kind, dtype and rank, if any)."""
         ann = fn.annotations.get(p.arg)
         if isinstance(ann, T.TypeVar):
             ann = self.typevars.get(ann, ann)
@@ -400,7 +400,7 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin):
             dtype_ok = isinstance(ann.dtype, T.TypeVar) or (
                 isinstance(v, Array) and v.type.dtype == ann.dtype)
             if not (isinstance(v, Array) and v.type.access == ann.access and dtype_ok
-                    and v.type.rank == ann.rank):
+                    and (v.type.rank == ann.rank or not ann.ranked)):
                 raise self.error(KernelTypeError, node,
                                  f"`{fn.__name__}` takes `{p.arg}: {ann!r}`, got {describe(v)}")
             return v

@@ -260,9 +260,9 @@ def _array_plan(name: str, ann: T.ArrayType, v: ArrayView, device: Device,
     elif v.dtype != ann.dtype:
         raise ArgumentError(f"`{name}` is {ann!r}; got an array of {v.dtype.name}")
     rank = len(v.shape)
-    if rank != ann.rank:
-        raise ArgumentError(f"`{name}` is {ann!r} (rank {ann.rank}); got an array of rank "
-                            f"{rank} (shape {tuple(v.shape)})")
+    wrong = ann.rank_error(name, rank)
+    if wrong:
+        raise ArgumentError(f"{wrong} (shape {tuple(v.shape)})")
     copy_in = False
     if device.is_cpu:
         if v.device != HOST:
