@@ -23,7 +23,7 @@ INF = math.inf
 HUGE = 2**2000
 TOO_BIG_FOR_I64 = 2**64
 SCALE_TEXT = "2"
-TABLE = np.arange(4, dtype=np.float32)
+COMPLEX_TABLE = np.zeros(4, np.complex64)
 NOTHING = None
 SETTINGS = {"scale": 2.0}
 
@@ -169,13 +169,13 @@ def module_string_constant_in_arithmetic():
     return k
 
 
-@bad(KTE, UFE, pattern=r"not indexable|array|ndarray|ConstantArray|parameter")
-def module_numpy_array_indexed():
+@bad(KTE, UFE, pattern=r"cannot capture.*complex64")
+def module_numpy_array_indexed():  # float tables are captured (issue 15 item 5); complex not
     @ox.kernel
     def k(out: DisjointSlice[f32]):
         i = thread.index_1d()
         if i in out:
-            out[i] = TABLE[1]  # <-
+            out[i] = COMPLEX_TABLE[1]  # <-
     return k
 
 

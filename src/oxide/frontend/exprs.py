@@ -160,7 +160,24 @@ class ExprMixin:
 
         if isinstance(obj, ConstantArray):
             return self.constant_array(obj, self.text(node), node)
+        if isinstance(obj, np.ndarray):
+            return self.constant_array(self.captured_array(obj, node), self.text(node), node)
         return wrap_python(obj)
+
+    def captured_array(self, obj: np.ndarray, node: ast.AST) -> Any:
+        """A NumPy array a kernel reads from module or closure scope, as numba does: its
+        values, taken when a kernel first reads it, in constant memory (runtime/captured.py)."""
+        from oxide.errors import ArgumentError
+        from oxide.runtime.captured import capture
+
+        try:
+            return capture(obj)
+        except ArgumentError as exc:
+            raise self.error(KernelTypeError, node,
+                             f"`{self.text(node)}` is a NumPy array kernels cannot capture: "
+                             f"{exc}",
+                             hint="pass it as a Slice parameter (any size, global memory), or "
+                                  "declare an ox.ConstantArray and .set() it") from None
 
     def is_builtin(self, name: str, builtin: str) -> bool:
         if name in self.env:
