@@ -17,6 +17,22 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        from oxide import __version__
+
+        typer.echo(f"oxide {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print oxide's version and exit.")) -> None:
+    """Typed Python GPU kernels: run the examples, check the setup, inspect and build kernels."""
+
+
 app.command("run")(run.run)
 app.command("list")(run.list_examples)
 app.command("show")(run.show)

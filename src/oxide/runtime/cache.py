@@ -48,10 +48,16 @@ _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 
 
 def cache_dir() -> Path | None:
-    """The cache directory, or None when `OXIDE_CACHE=0` turns the cache off."""
+    """The cache directory (`OXIDE_CACHE_DIR`, else `$XDG_CACHE_HOME/oxide`, else
+    `~/.cache/oxide`), or None when `OXIDE_CACHE=0` turns the cache off."""
     if os.environ.get("OXIDE_CACHE", "1") == "0":
         return None
-    return Path(os.environ.get("OXIDE_CACHE_DIR") or Path.home() / ".cache" / "oxide")
+    if os.environ.get("OXIDE_CACHE_DIR"):
+        return Path(os.environ["OXIDE_CACHE_DIR"])
+    # the XDG base directory rule: $XDG_CACHE_HOME if set and absolute, else ~/.cache
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "oxide"
 
 
 class CachedSite:
