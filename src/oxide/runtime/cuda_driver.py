@@ -191,3 +191,22 @@ def host_alloc_mapped(nbytes: int) -> tuple[int, int]:
     host = int(call(drv.cuMemHostAlloc, nbytes, HOSTALLOC_MAPPED, what="allocating pinned memory"))
     dev = int(call(drv.cuMemHostGetDevicePointer, host, 0))
     return host, dev
+
+
+def event_create() -> Any:
+    """A CUDA event for timing (default flags: it records a timestamp)."""
+    return call(drv.cuEventCreate, 0, what="creating an event")
+
+
+def event_record(event: Any, stream: int) -> None:
+    call(drv.cuEventRecord, event, stream, what="recording an event")
+
+
+def event_elapsed_ms(start: Any, end: Any) -> float:
+    """Milliseconds between two recorded events, once `end` has completed."""
+    call(drv.cuEventSynchronize, end, what="waiting for an event")
+    return float(call(drv.cuEventElapsedTime, start, end, what="reading an event's time"))
+
+
+def event_destroy(event: Any) -> None:
+    call(drv.cuEventDestroy, event)

@@ -24,7 +24,7 @@ import ctypes
 import struct
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -605,3 +605,25 @@ def zero_device_memory(index: int, ptr: int, nbytes: int) -> None:
     gpu_device(index).enter()
     cd.memset_zero(ptr, nbytes, 0)
     cd.synchronize_stream(0)
+
+
+def time_on_stream(index: int, fn: Callable[[], Any], flush: tuple[int, int] | None,
+                   runs: int) -> list[float]:
+    """Milliseconds of each of `runs` calls of `fn` on the legacy default stream, where
+    oxide launches by default: a pair of events around each call, after zeroing the
+    `flush` buffer (device pointer, bytes) so that every run starts with a cold L2."""
+    gpu_device(index).enter()
+    pairs = [(cd.event_create(), cd.event_create()) for _ in range(runs)]
+    try:
+        for start, end in pairs:
+            if flush is not None:
+                cd.memset_zero(flush[0], flush[1], 0)
+            cd.event_record(start, 0)
+            fn()
+            cd.event_record(end, 0)
+        synchronize_device(index)  # reports a kernel's error before any time is read
+        return [cd.event_elapsed_ms(start, end) for start, end in pairs]
+    finally:
+        for start, end in pairs:
+            cd.event_destroy(start)
+            cd.event_destroy(end)
