@@ -1,0 +1,73 @@
+"""The ports of tests/ports/ on a GPU: the CPU suite's checks (test_ports.py), with sizes
+that spread over many blocks and SMs.
+
+threadFenceReduction is where the GPU differs most: blocks really run concurrently, so
+the fence, the ticket and the last block's read of the other blocks' partials are
+exercised for real (on the CPU the blocks of a launch cannot overtake each other in the
+same way). It is launched many times with a reused counter to give a race a chance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import test_ports as tp
+from ports import threadfence_reduction as tf
+
+import oxide as ox
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def _gpu():
+    with ox.device(0):
+        yield
+
+
+@pytest.mark.parametrize("rows,cols,steps", [(16, 16, 1), (37, 53, 25), (513, 1025, 50)])
+def test_laplace_host_swap(rows: int, cols: int, steps: int) -> None:
+    tp.check_laplace_host_swap(rows, cols, steps)
+
+
+@pytest.mark.parametrize("rows,cols,steps", [(37, 53, 25), (300, 700, 20)])
+def test_laplace_in_kernel_workarounds(rows: int, cols: int, steps: int) -> None:
+    tp.check_laplace_in_kernel(rows, cols, steps)
+
+
+@pytest.mark.parametrize("threads,iterations,seed", [(100, 300, 12345),
+                                                     (64 * 1024, 2000, 2 ** 63 + 5)])
+def test_monte_carlo_pi_bit_for_bit(threads: int, iterations: int, seed: int) -> None:
+    tp.check_monte_carlo(threads, iterations, seed)
+
+
+@pytest.mark.parametrize("n,blocks", [(1, 1), (128 * 5 + 1, 5), (300_001, 64),
+                                      (1 << 24, 1024)])
+def test_threadfence_reduction(n: int, blocks: int) -> None:
+    tp.check_threadfence(n, blocks, seed=n)
+
+
+def test_threadfence_reduction_repeated_launches() -> None:
+    """200 launches with one counter on the device: each must give the exact sum and
+    leave the counter at 0 (a missing fence or a wrong ticket shows up here)."""
+    data = np.random.default_rng(1).integers(-1000, 1000, 1 << 20).astype(np.int32)
+    want = int(data.sum(dtype=np.int64))
+    blocks = 256
+    d_data = ox.to_device(data)
+    d_partial = ox.to_device(np.zeros(blocks, np.int32))
+    d_count = ox.to_device(np.zeros(1, np.uint32))
+    for _ in range(200):
+        tf.reduce_single_pass[blocks, tf.BLOCK](d_data, d_partial, d_count)
+        assert int(d_partial.copy_to_host()[0]) == want
+    assert int(d_count.copy_to_host()[0]) == 0
+
+
+@pytest.mark.parametrize("n", [2, 32, 256, 1024])
+def test_bitonic_sort(n: int) -> None:
+    tp.check_bitonic(n, seed=n)
+
+
+@pytest.mark.parametrize("array_length,segments", [(64, 3), (1024, 512)])
+@pytest.mark.parametrize("ascending", [True, False])
+def test_bitonic_sort_shared_pairs(array_length: int, segments: int, ascending: bool) -> None:
+    tp.check_bitonic_pairs(array_length, segments, ascending, seed=array_length)
