@@ -75,7 +75,20 @@ class CPUTarget:
             return self.lane_id(em)
         if reg == "warpid":
             return em.ins(f"lshr i32 {self.linear_tid(em)}, 5")
+        if reg.startswith("lanemask."):
+            return self.lanemask(em, reg[9:])
         return f"%oxide.{reg}"
+
+    def lanemask(self, em: Any, which: str) -> str:
+        """PTX's `%lanemask_lt/le/eq/gt/ge` from the lane id (`le` of lane 31 is all ones:
+        `2 << 31` wraps to 0)."""
+        lane = self.lane_id(em)
+        shift = "2" if which in ("le", "gt") else "1"
+        one = em.ins(f"shl i32 {shift}, {lane}")
+        if which == "eq":
+            return one
+        below = em.ins(f"sub i32 {one}, 1")  # lt (shift 1) or le (shift 2)
+        return below if which in ("lt", "le") else em.ins(f"xor i32 {below}, -1")
 
     def linear_tid(self, em: Any) -> str:
         zy = em.ins("mul i32 %oxide.tid.z, %oxide.ntid.y")

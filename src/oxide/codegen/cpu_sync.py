@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from oxide import types as T
-from oxide.codegen.cpu_driver import STATE_BLOCK, STATE_DONE, STATE_WARP
+from oxide.codegen.cpu_driver import CTX_BYTES, STATE_BLOCK, STATE_DONE, STATE_WARP
 from oxide.codegen.warp_lanes import shuffle_source
 
 PROLOGUE = (
@@ -107,8 +107,14 @@ class WarpCollectives:
         self.lane = lane  # em -> i32 lane id
         self.lanes_in_warp = lanes_in_warp  # em -> i32 number of lanes this warp has
         self.helpers: dict[str, str] = {}
+        self.sites = 0  # activemask call sites numbered so far (from 1)
 
     def emit(self, em: Any, kind: str, args: list[tuple[T.DType, str]]) -> str:
+        if kind == "sync":  # ox.sync_warp(mask): a warp point, as the full-warp barrier is
+            barrier(em, "warp")
+            return "0"
+        if kind == "activemask":
+            return self.activemask(em)
         lane = self.lane(em)
         nl = self.lanes_in_warp(em)
         (dt, v) = args[0]
@@ -117,7 +123,9 @@ class WarpCollectives:
         em.raw(f"store i64 {to_bits(em, dt, v)}, ptr {slot}")
         suspend(em, STATE_WARP)
         if kind.startswith("shuffle"):
-            result = self.shuffle(em, kind, dt, v, args[1][1], lane, self.members(em, mask, nl))
+            width = args[2][1] if len(args) == 4 else None  # `width=` below 32
+            result = self.shuffle(em, kind, dt, v, args[1][1], lane, self.members(em, mask, nl),
+                                  width)
         elif kind in ("ballot", "any", "all"):
             bits = self.call_helper(em, "ballot", None, mask, nl, "0")
             if kind == "ballot":
@@ -133,6 +141,11 @@ class WarpCollectives:
                 result = em.ins(f"icmp eq i32 {bits}, {want}")
         elif kind == "match_any":
             result = self.call_helper(em, "match", None, mask, nl, to_bits(em, dt, v))
+        elif kind == "match_all":  # the members when all hold this lane's value, else 0
+            same = self.call_helper(em, "match", None, mask, nl, to_bits(em, dt, v))
+            members = self.members(em, mask, nl)
+            agree = em.ins(f"icmp eq i32 {same}, {members}")
+            result = em.ins(f"select i1 {agree}, i32 {members}, i32 0")
         else:
             result = self.call_helper(em, kind, dt, mask, nl, v)
             if kind == "reduce_add" and dt.is_float:  # a whole warp sums as the GPU's tree
@@ -159,17 +172,48 @@ class WarpCollectives:
         return em.ins(f"and i32 {mask}, {lanes}")
 
     def shuffle(self, em: Any, kind: str, dt: T.DType, v: str, arg: str, lane: str,
-                members: str) -> str:
+                members: str, width: str | None = None) -> str:
         """Reads another lane's slot; a source that is not a member gives this lane's value.
 
         The source is `arg & 31` (shuffle), `lane - arg`, `lane + arg` or `lane ^ arg`,
         `arg` read as unsigned, and it must lie in 0..31 and in `members` (the GPU target
         computes the same; docs/language.md)."""
-        src, ok = shuffle_source(em, kind, lane, arg, members)
+        src, ok = shuffle_source(em, kind, lane, arg, members, width)
         src = em.ins(f"select i1 {ok}, i32 {src}, i32 {lane}")
         p = em.ins(f"getelementptr inbounds i64, ptr %oxide.scratch, i32 {src}")
         bits = em.ins(f"load i64, ptr {p}")
         return from_bits(em, dt, bits)
+
+    def activemask(self, em: Any) -> str:
+        """`activemask()`: the lanes of this warp that reach this call in the same warp step.
+
+        The scheduler resumes, pass after pass, each lane waiting at a warp point, in lane
+        order, and a lane runs to its next point. Each call site has an id; arriving, a lane
+        records (site, arrived, group) in its context (bytes 40-51, which the driver zeroes)
+        and suspends. Lanes arriving at one site in one pass share a group: a lane joins the
+        group of a lower lane that arrived at this site and has not yet read (a lower lane
+        that arrived in an earlier pass has read by then, having been resumed first in this
+        pass), or else opens a new one, numbered above every group of the warp. Resumed,
+        each lane marks itself read and collects the lanes of its group; it suspends once
+        more before going on, so no lane of the group records a new arrival before every
+        lane of the group has read.
+        """
+        self.sites += 1
+        lane = self.lane(em)
+        nl = self.lanes_in_warp(em)
+        back = em.ins(f"mul i32 {lane}, -{CTX_BYTES}")
+        base = em.ins(f"getelementptr inbounds i8, ptr %oxide.ctx, i32 {back}")
+        for name, text in (("oxide.warp.active.arrive", _ACTIVE_ARRIVE),
+                           ("oxide.warp.active.read", _ACTIVE_READ)):
+            self.helpers.setdefault(name, text)
+        em.declare("declare i32 @llvm.umax.i32(i32, i32)")
+        group = em.ins(f"call i32 @oxide.warp.active.arrive(ptr {base}, i32 {lane}, i32 {nl}, "
+                       f"i32 {self.sites})")
+        suspend(em, STATE_WARP)
+        mask = em.ins(f"call i32 @oxide.warp.active.read(ptr {base}, i32 {lane}, i32 {nl}, "
+                      f"i32 {group})")
+        suspend(em, STATE_WARP)
+        return mask
 
     def call_helper(self, em: Any, kind: str, dt: T.DType | None, mask: str, nl: str,
                     own: str) -> str:
@@ -294,3 +338,75 @@ def _lane_loop(name: str, kind: str, dt: T.DType | None) -> str:
         f"  ret {ret} %acc.next",
         "}",
     ])
+
+
+# activemask's records in each lane's context (`WarpCollectives.activemask`): i32 site @40,
+# i32 arrived @44 (1 from arrival until the lane reads), i32 group @48.
+_ACTIVE_ARRIVE = """define internal i32 @oxide.warp.active.arrive(ptr %base, i32 %lane, i32 %nl, i32 %site) {
+entry:
+  br label %loop
+loop:
+  %l = phi i32 [ 0, %entry ], [ %l.next, %next ]
+  %top = phi i32 [ 0, %entry ], [ %top.next, %next ]
+  %join = phi i32 [ 0, %entry ], [ %join.next, %next ]
+  %off = mul nuw i32 %l, {CTX}
+  %c = getelementptr inbounds i8, ptr %base, i32 %off
+  %gp = getelementptr inbounds i8, ptr %c, i64 48
+  %g = load i32, ptr %gp
+  %top.next = call i32 @llvm.umax.i32(i32 %top, i32 %g)
+  %sp = getelementptr inbounds i8, ptr %c, i64 40
+  %s = load i32, ptr %sp
+  %ap = getelementptr inbounds i8, ptr %c, i64 44
+  %a = load i32, ptr %ap
+  %at.site = icmp eq i32 %s, %site
+  %waiting = icmp ne i32 %a, 0
+  %lower = icmp ult i32 %l, %lane
+  %same.0 = and i1 %at.site, %waiting
+  %same = and i1 %same.0, %lower
+  %none.yet = icmp eq i32 %join, 0
+  %take = and i1 %same, %none.yet
+  %join.next = select i1 %take, i32 %g, i32 %join
+  br label %next
+next:
+  %l.next = add nuw i32 %l, 1
+  %more = icmp ult i32 %l.next, %nl
+  br i1 %more, label %loop, label %done
+done:
+  %fresh = add i32 %top.next, 1
+  %found = icmp ne i32 %join.next, 0
+  %group = select i1 %found, i32 %join.next, i32 %fresh
+  %moff = mul nuw i32 %lane, {CTX}
+  %me = getelementptr inbounds i8, ptr %base, i32 %moff
+  %msp = getelementptr inbounds i8, ptr %me, i64 40
+  store i32 %site, ptr %msp
+  %map = getelementptr inbounds i8, ptr %me, i64 44
+  store i32 1, ptr %map
+  %mgp = getelementptr inbounds i8, ptr %me, i64 48
+  store i32 %group, ptr %mgp
+  ret i32 %group
+}""".replace("{CTX}", str(CTX_BYTES))
+
+_ACTIVE_READ = """define internal i32 @oxide.warp.active.read(ptr %base, i32 %lane, i32 %nl, i32 %group) {
+entry:
+  %moff = mul nuw i32 %lane, {CTX}
+  %me = getelementptr inbounds i8, ptr %base, i32 %moff
+  %map = getelementptr inbounds i8, ptr %me, i64 44
+  store i32 0, ptr %map
+  br label %loop
+loop:
+  %l = phi i32 [ 0, %entry ], [ %l.next, %loop ]
+  %acc = phi i32 [ 0, %entry ], [ %acc.next, %loop ]
+  %off = mul nuw i32 %l, {CTX}
+  %c = getelementptr inbounds i8, ptr %base, i32 %off
+  %gp = getelementptr inbounds i8, ptr %c, i64 48
+  %g = load i32, ptr %gp
+  %hit = icmp eq i32 %g, %group
+  %one = shl i32 1, %l
+  %bit = select i1 %hit, i32 %one, i32 0
+  %acc.next = or i32 %acc, %bit
+  %l.next = add nuw i32 %l, 1
+  %more = icmp ult i32 %l.next, %nl
+  br i1 %more, label %loop, label %done
+done:
+  ret i32 %acc.next
+}""".replace("{CTX}", str(CTX_BYTES))

@@ -219,8 +219,24 @@ class NVPTXTarget:
         CPU), and reductions use `redux.sync` (32-bit ints) or, for floats and 64-bit
         values, the xor butterfly on a whole warp and a loop over the members otherwise.
         """
+        if kind == "activemask":  # not a collective: it names the lanes here together
+            return em.intrinsic("llvm.nvvm.activemask", "i32", [])
         mask = args[-1][1]
         members = self.members(em, mask)
+        if kind == "sync":  # ox.sync_warp(mask): bar.warp.sync over the members
+            em.intrinsic("llvm.nvvm.bar.warp.sync", "void", [("i32", members)])
+            return "0"
+        if kind == "match_all":  # match.all.sync: the member mask when all agree, else 0
+            (dt, v), _ = args
+            it = "i64" if dt.bits == 64 else "i32"
+            x = em.ins(f"bitcast {dt.llvm} {v} to {it}") if dt.is_float else (
+                em.cast(v, dt, T.u32) if dt.bits < 32 else v)
+            pair = em.intrinsic(f"llvm.nvvm.match.all.sync.{it}p", "{ i32, i1 }",
+                                [("i32", members), (it, x)])
+            return em.ins(f"extractvalue {{ i32, i1 }} {pair}, 0")
+        if kind.startswith("shuffle") and len(args) == 4:  # `width=` below 32
+            (dt, v), (_, lane), (_, width), _ = args
+            return self.member_shuffle(em, kind, dt, v, lane, members, width)
         if kind in ("ballot", "any", "all"):
             (_, pred), _ = args
             rt = "i32" if kind == "ballot" else "i1"
@@ -260,7 +276,7 @@ class NVPTXTarget:
         return em.ins(f"and i32 {mask}, {lanes}")
 
     def member_shuffle(self, em: Any, kind: str, dt: T.DType, v: str, arg: str,
-                       members: str) -> str:
+                       members: str, width: str | None = None) -> str:
         """A shuffle that returns `v` itself where its source lane is not a member.
 
         The source is `arg & 31` (shuffle), `lane - arg`, `lane + arg` or `lane ^ arg`,
@@ -268,8 +284,8 @@ class NVPTXTarget:
         32, so the hardware (which reads only `arg`'s low 5 bits) reads that same lane.
         """
         lane = em.intrinsic("llvm.nvvm.read.ptx.sreg.laneid", "i32", [])
-        _, valid = shuffle_source(em, kind, lane, arg, members)
-        moved = self.shuffle(em, kind, dt, v, arg, members)
+        _, valid = shuffle_source(em, kind, lane, arg, members, width)
+        moved = self.shuffle(em, kind, dt, v, arg, members, width)
         return em.ins(f"select i1 {valid}, {dt.llvm} {moved}, {dt.llvm} {v}")
 
     def combine(self, em: Any, op: str, dt: T.DType, a: str, b: str) -> str:
@@ -320,17 +336,24 @@ class NVPTXTarget:
         em.start_block(join)
         return em.ins(f"phi {t} [ {acc}, %{tree_end} ], [ {total}, %{head} ]")
 
-    def shuffle(self, em: Any, kind: str, dt: T.DType, v: str, lane: str, mask: str) -> str:
+    def shuffle(self, em: Any, kind: str, dt: T.DType, v: str, lane: str, mask: str,
+                width: str | None = None) -> str:
+        """One `shfl.sync`; with `width` (CUDA's, below 32) its `c` operand segments the warp
+        into groups of `width` lanes: `(32 - width) << 8 | clamp`, as CUDA's headers build it."""
         mode = {"shuffle": "idx", "shuffle_up": "up", "shuffle_down": "down",
                 "shuffle_xor": "bfly"}[kind]
         clamp = "0" if mode == "up" else "31"
+        if width is not None:
+            seg = em.ins(f"sub i32 32, {width}")
+            seg = em.ins(f"shl i32 {seg}, 8")
+            clamp = em.ins(f"or i32 {seg}, {clamp}")
         if dt.bits == 64:
             bits = em.ins(f"bitcast {dt.llvm} {v} to i64") if dt.is_float else v
             lo = em.ins(f"trunc i64 {bits} to i32")
             hi64 = em.ins(f"lshr i64 {bits}, 32")
             hi = em.ins(f"trunc i64 {hi64} to i32")
-            lo2 = self.shuffle(em, kind, T.i32, lo, lane, mask)
-            hi2 = self.shuffle(em, kind, T.i32, hi, lane, mask)
+            lo2 = self.shuffle(em, kind, T.i32, lo, lane, mask, width)
+            hi2 = self.shuffle(em, kind, T.i32, hi, lane, mask, width)
             lo64 = em.ins(f"zext i32 {lo2} to i64")
             hh = em.ins(f"zext i32 {hi2} to i64")
             hs = em.ins(f"shl i64 {hh}, 32")

@@ -104,9 +104,12 @@ class ParallelCallsMixin:
 
     # -- warp collectives ------------------------------------------------------------
 
-    def call_warp(self, kind: str, node: ast.Call) -> Val:
+    def call_warp(self, kind: str, node: ast.Call) -> Any:
         two = {"shuffle", "shuffle_up", "shuffle_down", "shuffle_xor"}
         n = 2 if kind in two else 1
+        width = self.shuffle_width(node, kind) if kind in two else None
+        if width is not None:
+            node = _without_keywords(node)
         args = self.args_exact(node, (n, n + 1), f"ox.warp.{kind}()")
         if len(args) > n:
             mask = self.warp_mask(args[n], node.args[n], kind)
@@ -123,11 +126,85 @@ class ParallelCallsMixin:
                              hint="convert to i32 or f32 first")
         if kind in two:
             lane = self.materialize(args[1], T.i32, node.args[1])
-            return self._warp_op(ops.WarpOp(kind, [v.ssa, lane, mask], ir_type(v.dtype)),
-                                 v.dtype, node)
+            operands = [v.ssa, lane, mask]
+            if width is not None and width != 32:  # 32 is the default: the same op
+                operands.insert(2, self.b.constant(width, T.i32))
+            return self._warp_op(ops.WarpOp(kind, operands, ir_type(v.dtype)), v.dtype, node)
+        if kind == "match_all":  # CUDA's __match_all_sync: (the mask or 0, whether all agree)
+            m = self._warp_op(ops.WarpOp(kind, [v.ssa, mask], ir_type(T.u32)), T.u32, node)
+            agree = self.b.value(ops.CompareOp("ne", m.ssa, self.b.constant(0, T.u32)))
+            return Tup((m, Val(agree, T.bool_)))
         if kind == "match_any":
             return self._warp_op(ops.WarpOp(kind, [v.ssa, mask], ir_type(T.u32)), T.u32, node)
         return self._warp_op(ops.WarpOp(kind, [v.ssa, mask], ir_type(v.dtype)), v.dtype, node)
+
+    def shuffle_width(self, node: ast.Call, kind: str) -> int | None:
+        """The `width=` keyword of a shuffle: CUDA's sub-group size, a power of two from 1
+        to 32 known at compile time (None when absent). Lanes then shuffle within groups
+        of `width` consecutive lanes, as `__shfl_*_sync(..., width)` do."""
+        width = None
+        for kw in node.keywords:
+            if kw.arg != "width":
+                raise self.error(KernelSyntaxError, kw.value,
+                                 f"unexpected keyword argument `{kw.arg}` of ox.warp.{kind}()",
+                                 hint="shuffles take (value, lane_or_delta, mask) and `width=`")
+            w = self.expr(kw.value)
+            hint = ("width is the size of the lane groups that shuffle among themselves: "
+                    "1, 2, 4, 8, 16 or 32, a constant (a literal, a local constant or a "
+                    "Const parameter)")
+            if not (isinstance(w, Lit) and isinstance(w.value, int)
+                    and not isinstance(w.value, bool)):
+                raise self.error(KernelTypeError, kw.value,
+                                 f"the width of ox.warp.{kind}() must be a compile-time "
+                                 f"integer, not {describe(w)}", hint=hint)
+            if w.value not in (1, 2, 4, 8, 16, 32):
+                raise self.error(KernelTypeError, kw.value,
+                                 f"the width of ox.warp.{kind}() must be a power of two from "
+                                 f"1 to 32, not {literal_text(w.value)}", hint=hint)
+            width = int(w.value)
+        return width
+
+    def intr_warp_activemask(self, node: ast.Call) -> Val:
+        """`__activemask()`: the lanes of the warp executing this call together (PTX
+        `activemask.b32`; on the CPU, the lanes that reach it in the same warp step).
+        Not a collective: any subset of lanes may call it, so it takes no mask."""
+        self.args_exact(node, 0, "ox.warp.activemask()")
+        return self._warp_op(ops.WarpOp("activemask", [], ir_type(T.u32)), T.u32, node)
+
+    def _lanemask(self, node: ast.Call, which: str) -> Val:
+        """`%lanemask_<which>`: the lanes below, up to, equal to, above or from this one."""
+        self.args_exact(node, 0, f"ox.warp.lanemask_{which}()")
+        return Val(self.b.value(ops.RegisterOp(f"lanemask.{which}", ir_type(T.u32))), T.u32)
+
+    def intr_warp_lanemask_lt(self, node: ast.Call) -> Val:
+        return self._lanemask(node, "lt")
+
+    def intr_warp_lanemask_le(self, node: ast.Call) -> Val:
+        return self._lanemask(node, "le")
+
+    def intr_warp_lanemask_eq(self, node: ast.Call) -> Val:
+        return self._lanemask(node, "eq")
+
+    def intr_warp_lanemask_gt(self, node: ast.Call) -> Val:
+        return self._lanemask(node, "gt")
+
+    def intr_warp_lanemask_ge(self, node: ast.Call) -> Val:
+        return self._lanemask(node, "ge")
+
+    def intr_warp_sync(self, node: ast.Call) -> Static:
+        """`ox.sync_warp(mask=FULL)`, CUDA's `__syncwarp(mask)`. Without a mask (or with the
+        constant full mask) it is the whole-warp barrier the uniformity pass checks; with
+        another mask, a warp point of the lanes named (`bar.warp.sync` on the GPU)."""
+        if not node.args:
+            return self._barrier(node, "warp", "ox.sync_warp()")
+        (m,) = self.args_exact(node, (0, 1), "ox.sync_warp()")
+        if isinstance(m, Lit) and isinstance(m.value, int) and not isinstance(m.value, bool) \
+                and m.value & FULL_MASK == FULL_MASK and m.value >> 32 == 0:
+            return self._barrier(_without_args(node), "warp", "ox.sync_warp()")
+        mask = self.warp_mask(m, node.args[0], "sync", what="the mask of ox.sync_warp()")
+        self._warp_op(ops.WarpOp("sync", [mask], ir_type(T.u32)), T.u32, node)
+        self.ctx.uses_barriers = True
+        return Static(None)
 
     def _warp_op(self, op: ops.WarpOp, dt: T.DType, node: ast.Call) -> Val:
         """Emits a warp collective, remembering where it came from: passes/uniformity.py
@@ -136,7 +213,7 @@ class ParallelCallsMixin:
         self.b.origins[op] = (*self.call_spans, self.src.span(node))
         return Val(op.results[0], dt)
 
-    def warp_mask(self, m: Any, node: ast.expr, kind: str) -> Any:
+    def warp_mask(self, m: Any, node: ast.expr, kind: str, what: str | None = None) -> Any:
         """An explicit mask as u32: lane `l` takes part when bit `l` is set.
 
         Only integers are masks: a float or bool would be converted to some bit
@@ -144,7 +221,7 @@ class ParallelCallsMixin:
         is converted explicitly by the user. A constant 0 names no lane, not even the
         caller's: undefined behaviour in CUDA, so it is refused here.
         """
-        what = f"the mask of ox.warp.{kind}()"
+        what = what or f"the mask of ox.warp.{kind}()"
         hint = ("a mask is a u32 with bit l set for each lane l that takes part: leave it out "
                 "for the whole warp, or pass e.g. `ox.warp.ballot(cond)` or `u32(0xFFFF)`")
         if isinstance(m, Lit):
@@ -357,6 +434,16 @@ def _kib(size: int) -> str:
             value = size / scale
             return f"{value:.0f} {unit}" if size % scale == 0 else f"{value:.1f} {unit}"
     return f"{size} bytes"
+
+
+def _without_keywords(node: ast.Call) -> ast.Call:
+    """`node` less its keywords (read already), for the positional-argument checks."""
+    return ast.copy_location(ast.Call(func=node.func, args=node.args, keywords=[]), node)
+
+
+def _without_args(node: ast.Call) -> ast.Call:
+    """`node` with no arguments: `ox.sync_warp(0xFFFFFFFF)` is `ox.sync_warp()`."""
+    return ast.copy_location(ast.Call(func=node.func, args=[], keywords=[]), node)
 
 
 class _FakeSubscript:

@@ -19,7 +19,10 @@ grid_dim = RegisterGroup("grid_dim", "The grid's size in blocks.")
 lane_id = Intrinsic("lane_id", "This thread's lane in its warp (0-31).")
 warp_id = Intrinsic("warp_id", "This thread's warp in its block (thread_idx linearized // 32).")
 sync_threads = Intrinsic("sync_threads", "Barrier for every thread of the block.")
-sync_warp = Intrinsic("sync_warp", "Barrier for the threads of the warp.")
+# Dispatched as `warp.sync` (frontend/parallel_calls.py), which takes the optional mask.
+sync_warp = Intrinsic("warp.sync", "sync_warp(mask=FULL): barrier for the lanes of the warp "
+                      "in mask (__syncwarp).")
+sync_warp.__name__ = "sync_warp"
 sync_threads_count = Intrinsic("sync_threads_count", "sync_threads_count(pred): a block "
                                "barrier that returns how many threads' pred holds, as i32.")
 sync_threads_and = Intrinsic("sync_threads_and", "sync_threads_and(pred): a block barrier "
@@ -62,6 +65,14 @@ warp = Namespace("warp", {
     "reduce_min": "reduce_min(value, mask=FULL): the minimum over the warp.",
     "reduce_max": "reduce_max(value, mask=FULL): the maximum over the warp.",
     "match_any": "match_any(value, mask=FULL): the lanes holding the same value.",
+    "match_all": "match_all(value, mask=FULL): (mask, True) where every member holds the "
+                 "same value, else (0, False) (__match_all_sync).",
+    "activemask": "activemask(): the lanes of the warp executing this call together, as u32.",
+    "lanemask_lt": "lanemask_lt(): a u32 with the bits of the lanes below this one.",
+    "lanemask_le": "lanemask_le(): a u32 with the bits of the lanes up to this one.",
+    "lanemask_eq": "lanemask_eq(): a u32 with this lane's bit.",
+    "lanemask_gt": "lanemask_gt(): a u32 with the bits of the lanes above this one.",
+    "lanemask_ge": "lanemask_ge(): a u32 with the bits of this lane and those above.",
 })
 
 atomic = Namespace("atomic", {

@@ -53,10 +53,12 @@ from oxide.ir import ops
 from oxide.ir.types import ArrayType, SharedArrayType
 from oxide.passes.cfg import reverse_postorder, successors
 
-_VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid", "warpid")
-_LANE_VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid")
+_LANEMASKS = ("lanemask.lt", "lanemask.le", "lanemask.eq", "lanemask.gt", "lanemask.ge")
+_VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid", "warpid", *_LANEMASKS)
+_LANE_VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid", *_LANEMASKS)
 # Full-mask warp collectives whose result is the same in every lane of the warp.
-_WARP_UNIFORM_RESULTS = ("ballot", "any", "all", "reduce_add", "reduce_min", "reduce_max")
+_WARP_UNIFORM_RESULTS = ("ballot", "any", "all", "reduce_add", "reduce_min", "reduce_max",
+                         "match_all")
 FULL_MASK = 0xFFFFFFFF
 
 
@@ -69,7 +71,10 @@ def _constant_int(value: SSAValue) -> int | None:
 
 
 def has_full_mask(op: ops.WarpOp) -> bool:
-    """Whether the collective's mask (its last operand) is the constant full warp."""
+    """Whether the collective's mask (its last operand) is the constant full warp.
+    `activemask` has none: any lanes may call it, so it is never checked."""
+    if not op.args:
+        return False
     mask = _constant_int(op.args[-1])
     return mask is not None and mask & FULL_MASK == FULL_MASK
 
@@ -81,8 +86,9 @@ def _warp_uniform_result(op: ops.WarpOp) -> bool:
     kind = op.kind.data
     if kind in _WARP_UNIFORM_RESULTS:
         return True
-    # lane 0 exists in every warp, partial last warps too, so every lane reads it
-    source = _constant_int(op.args[1]) if kind == "shuffle" else None
+    # lane 0 exists in every warp, partial last warps too, so every lane reads it (with a
+    # `width` operand, lanes read lane 0 of their own group instead)
+    source = _constant_int(op.args[1]) if kind == "shuffle" and len(op.args) == 3 else None
     return source is not None and source & 31 == 0
 
 
