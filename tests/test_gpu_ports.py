@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 import test_ports as tp
 from ports import threadfence_reduction as tf
+from ports import warp_aggregated_atomics as wa
 
 import oxide as ox
 
@@ -71,3 +72,15 @@ def test_bitonic_sort(n: int) -> None:
 @pytest.mark.parametrize("ascending", [True, False])
 def test_bitonic_sort_shared_pairs(array_length: int, segments: int, ascending: bool) -> None:
     tp.check_bitonic_pairs(array_length, segments, ascending, seed=array_length)
+
+
+@tp.needs_activemask
+@pytest.mark.parametrize("n,blocks,block", [(1000, 1, 32), (100_001, 7, 96),
+                                            (1 << 22, 264, 256), (5000, 3, 50)])
+def test_warp_aggregated_atomics_cg(n: int, blocks: int, block: int) -> None:
+    tp.check_warp_aggregated(wa.filter_arr, n, blocks, block)
+
+
+@pytest.mark.parametrize("n,blocks,block", [(1000, 1, 32), (1 << 22, 264, 256)])
+def test_warp_aggregated_atomics_ballot(n: int, blocks: int, block: int) -> None:
+    tp.check_warp_aggregated(wa.filter_arr_ballot, n, blocks, block)

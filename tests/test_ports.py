@@ -15,6 +15,7 @@ from ports import bitonic_sort as bs
 from ports import laplace as lp
 from ports import monte_carlo_pi as mc
 from ports import threadfence_reduction as tf
+from ports import warp_aggregated_atomics as wa
 
 import oxide as ox
 from oxide import AtomicSlice, DisjointSlice, RawSlice, Slice, f32, i32, u32, u64
@@ -268,6 +269,44 @@ def test_bitonic_sort_shared_pairs(cpu, array_length: int, segments: int,
     check_bitonic_pairs(array_length, segments, ascending, seed=array_length)
 
 
+# --- warpAggregatedAtomicsCG ----------------------------------------------------------
+
+needs_activemask = pytest.mark.skipif(not hasattr(ox.warp, "activemask"),
+                                      reason="ox.warp.activemask is not in this tree")
+
+
+def check_warp_aggregated(kernel: ox.Kernel, n: int, blocks: int, block: int) -> None:
+    src = np.random.default_rng(n).integers(-100, 100, n).astype(np.int32)
+    got = wa.run(kernel, src, blocks, block)
+    want = src[src > 0]
+    assert len(got) == len(want)
+    np.testing.assert_array_equal(np.sort(got), np.sort(want))
+
+
+@needs_activemask
+@pytest.mark.parametrize("n,blocks,block", [(1, 1, 32), (1000, 1, 32), (100_001, 7, 96),
+                                            (100_001, 64, 256), (5000, 3, 50)])
+def test_warp_aggregated_atomics_cg(cpu, n: int, blocks: int, block: int) -> None:
+    check_warp_aggregated(wa.filter_arr, n, blocks, block)
+
+
+@pytest.mark.parametrize("n,blocks,block", [(1, 1, 32), (1000, 1, 32), (100_001, 7, 96),
+                                            (100_001, 64, 256)])
+def test_warp_aggregated_atomics_ballot(cpu, n: int, blocks: int, block: int) -> None:
+    check_warp_aggregated(wa.filter_arr_ballot, n, blocks, block)
+
+
+@needs_activemask
+@pytest.mark.parametrize("build", [wa.natural_lane_mask, wa.natural_unsigned_shift])
+@pytest.mark.xfail(raises=ox.KernelTypeError, strict=False,
+                   reason="a u32 lane mask and the i32 lane id: `active & ((1 << lane) - 1)` "
+                          "and `u32(1) << lane` are 'mixing u32 and i32'")
+def test_warp_aggregated_natural_lane_masks(cpu, build) -> None:
+    out = np.zeros(32, np.int32)
+    build()[1, 32](out)
+    np.testing.assert_array_equal(out, np.arange(32))
+
+
 # --- the GPU code of every port, assembled for sm_80 and sm_90 ---------------------------
 
 # a Const parameter takes its value in compile()
@@ -279,6 +318,8 @@ SIGNATURES = {
                                    DisjointSlice[i32])),
     "compute_pi_regs": (mc.compute_pi_regs, (RawSlice[u64, 2], i32, DisjointSlice[i32])),
     "reduce_single_pass": (tf.reduce_single_pass, (Slice[i32], RawSlice[i32], AtomicSlice[u32])),
+    "filter_arr": (wa.filter_arr, (RawSlice[i32], AtomicSlice[i32], Slice[i32])),
+    "filter_arr_ballot": (wa.filter_arr_ballot, (RawSlice[i32], AtomicSlice[i32], Slice[i32])),
     "bitonic_sort": (bs.bitonic_sort, (DisjointSlice[i32],)),
     "bitonic_sort_shared": (bs.bitonic_sort_shared, (RawSlice[u32], RawSlice[u32], Slice[u32],
                                                      Slice[u32], 1024, u32)),
@@ -289,6 +330,8 @@ SIGNATURES = {
 @pytest.mark.parametrize("name", list(SIGNATURES))
 def test_ports_assemble_for_the_gpu(name: str, arch: str) -> None:
     kernel, sig = SIGNATURES[name]
+    if name == "filter_arr" and not hasattr(ox.warp, "activemask"):
+        pytest.skip("ox.warp.activemask is not in this tree")
     ck = kernel.compile(*sig, arch=arch)
     assert f".target {arch}" in ck.ptx
     assert ck.cubin[:4] == b"\x7fELF"
