@@ -42,6 +42,10 @@ def test_monte_carlo_pi_bit_for_bit(threads: int, iterations: int, seed: int) ->
     tp.check_monte_carlo(threads, iterations, seed)
 
 
+def test_xoroshiro_jump() -> None:
+    tp.check_jump(300, seed=3)
+
+
 @pytest.mark.parametrize("n,blocks", [(1, 1), (128 * 5 + 1, 5), (300_001, 64),
                                       (1 << 24, 1024)])
 def test_threadfence_reduction(n: int, blocks: int) -> None:

@@ -149,6 +149,37 @@ def test_monte_carlo_pi_bit_for_bit(cpu, threads: int, iterations: int, seed: in
     check_monte_carlo(threads, iterations, seed)
 
 
+def check_jump(threads: int, seed: int) -> None:
+    states = mc.init_states(threads, seed)
+    got = mc.run_jump(states)
+    for t in range(threads):
+        assert tuple(int(v) for v in got[t]) == mc.jump_python(int(states[t, 0]),
+                                                                int(states[t, 1]))
+
+
+@pytest.mark.parametrize("threads", [1, 70])
+def test_xoroshiro_jump(cpu, threads: int) -> None:
+    check_jump(threads, seed=threads)
+
+
+@pytest.mark.xfail(raises=ox.KernelTypeError, strict=False,
+                   reason="`JUMP[w] & (1 << b)`: 'the literal 16109378705422636197 does not fit "
+                          "in i32', hint `i32(...)`")
+def test_xoroshiro_natural_jump_bit_test(cpu) -> None:
+    states = mc.init_states(4, 1)
+    s0, s1 = states[:, 0].copy(), states[:, 1].copy()
+    mc.natural_jump_bit_test()[1, 4](s0, s1)
+    for t in range(4):
+        assert (int(s0[t]), int(s1[t])) == mc.jump_python(int(states[t, 0]), int(states[t, 1]))
+
+
+def test_monte_carlo_ptx_is_not_contracted() -> None:
+    """`contract=False` keeps `x * x + y * y` two roundings on the GPU, as in NumPy;
+    the default would fuse it (checked here so that the port's note stays true)."""
+    sig = (DisjointSlice[u64], DisjointSlice[u64], i32, DisjointSlice[i32])
+    assert "fma.rn.f32" not in mc.compute_pi.compile(*sig, arch="sm_90").ptx
+
+
 @pytest.mark.xfail(raises=ox.SafetyError, strict=False,
                    reason="a 1-D ThreadIndex plus a constant column cannot write a "
                           "DisjointSlice[u64, 2] row (the hint suggests index_2d)")
@@ -316,6 +347,7 @@ SIGNATURES = {
     "jacobi_step_raw": (lp.jacobi_step_raw, (RawSlice[f32, 2], RawSlice[f32, 2], i32)),
     "compute_pi": (mc.compute_pi, (DisjointSlice[u64], DisjointSlice[u64], i32,
                                    DisjointSlice[i32])),
+    "jump": (mc.jump, (DisjointSlice[u64], DisjointSlice[u64])),
     "compute_pi_regs": (mc.compute_pi_regs, (RawSlice[u64, 2], i32, DisjointSlice[i32])),
     "reduce_single_pass": (tf.reduce_single_pass, (Slice[i32], RawSlice[i32], AtomicSlice[u32])),
     "filter_arr": (wa.filter_arr, (RawSlice[i32], AtomicSlice[i32], Slice[i32])),

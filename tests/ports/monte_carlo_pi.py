@@ -24,6 +24,18 @@ Friction met while porting:
 - With the state in two `DisjointSlice[u64]` arrays, the guard `if i in out:` does not
   cover `s0s` and `s1s`: "write to DisjointSlice `s0s` is not bounds-guarded". A CUDA
   port has one guard (`if i < n`); here it becomes `if i in out and i in s0s and i in s1s`.
+- The jump-ahead (numba's `xoroshiro128p_jump`, which spaces the threads' streams 2**64
+  draws apart) tests bit `b` of a module-level tuple of u64 constants. As numba writes it
+  with plain ints, `JUMP[w] & (1 << b)` or `(JUMP[w] >> b) & 1`, the constant meets the
+  `i32` loop variable and is refused: "the literal 16109378705422636197 does not fit in
+  i32" (the source spells it 0xdf900294d8f554a5), with the hint "convert explicitly with
+  `i32(...)`", which cannot be right: the fix is `u64`. `JUMP[w] & (u64(1) << b)` is
+  "mixing u64 and i32 ... e.g. `i64(x)`": the shift amount must match the value's
+  signedness and the hint would turn the mask signed. Working: `u64(1) << u32(b)`.
+- With `contract=True` (the default) the CPU count still matches NumPy, but the PTX
+  fuses `x * x + y * y` into `fma.rn.f32`, so on the GPU a point on the circle's edge can
+  be counted differently from NumPy: the port needs `contract=False` to be bit for bit
+  on both targets, and nothing on the CPU tells a user so.
 - Workarounds: two state arrays with the triple guard (`compute_pi`, numba's shape), or
   the state loaded into registers and passed through a tuple-returning `@ox.func`
   (`compute_pi_regs`, with a `RawSlice[u64, 2]` state under `ox.unsafe()`).
@@ -34,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 import oxide as ox
-from oxide import DisjointSlice, RawSlice, f32, i32, thread, u64
+from oxide import DisjointSlice, RawSlice, f32, i32, thread, u32, u64
 
 # xoroshiro128+ (Blackman and Vigna, 2018 constants)
 A, B, C = 24, 16, 37
@@ -57,6 +69,56 @@ def next_in_place(s0s, s1s, index):
     s0s[index] = rotl(s0, A) ^ s1 ^ (s1 << B)
     s1s[index] = rotl(s1, C)
     return result
+
+
+# xoroshiro128+'s jump polynomial (the authors' reference code): 2**64 steps at once
+JUMP = (0xDF900294D8F554A5, 0x170865DF4B3201FC)
+
+
+@ox.kernel
+def jump(s0s: DisjointSlice[u64], s1s: DisjointSlice[u64]):
+    """Advances every state by 2**64 draws (numba's `xoroshiro128p_jump`)."""
+    i = thread.index_1d()
+    if i in s0s and i in s1s:
+        s0 = s0s[i]
+        s1 = s1s[i]
+        t0 = u64(0)
+        t1 = u64(0)
+        for w in range(2):
+            for b in range(64):
+                if JUMP[w] & (u64(1) << u32(b)):
+                    t0 ^= s0
+                    t1 ^= s1
+                s1 ^= s0
+                s0 = rotl(s0, A) ^ s1 ^ (s1 << B)
+                s1 = rotl(s1, C)
+        s0s[i] = t0
+        s1s[i] = t1
+
+
+def natural_jump_bit_test() -> ox.Kernel:
+    """numba's bit test, `if jump[w] & (1 << b):`, with Python ints."""
+
+    @ox.kernel
+    def jump_natural(s0s: DisjointSlice[u64], s1s: DisjointSlice[u64]):
+        i = thread.index_1d()
+        if i in s0s and i in s1s:
+            s0 = s0s[i]
+            s1 = s1s[i]
+            t0 = u64(0)
+            t1 = u64(0)
+            for w in range(2):
+                for b in range(64):
+                    if JUMP[w] & (1 << b):
+                        t0 ^= s0
+                        t1 ^= s1
+                    s1 ^= s0
+                    s0 = rotl(s0, A) ^ s1 ^ (s1 << B)
+                    s1 = rotl(s1, C)
+            s0s[i] = t0
+            s1s[i] = t1
+
+    return jump_natural
 
 
 @ox.func
@@ -219,6 +281,25 @@ def next_python(s0: int, s1: int) -> tuple[int, int, int]:
         return ((x << k) | (x >> (64 - k))) & MASK64
 
     return result, rot(s0, A) ^ s1 ^ ((s1 << B) & MASK64), rot(s1, C)
+
+
+def jump_python(s0: int, s1: int) -> tuple[int, int]:
+    """The jump with Python ints."""
+    t0 = t1 = 0
+    for word in JUMP:
+        for b in range(64):
+            if word >> b & 1:
+                t0 ^= s0
+                t1 ^= s1
+            _, s0, s1 = next_python(s0, s1)
+    return t0, t1
+
+
+def run_jump(states: np.ndarray) -> np.ndarray:
+    """Launches `jump` on a copy of `states`."""
+    s0, s1 = states[:, 0].copy(), states[:, 1].copy()
+    jump[-(-len(states) // 64), 64](s0, s1)
+    return np.stack([s0, s1], axis=1)
 
 
 def run(states: np.ndarray, iterations: int, block: int = 64) -> tuple[np.ndarray, np.ndarray]:
