@@ -60,13 +60,21 @@ class CompiledKernel:
         return self.host.llvm
 
     @cached_property
-    def host(self) -> Any:
-        """The JIT-compiled host code (`codegen.host.HostKernel`) of a CPU specialization."""
+    def host_object(self) -> tuple[bytes, str]:
+        """(object code for this host, optimized LLVM IR) of a CPU specialization."""
         if self.target != "cpu":
             raise AttributeError("host code exists only for the CPU target (target='cpu')")
-        from oxide.codegen.host import jit
+        from oxide.codegen.host import compile_object
 
-        return jit(self.llvm_unoptimized, self.name)
+        return compile_object(self.llvm_unoptimized)
+
+    @cached_property
+    def host(self) -> Any:
+        """The loaded host code (`codegen.host.HostKernel`) of a CPU specialization."""
+        from oxide.codegen.host import load_object
+
+        obj, optimized = self.host_object
+        return load_object(obj, f"{self.name}_launch", optimized)
 
     @property
     def ptx(self) -> str:

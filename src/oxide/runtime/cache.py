@@ -312,29 +312,49 @@ def load(key: str, arg_sizes: tuple[int, ...]) -> Any:
     """
     from oxide.runtime.gpu import KernelImage
 
-    path = _path(key)
-    if path is None:
+    entry = load_entry(key, arg_sizes)
+    if entry is None:
         return None
-    try:
-        entry = cache_entry.decode(read_regular_file(path, cache_entry.MAX_ENTRY_BYTES), key,
-                                   arg_sizes)
-    except (OSError, cache_entry.CorruptEntry):
-        return None
-    sites = [CachedSite(s["kind"], Span(s["file"], s["line"], s["col"], s["end_col"],
-                                        s["text"]), s["detail"]) for s in entry.sites]
-    return KernelImage(entry.cubin, entry.symbol, sites, arg_sizes,
+    return KernelImage(entry.cubin, entry.symbol, cached_sites(entry), arg_sizes,
                        grid_x_factor=entry.grid_x_factor,
                        thread_index_ranks=entry.thread_index_ranks)
 
 
+def load_entry(key: str, arg_sizes: tuple[int, ...]) -> cache_entry.EntryData | None:
+    """The checked entry stored under `key` (a cubin, or host object code), or None."""
+    path = _path(key)
+    if path is None:
+        return None
+    try:
+        return cache_entry.decode(read_regular_file(path, cache_entry.MAX_ENTRY_BYTES), key,
+                                  arg_sizes)
+    except (OSError, cache_entry.CorruptEntry):
+        return None
+
+
+def cached_sites(entry: cache_entry.EntryData) -> list[CachedSite]:
+    """The run-time check sites of an entry, for the error messages of its launches."""
+    return [CachedSite(s["kind"], Span(s["file"], s["line"], s["col"], s["end_col"],
+                                       s["text"]), s["detail"]) for s in entry.sites]
+
+
 def store(key: str, image: Any, ck: Any) -> bool:
     """Write an entry (atomically) if the key covered what `ck`'s compile used."""
+    return store_entry(key, ck, image.symbol, image.arg_sizes, image.grid_x_factor,
+                       image.thread_index_ranks, image.sites, image.cubin)
+
+
+def store_entry(key: str, ck: Any, symbol: str, arg_sizes: tuple[int, ...],
+                grid_x_factor: int, thread_index_ranks: tuple[int, ...], sites: Any,
+                code: bytes) -> bool:
+    """Write an entry (a cubin, or host object code) atomically, if the key covered what
+    `ck`'s compile used."""
     root = cache_dir()
     if root is None or not covered(ck.kernel, ck):
         return False
-    sites = tuple({"kind": s.kind, "file": s.span.file, "line": s.span.line, "col": s.span.col,
-                   "end_col": s.span.end_col, "text": s.span.text, "detail": s.detail}
-                  for s in image.sites)
-    entry = cache_entry.EntryData(image.symbol, tuple(image.arg_sizes), image.grid_x_factor,
-                                  tuple(image.thread_index_ranks), sites, image.cubin)
+    site_dicts = tuple({"kind": s.kind, "file": s.span.file, "line": s.span.line,
+                        "col": s.span.col, "end_col": s.span.end_col, "text": s.span.text,
+                        "detail": s.detail} for s in sites)
+    entry = cache_entry.EntryData(symbol, tuple(arg_sizes), grid_x_factor,
+                                  tuple(thread_index_ranks), site_dicts, code)
     return cache_layout.write(root, f"kernels/{key}.oxk", cache_entry.encode(key, entry))

@@ -47,23 +47,75 @@ _local = threading.local()
 
 
 class _Entry:
-    """One specialization ready to run: its compiled kernel and how to pack its arguments."""
+    """One specialization ready to run: its host code, what its errors and launch rules
+    need, and how to pack its arguments."""
 
-    __slots__ = ("ck", "launch", "packer", "bf16_slots", "writable", "prints", "constants")
+    __slots__ = ("host", "object_code", "sites", "thread_index_ranks", "launch", "packer",
+                 "bf16_slots", "writable", "prints", "constants")
 
     def __init__(self, kernel: Any, plan: Plan) -> None:
-        ck = kernel.compile(*plan.signature, target="cpu")
-        self.ck = ck
-        self.launch = ck.host.launch
+        constants: list[tuple[str, Any]] = []
+        if not _from_disk_cache(self, kernel, plan):
+            ck = kernel.compile(*plan.signature, target="cpu")
+            self.host, self.sites = ck.host, list(ck.sites)
+            self.object_code = ck.host_object[0]
+            self.thread_index_ranks = tuple(ck.thread_index_ranks)
+            constants = list(ck.constants)
+            _to_disk_cache(kernel, plan, ck)
+        self.launch = self.host.launch
         # One 8-byte little-endian slot per machine argument (the driver's `args`).
         self.packer = struct.Struct("<" + "".join(f + "x" * (8 - _SLOT_SIZES[f])
                                                   for f in plan.formats))
         self.bf16_slots = [i for i, dt in enumerate(plan.dtypes) if dt.name == "bf16"]
         self.writable = [i for i, p in enumerate(plan.params) if p.kind == "array" and p.writable]
-        self.prints = "@printf(" in ck.llvm_unoptimized
-        engine = ck.host.engine
+        # stdout is flushed around a launch that prints (libc's buffer and Python's)
+        self.prints = b"printf" in self.object_code
+        engine = self.host.engine
         self.constants = [(arr, engine.get_global_value_address(symbol))
-                          for symbol, arr in ck.constants]
+                          for symbol, arr in constants]
+
+
+def _cache_key(kernel: Any, plan: Plan) -> str | None:
+    """The disk-cache key of `plan`'s host code on this CPU (None: not cacheable)."""
+    from oxide.kernel import Kernel
+
+    if not isinstance(kernel, Kernel):
+        return None
+    from oxide.codegen.host import host_target_id
+    from oxide.runtime import cache
+
+    return cache.entry_key(kernel, plan.signature, host_target_id())
+
+
+def _arg_sizes(plan: Plan) -> tuple[int, ...]:
+    return tuple(struct.calcsize(f) for f in plan.formats) + (8,)
+
+
+def _from_disk_cache(entry: _Entry, kernel: Any, plan: Plan) -> bool:
+    """Fill `entry` from a cached object file; False on a miss (the caller compiles)."""
+    key = _cache_key(kernel, plan)
+    if key is None:
+        return False
+    from oxide.codegen.host import load_object
+    from oxide.runtime import cache
+
+    data = cache.load_entry(key, _arg_sizes(plan))
+    if data is None:
+        return False
+    entry.host = load_object(data.cubin, data.symbol)
+    entry.object_code = data.cubin
+    entry.sites = cache.cached_sites(data)
+    entry.thread_index_ranks = data.thread_index_ranks
+    return True
+
+
+def _to_disk_cache(kernel: Any, plan: Plan, ck: Any) -> None:
+    key = _cache_key(kernel, plan)
+    if key is not None:
+        from oxide.runtime import cache
+
+        cache.store_entry(key, ck, f"{ck.name}_launch", _arg_sizes(plan), 1,
+                          ck.thread_index_ranks, ck.sites, ck.host_object[0])
 
 
 def _entry(kernel: Any, plan: Plan) -> _Entry:
@@ -79,8 +131,8 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
     _check_config(kernel, cfg)
     bound = bind(kernel, args, CPU)
     entry = _entry(kernel, bound.plan)
-    if entry.ck.thread_index_ranks:
-        check_witness_config(kernel.__name__, entry.ck.thread_index_ranks, cfg)
+    if entry.thread_index_ranks:
+        check_witness_config(kernel.__name__, entry.thread_index_ranks, cfg)
     for i in entry.writable:
         a = args[i]
         if isinstance(a, np.ndarray) and not a.flags.writeable:
@@ -100,7 +152,7 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
     _run(entry.launch, packed, record.address, cfg)
     if entry.prints:
         _libc().fflush(None)
-    record.raise_if_failed(kernel.__name__, entry.ck.sites)
+    record.raise_if_failed(kernel.__name__, entry.sites)
 
 
 def _check_config(kernel: Any, cfg: LaunchConfig) -> None:
