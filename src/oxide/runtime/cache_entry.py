@@ -2,9 +2,10 @@
 
 Layout (format 2)::
 
-    MAGIC | SHA-256 of everything after it (32 bytes) | header length (u32 LE) | header | cubin
+    MAGIC | SHA-256 of everything after it (32 bytes) | header length (u32 LE) | header | code
 
-The checksum covers the header as well as the cubin: a header is code too (its
+The code is a cubin for a GPU entry and an ELF object file for a CPU one (hosts whose
+objects are not ELF simply never hit). The checksum covers the header as well as the code: a header is code too (its
 `grid_x_factor` decides how many blocks a launch runs, so a flipped digit there made a
 GPU write half its outputs with no error). The header is a JSON object whose every
 field is checked for type and range here, so a damaged or foreign entry is reported as
@@ -122,7 +123,7 @@ def _checked(header: Any, cubin: bytes) -> EntryData:
         if min(site["line"], site["col"], site["end_col"]) < 0:
             raise CorruptEntry("a site has a negative position")
     if not cubin.startswith(b"\x7fELF") or symbol.encode() + b"\0" not in cubin:
-        raise CorruptEntry("the code is not a cubin defining the entry's symbol")
+        raise CorruptEntry("the code is not ELF code defining the entry's symbol")
     return EntryData(symbol, sizes, factor, ranks, tuple(sites), cubin)
 
 
