@@ -262,8 +262,9 @@ def _signature_text(sig: tuple[Any, ...]) -> str | None:
 
 
 def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
-    """The cache key of one specialization, or None when it cannot be cached."""
-    if cache_dir() is None:
+    """The cache key of one specialization, or None when it cannot be cached (or when
+    `OXIDE_DUMP` asks to see the compile's stages, which a cache hit would skip)."""
+    if cache_dir() is None or os.environ.get("OXIDE_DUMP"):
         return None
     fp = kernel_fingerprint(kernel)
     sig = _signature_text(signature)
