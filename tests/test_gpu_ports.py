@@ -88,3 +88,8 @@ def test_warp_aggregated_atomics_cg(n: int, blocks: int, block: int) -> None:
 @pytest.mark.parametrize("n,blocks,block", [(1000, 1, 32), (1 << 22, 264, 256)])
 def test_warp_aggregated_atomics_ballot(n: int, blocks: int, block: int) -> None:
     tp.check_warp_aggregated(wa.filter_arr_ballot, n, blocks, block)
+
+
+@pytest.mark.parametrize("shape,radius", [((37, 53), 1), ((1000, 1500), 2), ((64, 48), 4)])
+def test_stencil_2d(shape: tuple[int, int], radius: int) -> None:
+    tp.check_stencil(shape, radius, seed=radius)

@@ -14,6 +14,7 @@ import pytest
 from ports import bitonic_sort as bs
 from ports import laplace as lp
 from ports import monte_carlo_pi as mc
+from ports import stencil_2d as st
 from ports import threadfence_reduction as tf
 from ports import warp_aggregated_atomics as wa
 
@@ -338,6 +339,31 @@ def test_warp_aggregated_natural_lane_masks(cpu, build) -> None:
     np.testing.assert_array_equal(out, np.arange(32))
 
 
+# --- 2-D stencil through a shared tile with a halo ----------------------------------
+
+def check_stencil(shape: tuple[int, int], radius: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, 256, shape).astype(np.float32)
+    np.testing.assert_array_equal(st.run_blur3(src), st.reference(src, st.W3))
+    weights = rng.integers(-3, 4, (2 * radius + 1, 2 * radius + 1)).astype(np.float32)
+    np.testing.assert_array_equal(st.run_blur(src, weights), st.reference(src, weights))
+
+
+@pytest.mark.parametrize("shape", [(1, 1), (5, 7), (37, 53), (64, 48)])
+@pytest.mark.parametrize("radius", [0, 1, 2, 4])
+def test_stencil_2d(cpu, shape: tuple[int, int], radius: int) -> None:
+    check_stencil(shape, radius, seed=shape[0] * 10 + radius)
+
+
+@pytest.mark.xfail(raises=ox.KernelTypeError, strict=False,
+                   reason="`WT[dy][dx]` (tuple of tuples) in nested constant loops: 'tuples "
+                          "are indexed with constant integers' at `dx`")
+def test_stencil_natural_nested_tuple(cpu) -> None:
+    src = np.random.default_rng(1).integers(0, 256, (20, 30)).astype(np.float32)
+    got = st.run_blur3(src, st.natural_nested_tuple())
+    np.testing.assert_array_equal(got, st.reference(src, st.W3))
+
+
 # --- the GPU code of every port, assembled for sm_80 and sm_90 ---------------------------
 
 # a Const parameter takes its value in compile()
@@ -352,6 +378,8 @@ SIGNATURES = {
     "reduce_single_pass": (tf.reduce_single_pass, (Slice[i32], RawSlice[i32], AtomicSlice[u32])),
     "filter_arr": (wa.filter_arr, (RawSlice[i32], AtomicSlice[i32], Slice[i32])),
     "filter_arr_ballot": (wa.filter_arr_ballot, (RawSlice[i32], AtomicSlice[i32], Slice[i32])),
+    "blur3": (st.blur3, (Slice[f32, 2], DisjointSlice[f32, 2])),
+    "blur": (st.blur, (Slice[f32, 2], Slice[f32, 2], DisjointSlice[f32, 2], 2)),
     "bitonic_sort": (bs.bitonic_sort, (DisjointSlice[i32],)),
     "bitonic_sort_shared": (bs.bitonic_sort_shared, (RawSlice[u32], RawSlice[u32], Slice[u32],
                                                      Slice[u32], 1024, u32)),
