@@ -9,7 +9,8 @@ There is no `ox.unsafe()` escape: no schedule makes such a barrier correct.
 The analysis, on oxide IR:
 
 - Thread-dependent ("varying") values: `thread_idx`, `lane_id()`, `warp_id()`,
-  a ThreadIndex, warp collectives and atomics, and anything computed from a
+  the lanemasks (`ox.warp.lanemask_*()`), a ThreadIndex, warp collectives (and
+  `ox.warp.activemask()`) and atomics, and anything computed from a
   varying value. A load is varying unless it reads an array no thread writes
   during the launch (a `Slice` or an `ox.ConstantArray`) at uniform indices:
   writable arrays (DisjointSlice, RawSlice, shared and local memory) can hold
@@ -40,7 +41,10 @@ these. `thread_idx` stays lane-varying even where `thread_idx.x // 32` would
 be warp-uniform: that depends on the launch's block shape. A collective with
 an explicit mask that is not the constant full mask (from `ballot`,
 `match_any`, a parameter, a constant naming some lanes) is the user's statement
-of which lanes take part, and is not checked.
+of which lanes take part, and is not checked; `ox.sync_warp(mask)` likewise.
+`ox.warp.activemask()` is no collective (it has no mask) and is never checked. A
+full-mask `match_all` gives every lane the same result; a shuffle with a `width`
+operand reads lane 0 of each group, so it is not warp-uniform.
 """
 
 from __future__ import annotations
