@@ -98,7 +98,7 @@ def test_scale_compiles_to_ptx():
 README = '''\
 # {name}
 
-GPU kernels in Python with [oxide](https://pypi.org/project/oxide-cuda/).
+GPU kernels in Python with oxide (the `oxide-cuda` package).
 
 ```
 pip install -e ".[test]"
@@ -111,6 +111,19 @@ oxide inspect {module}.py::scale --stage ptx
 the GPU when there is one; `oxide inspect` shows the PTX the kernel compiles to.
 
 `{module}.py` holds the kernel; `tests/` checks it against NumPy.
+
+## Where oxide comes from
+`pyproject.toml` depends on `oxide-cuda`. Where that package is not on your index, install
+oxide first, from a checkout or a wheel, and pip keeps it when it installs this project:
+
+```
+pip install -e /path/to/oxide            # a checkout (editable)
+pip install /path/to/oxide_cuda-*.whl    # or a wheel (`python -m build` in the checkout)
+pip install -e ".[test]"
+```
+
+To pin that source in the project itself, replace the dependency with a direct
+reference: `dependencies = ["oxide-cuda @ file:///path/to/oxide"]`.
 '''
 
 
@@ -151,4 +164,5 @@ def new(
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(template.format(name=project, module=module))
     console.print(f"created {escape(str(root))}/ with {', '.join(escape(f) for f in files)}")
-    console.print(f"next: cd {escape(name)} && pytest")
+    console.print(f"next: cd {escape(name)} && pytest  (the project's README says how to "
+                  "install it elsewhere, oxide included)")
