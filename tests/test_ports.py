@@ -92,6 +92,16 @@ def test_laplace_natural_func_swap(cpu) -> None:
     np.testing.assert_array_equal(got, lp.reference(a0, 5))
 
 
+@pytest.mark.xfail(raises=ox.KernelSyntaxError, strict=False,
+                   reason="issue 15 item 11: no grid-wide sync; `ox.grid` is '`ox` has no "
+                          "attribute `grid`', hint 'did you mean `grid_dim`?'")
+def test_laplace_natural_grid_sync(cpu) -> None:
+    a0 = lp.initial_grid(20, 30)
+    a, b = a0.copy(), a0.copy()
+    lp.natural_grid_sync()[lp._config(a0.shape)](a, b, 6)
+    np.testing.assert_array_equal(a, lp.reference(a0, 6))
+
+
 def test_laplace_natural_errors_say_what_the_docstring_records(cpu) -> None:
     """Pins the diagnostics quoted in ports/laplace.py, so the record stays true."""
     disjoint = (DisjointSlice[f32, 2], DisjointSlice[f32, 2], i32)
@@ -102,6 +112,9 @@ def test_laplace_natural_errors_say_what_the_docstring_records(cpu) -> None:
         (lp.natural_if_else, raw, ox.KernelTypeError, "`src` is an array and cannot be rebound"),
         (lp.natural_func_swap, disjoint, ox.SafetyError,
          "`a` is a DisjointSlice this kernel writes"),
+        (lp.natural_grid_sync, raw, ox.KernelSyntaxError, "did you mean `grid_dim`?"),
+        (lp.natural_cuda_grid, (Slice[f32, 2], RawSlice[f32, 2]), ox.KernelSyntaxError,
+         "did you mean `grid_dim`?"),
     ]:
         try:
             build().compile(*sig, arch="cpu")

@@ -16,6 +16,15 @@ Friction met while porting (see tests/test_ports.py for the checks that pin it):
   one branch), so its neighbour reads are refused. The error's hint says "read `a[i]`
   with the ThreadIndex `i`" although the thread's index is the 2-D `ij`, and flags
   `src[i, j]` with `i, j = ij.row, ij.col` (the thread's own element) too.
+- numba's own example keeps every time step in one launch, with a grid-wide barrier
+  between steps (`cuda.cg.this_grid().sync()`). `ox.grid.this_grid()` (or any
+  `ox.grid...`) is "`ox` has no attribute `grid`" with the hint "did you mean
+  `grid_dim`?": grid-wide sync is not there (issue 15 item 11), and the hint points away
+  from it. numba's `i, j = cuda.grid(2)` meets the same error and hint; the oxide
+  spelling is `thread.index_2d()` (the hint could say so). Note also that numba's
+  `x, y = cuda.grid(2); a[x, y]` indexes the first axis with the x dimension, while
+  `index_2d().row` follows y: a port that keeps numba's launch shape is still correct,
+  but transposes its memory access pattern.
 - Workarounds that work: (1) the host swap (`jacobi_step`), which is what numba's example
   does anyway; (2) the parity as a `Const[int]` parameter, so that an `if` on it keeps
   one branch and each name is bound once (`jacobi_step_parity`, two specializations);
@@ -153,6 +162,34 @@ def natural_func_swap() -> ox.Kernel:
             relax_disjoint(b, a, ij)
 
     return jacobi_func_swap
+
+
+def natural_grid_sync() -> ox.Kernel:
+    """numba's shape: all steps in one launch, a grid-wide barrier between them."""
+
+    @ox.kernel
+    def jacobi_grid_sync(a: RawSlice[f32, 2], b: RawSlice[f32, 2], steps: i32):
+        ij = thread.index_2d()
+        grid = ox.grid.this_grid()
+        for step in range(steps):
+            if step % 2 == 0:
+                relax_raw(a, b, ij.row, ij.col)
+            else:
+                relax_raw(b, a, ij.row, ij.col)
+            grid.sync()
+
+    return jacobi_grid_sync
+
+
+def natural_cuda_grid() -> ox.Kernel:
+    """numba's `i, j = cuda.grid(2)` spelled `ox.grid(2)`."""
+
+    @ox.kernel
+    def jacobi_cuda_grid(src: Slice[f32, 2], dst: RawSlice[f32, 2]):
+        i, j = ox.grid(2)
+        relax_raw(src, dst, i, j)
+
+    return jacobi_cuda_grid
 
 
 def initial_grid(rows: int, cols: int) -> np.ndarray:
