@@ -3,7 +3,18 @@ fixtures that several suites of the GPU launch path use."""
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import tempfile
+
 import pytest
+
+# The disk cache of this test run is its own (CPU and GPU entries alike): a result never
+# depends on what an earlier run, or the user's own work, left in ~/.cache/oxide.
+if "OXIDE_CACHE_DIR" not in os.environ:
+    os.environ["OXIDE_CACHE_DIR"] = tempfile.mkdtemp(prefix="oxide-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["OXIDE_CACHE_DIR"], True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

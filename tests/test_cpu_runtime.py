@@ -52,7 +52,8 @@ def test_scale_uses_arrays_in_place_and_relaunches() -> None:
     for factor in (1.0, -3.0, 0.5):
         scale[cfg(x.size, 128)](x, factor, y)
         np.testing.assert_array_equal(y, x * np.float32(factor))
-    assert len([k for k in scale._specializations if k[1] == "cpu"]) == 1
+    # one specialization serves every relaunch (compiled, or loaded from the disk cache)
+    assert len(scale.__dict__["_oxide_cpu_entries"]) == 1
 
 
 @ox.kernel

@@ -54,11 +54,11 @@ def match_any_of_array():
     return k
 
 
-@bad(KSE, pattern=r"keyword|width|positional|argument")
-def shuffle_with_width_keyword():
+@bad(KTE, pattern=r"width.*power of two")
+def shuffle_with_bad_width():
     @ox.kernel
     def k(a: f32):
-        v = ox.warp.shuffle(a, 0, width=16)  # <-
+        v = ox.warp.shuffle(a, 0, width=12)  # <-
     return k
 
 
