@@ -209,3 +209,31 @@ def test_a_shape_indexed_by_a_loop_variable_and_a_runtime_index_still_refused() 
     with pytest.raises(ox.KernelTypeError, match="constant integers") as e:
         bad.compile(Slice[i32], DisjointSlice[f32], target="cpu")
     assert "range" in e.value.hint
+
+
+def test_a_shift_without_a_common_type_takes_the_values_type() -> None:
+    from oxide import u32
+
+    @ox.kernel
+    def masks(m: Slice[u32], n: Slice[i32], out: DisjointSlice[u32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = (m[i] << n[i]) | (u32(1) << ox.lane_id())
+
+    m = np.array([1, 3, 0xFFFFFFFF], np.uint32)
+    n = np.array([4, 31, -1], np.int32)  # -1 reads as unsigned: shifts everything out
+    out = np.zeros(3, np.uint32)
+    masks[1, 32](m, n, out)
+    assert out.tolist() == [0x11, 0x80000002, 0x4]
+
+
+def test_a_64_bit_literal_next_to_a_narrow_operand_suggests_the_wide_type() -> None:
+    @ox.kernel
+    def k(x: Slice[i32], out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = i32(x[i] & 0xDF900294D8F554A5)
+
+    with pytest.raises(ox.KernelTypeError, match="does not fit in i32") as e:
+        k.compile(Slice[i32], DisjointSlice[i32], target="cpu")
+    assert "u64(" in e.value.hint

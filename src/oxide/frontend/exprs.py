@@ -286,6 +286,11 @@ class ExprMixin:
         if isinstance(v, Lit):
             if not literal_fits(v.value, dt):
                 hint = f"convert explicitly with `{dt.name}(...)`"
+                wide = next((w for w in (T.i64, T.u64) if isinstance(v.value, int)
+                             and not dt.is_float and literal_fits(v.value, w)), None)
+                if wide is not None:  # a 64-bit constant next to a narrower operand
+                    hint = (f"it needs {wide.name}: write `{wide.name}({literal_text(v.value)})`, "
+                            f"or make the other operand {wide.name}")
                 if isinstance(v.value, int) and not -(2**63) <= v.value < 2**64:
                     hint = "kernel integers have at most 64 bits; use a float for larger values"
                 raise self.error(KernelTypeError, node,
@@ -393,7 +398,7 @@ class ExprMixin:
             if not isinstance(v, (Lit, Val, Witness)):
                 raise self.error(KernelTypeError, node,
                                  f"`{_SYMBOLS[kind]}` needs numbers, not {describe(v)}")
-        dt = self.common_dtype([a, b], node)
+        dt = self.shift_dtype(kind, a, b, node) or self.common_dtype([a, b], node)
         if dt.is_bool and kind not in ("and", "or", "xor"):
             dt = T.i32
         if kind == "div" and not dt.is_float:
@@ -412,6 +417,21 @@ class ExprMixin:
             site = self.b.site("division", self.src.span(node), "integer division by zero")
             bin_op.properties["site"] = IntAttr(site)
         return Val(self.b.value(bin_op), dt, self.derived_note(node, a, b))
+
+    def shift_dtype(self, kind: str, a: Any, b: Any, node: ast.AST) -> T.DType | None:
+        """The type of a shift whose typed integer operands have no common type
+        (`mask_u32 << lane_i32`): the value's. The amount is read in that type, as any
+        shift amount is (a negative one reads as unsigned). None: the usual promotion."""
+        if kind not in ("shl", "shr") or isinstance(a, Lit) or isinstance(b, Lit):
+            return None
+        left, amount = self.scalar(a, node).dtype, self.scalar(b, node).dtype
+        if not (left.is_int and amount.is_int) or left == amount:
+            return None
+        try:
+            promote(left, amount)
+        except PromotionError:
+            return left
+        return None
 
     def tuple_binop(self, kind: str, a: Any, b: Any, node: ast.AST) -> Tup:
         """`t + u` and `t * n` on compile-time tuples, as in Python (`(n,) * 3` as a shape).
