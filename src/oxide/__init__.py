@@ -89,17 +89,18 @@ from oxide.types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AliasingError", "ArgumentError", "AtomicSlice", "CompileError", "Const", "ConstantArray",
-    "DType", "DeviceArray", "DeviceError", "DisjointSlice", "InternalCompilerError", "Kernel", "KernelAssertionError",
-    "KernelIndexError", "KernelOptions", "KernelSyntaxError", "KernelTypeError", "LaunchConfig",
-    "LaunchError",
-    "OxideError", "RawSlice", "SafetyError", "Slice", "TargetError", "TypeVar",
-    "UnsupportedFeatureError", "atomic", "bf16", "block", "block_dim", "block_idx", "bool_", "brev", "byte_perm", "clz", "device",
-    "empty", "f16", "f32", "f64", "ffs", "func", "grid_dim", "i8", "i16", "i32", "i64", "kernel", "lane_id", "launch",
-    "local", "math", "mulhi", "popc", "shared", "set_device", "sync_threads", "sync_threads_and", "sync_threads_count",
-    "sync_threads_or", "synchronize", "to_device", "sync_warp", "thread", "thread_idx",
-    "threadfence", "threadfence_block", "threadfence_system", "u8", "u16", "u32", "u64",
-    "unsafe", "warp", "warp_id", "zeros", "__version__", "load_bundle",
+    "AliasingError", "ArgumentError", "atomic", "AtomicSlice", "bf16", "block", "block_dim",
+    "block_idx", "bool_", "brev", "byte_perm", "clz", "CompileError", "Const", "ConstantArray",
+    "device", "DeviceArray", "DeviceError", "DisjointSlice", "DType", "empty", "f16", "f32",
+    "f64", "ffs", "func", "grid_dim", "i16", "i32", "i64", "i8", "InternalCompilerError",
+    "Kernel", "kernel", "KernelAssertionError", "KernelIndexError", "KernelOptions",
+    "KernelSyntaxError", "KernelTypeError", "lane_id", "launch", "LaunchConfig", "LaunchError",
+    "load_bundle", "local", "math", "mulhi", "OxideError", "popc", "RawSlice", "SafetyError",
+    "set_device", "shared", "Slice", "sync_threads", "sync_threads_and", "sync_threads_count",
+    "sync_threads_or", "sync_warp", "synchronize", "TargetError", "testing", "thread",
+    "thread_idx", "threadfence", "threadfence_block", "threadfence_system", "to_device",
+    "TypeVar", "u16", "u32", "u64", "u8", "unsafe", "UnsupportedFeatureError", "warp",
+    "warp_id", "zeros", "__version__",
 ]
 
 
@@ -109,4 +110,8 @@ def __getattr__(name: str) -> object:
         from oxide.runtime.bundle import load_bundle
 
         return load_bundle
+    if name == "testing":  # ox.testing.do_bench
+        import oxide.testing
+
+        return oxide.testing
     raise AttributeError(f"module 'oxide' has no attribute {name!r}")

@@ -233,6 +233,10 @@ class ConstType:
 
 
 class _ConstFactory:
+    """`Const[int]` (or `float`, `bool`): a parameter whose value is compiled in. Each
+    distinct value gets its own specialization; `if` on it keeps one branch, and it can
+    size arrays and bound unrolled loops."""
+
     def __getitem__(self, pytype: Any) -> ConstType:
         return ConstType(pytype)
 

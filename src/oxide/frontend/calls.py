@@ -283,9 +283,6 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin):
                              "a plain count")
         return r
 
-    def intr_sync_warp(self, node: ast.Call) -> Static:
-        return self._barrier(node, "warp", "ox.sync_warp()")
-
     def intr_threadfence(self, node: ast.Call) -> Static:
         return self._barrier(node, "fence.device", "ox.threadfence()")
 

@@ -191,7 +191,7 @@ class ParallelCallsMixin:
     def intr_warp_lanemask_ge(self, node: ast.Call) -> Val:
         return self._lanemask(node, "ge")
 
-    def intr_warp_sync(self, node: ast.Call) -> Static:
+    def intr_sync_warp(self, node: ast.Call) -> Static:
         """`ox.sync_warp(mask=FULL)`, CUDA's `__syncwarp(mask)`. Without a mask (or with the
         constant full mask) it is the whole-warp barrier the uniformity pass checks; with
         another mask, a warp point of the lanes named (`bar.warp.sync` on the GPU)."""

@@ -9,7 +9,9 @@ from oxide.lang.intrinsic import Intrinsic, Namespace, RegisterGroup
 thread = Namespace("thread", {
     "index_1d": "A ThreadIndex unique to this thread: block_idx.x * block_dim.x + thread_idx.x.",
     "index_2d": "A 2-D ThreadIndex: `.row` from the y dimension, `.col` from the x dimension.",
-})
+}, doc="Witnesses: `thread.index_1d()` / `index_2d()` give a ThreadIndex unique to the thread "
+       "over the whole launch, the only index a DisjointSlice is written at "
+       "(`if i in out: out[i] = ...`).")
 
 thread_idx = RegisterGroup("thread_idx", "This thread's index in its block (`.x`, `.y`, `.z`).")
 block_idx = RegisterGroup("block_idx", "This block's index in the grid.")
@@ -19,10 +21,8 @@ grid_dim = RegisterGroup("grid_dim", "The grid's size in blocks.")
 lane_id = Intrinsic("lane_id", "This thread's lane in its warp (0-31).")
 warp_id = Intrinsic("warp_id", "This thread's warp in its block (thread_idx linearized // 32).")
 sync_threads = Intrinsic("sync_threads", "Barrier for every thread of the block.")
-# Dispatched as `warp.sync` (frontend/parallel_calls.py), which takes the optional mask.
-sync_warp = Intrinsic("warp.sync", "sync_warp(mask=FULL): barrier for the lanes of the warp "
+sync_warp = Intrinsic("sync_warp", "sync_warp(mask=FULL): barrier for the lanes of the warp "
                       "in mask (__syncwarp).")
-sync_warp.__name__ = "sync_warp"
 sync_threads_count = Intrinsic("sync_threads_count", "sync_threads_count(pred): a block "
                                "barrier that returns how many threads' pred holds, as i32.")
 sync_threads_and = Intrinsic("sync_threads_and", "sync_threads_and(pred): a block barrier "
@@ -41,7 +41,9 @@ MATH_FUNCTIONS = (
 ).split()
 
 math = Namespace("math", {name: f"`{name}` on floats (libdevice on the GPU)."
-                          for name in MATH_FUNCTIONS})
+                          for name in MATH_FUNCTIONS},
+                 doc="Float math in kernels: libm on the CPU, libdevice on the GPU; an f32 "
+                     "argument gives an f32 result. Python's own `math` module maps onto it.")
 
 # Integer intrinsics (CUDA's __popc, __clz, __ffs, __brev, __byte_perm, __mulhi/__umulhi).
 popc = Intrinsic("popc", "popc(x): the number of set bits of an integer, as i32 (__popc/__popcll).")
@@ -73,25 +75,31 @@ warp = Namespace("warp", {
     "lanemask_eq": "lanemask_eq(): a u32 with this lane's bit.",
     "lanemask_gt": "lanemask_gt(): a u32 with the bits of the lanes above this one.",
     "lanemask_ge": "lanemask_ge(): a u32 with the bits of this lane and those above.",
-})
+}, doc="Warp collectives (CUDA's __shfl_sync, __ballot_sync, __reduce_*_sync...): `mask` "
+       "names the lanes taking part; without one, the whole warp must reach the call.")
 
 atomic = Namespace("atomic", {
     name: f"atomic.{name}(arr, index, value): read-modify-write, returns the old value."
     for name in ("add", "sub", "min", "max", "exch", "cas", "and_", "or_", "xor", "inc", "dec")
-})
+}, doc="Atomics on an AtomicSlice or a shared array: `ox.atomic.add(arr, i, v)` updates "
+       "`arr[i]` and returns the old value.")
 
 shared = Namespace("shared", {
     "array": "shared.array(dtype, shape): a block-shared array of static shape.",
     "dynamic": "shared.dynamic(dtype): the launch's dynamic shared memory as a 1-D array.",
-})
-local = Namespace("local", {"array": "local.array(dtype, shape): a per-thread array."})
+}, doc="Block-shared memory: one array per block, visible to all its threads; accesses go "
+       "in `with ox.unsafe():` next to the barriers that order them.")
+local = Namespace("local", {"array": "local.array(dtype, shape): a per-thread array."},
+                  doc="Per-thread arrays of static shape (registers where indices are "
+                      "constants, else local memory); they start zeroed.")
 
 block = Namespace("block", {
     "reduce_add": "reduce_add(v): the block's sum, returned to every thread.",
     "reduce_min": "reduce_min(v): the block's minimum, returned to every thread.",
     "reduce_max": "reduce_max(v): the block's maximum, returned to every thread.",
     "exclusive_scan": "exclusive_scan(v): the sum of v over the threads before this one.",
-})
+}, doc="Block collectives: every thread of the block must reach the call (a barrier is "
+       "inside); the result is returned to every thread.")
 
 
 class unsafe:
