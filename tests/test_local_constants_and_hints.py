@@ -237,3 +237,27 @@ def test_a_64_bit_literal_next_to_a_narrow_operand_suggests_the_wide_type() -> N
     with pytest.raises(ox.KernelTypeError, match="does not fit in i32") as e:
         k.compile(Slice[i32], DisjointSlice[i32], target="cpu")
     assert "u64(" in e.value.hint
+
+
+def test_numba_names_point_to_their_oxide_spelling() -> None:
+    @ox.kernel
+    def k(out: DisjointSlice[f32, 2]):
+        x, y = ox.grid(2)
+
+    with pytest.raises(ox.KernelSyntaxError) as e:
+        k.compile(DisjointSlice[f32, 2], target="cpu")
+    assert "thread.index_2d()" in e.value.hint
+
+
+def test_an_unguarded_2d_write_suggests_the_thread_index_guard() -> None:
+    @ox.kernel
+    def k(src: Slice[f32, 2], dst: DisjointSlice[f32, 2]):
+        ij = thread.index_2d()
+        n, m = src.shape
+        if ij.row >= n or ij.col >= m:
+            return
+        dst[ij] = src[ij.row, ij.col]
+
+    with pytest.raises(ox.SafetyError, match="not bounds-guarded") as e:
+        k.compile(Slice[f32, 2], DisjointSlice[f32, 2], target="cpu")
+    assert "if ij not in dst: return" in e.value.hint

@@ -685,8 +685,21 @@ class ExprMixin:
         return Val(self.b.value(ops.ArrayDimOp(arr.ssa, dim, _ir(T.i64))), T.i64)
 
 
+# Names users bring from numba (`cuda.grid(2)`, `cuda.this_grid().sync()`) and CUDA C++.
+_PORTING_HINTS = {
+    "grid": "numba's `cuda.grid(1)` / `cuda.grid(2)` is `thread.index_1d()` / "
+            "`thread.index_2d()` (`.row` is y, `.col` is x); grid-wide sync is not built yet",
+    "this_grid": "grid-wide sync (`cuda.this_grid().sync()`) is not built yet: end the kernel "
+                 "and launch again, which orders every block's writes",
+    "syncthreads": "use `ox.sync_threads()`",
+    "gridsize": "the grid's size in threads is `ox.grid_dim.x * ox.block_dim.x`",
+}
+
+
 def _did_you_mean(attr: str, obj: Any) -> str:
     """A hint naming the public attributes of `obj` closest to the misspelled `attr`."""
+    if attr in _PORTING_HINTS and getattr(obj, "__name__", "") == "oxide":
+        return _PORTING_HINTS[attr]
     names = [n for n in dir(obj) if not n.startswith("_")]
     close = difflib.get_close_matches(attr, names, n=3, cutoff=0.6)
     if not close:

@@ -39,8 +39,12 @@ def check_disjoint_writes(func: ops.FuncOp, sites: list[Site]) -> None:
                     and not op.unsafe.data and not proven):
                 site = sites[op.site.data]
                 name = site.detail
+                hint = (f"guard it: `if i in {name}:` (or `if i < len({name}):`, or return "
+                        f"early when `i >= len({name})`)")
+                if arr_type.rank.data >= 2:  # a row/col test does not name the array guarded
+                    hint = (f"guard it with the ThreadIndex itself: `if ij in {name}:`, or "
+                            f"return early: `if ij not in {name}: return` (a test of its "
+                            f"`.row`/`.col` against other bounds does not guard `{name}`)")
                 raise SafetyError(
                     f"write to DisjointSlice `{name}` is not bounds-guarded",
-                    site.span, label="this write may be out of bounds",
-                    hint=f"guard it: `if i in {name}:` (or `if i < len({name}):`, or return "
-                         f"early when `i >= len({name})`)")
+                    site.span, label="this write may be out of bounds", hint=hint)
