@@ -63,3 +63,13 @@ class LoopAssignments:
 
     breaks: list[set[str]] = field(default_factory=list)
     continues: list[set[str]] = field(default_factory=list)
+
+
+def copy_assigned(assigned: set[str] | None) -> set[str] | None:
+    """A copy of the assigned set at a point (None: no path reaches it)."""
+    return None if assigned is None else set(assigned)
+
+
+def meet_paths(*paths: set[str] | None) -> set[str] | None:
+    """The names assigned on every path that reaches a join (None: no path does)."""
+    return meet([p for p in paths if p is not None])
