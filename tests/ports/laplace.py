@@ -18,10 +18,10 @@ Friction met while porting (see tests/test_ports.py for the checks that pin it):
   `src[i, j]` with `i, j = ij.row, ij.col` (the thread's own element) too.
 - numba's own example keeps every time step in one launch, with a grid-wide barrier
   between steps (`cuda.cg.this_grid().sync()`). `ox.grid.this_grid()` (or any
-  `ox.grid...`) is "`ox` has no attribute `grid`" with the hint "did you mean
-  `grid_dim`?": grid-wide sync is not there (issue 15 item 11), and the hint points away
-  from it. numba's `i, j = cuda.grid(2)` meets the same error and hint; the oxide
-  spelling is `thread.index_2d()` (the hint could say so). Note also that numba's
+  `ox.grid...`) is "`ox` has no attribute `grid`": grid-wide sync is not there (issue 15
+  item 11), and the hint now says so (it used to suggest `grid_dim`). numba's
+  `i, j = cuda.grid(2)` meets the same error, whose hint names the oxide spelling,
+  `thread.index_2d()`. Note also that numba's
   `x, y = cuda.grid(2); a[x, y]` indexes the first axis with the x dimension, while
   `index_2d().row` follows y: a port that keeps numba's launch shape is still correct,
   but transposes its memory access pattern.

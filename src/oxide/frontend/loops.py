@@ -176,6 +176,8 @@ class LoopsMixin:
                 if (isinstance(sub, ast.Subscript) and isinstance(sub.slice, ast.Name)
                         and sub.slice.id == name):
                     v = sub.value
+                    while isinstance(v, ast.Subscript):  # `W[dy][dx]`: a tuple of tuples
+                        v = v.value
                     if isinstance(v, ast.Attribute) and v.attr == "shape":
                         found = True
                     elif isinstance(v, ast.Name):
