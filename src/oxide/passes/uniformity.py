@@ -293,7 +293,9 @@ def _check_block_barriers(u: _Uniformity, barriers: list[tuple[Block, Operation]
             hint="a condition on thread_idx, lane_id(), a ThreadIndex or a value loaded per "
                  "thread (an early `return`, `break` or loop bound too) differs between "
                  "threads; let every thread reach the barrier or block collective, and "
-                 "put only the work under the condition")
+                 "put only the work under the condition. A flag the block must agree on "
+                 "(a value read from shared memory counts as per-thread) comes uniform "
+                 "from `ox.sync_threads_or(flag)` or `ox.block.reduce_max(...)`")
 
 
 def _check_warp_collectives(u: _Uniformity, collectives: list[tuple[Block, Operation]],
