@@ -453,6 +453,12 @@ def device_info() -> tuple[str, str]:
     return f"{gpu.name} ({gpu.arch})", driver
 
 
+
+def _code(what: str) -> str:
+    """A table cell's text; one holding `k[cfg](t)` goes in backticks (Markdown would
+    read it as a link)."""
+    return f"`{what}`" if "](" in what else what
+
 def write_report(path: Path, gpu: str, driver: str, seconds: float) -> None:
     lines = [
         "# oxide performance",
@@ -466,7 +472,8 @@ def write_report(path: Path, gpu: str, driver: str, seconds: float) -> None:
         "| section | what | result | note |",
         "| --- | --- | ---: | --- |",
     ]
-    lines += [f"| {s} | {w} | {f} | {n} |" for s, w, f, n in rows]
+    # `what` holds code like `k[cfg](tensor)`, which Markdown would read as a link
+    lines += [f"| {s} | {_code(w)} | {f} | {n} |" for s, w, f, n in rows]
     lines += [
         "",
         "Sections: (a) vecadd f32, 2^28 elements, GB/s counting 3 x 4 bytes per element; "

@@ -8,9 +8,11 @@ its own file first, since oxide compiles a kernel from its source file.
 A block's info string says what it is:
 
 - ```python            runs here;
-- ```python gpu        needs a GPU; parsed here, run by nobody (the text says so);
-- ```python other      another library's code (numba, Triton, cuTile), shown for
+- ```python-gpu        needs a GPU; parsed here, run by nobody (the text says so);
+- ```python-other      another library's code (numba, Triton, cuTile), shown for
                        comparison; parsed here, never run.
+
+(One word each, so that Markdown, and `mkdocs build`, still see a code block.)
 
 Any other ```python tag is an error, so no block is skipped silently. The reference must
 also name every public name of `oxide` (`oxide.__all__`) and every `ox.math`, `ox.warp`,
@@ -40,7 +42,8 @@ FENCE = re.compile(r"^```python(?P<tag>[^\n]*)\n(?P<body>.*?)^```\s*$", re.M | r
 def blocks(page: str) -> list[tuple[int, str, str]]:
     """(line, tag, code) of each ```python block of a page."""
     text = (DOCS / page).read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start()) + 1, m.group("tag").strip(), m.group("body"))
+    return [(text.count("\n", 0, m.start()) + 1, m.group("tag").strip().lstrip("-"),
+             m.group("body"))
             for m in FENCE.finditer(text)]
 
 
@@ -49,7 +52,7 @@ def test_every_block_is_tagged_and_parses(page: str) -> None:
     found = blocks(page)
     assert found, f"{page} has no python examples"
     for line, tag, code in found:
-        assert tag in KINDS, f"{page}:{line}: unknown tag ```python {tag}"
+        assert tag in KINDS, f"{page}:{line}: unknown tag ```python-{tag}"
         ast.parse(code, filename=f"{page}:{line}")
 
 
