@@ -78,7 +78,6 @@ def test_bitonic_sort_shared_pairs(array_length: int, segments: int, ascending: 
     tp.check_bitonic_pairs(array_length, segments, ascending, seed=array_length)
 
 
-@tp.needs_activemask
 @pytest.mark.parametrize("n,blocks,block", [(1000, 1, 32), (100_001, 7, 96),
                                             (1 << 22, 264, 256), (5000, 3, 50)])
 def test_warp_aggregated_atomics_cg(n: int, blocks: int, block: int) -> None:

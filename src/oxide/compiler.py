@@ -145,8 +145,16 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
 
         prefetch = prefetchable_loads(func)
         factor = FACTOR if prefetch else 1
+    lines = None
+    if target == "nvptx":
+        from oxide.codegen import lineinfo
+
+        if lineinfo.enabled(kernel.options.lineinfo):
+            source = kernel.source
+            lines = lineinfo.LineTable(source.file, kernel.__name__,
+                                       source.span(source.tree).line)
     llvm_text = Emitter(func, lowered.sites, abi, tgt, kernel.options.contract,
-                        prefetch).emit()
+                        prefetch, lines, lowered.builder.origins).emit()
     ck = CompiledKernel(kernel, sig, target, arch, symbol, func, llvm_text, abi,
                         lowered.sites, lowered.ctx.uses_barriers)
     # A coarsened kernel runs logical blocks F*b .. F*b+F-1 in block b and takes the logical

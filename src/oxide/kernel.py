@@ -34,6 +34,7 @@ class KernelOptions:
     contract: bool = True  # FMA contraction
     max_threads: int | None = None  # launch bounds: max threads per block
     coarsen: bool = True  # four logical blocks per GPU block where threads are independent
+    lineinfo: bool = False  # Python lines in the PTX for Nsight (codegen/lineinfo.py)
 
 
 @dataclass(frozen=True)
@@ -299,7 +300,7 @@ def _check_options(options: KernelOptions, depth: int) -> None:
     """Every `@ox.kernel(...)` option has the type and range it needs, or a diagnostic
     at the decorator: a wrong value would otherwise surface later, far from its cause
     (a launch failing with INVALID_VALUE for `max_threads=4096`)."""
-    for name in ("checks", "contract", "coarsen"):
+    for name in ("checks", "contract", "coarsen", "lineinfo"):
         value = getattr(options, name)
         if not isinstance(value, bool):
             raise KernelTypeError(f"@ox.kernel option `{name}` must be True or False, not "
@@ -316,15 +317,16 @@ def _check_options(options: KernelOptions, depth: int) -> None:
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contract: bool = True,
-           max_threads: int | None = None, coarsen: bool = True) -> Any:
+           max_threads: int | None = None, coarsen: bool = True, lineinfo: bool = False) -> Any:
     """Declare a kernel. Options: `checks` (bounds checks), `contract` (FMA), `max_threads`,
-    `coarsen` (let the GPU run four logical blocks per block where threads are independent).
+    `coarsen` (let the GPU run four logical blocks per block where threads are independent),
+    `lineinfo` (the kernel's Python lines in its PTX, for Nsight; also `OXIDE_LINEINFO=1`).
 
     >>> @ox.kernel  # doctest: +SKIP
     ... def scale(x: Slice[f32], a: f32, out: DisjointSlice[f32]): ...
     """
     options = KernelOptions(checks=checks, contract=contract, max_threads=max_threads,
-                            coarsen=coarsen)
+                            coarsen=coarsen, lineinfo=lineinfo)
     _check_options(options, 1)
     if fn is None:
         def decorate(f: Callable[..., Any]) -> Kernel:

@@ -22,6 +22,8 @@ class CoarseningMixin:
         from oxide.codegen.coarsen import FACTOR
 
         saved, self.lines = self.lines, []
+        table = getattr(self, "line_table", None)
+        self.dbg = f", !dbg {table.entry_location()}" if table is not None else ""
         self.start_block("entry")
         first = self.ins(f"mul nuw i32 {self.t.register(self, 'ctaid.x')}, {FACTOR}")
         blocks = [first] + [self.ins(f"add nuw i32 {first}, {k}") for k in range(1, FACTOR)]
@@ -40,6 +42,7 @@ class CoarseningMixin:
         self.start_block(done)
         self.raw("ret void")
         entry, self.lines = self.lines, saved
+        self.dbg = ""
         return entry
 
     def prefetch_reads(self, ctaid_x: str) -> list[tuple[str, str]]:

@@ -42,8 +42,15 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
     registers and effects are here."""
 
     def __init__(self, func: ops.FuncOp, sites: list[Site], abi: list[ParamABI], target: Any,
-                 contract: bool, prefetch: list[ops.LoadOp] | None = None) -> None:
+                 contract: bool, prefetch: list[ops.LoadOp] | None = None,
+                 lines: Any = None, origins: dict[Operation, tuple[Any, ...]] | None = None
+                 ) -> None:
         self.func = func
+        # lineinfo (codegen/lineinfo.py): the module's LineTable, each op's statement, and
+        # the `!dbg` suffix of the instructions being emitted now
+        self.line_table = lines
+        self.origins = origins or {}
+        self.dbg = ""
         # Block coarsening (codegen/coarsen.py): the body becomes a function of the logical
         # block index, and these loads arrive as parameters, issued early by the entry.
         self.prefetch = prefetch or []
@@ -75,11 +82,11 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
 
     def ins(self, text: str) -> str:
         name = self.tmp()
-        self.lines.append(f"  {name} = {text}")
+        self.lines.append(f"  {name} = {text}{self.dbg}")
         return name
 
     def raw(self, text: str) -> None:
-        self.lines.append(f"  {text}")
+        self.lines.append(f"  {text}{self.dbg}")
 
     def start_block(self, label: str) -> None:
         self.lines.append(f"{label}:")
@@ -102,11 +109,21 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
         for block in blocks:
             self.start_block(self.labels[block])
             for op in block.ops:
+                self.dbg = self.debug_location(op)
                 self.emit_op(op)
+        self.dbg = ""
         body = self.lines[body_start:]
         if self.prefetch:
             return self.t.module_text(self, params, body, entry=self.coarsened_entry(params))
         return self.t.module_text(self, params, body)
+
+    def debug_location(self, op: Operation) -> str:
+        """`, !dbg !N` for the instructions of `op` (its innermost statement), or ""."""
+        table = self.line_table
+        where = self.origins.get(op)
+        if table is None or not where:
+            return ""
+        return f", !dbg {table.location(where[-1], table.body_scope, table.body_file)}"
 
     def reg(self, name: str) -> str:
         """A hardware register, or its logical value in a coarsened body."""

@@ -382,18 +382,23 @@ class NVPTXTarget:
         head += sorted(em.declares)
         symbol = em.func.sym_name.data
         kernel_attrs = " ".join(attrs)
+        table = em.line_table  # lineinfo: each function that holds located code gets `!dbg`
+        body_dbg = f" !dbg {table.body_scope}" if table is not None else ""
         if entry is None:
-            functions = [f"define ptx_kernel void @{symbol}({', '.join(params)}) {kernel_attrs} {{",
-                         *body, "}"]
+            functions = [f"define ptx_kernel void @{symbol}({', '.join(params)}) {kernel_attrs}"
+                         f"{body_dbg} {{", *body, "}"]
         else:
             logical = ["i32 %oxide.ctaid.x", "i32 %oxide.nctaid.x"] + [
                 f"{dtype_of_ir(op.result.type).llvm} %oxide.pf{k}"
                 for k, op in enumerate(em.prefetch)]
+            entry_dbg = f" !dbg {table.entry_scope}" if table is not None else ""
             functions = [
                 f"define internal void @{symbol}.body({', '.join(params + logical)}) "
-                "alwaysinline {", *body, "}",
+                f"alwaysinline{body_dbg} {{", *body, "}",
                 f"define ptx_kernel void @{symbol}({', '.join(params + ['i32 %oxide.grid.x'])}) "
-                f"{kernel_attrs} {{", *entry, "}"]
+                f"{kernel_attrs}{entry_dbg} {{", *entry, "}"]
         tail = [REPORT_FUNCTION, '!0 = !{!"branch_weights", i32 1000000, i32 1}',
                 '!1 = !{!"branch_weights", i32 1, i32 1000000}']
+        if table is not None:
+            tail += table.module_lines()
         return "\n".join(head + functions + tail) + "\n"

@@ -52,6 +52,7 @@ class IRBuilder:
 
     def emit(self, op: Operation) -> Operation:
         self.block.add_op(op)
+        self.origins.setdefault(op, self.where)  # the statement it came from (lineinfo)
         return op
 
     def value(self, op: Operation) -> SSAValue:

@@ -271,6 +271,8 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
     if fp is None or sig is None:
         return None
     h = hashlib.sha256(toolchain_fingerprint().encode())
+    if os.environ.get("OXIDE_LINEINFO") == "1":  # line tables change the cubin
+        arch += "+lineinfo"
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())
     return h.hexdigest()
