@@ -261,3 +261,48 @@ def test_an_unguarded_2d_write_suggests_the_thread_index_guard() -> None:
     with pytest.raises(ox.SafetyError, match="not bounds-guarded") as e:
         k.compile(Slice[f32, 2], DisjointSlice[f32, 2], target="cpu")
     assert "if ij not in dst: return" in e.value.hint
+
+
+@ox.kernel
+def ping_pong(a: Slice[f32], b: Slice[f32], out: DisjointSlice[f32], step: i32):
+    i = thread.index_1d()
+    src = a if step % 2 == 0 else b  # issue 15 item 2: ping-pong buffers
+    if i in out and i + 1 < len(src):
+        out[i] = src[i] + src[i + 1]
+
+
+def test_an_array_name_chooses_between_two_parameters() -> None:
+    a = np.arange(6, dtype=np.float32)
+    b = 10 * np.arange(6, dtype=np.float32)
+    for step, src in ((0, a), (1, b), (2, a)):
+        out = np.zeros(5, np.float32)
+        ping_pong[1, 32](a, b, out, step)
+        np.testing.assert_array_equal(out, src[:5] + src[1:])
+    assert ping_pong.compile(Slice[f32], Slice[f32], DisjointSlice[f32], i32, arch="sm_90").cubin
+
+
+def test_a_write_through_a_choice_makes_both_arrays_written() -> None:
+    # dst may be `a`: reading a's neighbour while some thread writes it through dst races
+    @ox.kernel
+    def racy(a: DisjointSlice[f32], b: DisjointSlice[f32], step: i32):
+        i = thread.index_1d()
+        dst = a if step > 0 else b
+        if i in dst:
+            dst[i] = 1.0
+        if i in a and i + 1 < len(a):
+            a[i] = a[i + 1]
+
+    with pytest.raises(ox.SafetyError, match="DisjointSlice this kernel writes"):
+        racy.compile(DisjointSlice[f32], DisjointSlice[f32], i32, target="cpu")
+
+
+def test_a_choice_between_arrays_of_different_types_is_refused() -> None:
+    @ox.kernel
+    def mixed(a: Slice[f32], b: Slice[f32, 2], out: DisjointSlice[f32], step: i32):
+        i = thread.index_1d()
+        src = a if step > 0 else b  # noqa: F841 - the choice itself is refused
+        if i in out:
+            out[i] = 0.0
+
+    with pytest.raises(ox.KernelTypeError, match="arrays of one type"):
+        mixed.compile(Slice[f32], Slice[f32, 2], DisjointSlice[f32], i32, target="cpu")

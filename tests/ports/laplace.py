@@ -6,9 +6,12 @@ the mean of its four neighbours, the boundary keeps its values.
 
 Friction met while porting (see tests/test_ports.py for the checks that pin it):
 
-- The in-kernel ping-pong, `src = a if step % 2 == 0 else b` (and `dst` likewise), is
-  refused with "both sides of `if/else` must be numbers": a conditional expression does
-  not take arrays (issue 15 item 2).
+- The in-kernel ping-pong, `src = a if step % 2 == 0 else b` (and `dst` likewise): a
+  conditional expression over two arrays of one type works now (issue 15 item 2), but
+  `dst` may be the same array as `src` as far as the compiler can tell, so the neighbour
+  reads of `src` are refused as reads of a DisjointSlice the kernel writes ("is a
+  DisjointSlice this kernel writes"). Without a grid-wide sync between steps they would
+  race anyway.
 - The same choice through an `if/else` statement (`src = a` / `src = b`) is refused with
   "`src` is an array and cannot be rebound", with no hint (issue 15 item 2).
 - Calling one `@ox.func` on `(a, b)` in one branch and on `(b, a)` in the other compiles

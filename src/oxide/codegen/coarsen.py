@@ -53,5 +53,6 @@ def _witness_read_of_slice(op: ops.LoadOp) -> bool:
     arr = op.array.type
     indices = list(op.indices)
     return (isinstance(arr, ArrayType) and arr.access.data == "slice"
+            and not isinstance(op.array.owner, ops.ArraySelectOp)  # the entry has no choice
             and len(indices) == 1 and isinstance(indices[0].type, ThreadIndexType)
             and isinstance(indices[0].owner, ops.ThreadIndexOp))

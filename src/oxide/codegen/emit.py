@@ -306,6 +306,21 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
         exp = self.ins(f"select i1 {regular}, i32 {exp}, i32 0")
         return mant, exp
 
+    def op_ArraySelectOp(self, op: ops.ArraySelectOp) -> None:
+        """One of two array parameters: its pointer, shape and strides, each a select."""
+        a, b = self.arrays[op.if_true], self.arrays[op.if_false]
+        c = self.v(op.cond)
+
+        def pick(t: str, x: str, y: str) -> str:
+            return self.ins(f"select i1 {c}, {t} {x}, {t} {y}")
+
+        ptr = pick("ptr", a["ptr"], b["ptr"])
+        dims = [pick("i64", x, y) for x, y in zip(a["dims"], b["dims"], strict=True)]
+        strides = None if a["strides"] is None else [
+            pick("i64", x, y) for x, y in zip(a["strides"], b["strides"], strict=True)]
+        self.arrays[op.result] = {**a, "ptr": ptr, "dims": dims, "strides": strides}
+        self.names[op.result] = ptr
+
     def op_RegisterOp(self, op: ops.RegisterOp) -> None:
         self.names[op.result] = self.reg(op.reg.data)
 

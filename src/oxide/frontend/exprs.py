@@ -418,6 +418,28 @@ class ExprMixin:
             bin_op.properties["site"] = IntAttr(site)
         return Val(self.b.value(bin_op), dt, self.derived_note(node, a, b))
 
+    def array_choice(self, cond: Any, node: ast.IfExp) -> Array | None:
+        """`a if c else b` over two array parameters (ping-pong buffers), else None.
+
+        Both must be names of arrays of one type (access, dtype, rank, layout). The result
+        is one array; a DisjointSlice written through it counts as written in both
+        (passes/disjoint_reads.py), and the launch already refuses overlapping arguments.
+        """
+        names = (node.body, node.orelse)
+        if not all(isinstance(n, ast.Name) for n in names):
+            return None
+        a, b = (self.env.get(n.id) for n in names)  # type: ignore[attr-defined]
+        if not (isinstance(a, Array) and isinstance(b, Array)):
+            return None
+        if a.type != b.type:
+            raise self.error(KernelTypeError, node,
+                             f"`{self.text(node)}` chooses between {describe(a)} and "
+                             f"{describe(b)}: both sides must be arrays of one type",
+                             hint=f"declare both parameters with the same type, e.g. "
+                                  f"`{a.type!r}`")
+        ssa = self.b.value(ops.ArraySelectOp(cond, a.ssa, b.ssa))
+        return Array(ssa, a.type, self.text(node))
+
     def shift_dtype(self, kind: str, a: Any, b: Any, node: ast.AST) -> T.DType | None:
         """The type of a shift whose typed integer operands have no common type
         (`mask_u32 << lane_i32`): the value's. The amount is read in that type, as any
@@ -610,6 +632,9 @@ class ExprMixin:
         if isinstance(cond, Lit):
             return self.expr(node.body if cond.value else node.orelse)
         c = self.truth(cond, node.test)
+        chosen = self.array_choice(c, node)
+        if chosen is not None:
+            return chosen
         then_block, else_block, join = self.b.new_block(), self.b.new_block(), self.b.new_block()
         self.b.cond_br(c, then_block, else_block)
         self.b.set_block(then_block)

@@ -422,7 +422,9 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
                      "thread's unique index")
         if isinstance(current, (Array, FixedArray)) or (current is None and name in self.ctx.params
                                                          and isinstance(value, Array)):
-            raise self.error(KernelTypeError, node, f"`{name}` is an array and cannot be rebound")
+            raise self.error(KernelTypeError, node, f"`{name}` is an array and cannot be rebound",
+                             hint=f"choose the array in one expression instead: "
+                                  f"`{name} = a if cond else b` (two parameters of one type)")
         if isinstance(value, (Witness, Array, FixedArray, Static)):
             if isinstance(current, Slot):
                 if isinstance(value, Witness):

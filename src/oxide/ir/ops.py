@@ -154,6 +154,26 @@ class SelectOp(IRDLOperation):
 
 
 @irdl_op_definition
+class ArraySelectOp(IRDLOperation):
+    """`a if c else b` for two array parameters of one type: the array (pointer, shape,
+    strides) of one of them. Writes through it count as writes to both (the safety passes)."""
+
+    name = "oxide.array_select"
+    cond = operand_def(IntegerType(1))
+    if_true = operand_def()
+    if_false = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, cond: SSAValue, a: SSAValue, b: SSAValue) -> None:
+        super().__init__(operands=[cond, a, b], result_types=[a.type])
+
+    def verify_(self) -> None:
+        if self.if_true.type != self.if_false.type:
+            raise VerifyException("array_select: both arrays must have one type")
+
+
+@irdl_op_definition
 class MathOp(IRDLOperation):
     """A math function (`sqrt`, `atan2`, `fma`...) on floats of one type."""
 
@@ -461,7 +481,7 @@ class UnreachableOp(IRDLOperation):
 
 Oxide = Dialect(
     "oxide",
-    [FuncOp, ConstantOp, BinaryOp, UnaryOp, CompareOp, CastOp, SelectOp, MathOp,
+    [FuncOp, ConstantOp, BinaryOp, UnaryOp, CompareOp, CastOp, SelectOp, ArraySelectOp, MathOp,
      RegisterOp, ThreadIndexOp, IndexComponentOp, InBoundsOp, ArrayDimOp, LoadOp,
      StoreOp, AtomicOp, FixedArrayOp, SlotOp, SlotReadOp, SlotWriteOp, BarrierOp, WarpOp,
      AssertOp, PrintOp, BranchOp, CondBranchOp, ReturnOp, UnreachableOp],

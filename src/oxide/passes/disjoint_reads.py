@@ -21,13 +21,27 @@ from oxide.ir.types import ArrayType, ThreadIndexType
 
 
 def _written_disjoint_arrays(func: ops.FuncOp) -> set[SSAValue]:
+    """The DisjointSlices the kernel writes; a write through `a if c else b` writes both,
+    and a read through such a choice reads a written array if either side is one."""
     written: set[SSAValue] = set()
     for op in func.walk():
         if isinstance(op, (ops.StoreOp, ops.AtomicOp)):
             t = op.array.type
             if isinstance(t, ArrayType) and t.access.data == "disjoint":
-                written.add(op.array)
+                written |= _sources(op.array)
+    for op in func.walk():  # choices reaching a written array are written ones too
+        if isinstance(op, ops.ArraySelectOp) and _sources(op.result) & written:
+            written.add(op.result)
     return written
+
+
+def _sources(array: SSAValue) -> set[SSAValue]:
+    """`array` and, through `a if c else b` choices, the parameters it may be."""
+    out = {array}
+    owner = array.owner
+    if isinstance(owner, ops.ArraySelectOp):
+        out |= _sources(owner.if_true) | _sources(owner.if_false)
+    return out
 
 
 def check_disjoint_reads(func: ops.FuncOp, sites: list[Site]) -> None:
