@@ -318,7 +318,6 @@ def test_bitonic_sort_shared_pairs(cpu, array_length: int, segments: int,
 # --- warpAggregatedAtomicsCG ----------------------------------------------------------
 
 
-
 def check_warp_aggregated(kernel: ox.Kernel, n: int, blocks: int, block: int) -> None:
     src = np.random.default_rng(n).integers(-100, 100, n).astype(np.int32)
     got = wa.run(kernel, src, blocks, block)

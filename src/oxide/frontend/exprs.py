@@ -446,7 +446,8 @@ class ExprMixin:
         shift amount is (a negative one reads as unsigned). None: the usual promotion."""
         if kind not in ("shl", "shr") or isinstance(a, Lit) or isinstance(b, Lit):
             return None
-        left, amount = self.scalar(a, node).dtype, self.scalar(b, node).dtype
+        # a ThreadIndex is an i64 as a number; reading the type emits nothing
+        left, amount = (T.i64 if isinstance(v, Witness) else v.dtype for v in (a, b))
         if not (left.is_int and amount.is_int) or left == amount:
             return None
         try:
