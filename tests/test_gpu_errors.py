@@ -34,6 +34,13 @@ def copy(x: Slice[f32], out: DisjointSlice[f32]):
 
 
 @ox.kernel
+def copy_vector(x: Slice[f32, 1], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = x[i]
+
+
+@ox.kernel
 def positive(x: Slice[f32], out: DisjointSlice[f32]):
     i = thread.index_1d()
     if i in out:
@@ -151,7 +158,10 @@ def test_argument_errors() -> None:
     x = ox.zeros(64)
     with pytest.raises(ox.ArgumentError, match="`x` is Slice\\[f32\\]; got an array of f64"):
         copy[cfg(64)](ox.zeros(64, ox.f64), x)
-    with pytest.raises(ox.ArgumentError, match="rank"):
-        copy[cfg(64)](ox.zeros((8, 8)), x)
+    with pytest.raises(ox.KernelTypeError, match="`x: Slice\\[f32\\]` took rank 2 from its "
+                       "argument"):
+        copy[cfg(64)](ox.zeros((8, 8)), x)  # an unranked annotation takes the matrix's rank
+    with pytest.raises(ox.ArgumentError, match="got an array of rank 2"):
+        copy_vector[cfg(64)](ox.zeros((8, 8)), x)
     with pytest.raises(ox.ArgumentError, match="has 2 parameters"):
         copy[cfg(64)](x)

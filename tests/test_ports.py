@@ -218,7 +218,8 @@ def test_monte_carlo_natural_one_guard(cpu) -> None:
 # --- threadFenceReduction ----------------------------------------------------------------
 
 def check_threadfence(n: int, blocks: int, seed: int) -> None:
-    data = np.random.default_rng(seed).integers(-2 ** 20, 2 ** 20, n).astype(np.int32)
+    bound = max(1, min(2 ** 20, 2 ** 31 // n - 1))  # every partial sum fits in i32
+    data = np.random.default_rng(seed).integers(-bound, bound, n).astype(np.int32)
     want = int(data.sum(dtype=np.int64))
     assert -2 ** 31 <= want < 2 ** 31
     total, count = tf.run(data, blocks)

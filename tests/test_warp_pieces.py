@@ -459,7 +459,7 @@ def check_match_all(dtype: Any, block: int, mask: int | None) -> None:
     out = np.full(block, 12345, np.uint32)
     pred = np.full(block, -1, np.int32)
     extra = () if mask is None else (np.uint32(mask),)
-    launch(make_match_all(mask is not None), (1, block), x, out, pred, *extra)
+    _, out, pred = launch(make_match_all(mask is not None), (1, block), x, out, pred, *extra)
     for first, count in lanes_of(block):
         members = (FULL if mask is None else mask) & ((1 << count) - 1)
         vals = {x[first + lane].tobytes() for lane in range(count) if members >> lane & 1}
@@ -568,7 +568,7 @@ def half_warp_exchange(x: Slice[i32], out: RawSlice[i32]):
 def check_sync_warp_mask() -> None:
     x = rng.integers(-1000, 1000, 64).astype(np.int32)
     out = np.zeros(64, np.int32)
-    launch(half_warp_exchange, (1, 64), x, out)
+    _, out = launch(half_warp_exchange, (1, 64), x, out)
     lane = np.arange(64) % 32
     scaled = np.where(lane < 16, x * 2, x * 3)
     t = np.arange(64)

@@ -103,11 +103,30 @@ def compile_kernel(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | N
     """Run the pipeline for one specialization. Every failure is a CompileError."""
     try:
         return _compile(kernel, sig, target, arch)
-    except CompileError:
+    except CompileError as exc:
+        note = _ranks_from_arguments(kernel, sig)
+        if note and exc.span is not None and note not in exc.hint:
+            exc.hint = f"{exc.hint}; {note}" if exc.hint else note
+            exc.args = (exc.render(),)
         raise
     except RecursionError as exc:
         raise InternalCompilerError(f"kernel `{kernel.__name__}` is nested too deeply to "
                                     "compile") from exc
+
+
+def _ranks_from_arguments(kernel: Any, sig: tuple[Any, ...]) -> str:
+    """Say which arrays took a rank other than 1 from their arguments: a kernel written for
+    vectors and launched with a matrix fails inside its body, and the error should say why
+    the array has that rank."""
+    taken = [(p.name, p.annotation, s) for p, s in zip(kernel.params, sig, strict=False)
+             if isinstance(p.annotation, T.ArrayType) and not p.annotation.ranked
+             and isinstance(s, T.ArrayType) and s.rank != 1]
+    if not taken:
+        return ""
+    name, ann, s = taken[0]
+    dt = getattr(ann.dtype, "name", repr(ann.dtype))
+    return (f"`{name}: {ann.title}[{dt}]` took rank {s.rank} from its argument; declare "
+            f"`{ann.title}[{dt}, 1]` to refuse other ranks at launch")
 
 
 def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -> CompiledKernel:
