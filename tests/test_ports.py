@@ -339,10 +339,9 @@ def test_warp_aggregated_atomics_ballot(cpu, n: int, blocks: int, block: int) ->
     check_warp_aggregated(wa.filter_arr_ballot, n, blocks, block)
 
 
-@pytest.mark.xfail(raises=ox.KernelTypeError, strict=True,
-                   reason="a u32 lane mask and the i32 lane id: `active & ((1 << lane) - 1)` "
-                          "is 'mixing u32 and i32'")
 def test_warp_aggregated_natural_lane_masks(cpu) -> None:
+    # a u32 lane mask and the i32 lane id: `active & ((1 << lane) - 1)` is u32 (was
+    # 'mixing u32 and i32'; issue 15 item 13)
     out = np.zeros(32, np.int32)
     wa.natural_lane_mask()[1, 32](out)
     np.testing.assert_array_equal(out, np.arange(32))

@@ -21,9 +21,9 @@ Two ports:
 Friction met while porting:
 
 - `active & ((1 << lane) - 1)`, the usual "lanes below me" mask, mixes `u32` (the mask)
-  with `i32` (`lane`, so `1 << lane` is `i32`): "mixing u32 and i32: signed and unsigned
-  integers of one width have no common type", hint "e.g. `i64(x)`". In CUDA the unsigned
-  side wins.
+  with `i32` (`lane`, so `1 << lane` is `i32`). It was "mixing u32 and i32: signed and
+  unsigned integers of one width have no common type"; now `&`, `|`, `^` of one width take
+  the unsigned type, as in CUDA (issue 15 item 13), and `natural_lane_mask` runs.
 - `u32(1) << lane` is refused the same way: the shift amount must share the value's
   signedness, although the result of a shift always has the left operand's type (C, and
   docs/language.md reads the amount as unsigned anyway). The hint's `i64(x)` would

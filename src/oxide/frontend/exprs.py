@@ -24,6 +24,7 @@ from oxide.frontend.constfold import (
 )
 from oxide.frontend.promote import (
     PromotionError,
+    bitwise_dtype,
     literal_dtype,
     literal_fits,
     literal_with,
@@ -398,7 +399,8 @@ class ExprMixin:
             if not isinstance(v, (Lit, Val, Witness)):
                 raise self.error(KernelTypeError, node,
                                  f"`{_SYMBOLS[kind]}` needs numbers, not {describe(v)}")
-        dt = self.shift_dtype(kind, a, b, node) or self.common_dtype([a, b], node)
+        dt = (self.shift_dtype(kind, a, b, node) or self.bitwise_mixed_dtype(kind, a, b)
+              or self.common_dtype([a, b], node))
         if dt.is_bool and kind not in ("and", "or", "xor"):
             dt = T.i32
         if kind == "div" and not dt.is_float:
@@ -455,6 +457,15 @@ class ExprMixin:
         except PromotionError:
             return left
         return None
+
+    def bitwise_mixed_dtype(self, kind: str, a: Any, b: Any) -> T.DType | None:
+        """`&`, `|`, `^` on typed integers of one width and different signedness
+        (`active_u32 & lanes_i32`): the unsigned type (promote.bitwise_dtype). None: the
+        usual promotion (literals adapt to the typed side anyway)."""
+        if kind not in ("and", "or", "xor") or isinstance(a, Lit) or isinstance(b, Lit):
+            return None
+        left, right = (T.i64 if isinstance(v, Witness) else v.dtype for v in (a, b))
+        return bitwise_dtype(left, right)
 
     def tuple_binop(self, kind: str, a: Any, b: Any, node: ast.AST) -> Tup:
         """`t + u` and `t * n` on compile-time tuples, as in Python (`(n,) * 3` as a shape).

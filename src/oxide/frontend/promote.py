@@ -6,6 +6,9 @@
 - Typed operands promote as NumPy does (f32+f64 -> f64, i32+i64 -> i64,
   i8+u16 -> i32, int+float -> the float); signed/unsigned mixes of one width
   are an error rather than a silent 64-bit widening.
+- Except for `&`, `|` and `^`: on integers of one width they give the same bits
+  whichever signedness is picked, so `mask_u32 & lane_bits_i32` is the unsigned
+  type (C's usual conversions), with no cast (`bitwise_dtype`).
 """
 
 from __future__ import annotations
@@ -72,6 +75,18 @@ def promote(a: T.DType, b: T.DType) -> T.DType:
     raise PromotionError(
         f"mixing {a.name} and {b.name}: signed and unsigned integers of "
         f"{'one width' if a.bits == b.bits else 'these widths'} have no common type")
+
+
+def bitwise_dtype(a: T.DType, b: T.DType) -> T.DType | None:
+    """The type of `a & b`, `a | b`, `a ^ b` where the usual promotion has none: integers
+    of one width and different signedness give the unsigned type. Why it is safe: a
+    bitwise operation acts on each bit alone, so reading either operand as the other
+    type changes no bit of the result; only its interpretation, and C's usual
+    arithmetic conversions pick the unsigned one. None: promote as usual."""
+    if (a.is_int and b.is_int and not a.is_bool and not b.is_bool and a.bits == b.bits
+            and a.is_signed != b.is_signed):
+        return b if a.is_signed else a
+    return None
 
 
 def literal_with(value: int | float | bool, other: T.DType) -> T.DType:
