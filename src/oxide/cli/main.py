@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import typer
 
-from oxide.cli import build, cache, doctor, inspect_kernel, new, run, sanitize
+from oxide.cli import bench, build, cache, doctor, inspect_kernel, new, run, sanitize
 
 app = typer.Typer(
     name="oxide",
@@ -41,6 +41,7 @@ app.command("doctor")(doctor.doctor)
 app.command("inspect")(inspect_kernel.inspect)
 app.command("build")(build.build)
 app.command("sanitize")(sanitize.sanitize)
+app.command("bench")(bench.bench)
 app.add_typer(cache.app, name="cache")
 
 

@@ -1,0 +1,209 @@
+"""`oxide bench FILE::KERNEL`: generated inputs, the bench_KERNEL() hook, the report, errors."""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+import oxide as ox
+from oxide import types as T
+from oxide.cli import bench
+from oxide.cli.main import app
+from oxide.cli.signatures import compile_args, parse_types
+from oxide.examples.matadd import matadd
+from oxide.examples.vecadd import vecadd
+
+runner = CliRunner()
+FAST = ["--device", "cpu", "--warmup", "0", "--rep", "2"]
+
+KERNELS = textwrap.dedent("""
+    import numpy as np
+    import oxide as ox
+    from oxide import DisjointSlice, Slice, f32, i32, thread
+
+    @ox.kernel
+    def twice(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = x[i] * 2.0
+
+    @ox.kernel
+    def shift(x: Slice[i32], by: i32, out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = x[i] + by
+
+    @ox.kernel(max_threads=64)
+    def narrow(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            out[i] = x[i]
+
+    seen = {}
+
+    def bench_twice(size=None):
+        n = size or 1000
+        x = np.arange(n, dtype=np.float32)
+        out = np.zeros_like(x)
+        seen["x"], seen["out"] = x, out
+        return ox.LaunchConfig.for_num_elems(n, 128), (x, out)
+""")
+
+
+def _bench(*args: str) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["bench", *args])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _json(*args: str) -> dict[str, object]:
+    code, out, err = _bench(*args, *FAST, "--json")
+    assert code == 0, out + err
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+@pytest.fixture()
+def kernels_file(tmp_path: Path) -> Path:
+    path = tmp_path / "bench_kernels.py"
+    path.write_text(KERNELS)
+    yield path
+    sys.modules.pop("bench_kernels", None)
+
+
+def test_bench_reports_median_min_and_gb_per_s() -> None:
+    code, out, err = _bench("vecadd::vecadd", "--shape", "5000", *FAST)
+    assert code == 0, out + err
+    assert "vecadd on CPU" in out
+    assert "a: f32[5000] random" in out
+    assert "grid (20, 1, 1), block (256, 1, 1)" in out
+    assert "median" in out and "min" in out and "GB/s" in out
+    assert "compiling" not in out + err  # no spinner where the output is no terminal
+
+
+def test_bench_counts_every_array_once() -> None:
+    data = _json("vecadd", "--shape", "4K")
+    assert data["bytes"] == 3 * 4 * 4096
+    assert data["grid"] == [16, 1, 1] and data["block"] == [256, 1, 1]
+    assert data["min_ms"] <= data["median_ms"]
+    assert data["runs"] >= 1
+    assert math.isclose(data["gb_per_s"], data["bytes"] / (data["median_ms"] * 1e-3) / 1e9)
+
+
+def test_bench_launches_2d_kernels_over_cols_and_rows() -> None:
+    data = _json("matadd", "--shape", "100x50")
+    assert data["block"] == [16, 16, 1]
+    assert data["grid"] == [math.ceil(50 / 16), math.ceil(100 / 16), 1]
+    assert data["bytes"] == 3 * 4 * 100 * 50
+
+
+def test_bench_keeps_to_max_threads_and_takes_explicit_config(kernels_file: Path) -> None:
+    data = _json(f"{kernels_file}::narrow", "--shape", "1000")
+    assert data["block"] == [64, 1, 1] and data["grid"] == [16, 1, 1]
+    data = _json("vecadd", "--shape", "1000", "--grid", "3", "--block", "64")
+    assert data["grid"] == [3, 1, 1] and data["block"] == [64, 1, 1]
+
+
+def test_generated_inputs_follow_the_signature_and_run() -> None:
+    sig = compile_args(vecadd, None, {})
+    work = bench.generated_workload(vecadd, sig, ["777"], [], None, None, 0, seed=1)
+    a, b, out = work.args
+    assert a.dtype == np.float32 and a.shape == (777,)
+    assert 0.0 <= a.min() and a.max() < 1.0 and not np.array_equal(a, b)
+    with ox.device("cpu"):
+        vecadd[work.config](a, b, out)
+    np.testing.assert_array_equal(out, a + b)
+    sig = compile_args(matadd, parse_types("Slice[f64, 2], Slice[f64, 2], DisjointSlice[f64, 2]"),
+                       {})
+    work = bench.generated_workload(matadd, sig, ["a=30x40", "20x10"], [], None, None, 0, 0)
+    assert [x.shape for x in work.args] == [(30, 40), (20, 10), (20, 10)]
+    assert work.args[0].dtype == np.float64
+
+
+def test_integer_inputs_and_scalar_values(kernels_file: Path) -> None:
+    from oxide.cli.loading import load_kernel
+
+    shift = load_kernel(f"{kernels_file}::shift")
+    sig = compile_args(shift, None, {})
+    work = bench.generated_workload(shift, sig, ["300"], ["by=7"], None, None, 0, 0)
+    x, by, out = work.args
+    assert x.dtype == np.int32 and 0 <= x.min() and x.max() < bench.INT_HIGH
+    assert by == np.int32(7) and isinstance(by, np.int32)
+    with ox.device("cpu"):
+        shift[work.config](x, by, out)
+    np.testing.assert_array_equal(out, x + 7)
+    assert bench.random_array(T.u8, (1000,), np.random.default_rng(0)).dtype == np.uint8
+    assert bench.random_array(T.bool_, (10,), np.random.default_rng(0)).dtype == np.bool_
+
+
+def test_the_hook_gives_inputs_and_config(kernels_file: Path) -> None:
+    code, out, err = _bench(f"{kernels_file}::twice", "--size", "3000", *FAST)
+    assert code == 0, out + err
+    assert "bench_twice()" in out and "grid (24, 1, 1), block (128, 1, 1)" in out
+    assert "24.00 KB" in out  # 2 arrays of 3000 f32
+    seen = sys.modules["bench_kernels"].seen
+    np.testing.assert_array_equal(seen["out"], seen["x"] * 2)  # the kernel really ran on them
+
+
+@pytest.mark.parametrize("args, message", [
+    (["nosuch.py::k"], "nosuch.py is not a file"),
+    (["vecadd::nope"], "has no kernel `nope` (its kernels: vecadd)"),
+    (["vecadd", "--shape", "3x3x3x3"], "is not a shape"),
+    (["vecadd", "--shape", "0"], "is not a shape"),
+    (["vecadd", "--shape", "q=10"], "no array parameter `q`"),
+    (["vecadd", "--shape", "a=10x10"], "`a` is a Slice[f32]"),
+    (["vecadd", "--arg", "n=3"], "no scalar parameter `n`"),
+    (["vecadd", "--block", "0"], "--block takes 1 to 3 positive ints"),
+    (["vecadd", "--types", "Slice[f32], Blob"], "`Blob` is not an oxide type"),
+    (["vecadd", "--size", "10"], "--size goes to a bench_vecadd() hook"),
+    (["mandelbrot"], "--const max_iter=VALUE"),
+])
+def test_bad_specs_are_usage_errors(args: list[str], message: str) -> None:
+    code, out, err = _bench(*args, *FAST)
+    assert code == 2
+    assert message in " ".join((out + err).split()).replace("│ ", "").replace(" │", "")
+
+
+def test_scalar_values_must_fit(kernels_file: Path) -> None:
+    for value in ("2.5", "'x'", "3000000000"):
+        code, out, err = _bench(f"{kernels_file}::shift", "--arg", f"by={value}", *FAST)
+        assert code == 2, out + err
+        assert "is not a i32" in out + err
+
+
+def test_hook_and_spec_flags_do_not_mix(kernels_file: Path) -> None:
+    code, out, err = _bench(f"{kernels_file}::twice", "--shape", "10", *FAST)
+    assert code == 2
+    assert "defines bench_twice()" in " ".join((out + err).split())
+
+
+def test_a_hook_returning_something_else_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "bad_hook.py").write_text(KERNELS.replace(
+        "return ox.LaunchConfig.for_num_elems(n, 128), (x, out)", "return x"))
+    try:
+        code, out, err = _bench(f"{tmp_path / 'bad_hook.py'}::twice", *FAST)
+    finally:
+        sys.modules.pop("bad_hook", None)
+    assert code == 2
+    assert "must return (config, args)" in out + err
+
+
+def test_parse_dims() -> None:
+    assert bench.parse_dims("16M") == (16 << 20,)
+    assert bench.parse_dims("4Kx3") == (4096, 3)
+    assert bench.parse_dims("2, 3, 4") == (2, 3, 4)
+
+
+@pytest.mark.gpu
+def test_bench_on_the_gpu_times_device_arrays() -> None:
+    code, out, err = _bench("vecadd", "--shape", "16M", "--device", "0", "--json")
+    assert code == 0, out + err
+    data = json.loads(out)
+    assert data["device"].startswith("GPU 0")
+    assert data["bytes"] == 3 * 4 * (16 << 20)
+    assert 10 < data["gb_per_s"] < 10_000  # an H200 moves a few TB/s, never 10 TB/s
