@@ -75,10 +75,9 @@ def test_laplace_natural_ternary(cpu) -> None:
     np.testing.assert_array_equal(got, lp.reference(a0, 5))
 
 
-@pytest.mark.xfail(raises=ox.KernelTypeError, strict=False,
-                   reason="issue 15 item 2: `src = a` / `src = b` in if/else -> '`src` is an "
-                          "array and cannot be rebound'")
 def test_laplace_natural_if_else(cpu) -> None:
+    # `src = a` / `src = b` in an if/else statement (issue 15 item 2; was "`src` is an
+    # array and cannot be rebound")
     a0 = lp.initial_grid(20, 30)
     got = lp.solve_in_kernel(lp.natural_if_else(), a0, 5, parity=False)
     np.testing.assert_array_equal(got, lp.reference(a0, 5))
@@ -110,7 +109,6 @@ def test_laplace_natural_errors_say_what_the_docstring_records(cpu) -> None:
     for build, sig, kind, text in [
         (lp.natural_ternary, disjoint, ox.SafetyError,
          "is a DisjointSlice this kernel writes"),
-        (lp.natural_if_else, raw, ox.KernelTypeError, "`src` is an array and cannot be rebound"),
         (lp.natural_func_swap, disjoint, ox.SafetyError,
          "`a` is a DisjointSlice this kernel writes"),
         (lp.natural_grid_sync, raw, ox.KernelSyntaxError, "grid-wide sync"),

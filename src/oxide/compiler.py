@@ -147,6 +147,15 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         tgt = CPUTarget()
     lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func
+    if target == "nvptx" and arch == "sm_90":
+        from oxide.codegen.hopper import needs_arch_specific
+
+        # A kernel using an instruction only sm_90a has (setmaxnreg; wgmma later) is
+        # compiled for sm_90a when asked for sm_90: its cubin still loads on the sm_90 GPU
+        # that asked; other GPUs get a TargetError at the call (codegen/hopper.py).
+        if needs_arch_specific(func):
+            arch = "sm_90a"
+            tgt = NVPTXTarget(arch, kernel.options.max_threads)
     try:
         func.verify()
     except Exception as exc:

@@ -12,8 +12,9 @@ Friction met while porting (see tests/test_ports.py for the checks that pin it):
   reads of `src` are refused as reads of a DisjointSlice the kernel writes ("is a
   DisjointSlice this kernel writes"). Without a grid-wide sync between steps they would
   race anyway.
-- The same choice through an `if/else` statement (`src = a` / `src = b`) is refused with
-  "`src` is an array and cannot be rebound", with no hint (issue 15 item 2).
+- The same choice through an `if/else` statement (`src = a` / `src = b`) was refused with
+  "`src` is an array and cannot be rebound"; it works now (issue 15 item 2), as does the
+  swap `src, dst = dst, src` in a loop (tests/test_array_rebinding.py).
 - Calling one `@ox.func` on `(a, b)` in one branch and on `(b, a)` in the other compiles
   the func twice but fails the safety pass: `a` is a DisjointSlice the kernel writes (in
   one branch), so its neighbour reads are refused. The error's hint says "read `a[i]`

@@ -73,3 +73,60 @@ def copy_assigned(assigned: set[str] | None) -> set[str] | None:
 def meet_paths(*paths: set[str] | None) -> set[str] | None:
     """The names assigned on every path that reaches a join (None: no path does)."""
     return meet([p for p in paths if p is not None])
+
+
+def copy_sources(fn: ast.FunctionDef) -> dict[str, list[str] | None]:
+    """For each name `fn`'s body stores: the names its assignments copy, in source order.
+
+    A copy is `x = y`, `x = a if c else b` (each side a copy) and the items of a tuple
+    assignment (`src, dst = dst, src`). None: some store of the name is not a copy (an
+    arithmetic value, a loop target). Why: an array name rebound in the body is a small
+    integer saying which array it is (frontend/lower.py, `ArrayVar`), and that integer
+    must know every array the name may hold before the first read, which in a loop comes
+    before the rebinding it depends on.
+    """
+    out: dict[str, list[str] | None] = {}
+
+    def add(name: str, sources: list[str] | None) -> None:
+        if name in out and out[name] is None:
+            return
+        if sources is None:
+            out[name] = None
+            return
+        have = out.setdefault(name, [])
+        assert have is not None
+        have.extend(s for s in sources if s not in have)
+
+    def names_of(value: ast.expr) -> list[str] | None:
+        if isinstance(value, ast.Name):
+            return [value.id]
+        if isinstance(value, ast.IfExp):
+            a, b = names_of(value.body), names_of(value.orelse)
+            return None if a is None or b is None else a + b
+        return None
+
+    def bind(target: ast.expr, value: ast.expr | None) -> None:
+        if isinstance(target, ast.Name):
+            add(target.id, None if value is None else names_of(value))
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            items = (value.elts if isinstance(value, (ast.Tuple, ast.List))
+                     and len(value.elts) == len(target.elts)
+                     and not any(isinstance(t, ast.Starred) for t in target.elts) else None)
+            for i, t in enumerate(target.elts):
+                bind(t.value if isinstance(t, ast.Starred) else t,
+                     None if items is None else items[i])
+
+    for stmt in fn.body:
+        for node in ast.walk(stmt):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    bind(target, node.value)
+            elif isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+                bind(node.target, None)
+            elif isinstance(node, (ast.For, ast.comprehension)):
+                bind(node.target, None)
+            elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+                bind(node.optional_vars, None)
+            elif isinstance(node, ast.NamedExpr):
+                bind(node.target, None)
+    return out

@@ -33,6 +33,7 @@ from oxide.frontend.promote import (
 from oxide.frontend.scope import is_number_tuple, wrap_python
 from oxide.frontend.values import (
     Array,
+    ArrayVar,
     FixedArray,
     Lit,
     Slot,
@@ -430,7 +431,8 @@ class ExprMixin:
         names = (node.body, node.orelse)
         if not all(isinstance(n, ast.Name) for n in names):
             return None
-        a, b = (self.env.get(n.id) for n in names)  # type: ignore[attr-defined]
+        a, b = (self.load_name(n.id, n) if isinstance(self.env.get(n.id), ArrayVar)  # type: ignore[attr-defined]
+                else self.env.get(n.id) for n in names)  # type: ignore[attr-defined]
         if not (isinstance(a, Array) and isinstance(b, Array)):
             return None
         if a.type != b.type:

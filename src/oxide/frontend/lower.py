@@ -27,6 +27,7 @@ from oxide.frontend.calls import CallsMixin, is_function
 from oxide.frontend.definite import (
     bound_once_by_assign,
     copy_assigned,
+    copy_sources,
     local_names,
     meet_paths,
 )
@@ -38,6 +39,7 @@ from oxide.frontend.source import Source
 from oxide.frontend.subscripts import SubscriptMixin
 from oxide.frontend.values import (
     Array,
+    ArrayVar,
     FixedArray,
     Lit,
     Slot,
@@ -120,6 +122,13 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
         # loop variables of unrolled loops (unroll_range): their typed constant per copy
         self.unrolled: dict[str, Val] = {}
         self.assigned: set[str] | None = set()
+        # Array names rebound in the body (ArrayVar): what each name may copy, the
+        # function's parameters, and their arrays before the body runs
+        self.copy_sources = copy_sources(source.tree)
+        args = source.tree.args
+        self.arg_names = tuple(a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs))
+        self.initial_arrays: dict[str, Array] | None = None
+        self.array_reuse_off = 0  # > 0 inside loops with break/continue
 
     # -- diagnostics -----------------------------------------------------------------
 
@@ -133,6 +142,8 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
     # -- statements ------------------------------------------------------------------
 
     def lower_body(self, body: list[ast.stmt]) -> None:
+        if self.initial_arrays is None:  # the function's own body: it starts here
+            self.bind_rebound_parameters()
         for stmt in body:
             if self.b.terminated:
                 # Code after return/break/continue: still checked, never reached.
@@ -147,7 +158,17 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
             raise self.error(UnsupportedFeatureError, node, message, hint=hint)
         outer = self.b.where
         self.b.where = (*self.call_spans, self.src.span(node))
+        loop = isinstance(node, (ast.For, ast.While))
+        jumps = loop and any(isinstance(n, (ast.Break, ast.Continue)) for n in ast.walk(node))
+        if loop:
+            # an array read before the loop may be stale in its second iteration, and a
+            # `continue` joins paths the dominance test cannot see yet in unrolled copies
+            self.forget_array_reads()
+            self.array_reuse_off += jumps
         method(node)
+        if loop:
+            self.forget_array_reads()
+            self.array_reuse_off -= jumps
         self.b.where = outer
 
     def stmt_Pass(self, node: ast.Pass) -> None:
@@ -324,7 +345,10 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
                 label=f"some path to here does not assign `{name}`",
                 hint=f"assign `{name}` before the `if` or loop that sets it (a loop over a "
                      f"run-time range, or a `while`, may run zero times), or on every path")
-        return super().load_name(name, node)
+        value = super().load_name(name, node)
+        if isinstance(value, ArrayVar):
+            return self.read_array_var(value)
+        return value
 
     def stmt_Return(self, node: ast.Return) -> None:
         target = self.return_target
@@ -420,11 +444,28 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
                 label="a witness variable is bound once",
                 hint=f"use another name for the new value; `{name}` must keep naming this "
                      "thread's unique index")
-        if isinstance(current, (Array, FixedArray)) or (current is None and name in self.ctx.params
-                                                         and isinstance(value, Array)):
+        if isinstance(current, ArrayVar):
+            self.write_array_var(current, value, node)
+            return
+        if (current is None and isinstance(value, Array) and name in self.copy_sources
+                and name not in self.constant_names):
+            # an array name assigned more than once: a slot saying which array it is
+            var = self.new_array_var(name, value)
+            self.env[name] = var
+            self.write_array_var(var, value, node)
+            return
+        if isinstance(current, FixedArray):
+            raise self.error(KernelTypeError, node,
+                             f"`{name}` is {describe(current)} and cannot be rebound",
+                             hint="only array parameters (and arrays an @ox.func receives) of "
+                                  "one type can be rebound; shared, local and constant arrays "
+                                  "are bound once: use another name")
+        if isinstance(current, Array):
             raise self.error(KernelTypeError, node, f"`{name}` is an array and cannot be rebound",
-                             hint=f"choose the array in one expression instead: "
-                                  f"`{name} = a if cond else b` (two parameters of one type)")
+                             label="bound once here (a loop the compiler unrolls repeats it)",
+                             hint=f"assign `{name}` on every path instead (`if c: {name} = a` / "
+                                  f"`else: {name} = b`), or choose in one expression: "
+                                  f"`{name} = a if cond else b`")
         if isinstance(value, (Witness, Array, FixedArray, Static)):
             if isinstance(current, Slot):
                 if isinstance(value, Witness):
@@ -466,6 +507,130 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
             current.note = (f"`{name}` is a plain integer variable; a value derived from a "
                             "ThreadIndex loses the uniqueness guarantee")
         self.b.emit(ops.SlotWriteOp(current.ssa, v))
+
+    # -- array names rebound in the body (values.ArrayVar) -----------------------------
+
+    def bind_rebound_parameters(self) -> None:
+        """Array parameters the body assigns (`a, b = b, a` in a loop) become ArrayVars
+        before the first statement, so that reads before the rebinding select too."""
+        self.initial_arrays = {n: v for n, v in self.env.items() if isinstance(v, Array)}
+        for name in self.arg_names:
+            value = self.env.get(name)
+            if isinstance(value, Array) and name in self.copy_sources:
+                var = self.new_array_var(name, value)
+                self.env[name] = var
+                self.write_array_var(var, value, self.src.tree)
+
+    def new_array_var(self, name: str, first: Array) -> ArrayVar:
+        """An ArrayVar for `name`: its candidates are the arrays of `first`'s type that the
+        body's copies (`x = y`, `x = a if c else b`, tuple swaps) can bring into it."""
+        initial = self.initial_arrays or {}
+        candidates: list[Array] = []
+        seen: set[str] = set()
+        queue = [name]
+        while queue:
+            n = queue.pop(0)
+            if n in seen:
+                continue
+            seen.add(n)
+            leaf = initial.get(n) if n in initial else (
+                self.env.get(n) if n not in self.copy_sources else None)
+            if (isinstance(leaf, Array) and leaf.type == first.type
+                    and all(c.ssa is not leaf.ssa for c in candidates)):
+                candidates.append(leaf)
+            queue.extend(self.copy_sources.get(n) or ())
+        var = ArrayVar(self.b.alloc(ops.SlotOp(ir_type(T.i32))), first.type, (), name)
+        var.candidates = tuple(candidates)
+        if self.array_index(var, first.ssa, emit=False) is None:
+            var.candidates = (*candidates, Array(first.ssa, first.type, first.name))
+        return var
+
+    def array_index(self, var: ArrayVar, ssa: Any, emit: bool = True) -> Any:
+        """Which of `var`'s candidates the array `ssa` is: an int, an i32 SSA value (through
+        `a if c else b` choices and other ArrayVars' selects), or None (not one of them)."""
+        for k, c in enumerate(var.candidates):
+            if c.ssa is ssa:
+                return k
+        owner = ssa.owner
+        if not isinstance(owner, ops.ArraySelectOp):
+            return None
+        t = self.array_index(var, owner.if_true, emit)
+        f = self.array_index(var, owner.if_false, emit)
+        if t is None or f is None or not emit:
+            return None if t is None or f is None else 0
+        if isinstance(t, int) and t == f:
+            return t
+        tv, fv = (self.b.constant(x, T.i32) if isinstance(x, int) else x for x in (t, f))
+        return self.b.value(ops.SelectOp(owner.cond, tv, fv))
+
+    def write_array_var(self, var: ArrayVar, value: Any, node: ast.AST) -> None:
+        if not isinstance(value, Array):
+            raise self.error(KernelTypeError, node,
+                             f"`{var.name}` is an array ({var.type!r}) and cannot be rebound "
+                             f"to {describe(value)}", hint="use another name for the new value")
+        if value.type != var.type:
+            raise self.error(
+                KernelTypeError, node,
+                f"`{var.name}` is an array of type {var.type!r} and cannot be rebound to "
+                f"{value.type!r}",
+                label=f"this is {value.type!r}",
+                hint="an array name is rebound only to arrays of one type (element type, "
+                     "rank, access and layout): declare the parameters alike, or use "
+                     "another name")
+        k = self.array_index(var, value.ssa)
+        if k is None:
+            names = ", ".join(f"`{c.name}`" for c in var.candidates)
+            raise self.error(
+                KernelTypeError, node,
+                f"`{var.name}` holds one of {names}; cannot rebind it to `{value.name}` here",
+                hint=f"assign `{var.name}` from array names (`{var.name} = a`, "
+                     f"`{var.name} = a if c else b`, `{var.name}, b = b, {var.name}`)")
+        index = self.b.constant(k, T.i32) if isinstance(k, int) else k
+        self.b.emit(ops.SlotWriteOp(var.slot, index))
+        var.gen += 1
+        known = var.candidates[k] if isinstance(k, int) else value
+        var.known = (Array(known.ssa, var.type, var.name), self.b.block, var.gen)
+
+    def read_array_var(self, var: ArrayVar) -> Array:
+        """The array `var` names here: the last read or write when it still holds (same
+        value, and made in a block that dominates this one), else a chain of selects on
+        its slot."""
+        if var.known is not None and not self.array_reuse_off:
+            arr, block, gen = var.known
+            if gen == var.gen and self.dominates(block, self.b.block):
+                return arr
+        idx = self.b.value(ops.SlotReadOp(var.slot))
+        result = var.candidates[-1].ssa
+        for k in range(len(var.candidates) - 2, -1, -1):
+            cond = self.b.value(ops.CompareOp("eq", idx, self.b.constant(k, T.i32)))
+            result = self.b.value(ops.ArraySelectOp(cond, var.candidates[k].ssa, result))
+        arr = Array(result, var.type, var.name)
+        var.known = (arr, self.b.block, var.gen)
+        return arr
+
+    def forget_array_reads(self) -> None:
+        for v in self.env.values():
+            if isinstance(v, ArrayVar):
+                v.known = None
+
+    def dominates(self, a: Block, b: Block) -> bool:
+        """Whether every path from the body's start to `b` passes `a`, on the graph built
+        so far (the edges still missing are back edges and jumps into blocks not yet
+        entered, which do not change what dominates the current block)."""
+        start = self.b.func.body.blocks[1]
+        if a is b or a is start:
+            return True
+        seen = {id(start)}
+        stack = [start]
+        while stack:
+            block = stack.pop()
+            if block is b:
+                return False
+            for succ in (block.last_op.successors if block.last_op is not None else ()):
+                if succ is not a and id(succ) not in seen:
+                    seen.add(id(succ))
+                    stack.append(succ)
+        return True
 
     def coerce_to_slot(self, value: Any, slot: Slot, name: str, node: ast.AST) -> Any:
         """`value` as the slot's type: a variable (or a function's return value, a tuple

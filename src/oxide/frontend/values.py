@@ -54,6 +54,29 @@ class Array:
     name: str
 
 
+@dataclass
+class ArrayVar:
+    """An array name rebound in the body (`if c: src = a` / `else: src = b`, or the
+    ping-pong swap `src, dst = dst, src` in a loop): an `i32` slot holding which of
+    `candidates` (array parameters, or arrays an @ox.func received, all of one type) it is
+    now. Each read selects through `oxide.array_select` ops, so the safety passes see every
+    array a read or write may touch (a DisjointSlice written through it counts as written
+    in each candidate), exactly as for `a if c else b`.
+
+    `known` caches the last read (or a write of a known array): the `Array`, the block it
+    was made in and the write count `gen` then; a read in a block that block dominates,
+    with no write since, reuses it. Why: the guard analysis matches arrays by SSA value,
+    so `if ij in dst:` and `dst[ij] = v` must see one value, not two selects.
+    """
+
+    slot: SSAValue
+    type: T.ArrayType
+    candidates: tuple[Array, ...]
+    name: str
+    gen: int = 0
+    known: tuple[Array, Any, int] | None = None
+
+
 @dataclass(frozen=True)
 class FixedArray:
     """A shared-memory, thread-local or constant array with a fixed shape.
@@ -150,7 +173,7 @@ def describe(v: Any) -> str:
         return v.dtype.name
     if isinstance(v, Witness):
         return f"a {v.rank}-D ThreadIndex"
-    if isinstance(v, Array):
+    if isinstance(v, (Array, ArrayVar)):
         return repr(v.type)
     if isinstance(v, FixedArray):
         return f"a {v.space} array"
