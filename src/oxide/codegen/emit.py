@@ -369,6 +369,16 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
         self.names[op.result] = self.t.warp(self, op.kind.data, args,
                                             dtype_of_ir(op.result.type))
 
+    def op_InlineAsmOp(self, op: ops.InlineAsmOp) -> None:
+        from oxide.codegen.hopper import emit_inline_asm
+
+        emit_inline_asm(self, op)
+
+    def op_HopperOp(self, op: ops.HopperOp) -> None:
+        from oxide.codegen.hopper import emit_hopper
+
+        emit_hopper(self, op)
+
     def printf_values(self, args: list[tuple[T.DType, str]]) -> list[tuple[str, str]]:
         """printf's view of `print` arguments: C's default promotions (floats to double,
         small ints to 32 bits) and bools as "True"/"False" strings, as Python prints them."""

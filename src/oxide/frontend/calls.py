@@ -13,6 +13,7 @@ import numpy as np
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
 from oxide.frontend.bit_calls import BitCallsMixin
+from oxide.frontend.hopper_calls import HopperCallsMixin
 from oxide.frontend.math_calls import MathCallsMixin
 from oxide.frontend.parallel_calls import ParallelCallsMixin
 from oxide.frontend.values import (
@@ -34,7 +35,7 @@ from oxide.lang import MATH_FUNCTIONS
 from oxide.lang.intrinsic import Intrinsic
 
 
-class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin):
+class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsMixin):
     """Call lowering; mixed into FunctionLowering."""
 
     def expr_Call(self, node: ast.Call) -> Any:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from xdsl.dialects.builtin import (
+    ArrayAttr,
     FunctionType,
     IntAttr,
     IntegerType,
@@ -31,6 +32,7 @@ from xdsl.irdl import (
     successor_def,
     traits_def,
     var_operand_def,
+    var_result_def,
 )
 from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
@@ -479,12 +481,65 @@ class UnreachableOp(IRDLOperation):
         super().__init__()
 
 
+@irdl_op_definition
+class InlineAsmOp(IRDLOperation):
+    """`ox.asm(...)`: inline PTX with typed operands. `constraints` is LLVM's string
+    (outputs first, `=r`/`=l`/`=f`/`=d`/`=h`); `side_effects=1` keeps it from being
+    removed or moved (LLVM's `asm sideeffect`). Its results vary per thread."""
+
+    name = "oxide.inline_asm"
+    template = prop_def(StringAttr)
+    constraints = prop_def(StringAttr)
+    side_effects = prop_def(IntAttr)
+    args = var_operand_def()
+    res = var_result_def()
+
+    def __init__(self, template: str, constraints: str, args: Sequence[SSAValue],
+                 result_types: Sequence[Attribute], side_effects: bool) -> None:
+        super().__init__(operands=[list(args)], result_types=[list(result_types)],
+                         properties={"template": StringAttr(template),
+                                     "constraints": StringAttr(constraints),
+                                     "side_effects": IntAttr(int(side_effects))})
+
+
+@irdl_op_definition
+class HopperOp(IRDLOperation):
+    """A tensor-core, mbarrier, fence, cluster or warp-group primitive (codegen/hopper.py).
+
+    `kind` names it (`mma.m16n8k16.bf16`, `ldmatrix.x4.trans`, `mbarrier.init`...);
+    `array` and `indices` name the shared-memory element it works on, if any (bounds-
+    checked as `site` when that is set); `args` are its run-time operands and `imm` its
+    compile-time integers (setmaxnreg's register count)."""
+
+    name = "oxide.hopper"
+    kind = prop_def(StringAttr)
+    imm = prop_def(ArrayAttr)
+    site = opt_prop_def(IntAttr)
+    array = var_operand_def()
+    indices = var_operand_def()
+    args = var_operand_def()
+    res = var_result_def()
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(self, kind: str, args: Sequence[SSAValue], result_types: Sequence[Attribute],
+                 array: SSAValue | None = None, indices: Sequence[SSAValue] = (),
+                 imm: Sequence[int] = (), site: int | None = None) -> None:
+        props: dict[str, Attribute] = {"kind": StringAttr(kind),
+                                       "imm": ArrayAttr([IntAttr(i) for i in imm])}
+        if site is not None:
+            props["site"] = IntAttr(site)
+        super().__init__(operands=[[array] if array is not None else [], list(indices),
+                                   list(args)],
+                         result_types=[list(result_types)], properties=props)
+
+
 Oxide = Dialect(
     "oxide",
     [FuncOp, ConstantOp, BinaryOp, UnaryOp, CompareOp, CastOp, SelectOp, ArraySelectOp, MathOp,
      RegisterOp, ThreadIndexOp, IndexComponentOp, InBoundsOp, ArrayDimOp, LoadOp,
      StoreOp, AtomicOp, FixedArrayOp, SlotOp, SlotReadOp, SlotWriteOp, BarrierOp, WarpOp,
-     AssertOp, PrintOp, BranchOp, CondBranchOp, ReturnOp, UnreachableOp],
+     AssertOp, PrintOp, BranchOp, CondBranchOp, ReturnOp, UnreachableOp, InlineAsmOp,
+     HopperOp],
     [],
 )
 

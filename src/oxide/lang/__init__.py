@@ -4,6 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from oxide.lang.hopper import (
+    asm,
+    cluster,
+    elect_sync,
+    fence_mbarrier_init,
+    fence_proxy_async,
+    ldmatrix,
+    mbarrier,
+    mma_sync,
+    named_barrier_sync,
+    setmaxnreg,
+    stmatrix,
+)
 from oxide.lang.intrinsic import Intrinsic, Namespace, RegisterGroup
 
 thread = Namespace("thread", {
@@ -120,5 +133,7 @@ __all__ = [
     "warp_id", "sync_threads", "sync_warp", "threadfence", "threadfence_block",
     "threadfence_system", "math", "warp", "atomic", "shared", "local", "block", "unsafe",
     "MATH_FUNCTIONS", "popc", "clz", "ffs", "brev", "byte_perm", "mulhi", "sync_threads_count",
-    "sync_threads_and", "sync_threads_or",
+    "sync_threads_and", "sync_threads_or", "asm", "mma_sync", "ldmatrix", "stmatrix",
+    "mbarrier", "fence_proxy_async", "fence_mbarrier_init", "elect_sync", "setmaxnreg",
+    "named_barrier_sync", "cluster",
 ]

@@ -1,0 +1,266 @@
+"""NVPTX emission of inline PTX and of the tensor-core / Hopper primitives.
+
+Each `oxide.hopper` op becomes one LLVM NVVM intrinsic (all of these exist in LLVM 22:
+`mma`, `ldmatrix`, `stmatrix`, `mbarrier.*`, the fences, `elect.sync`, `setmaxnreg`,
+`barrier.cta.sync.count`, the cluster registers and barrier), and `oxide.inline_asm` an
+LLVM `asm` call. Before any of that, the target is checked here: LLVM aborts the whole
+process on an intrinsic it cannot select for the architecture (TOOLCHAIN-NOTES), so a
+primitive the target lacks is a `TargetError` naming the call, raised while the LLVM IR
+text is still being written. The CPU target has none of them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from oxide import types as T
+from oxide.errors import TargetError
+from oxide.ir import ops
+from oxide.ir.types import dtype_of_ir
+
+# kind prefix -> (the oldest architecture that has it, whether it needs the `a` variant)
+_REQUIRES: tuple[tuple[str, int, bool], ...] = (
+    ("mma.", 80, False), ("ldmatrix.", 80, False), ("stmatrix.", 90, False),
+    ("mbarrier.init", 80, False), ("mbarrier.arrive_expect_tx", 90, False),
+    ("mbarrier.arrive", 80, False), ("mbarrier.", 90, False), ("fence.", 90, False),
+    ("elect_sync", 90, False), ("setmaxnreg.", 90, True), ("named_barrier", 80, False),
+    ("sreg.", 90, False), ("cluster.", 90, False),
+)
+# kind prefix -> the name users wrote
+_NAMES = (("mma.", "ox.mma_sync()"), ("ldmatrix.", "ox.ldmatrix()"),
+          ("stmatrix.", "ox.stmatrix()"), ("mbarrier.", "ox.mbarrier.{}()"),
+          ("fence.proxy_async", "ox.fence_proxy_async()"),
+          ("fence.mbarrier_init", "ox.fence_mbarrier_init()"),
+          ("elect_sync", "ox.elect_sync()"), ("setmaxnreg.", "ox.setmaxnreg()"),
+          ("named_barrier", "ox.named_barrier_sync()"), ("sreg.", "ox.cluster registers"),
+          ("cluster.", "the cluster barrier"))
+_MMA = {"mma.m16n8k16.bf16": "llvm.nvvm.mma.m16n8k16.row.col.bf16",
+        "mma.m16n8k16.f16": "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
+        "mma.m16n8k8.tf32": "llvm.nvvm.mma.m16n8k8.row.col.tf32"}
+_MBARRIER = {"init": ("llvm.nvvm.mbarrier.init.shared", "void"),
+             "arrive": ("llvm.nvvm.mbarrier.arrive.shared", "i64"),
+             "arrive_expect_tx": ("llvm.nvvm.mbarrier.arrive.expect.tx.scope.cta.space.cta",
+                                  "i64"),
+             "try_wait_parity": ("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta",
+                                 "i1")}
+_P3 = "ptr addrspace(3)"
+
+
+def requirement(kind: str) -> tuple[int, bool]:
+    """(oldest sm, needs the arch-specific `a` target) for an `oxide.hopper` kind."""
+    for prefix, sm, arch_specific in _REQUIRES:
+        if kind.startswith(prefix):
+            return sm, arch_specific
+    raise TargetError(f"oxide has no GPU primitive `{kind}`")  # a frontend bug: never PTX
+
+
+def needs_arch_specific(func: Any) -> bool:
+    """Whether `func` uses an instruction only the `a` targets have (sm_90a: setmaxnreg)."""
+    return any(isinstance(op, ops.HopperOp) and requirement(op.kind.data)[1]
+               for op in func.walk())
+
+
+def user_name(kind: str) -> str:
+    for prefix, name in _NAMES:
+        if kind.startswith(prefix):
+            return name.format(kind.split(".", 1)[-1])
+    return kind
+
+
+def _span(em: Any, op: Any) -> Any:
+    where = em.origins.get(op)
+    return where[-1] if where else None
+
+
+def check_target(em: Any, op: Any, kind: str, what: str) -> None:
+    """Raise TargetError (at the call) where the target cannot run `op`."""
+    if em.t.name != "nvptx":
+        raise TargetError(f"{what} runs only on NVIDIA GPUs: the CPU target has no "
+                          "equivalent", _span(em, op),
+                          hint="compile this kernel for a GPU (arch='sm_90'), or keep the "
+                               "primitive in a kernel that only runs there")
+    if kind == "asm":
+        return
+    sm, arch_specific = requirement(kind)
+    arch = em.t.arch
+    if em.t.sm < sm or (arch_specific and not arch.endswith("a")):
+        need = f"sm_{sm}{'a' if arch_specific else ''}"
+        hint = ("oxide compiles kernels that use it for sm_90a when the GPU is sm_90 "
+                "(H100, H200); other GPUs lack it" if arch_specific else
+                f"compile for {need} or newer (arch='{need}'), or take another path on "
+                "older GPUs")
+        raise TargetError(f"{what} needs {need}; the target is {arch}", _span(em, op),
+                          hint=hint)
+
+
+# -- inline PTX ----------------------------------------------------------------------
+
+def _llvm_string(text: str) -> str:
+    return "".join(c if 32 <= ord(c) < 127 and c not in '"\\' else f"\\{ord(c):02X}"
+                   for c in text)
+
+
+def _asm_type(dt: T.DType) -> str:
+    """bf16 travels through an `h` register as its i16 bits."""
+    return "i16" if dt.name == "bf16" else dt.llvm
+
+
+def emit_inline_asm(em: Any, op: ops.InlineAsmOp) -> None:
+    check_target(em, op, "asm", "inline PTX (ox.asm)")
+    args = []
+    for a in op.args:
+        dt = dtype_of_ir(a.type)
+        v = em.v(a)
+        if dt.name == "bf16":
+            v = em.ins(f"bitcast bfloat {v} to i16")
+        args.append(f"{_asm_type(dt)} {v}")
+    outs = [dtype_of_ir(r.type) for r in op.res]
+    if not outs:
+        ret = "void"
+    elif len(outs) == 1:
+        ret = _asm_type(outs[0])
+    else:
+        ret = "{ " + ", ".join(_asm_type(d) for d in outs) + " }"
+    side = "sideeffect " if op.side_effects.data else ""
+    call = (f'call {ret} asm {side}"{_llvm_string(op.template.data)}", '
+            f'"{_llvm_string(op.constraints.data)}"({", ".join(args)})')
+    if not outs:
+        em.raw(call)
+        return
+    value = em.ins(call)
+    for k, (r, dt) in enumerate(zip(op.res, outs, strict=True)):
+        v = value if len(outs) == 1 else em.ins(f"extractvalue {ret} {value}, {k}")
+        if dt.name == "bf16":
+            v = em.ins(f"bitcast i16 {v} to bfloat")
+        em.names[r] = v
+
+
+# -- oxide.hopper ----------------------------------------------------------------------
+
+def emit_hopper(em: Any, op: ops.HopperOp) -> None:
+    kind = op.kind.data
+    check_target(em, op, kind, f"`{user_name(kind)}`" if "()" in user_name(kind)
+                 else user_name(kind))
+    head = kind.split(".")[0]
+    results = list(op.res)
+    if head == "mma":
+        values = _mma(em, kind, op)
+    elif head in ("ldmatrix", "stmatrix"):
+        values = _matrix(em, kind, op)
+    elif head == "mbarrier":
+        values = _mbarrier(em, kind.split(".", 1)[1], op)
+    else:
+        values = _simple(em, kind, op)
+    for r, v in zip(results, values, strict=True):
+        em.names[r] = v
+
+
+def element_address(em: Any, op: ops.HopperOp, row: int = 1) -> str:
+    """The shared element's address. Where it is checked, an index out of range (or a
+    matrix row of `row` elements running past the last dimension) is reported, and the
+    address falls back to the array's first element: these instructions are collective
+    (`.sync.aligned`), so every lane still executes them."""
+    array = op.array[0]
+    idx = em.index_list(list(op.indices))
+    if op.site is not None:
+        site = op.site.data
+        checks = [idx]
+        if row > 1:
+            last = em.ins(f"add i64 {idx[-1]}, {row - 1}")
+            checks.append(idx[:-1] + [last])
+        dims = em.arrays[array]["dims"]
+        ok = "true"
+        for check in checks:
+            for i, d in zip(check, dims, strict=True):
+                c = em.ins(f"icmp ult i64 {i}, {d}")
+                ok = c if ok == "true" else em.ins(f"and i1 {ok}, {c}")
+            good, bad = em.bounds_check(array, check, site)
+            em.raw(f"br label %{good}")
+            em.start_block(good)
+        idx = [em.ins(f"select i1 {ok}, i64 {i}, i64 0") for i in idx]
+    return em.address(array, idx)
+
+
+def _pack_halves(em: Any, dt: T.DType, lo: str, hi: str) -> str:
+    vec = f"<2 x {dt.llvm}>"
+    v = em.ins(f"insertelement {vec} poison, {dt.llvm} {lo}, i32 0")
+    v = em.ins(f"insertelement {vec} {v}, {dt.llvm} {hi}, i32 1")
+    return em.ins(f"bitcast {vec} {v} to i32")
+
+
+def _as_i32(em: Any, dt: T.DType, v: str) -> str:
+    return em.ins(f"bitcast float {v} to i32") if dt.name == "f32" else v
+
+
+def _mma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
+    """One mma.sync: A and B as the intrinsic's registers (packed pairs of halves or
+    tf32 bit patterns in i32; f16 pairs as <2 x half>), C as four floats."""
+    args = [(dtype_of_ir(a.type), em.v(a)) for a in op.args]
+    ab, c = args[:-4], args[-4:]
+    if len(ab) == 12:  # 8 + 4 halves: pack pairs, the lower index in the low bits
+        regs = [_pack_halves(em, ab[k][0], ab[k][1], ab[k + 1][1]) for k in range(0, 12, 2)]
+    else:
+        regs = [_as_i32(em, dt, v) for dt, v in ab]
+    reg_t = "i32"
+    if kind.endswith(".f16"):
+        regs = [em.ins(f"bitcast i32 {r} to <2 x half>") for r in regs]
+        reg_t = "<2 x half>"
+    ret = "{ float, float, float, float }"
+    r = em.intrinsic(_MMA[kind], ret, [(reg_t, x) for x in regs] + [("float", v) for _, v in c])
+    return [em.ins(f"extractvalue {ret} {r}, {k}") for k in range(4)]
+
+
+def _matrix(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
+    """ldmatrix / stmatrix m8n8 b16: each lane gives one 8-element row's address."""
+    name, count, *trans = kind.split(".")
+    n = int(count[1:])
+    intr = f"llvm.nvvm.{name}.sync.aligned.m8n8.{count}{'.trans' if trans else ''}.b16.p3"
+    addr = element_address(em, op, row=8)
+    if name == "stmatrix":
+        em.intrinsic(intr, "void", [(_P3, addr)] + [("i32", em.v(a)) for a in op.args])
+        return []
+    if n == 1:
+        return [em.intrinsic(intr, "i32", [(_P3, addr)])]
+    ret = "{ " + ", ".join(["i32"] * n) + " }"
+    r = em.intrinsic(intr, ret, [(_P3, addr)])
+    return [em.ins(f"extractvalue {ret} {r}, {k}") for k in range(n)]
+
+
+def _mbarrier(em: Any, name: str, op: ops.HopperOp) -> list[str]:
+    addr = element_address(em, op)
+    args = [(_P3, addr)] + [("i32", em.v(a)) for a in op.args]
+    if name == "wait_parity":  # spin on try_wait (which itself waits a bounded time)
+        intr, ret = _MBARRIER["try_wait_parity"]
+        head, done = em.label(), em.label()
+        em.raw(f"br label %{head}")
+        em.start_block(head)
+        ready = em.intrinsic(intr, ret, args)
+        em.raw(f"br i1 {ready}, label %{done}, label %{head}")
+        em.start_block(done)
+        return []
+    intr, ret = _MBARRIER[name]
+    r = em.intrinsic(intr, ret, args)
+    return [] if ret == "void" else [r]
+
+
+def _simple(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
+    args = [("i32", em.v(a)) for a in op.args]
+    if kind == "fence.proxy_async":
+        em.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", "void", [])
+    elif kind == "fence.mbarrier_init":
+        em.intrinsic("llvm.nvvm.fence.mbarrier_init.release.cluster", "void", [])
+    elif kind == "elect_sync":
+        pair = em.intrinsic("llvm.nvvm.elect.sync", "{ i32, i1 }", [("i32", "-1")])
+        return [em.ins(f"extractvalue {{ i32, i1 }} {pair}, 1")]
+    elif kind.startswith("setmaxnreg."):
+        n = op.imm.data[0].data  # type: ignore[attr-defined]
+        em.intrinsic(f"llvm.nvvm.{kind}.sync.aligned.u32", "void", [("i32", str(n))])
+    elif kind == "named_barrier":
+        em.intrinsic("llvm.nvvm.barrier.cta.sync.count", "void", args)
+    elif kind.startswith("sreg."):
+        return [em.intrinsic(f"llvm.nvvm.read.ptx.sreg.{kind[5:]}", "i32", [])]
+    elif kind in ("cluster.arrive", "cluster.wait"):
+        em.intrinsic(f"llvm.nvvm.barrier.{kind}", "void", [])
+    else:
+        raise TargetError(f"oxide has no GPU primitive `{kind}`")
+    return []

@@ -1,0 +1,443 @@
+"""Calls of inline PTX (`ox.asm`), the tensor-core primitives and the Hopper primitives.
+
+Every primitive becomes one `oxide.inline_asm` or `oxide.hopper` op; codegen/hopper.py
+emits it and checks the target (GPU only, and the architecture each one needs), with the
+call's span from `origins`. The checks here are those of the Python surface: argument
+counts, dtypes, compile-time constants, and `with ox.unsafe():` where a primitive can
+break oxide's guarantees (inline PTX, raw shared-memory matrix loads and stores,
+mbarrier initialization, register reallocation).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from typing import Any
+
+from oxide import types as T
+from oxide.errors import KernelSyntaxError, KernelTypeError, SafetyError
+from oxide.frontend.values import FixedArray, Lit, Static, Tup, Val, Witness, describe
+from oxide.ir import ops
+from oxide.ir.types import ir_type
+
+# The LLVM inline-asm register class of each dtype (NVPTX): 16-bit values travel in `h`.
+ASM_LETTERS = {"f32": "f", "f64": "d", "i32": "r", "u32": "r", "i64": "l", "u64": "l",
+               "i16": "h", "u16": "h", "f16": "h", "bf16": "h"}
+_PLACEHOLDER = re.compile(r"\$(\d+)|\$\{(\d+)(?::[a-z]+)?\}")
+_AXES = {"x": "x", "y": "y", "z": "z", 0: "x", 1: "y", 2: "z"}
+_HALVES = ("bf16", "f16")
+_B16 = ("bf16", "f16", "i16", "u16")
+
+
+class HopperCallsMixin:
+    """`intr_*` handlers of lang/hopper.py; mixed into CallsMixin."""
+
+    # -- helpers ---------------------------------------------------------------------
+
+    def _gpu_op(self, op: Any, node: ast.AST) -> Any:
+        """Emit `op`, remembering the call's span (codegen/hopper.py reports through it)."""
+        self.b.emit(op)
+        self.b.origins[op] = (*self.call_spans, self.src.span(node))
+        return op
+
+    def _need_unsafe(self, node: ast.Call, what: str, why: str) -> None:
+        if not self.unsafe_depth:
+            raise self.error(SafetyError, node, f"{what} {why}: it needs `with ox.unsafe():`",
+                             hint=f"wrap the call in `with ox.unsafe():` and make sure the "
+                                  f"use is correct; oxide cannot check {what}")
+
+    def _string_literal(self, node: ast.AST, what: str) -> str:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        raise self.error(KernelTypeError, node, f"{what} must be a string literal",
+                         hint="write the text in the call (it is part of the compiled code)")
+
+    def _bool_literal(self, node: ast.AST, what: str) -> bool:
+        v = self.expr(node)
+        if isinstance(v, Lit) and isinstance(v.value, bool):
+            return v.value
+        raise self.error(KernelTypeError, node, f"{what} must be True or False, a constant")
+
+    def _int_constant(self, node: ast.AST, what: str, hint: str) -> int:
+        v = self.expr(node)
+        if isinstance(v, Lit) and isinstance(v.value, int) and not isinstance(v.value, bool):
+            return v.value
+        raise self.error(KernelTypeError, node, f"{what} must be a compile-time integer, not "
+                         f"{describe(v)}", hint=hint)
+
+    def _u32(self, v: Any, node: ast.AST, what: str) -> Any:
+        """An integer argument as u32 (literals must fit; other integer types convert)."""
+        if isinstance(v, Lit):
+            return self.materialize(v, T.u32, node)
+        if isinstance(v, Witness):
+            v = self.scalar(v, node)
+        if isinstance(v, Val) and not v.dtype.is_float and not v.dtype.is_bool:
+            return self.b.cast(v.ssa, T.u32)
+        raise self.error(KernelTypeError, node, f"{what} must be an integer, not {describe(v)}")
+
+    def _kwargs(self, node: ast.Call, allowed: tuple[str, ...], what: str) -> dict[str, ast.expr]:
+        out: dict[str, ast.expr] = {}
+        for kw in node.keywords:
+            if kw.arg not in allowed:
+                raise self.error(KernelSyntaxError, kw.value,
+                                 f"unexpected keyword argument `{kw.arg}` of {what}",
+                                 hint=f"{what} takes {', '.join(allowed) or 'no keywords'}")
+            out[kw.arg] = kw.value
+        return out
+
+    def _positional(self, node: ast.Call, lo: int, hi: int, what: str) -> list[ast.expr]:
+        if not lo <= len(node.args) <= hi:
+            count = str(lo) if lo == hi else f"{lo} to {hi}"
+            raise self.error(KernelTypeError, node,
+                             f"{what} takes {count} positional argument"
+                             f"{'s' if hi != 1 else ''}, got {len(node.args)}")
+        return list(node.args)
+
+    def _shared_element(self, arg: ast.expr, what: str, dtypes: tuple[str, ...],
+                        example: str) -> tuple[FixedArray, list[Any], int | None]:
+        """The shared-array element `s[i, ...]` a primitive works on: (array, i64 indices,
+        bounds-check site or None)."""
+        if not isinstance(arg, ast.Subscript):
+            raise self.error(KernelTypeError, arg,
+                             f"{what} takes an element of a shared array, such as `{example}`",
+                             hint="index the shared array in the call")
+        base = self.expr(arg.value)
+        if not (isinstance(base, FixedArray) and base.space == "shared"):
+            raise self.error(KernelTypeError, arg.value,
+                             f"{what} works on shared memory; `{self.text(arg.value)}` is "
+                             f"{describe(base)}",
+                             hint="declare it with ox.shared.array(dtype, shape)")
+        if base.dtype.name not in dtypes:
+            raise self.error(KernelTypeError, arg.value,
+                             f"{what} needs a shared array of {' or '.join(dtypes)}, not "
+                             f"{base.dtype.name}")
+        items = self.index_values(base, self.expr(arg.slice), arg, write=False)
+        idx = self.index_ssa(items, arg.slice)
+        site = (self.b.site("index", self.src.span(arg), base.name or self.text(arg.value))
+                if self.ctx.checks else None)
+        return base, idx, site
+
+    def _fragment(self, v: Any, node: ast.AST, n: int, dtypes: tuple[T.DType, ...],
+                  what: str) -> list[Any]:
+        """A tuple of `n` scalars of one of `dtypes` (literals take the first)."""
+        items = list(v.items) if isinstance(v, Tup) else None
+        if items is None or len(items) != n:
+            got = f"{len(items)} values" if items is not None else describe(v)
+            raise self.error(KernelTypeError, node, f"{what} is a tuple of {n} values, got {got}")
+        out = []
+        for item in items:
+            if isinstance(item, Lit):
+                out.append(self.materialize(item, dtypes[0], node))
+                continue
+            if not isinstance(item, Val) or item.dtype not in dtypes:
+                raise self.error(KernelTypeError, node,
+                                 f"{what} holds {' or '.join(d.name for d in dtypes)} values, "
+                                 f"not {describe(item)}")
+            out.append(item.ssa)
+        return out
+
+    # -- inline PTX ------------------------------------------------------------------
+
+    def intr_asm(self, node: ast.Call) -> Any:
+        """`ox.asm(template, returns, *inputs, constraints=None, volatile=True)`."""
+        self._need_unsafe(node, "inline PTX (ox.asm)", "is not checked by oxide")
+        kw = self._kwargs(node, ("constraints", "volatile"), "ox.asm()")
+        if len(node.args) < 2:
+            raise self.error(KernelTypeError, node,
+                             "ox.asm() takes a template, the result dtype(s), then the inputs",
+                             hint='e.g. `ox.asm("add.u32 $0, $1, $2;", u32, a, b)`; pass '
+                                  "None as the result dtype for no result")
+        template = self._string_literal(node.args[0], "the template of ox.asm()")
+        outs, as_tuple = self._asm_returns(node.args[1])
+        inputs: list[Any] = []
+        in_types: list[T.DType] = []
+        for a in node.args[2:]:
+            v = self.expr(a)
+            if isinstance(v, Lit) and not isinstance(v.value, bool):
+                dt = T.f32 if isinstance(v.value, float) else (
+                    T.i32 if -(1 << 31) <= v.value < (1 << 31) else T.i64)
+                inputs.append(self.materialize(v, dt, a))
+                in_types.append(dt)
+                continue
+            if isinstance(v, Witness):
+                v = self.scalar(v, a)
+            if not isinstance(v, Val) or v.dtype.name not in ASM_LETTERS:
+                raise self.error(KernelTypeError, a,
+                                 f"an input of ox.asm() cannot be {describe(v)}",
+                                 hint="inputs are 16-, 32- or 64-bit integers or floats "
+                                      "(registers h, r, l, f, d); convert others, e.g. "
+                                      "`u32(flag)`")
+            inputs.append(v.ssa)
+            in_types.append(v.dtype)
+        letters = [ASM_LETTERS[d.name] for d in outs + in_types]
+        if "constraints" in kw:
+            text = self._string_literal(kw["constraints"], "the constraints of ox.asm()")
+            constraints = self._check_constraints(text, outs, in_types, kw["constraints"])
+        else:
+            constraints = ",".join([f"={c}" for c in letters[:len(outs)]] +
+                                   letters[len(outs):])
+        template = re.sub(r"%(\d+)", r"$\1", template)
+        total = len(outs) + len(inputs)
+        for m in _PLACEHOLDER.finditer(template):
+            k = int(m.group(1) or m.group(2))
+            if k >= total:
+                raise self.error(KernelTypeError, node.args[0],
+                                 f"the template names operand ${k}, but ox.asm() has {total} "
+                                 f"operand{'s' if total != 1 else ''} ({len(outs)} output"
+                                 f"{'s' if len(outs) != 1 else ''}, then {len(inputs)} input"
+                                 f"{'s' if len(inputs) != 1 else ''})",
+                                 hint="outputs are numbered first ($0...), then the inputs")
+        volatile = self._bool_literal(kw["volatile"], "volatile=") if "volatile" in kw else True
+        op = self._gpu_op(ops.InlineAsmOp(template, constraints, inputs,
+                                          [ir_type(d) for d in outs], volatile or not outs),
+                          node)
+        vals = [Val(r, d) for r, d in zip(op.results, outs, strict=True)]
+        if as_tuple:
+            return Tup(tuple(vals))
+        return vals[0] if vals else Static(None)
+
+    def _asm_returns(self, arg: ast.expr) -> tuple[list[T.DType], bool]:
+        """The result dtypes, and whether they were given as a tuple (then the call
+        returns a tuple, even of one value)."""
+        v = self.expr(arg)
+        if isinstance(v, Static) and v.obj is None:
+            return [], False
+        items = v.items if isinstance(v, Tup) else (v,)
+        out = []
+        for item in items:
+            if not (isinstance(item, Static) and isinstance(item.obj, T.DType)
+                    and item.obj.name in ASM_LETTERS):
+                raise self.error(KernelTypeError, arg,
+                                 f"the results of ox.asm() are dtypes, not {describe(item)}",
+                                 hint="None, a dtype (`u32`) or a tuple of dtypes "
+                                      "(`(f32, f32)`), each 16, 32 or 64 bits wide")
+            out.append(item.obj)
+        return out, isinstance(v, Tup)
+
+    def _check_constraints(self, text: str, outs: list[T.DType], ins: list[T.DType],
+                           node: ast.AST) -> str:
+        """A user constraint string: one entry per output (`=r`...), then one per input (a
+        register letter matching its dtype, `n` for a constant, or a tied output number),
+        then clobbers (`~{memory}`)."""
+        entries = [e.strip() for e in text.split(",") if e.strip()]
+        operands = [e for e in entries if not e.startswith("~")]
+        if len(operands) != len(outs) + len(ins):
+            raise self.error(KernelTypeError, node,
+                             f"the constraints name {len(operands)} operands, but ox.asm() "
+                             f"has {len(outs)} outputs and {len(ins)} inputs",
+                             hint="one entry per output (`=r`), then one per input (`r`), "
+                                  "then clobbers (`~{memory}`)")
+        for k, (entry, dt) in enumerate(zip(operands, outs + ins, strict=True)):
+            want = ASM_LETTERS[dt.name]
+            is_out = k < len(outs)
+            body = entry[1:].lstrip("&") if is_out else entry
+            ok = (entry.startswith("=") and body == want) if is_out else (
+                body == want or body.isdigit() or body in ("n", "i"))
+            if not ok:
+                role = f"output {k}" if is_out else f"input {k - len(outs)}"
+                raise self.error(KernelTypeError, node,
+                                 f"constraint `{entry}` does not fit {role}, a {dt.name}",
+                                 hint=f"a {dt.name} uses `{'=' if is_out else ''}{want}`")
+        return ",".join(entries)
+
+    # -- tensor cores ----------------------------------------------------------------
+
+    def intr_mma_sync(self, node: ast.Call) -> Tup:
+        """`ox.mma_sync(a, b, c, dtype=bf16)`: D = A @ B + C for one warp (PTX mma.sync)."""
+        kw = self._kwargs(node, ("dtype",), "ox.mma_sync()")
+        args = self._positional(node, 3, 3, "ox.mma_sync(a, b, c, dtype=...)")
+        dt = T.bf16
+        if "dtype" in kw:
+            d = self.expr(kw["dtype"])
+            if not (isinstance(d, Static) and isinstance(d.obj, T.DType)
+                    and d.obj.name in ("bf16", "f16", "f32")):
+                raise self.error(KernelTypeError, kw["dtype"],
+                                 f"ox.mma_sync() multiplies bf16, f16 or f32 (as tf32), not "
+                                 f"{describe(d)}")
+            dt = d.obj
+        a, b, c = (self.expr(x) for x in args)
+        if dt.name in _HALVES:
+            kind = f"mma.m16n8k16.{dt.name}"
+            packed = isinstance(a, Tup) and len(a.items) == 4
+            a_ops = (self._fragment(a, args[0], 4, (T.u32, T.i32), "A (4 packed u32)")
+                     if packed else
+                     self._fragment(a, args[0], 8, (dt,), f"A (8 {dt.name} or 4 packed u32)"))
+            packed = isinstance(b, Tup) and len(b.items) == 2
+            b_ops = (self._fragment(b, args[1], 2, (T.u32, T.i32), "B (2 packed u32)")
+                     if packed else
+                     self._fragment(b, args[1], 4, (dt,), f"B (4 {dt.name} or 2 packed u32)"))
+        else:
+            kind = "mma.m16n8k8.tf32"
+            a_ops = self._fragment(a, args[0], 4, (T.f32, T.u32, T.i32), "A (4 tf32 as f32)")
+            b_ops = self._fragment(b, args[1], 2, (T.f32, T.u32, T.i32), "B (2 tf32 as f32)")
+        c_ops = self._fragment(c, args[2], 4, (T.f32,), "C (4 f32)")
+        op = self._gpu_op(ops.HopperOp(kind, a_ops + b_ops + c_ops, [ir_type(T.f32)] * 4),
+                          node)
+        return Tup(tuple(Val(r, T.f32) for r in op.results))
+
+    def intr_ldmatrix(self, node: ast.Call) -> Tup:
+        """`ox.ldmatrix(s[i, j], num=4, trans=False)`: PTX ldmatrix.m8n8.x{num}.b16."""
+        self._need_unsafe(node, "ox.ldmatrix()", "reads shared memory other threads write")
+        kw = self._kwargs(node, ("num", "trans"), "ox.ldmatrix()")
+        args = self._positional(node, 1, 2, "ox.ldmatrix(s[i, j], num=4, trans=False)")
+        num_node = args[1] if len(args) > 1 else kw.get("num")
+        num = 4 if num_node is None else self._int_constant(
+            num_node, "the matrix count of ox.ldmatrix()", "1, 2 or 4")
+        if num not in (1, 2, 4):
+            raise self.error(KernelTypeError, num_node or node,
+                             f"ox.ldmatrix() loads 1, 2 or 4 matrices, not {num}")
+        trans = self._bool_literal(kw["trans"], "trans=") if "trans" in kw else False
+        arr, idx, site = self._shared_element(args[0], "ox.ldmatrix()", _B16, "s[row, col]")
+        kind = f"ldmatrix.x{num}{'.trans' if trans else ''}"
+        op = self._gpu_op(ops.HopperOp(kind, [], [ir_type(T.u32)] * num, arr.ssa, idx,
+                                       site=site), node)
+        return Tup(tuple(Val(r, T.u32) for r in op.results))
+
+    def intr_stmatrix(self, node: ast.Call) -> Static:
+        """`ox.stmatrix(s[i, j], frags, trans=False)`: PTX stmatrix.m8n8.x{n}.b16 (sm_90)."""
+        self._need_unsafe(node, "ox.stmatrix()", "writes shared memory other threads read")
+        kw = self._kwargs(node, ("trans",), "ox.stmatrix()")
+        args = self._positional(node, 2, 2, "ox.stmatrix(s[i, j], frags, trans=False)")
+        trans = self._bool_literal(kw["trans"], "trans=") if "trans" in kw else False
+        arr, idx, site = self._shared_element(args[0], "ox.stmatrix()", _B16, "s[row, col]")
+        frags = self.expr(args[1])
+        n = len(frags.items) if isinstance(frags, Tup) else 0
+        if n not in (1, 2, 4):
+            raise self.error(KernelTypeError, args[1],
+                             f"ox.stmatrix() stores a tuple of 1, 2 or 4 u32, not "
+                             f"{describe(frags) if n == 0 else f'{n} values'}")
+        vals = self._fragment(frags, args[1], n, (T.u32, T.i32), "the fragments")
+        kind = f"stmatrix.x{n}{'.trans' if trans else ''}"
+        self._gpu_op(ops.HopperOp(kind, vals, [], arr.ssa, idx, site=site), node)
+        return Static(None)
+
+    # -- mbarrier --------------------------------------------------------------------
+
+    def _mbarrier(self, node: ast.Call, name: str, n_args: int, result: T.DType | None,
+                  arg_names: tuple[str, ...] = ()) -> Any:
+        what = f"ox.mbarrier.{name}()"
+        self._kwargs(node, (), what)
+        args = self._positional(node, 1 + n_args, 1 + n_args,
+                                f"ox.mbarrier.{name}(bars[i]{''.join(', ' + a for a in arg_names)})")
+        arr, idx, site = self._shared_element(args[0], what, ("u64", "i64"), "bars[0]")
+        scalars = [self._u32(self.expr(a), a, f"the {n} of {what}")
+                   for a, n in zip(args[1:], arg_names, strict=True)]
+        results = [ir_type(result)] if result is not None else []
+        op = self._gpu_op(ops.HopperOp(f"mbarrier.{name}", scalars, results, arr.ssa, idx,
+                                       site=site), node)
+        return Val(op.results[0], result) if result is not None else Static(None)
+
+    def intr_mbarrier_init(self, node: ast.Call) -> Any:
+        self._need_unsafe(node, "ox.mbarrier.init()", "writes the barrier other threads use")
+        return self._mbarrier(node, "init", 1, None, ("count",))
+
+    def intr_mbarrier_arrive(self, node: ast.Call) -> Any:
+        return self._mbarrier(node, "arrive", 0, T.u64)
+
+    def intr_mbarrier_arrive_expect_tx(self, node: ast.Call) -> Any:
+        return self._mbarrier(node, "arrive_expect_tx", 1, T.u64, ("nbytes",))
+
+    def intr_mbarrier_try_wait_parity(self, node: ast.Call) -> Any:
+        return self._mbarrier(node, "try_wait_parity", 1, T.bool_, ("parity",))
+
+    def intr_mbarrier_wait_parity(self, node: ast.Call) -> Any:
+        return self._mbarrier(node, "wait_parity", 1, None, ("parity",))
+
+    # -- fences, election, registers, named barriers ----------------------------------
+
+    def _simple(self, node: ast.Call, kind: str, result: T.DType | None = None,
+                args: list[Any] | None = None, imm: tuple[int, ...] = ()) -> Any:
+        op = self._gpu_op(ops.HopperOp(kind, args or [], [ir_type(result)] if result else [],
+                                       imm=imm), node)
+        return Val(op.results[0], result) if result is not None else Static(None)
+
+    def intr_fence_proxy_async(self, node: ast.Call) -> Any:
+        self.args_exact(node, 0, "ox.fence_proxy_async()")
+        return self._simple(node, "fence.proxy_async")
+
+    def intr_fence_mbarrier_init(self, node: ast.Call) -> Any:
+        self.args_exact(node, 0, "ox.fence_mbarrier_init()")
+        return self._simple(node, "fence.mbarrier_init")
+
+    def intr_elect_sync(self, node: ast.Call) -> Any:
+        self.args_exact(node, 0, "ox.elect_sync()")
+        return self._simple(node, "elect_sync", T.bool_)
+
+    def intr_setmaxnreg(self, node: ast.Call) -> Any:
+        """`ox.setmaxnreg(n, inc=True)`: setmaxnreg.{inc,dec}.sync.aligned.u32 n (sm_90a)."""
+        self._need_unsafe(node, "ox.setmaxnreg()", "changes the registers of the whole warp "
+                          "group, which must all call it together")
+        kw = self._kwargs(node, ("inc",), "ox.setmaxnreg()")
+        (arg,) = self._positional(node, 1, 1, "ox.setmaxnreg(n, inc=True)")
+        hint = "a register count from 24 to 256, a multiple of 8 (e.g. 232 or 40)"
+        n = self._int_constant(arg, "the register count of ox.setmaxnreg()", hint)
+        if not (24 <= n <= 256 and n % 8 == 0):
+            raise self.error(KernelTypeError, arg,
+                             f"ox.setmaxnreg() takes {hint}, not {n}", hint=hint)
+        inc = self._bool_literal(kw["inc"], "inc=") if "inc" in kw else True
+        return self._simple(node, f"setmaxnreg.{'inc' if inc else 'dec'}", imm=(n,))
+
+    def intr_named_barrier_sync(self, node: ast.Call) -> Any:
+        """`ox.named_barrier_sync(id, nthreads)`: `barrier.sync id, nthreads` (a subset of
+        the block meets at barrier `id`; barrier 0 is the one sync_threads uses)."""
+        args = self._positional(node, 2, 2, "ox.named_barrier_sync(id, nthreads)")
+        self._kwargs(node, (), "ox.named_barrier_sync()")
+        bid, count = self.expr(args[0]), self.expr(args[1])
+        if isinstance(bid, Lit) and not (isinstance(bid.value, int) and 0 <= bid.value < 16):
+            raise self.error(KernelTypeError, args[0],
+                             f"a named barrier's id is 0 to 15, not {bid.value!r}",
+                             hint="ids 1 to 15 are free; 0 is the one ox.sync_threads() uses")
+        if isinstance(count, Lit) and not (isinstance(count.value, int) and count.value > 0
+                                           and count.value % 32 == 0):
+            raise self.error(KernelTypeError, args[1],
+                             f"a named barrier counts whole warps: nthreads is a positive "
+                             f"multiple of 32, not {count.value!r}")
+        operands = [self._u32(bid, args[0], "the barrier id"),
+                    self._u32(count, args[1], "the thread count")]
+        return self._simple(node, "named_barrier", args=operands)
+
+    # -- clusters ----------------------------------------------------------------------
+
+    def _cluster_reg(self, node: ast.Call, reg: str, axis_arg: bool) -> Val:
+        what = f"ox.cluster.{node.func.attr if isinstance(node.func, ast.Attribute) else reg}()"
+        if not axis_arg:
+            self.args_exact(node, 0, what)
+            return self._simple(node, f"sreg.{reg}", T.i32)
+        args = self._positional(node, 1, 1, f"{what[:-2]}(axis)")
+        a = args[0]
+        key = a.value if isinstance(a, ast.Constant) else None
+        if key not in _AXES or isinstance(key, bool):
+            raise self.error(KernelTypeError, a, f"the axis of {what} is 'x', 'y' or 'z'",
+                             hint="a string literal (or 0, 1, 2)")
+        return self._simple(node, f"sreg.{reg}.{_AXES[key]}", T.i32)
+
+    def intr_cluster_rank(self, node: ast.Call) -> Val:
+        return self._cluster_reg(node, "cluster.ctarank", False)
+
+    def intr_cluster_size(self, node: ast.Call) -> Val:
+        return self._cluster_reg(node, "cluster.nctarank", False)
+
+    def intr_cluster_block_idx(self, node: ast.Call) -> Val:
+        return self._cluster_reg(node, "cluster.ctaid", True)
+
+    def intr_cluster_block_dim(self, node: ast.Call) -> Val:
+        return self._cluster_reg(node, "cluster.nctaid", True)
+
+    def intr_cluster_cluster_idx(self, node: ast.Call) -> Val:
+        return self._cluster_reg(node, "clusterid", True)
+
+    def intr_cluster_grid_dim(self, node: ast.Call) -> Val:
+        return self._cluster_reg(node, "nclusterid", True)
+
+    def intr_cluster_arrive(self, node: ast.Call) -> Any:
+        self.args_exact(node, 0, "ox.cluster.arrive()")
+        return self._simple(node, "cluster.arrive")
+
+    def intr_cluster_wait(self, node: ast.Call) -> Any:
+        self.args_exact(node, 0, "ox.cluster.wait()")
+        return self._simple(node, "cluster.wait")
+
+    def intr_cluster_sync(self, node: ast.Call) -> Any:
+        self.args_exact(node, 0, "ox.cluster.sync()")
+        self._simple(node, "cluster.arrive")
+        return self._simple(node, "cluster.wait")

@@ -1,0 +1,73 @@
+"""Device-side names for inline PTX, tensor cores (mma.sync) and the Hopper primitives.
+
+These are the SIMT building blocks the fastest hand-written kernels (and, later, the
+Tile model's lowering) are made of: `ox.asm` inline PTX with typed operands; Ampere's
+warp-level `ox.mma_sync` with `ox.ldmatrix` / `ox.stmatrix`; Hopper's `ox.mbarrier`,
+async-proxy fences, `ox.elect_sync`, `ox.setmaxnreg`, named barriers and `ox.cluster`.
+They are GPU-only: a CPU compile of a kernel that uses one is a `TargetError`, and one
+that needs a newer GPU than the target is a `TargetError` too, raised before LLVM runs.
+docs/language.md ("Inline PTX and tensor-core primitives") gives the fragment layouts.
+"""
+
+from __future__ import annotations
+
+from oxide.lang.intrinsic import Intrinsic, Namespace
+
+asm = Intrinsic("asm", "asm(template, returns, *inputs, constraints=None, volatile=True): "
+                "inline PTX. `returns` is None, a dtype or a tuple of dtypes; inputs are "
+                "scalars whose dtypes pick the registers (r, l, f, d, h); `$0`/`%0`... name "
+                "outputs, then inputs. Needs `with ox.unsafe():`; GPU only.")
+mma_sync = Intrinsic("mma_sync", "mma_sync(a, b, c, dtype=bf16): one warp-wide "
+                     "mma.sync: m16n8k16 for bf16/f16 (a: 4 u32 or 8 halves, b: 2 u32 or 4 "
+                     "halves), m16n8k8 tf32 for dtype=f32 (a: 4, b: 2 f32 or u32); c is 4 "
+                     "f32; returns the 4 f32 of D = A @ B + C (PTX fragment layouts).")
+ldmatrix = Intrinsic("ldmatrix", "ldmatrix(s[i, j], num=4, trans=False): num 8x8 matrices "
+                     "of 16-bit elements from shared memory, one row address per lane "
+                     "(lanes 8m..8m+7 give matrix m's rows); returns num u32. Needs "
+                     "`with ox.unsafe():`.")
+stmatrix = Intrinsic("stmatrix", "stmatrix(s[i, j], frags, trans=False): the inverse of "
+                     "ldmatrix (sm_90): `frags` is a tuple of 1, 2 or 4 u32. Needs "
+                     "`with ox.unsafe():`.")
+mbarrier = Namespace("mbarrier", {
+    "init": "init(bars[i], count): initialize the mbarrier in a shared u64 element for "
+            "`count` arrivals per phase (needs `with ox.unsafe():`).",
+    "arrive": "arrive(bars[i]): arrive once; returns the phase's state token (u64).",
+    "arrive_expect_tx": "arrive_expect_tx(bars[i], nbytes): arrive and expect `nbytes` of "
+                        "asynchronous (TMA) transfers in this phase; returns the token (sm_90).",
+    "try_wait_parity": "try_wait_parity(bars[i], parity): whether the phase with this parity "
+                       "(0 or 1) has completed; waits a bounded time (sm_90).",
+    "wait_parity": "wait_parity(bars[i], parity): wait until the phase with this parity "
+                   "has completed (a loop around try_wait_parity, sm_90).",
+}, doc="Shared-memory barriers (PTX mbarrier) in elements of `ox.shared.array(u64, n)`: "
+       "phases complete when `count` threads have arrived and the expected transaction "
+       "bytes have landed.")
+fence_proxy_async = Intrinsic("fence_proxy_async", "fence_proxy_async(): order this thread's "
+                              "shared-memory writes before later async-proxy (TMA, wgmma) "
+                              "accesses (fence.proxy.async.shared::cta, sm_90).")
+fence_mbarrier_init = Intrinsic("fence_mbarrier_init", "fence_mbarrier_init(): make mbarrier "
+                                "inits visible to the cluster (fence.mbarrier_init.release."
+                                "cluster, sm_90).")
+elect_sync = Intrinsic("elect_sync", "elect_sync(): True in exactly one lane of the warp "
+                       "(elect.sync over the full warp, sm_90).")
+setmaxnreg = Intrinsic("setmaxnreg", "setmaxnreg(n, inc=True): raise (inc) or lower the "
+                       "warp group's register budget to n (24..256, a multiple of 8; "
+                       "sm_90a: the kernel is compiled for sm_90a). Needs `with ox.unsafe():`.")
+named_barrier_sync = Intrinsic("named_barrier_sync", "named_barrier_sync(id, nthreads): "
+                               "barrier `id` (1..15; 0 is sync_threads') for `nthreads` "
+                               "threads, a multiple of 32 (bar.sync id, nthreads).")
+cluster = Namespace("cluster", {
+    "rank": "rank(): this block's rank in its cluster (%cluster_ctarank), i32.",
+    "size": "size(): the number of blocks in the cluster (%cluster_nctarank), i32.",
+    "block_idx": "block_idx(axis): this block's index in the cluster along 'x', 'y' or 'z' "
+                 "(%cluster_ctaid).",
+    "block_dim": "block_dim(axis): the cluster's shape in blocks (%cluster_nctaid).",
+    "cluster_idx": "cluster_idx(axis): this cluster's index in the grid (%clusterid).",
+    "grid_dim": "grid_dim(axis): the grid's shape in clusters (%nclusterid).",
+    "arrive": "arrive(): arrive at the cluster barrier (barrier.cluster.arrive).",
+    "wait": "wait(): wait for every thread of the cluster to arrive (barrier.cluster.wait).",
+    "sync": "sync(): arrive, then wait: a barrier for every thread of the cluster.",
+}, doc="Thread-block clusters (sm_90): ranks, shapes and the cluster-wide barrier. A "
+       "kernel launched without clusters runs each block as a cluster of one.")
+
+__all__ = ["asm", "mma_sync", "ldmatrix", "stmatrix", "mbarrier", "fence_proxy_async",
+           "fence_mbarrier_init", "elect_sync", "setmaxnreg", "named_barrier_sync", "cluster"]

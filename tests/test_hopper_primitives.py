@@ -1,0 +1,515 @@
+"""Inline PTX, mma.sync / ldmatrix / stmatrix and the Hopper primitives, without a GPU.
+
+Each primitive compiles to PTX holding its instruction, and the cubin assembles
+(nvJitLink) for the architectures that have it; an older target, or the CPU, is a
+TargetError at the call, raised before LLVM sees the IR (LLVM aborts the process on an
+intrinsic it cannot select). Kernels using sm_90a-only instructions are compiled for
+sm_90a when asked for sm_90. tests/test_gpu_hopper_primitives.py checks the results.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import oxide as ox
+from oxide import (
+    RawSlice,
+    Slice,
+    bf16,
+    bool_,
+    f16,
+    f32,
+    f64,
+    i32,
+    u8,
+    u16,
+    u32,
+    u64,
+)
+from oxide.codegen import hopper
+
+
+def ptx_for(kernel: Any, *sig: Any, arch: str = "sm_90") -> str:
+    """The PTX for `arch`, after proving the cubin assembles; never an unresolved
+    `llvm.*` call (an unknown intrinsic name would be one: TOOLCHAIN-NOTES pitfall 1)."""
+    ck = kernel.compile(*sig, arch=arch)
+    assert ck.cubin
+    assert "llvm." not in ck.ptx
+    return ck.ptx
+
+
+def target_error(kernel: Any, *sig: Any, arch: str) -> ox.TargetError:
+    with pytest.raises(ox.TargetError) as info:
+        kernel.compile(*sig, arch=arch)
+    return info.value
+
+
+# -- ox.asm ----------------------------------------------------------------------------
+
+@ox.kernel
+def asm_add(x: RawSlice[u32], out: RawSlice[u32]):
+    i = ox.thread_idx.x
+    with ox.unsafe():
+        out[i] = ox.asm("add.u32 %0, %1, %2;", u32, x[i], u32(7))
+
+
+@ox.kernel
+def asm_many(x: RawSlice[f32], y: RawSlice[f64], h: RawSlice[bf16], g: RawSlice[f16],
+             n: RawSlice[u64], s: RawSlice[u16]):
+    i = ox.thread_idx.x
+    with ox.unsafe():
+        a, b = ox.asm("{ add.f32 $0, $2, $2; mul.f64 $1, $3, $3; }", (f32, f64), x[i], y[i])
+        hb = ox.asm("mov.b16 $0, $1;", bf16, h[i])
+        hg = ox.asm("mov.b16 $0, $1;", f16, g[i])
+        wide = ox.asm("add.u64 $0, $1, 5;", u64, n[i])
+        short = ox.asm("mov.b16 $0, $1;", u16, s[i])
+        ox.asm("membar.cta;", None)
+        x[i] = a
+        y[i] = b
+        h[i] = hb
+        g[i] = hg
+        n[i] = wide
+        s[i] = short
+
+
+@ox.kernel
+def asm_constraints(x: RawSlice[u32]):
+    i = ox.thread_idx.x
+    with ox.unsafe():
+        x[i] = ox.asm("add.u32 $0, $1, $2;", u32, x[i], 3, constraints="=r,r,n,~{memory}")
+
+
+@ox.kernel
+def asm_lane(out: RawSlice[u32]):
+    with ox.unsafe():
+        lane = ox.asm("mov.u32 $0, %laneid;", u32, volatile=False)
+        out[ox.thread_idx.x] = lane
+
+
+def test_asm_compiles_with_typed_operands() -> None:
+    for arch in ("sm_80", "sm_90"):
+        ptx = ptx_for(asm_add, RawSlice[u32], RawSlice[u32], arch=arch)
+        assert "add.u32" in ptx
+    ptx = ptx_for(asm_many, RawSlice[f32], RawSlice[f64], RawSlice[bf16], RawSlice[f16],
+                  RawSlice[u64], RawSlice[u16])
+    for text in ("add.f32", "mul.f64", "mov.b16", "add.u64", "membar.cta"):
+        assert text in ptx
+    assert "add.u32" in ptx_for(asm_constraints, RawSlice[u32])
+    assert "%laneid" in ptx_for(asm_lane, RawSlice[u32])
+
+
+def test_asm_is_unsafe_and_gpu_only() -> None:
+    @ox.kernel
+    def outside(x: RawSlice[u32]):
+        v = ox.asm("mov.u32 $0, 1;", u32)
+        with ox.unsafe():
+            x[0] = v
+
+    with pytest.raises(ox.SafetyError, match="needs `with ox.unsafe"):
+        outside.compile(RawSlice[u32], arch="sm_90")
+    err = target_error(asm_add, RawSlice[u32], RawSlice[u32], arch="cpu")
+    assert "only on NVIDIA GPUs" in str(err) and err.span is not None
+    assert "ox.asm" in err.span.text
+
+
+def asm_error(body: str) -> ox.CompileError:
+    ns: dict[str, Any] = {}
+    src = ("import oxide as ox\nfrom oxide import *\n"
+           "@ox.kernel\ndef k(x: RawSlice[u32], b: RawSlice[bool_], c: RawSlice[u8]):\n"
+           "    with ox.unsafe():\n"
+           f"        {body}\n")
+    path = f"/tmp/oxide_test_asm_{abs(hash(body))}.py"
+    with open(path, "w") as f:
+        f.write(src)
+    exec(compile(src, path, "exec"), ns)
+    with pytest.raises(ox.CompileError) as info:
+        ns["k"].compile(RawSlice[u32], RawSlice[bool_], RawSlice[u8], arch="sm_90")
+    return info.value
+
+
+@pytest.mark.parametrize("body, message", [
+    ('x[0] = ox.asm("mov.u32 $0, $3;", u32, x[1])', "names operand \\$3"),
+    ('x[0] = ox.asm("mov.u32 %0, %2;", u32, x[1])', "names operand \\$2"),
+    ('ox.asm("", None, b[0])', "cannot be bool_"),
+    ('ox.asm("", None, c[0])', "cannot be u8"),
+    ('ox.asm("", u8)', "are dtypes"),
+    ('ox.asm("", 3)', "are dtypes"),
+    ('ox.asm(x, None)', "string literal"),
+    ('ox.asm("nop;")', "takes a template"),
+    ('x[0] = ox.asm("mov.u32 $0, $1;", u32, x[1], constraints="=r")', "name 1 operands"),
+    ('x[0] = ox.asm("mov.u32 $0, $1;", u32, x[1], constraints="=f,r")', "does not fit output"),
+    ('x[0] = ox.asm("mov.u32 $0, $1;", u32, x[1], constraints="=r,l")', "does not fit input"),
+    ('x[0] = ox.asm("mov.u32 $0, 1;", u32, bogus=1)', "unexpected keyword"),
+])
+def test_asm_diagnostics(body: str, message: str) -> None:
+    err = asm_error(body)
+    assert isinstance(err, (ox.KernelTypeError, ox.KernelSyntaxError))
+    assert err.span is not None
+    import re
+
+    assert re.search(message, err.message), err.message
+
+
+# -- mma.sync, ldmatrix, stmatrix ------------------------------------------------------
+
+@ox.kernel
+def mma_bf16_packed(a: Slice[u32], b: Slice[u32], out: RawSlice[f32]):
+    lane = ox.lane_id()
+    frag_a = (a[lane * 4], a[lane * 4 + 1], a[lane * 4 + 2], a[lane * 4 + 3])
+    frag_b = (b[lane * 2], b[lane * 2 + 1])
+    d = ox.mma_sync(frag_a, frag_b, (0.0, 0.0, 0.0, 0.0), dtype=bf16)
+    with ox.unsafe():
+        for j in range(4):
+            out[lane * 4 + j] = d[j]
+
+
+@ox.kernel
+def mma_f16_halves(a: Slice[f16], b: Slice[f16], out: RawSlice[f32]):
+    lane = ox.lane_id()
+    fa = (a[lane * 8], a[lane * 8 + 1], a[lane * 8 + 2], a[lane * 8 + 3], a[lane * 8 + 4],
+          a[lane * 8 + 5], a[lane * 8 + 6], a[lane * 8 + 7])
+    fb = (b[lane * 4], b[lane * 4 + 1], b[lane * 4 + 2], b[lane * 4 + 3])
+    acc = (f32(1.0), f32(2.0), f32(3.0), f32(4.0))
+    for _ in range(3):
+        acc = ox.mma_sync(fa, fb, acc, dtype=f16)
+    with ox.unsafe():
+        for j in range(4):
+            out[lane * 4 + j] = acc[j]
+
+
+@ox.kernel
+def mma_tf32(a: Slice[f32], b: Slice[f32], out: RawSlice[f32]):
+    lane = ox.lane_id()
+    fa = (a[lane * 4], a[lane * 4 + 1], a[lane * 4 + 2], a[lane * 4 + 3])
+    d0, d1, d2, d3 = ox.mma_sync(fa, (b[lane * 2], b[lane * 2 + 1]), (0.0, 0.0, 0.0, 0.0),
+                                 dtype=f32)
+    with ox.unsafe():
+        out[lane * 4] = d0 + d1 + d2 + d3
+
+
+def test_mma_sync_compiles_for_ampere_and_hopper() -> None:
+    for arch in ("sm_80", "sm_90"):
+        ptx = ptx_for(mma_bf16_packed, Slice[u32], Slice[u32], RawSlice[f32], arch=arch)
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
+        ptx = ptx_for(mma_f16_halves, Slice[f16], Slice[f16], RawSlice[f32], arch=arch)
+        assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32") == 3
+        ptx = ptx_for(mma_tf32, Slice[f32], Slice[f32], RawSlice[f32], arch=arch)
+        assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx
+
+
+def test_mma_sync_is_a_target_error_on_the_cpu() -> None:
+    err = target_error(mma_bf16_packed, Slice[u32], Slice[u32], RawSlice[f32], arch="cpu")
+    assert "ox.mma_sync()" in str(err) and err.span is not None
+
+
+@ox.kernel
+def matrices(out: RawSlice[u32], row: i32):
+    tile = ox.shared.array(bf16, (16, 16))
+    lane = ox.lane_id()
+    with ox.unsafe():
+        r0, r1, r2, r3 = ox.ldmatrix(tile[lane % 16, (lane // 16) * 8])
+        (t0,) = ox.ldmatrix(tile[lane % 8, 0], 1, trans=True)
+        u0, u1 = ox.ldmatrix(tile[row, 8], num=2)
+        ox.sync_threads()
+        ox.stmatrix(tile[lane % 16, (lane // 16) * 8], (r3, r2, r1, r0), trans=True)
+        ox.stmatrix(tile[lane % 8, 0], (t0,))
+        ox.stmatrix(tile[lane % 16, 8], (u0, u1))
+        out[lane] = r0 + t0 + u1
+
+
+@ox.kernel
+def load_only(out: RawSlice[u32]):
+    tile = ox.shared.array(f16, (8, 8))
+    lane = ox.lane_id()
+    with ox.unsafe():
+        a, b = ox.ldmatrix(tile[lane % 8, 0], 2, trans=True)
+        out[lane] = a ^ b
+
+
+def test_ldmatrix_and_stmatrix_compile() -> None:
+    ptx = ptx_for(matrices, RawSlice[u32], i32)
+    for text in ("ldmatrix.sync.aligned.m8n8.x4.shared.b16",
+                 "ldmatrix.sync.aligned.m8n8.x1.trans.shared.b16",
+                 "ldmatrix.sync.aligned.m8n8.x2.shared.b16",
+                 "stmatrix.sync.aligned.m8n8.x4.trans.shared.b16",
+                 "stmatrix.sync.aligned.m8n8.x1.shared.b16",
+                 "stmatrix.sync.aligned.m8n8.x2.shared.b16"):
+        assert text in ptx, text
+    # ldmatrix is Ampere's; stmatrix needs sm_90
+    assert "ldmatrix.sync.aligned.m8n8.x2.trans" in ptx_for(load_only, RawSlice[u32],
+                                                             arch="sm_80")
+    err = target_error(matrices, RawSlice[u32], i32, arch="sm_80")
+    assert "ox.stmatrix()" in str(err) and "needs sm_90" in str(err)
+
+
+def test_ldmatrix_checks_the_row_it_reads() -> None:
+    """A run-time row index is bounds-checked (the whole 8-element row); the check
+    reports and falls back to element 0, so every lane still runs the collective."""
+    ck = matrices.compile(RawSlice[u32], i32, arch="sm_90")
+    assert any(site.kind == "index" and "ldmatrix(tile[row, 8]" in site.span.text
+               for site in ck.sites)
+    assert "@oxide.report" in ck.llvm_unoptimized
+
+
+def matrix_error(body: str, decl: str = "ox.shared.array(bf16, (16, 16))") -> ox.CompileError:
+    ns: dict[str, Any] = {}
+    src = ("import oxide as ox\nfrom oxide import *\n"
+           "@ox.kernel\ndef k(x: RawSlice[u32]):\n"
+           f"    t = {decl}\n"
+           "    with ox.unsafe():\n"
+           f"        {body}\n")
+    path = f"/tmp/oxide_test_matrix_{abs(hash(body + decl))}.py"
+    with open(path, "w") as f:
+        f.write(src)
+    exec(compile(src, path, "exec"), ns)
+    with pytest.raises(ox.CompileError) as info:
+        ns["k"].compile(RawSlice[u32], arch="sm_90")
+    return info.value
+
+
+@pytest.mark.parametrize("body, decl, message", [
+    ("ox.ldmatrix(t[0, 0], 3)", None, "1, 2 or 4 matrices"),
+    ("ox.ldmatrix(t[0, 0])", "ox.shared.array(f32, (16, 16))", "bf16 or f16 or i16 or u16"),
+    ("ox.ldmatrix(x[0])", None, "works on shared memory"),
+    ("ox.ldmatrix(t)", None, "element of a shared array"),
+    ("ox.stmatrix(t[0, 0], (x[0], x[1], x[2]))", None, "1, 2 or 4 u32"),
+    ("ox.stmatrix(t[0, 0], (f32(1.5),))", None, "u32 or i32"),
+    ("ox.mma_sync((x[0],), (x[0], x[1]), (0.0, 0.0, 0.0, 0.0))", None, "A \\(8 bf16"),
+    ("ox.mma_sync((x[0], x[1], x[2], x[3]), (x[0], x[1]), (0.0, 0.0))", None, "C \\(4 f32"),
+    ("ox.mma_sync((x[0], x[1], x[2], x[3]), (x[0], x[1]), (0.0, 0.0, 0.0, 0.0), "
+     "dtype=u32)", None, "bf16, f16 or f32"),
+])
+def test_matrix_diagnostics(body: str, decl: str | None, message: str) -> None:
+    import re
+
+    err = matrix_error(body, decl or "ox.shared.array(bf16, (16, 16))")
+    assert isinstance(err, ox.KernelTypeError), err
+    assert re.search(message, err.message), err.message
+
+
+def test_matrix_loads_need_unsafe() -> None:
+    @ox.kernel
+    def k(x: RawSlice[u32]):
+        t = ox.shared.array(bf16, (8, 8))
+        (v,) = ox.ldmatrix(t[ox.lane_id() % 8, 0], 1)
+        with ox.unsafe():
+            x[0] = v
+
+    with pytest.raises(ox.SafetyError, match="ox.ldmatrix"):
+        k.compile(RawSlice[u32], arch="sm_90")
+
+
+# -- mbarrier, fences, elect, setmaxnreg, named barriers, clusters -------------------------
+
+@ox.kernel(max_threads=128)
+def ping(out: RawSlice[u64], phase: u32):
+    bars = ox.shared.array(u64, 2)
+    t = ox.thread_idx.x
+    with ox.unsafe():
+        if t == 0:
+            ox.mbarrier.init(bars[0], 64)
+            ox.mbarrier.init(bars[1], 1)
+            ox.fence_mbarrier_init()
+        ox.sync_threads()
+        token = ox.mbarrier.arrive(bars[0])
+        ox.mbarrier.wait_parity(bars[0], phase)
+        if t == 0:
+            token = ox.mbarrier.arrive_expect_tx(bars[1], 0)
+        done = ox.mbarrier.try_wait_parity(bars[1], 0)
+        ox.fence_proxy_async()
+        out[t] = token + u64(done)
+
+
+@ox.kernel
+def arrive_only(out: RawSlice[u64]):
+    bars = ox.shared.array(u64, 1)
+    with ox.unsafe():
+        if ox.thread_idx.x == 0:
+            ox.mbarrier.init(bars[0], 32)
+        ox.sync_threads()
+        out[ox.thread_idx.x] = ox.mbarrier.arrive(bars[0])
+
+
+def test_mbarrier_compiles() -> None:
+    ptx = ptx_for(ping, RawSlice[u64], u32)
+    for text in ("mbarrier.init.shared.b64", "mbarrier.arrive.shared.b64",
+                 "mbarrier.arrive.expect_tx.shared.b64", "mbarrier.try_wait.parity.shared.b64",
+                 "fence.mbarrier_init.release.cluster", "fence.proxy.async.shared::cta"):
+        assert text in ptx, text
+    # init and plain arrive are Ampere's; the parity waits and expect_tx Hopper's
+    assert "mbarrier.arrive.shared.b64" in ptx_for(arrive_only, RawSlice[u64], arch="sm_80")
+    err = target_error(ping, RawSlice[u64], u32, arch="sm_80")
+    assert "needs sm_90" in str(err)
+
+
+@pytest.mark.parametrize("body, message", [
+    ("ox.mbarrier.arrive(f[0])", "u64 or i64"),
+    ("ox.mbarrier.arrive(x[0])", "works on shared memory"),
+    ("ox.mbarrier.arrive(b)", "element of a shared array"),
+    ("ox.mbarrier.init(b[0])", "takes 2 positional"),
+    ("ox.mbarrier.try_wait_parity(b[0], f32(1.5))", "must be an integer"),
+    ("ox.mbarrier.arrive(b[0], count=2)", "unexpected keyword"),
+])
+def test_mbarrier_diagnostics(body: str, message: str) -> None:
+    import re
+
+    err = matrix_error(f"b = ox.shared.array(u64, 2)\n        f = ox.shared.array(u32, 2)"
+                       f"\n        {body}")
+    assert isinstance(err, (ox.KernelTypeError, ox.KernelSyntaxError)), err
+    assert re.search(message, err.message), err.message
+
+
+def test_mbarrier_init_needs_unsafe() -> None:
+    @ox.kernel
+    def k(x: RawSlice[u64]):
+        bars = ox.shared.array(u64, 1)
+        ox.mbarrier.init(bars[0], 1)
+
+    with pytest.raises(ox.SafetyError, match="mbarrier.init"):
+        k.compile(RawSlice[u64], arch="sm_90")
+
+
+@ox.kernel(max_threads=384)
+def warp_groups(out: RawSlice[u32]):
+    t = ox.thread_idx.x
+    with ox.unsafe():
+        if t < 128:
+            ox.setmaxnreg(40, inc=False)
+            ox.named_barrier_sync(1, 128)
+        else:
+            ox.setmaxnreg(232)
+            ox.named_barrier_sync(2, 256)
+        if ox.elect_sync():
+            out[t // 32] = u32(1)
+
+
+def test_setmaxnreg_picks_sm_90a() -> None:
+    ck = warp_groups.compile(RawSlice[u32], arch="sm_90")
+    assert ck.arch == "sm_90a" and ".target sm_90a" in ck.ptx
+    assert ck.cubin
+    for text in ("setmaxnreg.dec.sync.aligned.u32 \t40", "setmaxnreg.inc.sync.aligned.u32 \t232",
+                 "barrier.sync \t1, 128", "barrier.sync \t2, 256", "elect.sync"):
+        assert text in ck.ptx, text
+    assert ptx_for(warp_groups, RawSlice[u32], arch="sm_90a")
+    for arch in ("sm_80", "sm_100"):
+        err = target_error(warp_groups, RawSlice[u32], arch=arch)
+        assert "needs sm_90a" in str(err)
+    # a kernel without them stays sm_90
+    assert asm_add.compile(RawSlice[u32], RawSlice[u32], arch="sm_90").arch == "sm_90"
+
+
+@pytest.mark.parametrize("body, message", [
+    ("ox.setmaxnreg(20)", "24 to 256"),
+    ("ox.setmaxnreg(100)", "multiple of 8"),
+    ("ox.setmaxnreg(x[0])", "compile-time integer"),
+    ("ox.setmaxnreg(64, inc=x[0])", "True or False"),
+    ("ox.named_barrier_sync(16, 64)", "0 to 15"),
+    ("ox.named_barrier_sync(1, 48)", "multiple of 32"),
+    ("ox.cluster.block_idx('w')", "'x', 'y' or 'z'"),
+    ("ox.cluster.rank(0)", "takes 0"),
+])
+def test_warp_group_diagnostics(body: str, message: str) -> None:
+    err = matrix_error(body)
+    assert isinstance(err, (ox.KernelTypeError, ox.KernelSyntaxError)), err
+    assert message in err.message, err.message
+
+
+def test_named_barrier_runs_on_ampere() -> None:
+    @ox.kernel
+    def k(out: RawSlice[u32], n: u32):
+        ox.named_barrier_sync(3, n)
+        with ox.unsafe():
+            out[ox.thread_idx.x] = u32(1)
+
+    assert "barrier.sync \t3" in ptx_for(k, RawSlice[u32], u32, arch="sm_80")
+
+
+@ox.kernel
+def cluster_info(out: RawSlice[i32]):
+    t = ox.thread_idx.x
+    with ox.unsafe():
+        out[t] = (ox.cluster.rank() + ox.cluster.size() * 10 + ox.cluster.block_idx("x") * 100
+                  + ox.cluster.block_dim(1) + ox.cluster.cluster_idx("z")
+                  + ox.cluster.grid_dim(0))
+        ox.cluster.sync()
+        ox.cluster.arrive()
+        ox.cluster.wait()
+
+
+def test_cluster_registers_and_barrier() -> None:
+    ptx = ptx_for(cluster_info, RawSlice[i32])
+    for text in ("%cluster_ctarank", "%cluster_nctarank", "%cluster_ctaid.x",
+                 "%cluster_nctaid.y", "%clusterid.z", "%nclusterid.x", "barrier.cluster.arrive",
+                 "barrier.cluster.wait"):
+        assert text in ptx, text
+    err = target_error(cluster_info, RawSlice[i32], arch="sm_80")
+    assert "needs sm_90" in str(err) and err.span is not None
+
+
+@pytest.mark.parametrize("kernel, sig", [
+    (ping, (RawSlice[u64], u32)),
+    (warp_groups, (RawSlice[u32],)),
+    (cluster_info, (RawSlice[i32],)),
+    (matrices, (RawSlice[u32], i32)),
+    (mma_tf32, (Slice[f32], Slice[f32], RawSlice[f32])),
+], ids=["mbarrier", "warp_groups", "cluster", "matrices", "mma"])
+def test_every_primitive_is_a_target_error_on_the_cpu(kernel: Any, sig: tuple[Any, ...]
+                                                      ) -> None:
+    err = target_error(kernel, *sig, arch="cpu")
+    assert "runs only on NVIDIA GPUs" in str(err)
+    assert err.span is not None and err.hint
+
+
+def test_every_kind_names_a_known_requirement() -> None:
+    """Every kind the frontend emits maps to an architecture and a user-facing name;
+    an unknown one is refused before any IR is written."""
+    kinds = ["mma.m16n8k16.bf16", "mma.m16n8k8.tf32", "ldmatrix.x4", "stmatrix.x2.trans",
+             "mbarrier.init", "mbarrier.arrive", "mbarrier.arrive_expect_tx",
+             "mbarrier.try_wait_parity", "mbarrier.wait_parity", "fence.proxy_async",
+             "fence.mbarrier_init", "elect_sync", "setmaxnreg.inc", "named_barrier",
+             "sreg.cluster.ctarank", "cluster.arrive"]
+    for kind in kinds:
+        sm, _ = hopper.requirement(kind)
+        assert sm in (80, 90)
+        assert hopper.user_name(kind).startswith(("ox.", "the cluster"))
+    assert hopper.requirement("mbarrier.arrive_expect_tx") == (90, False)
+    assert hopper.requirement("setmaxnreg.dec") == (90, True)
+    with pytest.raises(ox.TargetError, match="no GPU primitive"):
+        hopper.requirement("wgmma.mma_async")
+
+
+def test_unknown_namespace_member_is_a_compile_error() -> None:
+    @ox.kernel
+    def k(x: RawSlice[u64]):
+        bars = ox.shared.array(u64, 1)
+        ox.mbarrier.frobnicate(bars[0])
+
+    with pytest.raises(ox.CompileError):
+        k.compile(RawSlice[u64], arch="sm_90")
+
+
+@pytest.mark.xfail(strict=True, reason="passes/uniformity.py treats an op it does not know "
+                   "as varying only through its operands: oxide.inline_asm and the "
+                   "per-thread oxide.hopper results (elect_sync, try_wait) need a case there")
+def test_an_asm_result_is_thread_varying() -> None:
+    @ox.kernel
+    def k(x: RawSlice[u32]):
+        with ox.unsafe():
+            v = ox.asm("mov.u32 $0, %laneid;", u32)
+        if v == 0:
+            ox.sync_threads()
+
+    with pytest.raises(ox.SafetyError):
+        k.compile(RawSlice[u32], arch="sm_90")
+
+
+def test_the_names_are_exported() -> None:
+    for name in ("asm", "mma_sync", "ldmatrix", "stmatrix", "mbarrier", "fence_proxy_async",
+                 "fence_mbarrier_init", "elect_sync", "setmaxnreg", "named_barrier_sync",
+                 "cluster"):
+        assert getattr(ox, name) is getattr(ox.lang, name)
+    with pytest.raises(RuntimeError, match="only works inside"):
+        ox.mbarrier.arrive(0)
+    assert bool_  # the dtype the diagnostics use
