@@ -53,8 +53,18 @@ def test_bundle_picks_the_cubin_for_the_gpu(bundle_dir: Path) -> None:
     x = np.ones(8, np.float32)
     assert b.scale.compile(x, 2.5, x, arch="sm_86").arch == "sm_80"
     assert b.scale.compile(x, 2.5, x, arch="sm_90").arch == "sm_90a"
+    newer = b.scale.compile(x, 2.5, x, arch="sm_100")  # no cubin runs there: the sm_80 PTX
+    assert (newer.arch, newer.is_ptx) == ("sm_80", True)
+    assert ".target sm_80" in newer.ptx and newer.cubin.endswith(b"\0")
+
+
+def test_an_arch_specific_build_has_no_ptx_for_newer_gpus(tmp_path: Path) -> None:
+    build_bundle([Job("scale", scale, (Slice[f32], f32, DisjointSlice[f32]))], ["sm_90a"],
+                 tmp_path)
+    assert not list(tmp_path.glob("*.ptx"))
+    x = np.ones(8, np.float32)
     with pytest.raises(ox.DeviceError, match="rebuild the bundle with --arch sm_100"):
-        b.scale.compile(x, 2.5, x, arch="sm_100")
+        ox.load_bundle(tmp_path).scale.compile(x, 2.5, x, arch="sm_100")
 
 
 def test_bundle_names_the_signatures_it_has(bundle_dir: Path) -> None:
@@ -69,7 +79,7 @@ def test_bundle_names_the_signatures_it_has(bundle_dir: Path) -> None:
 def test_bundle_on_the_cpu_says_it_needs_a_gpu(bundle_dir: Path) -> None:
     b = ox.load_bundle(bundle_dir)
     x = np.ones(8, np.float32)
-    with ox.device("cpu"), pytest.raises(ox.DeviceError, match="bundles hold GPU code"):
+    with ox.device("cpu"), pytest.raises(ox.DeviceError, match="holds GPU code only"):
         b.scale[1, 8](x, 2.5, np.zeros_like(x))
 
 

@@ -1,9 +1,12 @@
 """Ahead-of-time bundles: kernels compiled by `oxide build`, launched without the compiler.
 
-A bundle is a directory: `bundle.json` (the manifest) and one cubin per kernel
-specialization per architecture. Loading one reads JSON and bytes only; it
-never imports llvmlite or xdsl, so a deployment needs neither LLVM nor the
-frontend, and a launch costs no compile.
+A bundle is a directory, or one file (`oxide build -o kernels.oxb`: a zip archive of the
+same files): `bundle.json` (the manifest), one cubin per kernel specialization per GPU
+architecture, the PTX beside each cubin (for GPUs newer than those built: the driver
+compiles it at first launch), and, when built with `--arch cpu`, object code for the CPU
+that built it. Loading a GPU bundle reads JSON and bytes only; it never imports llvmlite
+or xdsl, so a deployment needs neither LLVM nor the frontend, and a launch costs no
+compile. CPU object code is loaded with llvmlite's MCJIT (no frontend, no compile).
 
 >>> b = ox.load_bundle("build/")              # doctest: +SKIP
 >>> b.scale[grid, block](x, 2.5, y)          # doctest: +SKIP
@@ -13,13 +16,24 @@ How the runtimes see a bundled kernel (duck-typed like `oxide.kernel.Kernel`):
 `PrecompiledKernel` has the `__name__`, `params` and `options` argument binding
 reads, and `compile(*signature, arch=...)` returns a `BundledCode` with what the
 GPU runtime takes from a `CompiledKernel`: `name` (the symbol), `signature`,
-`arch`, `target`, `abi`, `sites`, `uses_barriers`, `cubin` and `kernel`. Asking
-for the CPU (`target="cpu"`) raises `DeviceError`: bundles hold GPU code only;
-`ox.launch` checks `gpu_only` before it reaches the CPU runtime.
+`arch`, `target`, `abi`, `sites`, `uses_barriers`, `constants`, `cubin` (the PTX,
+NUL-terminated, where no cubin runs on the GPU: cuModuleLoadData takes either) and
+`kernel`. `compile(..., target="cpu")` returns a `BundledHostCode` with what the CPU
+runtime takes (`host`, `host_object`, `sites`, `thread_index_ranks`, `constants`), or
+raises `DeviceError` where the bundle has no CPU code (or code for another CPU);
+`gpu_only` tells `ox.launch` so before it reaches the CPU runtime.
 
-Manifest (`format: oxide-bundle`, `version: 2`)::
+ConstantArrays: a kernel that reads an `ox.ConstantArray` names it in its specialization
+(`constants`), and the manifest declares each one once (dtype, shape, and the values it
+held at build time, if it was set). `load_bundle` makes a fresh `ConstantArray` per
+declaration, set to those values; `bundle.constants["NAME"].set(...)` changes them, and
+`load_bundle(path, constants={"NAME": my_array})` binds the caller's own array instead.
 
-    {"sha256": <hex>, "kernels": {"scale": {
+Manifest (`format: oxide-bundle`, `version: 3`)::
+
+    {"sha256": <hex>, "archs": ["sm_80", "sm_90", "cpu"],
+     "constants": {"COEFFS": {"dtype": "f32", "shape": [4], "values": <base64 or null>}},
+     "kernels": {"scale": {
         "params": [{"name": "input", "annotation": {"kind": "array", ...}}, ...],
         "options": {"checks": true, "contract": true, "max_threads": null},
         "specializations": [{
@@ -28,15 +42,25 @@ Manifest (`format: oxide-bundle`, `version: 2`)::
             "sites": [{"kind": "index", "file": ..., "line": 7, "col": 17,
                        "end_col": 25, "text": ..., "detail": "input"}, ...],
             "uses_barriers": false, "grid_x_factor": 1, "thread_index_ranks": [1],
+            "constants": [{"symbol": "oxide_const_0", "name": "COEFFS"}],
             "cubins": {"sm_90": "scale.0.sm_90.cubin"},
-            "cubin_sha256": {"sm_90": <hex>}}]}}}
+            "cubin_sha256": {"sm_90": <hex>},
+            "ptx": {"sm_90": "scale.0.sm_90.ptx"}, "ptx_sha256": {"sm_90": <hex>},
+            "host": {"target": "cpu-znver3-<hex>", "file": "scale.0.cpu.o",
+                     "sha256": <hex>, "entry": "scale_009b064c28_launch",
+                     "sites": [...], "thread_index_ranks": [1],
+                     "constants": [...]}}]}}}
 
-Integrity (version 2): `sha256` is the SHA-256 of the rest of the manifest in canonical
-JSON (`manifest_digest`), and each cubin's SHA-256 is recorded next to its file name, so
-a manifest or cubin damaged or edited after the build is a `BundleError` at load (the
-manifest) or at first launch (a cubin), never a launch with a wrong grid or wrong code.
-Cubin names are plain file names inside the bundle; files are read only if they are
-regular files of bounded size (runtime/safe_read.py).
+`ptx`, `host` and `constants` are optional (version 2 bundles, which lack them, still
+load); an `sm_XXa` build has no PTX (it runs on that GPU only).
+
+Integrity: `sha256` is the SHA-256 of the rest of the manifest in canonical JSON
+(`manifest_digest`), and each file's SHA-256 is recorded next to its name, so a manifest
+or file damaged or edited after the build is a `BundleError` at load (the manifest) or at
+first launch (a cubin, PTX or object file), never a launch with a wrong grid or wrong
+code. File names are plain names inside the bundle; files are read only if they are
+regular files of bounded size (runtime/safe_read.py), and zip members only up to their
+recorded size.
 
 A <spec> is `{"kind": "scalar", "dtype": "f32"}`, `{"kind": "array", "access":
 "slice", "dtype": "f32", "rank": 1, "contiguous": true}` or `{"kind": "const",
@@ -46,9 +70,13 @@ is `{"kind": "const", "type": "int"}`.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
+import io
 import json
 import re
+import zipfile
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -65,12 +93,17 @@ from oxide.specialize import ConstValue, signature_from
 
 MANIFEST = "bundle.json"
 FORMAT = "oxide-bundle"
-VERSION = 2  # 2: the manifest and every cubin carry a SHA-256
+# 2: the manifest and every cubin carry a SHA-256; 3: PTX, CPU object code, ConstantArrays
+VERSION = 3
+READABLE_VERSIONS = (2, 3)  # version 3 only adds optional fields
 MAX_MANIFEST_BYTES = 64 << 20
 MAX_CUBIN_BYTES = 512 << 20
-_CUBIN_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}\.cubin")
-CPU_ERROR = ("bundles hold GPU code; launching needs a CUDA GPU (run the kernel's source "
-             "on the CPU instead, or launch inside `with ox.device(0):` on a GPU machine)")
+MAX_ONE_FILE_BYTES = 2 << 30
+ONE_FILE_SUFFIX = ".oxb"
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}\.(cubin|ptx|o)")
+CPU_ERROR = ("the bundle holds GPU code only: launching needs a CUDA GPU (launch inside "
+             "`with ox.device(0):` on a GPU machine), or a bundle built with `--arch ...,cpu` "
+             "on this kind of CPU")
 
 CONST_TYPES = {"int": int, "float": float, "bool": bool}
 
@@ -85,6 +118,53 @@ def manifest_digest(manifest: dict[str, Any]) -> str:
     rest = {k: v for k, v in manifest.items() if k != "sha256"}
     text = json.dumps(rest, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+# ---------------------------------------------------------------------------
+# Where the files are: a directory, or the members of a one-file bundle
+
+
+class BundleFiles:
+    """A bundle directory's files, read as regular files of bounded size."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def read(self, name: str, limit: int) -> bytes:
+        """The file's bytes; OSError when it is missing, too large or not a regular file."""
+        return read_regular_file(self.root / name, limit)
+
+    def where(self, name: str) -> str:
+        return str(self.root / name)
+
+
+class OneFileBundle(BundleFiles):
+    """The members of a one-file bundle (a zip archive), read up to their recorded size."""
+
+    def __init__(self, root: Path, data: bytes) -> None:
+        super().__init__(root)
+        try:
+            self.zip = zipfile.ZipFile(io.BytesIO(data))
+        except (zipfile.BadZipFile, ValueError, OSError) as exc:
+            raise BundleError(f"{root} is not an oxide bundle: neither a directory nor a "
+                              f"one-file bundle ({exc}); build one with `oxide build FILE.py "
+                              f"-o DIR` or `-o NAME{ONE_FILE_SUFFIX}`") from None
+
+    def read(self, name: str, limit: int) -> bytes:
+        try:
+            info = self.zip.getinfo(name)
+        except KeyError:
+            raise FileNotFoundError(f"{self.where(name)}: no such member") from None
+        if info.file_size > limit:
+            raise OSError(f"{self.where(name)} is larger than {limit} bytes")
+        try:
+            return self.zip.read(info)  # reads at most file_size bytes, and checks the CRC
+        except (zipfile.BadZipFile, ValueError, RuntimeError, EOFError,
+                NotImplementedError) as exc:
+            raise OSError(f"{self.where(name)}: {exc}") from None
+
+    def where(self, name: str) -> str:
+        return f"{self.root}:{name}"
 
 
 # ---------------------------------------------------------------------------
@@ -153,117 +233,267 @@ def arch_runs_on(arch: str, device_arch: str) -> bool:
     return major == dev_major and minor <= dev_minor
 
 
-class Specialization:
-    """One bundled signature of a kernel, with a cubin per architecture."""
+class BundledFile:
+    """One file of the bundle, read once and checked against the SHA-256 the manifest records."""
 
-    def __init__(self, kernel: PrecompiledKernel, root: Path, data: dict[str, Any]) -> None:
+    def __init__(self, files: BundleFiles, name: Any, sha256: Any, limit: int) -> None:
+        if not isinstance(name, str) or not _FILE_NAME.fullmatch(name):
+            raise ValueError(f"file name {name!r} is not a file name inside the bundle")
+        if not isinstance(sha256, str):
+            raise ValueError(f"the SHA-256 of {name} is not a string")
+        self.files, self.name, self.sha256, self.limit = files, name, sha256, limit
+
+    def read(self) -> bytes:
+        where = self.files.where(self.name)
+        try:
+            data = self.files.read(self.name, self.limit)
+        except OSError as exc:
+            raise BundleError(f"the bundle's file {where} cannot be read: {exc}") from exc
+        if hashlib.sha256(data).hexdigest() != self.sha256:
+            raise BundleError(f"the bundle's file {where} was modified or damaged after "
+                              "the build (its SHA-256 is not the manifest's): rebuild the "
+                              "bundle with `oxide build`")
+        return data
+
+
+def _sites(data: list[dict[str, Any]]) -> list[BundledSite]:
+    return [BundledSite(s["kind"], Span(s["file"], s["line"], s["col"], s["end_col"], s["text"]),
+                        s["detail"]) for s in data]
+
+
+def _ranks(ranks: Any) -> tuple[int, ...]:
+    """The ThreadIndex ranks a kernel creates (runtime/witness_rules.py), checked."""
+    if not isinstance(ranks, list) or not all(type(r) is int and r in THREAD_INDEX_RANKS
+                                              for r in ranks):
+        raise ValueError(f"thread_index_ranks {ranks!r} are not ranks oxide emits")
+    return tuple(ranks)
+
+
+def _constants(data: Any, declared: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """(global symbol, the bundle's ox.ConstantArray) for each array a specialization reads."""
+    out = []
+    for item in data:
+        symbol, name = item["symbol"], item["name"]
+        if not isinstance(symbol, str) or name not in declared:
+            raise ValueError(f"constant {item!r} names no ConstantArray the manifest declares")
+        out.append((symbol, declared[name]))
+    return tuple(out)
+
+
+class HostCode:
+    """A specialization's object code for the CPU that built the bundle."""
+
+    def __init__(self, files: BundleFiles, data: dict[str, Any], declared: dict[str, Any]
+                 ) -> None:
+        self.target: str = data["target"]
+        self.entry: str = data["entry"]
+        if not isinstance(self.target, str) or not isinstance(self.entry, str):
+            raise ValueError("the host code's target and entry are not strings")
+        self.file = BundledFile(files, data["file"], data["sha256"], MAX_CUBIN_BYTES)
+        self.sites = _sites(data["sites"])
+        self.thread_index_ranks = _ranks(data["thread_index_ranks"])
+        self.constants = _constants(data.get("constants", []), declared)
+
+
+class Specialization:
+    """One bundled signature of a kernel, with a cubin (and PTX) per architecture."""
+
+    def __init__(self, kernel: PrecompiledKernel, files: BundleFiles, data: dict[str, Any],
+                 declared: dict[str, Any]) -> None:
         typevars: dict[str, T.TypeVar] = {}
         self.kernel = kernel
         self.symbol: str = data["symbol"]
         self.signature = tuple(spec_from_json(s, typevars) for s in data["signature"])
         self.abi = [ParamABI(a["name"], spec_from_json(a["spec"], typevars))
                     for a in data["abi"]]
-        self.sites = [BundledSite(s["kind"], Span(s["file"], s["line"], s["col"], s["end_col"],
-                                                  s["text"]), s["detail"])
-                      for s in data["sites"]]
+        self.sites = _sites(data["sites"])
         self.uses_barriers: bool = data["uses_barriers"]
         self.grid_x_factor: int = data["grid_x_factor"]
         if type(self.grid_x_factor) is not int or self.grid_x_factor not in GRID_X_FACTORS:
             raise ValueError(f"grid_x_factor {self.grid_x_factor!r} is not one oxide emits")
-        # the ThreadIndex ranks the kernel creates (runtime/witness_rules.py)
-        ranks = data["thread_index_ranks"]
-        if not isinstance(ranks, list) or not all(type(r) is int and r in THREAD_INDEX_RANKS
-                                                  for r in ranks):
-            raise ValueError(f"thread_index_ranks {ranks!r} are not ranks oxide emits")
-        self.thread_index_ranks = tuple(ranks)
-        if set(data["cubins"]) != set(data["cubin_sha256"]):
-            raise ValueError("the cubins and their checksums name different archs")
-        for rel in data["cubins"].values():
-            if not isinstance(rel, str) or not _CUBIN_NAME.fullmatch(rel):
-                raise ValueError(f"cubin name {rel!r} is not a file name inside the bundle")
-        self.cubin_files = {arch: root / rel for arch, rel in data["cubins"].items()}
-        self.cubin_sha256: dict[str, str] = dict(data["cubin_sha256"])
+        self.thread_index_ranks = _ranks(data["thread_index_ranks"])
+        self.constants = _constants(data.get("constants", []), declared)
+        self.cubins = self._files(files, data["cubins"], data["cubin_sha256"], "cubins")
+        self.ptx = self._files(files, data.get("ptx", {}), data.get("ptx_sha256", {}), "PTX")
+        host = data.get("host")
+        self.host = HostCode(files, host, declared) if host is not None else None
+
+    @staticmethod
+    def _files(files: BundleFiles, names: dict[str, Any], sums: dict[str, Any], what: str
+               ) -> dict[str, BundledFile]:
+        if set(names) != set(sums):
+            raise ValueError(f"the {what} and their checksums name different archs")
+        for arch in names:
+            if not isinstance(arch, str) or not _ARCH.fullmatch(arch):
+                raise ValueError(f"{arch!r} is not a GPU architecture")
+        return {arch: BundledFile(files, name, sums[arch], MAX_CUBIN_BYTES)
+                for arch, name in names.items()}
+
+    @property
+    def cubin_files(self) -> dict[str, BundledFile]:
+        return self.cubins
 
     def pick_arch(self, device_arch: str) -> str:
-        """The bundled arch to load on a `device_arch` GPU: exact, else the newest compatible."""
-        if device_arch in self.cubin_files:
+        """The bundled cubin to load on a `device_arch` GPU: exact, else the newest compatible.
+
+        DeviceError when none runs there (`pick` then looks for PTX).
+        """
+        if device_arch in self.cubins:
             return device_arch
-        fits = sorted((a for a in self.cubin_files if arch_runs_on(a, device_arch)),
-                      key=lambda a: int(a[3:].rstrip("a")), reverse=True)
+        fits = sorted((a for a in self.cubins if arch_runs_on(a, device_arch)),
+                      key=_arch_number, reverse=True)
         if not fits:
             raise DeviceError(
-                f"the bundle has `{self.kernel.__name__}` for {', '.join(self.cubin_files)}, "
-                f"none of which runs on this {device_arch} GPU: rebuild the bundle with "
-                f"--arch {device_arch}")
+                f"the bundle has `{self.kernel.__name__}` for "
+                f"{', '.join(self.cubins) or 'no GPU'}, none of which runs on this "
+                f"{device_arch} GPU: rebuild the bundle with --arch {device_arch}")
         return fits[0]
+
+    def pick(self, device_arch: str) -> tuple[str, BundledFile, bool]:
+        """(arch, file, is PTX): a cubin that runs on `device_arch`, else the PTX of the newest
+        arch at or below it (PTX is compiled by the driver for any later GPU; an `a` arch's
+        would not be, and is not bundled)."""
+        try:
+            arch = self.pick_arch(device_arch)
+            return arch, self.cubins[arch], False
+        except DeviceError:
+            want = _arch_number(device_arch)
+            fits = sorted((a for a in self.ptx if _arch_number(a) <= want),
+                          key=_arch_number, reverse=True)
+            if not fits:
+                raise
+            return fits[0], self.ptx[fits[0]], True
+
+
+_ARCH = re.compile(r"sm_\d+a?")
+
+
+def _arch_number(arch: str) -> int:
+    return int(arch[3:].rstrip("a"))
 
 
 class BundledCode:
-    """A specialization's code for one architecture: what a `CompiledKernel` gives a runtime."""
+    """A specialization's code for one GPU: what a `CompiledKernel` gives a runtime."""
 
     target = "nvptx"
 
-    def __init__(self, spec: Specialization, arch: str) -> None:
+    def __init__(self, spec: Specialization, device_arch: str | None) -> None:
         self.kernel = spec.kernel
         self.name = spec.symbol
         self.signature = spec.signature
-        self.arch = arch
+        if device_arch is None:
+            if not spec.cubins:
+                raise DeviceError(f"the bundle has no GPU code for `{spec.kernel.__name__}`: "
+                                  "rebuild it with --arch sm_80,sm_90 (for example)")
+            device_arch = next(iter(spec.cubins))
+        self.arch, self._file, self.is_ptx = spec.pick(device_arch)
         self.abi = spec.abi
         self.sites = spec.sites
         self.uses_barriers = spec.uses_barriers
         self.grid_x_factor = spec.grid_x_factor
         self.thread_index_ranks = spec.thread_index_ranks
-        self._file = spec.cubin_files[arch]
-        self._sha256 = spec.cubin_sha256[arch]
+        self.constants = spec.constants
 
     @cached_property
     def cubin(self) -> bytes:
-        """The cubin's bytes, checked against the SHA-256 the manifest records."""
-        try:
-            data = read_regular_file(self._file, MAX_CUBIN_BYTES)
-        except OSError as exc:
-            raise BundleError(f"the bundle's cubin {self._file} cannot be read: {exc}") from exc
-        if hashlib.sha256(data).hexdigest() != self._sha256:
-            raise BundleError(f"the bundle's cubin {self._file} was modified or damaged after "
-                              "the build (its SHA-256 is not the manifest's): rebuild the "
-                              "bundle with `oxide build`")
-        return data
+        """What the driver loads: the cubin's bytes, or the PTX's, NUL-terminated (the
+        driver compiles it for the GPU at hand), checked against the manifest's SHA-256."""
+        data = self._file.read()
+        return data + b"\0" if self.is_ptx else data
+
+    @property
+    def ptx(self) -> str:
+        """The bundled PTX this code came from (only where no cubin ran on the GPU)."""
+        if not self.is_ptx:
+            raise DeviceError(f"`{self.kernel.__name__}` runs from its {self.arch} cubin here")
+        return self.cubin[:-1].decode()
 
     def __repr__(self) -> str:
-        return f"<BundledCode {self.name} for {self.arch}>"
+        what = "PTX" if self.is_ptx else "cubin"
+        return f"<BundledCode {self.name}: {self.arch} {what}>"
+
+
+class BundledHostCode:
+    """A specialization's CPU object code: what a `CompiledKernel` gives the CPU runtime."""
+
+    target = "cpu"
+    arch = "cpu"
+    grid_x_factor = 1
+
+    def __init__(self, spec: Specialization, host: HostCode) -> None:
+        self.kernel = spec.kernel
+        self.name = spec.symbol
+        self.signature = spec.signature
+        self.sites = host.sites
+        self.thread_index_ranks = host.thread_index_ranks
+        self.constants = host.constants
+        self._host = host
+
+    @cached_property
+    def host_object(self) -> tuple[bytes, str]:
+        """(object code, optimized LLVM IR): the IR does not travel in a bundle."""
+        return self._host.file.read(), ""
+
+    @cached_property
+    def host(self) -> Any:
+        """The object code loaded by MCJIT (the first use imports llvmlite, not the compiler)."""
+        from oxide.codegen.host import load_object
+
+        return load_object(self.host_object[0], self._host.entry)
+
+    def __repr__(self) -> str:
+        return f"<BundledHostCode {self.name} for {self._host.target}>"
 
 
 class PrecompiledKernel:
     """A kernel from a bundle: launch it like the `@ox.kernel` it was built from."""
 
-    gpu_only = True  # `ox.launch` on the CPU raises DeviceError(CPU_ERROR) instead of compiling
-
-    def __init__(self, name: str, root: Path, data: dict[str, Any]) -> None:
+    def __init__(self, name: str, files: BundleFiles, data: dict[str, Any],
+                 declared: dict[str, Any] | None = None) -> None:
         typevars: dict[str, T.TypeVar] = {}
         self.__name__ = self.__qualname__ = name
         self.params = tuple(Param(p["name"], spec_from_json(p["annotation"], typevars))
                             for p in data["params"])
         self.options = KernelOptions(**data["options"])
-        self.specializations = [Specialization(self, root, s) for s in data["specializations"]]
+        self.specializations = [Specialization(self, files, s, declared or {})
+                                for s in data["specializations"]]
+        # `ox.launch` on the CPU raises DeviceError(CPU_ERROR) for a kernel without CPU code
+        self.gpu_only = not any(s.host for s in self.specializations)
 
     def compile(self, *args: Any, arch: str | None = None, target: str | None = None
-                ) -> BundledCode:
-        """The bundled code for `args` (types or example values) on a GPU of `arch`.
+                ) -> BundledCode | BundledHostCode:
+        """The bundled code for `args` (types or example values) on a GPU of `arch`, or on
+        this CPU (`target="cpu"`).
 
         Nothing compiles: a signature the bundle lacks is an ArgumentError naming
-        the ones it has, and the CPU is a DeviceError.
+        the ones it has; a device it has no code for is a DeviceError.
         """
-        if target == "cpu" or arch == "cpu":
-            raise DeviceError(CPU_ERROR)
         wanted = signature_from(self, args)
         for spec in self.specializations:
             if spec.signature == wanted:
-                return BundledCode(spec, spec.pick_arch(arch) if arch else
-                                   next(iter(spec.cubin_files)))
+                if target == "cpu" or arch == "cpu":
+                    return self._host_code(spec)
+                return BundledCode(spec, arch)
         have = "; ".join(describe_signature(s.signature) for s in self.specializations)
         raise ArgumentError(f"the bundle has `{self.__name__}` for ({have}), not for "
                             f"({describe_signature(wanted)}): rebuild it with "
                             f"--sig \"{self.__name__}: {describe_signature(wanted)}\"")
+
+    def _host_code(self, spec: Specialization) -> BundledHostCode:
+        if spec.host is None:
+            raise DeviceError(CPU_ERROR if self.gpu_only else
+                              f"the bundle has no CPU code for `{self.__name__}"
+                              f"({describe_signature(spec.signature)})`: rebuild it with "
+                              "--arch ...,cpu")
+        from oxide.codegen.host import host_target_id
+
+        here = host_target_id()
+        if spec.host.target != here:
+            raise DeviceError(f"the bundle's CPU code for `{self.__name__}` was built for "
+                              f"{spec.host.target}, and this CPU is {here}: rebuild the "
+                              "bundle here with --arch cpu (object code is built for the "
+                              "CPU that builds it)")
+        return BundledHostCode(spec, spec.host)
 
     def __getitem__(self, config: Any) -> Any:
         return bind_launch(self, config)
@@ -283,13 +513,55 @@ def describe_signature(sig: tuple[Any, ...]) -> str:
                      s.name if isinstance(s, T.DType) else repr(s) for s in sig)
 
 
-class Bundle:
-    """A loaded bundle: each kernel is an attribute (`bundle.scale`), also `bundle["scale"]`."""
+def declared_constants(manifest: dict[str, Any], given: dict[str, Any] | None
+                       ) -> dict[str, Any]:
+    """One ox.ConstantArray per name the manifest declares: the caller's (`given`), checked
+    against the declaration, else a fresh one set to the values recorded at build time."""
+    import numpy as np
 
-    def __init__(self, path: Path, manifest: dict[str, Any]) -> None:
+    from oxide.runtime.constant import ConstantArray
+
+    declared = manifest.get("constants", {})
+    given = dict(given or {})
+    unknown = sorted(set(given) - set(declared))
+    if unknown:
+        raise ArgumentError(f"load_bundle(constants=...) names {', '.join(unknown)}, which the "
+                            f"bundle's kernels do not read (they read: "
+                            f"{', '.join(declared) or 'no ConstantArray'})")
+    out = {}
+    for name, data in declared.items():
+        dtype, shape = T.SCALARS[data["dtype"]], tuple(data["shape"])
+        if name in given:
+            mine = given[name]
+            if not isinstance(mine, ConstantArray) or mine.dtype != dtype \
+                    or mine.shape != shape:
+                raise ArgumentError(f"load_bundle(constants=...): `{name}` must be an "
+                                    f"ox.ConstantArray({dtype.name}, {shape}) as built; got "
+                                    f"{mine!r}")
+            out[name] = mine
+            continue
+        try:
+            arr = ConstantArray(dtype, shape)
+            if data["values"] is not None:
+                raw = base64.b64decode(data["values"], validate=True)
+                arr.set(np.frombuffer(raw, dtype=dtype.numpy).reshape(shape))
+        except ArgumentError as exc:  # a declaration no build writes
+            raise ValueError(f"constant `{name}`: {exc}") from None
+        out[name] = arr
+    return out
+
+
+class Bundle:
+    """A loaded bundle: each kernel is an attribute (`bundle.scale`), also `bundle["scale"]`;
+    `bundle.constants` holds the ox.ConstantArrays its kernels read, by name."""
+
+    def __init__(self, path: Path, manifest: dict[str, Any], files: BundleFiles | None = None,
+                 constants: dict[str, Any] | None = None) -> None:
         self.path = path
         self.manifest = manifest
-        self.kernels = {name: PrecompiledKernel(name, path, data)
+        files = files or BundleFiles(path)
+        self.constants = declared_constants(manifest, constants)
+        self.kernels = {name: PrecompiledKernel(name, files, data, self.constants)
                         for name, data in manifest["kernels"].items()}
 
     def __getattr__(self, name: str) -> PrecompiledKernel:
@@ -309,32 +581,50 @@ class Bundle:
         return f"<oxide.Bundle {self.path}: {', '.join(self.kernels)}>"
 
 
-def load_bundle(path: str | Path) -> Bundle:
-    """Load a bundle directory written by `oxide build` (no compiler is imported).
+def open_files(root: Path) -> BundleFiles:
+    """The bundle's files: the directory `root`, or the one-file bundle `root` read whole."""
+    if root.is_dir() or not root.exists():
+        return BundleFiles(root)
+    try:
+        data = read_regular_file(root, MAX_ONE_FILE_BYTES)
+    except OSError as exc:
+        raise BundleError(f"{root} cannot be read: {exc}") from exc
+    return OneFileBundle(root, data)
+
+
+def load_bundle(path: str | Path, constants: dict[str, Any] | None = None) -> Bundle:
+    """Load a bundle written by `oxide build` (no compiler is imported): a directory, or a
+    one-file bundle (`-o NAME.oxb`).
+
+    `constants` binds your own `ox.ConstantArray`s to the names the bundle's kernels read
+    (`bundle.constants` lists them); the others start with the values they had at build time.
 
     >>> b = ox.load_bundle("build/")   # doctest: +SKIP
     >>> b.scale[grid, block](x, 2.5, y) # doctest: +SKIP
     """
     root = Path(path)
+    files = open_files(root)
+    where = files.where(MANIFEST)
     try:
-        manifest = json.loads(read_regular_file(root / MANIFEST, MAX_MANIFEST_BYTES))
+        manifest = json.loads(files.read(MANIFEST, MAX_MANIFEST_BYTES))
     except FileNotFoundError:
         raise BundleError(f"{root} is not an oxide bundle (no {MANIFEST}); "
                           "build one with `oxide build FILE.py -o DIR`") from None
     except (OSError, ValueError, RecursionError) as exc:
-        raise BundleError(f"{root / MANIFEST} cannot be read: {exc}") from exc
+        raise BundleError(f"{where} cannot be read: {exc}") from exc
     if not isinstance(manifest, dict):
-        raise BundleError(f"{root / MANIFEST} is not an oxide bundle manifest (not a JSON "
+        raise BundleError(f"{where} is not an oxide bundle manifest (not a JSON "
                           "object): rebuild it with `oxide build`")
-    if manifest.get("format") != FORMAT or manifest.get("version") != VERSION:
+    if manifest.get("format") != FORMAT or manifest.get("version") not in READABLE_VERSIONS:
         raise BundleError(f"{root} holds a {manifest.get('format')} v{manifest.get('version')} "
                           f"manifest; this oxide reads {FORMAT} v{VERSION}: rebuild it")
     if manifest.get("sha256") != manifest_digest(manifest):
-        raise BundleError(f"{root / MANIFEST} was modified or damaged after the build (its "
+        raise BundleError(f"{where} was modified or damaged after the build (its "
                           "SHA-256 does not match its contents): rebuild the bundle with "
                           "`oxide build`")
     try:
-        return Bundle(root, manifest)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        raise BundleError(f"{root / MANIFEST} is malformed ({type(exc).__name__}: {exc}): "
+        return Bundle(root, manifest, files, constants)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+            binascii.Error) as exc:
+        raise BundleError(f"{where} is malformed ({type(exc).__name__}: {exc}): "
                           "rebuild the bundle with `oxide build`") from None
