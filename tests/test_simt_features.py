@@ -488,6 +488,7 @@ def test_shared_access_needs_unsafe_and_names_block_collectives() -> None:
     err = _compile_error(build, DisjointSlice[f32])
     assert isinstance(err, ox.SafetyError)
     assert "ox.block.reduce_add" in err.hint and "ox.block.exclusive_scan" in err.hint
+    assert "@ox.kernel(block=(256,))" in err.hint  # or declare the block shape: proved safe
 
 
 def test_constant_arrays_are_read_only() -> None:

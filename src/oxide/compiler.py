@@ -134,7 +134,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     from oxide.frontend.entry import lower_kernel
     from oxide.passes.disjoint_reads import check_disjoint_reads
     from oxide.passes.safety import check_disjoint_writes
-    from oxide.passes.uniformity import check_barrier_uniformity
+    from oxide.passes.shared_races import check_shared_races, needs_proof
+    from oxide.passes.uniformity import check_barrier_uniformity, varying_values
 
     symbol = mangle(kernel, sig)
     if target == "nvptx":
@@ -164,6 +165,9 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     check_disjoint_writes(func, lowered.sites)
     check_disjoint_reads(func, lowered.sites)
     check_barrier_uniformity(func, lowered.builder.origins, lowered.builder.uniform)
+    if kernel.options.block is not None and needs_proof(func):
+        check_shared_races(func, lowered.sites, lowered.builder.origins,
+                           varying_values(func, lowered.builder.uniform), kernel.options.block)
     check_supported(tgt, func)
     abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig, strict=True)
            if not isinstance(s, ConstValue)]

@@ -35,6 +35,9 @@ class KernelOptions:
     max_threads: int | None = None  # launch bounds: max threads per block
     coarsen: bool = True  # four logical blocks per GPU block where threads are independent
     lineinfo: bool = False  # Python lines in the PTX for Nsight (codegen/lineinfo.py)
+    # the block shape every launch uses, as (x, y, z): shared arrays may then be used
+    # outside `ox.unsafe()`, proved race-free for it (passes/shared_races.py)
+    block: tuple[int, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -316,17 +319,37 @@ def _check_options(options: KernelOptions, depth: int) -> None:
                                    "every CUDA GPU; leave it out for no launch bound")
 
 
+def _block_option(block: Any, depth: int) -> tuple[int, int, int] | None:
+    """`block=256` or `block=(32, 8)` as (x, y, z), or a diagnostic at the decorator."""
+    if block is None:
+        return None
+    dims = block if isinstance(block, tuple) else (block,)
+    ok = 1 <= len(dims) <= 3 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
+                                      for d in dims)
+    if ok:
+        shape = tuple(dims) + (1,) * (3 - len(dims))
+        if shape[0] * shape[1] * shape[2] <= _MAX_BLOCK_THREADS and shape[2] <= 64:
+            return shape  # type: ignore[return-value]
+    raise KernelTypeError(f"@ox.kernel option `block` must be the block shape: 1 to 3 "
+                          f"positive ints with at most {_MAX_BLOCK_THREADS} threads in all "
+                          f"(z at most 64), not {block!r}", _caller_span(depth + 1, "block"),
+                          hint="e.g. `block=256` or `block=(32, 8)`")
+
+
 def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contract: bool = True,
-           max_threads: int | None = None, coarsen: bool = True, lineinfo: bool = False) -> Any:
+           max_threads: int | None = None, coarsen: bool = True, lineinfo: bool = False,
+           block: int | tuple[int, ...] | None = None) -> Any:
     """Declare a kernel. Options: `checks` (bounds checks), `contract` (FMA), `max_threads`,
     `coarsen` (let the GPU run four logical blocks per block where threads are independent),
-    `lineinfo` (the kernel's Python lines in its PTX, for Nsight; also `OXIDE_LINEINFO=1`).
+    `lineinfo` (the kernel's Python lines in its PTX, for Nsight; also `OXIDE_LINEINFO=1`),
+    `block` (the block shape of every launch: shared arrays may then be used without
+    `ox.unsafe()`, proved race-free at compile time; a launch with another shape is refused).
 
     >>> @ox.kernel  # doctest: +SKIP
     ... def scale(x: Slice[f32], a: f32, out: DisjointSlice[f32]): ...
     """
     options = KernelOptions(checks=checks, contract=contract, max_threads=max_threads,
-                            coarsen=coarsen, lineinfo=lineinfo)
+                            coarsen=coarsen, lineinfo=lineinfo, block=_block_option(block, 1))
     _check_options(options, 1)
     if fn is None:
         def decorate(f: Callable[..., Any]) -> Kernel:

@@ -228,18 +228,18 @@ def atomic_at(total: ox.AtomicSlice[f32], j: i64):
     ox.atomic.add(total, j, 1.0)
 
 
-@bad(ox.KernelIndexError, pattern=r"index 5.*local array.*length 4", launch=True, isolate=True)
+@bad(ox.KernelIndexError, pattern=r"index 5.*`buf`.*length 4", launch=True, isolate=True)
 def local_array_write_past_the_end():
     local_store[1, 1](np.zeros(1, np.float32), 5)
 
 
-@bad(ox.KernelIndexError, pattern=r"index 6.*shared array.*length 4", launch=True,
+@bad(ox.KernelIndexError, pattern=r"index 6.*`s`.*length 4", launch=True,
      isolate=True)
 def shared_array_write_past_the_end():
     shared_store[1, 1](6)
 
 
-@bad(ox.KernelIndexError, pattern=r"index 6.*dynamic shared.*length 4", launch=True,
+@bad(ox.KernelIndexError, pattern=r"index 6.*`s`.*length 4", launch=True,
      isolate=True)
 def dynamic_shared_write_past_the_end():
     dynamic_store[ox.LaunchConfig(1, 1, shared_mem_bytes=16)](6)

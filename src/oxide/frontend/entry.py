@@ -33,6 +33,8 @@ class KernelContext:
     # ox.ConstantArray globals the kernel reads: (symbol, array), and their frontend values
     constants: list[tuple[str, Any]] = field(default_factory=list)
     constant_values: dict[int, Any] = field(default_factory=dict)
+    # the block shape the kernel declares (`@ox.kernel(block=...)`), as (x, y, z), or None
+    block: tuple[int, int, int] | None = None
 
 
 @dataclass
@@ -49,7 +51,8 @@ def lower_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> LoweredKerne
     arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
                  for _, s in runtime_params]
     b = IRBuilder(symbol, arg_types)
-    ctx = KernelContext({p.name for p in kernel.params}, kernel.options.checks)
+    ctx = KernelContext({p.name for p in kernel.params}, kernel.options.checks,
+                        block=kernel.options.block)
     lowering = FunctionLowering(b, kernel.source, kernel.scope, ctx, {},
                                 typevar_bindings(kernel, sig))
     env: dict[str, Any] = {}

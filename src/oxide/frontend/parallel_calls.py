@@ -402,26 +402,33 @@ class ParallelCallsMixin:
             raise self.error(SafetyError, node,
                              f"`{arr.name}` is a ConstantArray: kernels only read it",
                              hint=f"set its values from the host: `{arr.name}.set(values)`")
-        if arr.space == "shared" and not self.unsafe_depth:
+        unsafe = self.unsafe_depth > 0
+        if arr.space == "shared" and not unsafe and self.ctx.block is None:
             verb = "reading" if value is None else "writing"
             raise self.error(SafetyError, node,
-                             f"{verb} a shared array races unless barriers order it: it needs "
-                             "`with ox.unsafe():`",
-                             hint="use ox.block.reduce_add/min/max or ox.block.exclusive_scan "
-                                  "for the common patterns, or wrap the access in "
-                                  "`with ox.unsafe():` next to its ox.sync_threads()")
+                             f"{verb} a shared array outside `with ox.unsafe():` needs the "
+                             "kernel's block shape, to prove no two threads race",
+                             hint="declare it: `@ox.kernel(block=(256,))` (or `(32, 8)`...), "
+                                  "and oxide proves the accesses race-free between "
+                                  "ox.sync_threads() barriers; or use ox.block.reduce_add/min/"
+                                  "max or ox.block.exclusive_scan, or wrap the access in "
+                                  "`with ox.unsafe():`")
         items = self.index_values(arr, index, node, write=value is not None)
         idx = self.index_ssa(items, node.slice)
-        site = self.b.site("index", self.src.span(node), arr.name)
+        # shared and local arrays are named by the variable they are read through
+        name = arr.name if arr.space == "constant" else self.text(node.value)
+        site = self.b.site("index", self.src.span(node), name)
         if value is None:
             return Val(self.b.value(ops.LoadOp(arr.ssa, idx, ir_type(arr.dtype), site,
-                                               self.ctx.checks)), arr.dtype)
+                                               self.ctx.checks, unsafe=unsafe)), arr.dtype)
         if isinstance(value, Val) and value.dtype != arr.dtype:
             raise self.error(KernelTypeError, node,
                              f"the {arr.space} array holds {arr.dtype.name}; cannot store "
                              f"{article(value.dtype.name)}", hint=f"convert: `{arr.dtype.name}(...)`")
         v = self.materialize(value, arr.dtype, node)
-        self.b.emit(ops.StoreOp(arr.ssa, idx, v, site, self.ctx.checks, unsafe=True))
+        # local arrays are the thread's own: only shared stores are left to the race proof
+        self.b.emit(ops.StoreOp(arr.ssa, idx, v, site, self.ctx.checks,
+                                unsafe=unsafe or arr.space != "shared"))
         return None
 
 

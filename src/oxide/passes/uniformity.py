@@ -257,6 +257,12 @@ def _condition_label(u: _Uniformity, block: Block, origins: dict[Operation, tupl
             f"(line {cond_span.line})")
 
 
+def varying_values(func: ops.FuncOp, uniform: set[SSAValue]) -> set[SSAValue]:
+    """The values that may differ between the threads of one block (the rest are the
+    same in every thread at any one point of the run)."""
+    return _Uniformity(func, uniform, _control_dependents(func)).varying
+
+
 def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Span, ...]],
                              uniform: set[SSAValue]) -> None:
     """Raise SafetyError for a block barrier that some threads of a block may not reach,

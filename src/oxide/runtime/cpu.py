@@ -30,7 +30,7 @@ from oxide.runtime.args import Plan, bind
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import CPU
 from oxide.runtime.kernel_errors import ErrorRecord
-from oxide.runtime.witness_rules import check_witness_config
+from oxide.runtime.witness_rules import check_block_shape, check_witness_config
 
 # Splitting a grid across OS threads pays off only for enough work.
 _PARALLEL_MIN_THREADS = 1 << 16
@@ -156,6 +156,7 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
 
 
 def _check_config(kernel: Any, cfg: LaunchConfig) -> None:
+    check_block_shape(kernel.__name__, kernel.options.block, cfg)
     limit = kernel.options.max_threads
     if limit is not None and cfg.threads_per_block > limit:
         raise LaunchError(f"`{kernel.__name__}` runs at most {limit} threads per block "

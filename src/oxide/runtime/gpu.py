@@ -48,7 +48,7 @@ from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, cuda_device_count
 from oxide.runtime.kernel_errors import ErrorRecord
 from oxide.runtime.views import ArrayView
-from oxide.runtime.witness_rules import check_witness_config
+from oxide.runtime.witness_rules import check_block_shape, check_witness_config
 
 _RECORD_BYTES = 32
 _POOL_BYTES = 4096
@@ -268,6 +268,7 @@ class Launcher:
         # Hidden arguments: the error record, then for a coarsened kernel the logical grid.x.
         self.grid_x_factor = image.grid_x_factor
         self.thread_index_ranks = image.thread_index_ranks
+        self.block_shape: tuple[int, int, int] | None = None  # `@ox.kernel(block=...)`
         formats = plan.formats + ["Q"] + (["I"] if self.grid_x_factor > 1 else [])
         offsets = [struct.calcsize("@" + "".join(formats[:i + 1])) - struct.calcsize(formats[i])
                    for i in range(len(formats))]
@@ -338,6 +339,7 @@ class Launcher:
         for axis, n, limit in zip("xyz", cfg.grid, gdev.max_grid, strict=True):
             if n > limit:
                 raise LaunchError(f"grid.{axis} = {n} exceeds {gdev}'s limit of {limit}")
+        check_block_shape(self.kernel_name, self.block_shape, cfg)
         if self.thread_index_ranks:
             check_witness_config(self.kernel_name, self.thread_index_ranks, cfg)
         shm = cfg.shared_mem_bytes
@@ -543,6 +545,7 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
         image = load_image(kernel, plan, gdev.arch)
         launcher = launchers[(device.index, key)] = Launcher(
             gdev, kernel.__name__, plan, image, _stream_source(args, views))
+        launcher.block_shape = getattr(getattr(kernel, "options", None), "block", None)
     elif launcher.native is None:
         launcher.attach_native()  # the trampoline may have been built since
     plan = launcher.plan

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from oxide.errors import LaunchError
+from oxide.errors import ArgumentError, LaunchError
 from oxide.runtime.config import LaunchConfig
 
 # The dimensions a witness of each rank covers; every other one must be 1.
@@ -44,3 +44,21 @@ def check_witness_config(kernel_name: str, ranks: Iterable[int], cfg: LaunchConf
                 f"their DisjointSlice writes would race. Launch with "
                 + ("a 1-D grid and block" if rank == 1 else "2-D grids and blocks")
                 + (", or use thread.index_2d()" if rank == 1 else ""))
+
+
+def check_block_shape(kernel_name: str, declared: tuple[int, int, int] | None,
+                      cfg: LaunchConfig) -> None:
+    """Raise ArgumentError when a kernel declared with `@ox.kernel(block=...)` is launched
+    with another block shape: its shared-memory accesses were proved race-free for the
+    declared one only (passes/shared_races.py).
+
+    >>> check_block_shape("k", (32, 8, 1), LaunchConfig(grid=4, block=(32, 8)))
+    """
+    if declared is None or tuple(cfg.block) == declared:
+        return
+    shape = tuple(declared[:max(i + 1 for i, d in enumerate(declared) if d != 1 or i == 0)])
+    raise ArgumentError(
+        f"`{kernel_name}` is declared with block={shape if len(shape) > 1 else shape[0]}, and "
+        f"its shared-memory accesses are proved race-free for that shape only; this launch "
+        f"has block {cfg.block}. Launch with block={shape if len(shape) > 1 else shape[0]}, "
+        "or change the kernel's `block=`")

@@ -1,0 +1,598 @@
+"""Shared memory without `unsafe`: prove at compile time that no two threads race.
+
+DESIGN.md, "Safe shared memory". A kernel that declares its block shape
+(`@ox.kernel(block=(32, 8))`) may read and write shared arrays outside `ox.unsafe()`;
+this pass proves, for the declared shape, that
+
+- in each *phase* (the code between two `ox.sync_threads()`), no shared cell is written
+  by two threads, and no cell one thread writes is read or written by another thread
+  (loop-carried phases included: the end of one iteration and the start of the next);
+- shared atomics never conflict with each other, but do with plain accesses of another
+  thread in the same phase.
+
+How: the IR runs over every thread of one block at once (`lane_values.Lanes`), as a GPU
+would run it, with the block-uniform unknowns (parameters, `block_idx`, extents, values
+loaded at uniform indices) kept as symbols. Threads that branch apart are scheduled as
+the hardware does (the earliest block in reverse postorder first), so they meet again
+where their paths join, and wait for each other at barriers. Each access in a phase is
+recorded with the thread and the cell; when every thread has reached the barrier (or
+the end), the phase's accesses are compared.
+
+What the run cannot know, it over-approximates, so a proof is a proof:
+- a branch on a thread-dependent unknown (`if i < n`) sends that thread both ways;
+- a branch on a block-uniform unknown splits the whole run in two (both outcomes);
+- a loop whose trip count is unknown runs its body from the entry state, then twice
+  more from a *widened* state in which everything the loop assigns is unknown (a fresh
+  symbol where it is block-uniform), and exits either without running or after that;
+- an index that is unknown in some thread cannot be proved distinct: that is reported.
+Loops with known trip counts (constant bounds, `block_dim`, a tree's `s //= 2`) simply
+run, so a tree reduction is proved phase by phase.
+
+What it assumes: the uniformity pass ran first (every block barrier is reached by all
+threads), and `block` is the launch's block shape (the runtime refuses other shapes).
+What it guarantees: a SafetyError naming both accesses (file:line:col), the cell and two
+threads that collide, or that it could not prove the accesses apart and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+from xdsl.ir import Block, Operation, SSAValue
+
+from oxide.errors import SafetyError, Span
+from oxide.frontend.builder import Site
+from oxide.ir import ops
+from oxide.ir.types import SharedArrayType
+from oxide.passes.cfg import dominators_of, immediate_dominators, predecessors, reverse_postorder
+from oxide.passes.lane_values import (
+    Lanes,
+    affine,
+    clip_to,
+    compare,
+    concrete,
+    fresh_atom,
+    is_float_type,
+)
+
+_MAX_WORLDS = 64  # whole-block splits on uniform unknowns
+_MAX_LANE_COPIES = 4  # virtual threads per real thread
+_MAX_TRIPS = 4096  # iterations of one loop with known bounds before giving up
+_SYMBOLIC_TRIPS = 3  # body runs of a loop with an unknown trip count
+
+
+def needs_proof(func: ops.FuncOp) -> bool:
+    """Whether the kernel touches a shared array outside `ox.unsafe()`."""
+    for op in func.walk():
+        if isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and _is_shared(op.array):
+            if not _unsafe(op):
+                return True
+    return False
+
+
+def check_shared_races(func: ops.FuncOp, sites: list[Site],
+                       origins: dict[Operation, tuple[Span, ...]], varying: set[SSAValue],
+                       block: tuple[int, int, int]) -> None:
+    """Raise SafetyError unless every shared access outside `ox.unsafe()` is race-free
+    for a block of shape `block` (x, y, z)."""
+    _Prover(func, sites, origins, varying, block).run()
+
+
+def _is_shared(array: SSAValue) -> bool:
+    t = array.type
+    return isinstance(t, SharedArrayType) and t.space.data == "shared"
+
+
+def _unsafe(op: Operation) -> bool:
+    flag = op.properties.get("unsafe")
+    return flag is not None and bool(flag.data)  # type: ignore[attr-defined]
+
+
+@dataclass
+class _Access:
+    """One shared access in one phase, by a group of lanes."""
+
+    array: SSAValue
+    kind: str  # "read", "write" or "atomic"
+    site: int
+    threads: list[int]
+    index: list[Lanes]  # one per dimension, over exactly these lanes
+
+
+class _Unprovable(Exception):
+    pass
+
+
+@dataclass
+class _World:
+    """The state of every (virtual) thread of the block, along one run."""
+
+    tid: np.ndarray  # the real thread (linear id) each lane stands for
+    blk: np.ndarray  # current block (index in reverse postorder), -1 when returned
+    pos: np.ndarray  # op index to resume at in that block
+    waiting: np.ndarray  # at a barrier
+    env: dict[SSAValue, Lanes] = field(default_factory=dict)
+    slots: dict[SSAValue, Lanes] = field(default_factory=dict)
+    visits: dict[Block, np.ndarray] = field(default_factory=dict)  # loop header -> count
+    symbolic: dict[Block, np.ndarray] = field(default_factory=dict)  # unknown trip count
+    records: list[_Access] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return len(self.tid)
+
+    def copy(self) -> _World:
+        return _World(self.tid.copy(), self.blk.copy(), self.pos.copy(), self.waiting.copy(),
+                      {k: v.copy() for k, v in self.env.items()},
+                      {k: v.copy() for k, v in self.slots.items()},
+                      {k: v.copy() for k, v in self.visits.items()},
+                      {k: v.copy() for k, v in self.symbolic.items()}, list(self.records))
+
+    def take(self, idx: np.ndarray) -> None:
+        """Keep (or duplicate) lanes: lane k of the result is lane idx[k] now."""
+        self.tid, self.blk, self.pos = self.tid[idx], self.blk[idx], self.pos[idx]
+        self.waiting = self.waiting[idx]
+        self.env = {k: v.take(idx) for k, v in self.env.items()}
+        self.slots = {k: v.take(idx) for k, v in self.slots.items()}
+        self.visits = {k: v[idx] for k, v in self.visits.items()}
+        self.symbolic = {k: v[idx] for k, v in self.symbolic.items()}
+
+
+class _Prover:
+    def __init__(self, func: ops.FuncOp, sites: list[Site],
+                 origins: dict[Operation, tuple[Span, ...]], varying: set[SSAValue],
+                 block: tuple[int, int, int]) -> None:
+        self.func = func
+        self.sites = sites
+        self.origins = origins
+        self.varying = varying
+        self.shape = block
+        self.threads = block[0] * block[1] * block[2]
+        self.order = reverse_postorder(func)
+        self.index = {b: i for i, b in enumerate(self.order)}
+        self.atoms: dict[Any, int] = {}
+        self._find_loops()
+
+    # ------------------------------------------------------------------ structure
+    def _find_loops(self) -> None:
+        """Natural loops: header -> its blocks, the slots they assign, its body successor."""
+        idom = immediate_dominators(self.func)
+        preds = predecessors(self.func)
+        self.loop_blocks: dict[Block, set[Block]] = {}
+        for block in self.order:
+            for p in preds[block]:
+                if p in self.index and block in dominators_of(p, idom):  # p -> block: back edge
+                    body = self.loop_blocks.setdefault(block, {block})
+                    stack = [p]
+                    while stack:
+                        b = stack.pop()
+                        if b not in body:
+                            body.add(b)
+                            stack.extend(q for q in preds[b] if q in self.index)
+        self.loop_slots = {h: {op.slot for b in body for op in b.ops
+                               if isinstance(op, ops.SlotWriteOp)}
+                           for h, body in self.loop_blocks.items()}
+
+    # ------------------------------------------------------------------ driver
+    def run(self) -> None:
+        n = self.threads
+        first = _World(np.arange(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
+                       np.zeros(n, bool))
+        worlds = [first]
+        started = 1
+        while worlds:
+            forks = self._run_world(worlds.pop())
+            started += len(forks)
+            if started > _MAX_WORLDS:
+                raise self._give_up(None, "its control flow splits on too many values known "
+                                          "only at run time")
+            worlds.extend(forks)
+
+    def _run_world(self, w: _World) -> list[_World]:
+        while True:
+            runnable = (w.blk >= 0) & ~w.waiting
+            if not runnable.any():
+                self._check_phase(w.records)
+                w.records = []
+                if not w.waiting.any():
+                    return []
+                self._release(w)
+                continue
+            keys = np.where(runnable, w.blk * (1 << 20) + w.pos, np.iinfo(np.int64).max)
+            key = keys.min()
+            mask = keys == key
+            mask = self._merge_copies(w, mask)
+            block = self.order[int(key >> 20)]
+            forks = self._execute(w, block, int(key & ((1 << 20) - 1)), mask)
+            if forks:
+                return forks
+
+    def _release(self, w: _World) -> None:
+        """Every live thread waits at a barrier: they must all wait at the same one."""
+        live = w.blk >= 0
+        places = {(int(b), int(p)) for b, p in zip(w.blk[live], w.pos[live], strict=True)}
+        if len(places) > 1:
+            b, p = min(places)
+            barrier = list(self.order[b].ops)[p - 1]
+            raise self._give_up(barrier, "threads of the block wait at different barriers")
+        self._merge_copies(w, live)
+        w.waiting[:] = False
+
+    def _merge_copies(self, w: _World, mask: np.ndarray) -> np.ndarray:
+        """Lanes of one real thread that meet at one place become one lane again; values
+        they disagree on become unknown. Returns `mask` over the compacted lanes."""
+        idx = np.flatnonzero(mask)
+        tids = w.tid[idx]
+        if len(np.unique(tids)) == len(tids):
+            return mask
+        keep = np.ones(w.size, bool)
+        first: dict[int, int] = {}
+        pairs_a, pairs_b = [], []
+        for lane, t in zip(idx.tolist(), tids.tolist(), strict=True):
+            if t in first:
+                pairs_a.append(first[t])
+                pairs_b.append(lane)
+                keep[lane] = False
+            else:
+                first[t] = lane
+        a, b = np.array(pairs_a), np.array(pairs_b)
+        for store in (w.env, w.slots):
+            for v in store.values():
+                differ = ~v.lanes_equal(a, b)
+                if differ.any():
+                    np.logical_or.at(v.top, a[differ], True)
+        for arr in w.visits.values():
+            np.maximum.at(arr, a, arr[b])
+        for arr in w.symbolic.values():
+            np.logical_or.at(arr, a, arr[b])
+        kept = np.flatnonzero(keep)
+        w.take(kept)
+        return mask[kept]
+
+    # ------------------------------------------------------------------ execution
+    def _execute(self, w: _World, block: Block, start: int, mask: np.ndarray
+                 ) -> list[_World] | None:
+        for i, op in enumerate(list(block.ops)[start:], start=start):
+            if isinstance(op, ops.BarrierOp) and op.kind.data == "block":
+                w.pos[mask] = i + 1
+                w.waiting[mask] = True
+                return None
+            if op is block.last_op:
+                return self._branch(w, block, op, mask)
+            self._eval(w, op, mask)
+        return None
+
+    def _goto(self, w: _World, src: Block, dst: Block, mask: np.ndarray) -> None:
+        if not mask.any():
+            return
+        body = self.loop_blocks.get(dst)
+        if body is not None:
+            visits = w.visits.setdefault(dst, np.zeros(w.size, np.int64))
+            sym = w.symbolic.setdefault(dst, np.zeros(w.size, bool))
+            if src in body:  # the back edge: one more iteration
+                visits[mask] += 1
+                if (visits[mask & ~sym] > _MAX_TRIPS).any():
+                    raise self._give_up(dst.first_op, "a loop runs more than "
+                                        f"{_MAX_TRIPS} times for the proof to follow")
+                self._widen(w, dst, mask & sym)
+            else:  # entering the loop anew
+                visits[mask] = 1
+                sym[mask] = False
+        w.blk[mask] = self.index[dst]
+        w.pos[mask] = 0
+
+    def _widen(self, w: _World, header: Block, mask: np.ndarray) -> None:
+        """Everything a loop of unknown trip count assigns becomes unknown: one fresh
+        symbol where all these lanes agree (a block-uniform variable), else top."""
+        if not mask.any():
+            return
+        for slot in self.loop_slots[header]:
+            v = w.slots.get(slot)
+            if v is None:
+                continue
+            if v.uniform_over(mask) and not v.is_float:
+                v.assign(mask, Lanes.atom(fresh_atom(), w.size))
+            else:
+                v.forget(mask)
+
+    def _branch(self, w: _World, block: Block, op: Operation, mask: np.ndarray
+                ) -> list[_World] | None:
+        if isinstance(op, ops.BranchOp):
+            self._goto(w, block, op.successors[0], mask)
+            return None
+        if not isinstance(op, ops.CondBranchOp):  # return, unreachable
+            w.blk[mask] = -1
+            return None
+        then, other = op.successors[0], op.successors[1]
+        c = w.env[op.cond]
+        known = c.known()
+        unknown = mask & ~known
+        self._goto(w, block, then, mask & known & (c.conc != 0))
+        self._goto(w, block, other, mask & known & (c.conc == 0))
+        if not unknown.any():
+            return None
+        ways = (then, other)
+        body = self.loop_blocks.get(block)
+        if body is not None and (then in body) != (other in body):
+            inside, outside = (then, other) if then in body else (other, then)
+            w.symbolic[block][unknown] = True
+            trips = int(w.visits[block][unknown].max())
+            if 1 < trips <= _SYMBOLIC_TRIPS:
+                ways = (inside,)
+            elif trips > _SYMBOLIC_TRIPS:
+                ways = (outside,)
+        if len(ways) == 1:
+            self._goto(w, block, ways[0], unknown)
+            return None
+        if c.uniform_over(unknown):  # the whole block goes one way: split the run
+            other_world = w.copy()
+            self._goto(w, block, ways[0], unknown)
+            self._goto(other_world, block, ways[1], unknown)
+            return [w, other_world]
+        lanes = np.flatnonzero(unknown)
+        if np.bincount(w.tid, minlength=self.threads).max() >= _MAX_LANE_COPIES:
+            raise self._give_up(op, "threads take too many paths that depend on values "
+                                    "known only at run time")
+        n = w.size
+        w.take(np.concatenate([np.arange(n), lanes]))
+        copies = np.zeros(w.size, bool)
+        copies[n:] = True
+        self._goto(w, block, ways[0], np.concatenate([unknown, np.zeros(len(lanes), bool)]))
+        self._goto(w, block, ways[1], copies)
+        return None
+
+    # ------------------------------------------------------------------ values
+    def _atom(self, key: Any, n: int) -> Lanes:
+        if key not in self.atoms:
+            self.atoms[key] = fresh_atom()
+        return Lanes.atom(self.atoms[key], n)
+
+    def _register(self, reg: str, n: int, tid: np.ndarray) -> Lanes:
+        bx, by, _ = self.shape
+        coords = {"tid.x": tid % bx, "tid.y": (tid // bx) % by, "tid.z": tid // (bx * by)}
+        if reg in coords:
+            return Lanes(coords[reg].astype(np.int64))
+        if reg == "laneid":
+            return Lanes((tid % 32).astype(np.int64))
+        if reg.startswith("ntid."):
+            return Lanes.const(self.shape["xyz".index(reg[-1])], n)
+        if reg.startswith(("ctaid.", "nctaid.")):
+            return self._atom(("reg", reg), n)
+        return Lanes.unknown(n)
+
+    def _value(self, w: _World, v: SSAValue) -> Lanes:
+        got = w.env.get(v)
+        if got is not None:
+            return got
+        if isinstance(v.owner, Block):  # a scalar kernel parameter
+            got = self._atom(("param", v.index), w.size)  # type: ignore[attr-defined]
+            w.env[v] = got
+            return got
+        return Lanes.unknown(w.size, is_float_type(v.type))
+
+    def _eval(self, w: _World, op: Operation, mask: np.ndarray) -> None:
+        n = w.size
+        val = self._value
+        result: Lanes | None = None
+        if isinstance(op, ops.ConstantOp):
+            attr = op.value
+            if isinstance(attr, IntegerAttr):
+                result = Lanes.const(int(attr.value.data), n)
+            elif isinstance(attr, FloatAttr):
+                result = Lanes.const(float(attr.value.data), n)
+        elif isinstance(op, ops.BinaryOp):
+            a, b = val(w, op.lhs), val(w, op.rhs)
+            kind = op.kind.data
+            result = affine(kind, a, b) if kind in ("add", "sub", "mul") else concrete(kind, a, b)
+        elif isinstance(op, ops.UnaryOp):
+            x = val(w, op.operand)
+            kind = op.kind.data
+            if kind == "neg":
+                result = affine("sub", Lanes.const(0.0 if x.is_float else 0, n), x)
+            elif kind == "not":
+                result = affine("sub", Lanes.const(1, n), x)
+            elif kind == "invert":
+                result = affine("sub", Lanes.const(-1, n), x)
+            else:
+                result = Lanes(np.abs(x.conc), None, ~x.known())
+        elif isinstance(op, ops.CompareOp):
+            result, uniform_unknown = compare(op.predicate.data, val(w, op.lhs), val(w, op.rhs))
+            unknown = mask & uniform_unknown
+            diff = affine("sub", val(w, op.lhs), val(w, op.rhs))
+            if unknown.any() and diff.uniform_over(unknown):
+                result.assign(unknown, Lanes.atom(fresh_atom(), n))
+        elif isinstance(op, ops.CastOp):
+            x = val(w, op.operand)
+            if is_float_type(op.result.type):
+                result = Lanes(x.conc.astype(np.float64), None, ~x.known())
+            elif x.is_float:
+                with np.errstate(all="ignore"):
+                    ok = x.known() & np.isfinite(x.conc)
+                    result = Lanes(np.trunc(np.where(ok, x.conc, 0)).astype(np.int64), None, ~ok)
+            else:
+                result = x.copy()
+        elif isinstance(op, ops.SelectOp):
+            c, a, b = val(w, op.cond), val(w, op.if_true), val(w, op.if_false)
+            result = b.copy()
+            result.assign(c.known() & (c.conc != 0), a)
+            result.forget(~c.known() & ~_same(a, b))
+        elif isinstance(op, ops.RegisterOp):
+            result = self._register(op.reg.data, n, w.tid)
+        elif isinstance(op, ops.IndexComponentOp):
+            result = self._witness_component(w, op)
+        elif isinstance(op, ops.ArrayDimOp):
+            result = self._atom(("dim", op.array, op.dim.data), n)
+        elif isinstance(op, ops.SlotOp):
+            elem = op.result.type.elem  # type: ignore[attr-defined]
+            w.slots[op.result] = Lanes.unknown(n, is_float_type(elem))
+            return
+        elif isinstance(op, ops.SlotReadOp):
+            result = w.slots[op.slot].copy()
+        elif isinstance(op, ops.SlotWriteOp):
+            w.slots[op.slot].assign(mask, val(w, op.value))
+            return
+        elif isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)):
+            self._record(w, op, mask)
+        for r in op.results:
+            out = result if result is not None else Lanes.unknown(n, is_float_type(r.type))
+            out = clip_to(out, r.type)
+            unknown = mask & out.top
+            if unknown.any() and r not in self.varying:
+                # the uniformity pass proves every thread holds one value here
+                out.assign(unknown, Lanes.atom(fresh_atom(), n))
+            w.env[r] = out
+
+    def _witness_component(self, w: _World, op: ops.IndexComponentOp) -> Lanes:
+        """A ThreadIndex coordinate: block_idx * block_dim + thread_idx on its axis."""
+        rank = op.witness.type.rank.data  # type: ignore[attr-defined]
+        axis = "x" if rank == 1 or op.dim.data == 1 else "y"
+        n = w.size
+        block = self._atom(("reg", f"ctaid.{axis}"), n)
+        scale = Lanes.const(self.shape["xyz".index(axis)], n)
+        return affine("add", affine("mul", block, scale),
+                      self._register(f"tid.{axis}", n, w.tid))
+
+    def _record(self, w: _World, op: Operation, mask: np.ndarray) -> None:
+        if not _is_shared(op.array) or _unsafe(op):
+            return
+        kind = ("read" if isinstance(op, ops.LoadOp) else
+                "write" if isinstance(op, ops.StoreOp) else "atomic")
+        idx = np.flatnonzero(mask)
+        index = [self._value(w, i).take(idx) for i in op.indices]
+        w.records.append(_Access(op.array, kind, op.site.data, w.tid[idx].tolist(), index))
+
+    # ------------------------------------------------------------------ the check
+    def _check_phase(self, records: list[_Access]) -> None:
+        by_array: dict[SSAValue, list[_Access]] = {}
+        for r in records:
+            by_array.setdefault(r.array, []).append(r)
+        for accesses in by_array.values():
+            if all(a.kind == "read" for a in accesses) or all(
+                    a.kind == "atomic" for a in accesses):
+                continue
+            for a in accesses:
+                self._require_known(a)
+            self._find_race(accesses)
+
+    def _require_known(self, a: _Access) -> None:
+        for d, ix in enumerate(a.index):
+            if ix.top.any():
+                lane = int(np.flatnonzero(ix.top)[0])
+                raise self._unprovable(a, a.threads[lane], d, "a value oxide cannot follow "
+                                       "at compile time (data read from memory, or "
+                                       "arithmetic it does not track)")
+
+    def _find_race(self, accesses: list[_Access]) -> None:
+        """Two accesses by different threads to one cell, one of them a write (atomics
+        only against plain accesses)."""
+        signatures = {tuple(ix.signature(k) for ix in a.index)
+                      for a in accesses for k in range(len(a.threads))}
+        if len(signatures) > 1:
+            a = next(a for a in accesses if a.kind != "read")
+            sym = next(a for a in accesses for ix in a.index if ix.symbolic().any())
+            raise self._unprovable(sym, sym.threads[0], None, "a value known only at run "
+                                   "time, in a way that differs between accesses", other=a)
+        owner: dict[tuple[int, ...], tuple[int, _Access]] = {}
+        plain: dict[tuple[int, ...], tuple[int, _Access]] = {}
+        # writes and atomics first, so a read finds its writer whatever the order
+        for a in sorted(accesses, key=lambda a: a.kind == "read"):
+            cells = list(zip(*(ix.conc.tolist() for ix in a.index), strict=True))
+            for thread, cell in zip(a.threads, cells, strict=True):
+                if a.kind == "read":
+                    hit = owner.get(cell)
+                    if hit is not None and hit[0] != thread and hit[1].kind == "write":
+                        raise self._race(hit, (thread, a), cell)
+                    if hit is not None and hit[0] != thread and hit[1].kind == "atomic":
+                        raise self._race(hit, (thread, a), cell)
+                    continue
+                hit = owner.get(cell)
+                if hit is not None and hit[0] != thread and "write" in (a.kind, hit[1].kind):
+                    raise self._race(hit, (thread, a), cell)
+                if a.kind == "write":
+                    other = plain.get(cell)
+                    if other is not None and other[0] != thread:
+                        raise self._race(other, (thread, a), cell)
+                    plain[cell] = (thread, a)
+                    owner[cell] = (thread, a)
+                else:
+                    other = plain.get(cell)
+                    if other is not None and other[0] != thread:
+                        raise self._race(other, (thread, a), cell)
+                    owner.setdefault(cell, (thread, a))
+
+    # ------------------------------------------------------------------ diagnostics
+    def _thread(self, t: int) -> str:
+        bx, by, bz = self.shape
+        x, y, z = t % bx, (t // bx) % by, t // (bx * by)
+        if by == 1 and bz == 1:
+            return f"thread {x}"
+        if bz == 1:
+            return f"thread (x={x}, y={y})"
+        return f"thread (x={x}, y={y}, z={z})"
+
+    def _race(self, first: tuple[int, _Access], second: tuple[int, _Access],
+              cell: tuple[int, ...]) -> SafetyError:
+        (t1, a1), (t2, a2) = first, second
+        s1, s2 = self.sites[a1.site], self.sites[a2.site]
+        name = s2.detail
+        where = f"`{name}[{', '.join(map(str, cell))}]`"
+        verb = {"read": "reads", "write": "writes", "atomic": "updates (atomically)"}
+        if a1.kind != "read" and a2.kind != "read" and "atomic" not in (a1.kind, a2.kind):
+            message = (f"{self._thread(t1)} and {self._thread(t2)} both write {where} in "
+                       f"the same phase (at {s1.span} and {s2.span})")
+            hint = ("make each thread write its own cells: index with the thread's "
+                    "position (`ox.thread_idx`, `thread.in_block()`) so no two threads "
+                    "share a cell, or combine through `ox.atomic.*`")
+        else:
+            message = (f"{self._thread(t2)} {verb[a2.kind]} {where} at {s2.span} while "
+                       f"{self._thread(t1)} {verb[a1.kind]} it at {s1.span}, in the same "
+                       "phase")
+            hint = ("add `ox.sync_threads()` between them, reached by every thread of the "
+                    "block" if "atomic" not in (a1.kind, a2.kind) else
+                    "keep atomic updates and plain accesses of a cell in different phases "
+                    "(an `ox.sync_threads()` between them)")
+        return SafetyError(f"data race on shared array `{name}`: {message}", s2.span,
+                           label=f"races with line {s1.span.line}", hint=hint)
+
+    def _unprovable(self, a: _Access, thread: int, dim: int | None, why: str,
+                    other: _Access | None = None) -> SafetyError:
+        site = self.sites[a.site]
+        name = site.detail
+        also = ""
+        if other is not None and other is not a:
+            also = f" and the access at {self.sites[other.site].span}"
+        return SafetyError(
+            f"cannot prove the threads of a block use different cells of shared array "
+            f"`{name}`: the index here{also} depends on {why}",
+            site.span, label=f"in {self._thread(thread)}, this index is not known",
+            hint="index shared arrays with expressions of `ox.thread_idx` (or "
+                 "`thread.in_block()`), constants, block-uniform values and loop counters; "
+                 "or take responsibility with `with ox.unsafe():`")
+
+    def _give_up(self, op: Operation | None, why: str) -> SafetyError:
+        spans = self.origins.get(op, ()) if op is not None else ()
+        span = next((s for s in spans if s is not None), None)
+        if span is None:  # the first safe shared access
+            for o in self.func.walk():
+                if isinstance(o, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and _is_shared(
+                        o.array) and not _unsafe(o):
+                    span = self.sites[o.site.data].span
+                    break
+        return SafetyError(f"cannot prove this kernel's shared-memory accesses race-free: "
+                           f"{why}", span, hint="simplify the control flow around shared "
+                           "accesses, or take responsibility with `with ox.unsafe():`")
+
+
+def _same(a: Lanes, b: Lanes) -> np.ndarray:
+    """Lane by lane: `a` and `b` certainly hold one value."""
+    same = ~a.top & ~b.top & (a.conc == b.conc)
+    for k in set(a.coef) | set(b.coef):
+        ca = a.coef.get(k)
+        cb = b.coef.get(k)
+        za = ca if ca is not None else np.zeros(len(a.conc), np.int64)
+        zb = cb if cb is not None else np.zeros(len(b.conc), np.int64)
+        same &= za == zb
+    return same
