@@ -35,6 +35,7 @@ def _gpu() -> Iterator[None]:
 
 
 def run(kernel: Any, config: Any, *arrays: Any) -> list[np.ndarray]:
+    """Launches on the GPU; returns every NumPy argument's contents after, in order."""
     dev = [ox.to_device(a) if isinstance(a, np.ndarray) else a for a in arrays]
     ox.launch(kernel, config, *dev)
     return [d.to_numpy() for d, a in zip(dev, arrays, strict=True) if isinstance(a, np.ndarray)]
@@ -104,7 +105,7 @@ def test_mma_sync_bf16_matches_a_matmul() -> None:
     for r in range(2):
         k = 2 * T4 + 8 * r
         fb[:, r] = bb[k, G] | (bb[k + 1, G] << 16)
-    (out,) = run(mma_bf16, (1, 32), fa.ravel(), fb.ravel(), np.zeros(128, np.float32))
+    *_, out = run(mma_bf16, (1, 32), fa.ravel(), fb.ravel(), np.zeros(128, np.float32))
     rows, cols = d_positions()
     np.testing.assert_array_equal(out.reshape(32, 4), (A @ B)[rows, cols])
 
@@ -134,7 +135,7 @@ def test_mma_sync_f16_halves_accumulate() -> None:
     for e in range(4):
         fb[:, e] = B[2 * T4 + 8 * (e // 2) + e % 2, G]
     rows, cols = d_positions()
-    (out,) = run(mma_f16, (1, 32), fa.ravel(), fb.ravel(), C[rows, cols].ravel(),
+    *_, out = run(mma_f16, (1, 32), fa.ravel(), fb.ravel(), C[rows, cols].ravel(),
                  np.zeros(128, np.float32))
     np.testing.assert_array_equal(out.reshape(32, 4), (C + 3 * (A @ B))[rows, cols])
 
@@ -155,7 +156,7 @@ def test_mma_sync_tf32_matches_a_matmul() -> None:
     e = np.arange(4)
     fa = A[G[:, None] + 8 * (e % 2)[None, :], T4[:, None] + 4 * (e // 2)[None, :]]
     fb = B[T4[:, None] + 4 * np.arange(2)[None, :], G[:, None]]
-    (out,) = run(mma_tf32, (1, 32), fa.ravel().copy(), fb.ravel().copy(),
+    *_, out = run(mma_tf32, (1, 32), fa.ravel().copy(), fb.ravel().copy(),
                  np.zeros(128, np.float32))
     rows, cols = d_positions()
     np.testing.assert_array_equal(out.reshape(32, 4), (A @ B)[rows, cols])
@@ -197,7 +198,7 @@ def fragments(M: np.ndarray, trans: bool) -> np.ndarray:
 
 def test_ldmatrix_x4_and_trans() -> None:
     M = np.arange(256, dtype=np.uint16).reshape(16, 16) * 3 + 1
-    out, plain = run(ld_x4, (1, 32), M.ravel(), np.zeros(128, np.uint32),
+    _, out, plain = run(ld_x4, (1, 32), M.ravel(), np.zeros(128, np.uint32),
                      np.zeros(128, np.uint32))
     np.testing.assert_array_equal(plain.reshape(32, 4), fragments(M, False))
     np.testing.assert_array_equal(out.reshape(32, 4), fragments(M, True))
@@ -222,7 +223,7 @@ def test_stmatrix_inverts_ldmatrix() -> None:
     M = (np.arange(256, dtype=np.uint16).reshape(16, 16) * 7 + 5).astype(np.uint16)
     for trans in (0, 1):
         frags = fragments(M, bool(trans))
-        (out,) = run(st_x4, (1, 32), frags.ravel(), np.zeros(256, np.uint16), np.int32(trans))
+        _, out = run(st_x4, (1, 32), frags.ravel(), np.zeros(256, np.uint16), np.int32(trans))
         np.testing.assert_array_equal(out.reshape(16, 16), M)
 
 

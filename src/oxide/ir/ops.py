@@ -43,6 +43,8 @@ BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "and", "or",
               "xor", "shl", "shr", "min", "max")
 UNARY_OPS = ("neg", "not", "invert", "abs")
 PREDICATES = ("lt", "le", "gt", "ge", "eq", "ne")
+# oxide.hopper kinds (their first part) that the whole warp executes together
+WARP_COLLECTIVE_KINDS = ("mma", "ldmatrix", "stmatrix", "elect_sync", "setmaxnreg")
 
 
 def _site(op: Operation) -> int:
@@ -501,6 +503,10 @@ class InlineAsmOp(IRDLOperation):
                                      "constraints": StringAttr(constraints),
                                      "side_effects": IntAttr(int(side_effects))})
 
+    def varies_per_thread(self) -> bool:
+        """Inline PTX can read anything (`%laneid`, memory): its results vary."""
+        return True
+
 
 @irdl_op_definition
 class HopperOp(IRDLOperation):
@@ -531,6 +537,15 @@ class HopperOp(IRDLOperation):
         super().__init__(operands=[[array] if array is not None else [], list(indices),
                                    list(args)],
                          result_types=[list(result_types)], properties=props)
+
+    def varies_per_thread(self) -> bool:
+        """Whether its results may differ between the threads of a block: all but the
+        cluster registers (`sreg.*`), which every thread of a block reads alike."""
+        return not self.kind.data.startswith("sreg.")
+
+    def is_warp_collective(self) -> bool:
+        """Whether every lane of the warp must execute it together (`.sync.aligned`)."""
+        return self.kind.data.split(".")[0] in WARP_COLLECTIVE_KINDS
 
 
 Oxide = Dialect(
