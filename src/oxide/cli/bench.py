@@ -30,8 +30,7 @@ import json
 import math
 import re
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
@@ -40,6 +39,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from oxide.cli.loading import load_kernel
+from oxide.cli.progress import compile_progress, shown_after
 from oxide.cli.signatures import SignatureError, compile_args, parse_consts, parse_types
 
 console = Console(highlight=False, soft_wrap=True)
@@ -292,16 +292,6 @@ def _size(nbytes: float) -> str:
     return f"{int(nbytes)} B"
 
 
-@contextmanager
-def status(text: str) -> Iterator[None]:
-    """A transient spinner on stderr while a slow step runs; nothing when stderr is no TTY."""
-    if not err_console.is_terminal:
-        yield
-        return
-    with err_console.status(escape(text), spinner="dots"):
-        yield
-
-
 def _fail(text: str, code: int = 1) -> typer.Exit:
     err_console.print(f"[red]error:[/red] {escape(text)}")
     return typer.Exit(code)
@@ -422,10 +412,10 @@ def _time(kernel: Any, work: Workload, dev: Any, where: str, warmup: float, rep:
         def fn() -> None:
             launch(*args)
 
-        with status(f"compiling `{kernel.__name__}` for {where}"):
+        with compile_progress(err_console):
             fn()  # compiles (or loads from the disk cache), and checks that it runs
             ox.synchronize(dev)
-        with status(f"timing `{kernel.__name__}`"):
+        with shown_after(err_console, f"timing `{kernel.__name__}` on {where}"):
             times = do_bench(fn, warmup=warmup, rep=rep, return_mode="all", device=dev)
             ox.synchronize(dev)
     median = statistics.median(times)
