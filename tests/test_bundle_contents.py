@@ -325,3 +325,23 @@ def test_a_bundle_runs_its_ptx_on_a_newer_gpu(tmp_path: Path) -> None:
         warnings.simplefilter("ignore")  # NumPy arrays are copied to the GPU and back
         b.scale[4, 256](x, 2.5, y)
     np.testing.assert_array_equal(y, x * np.float32(2.5))
+
+
+def test_a_version_2_bundle_still_loads(tmp_path: Path) -> None:
+    """Version 3 only adds optional fields: a bundle from before them keeps working."""
+    build_bundle([SCALE], ["sm_80"], tmp_path)
+
+    def to_v2(m: dict[str, object]) -> None:
+        m["version"] = 2
+        m.pop("constants")
+        for spec in m["kernels"]["scale"]["specializations"]:  # type: ignore[index]
+            for key in ("ptx", "ptx_sha256", "constants"):
+                spec.pop(key)
+
+    edit_manifest(tmp_path, to_v2)
+    x = np.ones(8, np.float32)
+    b = ox.load_bundle(tmp_path)
+    assert b.constants == {}
+    assert b.scale.compile(x, 2.5, x, arch="sm_86").cubin.startswith(b"\x7fELF")
+    with pytest.raises(ox.DeviceError, match="rebuild the bundle with --arch sm_90"):
+        b.scale.compile(x, 2.5, x, arch="sm_90")  # no PTX to fall back on

@@ -57,6 +57,11 @@ KERNELS = textwrap.dedent("""
 """)
 
 
+def said(text: str) -> str:
+    """Output as one line: rich wraps error boxes at the terminal's width."""
+    return " ".join(text.replace("│", " ").split())
+
+
 def _bench(*args: str) -> tuple[int, str, str]:
     result = runner.invoke(app, ["bench", *args])
     return result.exit_code, result.stdout, result.stderr
@@ -166,20 +171,20 @@ def test_the_hook_gives_inputs_and_config(kernels_file: Path) -> None:
 def test_bad_specs_are_usage_errors(args: list[str], message: str) -> None:
     code, out, err = _bench(*args, *FAST)
     assert code == 2
-    assert message in " ".join((out + err).split()).replace("│ ", "").replace(" │", "")
+    assert message in said(out + err)
 
 
 def test_scalar_values_must_fit(kernels_file: Path) -> None:
     for value in ("2.5", "'x'", "3000000000"):
         code, out, err = _bench(f"{kernels_file}::shift", "--arg", f"by={value}", *FAST)
         assert code == 2, out + err
-        assert "is not a i32" in out + err
+        assert "is not a i32" in said(out + err)
 
 
 def test_hook_and_spec_flags_do_not_mix(kernels_file: Path) -> None:
     code, out, err = _bench(f"{kernels_file}::twice", "--shape", "10", *FAST)
     assert code == 2
-    assert "defines bench_twice()" in " ".join((out + err).split())
+    assert "defines bench_twice()" in said(out + err)
 
 
 def test_a_hook_returning_something_else_is_refused(tmp_path: Path) -> None:
@@ -190,7 +195,7 @@ def test_a_hook_returning_something_else_is_refused(tmp_path: Path) -> None:
     finally:
         sys.modules.pop("bad_hook", None)
     assert code == 2
-    assert "must return (config, args)" in out + err
+    assert "must return (config, args)" in said(out + err)
 
 
 def test_parse_dims() -> None:
