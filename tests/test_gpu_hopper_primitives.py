@@ -35,7 +35,13 @@ def _gpu() -> Iterator[None]:
 
 
 def run(kernel: Any, config: Any, *arrays: Any) -> list[np.ndarray]:
-    """Launches on the GPU; returns every NumPy argument's contents after, in order."""
+    """Launches on the current device; returns every NumPy argument's contents after, in
+    order (tests/test_hopper_primitives.py runs the mma/ldmatrix/stmatrix checks on the CPU)."""
+    from oxide.runtime.device import current_device
+
+    if current_device().is_cpu:
+        ox.launch(kernel, config, *arrays)
+        return [a for a in arrays if isinstance(a, np.ndarray)]
     dev = [ox.to_device(a) if isinstance(a, np.ndarray) else a for a in arrays]
     ox.launch(kernel, config, *dev)
     return [d.to_numpy() for d, a in zip(dev, arrays, strict=True) if isinstance(a, np.ndarray)]
@@ -343,3 +349,16 @@ def test_cluster_registers_without_clusters() -> None:
     (out,) = run(cluster_regs, (5, 64), np.full(30, -1, np.int32))
     want = np.array([[0, 1, 0, 1, b, 5] for b in range(5)], np.int32)
     np.testing.assert_array_equal(out.reshape(5, 6), want)
+
+
+def test_an_ldmatrix_row_past_the_array_is_an_index_error() -> None:
+    """The GPU reports a row running past the shared array as the CPU does, and the
+    collective still completes (the bad lane reads element 0 instead)."""
+    from test_hopper_primitives import ld_row
+
+    (out,) = run(ld_row, (1, 32), np.zeros(32, np.uint32), np.int32(8), np.int32(8))
+    assert out.any()
+    for row, col in ((9, 0), (0, 9), (-1, 0)):
+        with pytest.raises(ox.KernelIndexError, match="ldmatrix"):
+            run(ld_row, (1, 32), np.zeros(32, np.uint32), np.int32(row), np.int32(col))
+            ox.synchronize()

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
+import test_gpu_hopper_primitives as gh
 
 import oxide as ox
 from oxide import (
@@ -199,9 +201,36 @@ def test_mma_sync_compiles_for_ampere_and_hopper() -> None:
         assert "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32" in ptx
 
 
-def test_mma_sync_is_a_target_error_on_the_cpu() -> None:
-    err = target_error(mma_bf16_packed, Slice[u32], Slice[u32], RawSlice[f32], arch="cpu")
-    assert "ox.mma_sync()" in str(err) and err.span is not None
+@pytest.mark.parametrize("check", [
+    gh.test_mma_sync_bf16_matches_a_matmul, gh.test_mma_sync_f16_halves_accumulate,
+    gh.test_mma_sync_tf32_matches_a_matmul, gh.test_ldmatrix_x4_and_trans,
+    gh.test_stmatrix_inverts_ldmatrix,
+], ids=lambda f: f.__name__[5:])
+def test_warp_matrix_instructions_on_the_cpu(check: Any) -> None:
+    """The CPU builds mma.sync, ldmatrix and stmatrix from warp shuffles, with PTX's
+    fragment layouts: the GPU tests' checks against NumPy pass there too."""
+    with ox.device("cpu"):
+        check()
+
+
+def test_mma_sync_on_the_cpu_rounds_tf32_inputs() -> None:
+    """tf32 keeps 10 mantissa bits: the CPU drops the other 13 of each f32 input."""
+    rng = np.random.default_rng(4)
+    A = rng.standard_normal((16, 8)).astype(np.float32)
+    B = rng.standard_normal((8, 8)).astype(np.float32)
+    e = np.arange(4)
+    fa = A[gh.G[:, None] + 8 * (e % 2)[None, :], gh.T4[:, None] + 4 * (e // 2)[None, :]]
+    fb = B[gh.T4[:, None] + 4 * np.arange(2)[None, :], gh.G[:, None]]
+    with ox.device("cpu"):
+        *_, out = gh.run(gh.mma_tf32, (1, 32), fa.ravel().copy(), fb.ravel().copy(),
+                         np.zeros(128, np.float32))
+
+    def tf32(x: np.ndarray) -> np.ndarray:
+        return (x.view(np.uint32) & np.uint32(0xFFFFE000)).view(np.float32)
+
+    rows, cols = gh.d_positions()
+    want = (tf32(A).astype(np.float64) @ tf32(B).astype(np.float64))[rows, cols]
+    np.testing.assert_allclose(out.reshape(32, 4), want, rtol=1e-5, atol=1e-5)
 
 
 @ox.kernel
@@ -452,9 +481,8 @@ def test_cluster_registers_and_barrier() -> None:
     (ping, (RawSlice[u64], u32)),
     (warp_groups, (RawSlice[u32],)),
     (cluster_info, (RawSlice[i32],)),
-    (matrices, (RawSlice[u32], i32)),
-    (mma_tf32, (Slice[f32], Slice[f32], RawSlice[f32])),
-], ids=["mbarrier", "warp_groups", "cluster", "matrices", "mma"])
+    (asm_add, (RawSlice[u32], RawSlice[u32])),
+], ids=["mbarrier", "warp_groups", "cluster", "asm"])
 def test_every_primitive_is_a_target_error_on_the_cpu(kernel: Any, sig: tuple[Any, ...]
                                                       ) -> None:
     err = target_error(kernel, *sig, arch="cpu")
@@ -513,3 +541,31 @@ def test_the_names_are_exported() -> None:
     with pytest.raises(RuntimeError, match="only works inside"):
         ox.mbarrier.arrive(0)
     assert bool_  # the dtype the diagnostics use
+
+
+@ox.kernel
+def ld_row(out: RawSlice[u32], row: i32, col: i32):
+    tile = ox.shared.array(u16, (16, 16))
+    lane = ox.lane_id()
+    with ox.unsafe():
+        tile[lane % 16, lane // 16] = u16(lane)
+        ox.sync_threads()
+        r = lane % 8
+        c = 0
+        if lane < 8:  # lanes 0-7 give the rows; the rest take part with rows in range
+            r = row + lane
+            c = col
+        (v,) = ox.ldmatrix(tile[r, c], 1)
+        out[lane] = v
+
+
+def test_an_ldmatrix_row_past_the_array_is_an_index_error() -> None:
+    """Each lane's 8-element row must lie in the array: a row index or a column too close
+    to the end is reported at the call (the CPU runs it; the GPU reports the same way)."""
+    out = np.zeros(32, np.uint32)
+    with ox.device("cpu"):
+        ox.launch(ld_row, (1, 32), out, np.int32(8), np.int32(8))
+        assert out.any()
+        for row, col in ((9, 0), (0, 9), (-1, 0)):
+            with pytest.raises(ox.KernelIndexError, match="ldmatrix"):
+                ox.launch(ld_row, (1, 32), out, np.int32(row), np.int32(col))

@@ -44,6 +44,8 @@ _MBARRIER = {"init": ("llvm.nvvm.mbarrier.init.shared", "void"),
              "try_wait_parity": ("llvm.nvvm.mbarrier.try.wait.parity.scope.cta.space.cta",
                                  "i1")}
 _P3 = "ptr addrspace(3)"
+# What the CPU target computes itself (warp collectives built from its warp shuffles).
+CPU_EMULATED = ("mma", "ldmatrix", "stmatrix")
 
 
 def requirement(kind: str) -> tuple[int, bool]:
@@ -139,10 +141,15 @@ def emit_inline_asm(em: Any, op: ops.InlineAsmOp) -> None:
 
 def emit_hopper(em: Any, op: ops.HopperOp) -> None:
     kind = op.kind.data
-    check_target(em, op, kind, f"`{user_name(kind)}`" if "()" in user_name(kind)
-                 else user_name(kind))
     head = kind.split(".")[0]
     results = list(op.res)
+    if em.t.name == "cpu" and head in CPU_EMULATED:  # exact, through warp shuffles
+        values = _cpu_mma(em, kind, op) if head == "mma" else _cpu_matrix(em, kind, op)
+        for r, v in zip(results, values, strict=True):
+            em.names[r] = v
+        return
+    check_target(em, op, kind, f"`{user_name(kind)}`" if "()" in user_name(kind)
+                 else user_name(kind))
     if head == "mma":
         values = _mma(em, kind, op)
     elif head in ("ldmatrix", "stmatrix"):
@@ -264,3 +271,111 @@ def _simple(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     else:
         raise TargetError(f"oxide has no GPU primitive `{kind}`")
     return []
+
+
+# -- the CPU's meaning of the warp-level matrix instructions ------------------------------
+#
+# mma.sync, ldmatrix and stmatrix are warp collectives with a fixed data layout, so the CPU
+# target builds them from its warp shuffles (codegen/cpu_sync.py): each lane gathers the
+# fragment elements its results need from the lanes that hold them, then computes or moves
+# them itself. A full warp must take part, as on the GPU (a lane missing from a partial
+# last warp makes the results meaningless, not unsafe).
+
+def _cpu_shuffle(em: Any, dt: T.DType, v: str, src: str) -> str:
+    return em.t.warp(em, "shuffle", [(dt, v), (T.i32, src), (T.u32, "-1")], dt)
+
+
+def _lane_parts(em: Any) -> tuple[str, str, str]:
+    lane = em.reg("laneid")
+    return lane, em.ins(f"lshr i32 {lane}, 2"), em.ins(f"and i32 {lane}, 3")
+
+
+def _half_as_float(em: Any, dt: T.DType, packed: str, high: bool) -> str:
+    bits = em.ins(f"lshr i32 {packed}, 16") if high else packed
+    h = em.ins(f"trunc i32 {bits} to i16")
+    return em.ins(f"fpext {dt.llvm} {em.ins(f'bitcast i16 {h} to {dt.llvm}')} to float")
+
+
+def _cpu_mma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
+    """D = A @ B + C for the lane's four D elements: the A rows (g, g + 8) and B columns
+    (2t, 2t + 1) it needs come from the lanes holding them (PTX's fragment layouts), then
+    a sequential f32 sum over k (products of halves and of tf32 values are exact in f32)."""
+    args = [(dtype_of_ir(a.type), em.v(a)) for a in op.args]
+    ab, c = args[:-4], [v for _, v in args[-4:]]
+    half = T.bf16 if kind.endswith("bf16") else T.f16
+    if len(ab) == 12:
+        regs = [_pack_halves(em, ab[k][0], ab[k][1], ab[k + 1][1]) for k in range(0, 12, 2)]
+    else:
+        regs = [_as_i32(em, dt, v) for dt, v in ab]
+    a, b = regs[:4], regs[4:]
+    _, g, t = _lane_parts(em)
+    tf32 = kind.endswith("tf32")
+    depth = 8 if tf32 else 16
+    rows: list[list[str]] = [[""] * depth for _ in range(2)]   # A rows g and g + 8
+    cols: list[list[str]] = [[""] * depth for _ in range(2)]   # B columns 2t and 2t + 1
+    g4 = em.ins(f"shl i32 {g}, 2")
+    col0 = em.ins(f"shl i32 {t}, 3")  # lane 4 * (2t) of column 2t
+    for tp in range(4):
+        src_a = em.ins(f"add i32 {g4}, {tp}")
+        src_b = [em.ins(f"add i32 {col0}, {tp + 4 * n}") for n in range(2)]
+        for r in range(4):
+            v = _cpu_shuffle(em, T.u32, a[r], src_a)
+            if tf32:  # element r: row g + 8 (r % 2), k = tp + 4 (r // 2)
+                rows[r % 2][tp + 4 * (r // 2)] = _tf32(em, v)
+            else:  # register r: row g + 8 (r % 2), k = 2 tp + 8 (r // 2) and + 1
+                for h in range(2):
+                    rows[r % 2][2 * tp + 8 * (r // 2) + h] = _half_as_float(em, half, v, h == 1)
+        for n in range(2):
+            for r in range(2):
+                v = _cpu_shuffle(em, T.u32, b[r], src_b[n])
+                if tf32:  # element r: k = tp + 4 r
+                    cols[n][tp + 4 * r] = _tf32(em, v)
+                else:  # register r: k = 2 tp + 8 r and + 1
+                    for h in range(2):
+                        cols[n][2 * tp + 8 * r + h] = _half_as_float(em, half, v, h == 1)
+    out = []
+    for e in range(4):
+        acc = c[e]
+        for k in range(depth):
+            p = em.ins(f"fmul float {rows[e // 2][k]}, {cols[e % 2][k]}")
+            acc = em.ins(f"fadd float {acc}, {p}")
+        out.append(acc)
+    return out
+
+
+def _tf32(em: Any, bits: str) -> str:
+    """An f32 read as tf32: its low 13 mantissa bits dropped."""
+    return em.ins(f"bitcast i32 {em.ins(f'and i32 {bits}, -8192')} to float")
+
+
+def _cpu_matrix(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
+    """ldmatrix / stmatrix: lane l's register j is matrix j's (row l // 4, columns
+    2 (l % 4) and + 1), transposed with `.trans`; the row addresses come from lanes
+    8j to 8j + 7, each lane's own bounds-checked element."""
+    name, count, *trans = kind.split(".")
+    n = int(count[1:])
+    addr = em.ins(f"ptrtoint ptr {element_address(em, op, row=8)} to i64")
+    _, g, t = _lane_parts(em)
+    t2 = em.ins(f"shl i32 {t}, 1")
+    g64, t64 = em.ins(f"zext i32 {g} to i64"), em.ins(f"zext i32 {t2} to i64")
+    out = []
+    for j in range(n):
+        if trans:  # rows 2t and 2t + 1 of matrix j, column g
+            srcs = [em.ins(f"add i32 {t2}, {8 * j + h}") for h in range(2)]
+            places = [(_cpu_shuffle(em, T.u64, addr, s), g64) for s in srcs]
+        else:  # row g of matrix j, columns 2t and 2t + 1
+            row = _cpu_shuffle(em, T.u64, addr, em.ins(f"add i32 {g}, {8 * j}"))
+            places = [(row, t64), (row, em.ins(f"add i64 {t64}, 1"))]
+        ptrs = []
+        for base, offset in places:
+            p = em.ins(f"inttoptr i64 {base} to ptr")
+            ptrs.append(em.ins(f"getelementptr inbounds i16, ptr {p}, i64 {offset}"))
+        if name == "ldmatrix":
+            lo, hi = (em.ins(f"zext i16 {em.ins(f'load i16, ptr {q}')} to i32") for q in ptrs)
+            out.append(em.ins(f"or i32 {lo}, {em.ins(f'shl i32 {hi}, 16')}"))
+        else:
+            v = em.v(op.args[j])
+            em.raw(f"store i16 {em.ins(f'trunc i32 {v} to i16')}, ptr {ptrs[0]}")
+            high = em.ins(f"trunc i32 {em.ins(f'lshr i32 {v}, 16')} to i16")
+            em.raw(f"store i16 {high}, ptr {ptrs[1]}")
+    return out
