@@ -69,6 +69,7 @@ from oxide.lang import (
     warp,
     warp_id,
 )
+from oxide.lang.grid import grid as grid  # ox.grid.sync(); __all__ once reference.md has it
 from oxide.runtime.arrays import DeviceArray, empty, to_device, zeros
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.constant import ConstantArray

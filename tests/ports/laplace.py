@@ -21,11 +21,10 @@ Friction met while porting (see tests/test_ports.py for the checks that pin it):
   with the ThreadIndex `i`" although the thread's index is the 2-D `ij`, and flags
   `src[i, j]` with `i, j = ij.row, ij.col` (the thread's own element) too.
 - numba's own example keeps every time step in one launch, with a grid-wide barrier
-  between steps (`cuda.cg.this_grid().sync()`). `ox.grid.this_grid()` (or any
-  `ox.grid...`) is "`ox` has no attribute `grid`": grid-wide sync is not there (issue 15
-  item 11), and the hint now says so (it used to suggest `grid_dim`). numba's
-  `i, j = cuda.grid(2)` meets the same error, whose hint names the oxide spelling,
-  `thread.index_2d()`. Note also that numba's
+  between steps (`cuda.cg.this_grid().sync()`). `ox.grid.this_grid()` was "`ox` has no
+  attribute `grid`"; it works now (issue 15 item 11: `natural_grid_sync`, a cooperative
+  launch on the GPU). numba's `i, j = cuda.grid(2)` spelled `ox.grid(2)` is an error whose
+  hint names the oxide spelling, `thread.index_2d()`. Note also that numba's
   `x, y = cuda.grid(2); a[x, y]` indexes the first axis with the x dimension, while
   `index_2d().row` follows y: a port that keeps numba's launch shape is still correct,
   but transposes its memory access pattern.

@@ -24,7 +24,7 @@ from oxide.ir.types import ArrayType, SharedArrayType, ThreadIndexType
 
 FACTOR = 4
 MAX_PREFETCHES = 8
-_CROSS_THREAD_BARRIERS = ("block", "warp")
+_CROSS_THREAD_BARRIERS = ("block", "warp", "grid")
 
 
 def prefetchable_loads(func: ops.FuncOp) -> list[ops.LoadOp] | None:

@@ -190,6 +190,11 @@ class CPUTarget:
         if kind in ("block", "warp"):
             self.coroutine = True
             cpu_sync.barrier(em, kind)
+        elif kind == "grid":  # ox.grid.sync(): codegen/grid_sync.py
+            from oxide.codegen import grid_sync
+
+            self.coroutine = True
+            grid_sync.emit(em, self, lambda: cpu_sync.barrier(em, "block"), cpu=True)
         else:
             em.raw("fence seq_cst")
 

@@ -196,6 +196,10 @@ class NVPTXTarget:
             em.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", "void", [("i32", "0")])
         elif kind == "warp":
             em.intrinsic("llvm.nvvm.bar.warp.sync", "void", [("i32", "-1")])
+        elif kind == "grid":  # ox.grid.sync(): codegen/grid_sync.py
+            from oxide.codegen import grid_sync
+
+            grid_sync.emit(em, self, lambda: self.barrier(em, "block"), cpu=False)
         else:
             scope = {"fence.block": ' syncscope("block")', "fence.device": ' syncscope("device")',
                      "fence.system": ""}[kind]

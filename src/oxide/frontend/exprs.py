@@ -726,10 +726,8 @@ class ExprMixin:
 
 # Names users bring from numba (`cuda.grid(2)`, `cuda.this_grid().sync()`) and CUDA C++.
 _PORTING_HINTS = {
-    "grid": "numba's `cuda.grid(1)` / `cuda.grid(2)` is `thread.index_1d()` / "
-            "`thread.index_2d()` (`.row` is y, `.col` is x); grid-wide sync is not built yet",
-    "this_grid": "grid-wide sync (`cuda.this_grid().sync()`) is not built yet: end the kernel "
-                 "and launch again, which orders every block's writes",
+    "this_grid": "numba's `cuda.cg.this_grid()` is `ox.grid.this_grid()`; its `.sync()` is "
+                 "`ox.grid.sync()`",
     "syncthreads": "use `ox.sync_threads()`",
     "gridsize": "the grid's size in threads is `ox.grid_dim.x * ox.block_dim.x`",
 }

@@ -55,6 +55,7 @@ from oxide.frontend.values import (
 )
 from oxide.ir import ops
 from oxide.ir.types import ir_type
+from oxide.lang.grid import GridGroup, grid
 
 _AUG_SYMBOLS = {ast.Add: "+=", ast.Sub: "-=", ast.Mult: "*=", ast.Div: "/=", ast.FloorDiv: "//=",
                 ast.Mod: "%=", ast.Pow: "**=", ast.BitAnd: "&=", ast.BitOr: "|=",
@@ -399,6 +400,31 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
         self.lower_body(node.body)
         self.unsafe_depth -= 1
 
+    # -- grid-wide sync (lang/grid.py) -------------------------------------------------
+
+    def intr_grid_sync(self, node: ast.Call) -> Static:
+        """`ox.grid.sync()`: a barrier over every thread of the launch (an `oxide.barrier`
+        of kind "grid"; codegen emits a block barrier around a grid-wide one on a hidden
+        counter, passes/uniformity.py checks every thread of the launch reaches it)."""
+        self.args_exact(node, 0, "ox.grid.sync()")
+        op = self.b.emit(ops.BarrierOp("grid"))
+        self.b.origins[op] = (*self.call_spans, self.src.span(node))
+        self.ctx.uses_barriers = True
+        return Static(None)
+
+    def intr_grid_this_grid(self, node: ast.Call) -> Static:
+        """numba's `cuda.cg.this_grid()`: the group whose `.sync()` is `ox.grid.sync()`."""
+        self.args_exact(node, 0, "ox.grid.this_grid()")
+        return Static(grid)
+
+    def intr_grid(self, node: ast.Call) -> Any:
+        """`ox.grid(2)`: numba's `cuda.grid(n)` spelled with oxide's namespace."""
+        raise self.error(
+            KernelSyntaxError, node, f"`{self.text(node)}` is not a function: `ox.grid` is the "
+            "launch's grid as a group (`ox.grid.sync()`)",
+            hint="numba's `cuda.grid(1)` / `cuda.grid(2)` is `thread.index_1d()` / "
+                 "`thread.index_2d()` (`.row` is y, `.col` is x)")
+
     # -- assignment ------------------------------------------------------------------
 
     def assign(self, target: ast.expr, value: Any, value_node: ast.AST,
@@ -477,7 +503,7 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
                 raise self.error(KernelTypeError, node,
                                  f"`{name}` is {current.dtype.name}; cannot rebind it to "
                                  f"{describe(value)}")
-            if isinstance(value, Static) and not isinstance(value.obj, T.DType):
+            if isinstance(value, Static) and not isinstance(value.obj, (T.DType, GridGroup)):
                 raise self.error(KernelTypeError, node,
                                  f"cannot store {describe(value)} in a variable")
             self.env[name] = value

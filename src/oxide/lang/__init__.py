@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oxide.lang.grid import grid
 from oxide.lang.hopper import (
     asm,
     cluster,
@@ -135,5 +136,5 @@ __all__ = [
     "MATH_FUNCTIONS", "popc", "clz", "ffs", "brev", "byte_perm", "mulhi", "sync_threads_count",
     "sync_threads_and", "sync_threads_or", "asm", "mma_sync", "ldmatrix", "stmatrix",
     "mbarrier", "fence_proxy_async", "fence_mbarrier_init", "elect_sync", "setmaxnreg",
-    "named_barrier_sync", "cluster",
+    "named_barrier_sync", "cluster", "grid",
 ]

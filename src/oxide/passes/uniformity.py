@@ -30,6 +30,13 @@ The analysis, on oxide IR:
 A block barrier in a divergent block is a SafetyError pointing at the barrier
 (or at the `ox.block.*` call that inlined it) and naming the condition.
 
+`ox.grid.sync()` waits for every thread of the launch, so the same analysis runs
+one level up: `block_idx` varies too, and so do the results of the block
+collectives (each block has its own), while parameters, `grid_dim`,
+`block_dim`, extents, constants and reads of read-only arrays at such indices
+stay uniform. A grid barrier under a condition on any of the varying values is
+a SafetyError; on the GPU it would hang the launch.
+
 Warp collectives get the same analysis one level down. `ox.sync_warp()` and a
 warp collective (`ox.warp.*`) whose mask is the full warp (the default) wait
 for every lane of the warp: CUDA leaves it undefined when one does not arrive.
@@ -60,6 +67,7 @@ from oxide.passes.cfg import reverse_postorder, successors
 _LANEMASKS = ("lanemask.lt", "lanemask.le", "lanemask.eq", "lanemask.gt", "lanemask.ge")
 _VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid", "warpid", *_LANEMASKS)
 _LANE_VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid", *_LANEMASKS)
+_GRID_VARYING_REGISTERS = (*_VARYING_REGISTERS, "ctaid.x", "ctaid.y", "ctaid.z")
 # Full-mask warp collectives whose result is the same in every lane of the warp.
 _WARP_UNIFORM_RESULTS = ("ballot", "any", "all", "reduce_add", "reduce_min", "reduce_max",
                          "match_all")
@@ -157,12 +165,13 @@ class _Uniformity:
     """
 
     def __init__(self, func: ops.FuncOp, uniform: set[SSAValue],
-                 cd: dict[Block, set[Block]], lanes: bool = False) -> None:
+                 cd: dict[Block, set[Block]], lanes: bool = False, grid: bool = False) -> None:
         self.blocks = list(func.body.blocks)
-        self.uniform = uniform
+        self.uniform = set() if grid else uniform  # block collectives differ between blocks
         self.cd = cd
         self.lanes = lanes
-        self.registers = _LANE_VARYING_REGISTERS if lanes else _VARYING_REGISTERS
+        self.registers = (_GRID_VARYING_REGISTERS if grid else
+                          _LANE_VARYING_REGISTERS if lanes else _VARYING_REGISTERS)
         self.varying: set[SSAValue] = set()
         self.varying_slots: set[SSAValue] = set()
         self.divergent: set[Block] = set()
@@ -273,9 +282,13 @@ def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Sp
     warp_wide = [(block, op) for block in func.body.blocks for op in block.ops
                  if (isinstance(op, ops.BarrierOp) and op.kind.data == "warp")
                  or (isinstance(op, ops.WarpOp) and has_full_mask(op))]
-    if not barriers and not warp_wide:
+    grid_wide = [(block, op) for block in func.body.blocks for op in block.ops
+                 if isinstance(op, ops.BarrierOp) and op.kind.data == "grid"]
+    if not barriers and not warp_wide and not grid_wide:
         return
     cd = _control_dependents(func)
+    if grid_wide:
+        _check_grid_barriers(_Uniformity(func, uniform, cd, grid=True), grid_wide, origins)
     if barriers:
         _check_block_barriers(_Uniformity(func, uniform, cd), barriers, origins)
     if warp_wide:
@@ -302,6 +315,26 @@ def _check_block_barriers(u: _Uniformity, barriers: list[tuple[Block, Operation]
                  "put only the work under the condition. A flag the block must agree on "
                  "(a value read from shared memory counts as per-thread) comes uniform "
                  "from `ox.sync_threads_or(flag)` or `ox.block.reduce_max(...)`")
+
+
+def _check_grid_barriers(u: _Uniformity, barriers: list[tuple[Block, Operation]],
+                         origins: dict[Operation, tuple[Span, ...]]) -> None:
+    for block, op in barriers:
+        if block not in u.divergent:
+            continue
+        where = _user_span(origins.get(op, ()))
+        what = f"`{_snippet(where)}`" if where is not None else "ox.grid.sync()"
+        label = _condition_label(u, block, origins, "thread",
+                                 "not every thread of the launch reaches this")
+        raise SafetyError(
+            f"{what} waits for every thread of the launch, but it sits under a condition "
+            "that can differ between threads or blocks: the launch would hang",
+            where, label=label,
+            hint="a condition on thread_idx, block_idx, a ThreadIndex, a value loaded per "
+                 "thread or a block collective's result (an early `return`, `break` or "
+                 "loop bound too) differs across the grid; let every thread reach "
+                 "ox.grid.sync() and put only the work under the condition (conditions on "
+                 "parameters, grid_dim and block_dim are fine)")
 
 
 def _check_warp_collectives(u: _Uniformity, collectives: list[tuple[Block, Operation]],

@@ -40,6 +40,9 @@ _CFG = struct.Struct("<9q")
 # Every CUDA GPU's limits (sm_80 and later): a launch the CPU accepts also runs on a GPU.
 _MAX_BLOCK = (1024, 1024, 64)
 _MAX_GRID = ((1 << 31) - 1, 65535, 65535)
+# A kernel calling ox.grid.sync() runs each block on an OS thread of its own, all at once
+# (codegen/grid_sync.py); a GPU holds about this many blocks at once (132 SMs x 8).
+MAX_GRID_SYNC_BLOCKS = 1024
 # Dynamic shared memory per block: an sm_90 GPU's opt-in maximum (227 KiB; sm_80 has 163 KiB).
 # A launch asking for more fails on the GPU, so it fails on the CPU too.
 MAX_DYNAMIC_SHARED = 227 * 1024
@@ -51,13 +54,15 @@ class _Entry:
     need, and how to pack its arguments."""
 
     __slots__ = ("host", "object_code", "sites", "thread_index_ranks", "launch", "packer",
-                 "bf16_slots", "writable", "prints", "constants")
+                 "bf16_slots", "writable", "prints", "constants", "symbol", "grid_counter",
+                 "grid_lock")
 
     def __init__(self, kernel: Any, plan: Plan) -> None:
         constants: list[tuple[str, Any]] = []
         if not _from_disk_cache(self, kernel, plan):
             ck = kernel.compile(*plan.signature, target="cpu")
             self.host, self.sites = ck.host, list(ck.sites)
+            self.symbol = ck.name
             self.object_code = ck.host_object[0]
             self.thread_index_ranks = tuple(ck.thread_index_ranks)
             constants = list(ck.constants)
@@ -73,6 +78,11 @@ class _Entry:
         engine = self.host.engine
         self.constants = [(arr, engine.get_global_value_address(symbol))
                           for symbol, arr in constants]
+        # ox.grid.sync(): the kernel's barrier counter (0 for other kernels)
+        from oxide.codegen.grid_sync import counter_symbol
+
+        self.grid_counter = engine.get_global_value_address(counter_symbol(self.symbol))
+        self.grid_lock = threading.Lock() if self.grid_counter else None
 
 
 def _cache_key(kernel: Any, plan: Plan) -> str | None:
@@ -103,6 +113,7 @@ def _from_disk_cache(entry: _Entry, kernel: Any, plan: Plan) -> bool:
     if data is None:
         return False
     entry.host = load_object(data.cubin, data.symbol)
+    entry.symbol = data.symbol.removesuffix("_launch")
     entry.object_code = data.cubin
     entry.sites = cache.cached_sites(data)
     entry.thread_index_ranks = data.thread_index_ranks
@@ -149,7 +160,10 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
     record = _record()
     if entry.prints:
         sys.stdout.flush()
-    _run(entry.launch, packed, record.address, cfg)
+    if entry.grid_counter:
+        _run_grid(entry, kernel.__name__, packed, record.address, cfg)
+    else:
+        _run(entry.launch, packed, record.address, cfg)
     if entry.prints:
         _libc().fflush(None)
     record.raise_if_failed(kernel.__name__, entry.sites)
@@ -192,6 +206,35 @@ def _run(launch: Any, packed: bytes, err: int, cfg: LaunchConfig) -> None:
     launch(packed, err, _CFG.pack(*head, bounds[0], bounds[1]))
     for f in futures:
         f.result()
+
+
+def _run_grid(entry: _Entry, name: str, packed: bytes, err: int, cfg: LaunchConfig) -> None:
+    """A kernel with `ox.grid.sync()`: every block at once, each on an OS thread of its own,
+    so that each can wait at the grid barrier for the others (codegen/grid_sync.py).
+
+    The counter starts at 0 for each launch (a launch that failed a check may leave it
+    anywhere), and one launch of the kernel runs at a time, as on the GPU, where
+    overlapping launches would share it."""
+    (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
+    blocks = gx * gy * gz
+    if blocks > MAX_GRID_SYNC_BLOCKS:
+        raise LaunchError(
+            f"`{name}` calls ox.grid.sync(), so all its blocks must run at once; the CPU runs "
+            f"at most {MAX_GRID_SYNC_BLOCKS} (one OS thread each), the grid has {blocks}: "
+            "launch fewer blocks and loop over the work in the kernel (a grid-stride loop)")
+    head = (gx, gy, gz, bx, by, bz, cfg.shared_mem_bytes)
+    assert entry.grid_lock is not None
+    with entry.grid_lock:
+        ctypes.c_uint32.from_address(entry.grid_counter).value = 0
+        threads = [threading.Thread(target=entry.launch,
+                                    args=(packed, err, _CFG.pack(*head, b, b + 1)),
+                                    name=f"oxide-grid-{b}", daemon=True)
+                   for b in range(1, blocks)]
+        for t in threads:
+            t.start()
+        entry.launch(packed, err, _CFG.pack(*head, 0, 1))
+        for t in threads:
+            t.join()
 
 
 @functools.cache

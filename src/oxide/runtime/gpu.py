@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from oxide import types as T
+from oxide.codegen.grid_sync import counter_symbol as grid_counter_symbol
 from oxide.errors import DeviceError, InternalCompilerError, LaunchError
 from oxide.runtime import cuda_driver as cd
 from oxide.runtime import native_launch
@@ -51,6 +52,9 @@ from oxide.runtime.views import ArrayView
 from oxide.runtime.witness_rules import check_block_shape, check_witness_config
 
 _RECORD_BYTES = 32
+# CUlaunchAttribute {id, pad, 64-byte value}: CU_LAUNCH_ATTRIBUTE_COOPERATIVE (2), value 1
+_COOPERATIVE_ATTRIBUTE = struct.Struct("@I4xi60x")
+_CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
 _POOL_BYTES = 4096
 _LLVM_SIZES = {"ptr": 8, "i64": 8, "double": 8, "i32": 4, "float": 4, "i16": 2, "half": 2,
                "bfloat": 2, "i8": 1, "i1": 1}
@@ -262,6 +266,12 @@ class Launcher:
         self.dynamic_smem_limit = gdev.smem_default - self.static_smem
         self.constants = [(array, *cd.module_global(self.module, symbol))
                           for symbol, array in image.constants]
+        # ox.grid.sync() (codegen/grid_sync.py): the kernel has a barrier counter; its
+        # launches are cooperative, through the ctypes path (the trampoline packs no
+        # launch attributes), and check_config checks the grid fits the GPU at once
+        self.cooperative = grid_counter_symbol(image.symbol).encode() in image.cubin
+        self.cooperative_attrs = (ctypes.create_string_buffer(_COOPERATIVE_ATTRIBUTE.pack(
+            _CU_LAUNCH_ATTRIBUTE_COOPERATIVE, 1)) if self.cooperative else None)
         self.record, record_dev = gdev.records.take()
         self.rec_i32 = self.record._i32
         self.active = False
@@ -296,7 +306,8 @@ class Launcher:
         self.native_context: native_launch.LaunchContext | None = None
         self.native_address = 0
         self.f16_slots = [i for i, f in enumerate(plan.formats) if f == "e"]
-        self.fits_trampoline = len(plan.formats) <= native_launch.MAX_VALUES
+        self.fits_trampoline = (len(plan.formats) <= native_launch.MAX_VALUES
+                                and not self.cooperative)
         self.attach_native()
 
     def attach_native(self) -> None:
@@ -353,6 +364,25 @@ class Launcher:
             # beyond 48 KB needs the kernel's opt-in
             cd.set_function_attribute(self.function, "MAX_DYNAMIC_SHARED_SIZE_BYTES", shm)
             self.dynamic_smem_limit = shm
+        if self.cooperative:
+            self.check_co_resident(cfg)
+
+    def check_co_resident(self, cfg: LaunchConfig) -> None:
+        """A kernel with ox.grid.sync(): every block must be resident at once, or the
+        blocks that are wait at the barrier for ones that never start (LaunchError)."""
+        gx, gy, gz = cfg.grid
+        blocks = gx * gy * gz
+        threads = cfg.threads_per_block
+        per_sm = blocks_per_sm(self.function, threads, cfg.shared_mem_bytes)
+        sms = self.gdev.attribute("MULTIPROCESSOR_COUNT")
+        if blocks > per_sm * sms:
+            raise LaunchError(
+                f"`{self.kernel_name}` calls ox.grid.sync(), so all {blocks} blocks of grid "
+                f"{cfg.grid} must be resident on {self.gdev} at once; it holds at most "
+                f"{per_sm * sms} ({per_sm} per SM x {sms} SMs, at {threads} threads, "
+                f"{self.num_regs} registers per thread and {cfg.shared_mem_bytes} bytes of "
+                "dynamic shared memory per block): launch fewer blocks and loop over the "
+                "work in the kernel (a grid-stride loop)")
 
     def prepare(self, cfg: LaunchConfig, stream: int) -> None:
         """Check `cfg` and pack it with `stream` into the launch config (lock held).
@@ -368,8 +398,11 @@ class Launcher:
         if factor > 1:
             self.grid_packer.pack_into(self.buffer, self.grid_offset, gx)
             gx = (gx + factor - 1) // factor
+        attrs = self.cooperative_attrs
         cd.LAUNCH_CONFIG.pack_into(self.config_buffer, 0, gx, gy, gz, bx, by, bz,
-                                   cfg.shared_mem_bytes, stream, 0, 0)
+                                   cfg.shared_mem_bytes, stream,
+                                   0 if attrs is None else ctypes.addressof(attrs),
+                                   0 if attrs is None else 1)
         self.packed_cfg, self.packed_stream = cfg, stream
 
     def check(self, cfg: LaunchConfig) -> None:
@@ -444,6 +477,13 @@ class Launcher:
                 cd.memcpy_htod(ptr, host.ctypes.data, min(size, host.nbytes), stream)
 
             array.sync_to(key, upload, self.kernel_name)
+
+
+def blocks_per_sm(function: Any, threads: int, dynamic_smem: int) -> int:
+    """How many blocks of `function` one SM holds at once (the CUDA occupancy calculator,
+    with its registers and static shared memory)."""
+    return int(cd.call(cd.drv.cuOccupancyMaxActiveBlocksPerMultiprocessor, function, threads,
+                       dynamic_smem, what="reading the kernel's occupancy"))
 
 
 def launch_failure(err: Any, launcher: Launcher) -> Exception:
