@@ -197,17 +197,23 @@ print("ok", code)
 """
 
 
-def test_build_then_load_bundle_without_compiler(tmp_path: Path) -> None:
-    built = oxide("build", str(EXAMPLES_DIR / "scale.py"), "-o", str(tmp_path / "b"),
+@pytest.mark.parametrize("name", ["b", "b.oxb"])  # a directory, or one file (a zip)
+def test_build_then_load_bundle_without_compiler(tmp_path: Path, name: str) -> None:
+    built = oxide("build", str(EXAMPLES_DIR / "scale.py"), "-o", str(tmp_path / name),
                   "--arch", "sm_80,sm_90")
     assert built.returncode == 0, built.stdout + built.stderr
-    manifest = json.loads((tmp_path / "b" / "bundle.json").read_text())
+    if name.endswith(".oxb"):
+        import zipfile
+
+        manifest = json.loads(zipfile.ZipFile(tmp_path / name).read("bundle.json"))
+    else:
+        manifest = json.loads((tmp_path / name / "bundle.json").read_text())
     spec = manifest["kernels"]["scale"]["specializations"][0]
     assert set(spec["cubins"]) == {"sm_80", "sm_90"}
     assert [p["name"] for p in manifest["kernels"]["scale"]["params"]] == [
         "input", "factor", "out"]
     assert spec["sites"][0]["file"].endswith("scale.py")
-    loaded = subprocess.run([sys.executable, "-c", LOAD_WITHOUT_COMPILER, str(tmp_path / "b")],
+    loaded = subprocess.run([sys.executable, "-c", LOAD_WITHOUT_COMPILER, str(tmp_path / name)],
                             env=CPU_ENV, capture_output=True, text=True, timeout=120,
                             check=False)
     assert loaded.returncode == 0, loaded.stdout + loaded.stderr
