@@ -182,9 +182,11 @@ def test_scalar_values_must_fit(kernels_file: Path) -> None:
 
 
 def test_hook_and_spec_flags_do_not_mix(kernels_file: Path) -> None:
-    code, out, err = _bench(f"{kernels_file}::twice", "--shape", "10", *FAST)
+    code, out, err = _bench(f"{kernels_file}::twice", "--shape", "10", "--shared-mem", "64",
+                            *FAST)
     assert code == 2
     assert "defines bench_twice()" in said(out + err)
+    assert "drop --shape, --shared-mem" in said(out + err)
 
 
 def test_a_hook_returning_something_else_is_refused(tmp_path: Path) -> None:

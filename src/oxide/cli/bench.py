@@ -362,8 +362,8 @@ def bench(
     try:
         if callable(hook):
             given = [f"--{n}" for n, v in (("types", types), ("const", const), ("shape", shape),
-                                            ("arg", arg), ("grid", grid), ("block", block))
-                     if v]
+                                            ("arg", arg), ("grid", grid), ("block", block),
+                                            ("shared-mem", shared_mem)) if v]
             if given:
                 raise BenchSpecError(f"{target} defines {hook_name}(), which gives the inputs "
                                      f"and the launch: drop {', '.join(given)} (or rename the "
