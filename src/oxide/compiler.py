@@ -16,6 +16,7 @@ from oxide import types as T
 from oxide.codegen.abi import ParamABI
 from oxide.errors import CompileError, InternalCompilerError
 from oxide.frontend.builder import Site
+from oxide.runtime.witness_rules import grid_rule
 from oxide.specialize import ConstValue
 
 
@@ -165,9 +166,11 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     check_disjoint_writes(func, lowered.sites)
     check_disjoint_reads(func, lowered.sites)
     check_barrier_uniformity(func, lowered.builder.origins, lowered.builder.uniform)
+    grid_axes = None
     if kernel.options.block is not None and needs_proof(func):
-        check_shared_races(func, lowered.sites, lowered.builder.origins,
-                           varying_values(func, lowered.builder.uniform), kernel.options.block)
+        grid_axes = check_shared_races(func, lowered.sites, lowered.builder.origins,
+                                       varying_values(func, lowered.builder.uniform),
+                                       kernel.options.block)
     check_supported(tgt, func)
     abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig, strict=True)
            if not isinstance(s, ConstValue)]
@@ -194,7 +197,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     ck.grid_x_factor = factor
     # The witness ranks the kernel creates: a launch must keep them unique
     # (runtime/witness_rules.py checks the grid and block before anything runs).
-    ck.thread_index_ranks = thread_index_ranks(func)
+    ck.thread_index_ranks = thread_index_ranks(func) + grid_rule(grid_axes)
     ck.constants = list(lowered.ctx.constants)
     # what the body resolved from outside it: the disk cache checks its key covered these
     ck.folded = dict(lowered.ctx.folded)

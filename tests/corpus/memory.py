@@ -245,7 +245,7 @@ def dynamic_shared_write_past_the_end():
     dynamic_store[ox.LaunchConfig(1, 1, shared_mem_bytes=16)](6)
 
 
-@bad(ox.KernelIndexError, pattern=r"index -2.*shared array.*length 4", launch=True,
+@bad(ox.KernelIndexError, pattern=r"index -2.*`s`.*length 4", launch=True,
      isolate=True)
 def shared_atomic_before_the_start():
     shared_atomic[1, 1](-2)

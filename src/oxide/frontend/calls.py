@@ -18,6 +18,7 @@ from oxide.frontend.math_calls import MathCallsMixin
 from oxide.frontend.parallel_calls import ParallelCallsMixin
 from oxide.frontend.values import (
     Array,
+    BlockPosition,
     FixedArray,
     Lit,
     ShapeOf,
@@ -211,6 +212,24 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsM
     def intr_thread_index_2d(self, node: ast.Call) -> Witness:
         self.args_exact(node, 0, "thread.index_2d()")
         return Witness(self.b.value(ops.ThreadIndexOp(2)), 2)
+
+    def intr_thread_in_block(self, node: ast.Call) -> Any:
+        """The block-local position: the index shared arrays are proved race-free with."""
+        self.args_exact(node, 0, "thread.in_block()")
+        block = self.ctx.block
+        if block is None:
+            raise self.error(KernelTypeError, node, "thread.in_block() needs the kernel's "
+                             "block shape", hint="declare it: `@ox.kernel(block=(256,))` or "
+                             "`@ox.kernel(block=(32, 8))`")
+        if block[2] != 1:
+            raise self.error(KernelTypeError, node, "thread.in_block() is for 1-D and 2-D "
+                             f"blocks; this kernel declares block={block}",
+                             hint="use ox.thread_idx.x, .y and .z")
+        x = Val(self.b.value(ops.RegisterOp("tid.x", ir_type(T.i32))), T.i32)
+        if block[1] == 1:
+            return x
+        y = Val(self.b.value(ops.RegisterOp("tid.y", ir_type(T.i32))), T.i32)
+        return BlockPosition((y, x))
 
     def intr_lane_id(self, node: ast.Call) -> Val:
         self.args_exact(node, 0, "ox.lane_id()")

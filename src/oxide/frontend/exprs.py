@@ -34,6 +34,7 @@ from oxide.frontend.scope import is_number_tuple, wrap_python
 from oxide.frontend.values import (
     Array,
     ArrayVar,
+    BlockPosition,
     FixedArray,
     Lit,
     Slot,
@@ -694,6 +695,12 @@ class ExprMixin:
             if isinstance(value, (bool, int, float)):
                 self.ctx.folded[self.text(node)] = value
             return self.python_value(value, node)
+        if isinstance(base, BlockPosition):
+            got = base.field(attr)
+            if got is None:
+                raise self.error(KernelSyntaxError, node, f"a thread's block position has no "
+                                 f"attribute `{attr}`", hint="it has `.row` and `.col`")
+            return got
         if isinstance(base, Witness):
             if base.rank == 2 and attr in ("row", "col"):
                 dim = 0 if attr == "row" else 1

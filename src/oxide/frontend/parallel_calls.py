@@ -58,7 +58,7 @@ class ParallelCallsMixin:
                                  hint=f"declare it `AtomicSlice[{arr.type.dtype.name}]`")
             dt, name = arr.type.dtype, arr.name
         elif isinstance(arr, FixedArray) and arr.space == "shared":
-            dt, name = arr.dtype, arr.name
+            dt, name = arr.dtype, self.text(node.args[0])
         else:
             raise self.error(KernelTypeError, node.args[0],
                              f"atomics work on AtomicSlice parameters and shared arrays, not "

@@ -100,6 +100,15 @@ class Tup:
 
 
 @dataclass(frozen=True)
+class BlockPosition(Tup):
+    """`thread.in_block()` in a 2-D block: the pair (row, col) = (thread_idx.y,
+    thread_idx.x), an index for 2-D shared arrays, with `.row` and `.col`."""
+
+    def field(self, name: str) -> Any:
+        return self.items[("row", "col").index(name)] if name in ("row", "col") else None
+
+
+@dataclass(frozen=True)
 class Static:
     """A Python object resolved at compile time: a module, dtype, intrinsic, @ox.func."""
 

@@ -23,9 +23,14 @@ from oxide.lang.intrinsic import Intrinsic, Namespace, RegisterGroup
 thread = Namespace("thread", {
     "index_1d": "A ThreadIndex unique to this thread: block_idx.x * block_dim.x + thread_idx.x.",
     "index_2d": "A 2-D ThreadIndex: `.row` from the y dimension, `.col` from the x dimension.",
+    "in_block": "This thread's place in its block, for a kernel that declares its block shape "
+                "(`@ox.kernel(block=...)`): `thread_idx.x` for a 1-D block; for a 2-D block a "
+                "(row, col) pair with `.row` (`thread_idx.y`) and `.col` (`thread_idx.x`) that "
+                "indexes a 2-D shared array.",
 }, doc="Witnesses: `thread.index_1d()` / `index_2d()` give a ThreadIndex unique to the thread "
        "over the whole launch, the only index a DisjointSlice is written at "
-       "(`if i in out: out[i] = ...`).")
+       "(`if i in out: out[i] = ...`); `thread.in_block()` is the thread's place in its "
+       "block, for shared arrays.")
 
 thread_idx = RegisterGroup("thread_idx", "This thread's index in its block (`.x`, `.y`, `.z`).")
 block_idx = RegisterGroup("block_idx", "This block's index in the grid.")

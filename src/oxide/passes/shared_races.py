@@ -46,7 +46,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from oxide.errors import SafetyError, Span
 from oxide.frontend.builder import Site
 from oxide.ir import ops
-from oxide.ir.types import SharedArrayType
+from oxide.ir.types import ArrayType, SharedArrayType, ThreadIndexType
 from oxide.passes.cfg import dominators_of, immediate_dominators, predecessors, reverse_postorder
 from oxide.passes.lane_values import (
     Lanes,
@@ -65,20 +65,35 @@ _SYMBOLIC_TRIPS = 3  # body runs of a loop with an unknown trip count
 
 
 def needs_proof(func: ops.FuncOp) -> bool:
-    """Whether the kernel touches a shared array outside `ox.unsafe()`."""
+    """Whether the kernel touches a shared array outside `ox.unsafe()`, or writes a
+    DisjointSlice at an index other than its ThreadIndex."""
     for op in func.walk():
-        if isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and _is_shared(op.array):
-            if not _unsafe(op):
+        if isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and not _unsafe(op):
+            if _is_shared(op.array) or _is_mapped_write(op):
                 return True
     return False
 
 
 def check_shared_races(func: ops.FuncOp, sites: list[Site],
                        origins: dict[Operation, tuple[Span, ...]], varying: set[SSAValue],
-                       block: tuple[int, int, int]) -> None:
+                       block: tuple[int, int, int]) -> frozenset[str] | None:
     """Raise SafetyError unless every shared access outside `ox.unsafe()` is race-free
-    for a block of shape `block` (x, y, z)."""
-    _Prover(func, sites, origins, varying, block).run()
+    for a block of shape `block` (x, y, z), and every DisjointSlice write at an index map
+    (not the ThreadIndex) writes one element per thread of the launch.
+
+    Returns the grid axes those maps tell blocks apart by (a launch must leave the other
+    grid axes at 1: runtime/witness_rules.py), or None where there are no such writes."""
+    return _Prover(func, sites, origins, varying, block).run()
+
+
+def _is_mapped_write(op: Operation) -> bool:
+    """A DisjointSlice store at an index map rather than at the ThreadIndex."""
+    if not isinstance(op, ops.StoreOp) or not isinstance(op.array.type, ArrayType):
+        return False
+    t = op.array.type
+    indices = list(op.indices)
+    return t.access.data == "disjoint" and not (
+        len(indices) == 1 and isinstance(indices[0].type, ThreadIndexType))
 
 
 def _is_shared(array: SSAValue) -> bool:
@@ -118,7 +133,8 @@ class _World:
     slots: dict[SSAValue, Lanes] = field(default_factory=dict)
     visits: dict[Block, np.ndarray] = field(default_factory=dict)  # loop header -> count
     symbolic: dict[Block, np.ndarray] = field(default_factory=dict)  # unknown trip count
-    records: list[_Access] = field(default_factory=list)
+    records: list[_Access] = field(default_factory=list)  # this phase's shared accesses
+    mapped: list[_Access] = field(default_factory=list)  # DisjointSlice writes at index maps
 
     @property
     def size(self) -> int:
@@ -129,7 +145,8 @@ class _World:
                       {k: v.copy() for k, v in self.env.items()},
                       {k: v.copy() for k, v in self.slots.items()},
                       {k: v.copy() for k, v in self.visits.items()},
-                      {k: v.copy() for k, v in self.symbolic.items()}, list(self.records))
+                      {k: v.copy() for k, v in self.symbolic.items()}, list(self.records),
+                      list(self.mapped))
 
     def take(self, idx: np.ndarray) -> None:
         """Keep (or duplicate) lanes: lane k of the result is lane idx[k] now."""
@@ -154,6 +171,11 @@ class _Prover:
         self.order = reverse_postorder(func)
         self.index = {b: i for i, b in enumerate(self.order)}
         self.atoms: dict[Any, int] = {}
+        self.grid_uniform: set[int] = set()  # atoms one value over the whole launch
+        self.grid_axes: set[str] = set()  # axes mapped writes tell blocks apart by
+        # DisjointSlices written at index maps: all their writes are checked together
+        self.mapped_arrays = {op.array for op in func.walk()
+                              if _is_mapped_write(op) and not _unsafe(op)}
         self._find_loops()
 
     # ------------------------------------------------------------------ structure
@@ -177,7 +199,7 @@ class _Prover:
                            for h, body in self.loop_blocks.items()}
 
     # ------------------------------------------------------------------ driver
-    def run(self) -> None:
+    def run(self) -> frozenset[str] | None:
         n = self.threads
         first = _World(np.arange(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
                        np.zeros(n, bool))
@@ -190,6 +212,7 @@ class _Prover:
                 raise self._give_up(None, "its control flow splits on too many values known "
                                           "only at run time")
             worlds.extend(forks)
+        return frozenset(self.grid_axes) if self.mapped_arrays else None
 
     def _run_world(self, w: _World) -> list[_World]:
         while True:
@@ -198,6 +221,7 @@ class _Prover:
                 self._check_phase(w.records)
                 w.records = []
                 if not w.waiting.any():
+                    self._check_mapped(w.mapped)
                     return []
                 self._release(w)
                 continue
@@ -346,8 +370,11 @@ class _Prover:
 
     # ------------------------------------------------------------------ values
     def _atom(self, key: Any, n: int) -> Lanes:
+        """The atom for a named unknown, the same one each time it is met."""
         if key not in self.atoms:
             self.atoms[key] = fresh_atom()
+            if not (key[0] == "reg" and key[1].startswith("ctaid.")):
+                self.grid_uniform.add(self.atoms[key])  # parameters, extents, grid_dim
         return Lanes.atom(self.atoms[key], n)
 
     def _register(self, reg: str, n: int, tid: np.ndarray) -> Lanes:
@@ -357,6 +384,8 @@ class _Prover:
             return Lanes(coords[reg].astype(np.int64))
         if reg == "laneid":
             return Lanes((tid % 32).astype(np.int64))
+        if reg == "warpid":  # oxide's warp id: the linear thread index // 32
+            return Lanes((tid // 32).astype(np.int64))
         if reg.startswith("ntid."):
             return Lanes.const(self.shape["xyz".index(reg[-1])], n)
         if reg.startswith(("ctaid.", "nctaid.")):
@@ -446,9 +475,12 @@ class _Prover:
             w.env[r] = out
 
     def _witness_component(self, w: _World, op: ops.IndexComponentOp) -> Lanes:
-        """A ThreadIndex coordinate: block_idx * block_dim + thread_idx on its axis."""
+        """A ThreadIndex coordinate (dimension 0 is the row: y in a 2-D index)."""
         rank = op.witness.type.rank.data  # type: ignore[attr-defined]
-        axis = "x" if rank == 1 or op.dim.data == 1 else "y"
+        return self._witness_axis("x" if rank == 1 or op.dim.data == 1 else "y", w)
+
+    def _witness_axis(self, axis: str, w: _World) -> Lanes:
+        """block_idx * block_dim + thread_idx along one axis."""
         n = w.size
         block = self._atom(("reg", f"ctaid.{axis}"), n)
         scale = Lanes.const(self.shape["xyz".index(axis)], n)
@@ -456,13 +488,22 @@ class _Prover:
                       self._register(f"tid.{axis}", n, w.tid))
 
     def _record(self, w: _World, op: Operation, mask: np.ndarray) -> None:
-        if not _is_shared(op.array) or _unsafe(op):
+        if _unsafe(op):
+            return
+        shared = _is_shared(op.array)
+        if not shared and not (isinstance(op, ops.StoreOp) and op.array in self.mapped_arrays):
             return
         kind = ("read" if isinstance(op, ops.LoadOp) else
                 "write" if isinstance(op, ops.StoreOp) else "atomic")
         idx = np.flatnonzero(mask)
-        index = [self._value(w, i).take(idx) for i in op.indices]
-        w.records.append(_Access(op.array, kind, op.site.data, w.tid[idx].tolist(), index))
+        indices = list(op.indices)
+        if len(indices) == 1 and isinstance(indices[0].type, ThreadIndexType):
+            rank = indices[0].type.rank.data  # type: ignore[attr-defined]
+            index = [self._witness_axis("xy"[rank - 1 - d], w).take(idx) for d in range(rank)]
+        else:
+            index = [self._value(w, i).take(idx) for i in indices]
+        access = _Access(op.array, kind, op.site.data, w.tid[idx].tolist(), index)
+        (w.records if shared else w.mapped).append(access)
 
     # ------------------------------------------------------------------ the check
     def _check_phase(self, records: list[_Access]) -> None:
@@ -476,6 +517,50 @@ class _Prover:
             for a in accesses:
                 self._require_known(a)
             self._find_race(accesses)
+
+    def _check_mapped(self, writes: list[_Access]) -> None:
+        """DisjointSlice writes at index maps: one thread per element over the launch.
+        In one block, no two threads write one element (whatever the phase); between
+        blocks, each grid axis the map uses moves it by more than a block's spread."""
+        by_array: dict[SSAValue, list[_Access]] = {}
+        for a in writes:
+            by_array.setdefault(a.array, []).append(a)
+        block_atoms = {self.atoms[("reg", f"ctaid.{axis}")]: axis for axis in "xyz"
+                       if ("reg", f"ctaid.{axis}") in self.atoms}
+        for accesses in by_array.values():
+            for a in accesses:
+                self._require_known(a)
+                for ix in a.index:
+                    strange = set(ix.coef) - self.grid_uniform - set(block_atoms)
+                    if any(ix.coef[s].any() for s in strange):
+                        raise self._unprovable(a, a.threads[0], None, "a value that may "
+                                               "differ between blocks (read from memory, or "
+                                               "changed by a loop)")
+            self._find_race(accesses)
+            self._blocks_apart(accesses, block_atoms)
+
+    def _blocks_apart(self, accesses: list[_Access], block_atoms: dict[int, str]) -> None:
+        """Each block coordinate the index uses appears in one dimension, scaled by more
+        than the spread of that dimension within a block: blocks never share an element."""
+        first = accesses[0]
+        dims = len(first.index)
+        for atom, axis in block_atoms.items():
+            uses = [(d, int(first.index[d].coef[atom][0])) for d in range(dims)
+                    if atom in first.index[d].coef and first.index[d].coef[atom][0] != 0]
+            if not uses:
+                continue
+            d, scale = uses[0]
+            others = [a2 for a2 in block_atoms if a2 != atom and a2 in first.index[d].coef
+                      and first.index[d].coef[a2][0] != 0]
+            conc = np.concatenate([a.index[d].conc for a in accesses])
+            spread = int(conc.max() - conc.min()) if len(conc) else 0
+            if len(uses) > 1 or others or spread >= abs(scale):
+                raise self._unprovable(first, first.threads[0], d, f"block_idx.{axis} in a "
+                                       f"way that may let two blocks write one element (a "
+                                       f"block's threads spread over {spread + 1} values "
+                                       f"of dimension {d}, while block_idx.{axis} moves it "
+                                       f"by {abs(scale)})", blocks=True)
+            self.grid_axes.add(axis)
 
     def _require_known(self, a: _Access) -> None:
         for d, ix in enumerate(a.index):
@@ -539,10 +624,19 @@ class _Prover:
         s1, s2 = self.sites[a1.site], self.sites[a2.site]
         name = s2.detail
         where = f"`{name}[{', '.join(map(str, cell))}]`"
+        if not _is_shared(a2.array):  # a DisjointSlice written at an index map
+            at = f"at {s1.span}" if s1.span == s2.span else f"at {s1.span} and {s2.span}"
+            return SafetyError(
+                f"two threads write one element of DisjointSlice `{name}`: "
+                f"{self._thread(t1)} and {self._thread(t2)} of a block both write {where} "
+                f"({at})", s2.span, label=f"collides with line {s1.span.line}",
+                hint="a DisjointSlice element belongs to one thread of the launch: make the "
+                     "index map one-to-one in the thread (or write at thread.index_1d())")
         verb = {"read": "reads", "write": "writes", "atomic": "updates (atomically)"}
         if a1.kind != "read" and a2.kind != "read" and "atomic" not in (a1.kind, a2.kind):
+            at = f"at {s1.span}" if s1.span == s2.span else f"at {s1.span} and {s2.span}"
             message = (f"{self._thread(t1)} and {self._thread(t2)} both write {where} in "
-                       f"the same phase (at {s1.span} and {s2.span})")
+                       f"the same phase ({at})")
             hint = ("make each thread write its own cells: index with the thread's "
                     "position (`ox.thread_idx`, `thread.in_block()`) so no two threads "
                     "share a cell, or combine through `ox.atomic.*`")
@@ -558,19 +652,27 @@ class _Prover:
                            label=f"races with line {s1.span.line}", hint=hint)
 
     def _unprovable(self, a: _Access, thread: int, dim: int | None, why: str,
-                    other: _Access | None = None) -> SafetyError:
+                    other: _Access | None = None, blocks: bool = False) -> SafetyError:
         site = self.sites[a.site]
         name = site.detail
         also = ""
         if other is not None and other is not a:
             also = f" and the access at {self.sites[other.site].span}"
-        return SafetyError(
-            f"cannot prove the threads of a block use different cells of shared array "
-            f"`{name}`: the index here{also} depends on {why}",
-            site.span, label=f"in {self._thread(thread)}, this index is not known",
-            hint="index shared arrays with expressions of `ox.thread_idx` (or "
-                 "`thread.in_block()`), constants, block-uniform values and loop counters; "
-                 "or take responsibility with `with ox.unsafe():`")
+        if _is_shared(a.array):
+            what = f"the threads of a block use different cells of shared array `{name}`"
+            hint = ("index shared arrays with expressions of `ox.thread_idx` (or "
+                    "`thread.in_block()`), constants, block-uniform values and loop counters; "
+                    "or take responsibility with `with ox.unsafe():`")
+        else:
+            what = (f"{'blocks' if blocks else 'threads'} write different elements of "
+                    f"DisjointSlice `{name}`")
+            hint = ("write at `thread.index_1d()`/`index_2d()`, or at a map like "
+                    "`block_idx.x * TILE + thread_idx.x` (with `k * ROWS` steps of an "
+                    "unrolled loop) that gives every thread of the launch its own elements; "
+                    "or take responsibility with `with ox.unsafe():`")
+        return SafetyError(f"cannot prove {what}: the index here{also} depends on {why}",
+                           site.span, label=f"in {self._thread(thread)}, this index is not "
+                           "known" if not blocks else "blocks may overlap here", hint=hint)
 
     def _give_up(self, op: Operation | None, why: str) -> SafetyError:
         spans = self.origins.get(op, ()) if op is not None else ()

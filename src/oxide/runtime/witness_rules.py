@@ -19,6 +19,19 @@ from oxide.runtime.config import LaunchConfig
 
 # The dimensions a witness of each rank covers; every other one must be 1.
 _COVERED_AXES = {1: "x", 2: "xy"}
+# Codes from 10 up stand for DisjointSlice writes at index maps (passes/shared_races.py):
+# 10 + a bit mask of the grid axes the maps tell blocks apart by; the other grid axes
+# must be 1, or two blocks would write one element. They travel in the same
+# `thread_index_ranks` field as the ranks, through the disk cache and bundles.
+GRID_RULE_BASE = 10
+GRID_RULES = frozenset(range(GRID_RULE_BASE, GRID_RULE_BASE + 8))
+
+
+def grid_rule(axes: frozenset[str] | None) -> tuple[int, ...]:
+    """The launch-rule code for index-map writes that tell blocks apart along `axes`."""
+    if axes is None:
+        return ()
+    return (GRID_RULE_BASE + sum(1 << "xyz".index(a) for a in axes),)
 
 
 def check_witness_config(kernel_name: str, ranks: Iterable[int], cfg: LaunchConfig) -> None:
@@ -28,6 +41,9 @@ def check_witness_config(kernel_name: str, ranks: Iterable[int], cfg: LaunchConf
     >>> check_witness_config("k", (2,), LaunchConfig(grid=(4, 4), block=(16, 16)))
     """
     for rank in sorted(set(ranks)):
+        if rank in GRID_RULES:
+            _check_grid_rule(kernel_name, rank - GRID_RULE_BASE, cfg)
+            continue
         covered = _COVERED_AXES.get(rank)
         if covered is None:
             continue
@@ -62,3 +78,15 @@ def check_block_shape(kernel_name: str, declared: tuple[int, int, int] | None,
         f"its shared-memory accesses are proved race-free for that shape only; this launch "
         f"has block {cfg.block}. Launch with block={shape if len(shape) > 1 else shape[0]}, "
         "or change the kernel's `block=`")
+
+
+def _check_grid_rule(kernel_name: str, mask: int, cfg: LaunchConfig) -> None:
+    bad = [f"grid.{axis} = {n}" for i, (axis, n) in enumerate(zip("xyz", cfg.grid, strict=True))
+           if not mask >> i & 1 and n != 1]
+    if bad:
+        used = [f"block_idx.{a}" for i, a in enumerate("xyz") if mask >> i & 1]
+        raise LaunchError(
+            f"`{kernel_name}` writes a DisjointSlice at an index map that tells blocks apart "
+            f"by {', '.join(used) if used else 'nothing (every block writes the same elements)'}"
+            f"; this launch has {', '.join(bad)}, so several blocks would write one element. "
+            "Launch with those grid dimensions at 1, or make the index use them")
