@@ -12,7 +12,7 @@ from oxide.cli import bench, build, cache, doctor, inspect_kernel, new, run, san
 
 app = typer.Typer(
     name="oxide",
-    help="Typed Python GPU kernels: run the examples, check the setup, inspect and build kernels.",
+    help="Typed Python GPU kernels: run the examples, check the setup, inspect, time and build kernels.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
@@ -30,7 +30,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
                                        help="Print oxide's version and exit.")) -> None:
-    """Typed Python GPU kernels: run the examples, check the setup, inspect and build kernels."""
+    """Typed Python GPU kernels: run the examples, check the setup, inspect, time and build kernels."""
 
 
 app.command("run")(run.run)
