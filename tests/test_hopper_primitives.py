@@ -506,6 +506,10 @@ def test_every_kind_names_a_known_requirement() -> None:
     assert hopper.requirement("setmaxnreg.dec") == (90, True)
     with pytest.raises(ox.TargetError, match="no GPU primitive"):
         hopper.requirement("wgmma.mma_async")
+    # an NVVM name oxide never verified is refused before LLVM sees it
+    with pytest.raises(ox.InternalCompilerError, match="unknown NVVM intrinsic"):
+        hopper._nvvm(None, "llvm.nvvm.wgmma.mma_async.m64n128k16", "void", [])
+    assert "llvm.nvvm.ldmatrix.sync.aligned.m8n8.x2.trans.b16.p3" in hopper.KNOWN_NVVM
 
 
 def test_unknown_namespace_member_is_a_compile_error() -> None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from oxide import types as T
-from oxide.errors import TargetError
+from oxide.errors import InternalCompilerError, TargetError
 from oxide.ir import ops
 from oxide.ir.types import dtype_of_ir
 
@@ -48,12 +48,43 @@ _P3 = "ptr addrspace(3)"
 CPU_EMULATED = ("mma", "ldmatrix", "stmatrix")
 
 
+def _known_nvvm() -> frozenset[str]:
+    """Every NVVM intrinsic this module may call, each checked to exist in LLVM 22.1 (an
+    unknown `llvm.nvvm.*` name is not rejected by LLVM: it becomes a call to an undefined
+    function that fails only when the cubin is linked)."""
+    names = set(_MMA.values()) | {name for name, _ in _MBARRIER.values()}
+    for op in ("ldmatrix", "stmatrix"):
+        for n in ("x1", "x2", "x4"):
+            for trans in ("", ".trans"):
+                names.add(f"llvm.nvvm.{op}.sync.aligned.m8n8.{n}{trans}.b16.p3")
+    names |= {f"llvm.nvvm.read.ptx.sreg.{r}" for r in (
+        "cluster.ctarank", "cluster.nctarank", *(f"{reg}.{a}" for a in "xyz" for reg in (
+            "cluster.ctaid", "cluster.nctaid", "clusterid", "nclusterid")))}
+    names |= {"llvm.nvvm.fence.proxy.async.shared_cta",
+              "llvm.nvvm.fence.mbarrier_init.release.cluster", "llvm.nvvm.elect.sync",
+              "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32",
+              "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32", "llvm.nvvm.barrier.cta.sync.count",
+              "llvm.nvvm.barrier.cluster.arrive", "llvm.nvvm.barrier.cluster.wait"}
+    return frozenset(names)
+
+
+def _nvvm(em: Any, name: str, ret: str, args: list[tuple[str, str]]) -> str:
+    """`em.intrinsic` for a name from KNOWN_NVVM only: anything else is an oxide bug,
+    caught here before LLVM (or ptxas) sees it."""
+    if name not in KNOWN_NVVM:
+        raise InternalCompilerError(f"oxide emitted an unknown NVVM intrinsic `{name}`")
+    return em.intrinsic(name, ret, args)
+
+
 def requirement(kind: str) -> tuple[int, bool]:
     """(oldest sm, needs the arch-specific `a` target) for an `oxide.hopper` kind."""
     for prefix, sm, arch_specific in _REQUIRES:
         if kind.startswith(prefix):
             return sm, arch_specific
     raise TargetError(f"oxide has no GPU primitive `{kind}`")  # a frontend bug: never PTX
+
+
+KNOWN_NVVM = _known_nvvm()
 
 
 def needs_arch_specific(func: Any) -> bool:
@@ -213,7 +244,7 @@ def _mma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
         regs = [em.ins(f"bitcast i32 {r} to <2 x half>") for r in regs]
         reg_t = "<2 x half>"
     ret = "{ float, float, float, float }"
-    r = em.intrinsic(_MMA[kind], ret, [(reg_t, x) for x in regs] + [("float", v) for _, v in c])
+    r = _nvvm(em, _MMA[kind], ret, [(reg_t, x) for x in regs] + [("float", v) for _, v in c])
     return [em.ins(f"extractvalue {ret} {r}, {k}") for k in range(4)]
 
 
@@ -224,12 +255,12 @@ def _matrix(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     intr = f"llvm.nvvm.{name}.sync.aligned.m8n8.{count}{'.trans' if trans else ''}.b16.p3"
     addr = element_address(em, op, row=8)
     if name == "stmatrix":
-        em.intrinsic(intr, "void", [(_P3, addr)] + [("i32", em.v(a)) for a in op.args])
+        _nvvm(em, intr, "void", [(_P3, addr)] + [("i32", em.v(a)) for a in op.args])
         return []
     if n == 1:
-        return [em.intrinsic(intr, "i32", [(_P3, addr)])]
+        return [_nvvm(em, intr, "i32", [(_P3, addr)])]
     ret = "{ " + ", ".join(["i32"] * n) + " }"
-    r = em.intrinsic(intr, ret, [(_P3, addr)])
+    r = _nvvm(em, intr, ret, [(_P3, addr)])
     return [em.ins(f"extractvalue {ret} {r}, {k}") for k in range(n)]
 
 
@@ -241,33 +272,33 @@ def _mbarrier(em: Any, name: str, op: ops.HopperOp) -> list[str]:
         head, done = em.label(), em.label()
         em.raw(f"br label %{head}")
         em.start_block(head)
-        ready = em.intrinsic(intr, ret, args)
+        ready = _nvvm(em, intr, ret, args)
         em.raw(f"br i1 {ready}, label %{done}, label %{head}")
         em.start_block(done)
         return []
     intr, ret = _MBARRIER[name]
-    r = em.intrinsic(intr, ret, args)
+    r = _nvvm(em, intr, ret, args)
     return [] if ret == "void" else [r]
 
 
 def _simple(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     args = [("i32", em.v(a)) for a in op.args]
     if kind == "fence.proxy_async":
-        em.intrinsic("llvm.nvvm.fence.proxy.async.shared_cta", "void", [])
+        _nvvm(em, "llvm.nvvm.fence.proxy.async.shared_cta", "void", [])
     elif kind == "fence.mbarrier_init":
-        em.intrinsic("llvm.nvvm.fence.mbarrier_init.release.cluster", "void", [])
+        _nvvm(em, "llvm.nvvm.fence.mbarrier_init.release.cluster", "void", [])
     elif kind == "elect_sync":
-        pair = em.intrinsic("llvm.nvvm.elect.sync", "{ i32, i1 }", [("i32", "-1")])
+        pair = _nvvm(em, "llvm.nvvm.elect.sync", "{ i32, i1 }", [("i32", "-1")])
         return [em.ins(f"extractvalue {{ i32, i1 }} {pair}, 1")]
     elif kind.startswith("setmaxnreg."):
         n = op.imm.data[0].data  # type: ignore[attr-defined]
-        em.intrinsic(f"llvm.nvvm.{kind}.sync.aligned.u32", "void", [("i32", str(n))])
+        _nvvm(em, f"llvm.nvvm.{kind}.sync.aligned.u32", "void", [("i32", str(n))])
     elif kind == "named_barrier":
-        em.intrinsic("llvm.nvvm.barrier.cta.sync.count", "void", args)
+        _nvvm(em, "llvm.nvvm.barrier.cta.sync.count", "void", args)
     elif kind.startswith("sreg."):
-        return [em.intrinsic(f"llvm.nvvm.read.ptx.sreg.{kind[5:]}", "i32", [])]
+        return [_nvvm(em, f"llvm.nvvm.read.ptx.sreg.{kind[5:]}", "i32", [])]
     elif kind in ("cluster.arrive", "cluster.wait"):
-        em.intrinsic(f"llvm.nvvm.barrier.{kind}", "void", [])
+        _nvvm(em, f"llvm.nvvm.barrier.{kind}", "void", [])
     else:
         raise TargetError(f"oxide has no GPU primitive `{kind}`")
     return []
