@@ -477,12 +477,40 @@ def test_cluster_registers_and_barrier() -> None:
     assert "needs sm_90" in str(err) and err.span is not None
 
 
+@ox.kernel
+def cluster_of_one(out: RawSlice[i32]):
+    b = ox.block_idx.x + 3 * ox.block_idx.y
+    ox.fence_proxy_async()
+    ox.fence_mbarrier_init()
+    with ox.unsafe():
+        if ox.thread_idx.x == 0:
+            out[b * 8] = ox.cluster.rank()
+            out[b * 8 + 1] = ox.cluster.size()
+            out[b * 8 + 2] = ox.cluster.block_idx("y")
+            out[b * 8 + 3] = ox.cluster.block_dim("x")
+            out[b * 8 + 4] = ox.cluster.cluster_idx("x")
+            out[b * 8 + 5] = ox.cluster.cluster_idx("y")
+            out[b * 8 + 6] = ox.cluster.grid_dim("x")
+            out[b * 8 + 7] = ox.cluster.grid_dim("y")
+
+
+def test_cluster_registers_on_the_cpu_are_a_cluster_of_one() -> None:
+    """CPU launches form no clusters (nor do GPU launches yet): each block is a cluster of
+    one, so the cluster index is the block index; the fences order nothing there."""
+    out = np.full(48, -1, np.int32)
+    with ox.device("cpu"):
+        ox.launch(cluster_of_one, ((3, 2), 32), out)
+    want = [[0, 1, 0, 1, bx, by, 3, 2] for by in range(2) for bx in range(3)]
+    np.testing.assert_array_equal(out.reshape(6, 8), np.array(want, np.int32))
+    assert "%cluster_ctarank" in ptx_for(cluster_of_one, RawSlice[i32])
+
+
 @pytest.mark.parametrize("kernel, sig", [
     (ping, (RawSlice[u64], u32)),
     (warp_groups, (RawSlice[u32],)),
     (cluster_info, (RawSlice[i32],)),
     (asm_add, (RawSlice[u32], RawSlice[u32])),
-], ids=["mbarrier", "warp_groups", "cluster", "asm"])
+], ids=["mbarrier", "warp_groups", "cluster_barrier", "asm"])
 def test_every_primitive_is_a_target_error_on_the_cpu(kernel: Any, sig: tuple[Any, ...]
                                                       ) -> None:
     err = target_error(kernel, *sig, arch="cpu")

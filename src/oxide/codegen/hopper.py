@@ -179,6 +179,12 @@ def emit_hopper(em: Any, op: ops.HopperOp) -> None:
         for r, v in zip(results, values, strict=True):
             em.names[r] = v
         return
+    if em.t.name == "cpu" and head in ("sreg", "fence"):
+        # CPU launches form no clusters: each block is a cluster of one, as on a GPU
+        # launched without them. There is no async proxy to fence against.
+        if head == "sreg":
+            em.names[results[0]] = _cpu_cluster_register(em, kind[5:])
+        return
     check_target(em, op, kind, f"`{user_name(kind)}`" if "()" in user_name(kind)
                  else user_name(kind))
     if head == "mma":
@@ -410,3 +416,13 @@ def _cpu_matrix(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
             high = em.ins(f"trunc i32 {em.ins(f'lshr i32 {v}, 16')} to i16")
             em.raw(f"store i16 {high}, ptr {ptrs[1]}")
     return out
+
+
+def _cpu_cluster_register(em: Any, reg: str) -> str:
+    """A cluster register of a block that is a cluster of one."""
+    if reg in ("cluster.ctarank",) or reg.startswith("cluster.ctaid."):
+        return "0"
+    if reg == "cluster.nctarank" or reg.startswith("cluster.nctaid."):
+        return "1"
+    axis = reg.rsplit(".", 1)[1]
+    return em.reg(("ctaid." if reg.startswith("clusterid.") else "nctaid.") + axis)
