@@ -275,3 +275,75 @@ def test_rebinding_an_array_name_to_a_number_is_an_error() -> None:
             out[i] = src[i]
     with pytest.raises(ox.KernelTypeError, match="cannot be rebound to a float literal"):
         to_number.compile(Slice[f32], DisjointSlice[f32], i32, arch="cpu")
+
+
+def test_a_per_thread_choice_makes_reads_through_it_thread_dependent() -> None:
+    # `src` differs between threads, so a value read through it does too: a barrier under
+    # a condition on it is refused, as under any per-thread value
+    @ox.kernel
+    def per_thread(a: Slice[i32], b: Slice[i32], out: DisjointSlice[i32]):
+        src = a
+        if ox.thread_idx.x < 5:
+            src = b
+        if src[0] > 0:
+            ox.sync_threads()
+        i = thread.index_1d()
+        if i in out:
+            out[i] = src[0]
+    with pytest.raises(ox.SafetyError, match="sync_threads"):
+        per_thread.compile(Slice[i32], Slice[i32], DisjointSlice[i32], arch="cpu")
+
+    @ox.kernel
+    def per_launch(a: Slice[i32], b: Slice[i32], out: DisjointSlice[i32], c: i32):
+        src = a
+        if c < 5:
+            src = b
+        if src[0] > 0:
+            ox.sync_threads()
+        i = thread.index_1d()
+        if i in out:
+            out[i] = src[0]
+    per_launch.compile(Slice[i32], Slice[i32], DisjointSlice[i32], i32, arch="cpu")
+
+
+W3 = (1.0, 2.0, 3.0)
+
+
+@ox.kernel
+def unrolled_swaps(a: RawSlice[f32], b: RawSlice[f32], skip: i32):
+    """A loop the frontend unrolls (a tuple indexed by its variable), with a `continue`
+    between a swap and the next copy: each copy must see the swapped names."""
+    i = ox.thread_idx.x
+    src, dst = a, b
+    for k in range(3):
+        with ox.unsafe():
+            if i < len(dst):
+                dst[i] = src[i] * W3[k]
+        src, dst = dst, src
+        if k == skip:
+            continue
+        with ox.unsafe():
+            if i < len(dst):
+                dst[i] = dst[i] + 1.0
+
+
+def _unrolled_reference(a0: np.ndarray, skip: int) -> tuple[np.ndarray, np.ndarray]:
+    bufs = [a0.copy(), np.zeros_like(a0)]
+    s, d = 0, 1
+    for k in range(3):
+        bufs[d] = bufs[s] * np.float32(W3[k])
+        s, d = d, s
+        if k == skip:
+            continue
+        bufs[d] = bufs[d] + np.float32(1.0)
+    return bufs[0], bufs[1]
+
+
+@pytest.mark.parametrize("skip", [-1, 0, 1, 2])
+def test_swaps_in_an_unrolled_loop_with_continue(cpu, skip) -> None:
+    a0 = np.arange(1, 33, dtype=np.float32)
+    a, b = a0.copy(), np.zeros_like(a0)
+    unrolled_swaps[1, 32](a, b, skip)
+    want_a, want_b = _unrolled_reference(a0, skip)
+    np.testing.assert_array_equal(a, want_a)
+    np.testing.assert_array_equal(b, want_b)

@@ -223,7 +223,10 @@ class _Uniformity:
             t = op.array.type
             read_only = ((isinstance(t, ArrayType) and t.access.data == "slice")
                          or (isinstance(t, SharedArrayType) and t.space.data == "constant"))
-            return not read_only or any(i in self.varying for i in op.indices)
+            # through a choice of arrays (`a if c else b`, a rebound name), which array
+            # is read can differ between threads too
+            return (not read_only or op.array in self.varying
+                    or any(i in self.varying for i in op.indices))
         return any(o in self.varying for o in op.operands)
 
     def culprit(self, block: Block) -> Block:
