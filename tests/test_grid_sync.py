@@ -190,6 +190,27 @@ def test_kernels_without_grid_sync_have_no_counter(cpu) -> None:
     assert entry.grid_counter != 0
 
 
+def test_the_counter_is_found_in_code_from_the_disk_cache(cpu, monkeypatch, tmp_path) -> None:
+    monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path / "cache"))
+    a, out = np.zeros(100, np.int32), np.zeros(100, np.int32)
+    reverse_across_blocks.__dict__.pop("_oxide_cpu_entries", None)
+    reverse_across_blocks[4, 32](a, out)  # compiles and stores
+    loaded: list[bool] = []
+    real = cpu_runtime._from_disk_cache
+
+    def spy(entry, kernel, plan) -> bool:
+        loaded.append(real(entry, kernel, plan))
+        return loaded[-1]
+    monkeypatch.setattr(cpu_runtime, "_from_disk_cache", spy)
+    reverse_across_blocks.__dict__.pop("_oxide_cpu_entries")
+    out[:] = 0
+    reverse_across_blocks[4, 32](a, out)
+    assert loaded == [True]
+    (entry,) = reverse_across_blocks.__dict__["_oxide_cpu_entries"].values()
+    assert entry.grid_counter != 0
+    np.testing.assert_array_equal(out, (np.arange(100, dtype=np.int32) * 3 + 1)[::-1])
+
+
 # --- the GPU code ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
