@@ -103,6 +103,7 @@ def load_all() -> list[Case]:
         launches,
         memory,
         safety,
+        shared_races,
         syntax,
         typing_errors,
     )
