@@ -67,14 +67,17 @@ def emit(em: Any, target: Any, block_barrier: Callable[[], None], *, cpu: bool) 
     old = em.ins(f"atomicrmw add {ptr} @{symbol}, i32 {add}{scope} seq_cst")
     em.raw(f"br label %{spin}")
     em.start_block(spin)
-    now = em.ins(f"load volatile i32, {ptr} @{symbol}, align 4")
+    # the GPU reads with ld.volatile between the two fences, as cooperative groups do
+    load = "load atomic i32" if cpu else "load volatile i32"
+    order = " acquire" if cpu else ""
+    now = em.ins(f"{load}, {ptr} @{symbol}{order}, align 4")
     diff = em.ins(f"xor i32 {old}, {now}")
     top = em.ins(f"and i32 {diff}, {TOP_BIT}")
     flipped = em.ins(f"icmp ne i32 {top}, 0")
     if cpu:
         # a block whose check failed stops, and would never arrive: leave with the error
         kind_ptr = em.ins("getelementptr inbounds i8, ptr %oxide.err, i64 4")
-        kind = em.ins(f"load volatile i32, ptr {kind_ptr}, align 4")
+        kind = em.ins(f"load atomic i32, ptr {kind_ptr} monotonic, align 4")
         failed = em.ins(f"icmp ne i32 {kind}, 0")
         leave = em.ins(f"or i1 {flipped}, {failed}")
         wait = em.label()
