@@ -87,6 +87,12 @@ def test_laplace_all_steps_in_one_launch(rows: int, cols: int, steps: int) -> No
     np.testing.assert_array_equal(a.to_numpy(), lp.reference(a0, steps))
 
 
+@pytest.mark.parametrize("rows,cols,steps", [(20, 30, 7), (200, 300, 41)])
+def test_laplace_swapping_names_across_blocks(rows: int, cols: int, steps: int) -> None:
+    a0 = lp.initial_grid(rows, cols)
+    np.testing.assert_array_equal(tg.solve_swap_grid(a0, steps, 0), lp.reference(a0, steps))
+
+
 def test_two_dimensional_grid() -> None:
     a = ox.zeros((190, 300), ox.i32)  # 19 x 24 blocks: resident at once on any H100/H200
     out = ox.zeros((190, 300), ox.i32)
