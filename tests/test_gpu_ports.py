@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import test_ports as tp
+from ports import laplace as lp
 from ports import threadfence_reduction as tf
 from ports import warp_aggregated_atomics as wa
 
@@ -34,6 +35,30 @@ def test_laplace_host_swap(rows: int, cols: int, steps: int) -> None:
 @pytest.mark.parametrize("rows,cols,steps", [(37, 53, 25), (300, 700, 20)])
 def test_laplace_in_kernel_workarounds(rows: int, cols: int, steps: int) -> None:
     tp.check_laplace_in_kernel(rows, cols, steps)
+
+
+@pytest.mark.parametrize("rows,cols,steps", [(37, 53, 5), (300, 700, 8)])
+def test_laplace_natural_if_else(rows: int, cols: int, steps: int) -> None:
+    # `src = a` / `src = b` in an if/else statement (issue 15 item 2)
+    a0 = lp.initial_grid(rows, cols)
+    got = lp.solve_in_kernel(lp.natural_if_else(), a0, steps, parity=False)
+    np.testing.assert_array_equal(got, lp.reference(a0, steps))
+
+
+@pytest.mark.parametrize("rows,cols,steps", [(20, 30, 6), (150, 250, 30)])
+def test_laplace_natural_grid_sync(rows: int, cols: int, steps: int) -> None:
+    # numba's one-launch form with `ox.grid.this_grid().sync()` (issue 15 item 11)
+    a0 = lp.initial_grid(rows, cols)
+    a, b = ox.to_device(a0), ox.to_device(a0)
+    lp.natural_grid_sync()[lp._config(a0.shape)](a, b, steps)
+    np.testing.assert_array_equal(a.copy_to_host(), lp.reference(a0, steps))
+
+
+def test_warp_aggregated_natural_lane_masks() -> None:
+    # `active & ((1 << lane) - 1)`: u32 & i32 is u32 (issue 15 item 13), as on the CPU
+    out = ox.zeros(32, ox.i32)
+    wa.natural_lane_mask()[1, 32](out)
+    np.testing.assert_array_equal(out.copy_to_host(), np.arange(32))
 
 
 @pytest.mark.parametrize("threads,iterations,seed", [(100, 300, 12345),
