@@ -124,3 +124,39 @@ def test_thread_index_and_an_unsigned_mask(cpu) -> None:
     out = np.zeros(100, np.uint64)
     witness_mask[1, 128](out, np.uint64(0b1010))
     np.testing.assert_array_equal(out, np.arange(100, dtype=np.uint64) & np.uint64(0b1010))
+
+
+@ox.kernel
+def in_place(x: Slice[i32], m: Slice[u32], out_i: DisjointSlice[i32], out_u: DisjointSlice[u32]):
+    """`x &= m` keeps `x`'s type (the bits are the same): C's compound assignment."""
+    i = ox.thread.index_1d()
+    if i in out_i and i in out_u:
+        v = x[i]
+        v &= m[i]
+        v |= m[i] >> 3
+        v ^= m[i]
+        out_i[i] = v
+        out_u[i] = m[i]
+        out_u[i] &= x[i]
+
+
+def test_compound_bitwise_assignment_keeps_the_target_type(cpu) -> None:
+    x, m = _random(np.int32, 5), _random(np.uint32, 6)
+    out_i, out_u = np.zeros(N, np.int32), np.zeros(N, np.uint32)
+    in_place[2, 128](x, m, out_i, out_u)
+    xu = x.view(np.uint32)
+    want = (((xu & m) | (m >> np.uint32(3))) ^ m).view(np.int32)
+    np.testing.assert_array_equal(out_i, want)
+    np.testing.assert_array_equal(out_u, m & xu)
+
+
+def test_compound_arithmetic_still_refuses_the_mix() -> None:
+    @ox.kernel
+    def add_in_place(x: Slice[i32], m: Slice[u32], out: DisjointSlice[i32]):
+        i = ox.thread.index_1d()
+        if i in out:
+            v = x[i]
+            v += m[i]
+            out[i] = v
+    with pytest.raises(ox.KernelTypeError, match="mixing i32 and u32"):
+        add_in_place.compile(Slice[i32], Slice[u32], DisjointSlice[i32], arch="cpu")

@@ -226,7 +226,7 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
         if isinstance(node.target, ast.Name):
             current = self.load_name(node.target.id, node.target)
             result = self.binop(node.op, current, self.expr(node.value), node)
-            self.assign(node.target, result, node)
+            self.assign(node.target, self.bitwise_in_place(node.op, current, result), node)
         elif isinstance(node.target, ast.Subscript):
             container = self.expr(node.target.value)
             if isinstance(container, Array) and container.type.access == "atomic":
@@ -234,9 +234,21 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
             index = self.expr(node.target.slice)
             current = self.subscript_load(container, index, node.target)
             result = self.binop(node.op, current, self.expr(node.value), node)
+            result = self.bitwise_in_place(node.op, current, result)
             self.subscript_store(container, index, result, node.target, node.target.value)
         else:
             raise self.error(KernelSyntaxError, node.target, "cannot assign to this expression")
+
+    def bitwise_in_place(self, op: ast.operator, current: Any, result: Any) -> Any:
+        """`x &= m` (and `|=`, `^=`) with `x: i32` and `m: u32`: the result, unsigned by the
+        mixed-signedness rule, goes back in `x`'s type, as C's compound assignment converts
+        it. Nothing changes: the bits are the same in either type."""
+        if (isinstance(op, (ast.BitAnd, ast.BitOr, ast.BitXor)) and isinstance(current, Val)
+                and isinstance(result, Val) and current.dtype != result.dtype
+                and current.dtype.is_int and result.dtype.is_int
+                and current.dtype.bits == result.dtype.bits):
+            return Val(self.b.cast(result.ssa, current.dtype), current.dtype, result.note)
+        return result
 
     def atomic_update_error(self, node: ast.AugAssign, arr: Array) -> CompileError:
         """`out[i] += v` on an AtomicSlice: name the atomic call that does it."""
