@@ -1,0 +1,409 @@
+"""Issue 13: the shared-memory kernels oxide must prove race-free, with no `unsafe` for
+shared memory, run on the CPU against NumPy; and what its refusals say.
+
+Each kernel declares its block shape (`@ox.kernel(block=...)`), so passes/shared_races.py
+proves every phase (the code between two `ox.sync_threads()`) race-free for that shape,
+and DisjointSlice writes at index maps one-thread-per-element over the launch. The
+kernels live at module level: tests/test_gpu_shared_safety.py runs the same ones on a GPU.
+The racy kernels the proof must refuse are the `shared_races` theme of tests/corpus/;
+here are the exact parts of the messages (both lines, the cell, two threads, the hint),
+the launch rules, `thread.in_block()` and the `ox.unsafe()` escape hatch.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide import AtomicSlice, DisjointSlice, RawSlice, Slice, f32, i32, thread, u32
+from oxide.passes import shared_races
+
+B = 256  # the 1-D block of the must-prove kernels
+TILE, ROWS = 32, 8  # the transpose's tile and its block (TILE x ROWS threads)
+T = 16  # the SGEMM tile (a T x T block)
+R = 3  # the stencil's radius
+NB = 64  # histogram bins
+
+# ------------------------------------------------------------------ the must-prove kernels
+
+
+@ox.kernel(block=(TILE, ROWS))
+def transpose(a: Slice[f32, 2], out: DisjointSlice[f32, 2]):
+    """The 32x33 padded tile: rows of `a` in, columns out; no `unsafe` at all."""
+    tile = ox.shared.array(f32, (TILE, TILE + 1))
+    rows = i32(a.shape[0])
+    cols = i32(a.shape[1])
+    tx = ox.thread_idx.x
+    ty = ox.thread_idx.y
+    x = ox.block_idx.x * TILE + tx
+    y = ox.block_idx.y * TILE + ty
+    for k in range(TILE // ROWS):
+        inside = y + k * ROWS < rows and x < cols
+        tile[ty + k * ROWS, tx] = a[y + k * ROWS, x] if inside else f32(0)
+    ox.sync_threads()
+    x_out = ox.block_idx.y * TILE + tx
+    y_out = ox.block_idx.x * TILE + ty
+    for k in range(TILE // ROWS):
+        if y_out + k * ROWS < cols and x_out < rows:
+            out[y_out + k * ROWS, x_out] = tile[tx, ty + k * ROWS]
+
+
+@ox.kernel(block=B)
+def block_sums(x: Slice[f32], out: DisjointSlice[f32]):
+    """A tree reduction in shared memory, one result per block (thread 0 writes it)."""
+    sh = ox.shared.array(f32, B)
+    t = thread.in_block()
+    i = ox.block_idx.x * B + t
+    sh[t] = x[i] if i < len(x) else f32(0)
+    ox.sync_threads()
+    s = B // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        ox.sync_threads()
+        s //= 2
+    if t == 0:
+        out[ox.block_idx.x] = sh[0]
+
+
+@ox.kernel(block=B)
+def hillis_steele(x: Slice[i32], out: DisjointSlice[i32]):
+    """Inclusive scan of each block's B elements: read, barrier, add, barrier."""
+    sh = ox.shared.array(i32, B)
+    t = thread.in_block()
+    i = ox.block_idx.x * B + t
+    sh[t] = x[i] if i < len(x) else 0
+    ox.sync_threads()
+    offset = 1
+    while offset < B:
+        v = 0
+        if t >= offset:
+            v = sh[t - offset]
+        ox.sync_threads()
+        sh[t] += v
+        ox.sync_threads()
+        offset *= 2
+    if i < len(x):
+        out[i] = sh[t]
+
+
+@ox.kernel(block=B)
+def blelloch(x: Slice[i32], out: DisjointSlice[i32]):
+    """Exclusive scan of each block's 2B elements: up-sweep, clear the root, down-sweep."""
+    N = 2 * B
+    sh = ox.shared.array(i32, 2 * B)
+    t = thread.in_block()
+    base = ox.block_idx.x * N
+    for h in range(2):
+        j = base + t + h * B
+        sh[t + h * B] = x[j] if j < len(x) else 0
+    offset = 1
+    d = N // 2
+    while d > 0:
+        ox.sync_threads()
+        if t < d:
+            ai = offset * (2 * t + 1) - 1
+            bi = offset * (2 * t + 2) - 1
+            sh[bi] += sh[ai]
+        offset *= 2
+        d //= 2
+    if t == 0:
+        sh[N - 1] = 0
+    d = 1
+    while d < N:
+        offset //= 2
+        ox.sync_threads()
+        if t < d:
+            ai = offset * (2 * t + 1) - 1
+            bi = offset * (2 * t + 2) - 1
+            v = sh[ai]
+            sh[ai] = sh[bi]
+            sh[bi] += v
+        d *= 2
+    ox.sync_threads()
+    for h in range(2):
+        j = base + t + h * B
+        if j < len(x):
+            out[j] = sh[t + h * B]
+
+
+@ox.kernel(block=(T, T))
+def sgemm(a: Slice[f32, 2], b: Slice[f32, 2], c: DisjointSlice[f32, 2]):
+    """C = A @ B through shared T x T tiles of A and B; `c[row, col]` needs no `unsafe`."""
+    As = ox.shared.array(f32, (T, T))
+    Bs = ox.shared.array(f32, (T, T))
+    tx = ox.thread_idx.x
+    ty = ox.thread_idx.y
+    row = ox.block_idx.y * T + ty
+    col = ox.block_idx.x * T + tx
+    n = i32(a.shape[0])
+    k = i32(a.shape[1])
+    m = i32(b.shape[1])
+    acc = f32(0)
+    for k0 in range(0, k, T):
+        As[ty, tx] = a[row, k0 + tx] if row < n and k0 + tx < k else f32(0)
+        Bs[ty, tx] = b[k0 + ty, col] if k0 + ty < k and col < m else f32(0)
+        ox.sync_threads()
+        for kk in range(T):
+            acc += As[ty, kk] * Bs[kk, tx]
+        ox.sync_threads()
+    if row < n and col < m:
+        c[row, col] = acc
+
+
+@ox.kernel(block=B)
+def stencil(x: Slice[f32], out: DisjointSlice[f32]):
+    """out[g] = x[g - R] + ... + x[g + R] (zero outside x), the halo loaded by R threads."""
+    sh = ox.shared.array(f32, B + 2 * R)
+    t = thread.in_block()
+    g = ox.block_idx.x * B + t
+    n = i32(len(x))
+    sh[t + R] = x[g] if g < n else f32(0)
+    if t < R:
+        sh[t] = x[g - R] if g - R >= 0 and g - R < n else f32(0)
+        sh[t + B + R] = x[g + B] if g + B < n else f32(0)
+    ox.sync_threads()
+    acc = f32(0)
+    for j in range(2 * R + 1):
+        acc += sh[t + j]
+    if g < n:
+        out[g] = acc
+
+
+@ox.kernel(block=B)
+def histogram(x: Slice[u32], counts: AtomicSlice[u32]):
+    """Per-block bins through shared atomics, then one global atomic per bin."""
+    sh = ox.shared.array(u32, NB)
+    t = thread.in_block()
+    if t < NB:
+        sh[t] = u32(0)
+    ox.sync_threads()
+    i = ox.block_idx.x * B + t
+    while i < len(x):
+        ox.atomic.add(sh, i32(x[i] % u32(NB)), u32(1))
+        i += ox.grid_dim.x * B
+    ox.sync_threads()
+    if t < NB:
+        ox.atomic.add(counts, t, sh[t])
+
+
+@ox.kernel(block=B)
+def softmax(x: Slice[f32, 2], out: RawSlice[f32, 2]):
+    """One block per row: the block max and the block sum go through shared arrays. The
+    output is strided by B in a loop of run-time length, which no index map covers: that
+    global write alone is `unsafe`."""
+    sh = ox.shared.array(f32, B)
+    t = thread.in_block()
+    r = ox.block_idx.x
+    ncols = i32(x.shape[1])
+    m = f32(-3.0e38)
+    j = t
+    while j < ncols:
+        m = max(m, x[r, j])
+        j += B
+    sh[t] = m
+    ox.sync_threads()
+    s = B // 2
+    while s > 0:
+        if t < s:
+            sh[t] = max(sh[t], sh[t + s])
+        ox.sync_threads()
+        s //= 2
+    mx = sh[0]
+    ox.sync_threads()
+    acc = f32(0)
+    j = t
+    while j < ncols:
+        acc += ox.math.exp(x[r, j] - mx)
+        j += B
+    sh[t] = acc
+    ox.sync_threads()
+    s = B // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        ox.sync_threads()
+        s //= 2
+    total = sh[0]
+    j = t
+    while j < ncols:
+        with ox.unsafe():
+            out[r, j] = ox.math.exp(x[r, j] - mx) / total
+        j += B
+
+
+# The signature each kernel is compiled with, for the proof-time check and the PTX builds.
+SIGNATURES: dict[str, tuple[Any, ...]] = {
+    "transpose": (Slice[f32, 2], DisjointSlice[f32, 2]),
+    "block_sums": (Slice[f32], DisjointSlice[f32]),
+    "hillis_steele": (Slice[i32], DisjointSlice[i32]),
+    "blelloch": (Slice[i32], DisjointSlice[i32]),
+    "sgemm": (Slice[f32, 2], Slice[f32, 2], DisjointSlice[f32, 2]),
+    "stencil": (Slice[f32], DisjointSlice[f32]),
+    "histogram": (Slice[u32], AtomicSlice[u32]),
+    "softmax": (Slice[f32, 2], RawSlice[f32, 2]),
+}
+MUST_PROVE = {name: globals()[name] for name in SIGNATURES}
+
+# ------------------------------------------------------------------ launches and references
+# Each `run_*` launches on the current device and returns (got, want); the GPU tests call
+# them under `ox.device(0)`.
+
+RNG = np.random.default_rng(13)
+
+
+def cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def run_transpose(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    a = RNG.standard_normal((rows, cols)).astype(np.float32)
+    out = np.full((cols, rows), np.nan, np.float32)
+    transpose[ox.LaunchConfig(grid=(cdiv(cols, TILE), cdiv(rows, TILE)),
+                              block=(TILE, ROWS))](a, out)
+    return out, a.T
+
+
+def run_block_sums(n: int) -> tuple[np.ndarray, np.ndarray]:
+    x = RNG.standard_normal(n).astype(np.float32)
+    blocks = cdiv(n, B)
+    out = np.full(blocks, np.nan, np.float32)
+    block_sums[blocks, B](x, out)
+    return out, np.array([x[i:i + B].sum(dtype=np.float64) for i in range(0, n, B)])
+
+
+def run_hillis_steele(n: int) -> tuple[np.ndarray, np.ndarray]:
+    x = RNG.integers(-100, 100, n).astype(np.int32)
+    out = np.zeros(n, np.int32)
+    hillis_steele[cdiv(n, B), B](x, out)
+    return out, np.concatenate([np.cumsum(x[i:i + B]) for i in range(0, n, B)])
+
+
+def run_blelloch(n: int) -> tuple[np.ndarray, np.ndarray]:
+    x = RNG.integers(-100, 100, n).astype(np.int32)
+    out = np.full(n, -1, np.int32)
+    blelloch[cdiv(n, 2 * B), B](x, out)
+    want = np.concatenate([np.cumsum(x[i:i + 2 * B]) - x[i:i + 2 * B]
+                           for i in range(0, n, 2 * B)])
+    return out, want
+
+
+def run_sgemm(n: int, k: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    a = RNG.standard_normal((n, k)).astype(np.float32)
+    b = RNG.standard_normal((k, m)).astype(np.float32)
+    c = np.full((n, m), np.nan, np.float32)
+    sgemm[ox.LaunchConfig(grid=(cdiv(m, T), cdiv(n, T)), block=(T, T))](a, b, c)
+    return c, a.astype(np.float64) @ b.astype(np.float64)
+
+
+def run_stencil(n: int) -> tuple[np.ndarray, np.ndarray]:
+    x = RNG.standard_normal(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    stencil[cdiv(n, B), B](x, out)
+    padded = np.pad(x.astype(np.float64), R)
+    return out, sum(padded[j:j + n] for j in range(2 * R + 1))
+
+
+def run_histogram(n: int, blocks: int) -> tuple[np.ndarray, np.ndarray]:
+    x = RNG.integers(0, 1 << 20, n).astype(np.uint32)
+    counts = np.zeros(NB, np.uint32)
+    histogram[blocks, B](x, counts)
+    return counts, np.bincount(x % NB, minlength=NB).astype(np.uint32)
+
+
+def run_softmax(rows: int, cols: int) -> tuple[np.ndarray, np.ndarray]:
+    x = (RNG.standard_normal((rows, cols)) * 4).astype(np.float32)
+    out = np.full((rows, cols), np.nan, np.float32)
+    softmax[rows, B](x, out)
+    e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
+    return out, e / e.sum(axis=1, keepdims=True)
+
+
+# (runner, sizes, tolerance: None for exact): ragged sizes, one block, several blocks
+CASES: dict[str, tuple[Callable[..., tuple[np.ndarray, np.ndarray]], list[tuple[int, ...]],
+                       float | None]] = {
+    "transpose": (run_transpose, [(1, 1), (32, 32), (70, 45), (33, 100), (128, 64)], None),
+    "block_sums": (run_block_sums, [(1,), (255,), (256,), (1000,), (4097,)], 1e-4),
+    "hillis_steele": (run_hillis_steele, [(1,), (256,), (1000,), (3000,)], None),
+    "blelloch": (run_blelloch, [(1,), (512,), (1500,), (4097,)], None),
+    "sgemm": (run_sgemm, [(1, 1, 1), (16, 16, 16), (37, 45, 29), (64, 33, 70)], 1e-4),
+    "stencil": (run_stencil, [(1,), (3,), (256,), (1000,), (2500,)], 1e-5),
+    "histogram": (run_histogram, [(1, 1), (300, 1), (5000, 8), (70000, 3)], None),
+    "softmax": (run_softmax, [(1, 1), (3, 256), (2, 257), (5, 1000)], 1e-5),
+}
+RUNS = [pytest.param(name, size, id=f"{name}-{'x'.join(map(str, size))}")
+        for name, (_, sizes, _) in CASES.items() for size in sizes]
+
+
+def check_run(name: str, size: tuple[int, ...]) -> None:
+    runner, _, tol = CASES[name]
+    got, want = runner(*size)
+    if tol is None:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize(("name", "size"), RUNS)
+def test_must_prove_kernel_runs_on_the_cpu(name: str, size: tuple[int, ...]) -> None:
+    with ox.device("cpu"):
+        check_run(name, size)
+
+
+def unsafe_blocks(kernel: Any) -> list[str]:
+    """The source of each `with ox.unsafe():` block of a kernel."""
+    lines = inspect.getsource(kernel.fn).splitlines()
+    blocks = []
+    for n, line in enumerate(lines):
+        if "with ox.unsafe()" in line:
+            indent = len(line) - len(line.lstrip())
+            body = [x for x in lines[n + 1:] if x.strip()]
+            end = next((k for k, x in enumerate(body)
+                        if len(x) - len(x.lstrip()) <= indent), len(body))
+            blocks.append("\n".join(body[:end]))
+    return blocks
+
+
+@pytest.mark.parametrize("name", list(MUST_PROVE))
+def test_must_prove_kernels_use_shared_memory_without_unsafe(name: str) -> None:
+    """No shared access of these kernels sits in `ox.unsafe()`: the transpose, the SGEMM,
+    the scans, the stencil, the reduction and the histogram have no `unsafe` at all; the
+    softmax's one `unsafe` is its strided global write, which reads no shared array."""
+    kernel = MUST_PROVE[name]
+    assert kernel.options.block is not None
+    blocks = unsafe_blocks(kernel)
+    assert len(blocks) == (1 if name == "softmax" else 0)
+    for body in blocks:
+        assert "sh[" not in body and "ox.shared" not in body, body
+
+
+@pytest.mark.parametrize("name", list(MUST_PROVE))
+def test_proof_is_quick_and_the_ptx_builds(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A fresh compile (no disk cache) for sm_80 and sm_90 runs the proof and builds a
+    cubin; the proof itself takes well under a second on the CPU that runs the tests."""
+    monkeypatch.setenv("OXIDE_CACHE", "0")
+    times: list[float] = []
+    real = shared_races.check_shared_races
+
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        start = time.perf_counter()
+        try:
+            return real(*args, **kwargs)
+        finally:
+            times.append(time.perf_counter() - start)
+
+    monkeypatch.setattr(shared_races, "check_shared_races", timed)
+    kernel = MUST_PROVE[name]
+    for arch in ("sm_80", "sm_90"):
+        fresh = ox.kernel(block=kernel.options.block)(kernel.fn)
+        ck = fresh.compile(*SIGNATURES[name], arch=arch)
+        assert "bar.sync" in ck.ptx or "barrier.sync" in ck.ptx
+        assert len(ck.cubin) > 0
+    assert len(times) == 2, "the proof ran once per compile"
+    assert max(times) < 5.0, f"the proof of {name} took {max(times):.2f} s"
