@@ -407,3 +407,387 @@ def test_proof_is_quick_and_the_ptx_builds(name: str, monkeypatch: pytest.Monkey
         assert len(ck.cubin) > 0
     assert len(times) == 2, "the proof ran once per compile"
     assert max(times) < 5.0, f"the proof of {name} took {max(times):.2f} s"
+
+
+# ------------------------------------------------------------------ what a refusal says
+
+
+def line_of(kernel: Any, marker: str) -> tuple[int, str]:
+    """The file line (1-based) of the kernel's source line ending in `# marker`, and its text."""
+    src, first = inspect.getsourcelines(kernel.fn)
+    hits = [(first + n, text) for n, text in enumerate(src) if text.rstrip().endswith(marker)]
+    assert len(hits) == 1, marker
+    return hits[0]
+
+
+def at(kernel: Any, marker: str, code: str) -> str:
+    """`file:line:col` of `code` on the line marked `marker` (columns 1-based)."""
+    line, text = line_of(kernel, marker)
+    return f"{inspect.getsourcefile(kernel.fn)}:{line}:{text.index(code) + 1}"
+
+
+def refusal(kernel: Any, *sig: Any) -> ox.SafetyError:
+    with pytest.raises(ox.SafetyError) as info:
+        kernel.compile(*sig, arch="sm_90")
+    return info.value
+
+
+def test_race_names_both_accesses_the_cell_two_threads_and_the_fix() -> None:
+    @ox.kernel(block=128)
+    def neighbour(x: Slice[f32], out: RawSlice[f32]):
+        sh = ox.shared.array(f32, 128)
+        t = thread.in_block()
+        sh[t] = x[t]  # write
+        v = sh[(t + 1) % 128]  # read
+        with ox.unsafe():
+            out[t] = v
+
+    e = refusal(neighbour, Slice[f32], RawSlice[f32])
+    read, write = at(neighbour, "# read", "sh[(t"), at(neighbour, "# write", "sh[t]")
+    assert e.message == (f"data race on shared array `sh`: thread 0 reads `sh[1]` at {read} "
+                         f"while thread 1 writes it at {write}, in the same phase")
+    assert e.span is not None and e.span.line == line_of(neighbour, "# read")[0]
+    assert e.label == f"races with line {line_of(neighbour, '# write')[0]}"
+    assert e.hint == ("add `ox.sync_threads()` between them, reached by every thread of the "
+                      "block")
+    rendered = str(e)  # the message, then the source line with its caret and label
+    assert "v = sh[(t + 1) % 128]" in rendered and "races with line" in rendered
+
+
+def test_race_in_a_2d_block_names_threads_by_x_and_y() -> None:
+    @ox.kernel(block=(8, 8))
+    def swapped(a: Slice[f32, 2], out: RawSlice[f32, 2]):
+        tile = ox.shared.array(f32, (8, 8))
+        tx = ox.thread_idx.x
+        ty = ox.thread_idx.y
+        tile[ty, tx] = a[ty, tx]  # write
+        v = tile[tx, ty]  # read
+        with ox.unsafe():
+            out[ty, tx] = v
+
+    e = refusal(swapped, Slice[f32, 2], RawSlice[f32, 2])
+    read, write = at(swapped, "# read", "tile[tx"), at(swapped, "# write", "tile[ty")
+    # thread (x=1, y=0) reads tile[1, 0], which thread (x=0, y=1) writes: a real pair
+    assert e.message == ("data race on shared array `tile`: thread (x=1, y=0) reads "
+                         f"`tile[1, 0]` at {read} while thread (x=0, y=1) writes it at "
+                         f"{write}, in the same phase")
+
+
+def test_two_writers_of_one_cell() -> None:
+    @ox.kernel(block=64)
+    def halves(x: Slice[f32]):
+        sh = ox.shared.array(f32, 64)
+        t = thread.in_block()
+        sh[t // 2] = x[t]  # write
+
+    e = refusal(halves, Slice[f32])
+    where = at(halves, "# write", "sh[t")
+    assert e.message == ("data race on shared array `sh`: thread 0 and thread 1 both write "
+                         f"`sh[0]` in the same phase (at {where})")
+    assert e.span is not None and e.span.line == line_of(halves, "# write")[0]
+    assert "index with the thread's position" in e.hint and "ox.atomic" in e.hint
+
+    @ox.kernel(block=64)
+    def overlapping(x: Slice[f32]):
+        sh = ox.shared.array(f32, 65)
+        t = thread.in_block()
+        sh[t] = x[t]  # first
+        sh[t + 1] = x[t]  # second
+
+    e = refusal(overlapping, Slice[f32])
+    first, second = at(overlapping, "# first", "sh[t]"), at(overlapping, "# second", "sh[t +")
+    # thread 1 writes sh[1] on the first line, thread 0 on the second: named in either order
+    assert e.message in (
+        "data race on shared array `sh`: thread 1 and thread 0 both write `sh[1]` in the "
+        f"same phase (at {first} and {second})",
+        "data race on shared array `sh`: thread 0 and thread 1 both write `sh[1]` in the "
+        f"same phase (at {second} and {first})")
+    lines = {line_of(overlapping, "# first")[0], line_of(overlapping, "# second")[0]}
+    assert e.span is not None and e.span.line in lines
+    assert e.label == f"races with line {(lines - {e.span.line}).pop()}"
+
+
+def test_atomic_beside_a_plain_write_of_one_cell() -> None:
+    @ox.kernel(block=64)
+    def count(x: Slice[u32]):
+        sh = ox.shared.array(u32, 16)
+        t = thread.in_block()
+        if t < 16:
+            sh[t] = u32(0)  # write
+        ox.atomic.add(sh, t % 16, u32(1))  # atomic
+
+    e = refusal(count, Slice[u32])
+    assert e.message == ("data race on shared array `sh`: thread 16 updates (atomically) "
+                         f"`sh[0]` at {at(count, '# atomic', 'ox.atomic')} while thread 0 "
+                         f"writes it at {at(count, '# write', 'sh[t]')}, in the same phase")
+    assert e.hint.startswith("keep atomic updates and plain accesses of a cell in different "
+                             "phases")
+
+
+def test_loop_carried_race_names_the_next_iteration_s_read() -> None:
+    @ox.kernel(block=32)
+    def rotate(x: Slice[f32], out: RawSlice[f32], n: i32):
+        sh = ox.shared.array(f32, 32)
+        t = thread.in_block()
+        v = x[t]
+        for _ in range(n):
+            sh[t] = v  # write
+            ox.sync_threads()
+            v = sh[(t + 1) % 32]  # read
+        with ox.unsafe():
+            out[t] = v
+
+    e = refusal(rotate, Slice[f32], RawSlice[f32], i32)
+    assert e.message == (f"data race on shared array `sh`: thread 0 reads `sh[1]` at "
+                         f"{at(rotate, '# read', 'sh[(t')} while thread 1 writes it at "
+                         f"{at(rotate, '# write', 'sh[t]')}, in the same phase")
+
+
+def test_an_index_read_from_memory_is_named_as_the_cause() -> None:
+    @ox.kernel(block=64)
+    def scatter(idx: Slice[i32]):
+        sh = ox.shared.array(f32, 64)
+        sh[idx[thread.in_block()]] = 1.0  # write
+
+    e = refusal(scatter, Slice[i32])
+    assert e.message.startswith("cannot prove the threads of a block use different cells of "
+                                "shared array `sh`: the index here depends on a value oxide "
+                                "cannot follow at compile time (data read from memory")
+    assert e.label == "in thread 0, this index is not known"
+    assert "with ox.unsafe():" in e.hint
+    assert e.span is not None and e.span.line == line_of(scatter, "# write")[0]
+
+
+def test_barrier_under_a_thread_condition_names_the_condition() -> None:
+    @ox.kernel(block=64)
+    def partial(x: Slice[f32], n: i32):
+        sh = ox.shared.array(f32, 64)
+        t = thread.in_block()
+        if t < n:  # condition
+            sh[t] = x[t]
+            ox.sync_threads()  # barrier
+
+    e = refusal(partial, Slice[f32], i32)
+    assert e.message == ("`ox.sync_threads()` waits for every thread of the block, but it "
+                         "sits under a condition that depends on the thread")
+    assert e.span is not None and e.span.line == line_of(partial, "# barrier")[0]
+    assert e.label == (f"whether a thread gets here depends on `t < n` "
+                       f"(line {line_of(partial, '# condition')[0]})")
+
+
+def test_a_disjoint_slice_map_two_blocks_share() -> None:
+    @ox.kernel(block=64)
+    def overlap(x: Slice[f32], out: DisjointSlice[f32]):
+        out[ox.block_idx.x * 32 + thread.in_block()] = x[0]  # write
+
+    e = refusal(overlap, Slice[f32], DisjointSlice[f32])
+    assert e.message == ("cannot prove blocks write different elements of DisjointSlice "
+                         "`out`: the index here depends on block_idx.x in a way that may let "
+                         "two blocks write one element (a block's threads spread over 64 "
+                         "values of dimension 0, while block_idx.x moves it by 32)")
+    assert e.label == "blocks may overlap here"
+
+
+def test_shared_memory_outside_unsafe_needs_the_block_shape() -> None:
+    @ox.kernel
+    def undeclared(x: Slice[f32]):
+        sh = ox.shared.array(f32, 64)
+        sh[ox.thread_idx.x] = x[0]  # write
+
+    e = refusal(undeclared, Slice[f32])
+    assert e.message.startswith("writing a shared array outside `with ox.unsafe():` needs the "
+                                "kernel's block shape")
+    assert e.span is not None and e.span.line == line_of(undeclared, "# write")[0]
+
+
+# ------------------------------------------------------------------ the launch rules
+
+
+def test_a_launch_with_another_block_shape_is_an_argument_error() -> None:
+    x = np.ones(512, np.float32)
+    out = np.zeros(2, np.float32)
+    with ox.device("cpu"):
+        with pytest.raises(ox.ArgumentError) as info:
+            block_sums[2, 128](x, out)
+        assert str(info.value) == (
+            f"`block_sums` is declared with block={B}, and its shared-memory accesses are "
+            f"proved race-free for that shape only; this launch has block (128, 1, 1). "
+            f"Launch with block={B}, or change the kernel's `block=`")
+        with pytest.raises(ox.ArgumentError, match=r"block=\(32, 8\).*block \(8, 32, 1\)"):
+            transpose[(1, 1), (8, 32)](np.ones((8, 8), np.float32),
+                                       np.zeros((8, 8), np.float32))
+        assert not out.any(), "nothing ran"
+        block_sums[2, B](x, out)  # the declared shape still launches
+    np.testing.assert_array_equal(out, [256.0, 256.0])
+
+
+def test_a_map_without_block_idx_y_refuses_a_2d_grid() -> None:
+    with ox.device("cpu"):
+        with pytest.raises(ox.LaunchError) as info:
+            block_sums[ox.LaunchConfig(grid=(2, 3), block=B)](np.ones(512, np.float32),
+                                                               np.zeros(6, np.float32))
+    assert str(info.value) == (
+        "`block_sums` writes a DisjointSlice at an index map that tells blocks apart by "
+        "block_idx.x; this launch has grid.y = 3, so several blocks would write one element. "
+        "Launch with those grid dimensions at 1, or make the index use them")
+
+
+def test_a_map_without_block_idx_refuses_more_than_one_block() -> None:
+    """`out[thread_idx.x]` from every block: one block may write it, two may not."""
+
+    @ox.kernel(block=64)
+    def first_block_copy(x: Slice[f32], out: DisjointSlice[f32]):
+        t = ox.thread_idx.x
+        out[t] = x[t] * 2.0
+
+    x = np.arange(64, dtype=np.float32)
+    out = np.zeros(64, np.float32)
+    with ox.device("cpu"):
+        first_block_copy[1, 64](x, out)
+        np.testing.assert_array_equal(out, x * 2)
+        with pytest.raises(ox.LaunchError, match=r"tells blocks apart by nothing \(every "
+                                                 r"block writes the same elements\); this "
+                                                 r"launch has grid\.x = 2"):
+            first_block_copy[2, 64](x, out)
+
+
+def test_transpose_refuses_a_third_grid_axis() -> None:
+    with ox.device("cpu"), pytest.raises(ox.LaunchError,
+                                         match=r"apart by block_idx\.x, block_idx\.y; this "
+                                               r"launch has grid\.z = 2"):
+        transpose[ox.LaunchConfig(grid=(1, 1, 2), block=(TILE, ROWS))](
+            np.ones((32, 32), np.float32), np.zeros((32, 32), np.float32))
+
+
+# ------------------------------------------------------------------ thread.in_block()
+
+
+def test_in_block_in_a_1d_block_is_thread_idx_x() -> None:
+    @ox.kernel(block=64)
+    def reverse_blocks(x: Slice[f32], out: DisjointSlice[f32]):
+        sh = ox.shared.array(f32, 64)
+        t = thread.in_block()
+        sh[t] = x[ox.block_idx.x * 64 + t]
+        ox.sync_threads()
+        out[ox.block_idx.x * 64 + t] = sh[63 - t] + f32(t) * 1000.0
+
+    x = RNG.standard_normal(256).astype(np.float32)
+    out = np.zeros(256, np.float32)
+    with ox.device("cpu"):
+        reverse_blocks[4, 64](x, out)
+    t = np.tile(np.arange(64), 4)
+    want = x.reshape(4, 64)[:, ::-1].ravel() + t.astype(np.float32) * 1000
+    np.testing.assert_array_equal(out, want)
+
+
+def test_in_block_in_a_2d_block_is_row_and_col() -> None:
+    @ox.kernel(block=(8, 4))
+    def positions(out: DisjointSlice[i32, 2]):
+        tile = ox.shared.array(i32, (4, 8))
+        p = thread.in_block()
+        r, c = p
+        tile[p] = r * 100 + c  # the pair indexes a 2-D shared array whole
+        ox.sync_threads()
+        row = ox.block_idx.y * 4 + thread.in_block().row
+        col = ox.block_idx.x * 8 + thread.in_block().col
+        out[row, col] = tile[3 - r, 7 - c]  # another thread's cell, after the barrier
+
+    out = np.full((8, 24), -1, np.int32)
+    with ox.device("cpu"):
+        positions[ox.LaunchConfig(grid=(3, 2), block=(8, 4))](out)
+    i, j = np.indices(out.shape)
+    np.testing.assert_array_equal(out, (3 - i % 4) * 100 + 7 - j % 8)
+
+
+@pytest.mark.xfail(strict=True, reason="oxide bug: `p = thread.in_block()` in a 2-D block "
+                   "loses `.row`/`.col` once assigned to a variable (KernelSyntaxError: a "
+                   "tuple has no attribute `row`); `thread.in_block().row` and `r, c = p` work")
+def test_in_block_assigned_keeps_row_and_col() -> None:
+    @ox.kernel(block=(8, 4))
+    def rows_cols(out: DisjointSlice[i32, 2]):
+        p = thread.in_block()
+        out[ox.block_idx.y * 4 + p.row, ox.block_idx.x * 8 + p.col] = p.row * 100 + p.col
+
+    out = np.full((4, 8), -1, np.int32)
+    with ox.device("cpu"):
+        rows_cols[1, (8, 4)](out)
+    i, j = np.indices(out.shape)
+    np.testing.assert_array_equal(out, i * 100 + j)
+
+
+def test_in_block_needs_a_declared_1d_or_2d_block() -> None:
+    @ox.kernel
+    def undeclared(out: RawSlice[i32]):
+        with ox.unsafe():
+            out[thread.in_block()] = 1
+
+    @ox.kernel(block=(2, 2, 2))
+    def three_d(out: RawSlice[i32]):
+        with ox.unsafe():
+            out[thread.in_block()] = 1
+
+    with pytest.raises(ox.KernelTypeError, match=r"thread\.in_block\(\) needs the kernel's "
+                                                 r"block shape") as info:
+        undeclared.compile(RawSlice[i32], arch="sm_90")
+    assert "@ox.kernel(block=" in info.value.hint
+    with pytest.raises(ox.KernelTypeError, match=r"1-D and 2-D blocks; this kernel declares "
+                                                 r"block=\(2, 2, 2\)"):
+        three_d.compile(RawSlice[i32], arch="sm_90")
+
+
+# ------------------------------------------------------------------ the escape hatch
+
+
+def test_unsafe_still_lifts_the_proof(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A racy read inside `with ox.unsafe():` compiles, and the proof is not even run
+    when every shared access is unsafe; the same kernel without it is refused."""
+    monkeypatch.setenv("OXIDE_CACHE", "0")
+    calls: list[int] = []
+    real = shared_races.check_shared_races
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(shared_races, "check_shared_races", counted)
+
+    @ox.kernel(block=64)
+    def trusted(x: Slice[f32], out: RawSlice[f32]):
+        sh = ox.shared.array(f32, 64)
+        t = thread.in_block()
+        with ox.unsafe():
+            sh[t] = x[t]
+            out[t] = sh[(t + 1) % 64]  # racy, on the programmer's word
+
+    @ox.kernel(block=64)
+    def checked(x: Slice[f32], out: RawSlice[f32]):
+        sh = ox.shared.array(f32, 64)
+        t = thread.in_block()
+        sh[t] = x[t]
+        v = sh[(t + 1) % 64]
+        with ox.unsafe():
+            out[t] = v
+
+    trusted.compile(Slice[f32], RawSlice[f32], arch="sm_90")
+    assert calls == []
+    with pytest.raises(ox.SafetyError, match="data race on shared array `sh`"):
+        checked.compile(Slice[f32], RawSlice[f32], arch="sm_90")
+    assert calls == [1]
+
+
+def test_unsafe_shared_memory_without_a_block_shape_still_runs() -> None:
+    @ox.kernel
+    def reverse(x: Slice[f32], out: RawSlice[f32]):
+        sh = ox.shared.array(f32, 64)
+        t = ox.thread_idx.x
+        with ox.unsafe():
+            sh[t] = x[t]
+        ox.sync_threads()
+        with ox.unsafe():
+            out[t] = sh[63 - t]
+
+    x = RNG.standard_normal(64).astype(np.float32)
+    out = np.zeros(64, np.float32)
+    with ox.device("cpu"):
+        reverse[1, 64](x, out)
+    np.testing.assert_array_equal(out, x[::-1])
