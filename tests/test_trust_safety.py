@@ -465,8 +465,8 @@ def test_shipped_examples_keep_compiling() -> None:
     reduction.partial_sums.compile(Slice[f32], AtomicSlice[f32], target="cpu")
     scan.scan_blocks.compile(Slice[i32], DisjointSlice[i32], AtomicSlice[i32], target="cpu")
     softmax.softmax.compile(Slice[f32, 2], RawSlice[f32, 2], target="cpu")
-    sgemm.sgemm.compile(Slice[f32, 2], Slice[f32, 2], RawSlice[f32, 2], target="cpu")
-    transpose.transpose.compile(Slice[f32, 2], RawSlice[f32, 2], target="cpu")
+    sgemm.sgemm.compile(Slice[f32, 2], Slice[f32, 2], DisjointSlice[f32, 2], target="cpu")
+    transpose.transpose.compile(Slice[f32, 2], DisjointSlice[f32, 2], target="cpu")
     histogram.histogram.compile(Slice[u8], AtomicSlice[u32], target="cpu")
 
 

@@ -13,14 +13,14 @@ BINS = 256
 BLOCK = 256  # one thread per bin for clearing and merging the block's counts
 
 
-@ox.kernel
+@ox.kernel(block=BLOCK)
 def histogram(data: Slice[u8], bins: AtomicSlice[u32]):
     """Counting in shared memory keeps the contended atomics on the SM; only 256 per block
-    reach global memory."""
+    reach global memory. No `unsafe`: oxide proves each thread clears and reads only its
+    own bin, with barriers between those phases and the atomic one."""
     counts = ox.shared.array(u32, BINS)
     t = ox.thread_idx.x
-    with ox.unsafe():
-        counts[t] = u32(0)
+    counts[t] = u32(0)
     ox.sync_threads()
     stride = i64(ox.grid_dim.x) * i64(ox.block_dim.x)
     j = i64(ox.block_idx.x) * i64(ox.block_dim.x) + i64(t)
@@ -28,8 +28,7 @@ def histogram(data: Slice[u8], bins: AtomicSlice[u32]):
         ox.atomic.add(counts, data[j], u32(1), scope="block")
         j += stride
     ox.sync_threads()
-    with ox.unsafe():
-        c = counts[t]
+    c = counts[t]
     if c > 0:
         ox.atomic.add(bins, t, c)
 

@@ -143,10 +143,10 @@ def clip_to(value: Lanes, t: Attribute) -> Lanes:
     if rng is None or value.is_float:
         return value
     lo, hi = rng
-    known = value.known()
-    out = known & ((value.conc < lo) | (value.conc > hi))
-    if out.any():
-        value.top = value.top | out
+    if not len(value.conc) or (value.conc.min() >= lo and value.conc.max() <= hi):
+        return value  # the common case, cheaply
+    out = (value.conc < lo) | (value.conc > hi)
+    value.top = value.top | out
     return value
 
 

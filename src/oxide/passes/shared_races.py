@@ -47,7 +47,13 @@ from oxide.errors import SafetyError, Span
 from oxide.frontend.builder import Site
 from oxide.ir import ops
 from oxide.ir.types import ArrayType, SharedArrayType, ThreadIndexType
-from oxide.passes.cfg import dominators_of, immediate_dominators, predecessors, reverse_postorder
+from oxide.passes.cfg import (
+    dominators_of,
+    immediate_dominators,
+    predecessors,
+    reverse_postorder,
+    successors,
+)
 from oxide.passes.lane_values import (
     Lanes,
     affine,
@@ -57,6 +63,7 @@ from oxide.passes.lane_values import (
     fresh_atom,
     is_float_type,
 )
+from oxide.passes.uniformity import control_dependents
 
 _MAX_WORLDS = 64  # whole-block splits on uniform unknowns
 _MAX_LANE_COPIES = 4  # virtual threads per real thread
@@ -177,6 +184,27 @@ class _Prover:
         self.mapped_arrays = {op.array for op in func.walk()
                               if _is_mapped_write(op) and not _unsafe(op)}
         self._find_loops()
+        # a branch whose region (the blocks control-dependent on it) holds a barrier: an
+        # unknown block-uniform condition there splits the run; elsewhere the threads take
+        # both ways as copies, which meet again where the paths join
+        dependents = control_dependents(func)
+        self.barrier_regions = {b for b, region in dependents.items()
+                                if any(_has_barrier(r) for r in region)}
+        # an `if` whose region touches nothing the proof tracks: threads that cannot tell
+        # which way they go jump to the join, with what the region assigns unknown
+        self.skip_if: dict[Block, tuple[Block, set[SSAValue]]] = {}
+        for b, region in dependents.items():
+            if b in self.loop_blocks or b in region:
+                continue
+            joins = {t for r in region | {b} for t in successors(r)} - region - {b}
+            if len(joins) == 1 and all(self._inert(r) for r in region):
+                slots = {op.slot for r in region for op in r.ops
+                         if isinstance(op, ops.SlotWriteOp)}
+                self.skip_if[b] = (next(iter(joins)), slots)
+        # values used outside the block that makes them: the others are dropped once
+        # their block has run, so lane copies and merges stay cheap
+        self.escaping = {r for b in self.order for op in b.ops for r in op.results
+                         if any(u.operation.parent_block() is not b for u in r.uses)}
 
     # ------------------------------------------------------------------ structure
     def _find_loops(self) -> None:
@@ -197,6 +225,43 @@ class _Prover:
         self.loop_slots = {h: {op.slot for b in body for op in b.ops
                                if isinstance(op, ops.SlotWriteOp)}
                            for h, body in self.loop_blocks.items()}
+        self.live_in = _live_slots(self.order)
+        self.skip_to = {h: exit_ for h, body in self.loop_blocks.items()
+                        if (exit_ := self._skippable(h, body)) is not None}
+
+    def _inert(self, block: Block) -> bool:
+        """A block with no barrier, tracked access or way out of the kernel."""
+        for op in block.ops:
+            if _has_barrier_op(op) or isinstance(op, (ops.ReturnOp, ops.UnreachableOp)):
+                return False
+            if isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and not _unsafe(op) \
+                    and (_is_shared(op.array) or _is_mapped_write(op)):
+                return False
+        return True
+
+    def _skippable(self, header: Block, body: set[Block]) -> Block | None:
+        """The exit of a loop the proof need not run, or None. Such a loop touches no
+        tracked array, waits at no barrier, leaves only through its header, and nothing
+        it computes is read after it (a thread's own register tile, say): running it
+        could change no proof obligation."""
+        exits = {s for b in body for s in successors(b) if s not in body}
+        if len(exits) != 1 or any(s not in body for b in body - {header}
+                                  for s in successors(b)):
+            return None
+        for b in body:
+            for op in b.ops:
+                if _has_barrier_op(op) or (isinstance(op, (ops.LoadOp, ops.StoreOp,
+                                                           ops.AtomicOp))
+                                           and not _unsafe(op) and (_is_shared(op.array)
+                                                                    or _is_mapped_write(op))):
+                    return None
+                if any(u.operation.parent_block() not in body for r in op.results
+                       for u in r.uses):
+                    return None
+        exit_ = next(iter(exits))
+        if self.loop_slots[header] & self.live_in[exit_]:
+            return None
+        return exit_
 
     # ------------------------------------------------------------------ driver
     def run(self) -> frozenset[str] | None:
@@ -248,6 +313,8 @@ class _Prover:
     def _merge_copies(self, w: _World, mask: np.ndarray) -> np.ndarray:
         """Lanes of one real thread that meet at one place become one lane again; values
         they disagree on become unknown. Returns `mask` over the compacted lanes."""
+        if w.size == self.threads:
+            return mask
         idx = np.flatnonzero(mask)
         tids = w.tid[idx]
         if len(np.unique(tids)) == len(tids):
@@ -285,6 +352,9 @@ class _Prover:
                 w.waiting[mask] = True
                 return None
             if op is block.last_op:
+                for dead in [v for v in w.env if v.owner.parent_block() is block
+                             and v not in self.escaping and v is not getattr(op, "cond", None)]:
+                    del w.env[dead]
                 return self._branch(w, block, op, mask)
             self._eval(w, op, mask)
         return None
@@ -302,6 +372,9 @@ class _Prover:
                     raise self._give_up(dst.first_op, "a loop runs more than "
                                         f"{_MAX_TRIPS} times for the proof to follow")
                 self._widen(w, dst, mask & sym)
+            elif dst in self.skip_to:  # nothing in it matters to the proof
+                self._goto(w, src, self.skip_to[dst], mask)
+                return
             else:  # entering the loop anew
                 visits[mask] = 1
                 sym[mask] = False
@@ -351,7 +424,15 @@ class _Prover:
         if len(ways) == 1:
             self._goto(w, block, ways[0], unknown)
             return None
-        if c.uniform_over(unknown):  # the whole block goes one way: split the run
+        if block in self.skip_if:
+            join, slots = self.skip_if[block]
+            for slot in slots:
+                if slot in w.slots:
+                    w.slots[slot].forget(unknown)
+            self._goto(w, block, join, unknown)
+            return None
+        if block in self.barrier_regions and c.uniform_over(unknown):
+            # the whole block goes one way, past a barrier: split the run
             other_world = w.copy()
             self._goto(w, block, ways[0], unknown)
             self._goto(other_world, block, ways[1], unknown)
@@ -571,42 +652,58 @@ class _Prover:
                                        "arithmetic it does not track)")
 
     def _find_race(self, accesses: list[_Access]) -> None:
-        """Two accesses by different threads to one cell, one of them a write (atomics
-        only against plain accesses)."""
-        signatures = {tuple(ix.signature(k) for ix in a.index)
-                      for a in accesses for k in range(len(a.threads))}
-        if len(signatures) > 1:
-            a = next(a for a in accesses if a.kind != "read")
-            sym = next(a for a in accesses for ix in a.index if ix.symbolic().any())
-            raise self._unprovable(sym, sym.threads[0], None, "a value known only at run "
-                                   "time, in a way that differs between accesses", other=a)
-        owner: dict[tuple[int, ...], tuple[int, _Access]] = {}
-        plain: dict[tuple[int, ...], tuple[int, _Access]] = {}
-        # writes and atomics first, so a read finds its writer whatever the order
-        for a in sorted(accesses, key=lambda a: a.kind == "read"):
-            cells = list(zip(*(ix.conc.tolist() for ix in a.index), strict=True))
-            for thread, cell in zip(a.threads, cells, strict=True):
-                if a.kind == "read":
-                    hit = owner.get(cell)
-                    if hit is not None and hit[0] != thread and hit[1].kind == "write":
-                        raise self._race(hit, (thread, a), cell)
-                    if hit is not None and hit[0] != thread and hit[1].kind == "atomic":
-                        raise self._race(hit, (thread, a), cell)
+        """Two accesses by different threads to one cell, one of them a plain write, or
+        an atomic against a plain access. Cells compare exactly where every access has
+        the same symbolic part (the common case: none); otherwise nothing is proved."""
+        signature = None
+        for a in accesses:
+            sig = _uniform_signature(a)
+            if sig is None or (signature is not None and sig != signature):
+                other = next((b for b in accesses if b is not a), a)
+                raise self._unprovable(a, a.threads[0], None, "a value known only at run "
+                                       "time, in a way that differs between accesses",
+                                       other=other)
+            signature = sig
+        kinds = {"read": 0, "write": 1, "atomic": 2}
+        cells = np.concatenate([np.stack([ix.conc for ix in a.index], axis=1)
+                                for a in accesses])
+        threads = np.concatenate([np.asarray(a.threads) for a in accesses])
+        kind = np.concatenate([np.full(len(a.threads), kinds[a.kind]) for a in accesses])
+        which = np.concatenate([np.full(len(a.threads), i) for i, a in enumerate(accesses)])
+        _, cell = np.unique(cells, axis=0, return_inverse=True)
+        cell = cell.reshape(-1)
+
+        def report(i: int, j: int) -> SafetyError:
+            first, second = (i, j) if kind[i] != 0 else (j, i)
+            return self._race((int(threads[first]), accesses[which[first]]),
+                              (int(threads[second]), accesses[which[second]]),
+                              tuple(int(c) for c in cells[second]))
+
+        # per cell, the plain writers, then any access by another thread
+        for writer_kind, against in ((1, (0, 1, 2)), (2, (0, 1))):
+            w = np.flatnonzero(kind == writer_kind)
+            if not len(w):
+                continue
+            order = w[np.lexsort((threads[w], cell[w]))]
+            first_of = {}
+            for e in order.tolist():  # one writer entry per cell (the lowest thread)
+                first_of.setdefault(int(cell[e]), e)
+            last_of = {}
+            for e in order.tolist():
+                last_of[int(cell[e])] = e
+            if writer_kind == 1:  # two writers of one cell
+                for c, e in first_of.items():
+                    if threads[last_of[c]] != threads[e]:
+                        raise report(e, last_of[c])
+            probe = np.flatnonzero(np.isin(kind, against))
+            for e in probe.tolist():
+                c = int(cell[e])
+                got = first_of.get(c)
+                if got is None:
                     continue
-                hit = owner.get(cell)
-                if hit is not None and hit[0] != thread and "write" in (a.kind, hit[1].kind):
-                    raise self._race(hit, (thread, a), cell)
-                if a.kind == "write":
-                    other = plain.get(cell)
-                    if other is not None and other[0] != thread:
-                        raise self._race(other, (thread, a), cell)
-                    plain[cell] = (thread, a)
-                    owner[cell] = (thread, a)
-                else:
-                    other = plain.get(cell)
-                    if other is not None and other[0] != thread:
-                        raise self._race(other, (thread, a), cell)
-                    owner.setdefault(cell, (thread, a))
+                other = got if threads[got] != threads[e] else last_of[c]
+                if threads[other] != threads[e] and not (kind[e] == 2 and writer_kind == 2):
+                    raise report(other, e)
 
     # ------------------------------------------------------------------ diagnostics
     def _thread(self, t: int) -> str:
@@ -686,6 +783,55 @@ class _Prover:
         return SafetyError(f"cannot prove this kernel's shared-memory accesses race-free: "
                            f"{why}", span, hint="simplify the control flow around shared "
                            "accesses, or take responsibility with `with ox.unsafe():`")
+
+
+def _uniform_signature(a: _Access) -> tuple[tuple[tuple[int, int], ...], ...] | None:
+    """The atom part of every dimension of `a`'s index, when it is one for all its lanes."""
+    out = []
+    for ix in a.index:
+        dim = []
+        for atom, c in sorted(ix.coef.items()):
+            if not len(c) or not (c == c[0]).all():
+                return None
+            if c[0]:
+                dim.append((atom, int(c[0])))
+        out.append(tuple(dim))
+    return tuple(out)
+
+
+def _live_slots(blocks: list[Block]) -> dict[Block, set[SSAValue]]:
+    """The slots each block may read before writing, on some path from its entry."""
+    use: dict[Block, set[SSAValue]] = {}
+    kill: dict[Block, set[SSAValue]] = {}
+    for b in blocks:
+        u, k = set(), set()
+        for op in b.ops:
+            if isinstance(op, ops.SlotReadOp) and op.slot not in k:
+                u.add(op.slot)
+            elif isinstance(op, ops.SlotWriteOp):
+                k.add(op.slot)
+        use[b], kill[b] = u, k
+    live = {b: set(use[b]) for b in blocks}
+    changed = True
+    while changed:
+        changed = False
+        for b in reversed(blocks):
+            out: set[SSAValue] = set()
+            for s in successors(b):
+                out |= live.get(s, set())
+            new = use[b] | (out - kill[b])
+            if new != live[b]:
+                live[b] = new
+                changed = True
+    return live
+
+
+def _has_barrier_op(op: Operation) -> bool:
+    return isinstance(op, ops.BarrierOp) and op.kind.data == "block"
+
+
+def _has_barrier(block: Block) -> bool:
+    return any(_has_barrier_op(op) for op in block.ops)
 
 
 def _same(a: Lanes, b: Lanes) -> np.ndarray:

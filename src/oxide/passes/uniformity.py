@@ -104,7 +104,7 @@ def _warp_uniform_result(op: ops.WarpOp) -> bool:
     return source is not None and source & 31 == 0
 
 
-def _control_dependents(func: ops.FuncOp) -> dict[Block, set[Block]]:
+def control_dependents(func: ops.FuncOp) -> dict[Block, set[Block]]:
     """For each conditional branch's block A, the blocks control-dependent on A: those
     post-dominating a successor of A without strictly post-dominating A.
 
@@ -272,7 +272,7 @@ def _condition_label(u: _Uniformity, block: Block, origins: dict[Operation, tupl
 def varying_values(func: ops.FuncOp, uniform: set[SSAValue]) -> set[SSAValue]:
     """The values that may differ between the threads of one block (the rest are the
     same in every thread at any one point of the run)."""
-    return _Uniformity(func, uniform, _control_dependents(func)).varying
+    return _Uniformity(func, uniform, control_dependents(func)).varying
 
 
 def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Span, ...]],
@@ -289,7 +289,7 @@ def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Sp
                  if isinstance(op, ops.BarrierOp) and op.kind.data == "grid"]
     if not barriers and not warp_wide and not grid_wide:
         return
-    cd = _control_dependents(func)
+    cd = control_dependents(func)
     if grid_wide:
         _check_grid_barriers(_Uniformity(func, uniform, cd, grid=True), grid_wide, origins)
     if barriers:
