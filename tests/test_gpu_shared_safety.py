@@ -57,3 +57,10 @@ def test_launch_rules_on_the_gpu() -> None:
         ts.block_sums[ox.LaunchConfig(grid=(2, 2), block=ts.B)](x, out)
     ts.block_sums[2, ts.B](x, out[:2])
     np.testing.assert_array_equal(out[:2], [256.0, 256.0])
+
+
+def test_bitonic_sort_on_the_gpu() -> None:
+    x = np.random.default_rng(7).standard_normal(300 * 128).astype(np.float32)
+    out = np.zeros_like(x)
+    ts.bitonic_sort[300, 128](x, out)
+    np.testing.assert_array_equal(out, np.sort(x.reshape(300, 128), axis=1).ravel())

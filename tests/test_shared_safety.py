@@ -699,7 +699,8 @@ def test_in_block_in_a_2d_block_is_row_and_col() -> None:
     np.testing.assert_array_equal(out, (3 - i % 4) * 100 + 7 - j % 8)
 
 
-@pytest.mark.xfail(strict=True, reason="oxide bug: `p = thread.in_block()` in a 2-D block "
+@pytest.mark.xfail(strict=True, raises=ox.KernelSyntaxError, reason="oxide bug: `p = "
+                   "thread.in_block()` in a 2-D block "
                    "loses `.row`/`.col` once assigned to a variable (KernelSyntaxError: a "
                    "tuple has no attribute `row`); `thread.in_block().row` and `r, c = p` work")
 def test_in_block_assigned_keeps_row_and_col() -> None:
@@ -791,3 +792,122 @@ def test_unsafe_shared_memory_without_a_block_shape_still_runs() -> None:
     with ox.device("cpu"):
         reverse[1, 64](x, out)
     np.testing.assert_array_equal(out, x[::-1])
+
+
+# ------------------------------------------------------------------ beyond the issue's list
+
+
+@ox.kernel(block=128)
+def bitonic_sort(x: Slice[f32], out: DisjointSlice[f32]):
+    """Each block sorts its 128 elements: compare-and-swap partners `t ^ j`, a barrier
+    after every step (the pairs of one step are disjoint, the steps are not)."""
+    sh = ox.shared.array(f32, 128)
+    t = thread.in_block()
+    base = ox.block_idx.x * 128
+    sh[t] = x[base + t]
+    ox.sync_threads()
+    k = 2
+    while k <= 128:
+        j = k // 2
+        while j > 0:
+            partner = t ^ j
+            if partner > t:
+                a = sh[t]
+                b = sh[partner]
+                up = (t & k) == 0
+                if (up and a > b) or (not up and a < b):
+                    sh[t] = b
+                    sh[partner] = a
+            ox.sync_threads()
+            j //= 2
+        k *= 2
+    out[base + t] = sh[t]
+
+
+def test_bitonic_sort_is_proved_and_sorts() -> None:
+    x = RNG.standard_normal(5 * 128).astype(np.float32)
+    out = np.zeros_like(x)
+    with ox.device("cpu"):
+        bitonic_sort[5, 128](x, out)
+    np.testing.assert_array_equal(out, np.sort(x.reshape(5, 128), axis=1).ravel())
+
+
+def test_bitonic_sort_without_its_barrier_is_refused() -> None:
+    @ox.kernel(block=128)
+    def unsynced(x: Slice[f32], out: DisjointSlice[f32]):
+        sh = ox.shared.array(f32, 128)
+        t = thread.in_block()
+        sh[t] = x[t]
+        ox.sync_threads()
+        j = 64
+        while j > 0:
+            partner = t ^ j
+            if partner > t:
+                a = sh[t]
+                b = sh[partner]
+                if a > b:
+                    sh[t] = b
+                    sh[partner] = a
+            j //= 2
+        ox.sync_threads()
+        if ox.block_idx.x == 0:
+            out[t] = sh[t]
+
+    e = refusal(unsynced, Slice[f32], DisjointSlice[f32])
+    assert e.message.startswith("data race on shared array `sh`: thread ")
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "oxide bug: two `ox.shared.dynamic()` views are one memory (docs: every call views the "
+    "same bytes), but the proof treats them as two arrays, so a write through one and a "
+    "neighbour's read through the other in one phase compile"))
+def test_dynamic_shared_views_are_one_array_to_the_proof() -> None:
+    @ox.kernel(block=64)
+    def two_views(x: Slice[f32], out: RawSlice[f32]):
+        a = ox.shared.dynamic(f32)
+        b = ox.shared.dynamic(f32)
+        t = thread.in_block()
+        a[t] = x[t]
+        v = b[(t + 1) % 64]  # thread 0 reads what thread 1 writes through `a`
+        with ox.unsafe():
+            out[t] = v
+
+    try:
+        two_views.compile(Slice[f32], RawSlice[f32], arch="sm_90")
+    except ox.SafetyError as e:
+        assert "data race" in e.message
+    else:
+        raise AssertionError("a race through two views of dynamic shared memory compiled")
+
+
+@pytest.mark.xfail(strict=True, raises=ox.SafetyError, reason=(
+    "proof limitation: a double-buffered tile indexed by a buffer number that flips in a "
+    "loop of run-time length (`buf = 1 - buf`) is widened to an unknown, and the accesses "
+    "`tiles[buf, ...]` and `tiles[1 - buf, ...]` cannot be told apart; the kernel is race-free"))
+def test_double_buffered_tiles_with_a_run_time_tile_count() -> None:
+    @ox.kernel(block=(T, T))
+    def row_sums(a: Slice[f32, 2], out: DisjointSlice[f32, 2]):
+        tiles = ox.shared.array(f32, (2, T, T))
+        tx = ox.thread_idx.x
+        ty = ox.thread_idx.y
+        row = ox.block_idx.y * T + ty
+        k = i32(a.shape[1])
+        acc = f32(0)
+        buf = 0
+        tiles[0, ty, tx] = a[row, tx]
+        ox.sync_threads()
+        for k0 in range(T, k + T, T):
+            if k0 < k:
+                tiles[1 - buf, ty, tx] = a[row, k0 + tx]
+            for kk in range(T):
+                acc += tiles[buf, ty, kk]
+            ox.sync_threads()
+            buf = 1 - buf
+        out[row, ox.block_idx.x * T + tx] = acc
+
+    a = RNG.standard_normal((32, 48)).astype(np.float32)
+    out = np.zeros((32, 16), np.float32)
+    with ox.device("cpu"):
+        row_sums[ox.LaunchConfig(grid=(1, 2), block=(T, T))](a, out)
+    np.testing.assert_allclose(out, np.repeat(a.sum(axis=1, keepdims=True), 16, axis=1),
+                               rtol=1e-4, atol=1e-4)
