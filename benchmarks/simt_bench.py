@@ -195,6 +195,127 @@ SECTIONS = (bench_reduction, bench_transpose, bench_sgemm, bench_histogram, benc
             bench_softmax)
 
 
+# ---------------------------------------------------------------------------
+# Safe shared memory (issue 13): each kernel proved race-free vs its `unsafe` twin
+
+
+@dataclass
+class Pair:
+    name: str
+    problem: str
+    safe_s: float
+    unsafe_s: float
+    same_ptx: bool
+
+    @property
+    def ratio(self) -> float:
+        return self.unsafe_s / self.safe_s
+
+    @property
+    def verdict(self) -> str:
+        return "PASS (within 2%)" if abs(self.ratio - 1) <= 0.02 else "FAIL (bar: within 2%)"
+
+
+def ptx_instructions(ptx: str) -> list[str]:
+    """The PTX's instructions, with the kernel's name and comments taken out."""
+    lines = []
+    for line in ptx.splitlines():
+        line = re.sub(r"//.*", "", line).strip()
+        if line and not line.startswith((".file", ".loc")):
+            lines.append(re.sub(r"\b[A-Za-z]\w*?_[0-9a-f]{10}(?![0-9a-f])", "KERNEL", line))
+    return lines
+
+
+def timed_pair(safe: Callable[[], Any], unsafe: Callable[[], Any], rounds: int = 7
+               ) -> tuple[float, float]:
+    """Median times of the two, measured in alternation so drift hits both alike."""
+    import statistics
+
+    a, b = [], []
+    for _ in range(rounds):
+        a.append(gpu_seconds(safe))
+        b.append(gpu_seconds(unsafe))
+    return statistics.median(a), statistics.median(b)
+
+
+def safety_pairs() -> list[Pair]:
+    import sys
+
+    import torch
+
+    import oxide as ox
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import shared_kernels as sk
+
+    from oxide.examples import histogram, sgemm, transpose
+
+    pairs: list[Pair] = []
+
+    def add(name: str, problem: str, safe_k: Any, unsafe_k: Any, cfg: Any,
+            safe_args: tuple[Any, ...], unsafe_args: tuple[Any, ...],
+            check: Callable[[], None]) -> None:
+        ox.launch(safe_k, cfg, *safe_args)
+        check()
+        ox.launch(unsafe_k, cfg, *unsafe_args)
+        check()
+        major, minor = torch.cuda.get_device_capability(0)
+        arch = f"sm_{major}{minor}"
+        same = (ptx_instructions(safe_k.compile(*safe_args, arch=arch).ptx)
+                == ptx_instructions(unsafe_k.compile(*unsafe_args, arch=arch).ptx))
+        t_safe, t_unsafe = timed_pair(lambda: ox.launch(safe_k, cfg, *safe_args),
+                                      lambda: ox.launch(unsafe_k, cfg, *unsafe_args))
+        pairs.append(Pair(name, problem, t_safe, t_unsafe, same))
+        print(f"{name} (safe vs unsafe): done", flush=True)
+
+    n = 16384
+    a = torch.randn(n, n, device="cuda")
+    out = torch.empty_like(a)
+    add("transpose", f"{n}^2 f32", transpose.transpose, sk.transpose_unsafe,
+        transpose.launch_config(n, n), (a, out), (a, out),
+        lambda: torch.testing.assert_close(out, a.t(), rtol=0, atol=0))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    m = 4096
+    a, b = torch.randn(m, m, device="cuda"), torch.randn(m, m, device="cuda")
+    c = torch.empty(m, m, device="cuda")
+    want = a @ b
+    add("sgemm", f"{m}^3 f32", sgemm.sgemm, sk.sgemm_unsafe, sgemm.launch_config(m, m),
+        (a, b, c), (a, b, c),
+        lambda: torch.testing.assert_close(c, want, rtol=1e-3, atol=1e-3))
+    k = 1 << 28
+    x = torch.rand(k, device="cuda")
+    blocks = k // sk.BLOCK
+    partial = torch.empty(blocks, device="cuda")
+    add("tree reduction", "2^28 f32, 1 sum per block", sk.tree_sum, sk.tree_sum_unsafe,
+        ox.LaunchConfig(grid=blocks, block=sk.BLOCK), (x, partial), (x, partial),
+        lambda: torch.testing.assert_close(partial.double().sum(), x.double().sum(),
+                                           rtol=1e-5, atol=0))
+    v = torch.randint(-100, 100, (1 << 26,), device="cuda", dtype=torch.int32)
+    scanned = torch.empty_like(v)
+    per = v.view(-1, sk.SCAN)
+    add("Blelloch scan", "2^26 i32, 512 per block", sk.blelloch_scan, sk.blelloch_scan_unsafe,
+        ox.LaunchConfig(grid=v.numel() // sk.SCAN, block=sk.BLOCK), (v, scanned), (v, scanned),
+        lambda: torch.testing.assert_close(scanned.view(-1, sk.SCAN),
+                                           (per.cumsum(1) - per).int()))
+    data = torch.randint(0, 256, (1 << 28,), device="cuda", dtype=torch.uint8)
+    bins = torch.zeros(histogram.BINS, device="cuda", dtype=torch.int32).view(torch.uint32)
+    cfg = ox.LaunchConfig(grid=torch.cuda.get_device_properties(0).multi_processor_count * 8,
+                          block=histogram.BLOCK)
+    add("histogram", "2^28 u8", histogram.histogram, sk.histogram_unsafe, cfg, (data, bins),
+        (data, bins), lambda: None)
+    return pairs
+
+
+def pairs_table(pairs: list[Pair]) -> str:
+    lines = ["| kernel | problem | proved safe (no `unsafe`) | `unsafe` | unsafe / safe | "
+             "same PTX | bar |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for p in pairs:
+        lines.append(f"| {p.name} | {p.problem} | {p.safe_s * 1e3:.3f} ms | "
+                     f"{p.unsafe_s * 1e3:.3f} ms | {p.ratio:.3f} | "
+                     f"{'yes' if p.same_ptx else 'no'} | {p.verdict} |")
+    return "\n".join(lines)
+
+
 def table(rows: list[Row], failures: list[str]) -> str:
     lines = ["| kernel | problem | reference | oxide | reference | speed vs reference | bar |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
@@ -248,11 +369,22 @@ def main() -> None:
         except Exception:  # noqa: BLE001 - a failing section must not hide the others
             traceback.print_exc()
             failures.append(name)
+    pairs_text = ""
+    if not args.only or "safety" in args.only:
+        try:
+            pairs_text = ("\n\n### Safe shared memory vs `unsafe` (issue 13)\n\n"
+                          "The same kernels proved race-free at compile time and written "
+                          "with `unsafe`: medians of 7 alternating measurements; the proof "
+                          "is compile-time only, so the PTX should match.\n\n"
+                          + pairs_table(safety_pairs()))
+        except Exception:  # noqa: BLE001 - a failing section must not hide the others
+            traceback.print_exc()
+            failures.append("safety pairs")
     env = environment()
     body = table(rows, failures)
     section = ("## SIMT examples vs PyTorch (`benchmarks/simt_bench.py`)\n\n"
                f"{env}. GPU time per run (CUDA events, {REPEATS} runs queued back to back); "
-               "ratio = reference time / oxide time.\n\n" + body)
+               "ratio = reference time / oxide time.\n\n" + body + pairs_text)
     print()
     print(section)
     if not args.no_docs:

@@ -443,7 +443,7 @@ def rebind_parameter_to_other_type():
 @case(ox.KernelTypeError, "array", "cannot be rebound")
 def rebind_array_parameter():
     @ox.kernel
-    def k(a: Slice[f32], b: Slice[f32]):
+    def k(a: Slice[f32], b: Slice[i32]):  # one type would be a legal rebinding
         a = b  # <-
     return k
 

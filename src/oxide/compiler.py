@@ -115,6 +115,17 @@ def compile_kernel(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | N
                                     "compile") from exc
 
 
+def launch_bound(options: Any) -> int | None:
+    """The most threads a block of this kernel has (`.maxntid`): `max_threads`, else the
+    declared block shape's size."""
+    if options.max_threads is not None:
+        return options.max_threads
+    if options.block is not None:
+        x, y, z = options.block
+        return x * y * z
+    return None
+
+
 def _ranks_from_arguments(kernel: Any, sig: tuple[Any, ...]) -> str:
     """Say which arrays took a rank other than 1 from their arguments: a kernel written for
     vectors and launched with a matrix fails inside its body, and the error should say why
@@ -142,7 +153,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     if target == "nvptx":
         from oxide.codegen.nvptx import NVPTXTarget
 
-        tgt: Any = NVPTXTarget(arch or "sm_80", kernel.options.max_threads)
+        tgt: Any = NVPTXTarget(arch or "sm_80", launch_bound(kernel.options))
     else:
         from oxide.codegen.cpu import CPUTarget
 

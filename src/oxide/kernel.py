@@ -317,6 +317,14 @@ def _check_options(options: KernelOptions, depth: int) -> None:
                               _caller_span(depth + 1, "max_threads"),
                               hint=f"a block holds at most {_MAX_BLOCK_THREADS} threads on "
                                    "every CUDA GPU; leave it out for no launch bound")
+    if mt is not None and options.block is not None:
+        size = options.block[0] * options.block[1] * options.block[2]
+        if size > mt:
+            raise KernelTypeError(f"@ox.kernel declares block={options.block} ({size} "
+                                  f"threads) but max_threads={mt}",
+                                  _caller_span(depth + 1, "max_threads"),
+                                  hint="`block=` is the launch bound already: drop "
+                                       "`max_threads`")
 
 
 def _block_option(block: Any, depth: int) -> tuple[int, int, int] | None:

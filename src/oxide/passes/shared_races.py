@@ -347,7 +347,7 @@ class _Prover:
     def _execute(self, w: _World, block: Block, start: int, mask: np.ndarray
                  ) -> list[_World] | None:
         for i, op in enumerate(list(block.ops)[start:], start=start):
-            if isinstance(op, ops.BarrierOp) and op.kind.data == "block":
+            if _has_barrier_op(op):
                 w.pos[mask] = i + 1
                 w.waiting[mask] = True
                 return None
@@ -827,7 +827,8 @@ def _live_slots(blocks: list[Block]) -> dict[Block, set[SSAValue]]:
 
 
 def _has_barrier_op(op: Operation) -> bool:
-    return isinstance(op, ops.BarrierOp) and op.kind.data == "block"
+    """A barrier every thread of the block waits at (a grid barrier holds block ones)."""
+    return isinstance(op, ops.BarrierOp) and op.kind.data in ("block", "grid")
 
 
 def _has_barrier(block: Block) -> bool:
