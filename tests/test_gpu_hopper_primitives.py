@@ -311,7 +311,7 @@ def warp_groups(out: RawSlice[u32]):
     t = ox.thread_idx.x
     s = ox.shared.array(u32, 384)
     with ox.unsafe():
-        if t < 128:
+        if ox.warp_id() < 4:  # warp group 0 (a warp-uniform condition)
             ox.setmaxnreg(40, inc=False)
         else:
             ox.setmaxnreg(232)
