@@ -699,10 +699,6 @@ def test_in_block_in_a_2d_block_is_row_and_col() -> None:
     np.testing.assert_array_equal(out, (3 - i % 4) * 100 + 7 - j % 8)
 
 
-@pytest.mark.xfail(strict=True, raises=ox.KernelSyntaxError, reason="oxide bug: `p = "
-                   "thread.in_block()` in a 2-D block "
-                   "loses `.row`/`.col` once assigned to a variable (KernelSyntaxError: a "
-                   "tuple has no attribute `row`); `thread.in_block().row` and `r, c = p` work")
 def test_in_block_assigned_keeps_row_and_col() -> None:
     @ox.kernel(block=(8, 4))
     def rows_cols(out: DisjointSlice[i32, 2]):
@@ -857,10 +853,6 @@ def test_bitonic_sort_without_its_barrier_is_refused() -> None:
     assert e.message.startswith("data race on shared array `sh`: thread ")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "oxide bug: two `ox.shared.dynamic()` views are one memory (docs: every call views the "
-    "same bytes), but the proof treats them as two arrays, so a write through one and a "
-    "neighbour's read through the other in one phase compile"))
 def test_dynamic_shared_views_are_one_array_to_the_proof() -> None:
     @ox.kernel(block=64)
     def two_views(x: Slice[f32], out: RawSlice[f32]):
@@ -880,10 +872,6 @@ def test_dynamic_shared_views_are_one_array_to_the_proof() -> None:
         raise AssertionError("a race through two views of dynamic shared memory compiled")
 
 
-@pytest.mark.xfail(strict=True, raises=ox.SafetyError, reason=(
-    "proof limitation: a double-buffered tile indexed by a buffer number that flips in a "
-    "loop of run-time length (`buf = 1 - buf`) is widened to an unknown, and the accesses "
-    "`tiles[buf, ...]` and `tiles[1 - buf, ...]` cannot be told apart; the kernel is race-free"))
 def test_double_buffered_tiles_with_a_run_time_tile_count() -> None:
     @ox.kernel(block=(T, T))
     def row_sums(a: Slice[f32, 2], out: DisjointSlice[f32, 2]):
@@ -911,3 +899,37 @@ def test_double_buffered_tiles_with_a_run_time_tile_count() -> None:
         row_sums[ox.LaunchConfig(grid=(1, 2), block=(T, T))](a, out)
     np.testing.assert_allclose(out, np.repeat(a.sum(axis=1, keepdims=True), 16, axis=1),
                                rtol=1e-4, atol=1e-4)
+
+
+def test_double_buffered_tiles_read_and_written_in_one_buffer_are_refused() -> None:
+    """The divisibility test tells `buf` from `1 - buf`, not `buf` from `buf`."""
+    @ox.kernel(block=(T, T))
+    def same_buffer(a: Slice[f32, 2], out: DisjointSlice[f32, 2]):
+        tiles = ox.shared.array(f32, (2, T, T))
+        tx = ox.thread_idx.x
+        ty = ox.thread_idx.y
+        acc = f32(0)
+        buf = 0
+        for k0 in range(0, i32(a.shape[1]), T):
+            tiles[buf, ty, tx] = a[ty, k0 + tx]
+            for kk in range(T):
+                acc += tiles[buf, ty, kk]
+            ox.sync_threads()
+            buf = 1 - buf
+        out[ty, tx] = acc
+
+    with pytest.raises(ox.SafetyError, match="shared array `tiles`"):
+        same_buffer.compile(Slice[f32, 2], DisjointSlice[f32, 2], arch="sm_90")
+
+
+def test_dynamic_shared_views_of_different_types_are_not_told_apart() -> None:
+    @ox.kernel(block=64)
+    def mixed(x: Slice[f32]):
+        a = ox.shared.dynamic(f32)
+        b = ox.shared.dynamic(ox.i16)  # 2-byte cells over the same bytes as `a`'s 4
+        t = thread.in_block()
+        a[t] = x[t]
+        b[t + 128] = ox.i16(1)
+
+    with pytest.raises(ox.SafetyError, match="different sizes"):
+        mixed.compile(Slice[f32], arch="sm_90")

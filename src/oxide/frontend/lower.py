@@ -40,6 +40,7 @@ from oxide.frontend.subscripts import SubscriptMixin
 from oxide.frontend.values import (
     Array,
     ArrayVar,
+    BlockPosition,
     FixedArray,
     Lit,
     Slot,
@@ -519,6 +520,9 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
                 raise self.error(KernelTypeError, node,
                                  f"cannot store {describe(value)} in a variable")
             self.env[name] = value
+            return
+        if isinstance(value, BlockPosition) and (current is None or current == value):
+            self.env[name] = value  # the thread's registers: the same at every read
             return
         if isinstance(value, (Tup, SlotTuple)):
             if isinstance(value, SlotTuple):

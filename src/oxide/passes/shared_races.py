@@ -588,9 +588,9 @@ class _Prover:
 
     # ------------------------------------------------------------------ the check
     def _check_phase(self, records: list[_Access]) -> None:
-        by_array: dict[SSAValue, list[_Access]] = {}
+        by_array: dict[Any, list[_Access]] = {}
         for r in records:
-            by_array.setdefault(r.array, []).append(r)
+            by_array.setdefault(_memory(r.array), []).append(r)
         for accesses in by_array.values():
             if all(a.kind == "read" for a in accesses) or all(
                     a.kind == "atomic" for a in accesses):
@@ -653,17 +653,33 @@ class _Prover:
 
     def _find_race(self, accesses: list[_Access]) -> None:
         """Two accesses by different threads to one cell, one of them a plain write, or
-        an atomic against a plain access. Cells compare exactly where every access has
-        the same symbolic part (the common case: none); otherwise nothing is proved."""
-        signature = None
+        an atomic against a plain access. Accesses whose indices have the same symbolic
+        part compare exactly (the common case: none has one); others are told apart by
+        a divisibility test or not at all."""
+        sizes = {_itemsize(a.array) for a in accesses}
+        if len(sizes) > 1:  # views of one dynamic shared memory with different types
+            a = next(a for a in accesses if a.kind != "read")
+            raise self._unprovable(a, a.threads[0], None, "views of the dynamic shared "
+                                   "memory with elements of different sizes")
+        groups: dict[Any, list[_Access]] = {}
         for a in accesses:
             sig = _uniform_signature(a)
-            if sig is None or (signature is not None and sig != signature):
-                other = next((b for b in accesses if b is not a), a)
+            if sig is None:
                 raise self._unprovable(a, a.threads[0], None, "a value known only at run "
-                                       "time, in a way that differs between accesses",
-                                       other=other)
-            signature = sig
+                                       "time that differs between threads")
+            groups.setdefault(sig, []).append(a)
+        for members in groups.values():
+            self._exact_race(members)
+        sigs = list(groups)
+        for i, sx in enumerate(sigs):
+            for sy in sigs[i + 1:]:
+                for x in groups[sx]:
+                    for y in groups[sy]:
+                        if _conflicting_kinds(x.kind, y.kind):
+                            self._modular_race(x, sx, y, sy)
+
+    def _exact_race(self, accesses: list[_Access]) -> None:
+        """Races among accesses whose indices differ only in their concrete parts."""
         kinds = {"read": 0, "write": 1, "atomic": 2}
         cells = np.concatenate([np.stack([ix.conc for ix in a.index], axis=1)
                                 for a in accesses])
@@ -685,25 +701,58 @@ class _Prover:
             if not len(w):
                 continue
             order = w[np.lexsort((threads[w], cell[w]))]
-            first_of = {}
-            for e in order.tolist():  # one writer entry per cell (the lowest thread)
+            first_of: dict[int, int] = {}
+            last_of: dict[int, int] = {}
+            for e in order.tolist():  # the lowest and highest writing thread of each cell
                 first_of.setdefault(int(cell[e]), e)
-            last_of = {}
-            for e in order.tolist():
                 last_of[int(cell[e])] = e
             if writer_kind == 1:  # two writers of one cell
                 for c, e in first_of.items():
                     if threads[last_of[c]] != threads[e]:
                         raise report(e, last_of[c])
-            probe = np.flatnonzero(np.isin(kind, against))
-            for e in probe.tolist():
+            for e in np.flatnonzero(np.isin(kind, against)).tolist():
                 c = int(cell[e])
                 got = first_of.get(c)
                 if got is None:
                     continue
                 other = got if threads[got] != threads[e] else last_of[c]
-                if threads[other] != threads[e] and not (kind[e] == 2 and writer_kind == 2):
+                if threads[other] != threads[e]:
                     raise report(other, e)
+
+    def _modular_race(self, x: _Access, sx: tuple[Any, ...], y: _Access,
+                      sy: tuple[Any, ...]) -> None:
+        """Accesses whose indices differ in their symbolic parts: a dimension whose
+        difference `sum(d_a * atom_a) + (cx - cy)` can be 0 only where the gcd of the `d_a`
+        divides `cy - cx` (`buf[s, t]` against `buf[1 - s, t]`: 2s = 1 has no solution).
+        A pair of threads not told apart this way is reported as unproved."""
+        keys_x, keys_y = [], []
+        for d, (dx, dy) in enumerate(zip(sx, sy, strict=True)):
+            coef = dict(dx)
+            for atom, c in dy:
+                coef[atom] = coef.get(atom, 0) - c
+            g = int(np.gcd.reduce([abs(c) for c in coef.values() if c])) if any(
+                coef.values()) else 0
+            if g == 1:
+                continue  # any difference is reachable: this dimension cannot separate
+            cx, cy = x.index[d].conc, y.index[d].conc
+            keys_x.append(cx % g if g else cx)
+            keys_y.append(cy % g if g else cy)
+        tx, ty = np.asarray(x.threads), np.asarray(y.threads)
+        if keys_x:
+            kx = np.stack(keys_x, axis=1)
+            ky = np.stack(keys_y, axis=1)
+            _, inv = np.unique(np.concatenate([kx, ky]), axis=0, return_inverse=True)
+            inv = inv.reshape(-1)
+            ix, iy = inv[:len(kx)], inv[len(kx):]
+        else:
+            ix, iy = np.zeros(len(tx), np.int64), np.zeros(len(ty), np.int64)
+        for key in np.intersect1d(ix, iy).tolist():
+            threads_x = np.unique(tx[ix == key])
+            threads_y = np.unique(ty[iy == key])
+            if len(threads_x) > 1 or len(threads_y) > 1 or threads_x[0] != threads_y[0]:
+                raise self._unprovable(y, int(threads_y[0]), None, "a value known only at "
+                                       "run time, in a way that differs between accesses",
+                                       other=x)
 
     # ------------------------------------------------------------------ diagnostics
     def _thread(self, t: int) -> str:
@@ -783,6 +832,26 @@ class _Prover:
         return SafetyError(f"cannot prove this kernel's shared-memory accesses race-free: "
                            f"{why}", span, hint="simplify the control flow around shared "
                            "accesses, or take responsibility with `with ox.unsafe():`")
+
+
+def _conflicting_kinds(a: str, b: str) -> bool:
+    """Whether accesses of these kinds race on one cell (atomics do not with atomics)."""
+    return "write" in (a, b) or ("atomic" in (a, b) and "read" in (a, b))
+
+
+def _memory(array: SSAValue) -> Any:
+    """What an array's cells are: every `ox.shared.dynamic()` view is one memory."""
+    t = array.type
+    if isinstance(t, SharedArrayType) and t.shape.data == "?":
+        return "dynamic shared memory"
+    return array
+
+
+def _itemsize(array: SSAValue) -> int:
+    t = array.type
+    elem = getattr(t, "elem", None) or getattr(t, "dtype", None)
+    width = getattr(elem, "width", None) or getattr(elem, "bitwidth", None)
+    return int(getattr(width, "data", width) or 0)
 
 
 def _uniform_signature(a: _Access) -> tuple[tuple[tuple[int, int], ...], ...] | None:
