@@ -659,6 +659,23 @@ def loop_carried_race_run_time_tile_count():
     return k
 
 
+@bad(SE, pattern=clash("sh"))
+def grid_stride_accumulation_into_the_neighbour_s_cell():
+    @ox.kernel(block=B)
+    def k(x: Slice[f32], out: RawSlice[f32]):
+        sh = ox.shared.array(f32, B)
+        t = thread.in_block()
+        sh[t] = 0.0  # <-
+        i = ox.block_idx.x * B + t
+        while i < len(x):
+            sh[(t + 1) % B] += x[i]  # <-
+            i += ox.grid_dim.x * B
+        ox.sync_threads()
+        with ox.unsafe():
+            out[t] = sh[t]
+    return k
+
+
 # -- indices oxide cannot follow
 
 
@@ -854,6 +871,33 @@ def disjoint_map_offset_by_loaded_data():
     def k(x: Slice[f32], start: Slice[i32], out: DisjointSlice[f32]):
         t = ox.thread_idx.x
         out[start[ox.block_idx.x] + t] = x[t]  # <-
+    return k
+
+
+@bad(SE, pattern=rf"two threads write one element of DisjointSlice `out`: {TH} and {TH} "
+                 r"of a block both write `out\[\d+\]`")
+def block_result_from_every_thread_under_a_uniform_guard():
+    @ox.kernel(block=B)
+    def k(x: Slice[f32], out: DisjointSlice[f32], n: i32):
+        t = thread.in_block()
+        if n > 0:
+            out[ox.block_idx.x] = x[t]  # <-
+    return k
+
+
+@bad(SE, pattern=r"two threads write one element of DisjointSlice `out`: thread \(x=\d+, "
+                 r"y=\d+\) and thread \(x=\d+, y=\d+\) of a block both write `out\[\d+, \d+\]`")
+def transpose_rows_stepped_by_7_not_8():
+    @ox.kernel(block=(32, 8))
+    def k(a: Slice[f32, 2], out: DisjointSlice[f32, 2]):
+        tile = ox.shared.array(f32, (32, 33))
+        tx = ox.thread_idx.x
+        ty = ox.thread_idx.y
+        for j in range(4):
+            tile[ty + j * 8, tx] = a[ox.block_idx.y * 32 + ty + j * 8, ox.block_idx.x * 32 + tx]
+        ox.sync_threads()
+        for j in range(4):
+            out[ox.block_idx.x * 32 + ty + j * 7, ox.block_idx.y * 32 + tx] = tile[tx, ty + j * 8]  # <-
     return k
 
 
