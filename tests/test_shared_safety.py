@@ -982,11 +982,6 @@ def test_dynamic_shared_views_of_different_types_are_not_told_apart() -> None:
         mixed.compile(Slice[f32], arch="sm_90")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "oxide bug: a DisjointSlice written at an index map and at the ThreadIndex: the proof "
-    "skips the `if i in out:` region of the ThreadIndex write (it counts as touching nothing "
-    "tracked), so thread t's `out[i]` and thread 63 - t's mapped write of the same element "
-    "compile"))
 def test_mapped_write_and_thread_index_write_of_one_element_are_refused() -> None:
     @ox.kernel(block=64)
     def mirrored(out: DisjointSlice[f32]):
@@ -1003,10 +998,6 @@ def test_mapped_write_and_thread_index_write_of_one_element_are_refused() -> Non
         raise AssertionError("two writers of one DisjointSlice element compiled")
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "oxide bug: a read of a DisjointSlice at the ThreadIndex is not compared with the "
-    "kernel's writes at index maps, so reading an element another thread of the block "
-    "wrote through the map, in the same phase, compiles"))
 def test_thread_index_read_of_an_element_mapped_to_another_thread_is_refused() -> None:
     @ox.kernel(block=64)
     def mirrored_read(x: Slice[f32], out: DisjointSlice[f32], y: RawSlice[f32]):
@@ -1025,11 +1016,6 @@ def test_thread_index_read_of_an_element_mapped_to_another_thread_is_refused() -
         raise AssertionError("a read racing a mapped DisjointSlice write compiled")
 
 
-@pytest.mark.xfail(strict=True, raises=ox.SafetyError, reason=(
-    "proof limitation: the two arms of a branch on a block-uniform value (a parameter) run "
-    "as if different threads could take different arms when the region holds no barrier, "
-    "so `sh[t]` in one arm and `sh[(t + 1) % 64]` in the other are reported as a race "
-    "between threads 0 and 63, though every thread of a launch takes the same arm"))
 def test_writes_in_the_two_arms_of_a_uniform_branch_are_proved() -> None:
     @ox.kernel(block=64)
     def shift_or_copy(x: Slice[f32], out: DisjointSlice[f32], n: i32):

@@ -142,6 +142,9 @@ class _World:
     symbolic: dict[Block, np.ndarray] = field(default_factory=dict)  # unknown trip count
     records: list[_Access] = field(default_factory=list)  # this phase's shared accesses
     mapped: list[_Access] = field(default_factory=list)  # DisjointSlice writes at index maps
+    # (loop header, slot) -> the slot's value when the threads last reached the header of a
+    # loop of unknown length: what an iteration adds (an induction step) is told from it
+    snaps: dict[tuple[Block, SSAValue], Lanes] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -153,7 +156,7 @@ class _World:
                       {k: v.copy() for k, v in self.slots.items()},
                       {k: v.copy() for k, v in self.visits.items()},
                       {k: v.copy() for k, v in self.symbolic.items()}, list(self.records),
-                      list(self.mapped))
+                      list(self.mapped), {k: v.copy() for k, v in self.snaps.items()})
 
     def take(self, idx: np.ndarray) -> None:
         """Keep (or duplicate) lanes: lane k of the result is lane idx[k] now."""
@@ -163,6 +166,7 @@ class _World:
         self.slots = {k: v.take(idx) for k, v in self.slots.items()}
         self.visits = {k: v[idx] for k, v in self.visits.items()}
         self.symbolic = {k: v[idx] for k, v in self.symbolic.items()}
+        self.snaps = {k: v.take(idx) for k, v in self.snaps.items()}
 
 
 class _Prover:
@@ -179,17 +183,19 @@ class _Prover:
         self.index = {b: i for i, b in enumerate(self.order)}
         self.atoms: dict[Any, int] = {}
         self.grid_uniform: set[int] = set()  # atoms one value over the whole launch
+        self.free_atoms: set[int] = set()  # per-thread trip counts: differ between threads
         self.grid_axes: set[str] = set()  # axes mapped writes tell blocks apart by
         # DisjointSlices written at index maps: all their writes are checked together
         self.mapped_arrays = {op.array for op in func.walk()
                               if _is_mapped_write(op) and not _unsafe(op)}
         self._find_loops()
-        # a branch whose region (the blocks control-dependent on it) holds a barrier: an
-        # unknown block-uniform condition there splits the run; elsewhere the threads take
-        # both ways as copies, which meet again where the paths join
+        # a branch whose region (the blocks control-dependent on it) holds a barrier or a
+        # tracked access: an unknown block-uniform condition there splits the run (every
+        # thread takes the same arm); elsewhere threads take both ways as copies, which
+        # meet again where the paths join
         dependents = control_dependents(func)
-        self.barrier_regions = {b for b, region in dependents.items()
-                                if any(_has_barrier(r) for r in region)}
+        self.fork_regions = {b for b, region in dependents.items()
+                             if any(_has_barrier(r) or not self._inert(r) for r in region)}
         # an `if` whose region touches nothing the proof tracks: threads that cannot tell
         # which way they go jump to the join, with what the region assigns unknown
         self.skip_if: dict[Block, tuple[Block, set[SSAValue]]] = {}
@@ -226,18 +232,51 @@ class _Prover:
                                if isinstance(op, ops.SlotWriteOp)}
                            for h, body in self.loop_blocks.items()}
         self.live_in = _live_slots(self.order)
+        self.clamped = self._clamped_steps()
         self.skip_to = {h: exit_ for h, body in self.loop_blocks.items()
                         if (exit_ := self._skippable(h, body)) is not None}
+
+    def _clamped_steps(self) -> dict[Operation, SSAValue]:
+        """The step of a `for` over `range(start, stop, step)`: the counter's next value is
+        `stop if the step would pass it else counter + step` (no overflow), and the loop
+        then ends. Inside the loop the counter is never `stop`, so the proof takes the
+        sum (where the counter is not read after the loop)."""
+        out: dict[Operation, SSAValue] = {}
+        for header, body in self.loop_blocks.items():
+            term = header.last_op
+            if not isinstance(term, ops.CondBranchOp):
+                continue
+            exits = [s for s in successors(header) if s not in body]
+            for cmp in _compares_in(term.cond):  # with a step of unknown sign: two of them
+                if not isinstance(cmp.lhs.owner, ops.SlotReadOp):
+                    continue
+                counter, bound = cmp.lhs.owner.slot, cmp.rhs
+                if any(counter in self.live_in[e] for e in exits):
+                    continue
+                for b in body:
+                    for op in b.ops:
+                        sel = op.value.owner if isinstance(op, ops.SlotWriteOp) and \
+                            op.slot is counter else None
+                        if isinstance(sel, ops.SelectOp) and sel.if_true is bound:
+                            out[sel] = sel.if_false
+                        elif isinstance(sel, ops.SelectOp) and sel.if_false is bound:
+                            out[sel] = sel.if_true
+        return out
 
     def _inert(self, block: Block) -> bool:
         """A block with no barrier, tracked access or way out of the kernel."""
         for op in block.ops:
             if _has_barrier_op(op) or isinstance(op, (ops.ReturnOp, ops.UnreachableOp)):
                 return False
-            if isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and not _unsafe(op) \
-                    and (_is_shared(op.array) or _is_mapped_write(op)):
+            if self._tracked(op):
                 return False
         return True
+
+    def _tracked(self, op: Operation) -> bool:
+        """An access the proof records: to a shared array, or to a DisjointSlice written
+        at an index map (its reads too), outside `ox.unsafe()`."""
+        return (isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and not _unsafe(op)
+                and (_is_shared(op.array) or op.array in self.mapped_arrays))
 
     def _skippable(self, header: Block, body: set[Block]) -> Block | None:
         """The exit of a loop the proof need not run, or None. Such a loop touches no
@@ -250,10 +289,7 @@ class _Prover:
             return None
         for b in body:
             for op in b.ops:
-                if _has_barrier_op(op) or (isinstance(op, (ops.LoadOp, ops.StoreOp,
-                                                           ops.AtomicOp))
-                                           and not _unsafe(op) and (_is_shared(op.array)
-                                                                    or _is_mapped_write(op))):
+                if _has_barrier_op(op) or self._tracked(op):
                     return None
                 if any(u.operation.parent_block() not in body for r in op.results
                        for u in r.uses):
@@ -390,10 +426,29 @@ class _Prover:
             v = w.slots.get(slot)
             if v is None:
                 continue
+            before = w.snaps.get((header, slot))
+            step = affine("sub", v, before) if before is not None else None
             if v.uniform_over(mask) and not v.is_float:
                 v.assign(mask, Lanes.atom(fresh_atom(), w.size))
+            elif step is not None and not v.is_float and step.known()[mask].all():
+                # an induction variable (`c += block_dim.x`): after some more trips it is
+                # this value plus `step` times a count of the thread's own
+                count = fresh_atom()
+                self.free_atoms.add(count)
+                stepped = affine("add", v, affine("mul", step, Lanes.atom(count, w.size)))
+                v.assign(mask, stepped)
             else:
                 v.forget(mask)
+            self._snapshot(w, header, slot, mask)
+
+    def _snapshot(self, w: _World, header: Block, slot: SSAValue, mask: np.ndarray) -> None:
+        v = w.slots.get(slot)
+        if v is None:
+            return
+        snap = w.snaps.get((header, slot))
+        if snap is None:
+            snap = w.snaps[(header, slot)] = Lanes.unknown(w.size, v.is_float)
+        snap.assign(mask, v)
 
     def _branch(self, w: _World, block: Block, op: Operation, mask: np.ndarray
                 ) -> list[_World] | None:
@@ -417,6 +472,9 @@ class _Prover:
             inside, outside = (then, other) if then in body else (other, then)
             w.symbolic[block][unknown] = True
             trips = int(w.visits[block][unknown].max())
+            if trips == 1:
+                for slot in self.loop_slots[block]:
+                    self._snapshot(w, block, slot, unknown)
             if 1 < trips <= _SYMBOLIC_TRIPS:
                 ways = (inside,)
             elif trips > _SYMBOLIC_TRIPS:
@@ -431,8 +489,8 @@ class _Prover:
                     w.slots[slot].forget(unknown)
             self._goto(w, block, join, unknown)
             return None
-        if block in self.barrier_regions and c.uniform_over(unknown):
-            # the whole block goes one way, past a barrier: split the run
+        if block in self.fork_regions and c.uniform_over(unknown):
+            # the whole block goes one way, past a barrier or a tracked access: split the run
             other_world = w.copy()
             self._goto(w, block, ways[0], unknown)
             self._goto(other_world, block, ways[1], unknown)
@@ -524,6 +582,8 @@ class _Prover:
                     result = Lanes(np.trunc(np.where(ok, x.conc, 0)).astype(np.int64), None, ~ok)
             else:
                 result = x.copy()
+        elif isinstance(op, ops.SelectOp) and op in self.clamped:
+            result = val(w, self.clamped[op]).copy()
         elif isinstance(op, ops.SelectOp):
             c, a, b = val(w, op.cond), val(w, op.if_true), val(w, op.if_false)
             result = b.copy()
@@ -572,8 +632,9 @@ class _Prover:
         if _unsafe(op):
             return
         shared = _is_shared(op.array)
-        if not shared and not (isinstance(op, ops.StoreOp) and op.array in self.mapped_arrays):
-            return
+        if not shared and not (isinstance(op, (ops.StoreOp, ops.LoadOp))
+                               and op.array in self.mapped_arrays):
+            return  # reads of an array written at index maps are checked against those
         kind = ("read" if isinstance(op, ops.LoadOp) else
                 "write" if isinstance(op, ops.StoreOp) else "atomic")
         idx = np.flatnonzero(mask)
@@ -612,7 +673,8 @@ class _Prover:
             for a in accesses:
                 self._require_known(a)
                 for ix in a.index:
-                    strange = set(ix.coef) - self.grid_uniform - set(block_atoms)
+                    strange = (set(ix.coef) - self.grid_uniform - set(block_atoms)
+                               - self.free_atoms)
                     if any(ix.coef[s].any() for s in strange):
                         raise self._unprovable(a, a.threads[0], None, "a value that may "
                                                "differ between blocks (read from memory, or "
@@ -621,21 +683,31 @@ class _Prover:
             self._blocks_apart(accesses, block_atoms)
 
     def _blocks_apart(self, accesses: list[_Access], block_atoms: dict[int, str]) -> None:
-        """Each block coordinate the index uses appears in one dimension, scaled by more
-        than the spread of that dimension within a block: blocks never share an element."""
+        """Each block coordinate the index uses appears in one dimension, with one scale in
+        every access, larger than the spread of that dimension within a block: blocks never
+        share an element."""
         first = accesses[0]
         dims = len(first.index)
         for atom, axis in block_atoms.items():
-            uses = [(d, int(first.index[d].coef[atom][0])) for d in range(dims)
-                    if atom in first.index[d].coef and first.index[d].coef[atom][0] != 0]
+            uses = {(d, int(a.index[d].coef[atom][0])) for a in accesses for d in range(dims)
+                    if atom in a.index[d].coef and a.index[d].coef[atom].any()}
             if not uses:
                 continue
-            d, scale = uses[0]
-            others = [a2 for a2 in block_atoms if a2 != atom and a2 in first.index[d].coef
-                      and first.index[d].coef[a2][0] != 0]
+            d, scale = min(uses)
+            others = [a2 for a2 in block_atoms if a2 != atom for a in accesses
+                      if a2 in a.index[d].coef and a.index[d].coef[a2].any()]
+            users = [a for a in accesses if atom in a.index[d].coef
+                     and (a.index[d].coef[atom] == scale).all()]
             conc = np.concatenate([a.index[d].conc for a in accesses])
             spread = int(conc.max() - conc.min()) if len(conc) else 0
-            if len(uses) > 1 or others or spread >= abs(scale):
+            unbounded = any(a.index[d].coef[f].any() for a in accesses for f in self.free_atoms
+                            if f in a.index[d].coef)
+            if len(uses) > 1 or len(users) < len(accesses):
+                raise self._unprovable(first, first.threads[0], d, f"block_idx.{axis}, "
+                                       "scaled differently by the kernel's accesses to this "
+                                       "array (its writes at index maps, and its reads)",
+                                       blocks=True)
+            if others or unbounded or spread >= abs(scale):
                 raise self._unprovable(first, first.threads[0], d, f"block_idx.{axis} in a "
                                        f"way that may let two blocks write one element (a "
                                        f"block's threads spread over {spread + 1} values "
@@ -668,8 +740,14 @@ class _Prover:
                 raise self._unprovable(a, a.threads[0], None, "a value known only at run "
                                        "time that differs between threads")
             groups.setdefault(sig, []).append(a)
-        for members in groups.values():
-            self._exact_race(members)
+        for sig, members in groups.items():
+            if not self._has_free(sig):
+                self._exact_race(members)
+                continue
+            for i, x in enumerate(members):  # threads at different trips of a loop
+                for y in members[i:]:
+                    if _conflicting_kinds(x.kind, y.kind):
+                        self._modular_race(x, sig, y, sig)
         sigs = list(groups)
         for i, sx in enumerate(sigs):
             for sy in sigs[i + 1:]:
@@ -677,6 +755,9 @@ class _Prover:
                     for y in groups[sy]:
                         if _conflicting_kinds(x.kind, y.kind):
                             self._modular_race(x, sx, y, sy)
+
+    def _has_free(self, sig: tuple[Any, ...]) -> bool:
+        return any(atom in self.free_atoms for dim in sig for atom, _ in dim)
 
     def _exact_race(self, accesses: list[_Access]) -> None:
         """Races among accesses whose indices differ only in their concrete parts."""
@@ -727,9 +808,11 @@ class _Prover:
         A pair of threads not told apart this way is reported as unproved."""
         keys_x, keys_y = [], []
         for d, (dx, dy) in enumerate(zip(sx, sy, strict=True)):
-            coef = dict(dx)
+            # a thread's own trip count is a different unknown in each of the two threads
+            coef: dict[Any, int] = {("x", a) if a in self.free_atoms else a: c for a, c in dx}
             for atom, c in dy:
-                coef[atom] = coef.get(atom, 0) - c
+                key = ("y", atom) if atom in self.free_atoms else atom
+                coef[key] = coef.get(key, 0) - c
             g = int(np.gcd.reduce([abs(c) for c in coef.values() if c])) if any(
                 coef.values()) else 0
             if g == 1:
@@ -832,6 +915,16 @@ class _Prover:
         return SafetyError(f"cannot prove this kernel's shared-memory accesses race-free: "
                            f"{why}", span, hint="simplify the control flow around shared "
                            "accesses, or take responsibility with `with ox.unsafe():`")
+
+
+def _compares_in(cond: SSAValue) -> list[ops.CompareOp]:
+    """The comparisons a loop condition is chosen from (through `select`s)."""
+    owner = cond.owner
+    if isinstance(owner, ops.CompareOp):
+        return [owner]
+    if isinstance(owner, ops.SelectOp):
+        return _compares_in(owner.if_true) + _compares_in(owner.if_false)
+    return []
 
 
 def _conflicting_kinds(a: str, b: str) -> bool:
