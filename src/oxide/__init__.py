@@ -69,7 +69,7 @@ from oxide.lang import (
     warp,
     warp_id,
 )
-from oxide.lang.grid import grid as grid  # ox.grid.sync(); __all__ once reference.md has it
+from oxide.lang.grid import grid
 from oxide.runtime.arrays import DeviceArray, empty, to_device, zeros
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.constant import ConstantArray
@@ -104,7 +104,7 @@ __all__ = [
     "AliasingError", "ArgumentError", "atomic", "AtomicSlice", "bf16", "block", "block_dim",
     "block_idx", "bool_", "brev", "byte_perm", "clz", "CompileError", "Const", "ConstantArray",
     "device", "DeviceArray", "DeviceError", "DisjointSlice", "DType", "empty", "f16", "f32",
-    "f64", "ffs", "func", "grid_dim", "i16", "i32", "i64", "i8", "InternalCompilerError",
+    "f64", "ffs", "func", "grid", "grid_dim", "i16", "i32", "i64", "i8", "InternalCompilerError",
     "Kernel", "kernel", "KernelAssertionError", "KernelIndexError", "KernelOptions",
     "KernelSyntaxError", "KernelTypeError", "lane_id", "launch", "LaunchConfig", "LaunchError",
     "load_bundle", "local", "math", "mulhi", "OxideError", "popc", "RawSlice", "SafetyError",
