@@ -1017,3 +1017,21 @@ def test_writes_in_the_two_arms_of_a_uniform_branch_are_proved() -> None:
         np.testing.assert_array_equal(out, x)
         shift_or_copy[1, 64](x, out, 0)
         np.testing.assert_array_equal(out, np.roll(x, 1))
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "diagnostic bug: a read at the ThreadIndex that races a mapped DisjointSlice write is "
+    "reported as 'two threads ... both write `out[0]`', its place being the read"))
+def test_a_thread_index_read_racing_a_mapped_write_is_called_a_read() -> None:
+    @ox.kernel(block=64)
+    def mirrored_read(x: Slice[f32], out: DisjointSlice[f32], y: RawSlice[f32]):
+        i = thread.index_1d()
+        out[ox.block_idx.x * 64 + (63 - ox.thread_idx.x)] = x[i]  # write
+        if i in out:
+            v = out[i]  # read
+            with ox.unsafe():
+                y[i] = v
+
+    e = refusal(mirrored_read, Slice[f32], DisjointSlice[f32], RawSlice[f32])
+    assert "both write" not in e.message, e.message
+    assert "reads" in e.message and at(mirrored_read, "# read", "out[i]") in e.message

@@ -901,6 +901,31 @@ def transpose_rows_stepped_by_7_not_8():
     return k
 
 
+@bad(SE, pattern=rf"two threads write one element of DisjointSlice `out`: {TH} and {TH} "
+                 r"of a block both write `out\[\d+\]`")
+def mapped_write_beside_a_thread_index_write():
+    @ox.kernel(block=B)
+    def k(out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        out[ox.block_idx.x * B + (B - 1 - ox.thread_idx.x)] = 1.0  # <-
+        if i in out:
+            out[i] = 2.0  # <-
+    return k
+
+
+@bad(SE, pattern=r"DisjointSlice `out`: .*`out\[\d+\]`")
+def thread_index_read_of_an_element_another_thread_maps():
+    @ox.kernel(block=B)
+    def k(x: Slice[f32], out: DisjointSlice[f32], y: RawSlice[f32]):
+        i = thread.index_1d()
+        out[ox.block_idx.x * B + (B - 1 - ox.thread_idx.x)] = x[i]  # <-
+        if i in out:
+            v = out[i]  # <-
+            with ox.unsafe():
+                y[i] = v
+    return k
+
+
 # -- what the proof needs from the kernel's declaration
 
 
