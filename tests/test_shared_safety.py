@@ -1,13 +1,14 @@
-"""Issue 13: the shared-memory kernels oxide must prove race-free, with no `unsafe` for
-shared memory, run on the CPU against NumPy; and what its refusals say.
+"""Issue 13: the shared-memory kernels oxide must prove race-free, with no `unsafe` at
+all, run on the CPU against NumPy; and what its refusals say.
 
 Each kernel declares its block shape (`@ox.kernel(block=...)`), so passes/shared_races.py
 proves every phase (the code between two `ox.sync_threads()`) race-free for that shape,
 and DisjointSlice writes at index maps one-thread-per-element over the launch. The
 kernels live at module level: tests/test_gpu_shared_safety.py runs the same ones on a GPU.
 The racy kernels the proof must refuse are the `shared_races` theme of tests/corpus/;
-here are the exact parts of the messages (both lines, the cell, two threads, the hint),
-the launch rules, `thread.in_block()` and the `ox.unsafe()` escape hatch.
+here are the exact parts of the messages (both places, the cell, two threads that really
+collide there, the label and the hint), the launch rules, `thread.in_block()`, the
+`ox.unsafe()` escape hatch, and cases found while writing these tests.
 """
 
 from __future__ import annotations
