@@ -1036,3 +1036,41 @@ def test_a_thread_index_read_racing_a_mapped_write_is_called_a_read() -> None:
     e = refusal(mirrored_read, Slice[f32], DisjointSlice[f32], RawSlice[f32])
     assert "both write" not in e.message, e.message
     assert "reads" in e.message and at(mirrored_read, "# read", "out[i]") in e.message
+
+
+@ox.kernel(block=64)
+def _pairs_of_blocks(out: DisjointSlice[f32]):
+    t = thread.in_block()
+    b = ox.block_idx.x
+    if b % 2 == 0:
+        out[b * 64 + t] = 1.0
+    else:
+        out[(b - 1) * 64 + t] = 2.0  # block 2k + 1 writes block 2k's elements
+
+
+@ox.kernel(block=64)
+def _first_block_writes_the_second_s(out: DisjointSlice[f32]):
+    t = thread.in_block()
+    b = ox.block_idx.x
+    if b == 0:
+        out[64 + t] = 1.0  # the elements block 1 writes below
+    else:
+        out[b * 64 + t] = 2.0
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
+    "oxide bug: a branch on a block-dependent value (`block_idx.x % 2 == 0`, `b == 0`) "
+    "splits the proof into one run per arm, and each run checks that blocks are apart "
+    "as if every block took that arm: two blocks taking different arms write the same "
+    "DisjointSlice elements, and this compiles (launched with 2 blocks, both write "
+    "out[0:64] on the CPU)"))
+@pytest.mark.parametrize("kernel", [_pairs_of_blocks, _first_block_writes_the_second_s],
+                         ids=["parity", "first-block"])
+def test_blocks_in_different_arms_of_a_block_dependent_branch_are_kept_apart(
+        kernel: Any) -> None:
+    try:
+        kernel.compile(DisjointSlice[f32], arch="sm_90")
+    except ox.SafetyError as e:
+        assert "DisjointSlice `out`" in e.message
+    else:
+        raise AssertionError("two blocks writing one DisjointSlice element compiled")
