@@ -301,44 +301,42 @@ def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Sp
 
 def _check_block_barriers(u: _Uniformity, barriers: list[tuple[Block, Operation]],
                           origins: dict[Operation, tuple[Span, ...]]) -> None:
-    for block, op in barriers:
-        if block not in u.divergent:
-            continue
-        where = _user_span(origins.get(op, ()))
-        what = f"`{_snippet(where)}`" if where is not None else "a block barrier"
-        label = _condition_label(u, block, origins, "thread",
-                                 "not every thread of the block reaches this")
-        raise SafetyError(
-            f"{what} waits for every thread of the block, but it sits under a condition "
-            "that depends on the thread",
-            where, label=label,
-            hint="a condition on thread_idx, lane_id(), a ThreadIndex or a value loaded per "
-                 "thread (an early `return`, `break` or loop bound too) differs between "
-                 "threads; let every thread reach the barrier or block collective, and "
-                 "put only the work under the condition. A flag the block must agree on "
-                 "(a value read from shared memory counts as per-thread) comes uniform "
-                 "from `ox.sync_threads_or(flag)` or `ox.block.reduce_max(...)`")
+    _refuse_divergent(
+        u, barriers, origins, "a block barrier", "not every thread of the block reaches this",
+        "waits for every thread of the block, but it sits under a condition that depends on "
+        "the thread",
+        "a condition on thread_idx, lane_id(), a ThreadIndex or a value loaded per thread (an "
+        "early `return`, `break` or loop bound too) differs between threads; let every "
+        "thread reach the barrier or block collective, and put only the work under the "
+        "condition. A flag the block must agree on (a value read from shared memory counts "
+        "as per-thread) comes uniform from `ox.sync_threads_or(flag)` or "
+        "`ox.block.reduce_max(...)`")
 
 
 def _check_grid_barriers(u: _Uniformity, barriers: list[tuple[Block, Operation]],
                          origins: dict[Operation, tuple[Span, ...]]) -> None:
+    _refuse_divergent(
+        u, barriers, origins, "ox.grid.sync()", "not every thread of the launch reaches this",
+        "waits for every thread of the launch, but it sits under a condition that can "
+        "differ between threads or blocks: the launch would hang",
+        "a condition on thread_idx, block_idx, a ThreadIndex, a value loaded per thread or a "
+        "block collective's result (an early `return`, `break` or loop bound too) differs "
+        "across the grid; let every thread reach ox.grid.sync() and put only the work under "
+        "the condition (conditions on parameters, grid_dim and block_dim are fine)")
+
+
+def _refuse_divergent(u: _Uniformity, barriers: list[tuple[Block, Operation]],
+                      origins: dict[Operation, tuple[Span, ...]], default: str, label: str,
+                      waits: str, hint: str) -> None:
+    """SafetyError at the first barrier some of the threads it waits for may not reach."""
     for block, op in barriers:
         if block not in u.divergent:
             continue
         where = _user_span(origins.get(op, ()))
-        what = f"`{_snippet(where)}`" if where is not None else "ox.grid.sync()"
-        label = _condition_label(u, block, origins, "thread",
-                                 "not every thread of the launch reaches this")
-        raise SafetyError(
-            f"{what} waits for every thread of the launch, but it sits under a condition "
-            "that can differ between threads or blocks: the launch would hang",
-            where, label=label,
-            hint="a condition on thread_idx, block_idx, a ThreadIndex, a value loaded per "
-                 "thread or a block collective's result (an early `return`, `break` or "
-                 "loop bound too) differs across the grid; let every thread reach "
-                 "ox.grid.sync() and put only the work under the condition (conditions on "
-                 "parameters, grid_dim and block_dim are fine)")
-
+        what = f"`{_snippet(where)}`" if where is not None else default
+        raise SafetyError(f"{what} {waits}", where,
+                          label=_condition_label(u, block, origins, "thread", label),
+                          hint=hint)
 
 def _check_warp_collectives(u: _Uniformity, collectives: list[tuple[Block, Operation]],
                             origins: dict[Operation, tuple[Span, ...]]) -> None:
