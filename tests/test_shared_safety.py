@@ -1020,9 +1020,6 @@ def test_writes_in_the_two_arms_of_a_uniform_branch_are_proved() -> None:
         np.testing.assert_array_equal(out, np.roll(x, 1))
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "diagnostic bug: a read at the ThreadIndex that races a mapped DisjointSlice write is "
-    "reported as 'two threads ... both write `out[0]`', its place being the read"))
 def test_a_thread_index_read_racing_a_mapped_write_is_called_a_read() -> None:
     @ox.kernel(block=64)
     def mirrored_read(x: Slice[f32], out: DisjointSlice[f32], y: RawSlice[f32]):
@@ -1058,12 +1055,6 @@ def _first_block_writes_the_second_s(out: DisjointSlice[f32]):
         out[b * 64 + t] = 2.0
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason=(
-    "oxide bug: a branch on a block-dependent value (`block_idx.x % 2 == 0`, `b == 0`) "
-    "splits the proof into one run per arm, and each run checks that blocks are apart "
-    "as if every block took that arm: two blocks taking different arms write the same "
-    "DisjointSlice elements, and this compiles (launched with 2 blocks, both write "
-    "out[0:64] on the CPU)"))
 @pytest.mark.parametrize("kernel", [_pairs_of_blocks, _first_block_writes_the_second_s],
                          ids=["parity", "first-block"])
 def test_blocks_in_different_arms_of_a_block_dependent_branch_are_kept_apart(

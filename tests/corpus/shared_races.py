@@ -913,7 +913,8 @@ def mapped_write_beside_a_thread_index_write():
     return k
 
 
-@bad(SE, pattern=r"DisjointSlice `out`: .*`out\[\d+\]`")
+@bad(SE, pattern=r"reads `out\[\d+\]` of DisjointSlice `out` at .*, an element thread \d+ of "
+                 r"its block writes")
 def thread_index_read_of_an_element_another_thread_maps():
     @ox.kernel(block=B)
     def k(x: Slice[f32], out: DisjointSlice[f32], y: RawSlice[f32]):

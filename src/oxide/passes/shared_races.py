@@ -188,6 +188,7 @@ class _Prover:
         # DisjointSlices written at index maps: all their writes are checked together
         self.mapped_arrays = {op.array for op in func.walk()
                               if _is_mapped_write(op) and not _unsafe(op)}
+        self.mapped_writes: dict[int, _Access] = {}  # over every run, by identity
         self._find_loops()
         # a branch whose region (the blocks control-dependent on it) holds a barrier or a
         # tracked access: an unknown block-uniform condition there splits the run (every
@@ -313,6 +314,9 @@ class _Prover:
                 raise self._give_up(None, "its control flow splits on too many values known "
                                           "only at run time")
             worlds.extend(forks)
+        # blocks take different ways at a branch on block_idx: the runs' writes at index
+        # maps are checked together (the records a split run shares are kept once)
+        self._check_mapped(list(self.mapped_writes.values()))
         return frozenset(self.grid_axes) if self.mapped_arrays else None
 
     def _run_world(self, w: _World) -> list[_World]:
@@ -322,7 +326,7 @@ class _Prover:
                 self._check_phase(w.records)
                 w.records = []
                 if not w.waiting.any():
-                    self._check_mapped(w.mapped)
+                    self.mapped_writes.update((id(a), a) for a in w.mapped)
                     return []
                 self._release(w)
                 continue
@@ -853,6 +857,15 @@ class _Prover:
         s1, s2 = self.sites[a1.site], self.sites[a2.site]
         name = s2.detail
         where = f"`{name}[{', '.join(map(str, cell))}]`"
+        if not _is_shared(a2.array) and "read" in (a1.kind, a2.kind):
+            (tr, ar), (tw, aw) = (first, second) if a1.kind == "read" else (second, first)
+            sr_, sw = self.sites[ar.site], self.sites[aw.site]
+            return SafetyError(
+                f"{self._thread(tr)} reads {where} of DisjointSlice `{name}` at {sr_.span}, "
+                f"an element {self._thread(tw)} of its block writes at {sw.span}",
+                sr_.span, label=f"written by another thread at line {sw.span.line}",
+                hint="a DisjointSlice element belongs to the thread that writes it: read only "
+                     "what this thread writes, or pass the values in a separate Slice")
         if not _is_shared(a2.array):  # a DisjointSlice written at an index map
             at = f"at {s1.span}" if s1.span == s2.span else f"at {s1.span} and {s2.span}"
             return SafetyError(
