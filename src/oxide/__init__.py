@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from oxide import tile as tile  # ox.tile, the Tile model
 from oxide.errors import (
     AliasingError,
     ArgumentError,

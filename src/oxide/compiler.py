@@ -158,7 +158,12 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         from oxide.codegen.cpu import CPUTarget
 
         tgt = CPUTarget()
-    lowered = lower_kernel(kernel, sig, symbol)
+    if getattr(kernel, "is_tile", False):  # @ox.tile.kernel: the tile frontend
+        from oxide.tile.frontend import lower_tile_kernel
+
+        lowered = lower_tile_kernel(kernel, sig, symbol)
+    else:
+        lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func
     if target == "nvptx" and arch == "sm_90":
         from oxide.codegen.hopper import needs_arch_specific
@@ -177,8 +182,10 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     check_disjoint_writes(func, lowered.sites)
     check_disjoint_reads(func, lowered.sites)
     check_barrier_uniformity(func, lowered.builder.origins, lowered.builder.uniform)
-    grid_axes = None
-    if kernel.options.block is not None and needs_proof(func):
+    # tile kernels: the grid axes their DisjointSlice stores tell blocks apart by
+    grid_axes = getattr(lowered, "grid_axes", None)
+    if (kernel.options.block is not None and not getattr(kernel, "is_tile", False)
+            and needs_proof(func)):
         grid_axes = check_shared_races(func, lowered.sites, lowered.builder.origins,
                                        varying_values(func, lowered.builder.uniform),
                                        kernel.options.block)

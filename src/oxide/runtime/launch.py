@@ -39,7 +39,11 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: 
     """
     if kwargs:
         args = _keywords(kernel, args, kwargs)
-    if config.__class__ is not LaunchConfig:
+    if getattr(kernel, "is_tile", False):  # a tile kernel's launch gives its grid only
+        config, cfg_stream = kernel.tile_config(config)
+        if stream is None:
+            stream = cfg_stream
+    elif config.__class__ is not LaunchConfig:
         config, cfg_stream = as_config(config)
         if stream is None:
             stream = cfg_stream

@@ -1,0 +1,47 @@
+"""`ox.tile`: the Tile model. A kernel says what one tile block does to whole tiles;
+oxide picks the threads, layouts and shared memory (docs/language.md, "The Tile model").
+
+>>> from oxide import tile, f32, Slice, DisjointSlice, Const
+>>> @tile.kernel
+... def add(a: Slice[f32], b: Slice[f32], c: DisjointSlice[f32], B: Const[int]):
+...     i = tile.bid(0)
+...     tile.store(c, (i,), tile.load(a, (i,), (B,)) + tile.load(b, (i,), (B,)))
+"""
+
+from __future__ import annotations
+
+from oxide.tile.kernel import TileKernel, TileOptions, func, kernel
+from oxide.tile.lang import (
+    arange,
+    argmax,
+    bid,
+    broadcast_to,
+    cdiv,
+    cumsum,
+    exp,
+    exp2,
+    full,
+    load,
+    log,
+    max,
+    maximum,
+    min,
+    minimum,
+    mma,
+    num_blocks,
+    num_tiles,
+    permute,
+    reshape,
+    rsqrt,
+    sqrt,
+    store,
+    sum,
+    tanh,
+    where,
+    zeros,
+)
+
+__all__ = ["TileKernel", "TileOptions", "arange", "argmax", "bid", "broadcast_to", "cdiv",
+           "cumsum", "exp", "exp2", "full", "func", "kernel", "load", "log", "max", "maximum",
+           "min", "minimum", "mma", "num_blocks", "num_tiles", "permute", "reshape", "rsqrt",
+           "sqrt", "store", "sum", "tanh", "where", "zeros"]

@@ -1,0 +1,1040 @@
+"""The tile frontend: a `@ox.tile.kernel` body (Python AST) into oxide SIMT IR.
+
+It evaluates the body as values (`tile/values.py`): tiles, arrays, and Python
+constants that fold as Python computes them. Tile ops are lowered as they are met by
+`tile/lower.py`; this module does the typing (shapes, broadcasting, dtypes), the
+safety rules and the diagnostics. What it assumes: every statement runs in every
+thread of the block (tile code has no thread-dependent control flow), so the
+barriers of conversions and reductions are reached by all.
+
+Safety: `tile.bid(axis)` is a TileIndex witness. A DisjointSlice is stored (and read)
+only at an index whose items are witnesses (each axis at most once) and constants,
+with one tile shape per array; the grid axes that no such store uses must be 1 at
+launch (`runtime/witness_rules.py`'s grid rule), so no two blocks write one element.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+from oxide import types as T
+from oxide.errors import (
+    CompileError,
+    KernelSyntaxError,
+    KernelTypeError,
+    SafetyError,
+    UnsupportedFeatureError,
+)
+from oxide.frontend.builder import IRBuilder
+from oxide.frontend.entry import KernelContext, LoweredKernel
+from oxide.frontend.scope import Scope
+from oxide.frontend.source import Source
+from oxide.ir import ops
+from oxide.ir.types import array_ir_type, ir_type
+from oxide.specialize import ConstValue
+from oxide.tile import lang
+from oxide.tile.layout import Layout, blocked
+from oxide.tile.lower import TileEmitter
+from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
+
+# elements one thread may hold in one tile (registers: a larger tile spills, then fails)
+MAX_SLOTS = 256
+STATIC_SHARED_BYTES = 48 * 1024
+_BIN_KINDS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
+              ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.BitAnd: "and", ast.BitOr: "or",
+              ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
+_PY_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+           ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
+           ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.Pow: operator.pow}
+_CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
+_PY_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
+           ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
+           ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
+           ast.RShift: ">>", ast.Pow: "**", ast.MatMult: "@"}
+_MATH = {"exp", "exp2", "log", "sqrt", "rsqrt", "tanh"}
+_REDUCE = {"sum": "add", "max": "max", "min": "min"}
+
+
+@dataclass
+class TileLowered(LoweredKernel):
+    """A lowered tile kernel: the grid axes its DisjointSlice stores tell blocks apart by
+    (the others must be 1 at launch), or None when it stores no DisjointSlice."""
+
+    grid_axes: frozenset[str] | None = None
+
+
+@dataclass
+class _Stores:
+    """What the DisjointSlice stores of a kernel have used so far."""
+
+    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    axes: frozenset[int] | None = None
+
+
+def is_power_of_two(n: int) -> bool:
+    return n >= 1 and n & (n - 1) == 0
+
+
+def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> TileLowered:
+    """Lower a tile kernel's body for one signature into oxide IR."""
+    runtime = [(p, s) for p, s in zip(kernel.params, sig, strict=True)
+               if not isinstance(s, ConstValue)]
+    arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
+                 for _, s in runtime]
+    b = IRBuilder(symbol, arg_types)
+    ctx = KernelContext({p.name for p in kernel.params}, kernel.options.checks)
+    low = TileLowering(b, kernel.source, kernel.scope, ctx, kernel.tile_options.num_warps)
+    args = iter(b.args)
+    for p, s in zip(kernel.params, sig, strict=True):
+        if isinstance(s, ConstValue):
+            v = s.value.item() if hasattr(s.value, "item") else s.value
+            low.env[p.name] = Static(v)
+        elif isinstance(s, T.ArrayType):
+            low.env[p.name] = TArray(next(args), s, p.name)
+        else:
+            low.env[p.name] = low.scalar_tile(next(args), s)
+    low.lower_body(kernel.source.tree.body)
+    ctx.uses_barriers = low.em.uses_barriers
+    func = b.finish()
+    axes = None
+    if low.stores.axes is not None:
+        axes = frozenset("xyz"[a] for a in low.stores.axes)
+    return TileLowered(func, b.sites, ctx, b, axes)
+
+
+class TileLowering:
+    """Evaluates one tile kernel body, emitting IR for its tile operations."""
+
+    def __init__(self, b: IRBuilder, source: Source, scope: Scope, ctx: KernelContext,
+                 num_warps: int) -> None:
+        self.b = b
+        self.src = source
+        self.scope = scope
+        self.ctx = ctx
+        self.num_warps = num_warps
+        self.env: dict[str, Any] = {}
+        self.em = TileEmitter(b, num_warps, self._reserve_shared)
+        self.stores = _Stores()
+        self.unsafe_depth = 0
+        self._node: ast.AST = source.tree
+
+    # -- diagnostics ----------------------------------------------------------------
+
+    def error(self, cls: type[CompileError], node: ast.AST, message: str, label: str = "",
+              hint: str = "") -> CompileError:
+        return cls(message, self.src.span(node), label, hint)
+
+    def text(self, node: ast.AST) -> str:
+        return ast.get_source_segment(self.src.text, node) or ast.dump(node)
+
+    def _reserve_shared(self, nbytes: int) -> None:
+        self.ctx.shared_bytes += nbytes
+        if self.ctx.shared_bytes > STATIC_SHARED_BYTES:
+            raise self.error(UnsupportedFeatureError, self._node,
+                             f"this tile kernel needs {self.ctx.shared_bytes} bytes of shared "
+                             f"memory for its layout conversions and reductions; at most "
+                             f"{STATIC_SHARED_BYTES} are available",
+                             hint="use smaller tiles, or more warps (`num_warps=`), so that "
+                                  "reductions need fewer cross-warp cells")
+
+    # -- statements -----------------------------------------------------------------
+
+    def lower_body(self, body: list[ast.stmt]) -> None:
+        for i, stmt in enumerate(body):
+            if isinstance(stmt, ast.Return):
+                if stmt.value is not None:
+                    raise self.error(KernelSyntaxError, stmt, "a tile kernel returns nothing",
+                                     hint="store results with `tile.store(...)`")
+                if i != len(body) - 1 or body is not self.src.tree.body:
+                    raise self.error(UnsupportedFeatureError, stmt,
+                                     "`return` before the end of a tile kernel is not "
+                                     "supported yet", hint="restructure with `if` on "
+                                     "compile-time values, or let the body run to its end")
+                continue
+            self.lower_stmt(stmt)
+
+    def lower_stmt(self, node: ast.stmt) -> None:
+        self._node = node
+        outer = self.b.where
+        self.b.where = (self.src.span(node),)
+        method = getattr(self, f"stmt_{type(node).__name__}", None)
+        if method is None:
+            raise self.error(UnsupportedFeatureError, node,
+                             f"`{type(node).__name__}` statements are not supported in tile "
+                             "kernels", hint="tile kernels support assignments, tile.store "
+                             "calls, `for` over `range`, `if` on compile-time values and "
+                             "`with ox.unsafe():`")
+        method(node)
+        self.b.where = outer
+
+    def stmt_Pass(self, node: ast.Pass) -> None:
+        pass
+
+    def stmt_Expr(self, node: ast.Expr) -> None:
+        if isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            return
+        value = self.expr(node.value)
+        if isinstance(value, Static) and isinstance(value.obj, lang.TileFunction):
+            text = self.text(node.value)
+            raise self.error(KernelSyntaxError, node.value, f"`{text}` is not called; write "
+                             f"`{text}(...)`")
+
+    def stmt_Assign(self, node: ast.Assign) -> None:
+        value = self.expr(node.value)
+        for target in node.targets:
+            self.assign(target, value, node.value)
+
+    def stmt_AnnAssign(self, node: ast.AnnAssign) -> None:
+        raise self.error(UnsupportedFeatureError, node, "annotated assignments are not "
+                         "supported in tile kernels", hint="tiles carry their dtype: write "
+                         "`x = ...` (and `.astype(dtype)` to convert)")
+
+    def stmt_AugAssign(self, node: ast.AugAssign) -> None:
+        if not isinstance(node.target, ast.Name):
+            raise self.error(KernelSyntaxError, node.target,
+                             "tiles are immutable values: only names can be updated",
+                             hint="store into arrays with `tile.store(arr, index, t)`")
+        current = self.load_name(node.target.id, node.target)
+        value = self.binop(node.op, current, self.expr(node.value), node)
+        self.assign(node.target, value, node)
+
+    def assign(self, target: ast.expr, value: Any, node: ast.AST) -> None:
+        if isinstance(target, ast.Name):
+            if isinstance(value, TArray) and target.id != value.name:
+                raise self.error(UnsupportedFeatureError, target,
+                                 "arrays cannot be renamed in tile kernels",
+                                 hint=f"use `{value.name}` itself")
+            self.env[target.id] = value
+            return
+        if isinstance(target, (ast.Tuple, ast.List)):
+            items = value.obj if isinstance(value, Static) and isinstance(value.obj, tuple) \
+                else value
+            if not isinstance(items, tuple):
+                raise self.error(KernelTypeError, node, f"cannot unpack {describe(value)}")
+            if len(items) != len(target.elts):
+                raise self.error(KernelTypeError, node,
+                                 f"cannot unpack {len(items)} values into "
+                                 f"{len(target.elts)} names")
+            for t, v in zip(target.elts, items, strict=True):
+                self.assign(t, v if not isinstance(value, Static) else Static(v), node)
+            return
+        if isinstance(target, ast.Subscript):
+            raise self.error(KernelSyntaxError, target,
+                             "tile kernels do not assign to elements",
+                             hint="write tiles with `tile.store(arr, index, t)`; tiles "
+                                  "themselves are immutable values")
+        raise self.error(KernelSyntaxError, target, "cannot assign to this expression")
+
+    def stmt_With(self, node: ast.With) -> None:
+        if len(node.items) != 1 or node.items[0].optional_vars is not None:
+            raise self.error(UnsupportedFeatureError, node,
+                             "tile kernels support only `with ox.unsafe():`")
+        ctx = self.expr(node.items[0].context_expr)
+        from oxide.lang import unsafe
+
+        if not (isinstance(ctx, Static) and isinstance(ctx.obj, unsafe)):
+            raise self.error(UnsupportedFeatureError, node.items[0].context_expr,
+                             "tile kernels support only `with ox.unsafe():`")
+        self.unsafe_depth += 1
+        try:
+            for stmt in node.body:
+                self.lower_stmt(stmt)
+        finally:
+            self.unsafe_depth -= 1
+
+    def stmt_If(self, node: ast.If) -> None:
+        cond = self.expr(node.test)
+        if isinstance(cond, Static) and isinstance(cond.obj, (bool, int, float)):
+            for stmt in (node.body if cond.obj else node.orelse):
+                self.lower_stmt(stmt)
+            return
+        raise self.error(UnsupportedFeatureError, node.test,
+                         f"`if` on a run-time value ({describe(cond)}) is not supported in "
+                         "tile kernels yet", hint="branch on Const parameters, or select "
+                         "elementwise with `tile.where(cond, a, b)`")
+
+    def stmt_For(self, node: ast.For) -> None:
+        raise self.error(UnsupportedFeatureError, node,
+                         "`for` loops are not supported in tile kernels yet",
+                         hint="cover the data with one tile per block (a Const tile size "
+                              "of at least the row length), or use an @ox.kernel")
+
+    # -- expressions ----------------------------------------------------------------
+
+    def expr(self, node: ast.expr) -> Any:
+        method = getattr(self, f"expr_{type(node).__name__}", None)
+        if method is None:
+            raise self.error(UnsupportedFeatureError, node,
+                             f"`{type(node).__name__}` expressions are not supported in tile "
+                             "kernels")
+        return method(node)
+
+    def expr_Constant(self, node: ast.Constant) -> Any:
+        if isinstance(node.value, (bool, int, float, str)) or node.value is None:
+            # strings only ever reach Python calls that fold (`float("inf")`)
+            return Static(node.value)
+        raise self.error(KernelTypeError, node, f"tile kernels have no {type(node.value).__name__}"
+                         " values")
+
+    def expr_Name(self, node: ast.Name) -> Any:
+        return self.load_name(node.id, node)
+
+    def load_name(self, name: str, node: ast.AST) -> Any:
+        if name in self.env:
+            return self.env[name]
+        found, obj = self.scope.lookup(name)
+        if found:
+            return Static(obj)
+        if hasattr(builtins, name):
+            return Static(getattr(builtins, name))
+        raise self.error(KernelSyntaxError, node, f"`{name}` is not defined")
+
+    def expr_Tuple(self, node: ast.Tuple) -> Any:
+        items = tuple(self.expr(e) for e in node.elts)
+        if all(isinstance(i, Static) for i in items):
+            return Static(tuple(i.obj for i in items))
+        return items
+
+    expr_List = expr_Tuple
+
+    def expr_Attribute(self, node: ast.Attribute) -> Any:
+        base = self.expr(node.value)
+        attr = node.attr
+        if isinstance(base, Static):
+            try:
+                return Static(getattr(base.obj, attr))
+            except AttributeError:
+                raise self.error(KernelSyntaxError, node,
+                                 f"`{self.text(node.value)}` has no attribute `{attr}`") from None
+        if isinstance(base, Tile):
+            if attr == "shape":
+                return Static(base.shape)
+            if attr == "dtype":
+                return Static(base.dtype)
+            if attr == "ndim":
+                return Static(base.ndim)
+            if attr in ("astype", "reshape", "permute"):
+                return Method(base, attr)
+        if isinstance(base, TArray):
+            if attr == "shape":
+                return ShapeOf(base)
+            if attr == "dtype":
+                return Static(base.dtype)
+            if attr == "ndim":
+                return Static(base.type.rank)
+        raise self.error(KernelSyntaxError, node,
+                         f"{describe(base)} has no attribute `{attr}` in a tile kernel")
+
+    def expr_Subscript(self, node: ast.Subscript) -> Any:
+        base = self.expr(node.value)
+        if isinstance(base, ShapeOf):
+            d = self.expr(node.slice)
+            if not (isinstance(d, Static) and isinstance(d.obj, int)
+                    and -base.array.type.rank <= d.obj < base.array.type.rank):
+                raise self.error(KernelTypeError, node.slice,
+                                 f"`{base.array.name}.shape` is indexed with a constant from 0 "
+                                 f"to {base.array.type.rank - 1}")
+            return self.extent(base.array, d.obj % base.array.type.rank)
+        if isinstance(base, Static) and isinstance(base.obj, tuple):
+            d = self.expr(node.slice)
+            if isinstance(d, Static) and isinstance(d.obj, int) and -len(base.obj) <= d.obj < len(base.obj):
+                return Static(base.obj[d.obj])
+            raise self.error(KernelTypeError, node.slice, "tuples are indexed with constants "
+                             "in range")
+        if isinstance(base, tuple):
+            d = self.expr(node.slice)
+            if isinstance(d, Static) and isinstance(d.obj, int) and -len(base) <= d.obj < len(base):
+                return base[d.obj]
+            raise self.error(KernelTypeError, node.slice, "tuples are indexed with constants "
+                             "in range")
+        if isinstance(base, Tile):
+            return self.tile_subscript(base, node)
+        if isinstance(base, TArray):
+            raise self.error(UnsupportedFeatureError, node,
+                             "tile kernels read arrays a tile at a time",
+                             hint=f"write `tile.load({base.name}, index, shape)`")
+        raise self.error(KernelTypeError, node, f"cannot index {describe(base)}")
+
+    def tile_subscript(self, t: Tile, node: ast.Subscript) -> Tile:
+        """`x[:, None]`, `x[None, :]`, `x[None]`: new dimensions of extent 1."""
+        items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        layout = t.layout
+        d = 0
+        for item in items:
+            if isinstance(item, ast.Constant) and item.value is None:
+                layout = layout.insert(d)
+                d += 1
+            elif isinstance(item, ast.Slice) and item.lower is None and item.upper is None \
+                    and item.step is None:
+                d += 1
+            elif isinstance(item, ast.Constant) and item.value is Ellipsis:
+                raise self.error(UnsupportedFeatureError, item, "`...` in tile indexing is "
+                                 "not supported", hint="write the `:` of each dimension")
+            else:
+                raise self.error(UnsupportedFeatureError, item,
+                                 "tiles are indexed only with `:` and `None` (new axes)",
+                                 hint="elements of a tile are not addressable one by one; "
+                                      "use reductions, `tile.where`, or store the tile")
+        kept = d - (len(layout.shape) - t.ndim)
+        if kept > t.ndim:
+            raise self.error(KernelTypeError, node,
+                             f"too many `:` for {t.describe()}")
+        return Tile(t.dtype, layout, t.values)
+
+    def expr_BinOp(self, node: ast.BinOp) -> Any:
+        return self.binop(node.op, self.expr(node.left), self.expr(node.right), node)
+
+    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
+        v = self.expr(node.operand)
+        if isinstance(v, Static) and isinstance(v.obj, (int, float, bool)):
+            f = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
+                 ast.Invert: operator.invert}[type(node.op)]
+            return Static(f(v.obj))
+        t = self.as_tile(v, node.operand)
+        if isinstance(node.op, ast.UAdd):
+            return Tile(t.dtype, t.layout, t.values)
+        if isinstance(node.op, ast.USub):
+            if t.dtype.is_bool:
+                raise self.error(KernelTypeError, node, "cannot negate a bool tile",
+                                 hint="use `~x` for logical not")
+            return self.em.unary("neg", t)
+        if isinstance(node.op, ast.Invert):
+            if t.dtype.is_float:
+                raise self.error(KernelTypeError, node, f"`~` needs integers or bools, not "
+                                 f"{t.dtype.name}")
+            if t.dtype.is_bool:
+                return self.em.binary("xor", t, self.em.full(t.layout, True, T.bool_))
+            return self.em.unary("invert", t)
+        raise self.error(KernelTypeError, node, "`not` needs a compile-time value in a tile "
+                         "kernel", hint="use `~x` on bool tiles")
+
+    def expr_Compare(self, node: ast.Compare) -> Any:
+        if len(node.ops) != 1:
+            raise self.error(UnsupportedFeatureError, node, "chained comparisons are not "
+                             "supported on tiles", hint="combine with `&`: `(a < b) & (b < c)`")
+        a, b = self.expr(node.left), self.expr(node.comparators[0])
+        op = type(node.ops[0])
+        if op not in _CMP:
+            raise self.error(UnsupportedFeatureError, node, "tiles compare with <, <=, >, >=, "
+                             "==, !=")
+        if isinstance(a, Static) and isinstance(b, Static):
+            return Static(_PY_CMP[op](a.obj, b.obj))
+        ta, tb = self.operands(a, b, node, node.left, node.comparators[0])
+        return self.em.compare(_CMP[op], ta, tb)
+
+    def expr_IfExp(self, node: ast.IfExp) -> Any:
+        c = self.expr(node.test)
+        if isinstance(c, Static):
+            return self.expr(node.body if c.obj else node.orelse)
+        raise self.error(UnsupportedFeatureError, node, "`a if c else b` needs a compile-time "
+                         "condition in a tile kernel", hint="use `tile.where(c, a, b)`")
+
+    def expr_Call(self, node: ast.Call) -> Any:
+        fn = self.expr(node.func)
+        if isinstance(fn, Method):
+            return self.call_method(fn, node)
+        if not isinstance(fn, Static):
+            raise self.error(KernelTypeError, node.func, f"{describe(fn)} is not callable")
+        obj = fn.obj
+        if isinstance(obj, lang.TileFunction):
+            name = obj.__name__
+            if name in lang.NOT_BUILT:
+                raise self.error(UnsupportedFeatureError, node,
+                                 f"`tile.{name}` is not built yet",
+                                 hint="this first slice of the Tile model has loads, stores, "
+                                      "elementwise math, broadcasting and sum/max/min")
+            return getattr(self, f"call_{name}")(node)
+        if isinstance(obj, T.DType):
+            (arg,) = self.positional(node, 1, f"{obj.name}(x)")
+            if isinstance(arg, Static):
+                return Static(obj(arg.obj))
+            return self.em.cast(self.as_tile(arg, node.args[0]), obj)
+        if obj in (builtins.min, builtins.max) and all(
+                isinstance(self.expr(a), Static) for a in node.args):
+            return Static(obj(*(self.expr(a).obj for a in node.args)))
+        if obj in (builtins.float, builtins.int, builtins.bool) and len(node.args) == 1 \
+                and not node.keywords:
+            arg = self.expr(node.args[0])
+            if isinstance(arg, Static):
+                try:
+                    return Static(obj(arg.obj))
+                except Exception as exc:  # noqa: BLE001 - Python's own message, with a span
+                    raise self.error(KernelTypeError, node, f"{self.text(node)}: {exc}") from None
+            raise self.error(KernelTypeError, node,
+                             f"`{obj.__name__}(...)` converts compile-time values only",
+                             hint="convert tiles with `.astype(dtype)`")
+        if obj is builtins.len:
+            raise self.error(UnsupportedFeatureError, node, "`len` is not supported in tile "
+                             "kernels", hint="use `arr.shape[0]`")
+        name = getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
+        hint = ""
+        from oxide.tile.kernel import TileFunctionDef
+
+        if isinstance(obj, TileFunctionDef):
+            hint = "@ox.tile.func helpers are not built yet; inline the code"
+        elif obj in (builtins.min, builtins.max):
+            hint = "use `tile.minimum`/`tile.maximum` (elementwise) or `tile.min`/`tile.max`"
+        raise self.error(UnsupportedFeatureError, node,
+                         f"`{self.text(node.func)}` ({name}) cannot be called in a tile kernel",
+                         hint=hint or "tile kernels call the `tile.*` operations")
+
+    # -- helpers ----------------------------------------------------------------------
+
+    def positional(self, node: ast.Call, n: int | tuple[int, int], what: str,
+                   keywords: tuple[str, ...] = ()) -> list[Any]:
+        lo, hi = (n, n) if isinstance(n, int) else n
+        if not lo <= len(node.args) <= hi:
+            want = str(lo) if lo == hi else f"{lo} to {hi}"
+            raise self.error(KernelTypeError, node, f"`{what}` takes {want} positional "
+                             f"argument{'s' if hi != 1 else ''}, got {len(node.args)}")
+        for kw in node.keywords:
+            if kw.arg not in keywords:
+                raise self.error(KernelTypeError, kw.value if kw.arg else node,
+                                 f"`{what}` has no keyword argument `{kw.arg}`")
+        return [self.expr(a) for a in node.args]
+
+    def keyword(self, node: ast.Call, name: str, position: int | None = None) -> Any:
+        for kw in node.keywords:
+            if kw.arg == name:
+                return self.expr(kw.value), kw.value
+        if position is not None and position < len(node.args):
+            return self.expr(node.args[position]), node.args[position]
+        return None, None
+
+    def scalar_tile(self, ssa: Any, dt: T.DType) -> Tile:
+        return Tile(dt, Layout((), (), self.num_warps), (ssa,))
+
+    def extent(self, arr: TArray, d: int) -> Tile:
+        return self.scalar_tile(self.b.value(ops.ArrayDimOp(arr.ssa, d, ir_type(T.i64))), T.i64)
+
+    def static_shape(self, v: Any, node: ast.AST, what: str) -> tuple[int, ...]:
+        obj = v.obj if isinstance(v, Static) else None
+        if isinstance(obj, int) and not isinstance(obj, bool):
+            obj = (obj,)
+        if not (isinstance(obj, tuple) and all(isinstance(n, int) and not isinstance(n, bool)
+                                               for n in obj)):
+            raise self.error(KernelTypeError, node,
+                             f"{what} must be a tuple of compile-time integers, not "
+                             f"{describe(v)}", hint="use literals or Const[int] parameters")
+        bad = [n for n in obj if not is_power_of_two(n)]
+        if bad:
+            raise self.error(KernelTypeError, node,
+                             f"tile shapes are powers of two; {shape_text(obj)} has {bad[0]}",
+                             hint="round up to a power of two; loads pad and stores clip the "
+                                  "elements past the array's edge")
+        if len(obj) > 2:
+            raise self.error(UnsupportedFeatureError, node,
+                             f"tiles of rank {len(obj)} are not supported yet (rank 0 to 2)")
+        layout = blocked(obj, self.num_warps)
+        if layout.slots > MAX_SLOTS:
+            raise self.error(KernelTypeError, node,
+                             f"a tile of shape {shape_text(obj)} puts {layout.slots} elements "
+                             f"in each of the block's {layout.threads} threads; at most "
+                             f"{MAX_SLOTS} fit in registers",
+                             hint="use a smaller tile, or more warps (`num_warps=`)")
+        return obj
+
+    def as_tile(self, v: Any, node: ast.AST, dt: T.DType | None = None) -> Tile:
+        """A value as a tile: literals become 0-d tiles of `dt` (or their default type)."""
+        if isinstance(v, Tile):
+            return v
+        if isinstance(v, Static) and isinstance(v.obj, (bool, int, float)):
+            if dt is None:
+                dt = T.bool_ if isinstance(v.obj, bool) else (
+                    T.i32 if isinstance(v.obj, int) else T.f32)
+            if isinstance(v.obj, int) and dt.is_int and not _fits(v.obj, dt):
+                raise self.error(KernelTypeError, node, f"the literal {v.obj} does not fit in "
+                                 f"{dt.name}")
+            return self.em.full(Layout((), (), self.num_warps), v.obj, dt)
+        raise self.error(KernelTypeError, node, f"expected a tile or a number, got "
+                         f"{describe(v)}")
+
+    def promote(self, a: Any, b: Any, node: ast.AST) -> T.DType:
+        """The dtype two operands meet in (NumPy-like, literals weak)."""
+        ta = a.dtype if isinstance(a, Tile) else None
+        tb = b.dtype if isinstance(b, Tile) else None
+        if ta is None and tb is None:
+            raise AssertionError("two constants fold in Python")
+        if ta is None or tb is None:
+            t, lit = (ta, a) if tb is None else (tb, b)
+            assert t is not None
+            obj = lit.obj
+            if isinstance(obj, float) and not isinstance(obj, bool) and not t.is_float:
+                return T.f32
+            if isinstance(obj, int) and not isinstance(obj, bool) and t.is_bool:
+                return T.i32
+            return t
+        if ta == tb:
+            return ta
+        if ta.is_float and tb.is_float:
+            return ta if ta.bits > tb.bits else tb if tb.bits > ta.bits else T.f32
+        if ta.is_float or tb.is_float:
+            return ta if ta.is_float else tb
+        if ta.is_bool or tb.is_bool:
+            return tb if ta.is_bool else ta
+        if ta.is_signed != tb.is_signed:
+            raise self.error(KernelTypeError, node,
+                             f"{ta.name} and {tb.name} mix signed and unsigned integers",
+                             hint="convert one with `.astype(...)`")
+        return ta if ta.bits > tb.bits else tb
+
+    def broadcast_shape(self, a: tuple[int, ...], b: tuple[int, ...], node: ast.AST,
+                        what: str = "") -> tuple[int, ...]:
+        n = len(a) if len(a) > len(b) else len(b)
+        pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+        out = []
+        for x, y in zip(pa, pb, strict=True):
+            if x != y and x != 1 and y != 1:
+                raise self.error(KernelTypeError, node,
+                                 f"cannot broadcast shapes {shape_text(a)} and {shape_text(b)}"
+                                 f"{what}", label=f"{shape_text(a)} vs {shape_text(b)}",
+                                 hint="dimensions must be equal or 1; add an axis with "
+                                      "`x[:, None]` or `x[None, :]`")
+            out.append(x if y == 1 else y)
+        return tuple(out)
+
+    def target_layout(self, shape: tuple[int, ...], *tiles: Tile) -> Layout:
+        """The layout an op's result takes: the first operand's already of the result's
+        shape (so the common case moves nothing), else the default one."""
+        for t in tiles:
+            if t.shape == shape:
+                return t.layout
+        return blocked(shape, self.num_warps)
+
+    def operands(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST,
+                 dt: T.DType | None = None) -> tuple[Tile, Tile]:
+        """Two operands as tiles of one dtype and one layout (broadcast)."""
+        for v, n in ((a, na), (b, nb)):
+            if not (isinstance(v, Tile) or (isinstance(v, Static)
+                                            and isinstance(v.obj, (bool, int, float)))):
+                raise self.error(KernelTypeError, n, f"expected a tile or a number, got "
+                                 f"{describe(v)}")
+        dt = dt or self.promote(a, b, node)
+        ta, tb = self.as_tile(a, na, dt), self.as_tile(b, nb, dt)
+        shape = self.broadcast_shape(ta.shape, tb.shape, node)
+        layout = self.target_layout(shape, ta, tb)
+        ta = self.em.broadcast(self.em.cast(ta, dt), layout)
+        tb = self.em.broadcast(self.em.cast(tb, dt), layout)
+        return ta, tb
+
+    def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:
+        na = getattr(node, "left", node)
+        nb = getattr(node, "right", getattr(node, "value", node))
+        if isinstance(a, Static) and isinstance(b, Static):
+            try:
+                return Static(_PY_BIN[type(op)](a.obj, b.obj))
+            except Exception as exc:  # noqa: BLE001 - Python's own error, with the span
+                raise self.error(KernelTypeError, node, f"{self.text(node)}: {exc}") from None
+        symbol = _SYMBOL.get(type(op), "?")
+        if isinstance(op, ast.MatMult):
+            raise self.error(UnsupportedFeatureError, node, "`@` (tile.mma) is not built yet",
+                             hint="this first slice of the Tile model has no matrix multiply")
+        if isinstance(op, ast.Pow):
+            raise self.error(UnsupportedFeatureError, node, "`**` on tiles is not supported",
+                             hint="multiply (`x * x`), or use `tile.exp2(y * tile.log2(x))`")
+        kind = _BIN_KINDS[type(op)]
+        dt = self.promote(a, b, node) if isinstance(a, Tile) or isinstance(b, Tile) else None
+        if not isinstance(a, Tile) and not isinstance(b, Tile):
+            raise self.error(KernelTypeError, node, f"`{symbol}` needs tiles or numbers, got "
+                             f"{describe(a)} and {describe(b)}")
+        assert dt is not None
+        if kind == "div" and not dt.is_float:
+            dt = T.f32  # true division, as NumPy's: integers give floats
+        if kind in ("and", "or", "xor") and dt.is_float:
+            raise self.error(KernelTypeError, node, f"`{symbol}` needs integers or bools, not "
+                             f"{dt.name}")
+        if kind in ("shl", "shr") and not (dt.is_int):
+            raise self.error(KernelTypeError, node, f"`{symbol}` needs integers, not "
+                             f"{dt.name}")
+        if kind in ("add", "sub", "mul", "div", "floordiv", "mod") and dt.is_bool:
+            raise self.error(KernelTypeError, node, f"`{symbol}` on bool tiles is not defined",
+                             hint="convert with `.astype(i32)` first")
+        ta, tb = self.operands(a, b, node, na, nb, dt)
+        site = None
+        if kind in ("floordiv", "mod") and not dt.is_float:
+            site = self.b.site("assert", self.src.span(node), "integer division by zero")
+        return self.em.binary(kind, ta, tb, site)
+
+    # -- tile.* calls ------------------------------------------------------------------
+
+    def _axis(self, v: Any, node: ast.AST, what: str) -> int:
+        if not (isinstance(v, Static) and isinstance(v.obj, int) and not isinstance(v.obj, bool)
+                and 0 <= v.obj <= 2):
+            raise self.error(KernelTypeError, node, f"{what} takes a grid axis: 0, 1 or 2, "
+                             "as a constant", hint="e.g. `tile.bid(0)`")
+        return v.obj
+
+    def call_bid(self, node: ast.Call) -> Tile:
+        (a,) = self.positional(node, 1, "tile.bid(axis)")
+        axis = self._axis(a, node.args[0], "tile.bid")
+        reg = self.b.value(ops.RegisterOp(f"ctaid.{'xyz'[axis]}", ir_type(T.i32)))
+        t = self.scalar_tile(reg, T.i32)
+        return Tile(t.dtype, t.layout, t.values, witness=axis)
+
+    def call_num_blocks(self, node: ast.Call) -> Tile:
+        (a,) = self.positional(node, 1, "tile.num_blocks(axis)")
+        axis = self._axis(a, node.args[0], "tile.num_blocks")
+        return self.scalar_tile(self.b.value(ops.RegisterOp(f"nctaid.{'xyz'[axis]}",
+                                                            ir_type(T.i32))), T.i32)
+
+    def _cdiv(self, a: Any, b: Any, node: ast.AST) -> Any:
+        if isinstance(a, Static) and isinstance(b, Static):
+            if not all(isinstance(x.obj, int) for x in (a, b)) or b.obj == 0:
+                raise self.error(KernelTypeError, node, "tile.cdiv takes integers, the "
+                                 "divisor non-zero")
+            return Static(-(-a.obj // b.obj))
+        for v in (a, b):
+            if isinstance(v, Tile) and (v.ndim or not v.dtype.is_int):
+                raise self.error(KernelTypeError, node, f"tile.cdiv takes integer scalars, not "
+                                 f"{describe(v)}")
+        num = self.binop(ast.Add(), a, self.binop(ast.Sub(), b, Static(1), node), node)
+        return self.binop(ast.FloorDiv(), num, b, node)
+
+    def call_cdiv(self, node: ast.Call) -> Any:
+        a, b = self.positional(node, 2, "tile.cdiv(a, b)")
+        return self._cdiv(a, b, node)
+
+    def call_num_tiles(self, node: ast.Call) -> Any:
+        arr, axis, size = self.positional(node, 3, "tile.num_tiles(arr, axis, size)")
+        if not isinstance(arr, TArray):
+            raise self.error(KernelTypeError, node.args[0], f"tile.num_tiles takes an array, "
+                             f"not {describe(arr)}")
+        rank = arr.type.rank
+        if not (isinstance(axis, Static) and isinstance(axis.obj, int) and 0 <= axis.obj < rank):
+            raise self.error(KernelTypeError, node.args[1], f"the axis of `{arr.name}` is a "
+                             f"constant from 0 to {rank - 1}")
+        self.static_shape(size, node.args[2], "the tile size")
+        return self._cdiv(self.extent(arr, axis.obj), size, node)
+
+    def call_zeros(self, node: ast.Call) -> Tile:
+        args = self.positional(node, (1, 2), "tile.zeros(shape, dtype=f32)", ("dtype",))
+        dt = self._dtype_arg(node, 1) or T.f32
+        shape = self.static_shape(args[0], node.args[0], "the shape of tile.zeros")
+        return self.em.full(blocked(shape, self.num_warps), 0, dt)
+
+    def call_full(self, node: ast.Call) -> Tile:
+        args = self.positional(node, (2, 3), "tile.full(shape, value, dtype=None)", ("dtype",))
+        shape = self.static_shape(args[0], node.args[0], "the shape of tile.full")
+        dt = self._dtype_arg(node, 2)
+        value = args[1]
+        layout = blocked(shape, self.num_warps)
+        if isinstance(value, Static) and isinstance(value.obj, (bool, int, float)):
+            if dt is None:
+                dt = self.as_tile(value, node.args[1]).dtype
+            self.as_tile(value, node.args[1], dt)  # range check
+            return self.em.full(layout, value.obj, dt)
+        if isinstance(value, Tile) and value.ndim == 0:
+            return self.em.splat(layout, self.em.cast(value, dt or value.dtype))
+        raise self.error(KernelTypeError, node.args[1], f"the value of tile.full is a number "
+                         f"or a scalar, not {describe(value)}")
+
+    def _dtype_arg(self, node: ast.Call, position: int) -> T.DType | None:
+        v, n = self.keyword(node, "dtype", position)
+        if v is None or (isinstance(v, Static) and v.obj is None):
+            return None
+        if not (isinstance(v, Static) and isinstance(v.obj, T.DType)):
+            raise self.error(KernelTypeError, n, f"expected a dtype (f32, i32, ...), not "
+                             f"{describe(v)}")
+        return v.obj
+
+    def call_arange(self, node: ast.Call) -> Tile:
+        args = self.positional(node, (1, 2), "tile.arange(n, dtype=i32)", ("dtype",))
+        (n,) = self.static_shape(args[0], node.args[0], "the length of tile.arange")
+        dt = self._dtype_arg(node, 1) or T.i32
+        return self.em.arange(blocked((n,), self.num_warps), dt)
+
+    def _math(self, fn: str, node: ast.Call) -> Tile:
+        (x,) = self.positional(node, 1, f"tile.{fn}(x)")
+        t = self.as_tile(x, node.args[0], T.f32)
+        if not t.dtype.is_float:
+            raise self.error(KernelTypeError, node.args[0],
+                             f"tile.{fn} takes floats, not {t.dtype.name}",
+                             label=f"this is {t.describe()}",
+                             hint="convert first: `x.astype(f32)`")
+        return self.em.math(fn, t)
+
+    def call_exp(self, node: ast.Call) -> Tile:
+        return self._math("exp", node)
+
+    def call_exp2(self, node: ast.Call) -> Tile:
+        return self._math("exp2", node)
+
+    def call_log(self, node: ast.Call) -> Tile:
+        return self._math("log", node)
+
+    def call_sqrt(self, node: ast.Call) -> Tile:
+        return self._math("sqrt", node)
+
+    def call_rsqrt(self, node: ast.Call) -> Tile:
+        return self._math("rsqrt", node)
+
+    def call_tanh(self, node: ast.Call) -> Tile:
+        return self._math("tanh", node)
+
+    def _minmax(self, kind: str, node: ast.Call) -> Any:
+        a, b = self.positional(node, 2, f"tile.{kind}imum(a, b)")
+        if isinstance(a, Static) and isinstance(b, Static):
+            return Static(builtins.max(a.obj, b.obj) if kind == "max" else
+                          builtins.min(a.obj, b.obj))
+        dt = self.promote(a, b, node)
+        if dt.is_bool:
+            raise self.error(KernelTypeError, node, f"tile.{kind}imum on bools",
+                             hint="use `|` or `&`")
+        ta, tb = self.operands(a, b, node, node.args[0], node.args[1], dt)
+        return self.em.binary(kind, ta, tb)
+
+    def call_maximum(self, node: ast.Call) -> Any:
+        return self._minmax("max", node)
+
+    def call_minimum(self, node: ast.Call) -> Any:
+        return self._minmax("min", node)
+
+    def call_where(self, node: ast.Call) -> Tile:
+        c, a, b = self.positional(node, 3, "tile.where(cond, a, b)")
+        ct = self.as_tile(c, node.args[0])
+        if not ct.dtype.is_bool:
+            raise self.error(KernelTypeError, node.args[0],
+                             f"the condition of tile.where is a bool tile, not "
+                             f"{ct.describe()}", hint="compare: `x > 0`")
+        if isinstance(a, Static) and isinstance(b, Static):
+            dt = self.as_tile(a, node.args[1]).dtype
+            if isinstance(b.obj, float) and not dt.is_float:
+                dt = T.f32
+        else:
+            dt = self.promote(a, b, node)
+        ta, tb = self.as_tile(a, node.args[1], dt), self.as_tile(b, node.args[2], dt)
+        ta, tb = self.em.cast(ta, dt), self.em.cast(tb, dt)
+        shape = self.broadcast_shape(ta.shape, tb.shape, node)
+        shape = self.broadcast_shape(ct.shape, shape, node, " (the condition and the values)")
+        layout = self.target_layout(shape, ta, tb, ct)
+        return self.em.where(self.em.broadcast(ct, layout), self.em.broadcast(ta, layout),
+                             self.em.broadcast(tb, layout))
+
+    def _reduce(self, name: str, node: ast.Call) -> Tile:
+        args = self.positional(node, (1, 3), f"tile.{name}(x, axis=None, keepdims=False)",
+                               ("axis", "keepdims"))
+        x = self.as_tile(args[0], node.args[0])
+        axis_v, axis_node = self.keyword(node, "axis", 1)
+        keep_v, keep_node = self.keyword(node, "keepdims", 2)
+        keepdims = False
+        if keep_v is not None:
+            if not (isinstance(keep_v, Static) and isinstance(keep_v.obj, bool)):
+                raise self.error(KernelTypeError, keep_node, "keepdims is True or False")
+            keepdims = keep_v.obj
+        if x.dtype.is_bool:
+            raise self.error(KernelTypeError, node.args[0], f"tile.{name} of a bool tile",
+                             hint="convert first: `x.astype(i32)`")
+        if axis_v is None or (isinstance(axis_v, Static) and axis_v.obj is None):
+            axes = list(range(x.ndim))
+        else:
+            if not (isinstance(axis_v, Static) and isinstance(axis_v.obj, int)
+                    and not isinstance(axis_v.obj, bool) and -x.ndim <= axis_v.obj < x.ndim):
+                raise self.error(KernelTypeError, axis_node,
+                                 f"the axis of tile.{name} is a constant from {-x.ndim} to "
+                                 f"{x.ndim - 1} for {x.describe()}" if x.ndim else
+                                 f"tile.{name} of a scalar takes no axis")
+            axes = [axis_v.obj % x.ndim]
+        # reduce the highest axis first, so the others keep their numbers
+        for axis in sorted(axes, reverse=True):
+            x = self.em.reduce(_REDUCE[name], x, axis, keepdims)
+        return x
+
+    def call_sum(self, node: ast.Call) -> Tile:
+        return self._reduce("sum", node)
+
+    def call_max(self, node: ast.Call) -> Tile:
+        return self._reduce("max", node)
+
+    def call_min(self, node: ast.Call) -> Tile:
+        return self._reduce("min", node)
+
+    def call_broadcast_to(self, node: ast.Call) -> Tile:
+        x, s = self.positional(node, 2, "tile.broadcast_to(x, shape)")
+        t = self.as_tile(x, node.args[0])
+        shape = self.static_shape(s, node.args[1], "the shape of tile.broadcast_to")
+        got = self.broadcast_shape(t.shape, shape, node)
+        if got != shape:
+            raise self.error(KernelTypeError, node,
+                             f"cannot broadcast {shape_text(t.shape)} to {shape_text(shape)}",
+                             hint="the target must be at least as large in every dimension")
+        return self.em.broadcast(t, blocked(shape, self.num_warps))
+
+    def call_method(self, m: Method, node: ast.Call) -> Tile:
+        if m.name == "astype":
+            (dt,) = self.positional(node, 1, "x.astype(dtype)")
+            if not (isinstance(dt, Static) and isinstance(dt.obj, T.DType)):
+                raise self.error(KernelTypeError, node.args[0], f"astype takes a dtype, not "
+                                 f"{describe(dt)}")
+            return self.em.cast(m.tile, dt.obj)
+        raise self.error(UnsupportedFeatureError, node, f"`x.{m.name}(...)` is not built yet")
+
+    # -- memory ---------------------------------------------------------------------
+
+    def _array_arg(self, v: Any, node: ast.AST, what: str) -> TArray:
+        if not isinstance(v, TArray):
+            raise self.error(KernelTypeError, node, f"{what} takes an array parameter, not "
+                             f"{describe(v)}")
+        return v
+
+    def _index(self, arr: TArray, v: Any, node: ast.AST) -> list[Any]:
+        items = list(v.obj) if isinstance(v, Static) and isinstance(v.obj, tuple) else (
+            list(v) if isinstance(v, tuple) else [v])
+        items = [Static(i) if not isinstance(i, (Tile, Static, TArray, ShapeOf)) else i
+                 for i in items]
+        if len(items) != arr.type.rank:
+            raise self.error(KernelTypeError, node,
+                             f"`{arr.name}` has rank {arr.type.rank}: its tile index has "
+                             f"{arr.type.rank} item{'s' if arr.type.rank != 1 else ''}, not "
+                             f"{len(items)}")
+        for i in items:
+            ok = (isinstance(i, Static) and isinstance(i.obj, int) and not isinstance(i.obj, bool)
+                  ) or (isinstance(i, Tile) and i.ndim == 0 and i.dtype.is_int)
+            if not ok:
+                raise self.error(KernelTypeError, node,
+                                 f"a tile index holds integer scalars, not {describe(i)}")
+        return items
+
+    def _index_ssa(self, items: list[Any]) -> list[Any]:
+        out = []
+        for i in items:
+            if isinstance(i, Static):
+                out.append(self.em.const(i.obj, T.i64))
+            else:
+                out.append(self.b.cast(i.scalar, T.i64))
+        return out
+
+    def _tile_shape(self, arr: TArray, v: Any, node: ast.AST) -> tuple[int, ...]:
+        shape = self.static_shape(v, node, "the tile shape")
+        if len(shape) != arr.type.rank:
+            raise self.error(KernelTypeError, node,
+                             f"`{arr.name}` has rank {arr.type.rank}; the tile shape "
+                             f"{shape_text(shape)} has {len(shape)} dimensions")
+        return shape
+
+    def _check_disjoint(self, arr: TArray, items: list[Any], shape: tuple[int, ...],
+                        node: ast.Call, index_node: ast.AST, verb: str) -> None:
+        """A DisjointSlice access at a witness-built index, one tile shape per array."""
+        axes: list[int] = []
+        for k, i in enumerate(items):
+            if isinstance(i, Tile) and i.witness is not None:
+                if i.witness in axes:
+                    raise self.error(SafetyError, index_node,
+                                     f"`{arr.name}` is a DisjointSlice: its tile index uses "
+                                     f"tile.bid({i.witness}) twice",
+                                     hint="use each block's TileIndex once, e.g. "
+                                          "`(tile.bid(0), tile.bid(1))`")
+                axes.append(i.witness)
+            elif not isinstance(i, Static):
+                item_node = (index_node.elts[k] if isinstance(index_node, ast.Tuple)
+                             else index_node)
+                raise self.error(SafetyError, item_node,
+                                 f"`{arr.name}` is a DisjointSlice: it is {verb} only at a tile "
+                                 "index built from this block's TileIndex witnesses "
+                                 "(tile.bid(axis)) and constants",
+                                 label=f"`{self.text(item_node)}` is a computed integer; "
+                                       "arithmetic drops the uniqueness guarantee",
+                                 hint="write at `(tile.bid(0), ...)`, or take responsibility "
+                                      "with a RawSlice and `with ox.unsafe():`")
+        known = self.stores.shapes.setdefault(arr.name, shape)
+        if known != shape:
+            raise self.error(SafetyError, node,
+                             f"`{arr.name}` is a DisjointSlice already accessed with tiles of "
+                             f"shape {shape_text(known)}; this tile is {shape_text(shape)}, so "
+                             "two blocks' tiles could overlap",
+                             hint="use one tile shape per DisjointSlice")
+        used = frozenset(axes)
+        self.stores.axes = used if self.stores.axes is None else self.stores.axes & used
+
+    def call_load(self, node: ast.Call) -> Tile:
+        args = self.positional(node, (3, 4), "tile.load(arr, index, shape, padding=0)",
+                               ("padding", "order"))
+        order, order_node = self.keyword(node, "order")
+        if order is not None:
+            raise self.error(UnsupportedFeatureError, order_node,
+                             "`order=` (transposed tile access) is not built yet")
+        arr = self._array_arg(args[0], node.args[0], "tile.load")
+        items = self._index(arr, args[1], node.args[1])
+        shape = self._tile_shape(arr, args[2], node.args[2])
+        if arr.type.access == "disjoint":
+            self._check_disjoint(arr, items, shape, node, node.args[1], "read")
+        elif arr.type.access == "atomic":
+            raise self.error(UnsupportedFeatureError, node.args[0],
+                             "AtomicSlice tiles are not supported yet")
+        pad_v, pad_node = self.keyword(node, "padding", 3)
+        dt = arr.dtype
+        if pad_v is None:
+            pad = self.em.const(False if dt.is_bool else 0, dt)
+        elif isinstance(pad_v, Static) and isinstance(pad_v.obj, (bool, int, float)):
+            if isinstance(pad_v.obj, float) and not dt.is_float and pad_v.obj == pad_v.obj \
+                    and pad_v.obj not in (float("inf"), float("-inf")) \
+                    and pad_v.obj != int(pad_v.obj):
+                raise self.error(KernelTypeError, pad_node,
+                                 f"the padding {pad_v.obj!r} is not a {dt.name}")
+            if not dt.is_float and isinstance(pad_v.obj, float):
+                raise self.error(KernelTypeError, pad_node,
+                                 f"`{arr.name}` holds {dt.name}: the padding is an integer")
+            pad = self.as_tile(pad_v, pad_node, dt).scalar
+        elif isinstance(pad_v, Tile) and pad_v.ndim == 0:
+            pad = self.b.cast(pad_v.scalar, dt)
+        else:
+            raise self.error(KernelTypeError, pad_node, f"the padding is a number or a "
+                             f"scalar, not {describe(pad_v)}")
+        site = self.b.site("index", self.src.span(node), arr.name)
+        return self.em.load(arr.ssa, dt, self._index_ssa(items), blocked(shape, self.num_warps),
+                            pad, site)
+
+    def call_store(self, node: ast.Call) -> None:
+        args = self.positional(node, 3, "tile.store(arr, index, t)", ("order",))
+        order, order_node = self.keyword(node, "order")
+        if order is not None:
+            raise self.error(UnsupportedFeatureError, order_node,
+                             "`order=` (transposed tile access) is not built yet")
+        arr = self._array_arg(args[0], node.args[0], "tile.store")
+        items = self._index(arr, args[1], node.args[1])
+        value = args[2]
+        if not isinstance(value, Tile):
+            raise self.error(KernelTypeError, node.args[2], f"tile.store writes a tile, not "
+                             f"{describe(value)}", hint="make one with `tile.full(shape, v)`")
+        if value.ndim != arr.type.rank:
+            raise self.error(KernelTypeError, node.args[2],
+                             f"`{arr.name}` has rank {arr.type.rank}; cannot store "
+                             f"{value.describe()} (rank {value.ndim})",
+                             hint="add or remove axes: `x[None, :]`, or reduce with keepdims")
+        access = arr.type.access
+        if access == "slice":
+            raise self.error(SafetyError, node.args[0],
+                             f"`{arr.name}` is a Slice: kernels only read it",
+                             hint="declare it DisjointSlice[...] (a block writes its own tiles)")
+        if access == "atomic":
+            raise self.error(UnsupportedFeatureError, node.args[0],
+                             "AtomicSlice tiles are not supported yet")
+        if access == "raw" and self.unsafe_depth == 0:
+            raise self.error(SafetyError, node,
+                             f"`{arr.name}` is a RawSlice: storing to it needs "
+                             "`with ox.unsafe():`",
+                             hint="declare it DisjointSlice[...] and store at the block's "
+                                  "TileIndex, or wrap the store in `with ox.unsafe():`")
+        if access == "disjoint":
+            self._check_disjoint(arr, items, value.shape, node, node.args[1], "written")
+        if value.dtype != arr.dtype:
+            raise self.error(KernelTypeError, node.args[2],
+                             f"`{arr.name}` holds {arr.dtype.name}; cannot store "
+                             f"{value.describe()}",
+                             hint=f"convert: `.astype({arr.dtype.name})`")
+        site = self.b.site("index", self.src.span(node), arr.name)
+        self.em.store(arr.ssa, self._index_ssa(items), value, site)
+
+
+def _fits(v: int, dt: T.DType) -> bool:
+    if dt.is_bool:
+        return v in (0, 1)
+    if dt.is_signed:
+        return -(1 << (dt.bits - 1)) <= v < (1 << (dt.bits - 1))
+    return 0 <= v < (1 << dt.bits)
+

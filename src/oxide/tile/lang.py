@@ -1,0 +1,76 @@
+"""The names a tile kernel calls (`tile.load`, `tile.sum`...): markers the tile frontend
+recognizes by identity. Called outside a tile kernel they say so, except `cdiv`, which
+is as useful on the host (a grid size) as in a kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TileFunction:
+    """A tile operation; `tile/frontend.py` lowers calls to it in `@ox.tile.kernel` bodies."""
+
+    def __init__(self, name: str, doc: str) -> None:
+        self.__name__ = name
+        self.__qualname__ = f"tile.{name}"
+        self.__doc__ = doc
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError(f"`tile.{self.__name__}` can only be called inside an "
+                           "@ox.tile.kernel")
+
+    def __repr__(self) -> str:
+        return f"<oxide.tile.{self.__name__}>"
+
+
+class _HostCdiv(TileFunction):
+    def __call__(self, a: Any, b: Any) -> Any:  # type: ignore[override]
+        """`cdiv(a, b)` on the host: `-(-a // b)` for Python integers (a grid size)."""
+        if isinstance(a, int) and isinstance(b, int):
+            return -(-a // b)
+        return super().__call__(a, b)
+
+
+def _f(name: str, doc: str) -> TileFunction:
+    return TileFunction(name, doc)
+
+
+bid = _f("bid", "`tile.bid(axis)`: this block's tile index along grid axis 0, 1 or 2: a "
+         "TileIndex witness, unique to the block along that axis.")
+num_blocks = _f("num_blocks", "`tile.num_blocks(axis)`: the grid's extent along `axis`.")
+cdiv = _HostCdiv("cdiv", "`tile.cdiv(a, b)`: the ceiling of a / b for integers.")
+num_tiles = _f("num_tiles", "`tile.num_tiles(arr, axis, size)`: tiles of `size` that cover "
+               "`arr` along `axis` (`cdiv(arr.shape[axis], size)`).")
+load = _f("load", "`tile.load(arr, index, shape, padding=0)`: the tile of `shape` at tile "
+          "index `index` (`t[x, y] = arr[i*BM + x, j*BN + y]`); elements outside the array "
+          "read `padding`.")
+store = _f("store", "`tile.store(arr, index, t)`: writes tile `t` at tile index `index`; "
+           "elements outside the array are dropped. A DisjointSlice is written only at an "
+           "index built from the block's TileIndex witnesses and constants.")
+zeros = _f("zeros", "`tile.zeros(shape, dtype=f32)`")
+full = _f("full", "`tile.full(shape, value, dtype=None)`")
+arange = _f("arange", "`tile.arange(n, dtype=i32)`: 0, 1, ..., n - 1 (n a power of two).")
+exp = _f("exp", "`tile.exp(x)`, elementwise (floats)")
+exp2 = _f("exp2", "`tile.exp2(x)`, elementwise (floats)")
+log = _f("log", "`tile.log(x)`, elementwise (floats)")
+sqrt = _f("sqrt", "`tile.sqrt(x)`, elementwise (floats)")
+rsqrt = _f("rsqrt", "`tile.rsqrt(x)`: 1 / sqrt(x), elementwise (floats)")
+tanh = _f("tanh", "`tile.tanh(x)`, elementwise (floats)")
+maximum = _f("maximum", "`tile.maximum(a, b)`, elementwise with broadcasting")
+minimum = _f("minimum", "`tile.minimum(a, b)`, elementwise with broadcasting")
+where = _f("where", "`tile.where(cond, a, b)`, elementwise with broadcasting")
+sum = _f("sum", "`tile.sum(x, axis=None, keepdims=False)`")  # noqa: A001 - cuTile's name
+max = _f("max", "`tile.max(x, axis=None, keepdims=False)`")  # noqa: A001
+min = _f("min", "`tile.min(x, axis=None, keepdims=False)`")  # noqa: A001
+broadcast_to = _f("broadcast_to", "`tile.broadcast_to(x, shape)`")
+# named so that a kernel using them gets a clear "not built yet" error with its span
+argmax = _f("argmax", "`tile.argmax(x, axis)`: not built yet")
+cumsum = _f("cumsum", "`tile.cumsum(x, axis)`: not built yet")
+reshape = _f("reshape", "`tile.reshape(x, shape)`: not built yet")
+permute = _f("permute", "`tile.permute(x, axes)`: not built yet")
+mma = _f("mma", "`tile.mma(a, b, acc)`: not built yet")
+
+FUNCTIONS = (bid, num_blocks, cdiv, num_tiles, load, store, zeros, full, arange, exp, exp2,
+             log, sqrt, rsqrt, tanh, maximum, minimum, where, sum, max, min, broadcast_to,
+             argmax, cumsum, reshape, permute, mma)
+NOT_BUILT = {"argmax", "cumsum", "reshape", "permute", "mma"}

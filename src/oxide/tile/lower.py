@@ -1,0 +1,430 @@
+"""Tile operations lowered into oxide's SIMT IR, thread by thread.
+
+Every tile op becomes ordinary `oxide.*` ops on the values one thread holds (its
+slots, `tile/layout.py`), so codegen, the CPU target, the cache and the runtime are
+the SIMT kernel's. What each op assumes and guarantees:
+
+- elementwise ops: operands in layouts with equal keys, one op per slot;
+- `broadcast`: a source whose layout matches the target cut to extent 1 along the
+  broadcast dimensions is read from the thread's own slots; any other is converted
+  first;
+- `convert`: through a shared-memory array of the whole tile, between two block
+  barriers (before the writes, so a loop can reuse the array; and between the writes
+  and the reads). Every thread reaches it: tile code has no thread-dependent control;
+- `load`: element `(x, y)` of a tile at tile index `(i, j)` is `arr[i*BM + x, j*BN + y]`;
+  an element outside the array reads `padding` and touches no memory (a branch around
+  each unchecked load), so a tile load cannot fault;
+- `store`: only the element's canonical owner (no replica) writes it, and only inside
+  the array; nothing else is touched;
+- `reduce` along `d`: each thread combines its own slots, then the lanes of `d` by
+  butterfly shuffles (`shuffle_xor`, the whole warp takes part), then the warps of `d`
+  through shared memory between barriers. Replicas along `d` contribute the identity.
+  The result is in the parent's slice layout, held by every thread of the group.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from xdsl.dialects.builtin import IntAttr, StringAttr
+from xdsl.ir import SSAValue
+
+from oxide import types as T
+from oxide.frontend.builder import IRBuilder
+from oxide.ir import ops
+from oxide.ir.types import SharedArrayType, ir_type
+from oxide.tile.layout import WARP_SIZE, Layout
+from oxide.tile.values import Tile
+
+FULL_MASK = 0xFFFFFFFF
+# ops whose identity the reductions know: (float identity, signed int, unsigned int)
+_IDENTITY = {"add": (0.0, 0, 0), "max": (-math.inf, None, 0), "min": (math.inf, None, None)}
+
+
+def reduce_dtype(dt: T.DType) -> T.DType:
+    """The type a reduction combines in: 16-bit floats in f32, narrow ints in 32 bits
+    (warp shuffles move 32- and 64-bit values; f32 also keeps a bf16 sum accurate)."""
+    if dt.is_float:
+        return T.f32 if dt.bits < 32 else dt
+    if dt.bits < 32:
+        return T.i32 if dt.is_signed else T.u32
+    return dt
+
+
+class TileEmitter:
+    """Emits the SIMT IR of tile operations into one kernel's builder."""
+
+    def __init__(self, b: IRBuilder, num_warps: int, reserve_shared: Callable[[int], None]
+                 ) -> None:
+        self.b = b
+        self.num_warps = num_warps
+        self.reserve_shared = reserve_shared  # counts bytes against the per-block limit
+        self._lane: SSAValue | None = None
+        self._warp: SSAValue | None = None
+        self._consts: dict[tuple[Any, str], SSAValue] = {}
+        self._base: dict[tuple[Any, int, int], SSAValue] = {}
+        self._owner: dict[Any, SSAValue | None] = {}
+        self.uses_barriers = False
+
+    # -- values that every thread computes once, at the start ---------------------------
+
+    def _entry(self, op: ops.Operation) -> SSAValue:
+        return self.b.alloc(op)
+
+    def const(self, value: int | float | bool, dt: T.DType) -> SSAValue:
+        """A constant, made once in the entry block (so it dominates every use)."""
+        key = (value if not isinstance(value, float) or not math.isnan(value) else "nan",
+               dt.name)
+        found = self._consts.get(key)
+        if found is None:
+            from xdsl.dialects.builtin import FloatAttr, IntegerAttr
+
+            t = ir_type(dt)
+            attr = FloatAttr(float(value), t) if dt.is_float else IntegerAttr(int(value), t)
+            found = self._entry(ops.ConstantOp(attr, t))
+            self._consts[key] = found
+        return found
+
+    def _thread(self) -> tuple[SSAValue, SSAValue]:
+        if self._lane is None:
+            tid = self._entry(ops.RegisterOp("tid.x", ir_type(T.i32)))
+            self._lane = self._entry(ops.BinaryOp("and", tid, self.const(WARP_SIZE - 1, T.i32)))
+            self._warp = self._entry(ops.BinaryOp("shr", tid, self.const(5, T.i32)))
+        assert self._warp is not None
+        return self._lane, self._warp
+
+    def _field(self, x: SSAValue, shift: int, count: int) -> SSAValue:
+        """`(x >> shift) & (count - 1)`, in the entry block."""
+        if count == 1:
+            return self.const(0, T.i32)
+        if shift:
+            x = self._entry(ops.BinaryOp("shr", x, self.const(shift, T.i32)))
+        return self._entry(ops.BinaryOp("and", x, self.const(count - 1, T.i32)))
+
+    def base(self, layout: Layout, d: int) -> SSAValue:
+        """This thread's first coordinate along `d` (i32), wrapped into the tile."""
+        m, n = layout.dims[d], layout.shape[d]
+        key = (m, n, 0)
+        found = self._base.get(key)
+        if found is None:
+            lane, warp = self._thread()
+            pos = self._field(lane, m.lane_shift, m.tpw)
+            if m.wpc > 1:
+                w = self._field(warp, m.warp_shift, m.wpc)
+                w = self._entry(ops.BinaryOp("mul", w, self.const(m.tpw, T.i32)))
+                pos = self._entry(ops.BinaryOp("add", w, pos))
+            if m.spt > 1:
+                pos = self._entry(ops.BinaryOp("mul", pos, self.const(m.spt, T.i32)))
+            self._base[(m, n, 1)] = pos  # unwrapped: the replica test reads it
+            if m.span > n:
+                pos = self._entry(ops.BinaryOp("and", pos, self.const(n - 1, T.i32)))
+            self._base[key] = found = pos
+        return found
+
+    def _raw_base(self, layout: Layout, d: int) -> SSAValue:
+        self.base(layout, d)
+        return self._base[(layout.dims[d], layout.shape[d], 1)]
+
+    def valid_along(self, layout: Layout, d: int) -> SSAValue | None:
+        """Whether this thread is not a replica along `d` (None: it never is)."""
+        if not layout.wraps(d):
+            return None
+        raw = self._raw_base(layout, d)
+        return self._entry(ops.CompareOp("lt", raw, self.const(layout.shape[d], T.i32)))
+
+    def owner(self, layout: Layout) -> SSAValue | None:
+        """Whether this thread is the canonical holder of its elements (None: always)."""
+        key = layout.key() + (layout.num_warps,)
+        if key in self._owner:
+            return self._owner[key]
+        conds: list[SSAValue] = []
+        lane, warp = self._thread()
+        free_lanes = (WARP_SIZE - 1) & ~layout.lane_bits()
+        free_warps = (self.num_warps - 1) & ~layout.warp_bits()
+        for x, free in ((lane, free_lanes), (warp, free_warps)):
+            if free:
+                bits = self._entry(ops.BinaryOp("and", x, self.const(free, T.i32)))
+                conds.append(self._entry(ops.CompareOp("eq", bits, self.const(0, T.i32))))
+        for d, n in enumerate(layout.shape):
+            if n > 1:
+                v = self.valid_along(layout, d)
+                if v is not None:
+                    conds.append(v)
+        result = None
+        for c in conds:
+            result = c if result is None else self._entry(ops.BinaryOp("and", result, c))
+        self._owner[key] = result
+        return result
+
+    def coords(self, layout: Layout) -> list[list[SSAValue]]:
+        """Each slot's coordinates (i32 SSA values), slot by slot."""
+        out = []
+        for offs in layout.offsets():
+            row = []
+            for d, off in enumerate(offs):
+                if layout.shape[d] == 1:
+                    row.append(self.const(0, T.i32))
+                    continue
+                base = self.base(layout, d)
+                row.append(base if off == 0 else
+                           self.b.value(ops.BinaryOp("add", base, self.const(off, T.i32))))
+            out.append(row)
+        return out
+
+    def linear(self, coords: Sequence[SSAValue], shape: tuple[int, ...], dt: T.DType = T.i32
+               ) -> SSAValue:
+        """Row-major linear index of `coords` in `shape` (extent-1 dimensions skipped)."""
+        acc: SSAValue | None = None
+        for c, n in zip(coords, shape, strict=True):
+            if n == 1:
+                continue
+            c = self.b.cast(c, dt)
+            if acc is None:
+                acc = c
+            else:
+                acc = self.b.value(ops.BinaryOp("mul", acc, self.const(n, dt)))
+                acc = self.b.value(ops.BinaryOp("add", acc, c))
+        return acc if acc is not None else self.const(0, dt)
+
+    # -- making tiles ---------------------------------------------------------------
+
+    def full(self, layout: Layout, value: int | float | bool, dt: T.DType) -> Tile:
+        c = self.const(value, dt)
+        return Tile(dt, layout, (c,) * layout.slots)
+
+    def splat(self, layout: Layout, scalar: Tile) -> Tile:
+        """A 0-d tile (the same value in every thread) as a tile of `layout`."""
+        return Tile(scalar.dtype, layout, (scalar.scalar,) * layout.slots)
+
+    def arange(self, layout: Layout, dt: T.DType) -> Tile:
+        return Tile(dt, layout, tuple(self.b.cast(c[0], dt) for c in self.coords(layout)))
+
+    # -- elementwise ------------------------------------------------------------------
+
+    def cast(self, t: Tile, dt: T.DType) -> Tile:
+        if dt == t.dtype:
+            return Tile(dt, t.layout, t.values)
+        if dt.is_bool:  # nonzero test, as NumPy's astype(bool)
+            zero = self.const(0.0 if t.dtype.is_float else 0, t.dtype)
+            return Tile(dt, t.layout, tuple(self.b.value(ops.CompareOp("ne", v, zero))
+                                            for v in t.values))
+        return Tile(dt, t.layout, tuple(self.b.cast(v, dt) for v in t.values))
+
+    def binary(self, kind: str, a: Tile, b: Tile, site: int | None = None) -> Tile:
+        assert a.layout.key() == b.layout.key() and a.dtype == b.dtype
+        out = []
+        for x, y in zip(a.values, b.values, strict=True):
+            op = ops.BinaryOp(kind, x, y)
+            if site is not None:
+                op.properties["site"] = IntAttr(site)
+            out.append(self.b.value(op))
+        return Tile(a.dtype, a.layout, tuple(out))
+
+    def compare(self, pred: str, a: Tile, b: Tile) -> Tile:
+        assert a.layout.key() == b.layout.key()
+        return Tile(T.bool_, a.layout, tuple(self.b.value(ops.CompareOp(pred, x, y))
+                                             for x, y in zip(a.values, b.values, strict=True)))
+
+    def unary(self, kind: str, a: Tile) -> Tile:
+        return Tile(a.dtype, a.layout, tuple(self.b.value(ops.UnaryOp(kind, v))
+                                             for v in a.values))
+
+    def math(self, fn: str, a: Tile) -> Tile:
+        """A math function; 16-bit floats compute in f32, as the SIMT frontend does."""
+        compute = T.f32 if a.dtype.bits < 32 else a.dtype
+        out = []
+        for v in a.values:
+            x = self.b.cast(v, compute)
+            y = self.b.value(ops.MathOp(fn, [x], ir_type(compute)))
+            out.append(self.b.cast(y, a.dtype))
+        return Tile(a.dtype, a.layout, tuple(out))
+
+    def where(self, c: Tile, a: Tile, b: Tile) -> Tile:
+        return Tile(a.dtype, a.layout, tuple(
+            self.b.value(ops.SelectOp(p, x, y))
+            for p, x, y in zip(c.values, a.values, b.values, strict=True)))
+
+    # -- data movement -------------------------------------------------------------
+
+    def broadcast(self, t: Tile, target: Layout) -> Tile:
+        """`t` (rank at most the target's, extents 1 or equal) in `target`'s layout."""
+        while t.ndim < len(target.shape):  # NumPy: missing leading dimensions are 1
+            t = Tile(t.dtype, t.layout.insert(0), t.values, None)
+        bdims = [d for d, (n, m) in enumerate(zip(t.shape, target.shape, strict=True))
+                 if n != m]
+        need = target
+        for d in bdims:
+            need = need.squeeze(d)
+        if t.layout.key() != need.key():
+            t = self.convert(t, need)
+        if not bdims:
+            return Tile(t.dtype, target, t.values)
+        index = {offs: k for k, offs in enumerate(need.offsets())}
+        out = []
+        for offs in target.offsets():
+            src = tuple(0 if d in bdims else o for d, o in enumerate(offs))
+            out.append(t.values[index[src]])
+        return Tile(t.dtype, target, tuple(out))
+
+    def shared(self, dt: T.DType, count: int) -> SSAValue:
+        self.reserve_shared(count * max(1, dt.bits // 8))
+        ty = SharedArrayType(ir_type(dt), StringAttr(str(count)), StringAttr("shared"))
+        return self.b.alloc(ops.FixedArrayOp(ty))
+
+    def barrier(self) -> None:
+        self.uses_barriers = True
+        self.b.emit(ops.BarrierOp("block"))
+
+    def convert(self, t: Tile, target: Layout) -> Tile:
+        """`t` in another layout of the same shape, through shared memory."""
+        assert t.shape == target.shape
+        if t.layout.key() == target.key():
+            return Tile(t.dtype, target, t.values)
+        store_dt = T.u8 if t.dtype.is_bool else t.dtype
+        n = 1
+        for e in t.shape:
+            n *= e
+        smem = self.shared(store_dt, n)
+        self.barrier()
+        for coords, v in zip(self.coords(t.layout), t.values, strict=True):
+            idx = self.linear(coords, t.shape, T.i64)
+            self.b.emit(ops.StoreOp(smem, [idx], self.b.cast(v, store_dt), 0, False, True))
+        self.barrier()
+        out = []
+        for coords in self.coords(target):
+            idx = self.linear(coords, t.shape, T.i64)
+            v = self.b.value(ops.LoadOp(smem, [idx], ir_type(store_dt), 0, False, True))
+            if t.dtype.is_bool:
+                v = self.b.value(ops.CompareOp("ne", v, self.const(0, T.u8)))
+            out.append(v)
+        return Tile(t.dtype, target, tuple(out))
+
+    # -- reductions ---------------------------------------------------------------------
+
+    def identity(self, kind: str, dt: T.DType) -> SSAValue:
+        f, s, u = _IDENTITY[kind]
+        if dt.is_float:
+            return self.const(f, dt)
+        if kind == "max":
+            return self.const(-(1 << (dt.bits - 1)) if dt.is_signed else 0, dt)
+        if kind == "min":
+            return self.const((1 << (dt.bits - 1)) - 1 if dt.is_signed else (1 << dt.bits) - 1,
+                              dt)
+        return self.const(s if dt.is_signed else u, dt)
+
+    def reduce(self, kind: str, t: Tile, axis: int, keepdims: bool) -> Tile:
+        """`sum`/`max`/`min` of `t` along `axis` (kind "add", "max", "min")."""
+        layout = t.layout
+        dt = reduce_dtype(t.dtype)
+        vals = [self.b.cast(v, dt) for v in t.values]
+        out_layout = layout.squeeze(axis) if keepdims else layout.drop(axis)
+        # 1. in the thread: slots that differ only along `axis`
+        groups: dict[tuple[int, ...], SSAValue] = {}
+        for offs, v in zip(layout.offsets(), vals, strict=True):
+            key = offs[:axis] + offs[axis + 1:]
+            groups[key] = v if key not in groups else self.b.value(ops.BinaryOp(kind, groups[key], v))
+        keys = list(groups)
+        part = [groups[k] for k in keys]
+        valid = self.valid_along(layout, axis) if layout.shape[axis] > 1 else None
+        if valid is not None:  # replicas along the axis hold copies: they add nothing
+            ident = self.identity(kind, dt)
+            part = [self.b.value(ops.SelectOp(valid, v, ident)) for v in part]
+        m = layout.dims[axis] if layout.shape[axis] > 1 else None
+        # 2. across the lanes of the axis: butterfly, every lane ends with the group's total
+        if m is not None and m.tpw > 1:
+            mask = self.const(FULL_MASK, T.u32)
+            for k in range(m.tpw.bit_length() - 1):
+                lanes = self.const(1 << (m.lane_shift + k), T.i32)
+                part = [self.b.value(ops.BinaryOp(kind, v, self.b.value(
+                    ops.WarpOp("shuffle_xor", [v, lanes, mask], ir_type(dt))))) for v in part]
+        # 3. across the warps of the axis: one shared cell per (warp, kept element)
+        if m is not None and m.wpc > 1:
+            kept = out_layout.shape if not keepdims else out_layout.drop(axis).shape
+            count = 1
+            for e in kept:
+                count *= e
+            smem = self.shared(dt, count * m.wpc)
+            _, warp = self._thread()
+            wd = self._field(warp, m.warp_shift, m.wpc)
+            wd64 = self.b.cast(wd, T.i64)
+            kept_layout = layout.drop(axis)
+            kept_coords = {offs: c for offs, c in zip(kept_layout.offsets(),
+                                                       self.coords(kept_layout), strict=True)}
+            cells = [self.linear(kept_coords[k], kept_layout.shape, T.i64) for k in keys]
+            self.barrier()
+            for cell, v in zip(cells, part, strict=True):
+                at = self.b.value(ops.BinaryOp("add", self.b.value(ops.BinaryOp(
+                    "mul", wd64, self.const(count, T.i64))), cell))
+                self.b.emit(ops.StoreOp(smem, [at], v, 0, False, True))
+            self.barrier()
+            total = []
+            for cell in cells:
+                acc: SSAValue | None = None
+                for w in range(m.wpc):
+                    at = self.b.value(ops.BinaryOp("add", cell, self.const(w * count, T.i64)))
+                    v = self.b.value(ops.LoadOp(smem, [at], ir_type(dt), 0, False, True))
+                    acc = v if acc is None else self.b.value(ops.BinaryOp(kind, acc, v))
+                assert acc is not None
+                total.append(acc)
+            part = total
+        # the result's slots, in its layout's order
+        by_key = dict(zip(keys, part, strict=True))
+        res = []
+        for offs in out_layout.offsets():
+            k = offs[:axis] + offs[axis + 1:] if keepdims else offs
+            res.append(self.b.cast(by_key[k], t.dtype))
+        return Tile(t.dtype, out_layout, tuple(res))
+
+    # -- global memory ------------------------------------------------------------------
+
+    def _global_index(self, arr: SSAValue, index: Sequence[SSAValue], shape: tuple[int, ...],
+                      coords: Sequence[SSAValue]) -> tuple[list[SSAValue], SSAValue]:
+        """The array indices of one element and whether it is inside the array."""
+        idx, inside = [], None
+        for d, (i, n, c) in enumerate(zip(index, shape, coords, strict=True)):
+            g = self.b.value(ops.BinaryOp("mul", i, self.const(n, T.i64)))
+            g = self.b.value(ops.BinaryOp("add", g, self.b.cast(c, T.i64)))
+            extent = self.b.value(ops.ArrayDimOp(arr, d, ir_type(T.i64)))
+            ok = self.b.value(ops.CompareOp("lt", self.b.cast(g, T.u64),
+                                            self.b.cast(extent, T.u64)))
+            inside = ok if inside is None else self.b.value(ops.BinaryOp("and", inside, ok))
+            idx.append(g)
+        assert inside is not None
+        return idx, inside
+
+    def _guarded(self, cond: SSAValue, body: Callable[[], None]) -> None:
+        then_block, join = self.b.new_block(), self.b.new_block()
+        self.b.cond_br(cond, then_block, join)
+        self.b.set_block(then_block)
+        body()
+        self.b.br(join)
+        self.b.set_block(join)
+
+    def load(self, arr: SSAValue, dt: T.DType, index: Sequence[SSAValue], layout: Layout,
+             padding: SSAValue, site: int) -> Tile:
+        out = []
+        for coords in self.coords(layout):
+            idx, inside = self._global_index(arr, index, layout.shape, coords)
+            slot = self.b.alloc(ops.SlotOp(ir_type(dt)))
+            self.b.emit(ops.SlotWriteOp(slot, padding))
+
+            def read(idx: list[SSAValue] = idx, slot: SSAValue = slot) -> None:
+                v = self.b.value(ops.LoadOp(arr, idx, ir_type(dt), site, False, True))
+                self.b.emit(ops.SlotWriteOp(slot, v))
+
+            self._guarded(inside, read)
+            out.append(self.b.value(ops.SlotReadOp(slot)))
+        return Tile(dt, layout, tuple(out))
+
+    def store(self, arr: SSAValue, index: Sequence[SSAValue], t: Tile, site: int) -> None:
+        owner = self.owner(t.layout)
+        for coords, v in zip(self.coords(t.layout), t.values, strict=True):
+            idx, inside = self._global_index(arr, index, t.shape, coords)
+            cond = inside if owner is None else self.b.value(ops.BinaryOp("and", owner, inside))
+
+            def write(idx: list[SSAValue] = idx, v: SSAValue = v) -> None:
+                self.b.emit(ops.StoreOp(arr, idx, v, site, False, True))
+
+            self._guarded(cond, write)
