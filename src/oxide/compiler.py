@@ -40,11 +40,14 @@ class CompiledKernel:
         # (symbol, ox.ConstantArray) for each constant array the kernel reads: the runtime
         # fills each symbol's global from the array's host values before a launch
         self.constants: list[tuple[str, Any]] = []
+        # the `oxide.func`s of the recursive @ox.funcs the kernel calls (usually none)
+        self.device_functions: list[Any] = []
 
     @cached_property
     def ir(self) -> str:
-        """The oxide IR (xDSL text), after the safety pass."""
-        return str(self._func)
+        """The oxide IR (xDSL text), after the safety pass; then the device functions of
+        the recursive @ox.funcs it calls, if any."""
+        return "\n".join(str(f) for f in (self._func, *self.device_functions))
 
     @cached_property
     def _ptx_stage(self) -> tuple[str, str]:
@@ -143,6 +146,7 @@ def _ranks_from_arguments(kernel: Any, sig: tuple[Any, ...]) -> str:
 
 def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -> CompiledKernel:
     from oxide.codegen.emit import Emitter, check_supported
+    from oxide.frontend import device_functions
     from oxide.frontend.entry import lower_kernel
     from oxide.passes.disjoint_reads import check_disjoint_reads
     from oxide.passes.safety import check_disjoint_writes
@@ -189,11 +193,21 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         grid_axes = check_shared_races(func, lowered.sites, lowered.builder.origins,
                                        varying_values(func, lowered.builder.uniform),
                                        kernel.options.block)
+    # recursive @ox.funcs (frontend/device_functions.py): their own functions, checked alike
+    device_funcs = [spec.func for spec in device_functions.specializations(lowered.ctx)]
+    for f in device_funcs:
+        try:
+            f.verify()
+        except Exception as exc:
+            raise InternalCompilerError(f"oxide produced invalid IR for `{kernel.__name__}`: "
+                                        f"{exc}\n{f}") from exc
+        check_supported(tgt, f)
     check_supported(tgt, func)
     abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig, strict=True)
            if not isinstance(s, ConstValue)]
     prefetch, factor = None, 1
-    if target == "nvptx" and kernel.options.coarsen:
+    # a coarsened body overrides block_idx.x, which a device function would not see
+    if target == "nvptx" and kernel.options.coarsen and not device_funcs:
         from oxide.codegen.coarsen import FACTOR, prefetchable_loads
 
         prefetch = prefetchable_loads(func)
@@ -206,10 +220,13 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
             source = kernel.source
             lines = lineinfo.LineTable(source.file, kernel.__name__,
                                        source.span(source.tree).line)
-    llvm_text = Emitter(func, lowered.sites, abi, tgt, kernel.options.contract,
-                        prefetch, lines, lowered.builder.origins).emit()
+    emitter = Emitter(func, lowered.sites, abi, tgt, kernel.options.contract,
+                      prefetch, lines, lowered.builder.origins)
+    emitter.device_functions = device_funcs
+    llvm_text = emitter.emit()
     ck = CompiledKernel(kernel, sig, target, arch, symbol, func, llvm_text, abi,
                         lowered.sites, lowered.ctx.uses_barriers)
+    ck.device_functions = device_funcs
     # A coarsened kernel runs logical blocks F*b .. F*b+F-1 in block b and takes the logical
     # grid.x as a hidden last argument: the launcher divides grid.x by F.
     ck.grid_x_factor = factor

@@ -38,6 +38,19 @@ class KernelOptions:
     # the block shape every launch uses, as (x, y, z): shared arrays may then be used
     # outside `ox.unsafe()`, proved race-free for it (passes/shared_races.py)
     block: tuple[int, int, int] | None = None
+    # bytes of call stack per GPU thread for kernels that call recursive @ox.funcs (None:
+    # DEFAULT_STACK_SIZE for those); runtime/gpu.py raises the context's stack limit to it
+    stack_size: int | None = None
+
+
+# The call stack of kernels that call recursive @ox.funcs, in bytes per GPU thread, unless
+# `@ox.kernel(stack_size=...)` says otherwise (CUDA's own default is 1 KiB). The driver
+# reserves it for every thread the GPU can hold at once: 4 KiB is about 1.1 GB on an H200.
+DEFAULT_STACK_SIZE = 4096
+MAX_STACK_SIZE = 512 * 1024
+# the symbols of recursive @ox.funcs' device functions start with it; runtime/gpu.py looks
+# for it in a cubin (from the compiler or the disk cache) to know the kernel needs a stack
+RECURSIVE_SYMBOL_PREFIX = "oxide_recursive_"
 
 
 @dataclass(frozen=True)
@@ -327,6 +340,19 @@ def _check_options(options: KernelOptions, depth: int) -> None:
                                        "`max_threads`")
 
 
+def _check_stack_size(stack_size: Any, depth: int) -> None:
+    """`stack_size=` is bytes per thread, within what a GPU thread's local memory holds."""
+    if stack_size is None or (isinstance(stack_size, int) and not isinstance(stack_size, bool)
+                              and 1 <= stack_size <= MAX_STACK_SIZE):
+        return
+    raise KernelTypeError(f"@ox.kernel option `stack_size` must be the bytes of call stack per "
+                          f"thread, an int from 1 to {MAX_STACK_SIZE} (512 KiB, a GPU thread's "
+                          f"local memory), not {stack_size!r}",
+                          _caller_span(depth + 1, "stack_size"),
+                          hint=f"e.g. `stack_size=16384`; leave it out for {DEFAULT_STACK_SIZE} "
+                               "bytes in kernels that call recursive @ox.funcs")
+
+
 def _block_option(block: Any, depth: int) -> tuple[int, int, int] | None:
     """`block=256` or `block=(32, 8)` as (x, y, z), or a diagnostic at the decorator."""
     if block is None:
@@ -346,19 +372,23 @@ def _block_option(block: Any, depth: int) -> tuple[int, int, int] | None:
 
 def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contract: bool = True,
            max_threads: int | None = None, coarsen: bool = True, lineinfo: bool = False,
-           block: int | tuple[int, ...] | None = None) -> Any:
+           block: int | tuple[int, ...] | None = None, stack_size: int | None = None) -> Any:
     """Declare a kernel. Options: `checks` (bounds checks), `contract` (FMA), `max_threads`,
     `coarsen` (let the GPU run four logical blocks per block where threads are independent),
     `lineinfo` (the kernel's Python lines in its PTX, for Nsight; also `OXIDE_LINEINFO=1`),
     `block` (the block shape of every launch: shared arrays may then be used without
-    `ox.unsafe()`, proved race-free at compile time; a launch with another shape is refused).
+    `ox.unsafe()`, proved race-free at compile time; a launch with another shape is refused),
+    `stack_size` (bytes of call stack per GPU thread for recursive @ox.funcs; default
+    `DEFAULT_STACK_SIZE` in kernels that call one).
 
     >>> @ox.kernel  # doctest: +SKIP
     ... def scale(x: Slice[f32], a: f32, out: DisjointSlice[f32]): ...
     """
     options = KernelOptions(checks=checks, contract=contract, max_threads=max_threads,
-                            coarsen=coarsen, lineinfo=lineinfo, block=_block_option(block, 1))
+                            coarsen=coarsen, lineinfo=lineinfo, block=_block_option(block, 1),
+                            stack_size=stack_size)
     _check_options(options, 1)
+    _check_stack_size(stack_size, 1)
     if fn is None:
         def decorate(f: Callable[..., Any]) -> Kernel:
             _require_function(f, "@ox.kernel", 1)

@@ -202,6 +202,18 @@ class CPUTarget:
         self.coroutine = True
         return self.warps.emit(em, kind, args)
 
+    # -- recursive @ox.func calls (codegen/emit.py FunctionEmitter) --------------------
+
+    def call_context_params(self) -> list[str]:
+        """A device function's trailing parameters: the registers, which the CPU target
+        passes as values (barriers, warp collectives and shared memory, which would need
+        the context and the block's memory, are refused in recursive functions)."""
+        return [f"i32 %oxide.{r}" for r in cpu_driver.REGISTERS]
+
+    def call_context(self) -> list[str]:
+        """The caller's side of `call_context_params`."""
+        return self.call_context_params()
+
     # -- the module ------------------------------------------------------------------
 
     def module_text(self, em: Any, params: list[str], body: list[str]) -> str:
@@ -223,7 +235,7 @@ class CPUTarget:
         driver = cpu_driver.launch_driver(symbol, arg_types, self.coroutine, self.shared_bytes)
         bf16 = [TRUNC_SF_BF2] if any("bfloat" in text for text in
                                      (*body, *self.warps.helpers.values())) else []
-        parts = [*em.globals, *sorted(declares), "", *fn, "", driver,
+        parts = [*em.globals, *sorted(declares), "", *fn, "", *em.function_texts, driver,
                  *self.warps.helpers.values(), *bf16, REPORT_FUNCTION,
                  '!0 = !{!"branch_weights", i32 1000000, i32 1}',
                  '!1 = !{!"branch_weights", i32 1, i32 1000000}']

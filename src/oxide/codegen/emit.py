@@ -69,6 +69,10 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
         self.globals: list[str] = []
         self.declares: set[str] = set()
         self.arrays: dict[SSAValue, dict[str, Any]] = {}
+        # recursive @ox.func specializations (frontend/device_functions.py) the kernel calls,
+        # and their LLVM definitions once emitted (targets put them in the module)
+        self.device_functions: list[ops.FuncOp] = []
+        self.function_texts: list[str] = []
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -113,6 +117,8 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
                 self.emit_op(op)
         self.dbg = ""
         body = self.lines[body_start:]
+        for f in self.device_functions:
+            self.function_texts.append(FunctionEmitter(self, f).function_text())
         if self.prefetch:
             return self.t.module_text(self, params, body, entry=self.coarsened_entry(params))
         return self.t.module_text(self, params, body)
@@ -379,6 +385,47 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
 
         emit_hopper(self, op)
 
+    def op_CallOp(self, op: ops.CallOp) -> None:
+        """A call of a recursive @ox.func: arrays flattened as in the kernel ABI (pointer,
+        extents, strides), then the error record and what the target adds (the CPU's
+        registers); several results come back as a struct."""
+        args: list[str] = []
+        for a in op.args:
+            if a in self.arrays:
+                arr = self.arrays[a]
+                args.append(f"ptr {arr['ptr']}")
+                args += [f"i64 {d}" for d in arr["dims"]]
+                args += [f"i64 {s}" for s in arr["strides"] or ()]
+            else:
+                args.append(f"{llvm_type(a.type)} {self.v(a)}")
+        args.append("ptr %oxide.err")
+        args += self.t.call_context()
+        ret = return_type([r.type for r in op.res])
+        call = f"call {ret} @{op.callee.data}({', '.join(args)})"
+        if not op.res:
+            self.raw(call)
+            return
+        value = self.ins(call)
+        if len(op.res) == 1:
+            self.names[op.res[0]] = value
+            return
+        for k, r in enumerate(op.res):
+            self.names[r] = self.ins(f"extractvalue {ret} {value}, {k}")
+
+    def op_FuncReturnOp(self, op: ops.FuncReturnOp) -> None:
+        values = list(op.values)
+        if not values:
+            self.raw("ret void")
+            return
+        ret = return_type([v.type for v in values])
+        if len(values) == 1:
+            self.raw(f"ret {ret} {self.v(values[0])}")
+            return
+        agg = "undef"
+        for k, v in enumerate(values):
+            agg = self.ins(f"insertvalue {ret} {agg}, {llvm_type(v.type)} {self.v(v)}, {k}")
+        self.raw(f"ret {ret} {agg}")
+
     def printf_values(self, args: list[tuple[T.DType, str]]) -> list[tuple[str, str]]:
         """printf's view of `print` arguments: C's default promotions (floats to double,
         small ints to 32 bits) and bools as "True"/"False" strings, as Python prints them."""
@@ -404,6 +451,72 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
         self.globals.append(f"{name} = private unnamed_addr constant [{len(data)} x i8] "
                             f"c\"{esc}\", align 1")
         return name
+
+
+def return_type(types: list[Attribute]) -> str:
+    """The LLVM return type of a device function: void, a scalar, or a struct of them."""
+    if not types:
+        return "void"
+    if len(types) == 1:
+        return llvm_type(types[0])
+    return "{ " + ", ".join(llvm_type(t) for t in types) + " }"
+
+
+class FunctionEmitter(Emitter):
+    """Emits one recursive @ox.func specialization (an `oxide.func` ending in
+    `oxide.func_return`) as an internal LLVM function of the kernel's module.
+
+    It shares the kernel emitter's globals, declarations and counter (string constants and
+    loop metadata are module-wide names) and its site table. Parameters are the kernel
+    ABI's (arrays flattened, without `noalias`: one array may come in twice), then the
+    error record, then the target's context (`call_context_params`). No `!dbg`: the
+    function has no debug scope of its own."""
+
+    def __init__(self, parent: Emitter, func: ops.FuncOp) -> None:
+        super().__init__(func, parent.sites, [], parent.t, bool(parent.fast))
+        self.globals = parent.globals
+        self.declares = parent.declares
+        self.counter = parent.counter
+        self.parent = parent
+
+    def bind_params(self) -> list[str]:
+        from oxide.ir.types import ArrayType as IRArrayType
+
+        params: list[str] = []
+        for k, arg in enumerate(self.func.body.blocks[0].args):
+            t = arg.type
+            base = f"%p{k}"
+            if isinstance(t, IRArrayType):
+                rank = t.rank.data
+                attrs = "readonly " if t.access.data == "slice" else ""
+                params.append(f"ptr {attrs}{base}")
+                dims = [f"{base}.n{d}" for d in range(rank)]
+                params += [f"i64 {d}" for d in dims]
+                strides = None
+                if not t.contiguous.data:
+                    strides = [f"{base}.s{d}" for d in range(rank)]
+                    params += [f"i64 {s}" for s in strides]
+                self.arrays[arg] = {"ptr": base, "dims": dims, "strides": strides,
+                                    "dtype": dtype_of_ir(t.elem), "space": "global"}
+            else:
+                params.append(f"{llvm_type(t)} {base}")
+            self.names[arg] = base
+        params.append("ptr %oxide.err")
+        return params + self.t.call_context_params()
+
+    def function_text(self) -> str:
+        params = self.bind_params()
+        blocks = list(self.func.body.blocks)
+        for i, block in enumerate(blocks):
+            self.labels[block] = "entry" if i == 0 else f"bb{i}"
+        for block in blocks:
+            self.start_block(self.labels[block])
+            for op in block.ops:
+                self.emit_op(op)
+        self.parent.counter = self.counter
+        ret = return_type(list(self.func.function_type.outputs.data))
+        return "\n".join([f"define internal {ret} @{self.func.sym_name.data}"
+                          f"({', '.join(params)}) {{", *self.lines, "}"])
 
 
 REPORT_FUNCTION = """

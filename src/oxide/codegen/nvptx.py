@@ -367,6 +367,13 @@ class NVPTXTarget:
         return em.intrinsic(f"llvm.nvvm.shfl.sync.{mode}.{sfx}", dt.llvm,
                             [("i32", mask), (dt.llvm, v), ("i32", lane), ("i32", clamp)])
 
+    def call_context_params(self) -> list[str]:
+        """A device function's trailing parameters: none (registers are read directly)."""
+        return []
+
+    def call_context(self) -> list[str]:
+        return []
+
     def module_text(self, em: Any, params: list[str], body: list[str],
                     entry: list[str] | None = None) -> str:
         """The module; with `entry` (a coarsened kernel) the body becomes an inlined function
@@ -401,6 +408,7 @@ class NVPTXTarget:
                 f"alwaysinline{body_dbg} {{", *body, "}",
                 f"define ptx_kernel void @{symbol}({', '.join(params + ['i32 %oxide.grid.x'])}) "
                 f"{kernel_attrs}{entry_dbg} {{", *entry, "}"]
+        functions += em.function_texts  # recursive @ox.funcs (`.func` in the PTX)
         tail = [REPORT_FUNCTION, '!0 = !{!"branch_weights", i32 1000000, i32 1}',
                 '!1 = !{!"branch_weights", i32 1, i32 1000000}']
         if table is not None:

@@ -12,6 +12,7 @@ import numpy as np
 
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
+from oxide.frontend import device_functions
 from oxide.frontend.bit_calls import BitCallsMixin
 from oxide.frontend.hopper_calls import HopperCallsMixin
 from oxide.frontend.math_calls import MathCallsMixin
@@ -330,10 +331,8 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsM
         raise AttributeError(name)
 
     def inline_call(self, fn: Any, node: ast.Call) -> Any:
-        if fn in self.call_stack:
-            raise self.error(UnsupportedFeatureError, node,
-                             f"`{fn.__name__}` calls itself; recursion is not supported in "
-                             "kernels", hint="rewrite it as a loop")
+        """An @ox.func call: inlined, or, for a recursive function (frontend/
+        device_functions.py), a call of its own device function."""
         source = fn.source
         params = source.tree.args
         if params.vararg or params.kwarg or params.kwonlyargs or params.defaults:
@@ -351,6 +350,8 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsM
                              f"`{fn.__name__}` takes {len(names)} positional "
                              f"argument{'' if len(names) == 1 else 's'}, got {len(node.args)}",
                              hint=f"call `{fn.__name__}({', '.join(names)})`")
+        if fn in self.call_stack or device_functions.is_recursive(self.ctx, fn):
+            return device_functions.call(self, fn, node)
         return self.inline_values(fn, [self.expr(a) for a in node.args], node, node.args)
 
     def inline_values(self, fn: Any, values: list[Any], node: ast.Call,

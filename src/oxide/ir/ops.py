@@ -548,13 +548,54 @@ class HopperOp(IRDLOperation):
         return self.kind.data.split(".")[0] in WARP_COLLECTIVE_KINDS
 
 
+@irdl_op_definition
+class CallOp(IRDLOperation):
+    """A call of a recursive @ox.func specialization (frontend/device_functions.py), which
+    is its own `oxide.func` named `callee`; non-recursive @ox.funcs are inlined instead.
+
+    `args` are scalars and arrays (codegen passes an array as pointer, extents and strides,
+    as the kernel ABI does, plus the error record). `results` are the function's return
+    value flattened (none, one scalar, or a tuple's scalars in order). `thread` is the
+    caller's `tid.x`: the callee may read registers and writable memory, so its results
+    vary per thread, and every pass that derives a value's uniformity from its operands
+    (passes/uniformity.py, passes/shared_races.py) sees that through this operand without
+    knowing calls. Codegen ignores it."""
+
+    name = "oxide.call"
+    callee = prop_def(StringAttr)
+    thread = operand_def()
+    args = var_operand_def()
+    res = var_result_def()
+
+    def __init__(self, callee: str, thread: SSAValue, args: Sequence[SSAValue],
+                 result_types: Sequence[Attribute]) -> None:
+        super().__init__(operands=[thread, list(args)], result_types=[list(result_types)],
+                         properties={"callee": StringAttr(callee)})
+
+    def varies_per_thread(self) -> bool:
+        return True
+
+
+@irdl_op_definition
+class FuncReturnOp(IRDLOperation):
+    """Returns from a device function (`oxide.func` of a recursive @ox.func) with its
+    flattened return value; kernels end in `oxide.return`."""
+
+    name = "oxide.func_return"
+    values = var_operand_def()
+    traits = traits_def(IsTerminator())
+
+    def __init__(self, values: Sequence[SSAValue] = ()) -> None:
+        super().__init__(operands=[list(values)])
+
+
 Oxide = Dialect(
     "oxide",
     [FuncOp, ConstantOp, BinaryOp, UnaryOp, CompareOp, CastOp, SelectOp, ArraySelectOp, MathOp,
      RegisterOp, ThreadIndexOp, IndexComponentOp, InBoundsOp, ArrayDimOp, LoadOp,
      StoreOp, AtomicOp, FixedArrayOp, SlotOp, SlotReadOp, SlotWriteOp, BarrierOp, WarpOp,
      AssertOp, PrintOp, BranchOp, CondBranchOp, ReturnOp, UnreachableOp, InlineAsmOp,
-     HopperOp],
+     HopperOp, CallOp, FuncReturnOp],
     [],
 )
 

@@ -143,6 +143,17 @@ def synchronize_stream(stream: int) -> None:
     call(drv.cuStreamSynchronize, stream, what="synchronizing the stream")
 
 
+def context_limit(name: str) -> int:
+    """A limit of the current context (`STACK_SIZE`: bytes of stack per thread)."""
+    return int(call(drv.cuCtxGetLimit, getattr(drv.CUlimit, "CU_LIMIT_" + name)))
+
+
+def set_context_limit(name: str, value: int) -> None:
+    """Set a limit of the current context; waits for the work queued on it."""
+    call(drv.cuCtxSetLimit, getattr(drv.CUlimit, "CU_LIMIT_" + name), value,
+         what=f"setting the context's {name.lower()} to {value}")
+
+
 def load_module(image: bytes) -> Any:
     buf = ctypes.create_string_buffer(image, len(image))  # an address the binding surely takes
     return call(drv.cuModuleLoadData, ctypes.addressof(buf), what="loading the kernel's cubin")

@@ -117,9 +117,25 @@ class GPUDevice:
         # are changed in place only: binders hold them.
         self.active_records: list[Any] = []
         self.lock = threading.Lock()
+        self.stack_size = 0  # the context's stack limit as last read (reserve_stack)
 
     def attribute(self, name: str) -> int:
         return cd.device_attribute(self.handle, name)
+
+    def reserve_stack(self, nbytes: int) -> None:
+        """Raise the context's stack per thread (CU_LIMIT_STACK_SIZE) to `nbytes` if it is
+        lower; never lower it (a kernel loaded earlier may need it). Called once per loaded
+        kernel that needs a stack (recursive @ox.funcs), so other launches pay nothing.
+        The driver reserves the stack for every thread the GPU holds at once, and waits
+        for the work queued on the context before changing it."""
+        if nbytes <= self.stack_size:
+            return
+        self.enter()
+        current = cd.context_limit("STACK_SIZE")
+        if current < nbytes:
+            cd.set_context_limit("STACK_SIZE", nbytes)
+            current = cd.context_limit("STACK_SIZE")
+        self.stack_size = current
 
     def __str__(self) -> str:
         return f"cuda:{self.index} ({self.name})"
@@ -198,6 +214,19 @@ class KernelImage:
         return cls(ck.cubin, ck.name, list(ck.sites), sizes,
                    tuple(getattr(ck, "constants", ())), getattr(ck, "grid_x_factor", 1),
                    tuple(ck.thread_index_ranks))
+
+
+def stack_bytes(kernel: Any, cubin: bytes) -> int:
+    """The stack per thread `kernel` needs, in bytes, or 0 for the driver's own: its
+    `stack_size` option, else DEFAULT_STACK_SIZE where the cubin holds a recursive
+    @ox.func's device function (ptxas cannot bound a recursion's stack; without a larger
+    limit a deep one overflows CUDA's 1 KiB default, a device fault)."""
+    from oxide.kernel import DEFAULT_STACK_SIZE, RECURSIVE_SYMBOL_PREFIX
+
+    explicit = getattr(getattr(kernel, "options", None), "stack_size", None)
+    if explicit:
+        return int(explicit)
+    return DEFAULT_STACK_SIZE if RECURSIVE_SYMBOL_PREFIX.encode() in cubin else 0
 
 
 def plan_sizes(plan: Plan) -> tuple[int, ...]:
@@ -586,6 +615,9 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
         launcher = launchers[(device.index, key)] = Launcher(
             gdev, kernel.__name__, plan, image, _stream_source(args, views))
         launcher.block_shape = getattr(getattr(kernel, "options", None), "block", None)
+        stack = stack_bytes(kernel, image.cubin)
+        if stack:
+            gdev.reserve_stack(stack)
     elif launcher.native is None:
         launcher.attach_native()  # the trampoline may have been built since
     plan = launcher.plan

@@ -1,0 +1,616 @@
+"""Recursive @ox.func (issue 15 item 12): real function calls instead of inlined copies.
+
+The kernels run on the CPU target and are compared against the same recursion in Python;
+the GPU code is checked by compiling it for sm_80 and sm_90 (the PTX has a `.func` and
+`call`s, the cubin assembles) and the stack limit against the fake driver
+(tests/fake_cuda.py). tests/test_gpu_recursion.py runs the kernels on a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+from fake_cuda import FakeDriver, use_launch_flavor
+
+import oxide as ox
+from oxide import AtomicSlice, DisjointSlice, RawSlice, Slice, f32, i32, i64, thread
+
+
+@pytest.fixture
+def cpu() -> Iterator[None]:
+    with ox.device("cpu"):
+        yield
+
+
+# --- the functions ---------------------------------------------------------------------
+
+@ox.func
+def fact(n: i64) -> i64:
+    if n <= 1:
+        return i64(1)
+    return n * fact(n - 1)
+
+
+@ox.func
+def fib(n):
+    if n < 2:
+        return n
+    return fib(n - 1) + fib(n - 2)
+
+
+@ox.func
+def ack(m, n):
+    if m == 0:
+        return n + 1
+    if n == 0:
+        return ack(m - 1, 1)
+    return ack(m - 1, ack(m, n - 1))
+
+
+@ox.func
+def ipow(b: i64, e: i32) -> i64:
+    """Exponentiation by squaring: b ** e with i64 wraparound."""
+    if e == 0:
+        return 1
+    h = ipow(b, e // 2)
+    if e % 2 == 0:
+        return h * h
+    return h * h * b
+
+
+@ox.func
+def is_even(n):
+    if n == 0:
+        return True
+    return is_odd(n - 1)
+
+
+@ox.func
+def is_odd(n):
+    if n == 0:
+        return False
+    return is_even(n - 1)
+
+
+@ox.func
+def egcd(a: i64, b: i64):
+    """(g, x, y) with a*x + b*y == g: a tuple result through the recursion."""
+    if b == 0:
+        return a, i64(1), i64(0)
+    g, x, y = egcd(b, a % b)
+    return g, y, x - (a // b) * y
+
+
+@ox.func
+def alternating(a, n):
+    """a[n] - a[n-1] + a[n-2] - ... : not a tail call LLVM can turn into a loop, so the
+    recursion really runs `n` deep."""
+    if n == 0:
+        return a[0]
+    return a[n] - alternating(a, n - 1)
+
+
+@ox.func
+def fib_counted(n, calls):
+    ox.atomic.add(calls, 0, 1)
+    if n < 2:
+        return n
+    return fib_counted(n - 1, calls) + fib_counted(n - 2, calls)
+
+
+@ox.func
+def read_down(a, n):
+    """Reads a[n], a[n-1], ..., a[-1]: the last read is out of bounds, inside the recursion."""
+    if n < -1:
+        return 0.0
+    return a[n] + read_down(a, n - 1)
+
+
+@ox.func
+def checked_countdown(n):
+    assert n != 3, "reached three"
+    if n <= 0:
+        return 0
+    return 1 + checked_countdown(n - 1)
+
+
+@ox.func
+def thread_at_depth(n):
+    if n == 0:
+        return ox.thread_idx.x + ox.block_idx.x * 100
+    return thread_at_depth(n - 1)
+
+
+def py_fib(n: int) -> int:
+    return n if n < 2 else py_fib(n - 1) + py_fib(n - 2)
+
+
+def py_ack(m: int, n: int) -> int:
+    if m == 0:
+        return n + 1
+    if n == 0:
+        return py_ack(m - 1, 1)
+    return py_ack(m - 1, py_ack(m, n - 1))
+
+
+def wrap64(x: int) -> int:
+    return (x + 2**63) % 2**64 - 2**63
+
+
+# --- the kernels -------------------------------------------------------------------------
+
+@ox.kernel
+def factorials(ns: Slice[i64], out: DisjointSlice[i64]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(ns):
+        out[i] = fact(ns[i])
+
+
+@ox.kernel
+def fibs(ns: Slice[i32], out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(ns):
+        out[i] = fib(ns[i])
+
+
+@ox.kernel
+def ackermanns(ms: Slice[i32], ns: Slice[i32], out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(ms) and i < len(ns):
+        out[i] = ack(ms[i], ns[i])
+
+
+@ox.kernel
+def powers(bs: Slice[i64], es: Slice[i32], out: DisjointSlice[i64]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(bs) and i < len(es):
+        out[i] = ipow(bs[i], es[i])
+
+
+@ox.kernel
+def parities(ns: Slice[i32], out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(ns):
+        even = is_even(ns[i])
+        out[i] = i32(1) if even else i32(0)
+
+
+@ox.kernel
+def gcds(a: Slice[i64], b: Slice[i64], out: DisjointSlice[i64, 2]):
+    ij = thread.index_2d()
+    if ij in out:
+        i = ij.row
+        if ij.col == 0 and i < len(a) and i < len(b):
+            g, x, y = egcd(a[i], b[i])
+            with ox.unsafe():
+                out[i, 0] = g
+                out[i, 1] = x
+                out[i, 2] = y
+
+
+@ox.kernel
+def deep(a: Slice[i64], depth: i32, out: DisjointSlice[i64]):
+    i = thread.index_1d()
+    if i < len(out):
+        out[i] = alternating(a, depth - i32(i))
+
+
+@ox.kernel
+def counted_fibs(ns: Slice[i32], calls: AtomicSlice[i32], out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(ns):
+        out[i] = fib_counted(ns[i], calls)
+
+
+@ox.kernel
+def sum_down(a: Slice[f32], start: i32, out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i < len(out):
+        out[i] = read_down(a, start)
+
+
+@ox.kernel
+def countdowns(n: i32, out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i < len(out):
+        out[i] = checked_countdown(n)
+
+
+@ox.kernel
+def who_am_i(out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i < len(out):
+        out[i] = thread_at_depth(i32(i) % 5)
+
+
+# --- results against Python --------------------------------------------------------------
+
+def test_factorial(cpu) -> None:
+    ns = np.arange(21, dtype=np.int64)
+    out = np.zeros_like(ns)
+    factorials[1, 32](ns, out)
+    assert out.tolist() == [math.factorial(n) for n in range(21)]
+
+
+def test_fibonacci(cpu) -> None:
+    ns = np.arange(22, dtype=np.int32)
+    out = np.zeros_like(ns)
+    fibs[2, 16](ns, out)
+    assert out.tolist() == [py_fib(n) for n in range(22)]
+
+
+def test_ackermann_small(cpu) -> None:
+    ms, ns = np.meshgrid(np.arange(4, dtype=np.int32), np.arange(4, dtype=np.int32))
+    ms, ns = ms.ravel().copy(), ns.ravel().copy()
+    out = np.zeros_like(ms)
+    ackermanns[1, 16](ms, ns, out)
+    assert out.tolist() == [py_ack(int(m), int(n)) for m, n in zip(ms, ns, strict=True)]
+
+
+def test_integer_power(cpu) -> None:
+    rng = np.random.default_rng(7)
+    bs = rng.integers(-50, 50, 64).astype(np.int64)
+    es = rng.integers(0, 40, 64).astype(np.int32)
+    out = np.zeros_like(bs)
+    powers[2, 32](bs, es, out)
+    assert out.tolist() == [wrap64(int(b) ** int(e)) for b, e in zip(bs, es, strict=True)]
+
+
+def test_mutual_recursion(cpu) -> None:
+    ns = np.arange(0, 200, 7, dtype=np.int32)
+    out = np.zeros_like(ns)
+    parities[1, 64](ns, out)
+    assert out.tolist() == [int(n % 2 == 0) for n in ns]
+
+
+def test_tuple_result(cpu) -> None:
+    rng = np.random.default_rng(3)
+    a = rng.integers(1, 10**6, 20).astype(np.int64)
+    b = rng.integers(1, 10**6, 20).astype(np.int64)
+    out = np.zeros((20, 3), np.int64)
+    gcds[(1, 20), (4, 1)](a, b, out)
+    for k in range(20):
+        g, x, y = out[k]
+        assert g == math.gcd(int(a[k]), int(b[k]))
+        assert int(a[k]) * x + int(b[k]) * y == g
+
+
+def test_depth_1000_on_the_cpu(cpu) -> None:
+    """A thousand frames deep (and then some): the CPU runs the recursion on the OS
+    thread's stack."""
+    a = np.random.default_rng(1).integers(-100, 100, 1201).astype(np.int64)
+    out = np.zeros(8, np.int64)
+    deep[1, 8](a, 1200, out)
+
+    def expected(n: int) -> int:  # a[n] - (a[n-1] - (... - a[0]))
+        value = int(a[0])
+        for k in range(1, n + 1):
+            value = int(a[k]) - value
+        return value
+
+    assert out.tolist() == [expected(1200 - i) for i in range(8)]
+
+
+def test_depth_recursion_is_a_real_call() -> None:
+    """The deep recursion is not turned into a loop: the optimized host code calls it."""
+    ck = deep.compile(Slice[i64], i32, DisjointSlice[i64], target="cpu")
+    assert "call" in ck.llvm and "oxide_recursive_alternating" in ck.llvm
+
+
+def test_atomic_array_argument(cpu) -> None:
+    ns = np.array([10, 12, 15], np.int32)
+    calls = np.zeros(1, np.int32)
+    out = np.zeros_like(ns)
+    counted_fibs[1, 3](ns, calls, out)
+    assert out.tolist() == [py_fib(int(n)) for n in ns]
+
+    def count(n: int) -> int:
+        return 1 if n < 2 else 1 + count(n - 1) + count(n - 2)
+
+    assert calls[0] == sum(count(int(n)) for n in ns)
+
+
+def test_bounds_check_inside_the_recursion(cpu) -> None:
+    a = np.arange(10, dtype=np.float32)
+    out = np.zeros(2, np.float32)
+    with pytest.raises(ox.KernelIndexError, match="read_down|`a`") as info:
+        sum_down[1, 2](a, 9, out)
+    assert "-1" in str(info.value)
+
+
+def test_assert_inside_the_recursion(cpu) -> None:
+    out = np.zeros(4, np.int32)
+    countdowns[1, 4](2, out)
+    assert out.tolist() == [2] * 4
+    with pytest.raises(ox.KernelAssertionError, match="reached three"):
+        countdowns[1, 4](6, out)
+
+
+def test_registers_inside_the_recursion(cpu) -> None:
+    out = np.zeros(96, np.int32)
+    who_am_i[3, 32](out)
+    assert out.tolist() == [(i % 32) + (i // 32) * 100 for i in range(96)]
+
+
+# --- what the compiler makes of it -------------------------------------------------------
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ptx_has_a_function_and_calls(arch: str) -> None:
+    ck = fibs.compile(Slice[i32], DisjointSlice[i32], arch=arch)
+    assert ".func" in ck.ptx and "call" in ck.ptx
+    assert "oxide_recursive_fib" in ck.ptx
+    assert len(ck.cubin) > 0 and b"oxide_recursive_fib" in ck.cubin
+    assert "oxide.call" in ck.ir and "oxide.func_return" in ck.ir
+
+
+@pytest.mark.parametrize("kernel,sig", [
+    (ackermanns, (Slice[i32], Slice[i32], DisjointSlice[i32])),
+    (parities, (Slice[i32], DisjointSlice[i32])),
+    (gcds, (Slice[i64], Slice[i64], DisjointSlice[i64, 2])),
+    (counted_fibs, (Slice[i32], AtomicSlice[i32], DisjointSlice[i32])),
+    (sum_down, (Slice[f32], i32, DisjointSlice[f32])),
+    (who_am_i, (DisjointSlice[i32],)),
+])
+def test_gpu_code_assembles(kernel, sig) -> None:
+    for arch in ("sm_80", "sm_90"):
+        ck = kernel.compile(*sig, arch=arch)
+        assert len(ck.cubin) > 0
+
+
+def test_one_function_per_specialization() -> None:
+    @ox.func
+    def depth_of(n):
+        if n <= 0:
+            return n
+        return depth_of(n - 1)
+
+    @ox.kernel
+    def two_types(a: i32, b: i64, out: RawSlice[i64]):
+        with ox.unsafe():
+            out[0] = i64(depth_of(a)) + depth_of(b) + depth_of(b)
+
+    ck = two_types.compile(i32, i64, RawSlice[i64], target="cpu")
+    assert [f.sym_name.data for f in ck.device_functions] == [
+        "oxide_recursive_depth_of_0", "oxide_recursive_depth_of_1"]
+
+
+def test_non_recursive_functions_stay_inlined() -> None:
+    @ox.func
+    def twice(x):
+        return x + x
+
+    @ox.kernel
+    def k(a: Slice[i32], out: DisjointSlice[i32]):
+        i = thread.index_1d()
+        if i < len(out) and i < len(a):
+            out[i] = twice(a[i])
+
+    ck = k.compile(Slice[i32], DisjointSlice[i32], arch="sm_90")
+    assert ck.device_functions == [] and ".func" not in ck.ptx and "oxide.call" not in ck.ir
+
+
+# --- diagnostics -------------------------------------------------------------------------
+
+def _compile_error(kernel, *sig):
+    with pytest.raises(ox.CompileError) as info:
+        kernel.compile(*sig, target="cpu")
+    return info.value
+
+
+def test_barrier_inside_is_refused() -> None:
+    @ox.func
+    def sync_down(n):
+        ox.sync_threads()
+        if n <= 0:
+            return n
+        return sync_down(n - 1)
+
+    @ox.kernel
+    def k(n: i32, out: RawSlice[i32]):
+        with ox.unsafe():
+            out[0] = sync_down(n)
+
+    err = _compile_error(k, i32, RawSlice[i32])
+    assert isinstance(err, ox.UnsupportedFeatureError)
+    assert "`sync_down` is recursive" in str(err) and "sync_threads" in str(err)
+    assert err.span is not None and "ox.sync_threads()" in err.span.text
+    assert err.hint
+
+
+def test_warp_collective_inside_is_refused() -> None:
+    @ox.func
+    def warp_down(v, n):
+        if n <= 0:
+            return v
+        return warp_down(ox.warp.reduce_add(v), n - 1)
+
+    @ox.kernel
+    def k(n: i32, out: RawSlice[i32]):
+        with ox.unsafe():
+            out[0] = warp_down(n, n)
+
+    err = _compile_error(k, i32, RawSlice[i32])
+    assert isinstance(err, ox.UnsupportedFeatureError) and "warp collective" in str(err)
+
+
+def test_shared_memory_inside_is_refused() -> None:
+    @ox.func
+    def shared_down(n):
+        s = ox.shared.array(i32, 32)
+        with ox.unsafe():
+            s[0] = n
+            if n <= 0:
+                return s[0]
+        return shared_down(n - 1)
+
+    @ox.kernel
+    def k(n: i32, out: RawSlice[i32]):
+        with ox.unsafe():
+            out[0] = shared_down(n)
+
+    err = _compile_error(k, i32, RawSlice[i32])
+    assert isinstance(err, ox.UnsupportedFeatureError) and "shared memory" in str(err)
+
+
+def test_disjoint_slice_argument_is_refused() -> None:
+    @ox.func
+    def fill(out, n):
+        if n <= 0:
+            return n
+        return fill(out, n - 1)
+
+    @ox.kernel
+    def k(n: i32, out: DisjointSlice[i32]):
+        fill(out, n)
+
+    err = _compile_error(k, i32, DisjointSlice[i32])
+    assert isinstance(err, ox.UnsupportedFeatureError)
+    assert "DisjointSlice" in str(err) and "`out`" in str(err) and err.hint
+
+
+def test_tuple_and_local_array_arguments_are_refused() -> None:
+    @ox.func
+    def first(t, n):
+        if n <= 0:
+            return n
+        return first(t, n - 1)
+
+    @ox.kernel
+    def with_tuple(n: i32, out: RawSlice[i32]):
+        with ox.unsafe():
+            out[0] = first((n, n), n)
+
+    @ox.kernel
+    def with_local(n: i32, out: RawSlice[i32]):
+        loc = ox.local.array(i32, 4)
+        with ox.unsafe():
+            out[0] = first(loc, n)
+
+    err = _compile_error(with_tuple, i32, RawSlice[i32])
+    assert isinstance(err, ox.UnsupportedFeatureError) and "tuple" in str(err)
+    err = _compile_error(with_local, i32, RawSlice[i32])
+    assert isinstance(err, ox.UnsupportedFeatureError) and "local array" in str(err)
+
+
+def test_call_before_any_return_asks_for_the_type() -> None:
+    @ox.func
+    def backwards(n):
+        return backwards(n - 1) * n if n > 1 else 1
+
+    @ox.kernel
+    def k(n: i32, out: RawSlice[i32]):
+        with ox.unsafe():
+            out[0] = backwards(n)
+
+    err = _compile_error(k, i32, RawSlice[i32])
+    assert isinstance(err, ox.KernelTypeError)
+    assert "before any `return`" in str(err) and "-> i32" in err.hint
+
+    @ox.func
+    def declared(n) -> i32:
+        return declared(n - 1) * n if n > 1 else 1
+
+    @ox.kernel
+    def k2(n: i32, out: RawSlice[i32]):
+        with ox.unsafe():
+            out[0] = declared(n)
+
+    out = np.zeros(1, np.int32)
+    with ox.device("cpu"):
+        k2[1, 1](6, out)
+    assert out[0] == 720
+
+
+def test_result_is_varying_for_the_uniformity_pass() -> None:
+    """The callee can read thread_idx: a barrier under a condition on its result is refused,
+    even though every argument is uniform."""
+    @ox.kernel
+    def k(n: i32, out: RawSlice[i32]):
+        if thread_at_depth(n) > 3:
+            ox.sync_threads()
+        with ox.unsafe():
+            out[0] = n
+
+    err = _compile_error(k, i32, RawSlice[i32])
+    assert isinstance(err, ox.SafetyError)
+
+
+# --- the stack ---------------------------------------------------------------------------
+
+def test_stack_size_option() -> None:
+    @ox.kernel(stack_size=16384)
+    def k(n: i32, out: RawSlice[i32]):
+        with ox.unsafe():
+            out[0] = fib(n)
+
+    assert k.options.stack_size == 16384
+    for bad in (0, -1, 1 << 20, 1.5, True):
+        with pytest.raises(ox.KernelTypeError, match="stack_size"):
+            ox.kernel(stack_size=bad)
+
+
+def test_stack_bytes() -> None:
+    from oxide.kernel import DEFAULT_STACK_SIZE
+    from oxide.runtime.gpu import stack_bytes
+
+    ck = fibs.compile(Slice[i32], DisjointSlice[i32], arch="sm_90")
+    assert stack_bytes(fibs, ck.cubin) == DEFAULT_STACK_SIZE
+    assert stack_bytes(factorials, b"no recursion here") == 0
+
+    @ox.kernel(stack_size=8192)
+    def k(n: i32):
+        pass
+
+    assert stack_bytes(k, b"") == 8192
+
+
+@pytest.fixture
+def fake(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
+    from oxide.runtime import cuda_driver
+
+    driver = FakeDriver()
+    driver.install(monkeypatch)
+    use_launch_flavor(monkeypatch, "ctypes")
+    monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path / "cache"))
+    limits = {"STACK_SIZE": 1024}
+    driver.limit_sets = []  # type: ignore[attr-defined]
+
+    def set_limit(name: str, value: int) -> None:
+        driver.limit_sets.append((name, value))  # type: ignore[attr-defined]
+        limits[name] = value
+
+    monkeypatch.setattr(cuda_driver, "context_limit", lambda name: limits[name])
+    monkeypatch.setattr(cuda_driver, "set_context_limit", set_limit)
+    for k in (fibs, doubles):
+        k.__dict__.pop("_oxide_launchers", None)
+    with ox.device(0):
+        yield driver
+
+
+def test_loading_a_recursive_kernel_raises_the_stack_limit(fake: FakeDriver) -> None:
+    from oxide.kernel import DEFAULT_STACK_SIZE
+
+    ns, out = ox.empty(8, i32), ox.empty(8, i32)
+    fake.formats = "QqQq"
+    fibs[1, 8](ns, out)
+    fibs[1, 8](ns, out)
+    assert fake.limit_sets == [("STACK_SIZE", DEFAULT_STACK_SIZE)]  # type: ignore[attr-defined]
+    assert len(fake.launches) == 2
+
+
+def test_other_kernels_leave_the_stack_limit_alone(fake: FakeDriver) -> None:
+    a, out = ox.empty(8, i32), ox.empty(8, i32)
+    fake.formats = "QqQq"
+    doubles[1, 8](a, out)
+    assert fake.limit_sets == []  # type: ignore[attr-defined]
+    assert len(fake.launches) == 1
+
+
+@ox.kernel
+def doubles(a: Slice[i32], out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(a):
+        out[i] = a[i] * 2
