@@ -235,10 +235,11 @@ class TileLowering:
         if len(node.items) != 1 or node.items[0].optional_vars is not None:
             raise self.error(UnsupportedFeatureError, node,
                              "tile kernels support only `with ox.unsafe():`")
-        ctx = self.expr(node.items[0].context_expr)
         from oxide.lang import unsafe
 
-        if not (isinstance(ctx, Static) and isinstance(ctx.obj, unsafe)):
+        item = node.items[0].context_expr
+        ctx = self.expr(item.func) if isinstance(item, ast.Call) and not item.args else None
+        if not (isinstance(ctx, Static) and ctx.obj is unsafe):
             raise self.error(UnsupportedFeatureError, node.items[0].context_expr,
                              "tile kernels support only `with ox.unsafe():`")
         self.unsafe_depth += 1
@@ -562,9 +563,12 @@ class TileLowering:
         if ta is None and tb is None:
             raise AssertionError("two constants fold in Python")
         if ta is None or tb is None:
-            t, lit = (ta, a) if tb is None else (tb, b)
+            t, lit = (ta, b) if tb is None else (tb, a)
             assert t is not None
-            obj = lit.obj
+            obj = lit.obj if isinstance(lit, Static) else None
+            if not isinstance(obj, (bool, int, float)):
+                raise self.error(KernelTypeError, node, f"expected a tile or a number, got "
+                                 f"{describe(lit)}")
             if isinstance(obj, float) and not isinstance(obj, bool) and not t.is_float:
                 return T.f32
             if isinstance(obj, int) and not isinstance(obj, bool) and t.is_bool:

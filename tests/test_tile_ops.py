@@ -1,0 +1,310 @@
+"""ox.tile on the CPU: every op of the first slice against NumPy, with ragged edges
+(sizes that are not a multiple of the tile), padding, broadcasting and reductions
+along each axis; and each kernel compiled to PTX and a cubin for sm_80 and sm_90."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide import Const, DisjointSlice, RawSlice, Slice, bf16, f32, i32, tile
+from oxide.tile.layout import blocked
+
+rng = np.random.default_rng(11)
+
+
+def cpu(kernel, grid, *args):
+    with ox.device("cpu"):
+        kernel[grid](*args)
+
+
+# -- layouts ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(1,), (8,), (128,), (1024,), (4, 8), (64, 32), (1, 256),
+                                   (256, 1), (2, 2), (16, 128)])
+@pytest.mark.parametrize("warps", [1, 4, 8])
+def test_blocked_layout_covers_every_element_once(shape, warps):
+    """Each element has exactly one canonical owner among the block's threads."""
+    layout = blocked(shape, warps)
+    seen: dict[tuple[int, ...], int] = {}
+    lane_free = 31 & ~layout.lane_bits()
+    warp_free = (warps - 1) & ~layout.warp_bits()
+    for t in range(warps * 32):
+        lane, warp = t % 32, t // 32
+        base, owner = [], not (lane & lane_free) and not (warp & warp_free)
+        for d, m in enumerate(layout.dims):
+            pos = ((warp >> m.warp_shift) & (m.wpc - 1)) * m.tpw + ((lane >> m.lane_shift) & (m.tpw - 1))
+            raw = pos * m.spt
+            if m.span > shape[d]:
+                owner &= raw < shape[d]
+            base.append(raw & (shape[d] - 1))
+        for offs in layout.offsets():
+            coord = tuple(b + o for b, o in zip(base, offs, strict=True))
+            assert all(0 <= c < n for c, n in zip(coord, shape, strict=True))
+            if owner:
+                seen[coord] = seen.get(coord, 0) + 1
+    assert len(seen) == math.prod(shape) and set(seen.values()) == {1}
+
+
+# -- loads, stores, elementwise ----------------------------------------------------------
+
+
+@tile.kernel
+def vadd(a: Slice[f32], b: Slice[f32], c: DisjointSlice[f32], B: Const[int]):
+    i = tile.bid(0)
+    tile.store(c, (i,), tile.load(a, (i,), (B,)) + tile.load(b, (i,), (B,)))
+
+
+@pytest.mark.parametrize("n,B", [(1, 16), (1000, 256), (1024, 256), (77, 64), (5000, 1024)])
+def test_vecadd_ragged(n, B):
+    a = rng.standard_normal(n, dtype=np.float32)
+    b = rng.standard_normal(n, dtype=np.float32)
+    c = np.full(n + 0, -7.0, np.float32)
+    cpu(vadd, tile.cdiv(n, B), a, b, c, B)
+    np.testing.assert_array_equal(c, a + b)
+
+
+def test_ox_launch_and_launch_config():
+    n, B = 300, 128
+    a = rng.standard_normal(n, dtype=np.float32)
+    c = np.zeros(n, np.float32)
+    ox.launch(vadd, (tile.cdiv(n, B),), a, a, c, B, device="cpu")
+    np.testing.assert_array_equal(c, 2 * a)
+    c[:] = 0
+    ox.launch(vadd, ox.LaunchConfig(grid=3, block=128), a, a, c, B, device="cpu")
+    np.testing.assert_array_equal(c, 2 * a)
+    with pytest.raises(ox.LaunchError, match="block is 128 threads"):
+        ox.launch(vadd, ox.LaunchConfig(grid=3, block=64), a, a, c, B, device="cpu")
+
+
+@tile.kernel
+def elementwise(x: Slice[f32, 2], y: Slice[f32, 2], o: DisjointSlice[f32, 2], which: Const[int],
+                BM: Const[int], BN: Const[int]):
+    i, j = tile.bid(0), tile.bid(1)
+    a = tile.load(x, (i, j), (BM, BN), padding=1.0)
+    b = tile.load(y, (i, j), (BM, BN), padding=1.0)
+    if which == 0:
+        r = a * b - a / (b + 3.0) + 2
+    elif which == 1:
+        r = tile.exp(a) + tile.exp2(b) + tile.tanh(a - b)
+    elif which == 2:
+        r = tile.log(tile.maximum(a, 0.5)) + tile.sqrt(tile.minimum(b * b, 4.0))
+    elif which == 3:
+        r = tile.rsqrt(a * a + 1.0) - -b
+    else:
+        r = tile.where(a > b, a, b * 2.0) + tile.where(a <= 0, 1.0, 0.0)
+    tile.store(o, (i, j), r)
+
+
+def _ref(which, a, b):
+    if which == 0:
+        return a * b - a / (b + 3.0) + 2
+    if which == 1:
+        return np.exp(a) + np.exp2(b) + np.tanh(a - b)
+    if which == 2:
+        return np.log(np.maximum(a, 0.5)) + np.sqrt(np.minimum(b * b, 4.0))
+    if which == 3:
+        return 1 / np.sqrt(a * a + 1.0) + b
+    return np.where(a > b, a, b * 2.0) + np.where(a <= 0, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("which", range(5))
+def test_elementwise_2d_ragged(which):
+    M, N, BM, BN = 37, 45, 16, 32
+    x = rng.standard_normal((M, N), dtype=np.float32)
+    y = np.abs(rng.standard_normal((M, N), dtype=np.float32)) + 0.1
+    o = np.zeros((M, N), np.float32)
+    cpu(elementwise, (tile.cdiv(M, BM), tile.cdiv(N, BN)), x, y, o, which, BM, BN)
+    np.testing.assert_allclose(o, _ref(which, x, y), rtol=2e-6, atol=2e-6)
+
+
+@tile.kernel
+def padded(x: Slice[f32], o: RawSlice[f32], B: Const[int]):
+    t = tile.load(x, (0,), (B,), padding=-5.0)
+    with ox.unsafe():
+        tile.store(o, (0,), t)
+
+
+def test_padding_fills_outside_elements():
+    x = rng.standard_normal(10, dtype=np.float32)
+    o = np.zeros(16, np.float32)
+    cpu(padded, 1, x, o, 16)
+    np.testing.assert_array_equal(o, np.concatenate([x, np.full(6, -5.0, np.float32)]))
+
+
+@tile.kernel
+def clipped(x: Slice[i32], o: DisjointSlice[i32], B: Const[int]):
+    i = tile.bid(0)
+    tile.store(o, (i,), tile.load(x, (i,), (B,)) * 3 + tile.arange(B) - 1)
+
+
+def test_stores_clip_at_the_edge():
+    """A tile past the end writes nothing outside the array (the guard word stays)."""
+    x = np.arange(100, dtype=np.int32)
+    buf = np.full(128, 12345, np.int32)
+    o = buf[:100]
+    cpu(clipped, 2, x, o, 64)
+    ar = np.arange(100) % 64
+    np.testing.assert_array_equal(o, x * 3 + ar - 1)
+    assert (buf[100:] == 12345).all()
+
+
+@tile.kernel
+def casts(x: Slice[f32], o: DisjointSlice[bf16], oi: DisjointSlice[i32], B: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(x, (i,), (B,))
+    tile.store(o, (i,), (t * 2).astype(bf16))
+    tile.store(oi, (i,), t.astype(i32) // 2 + t.astype(i32) % 3)
+
+
+def test_astype_and_integer_ops():
+    n = 200
+    x = (rng.standard_normal(n) * 50).astype(np.float32)
+    pytest.importorskip("ml_dtypes")  # NumPy's bfloat16
+
+    o = np.zeros(n, dtype="bfloat16")
+    oi = np.zeros(n, np.int32)
+    cpu(casts, tile.cdiv(n, 64), x, o, oi, 64)
+    np.testing.assert_array_equal(o.astype(np.float32), (x * 2).astype("bfloat16").astype(np.float32))
+    xi = x.astype(np.int32)
+    np.testing.assert_array_equal(oi, xi // 2 + xi % 3)
+
+
+# -- broadcasting ---------------------------------------------------------------------
+
+
+@tile.kernel
+def outer(a: Slice[f32], b: Slice[f32], o: DisjointSlice[f32, 2], BM: Const[int],
+          BN: Const[int]):
+    i, j = tile.bid(0), tile.bid(1)
+    x = tile.load(a, (i,), (BM,))
+    y = tile.load(b, (j,), (BN,))
+    tile.store(o, (i, j), x[:, None] * y[None, :] + y - tile.broadcast_to(x[:, None], (BM, BN)))
+
+
+def test_broadcasting_outer_product():
+    M, N = 50, 70
+    a = rng.standard_normal(M, dtype=np.float32)
+    b = rng.standard_normal(N, dtype=np.float32)
+    o = np.zeros((M, N), np.float32)
+    cpu(outer, (tile.cdiv(M, 32), tile.cdiv(N, 32)), a, b, o, 32, 32)
+    np.testing.assert_allclose(o, a[:, None] * b[None, :] + b - a[:, None], rtol=1e-6, atol=1e-6)
+
+
+@tile.kernel
+def scalars(x: Slice[f32], o: DisjointSlice[f32], s: f32, B: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(x, (i,), (B,))
+    n = x.shape[0]
+    tile.store(o, (i,), t * s + tile.full((B,), 1.5) + (tile.arange(B) + i * B < n).astype(f32))
+
+
+def test_runtime_scalars_and_full():
+    n = 90
+    x = rng.standard_normal(n, dtype=np.float32)
+    o = np.zeros(n, np.float32)
+    cpu(scalars, tile.cdiv(n, 32), x, o, np.float32(0.5), 32)
+    np.testing.assert_allclose(o, x * 0.5 + 1.5 + 1.0, rtol=1e-6)
+
+
+# -- reductions -----------------------------------------------------------------------
+
+
+@tile.kernel
+def reduce2d(x: Slice[f32, 2], rows: DisjointSlice[f32, 2], cols: RawSlice[f32, 2],
+             kind: Const[int], BM: Const[int], BN: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(x, (i, 0), (BM, BN), padding=0.0 if kind == 0 else
+                  (-float("inf") if kind == 1 else float("inf")))
+    if kind == 0:
+        r = tile.sum(t, 1, keepdims=True)
+        c = tile.sum(t, axis=0)
+    elif kind == 1:
+        r = tile.max(t, 1, keepdims=True)
+        c = tile.max(t, axis=0)
+    else:
+        r = tile.min(t, 1, keepdims=True)
+        c = tile.min(t, axis=0)
+    tile.store(rows, (i, 0), r)
+    with ox.unsafe():
+        tile.store(cols, (i, 0), c[None, :])
+
+
+@pytest.mark.parametrize("kind", [0, 1, 2])
+@pytest.mark.parametrize("M,N,BM,BN", [(5, 100, 4, 128), (64, 33, 16, 64), (3, 1000, 1, 1024),
+                                       (40, 8, 64, 8), (9, 3, 2, 4)])
+def test_reductions_along_each_axis(kind, M, N, BM, BN):
+    x = rng.standard_normal((M, N), dtype=np.float32)
+    grid = tile.cdiv(M, BM)
+    rows = np.zeros((M, 1), np.float32)
+    cols = np.zeros((grid, N), np.float32)
+    cpu(reduce2d, grid, x, rows, cols, kind, BM, BN)
+    f = (np.sum, np.max, np.min)[kind]
+    np.testing.assert_allclose(rows[:, 0], f(x, axis=1), rtol=1e-5, atol=1e-5)
+    for g in range(grid):
+        np.testing.assert_allclose(cols[g], f(x[g * BM:(g + 1) * BM], axis=0), rtol=1e-5,
+                                   atol=1e-5)
+
+
+@tile.kernel
+def total(x: Slice[i32], o: DisjointSlice[i32], B: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(x, (i,), (B,))
+    s = tile.sum(t)
+    m = tile.max(t, 0)
+    tile.store(o, (i,), tile.zeros((1,), i32) + s * 1000 + m)
+
+
+@pytest.mark.parametrize("warps_n", [(1024, 4096), (8, 64)])
+def test_full_reduction_to_a_scalar(warps_n):
+    B, n = warps_n
+    x = rng.integers(-20, 20, n).astype(np.int32)
+    g = tile.cdiv(n, B)
+    o = np.zeros(g, np.int32)
+    cpu(total, g, x, o, B)
+    want = [x[k * B:(k + 1) * B].sum() * 1000 + x[k * B:(k + 1) * B].max() for k in range(g)]
+    np.testing.assert_array_equal(o, want)
+
+
+@tile.kernel(num_warps=8)
+def softmax(x: Slice[f32, 2], y: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(x, (i, 0), (BM, BN), padding=-math.inf)
+    e = tile.exp(t - tile.max(t, 1, keepdims=True))
+    tile.store(y, (i, 0), e / tile.sum(e, 1)[:, None])
+
+
+@pytest.mark.parametrize("M,N,BM,BN", [(7, 100, 4, 128), (3, 5, 2, 8), (20, 700, 1, 1024)])
+def test_softmax_rows(M, N, BM, BN):
+    x = rng.standard_normal((M, N), dtype=np.float32)
+    y = np.zeros_like(x)
+    cpu(softmax, tile.cdiv(M, BM), x, y, BM, BN)
+    e = np.exp(x - x.max(1, keepdims=True))
+    np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_grid_rule_refuses_blocks_sharing_a_tile():
+    """A store at (tile.bid(0),) is unique along x only: a grid with y > 1 is refused."""
+    a = np.zeros(64, np.float32)
+    with pytest.raises(ox.LaunchError, match="grid.y = 2"):
+        cpu(vadd, (1, 2), a, a, a.copy(), 64)
+
+
+# -- GPU code generation, checked locally --------------------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_ptx_and_cubin(arch):
+    x2 = np.zeros((4, 4), np.float32)
+    for k, args in ((vadd, (np.zeros(4, np.float32),) * 3 + (256,)),
+                    (softmax, (x2, x2, 2, 1024)),
+                    (reduce2d, (x2, x2, x2, 1, 16, 64)),
+                    (outer, (np.zeros(4, np.float32),) * 2 + (x2, 32, 32))):
+        ck = k.compile(*args, arch=arch)
+        assert ".entry" in ck.ptx and len(ck.cubin) > 0
+        if k is softmax:
+            assert "shfl.sync.bfly" in ck.ptx and "bar.sync" in ck.ptx
