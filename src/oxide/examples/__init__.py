@@ -11,7 +11,7 @@ import importlib
 from types import ModuleType
 
 NAMES = ("vecadd", "scale", "saxpy", "matadd", "mandelbrot", "nbody", "reduction", "histogram",
-         "transpose", "scan", "softmax", "sgemm")
+         "transpose", "scan", "softmax", "sgemm", "tile_vecadd", "tile_softmax", "tile_layernorm")
 
 
 def load(name: str) -> ModuleType:
