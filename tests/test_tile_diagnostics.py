@@ -147,10 +147,29 @@ def runtime_if(a: Slice[f32], o: DisjointSlice[f32], s: f32):
 
 
 @tile.kernel
-def for_loop(a: Slice[f32], o: DisjointSlice[f32]):
+def break_in_loop(a: Slice[f32], o: DisjointSlice[f32]):
+    i = tile.bid(0)
+    x = tile.zeros((64,))
+    for k in range(4):
+        x = x + tile.load(a, (k,), (64,))
+        break  # <-
+    tile.store(o, (i,), x)
+
+
+@tile.kernel
+def loop_changes_shape(a: Slice[f32], o: DisjointSlice[f32]):
     i = tile.bid(0)
     x = tile.zeros((64,))
     for k in range(4):  # <-
+        x = tile.load(a, (k,), (32,))
+    tile.store(o, (i,), x)
+
+
+@tile.kernel
+def loop_step_runtime(a: Slice[f32], o: DisjointSlice[f32], s: i32):
+    i = tile.bid(0)
+    x = tile.zeros((64,))
+    for k in range(0, 4, s):  # <-
         x = x + tile.load(a, (k,), (64,))
     tile.store(o, (i,), x)
 
@@ -213,7 +232,9 @@ CASES = [
     (store_rank_mismatch, (M, V), ox.KernelTypeError, r"`o` has rank 1; cannot store a tile of shape \(8, 8\)"),
     (element_assignment, (V, V), ox.KernelSyntaxError, r"tile kernels do not assign to elements"),
     (runtime_if, (V, V, np.float32(1)), ox.UnsupportedFeatureError, r"`if` on a run-time value"),
-    (for_loop, (V, V), ox.UnsupportedFeatureError, r"`for` loops are not supported in tile kernels yet"),
+    (break_in_loop, (V, V), ox.UnsupportedFeatureError, r"`break` in a tile kernel loop is not supported"),
+    (loop_changes_shape, (V, V), ox.KernelTypeError, r"`x` is a tile of shape \(64,\) and dtype f32 before the loop and a tile of shape \(32,\)"),
+    (loop_step_runtime, (V, V, np.int32(1)), ox.UnsupportedFeatureError, r"the step of a tile kernel loop is a non-zero constant"),
     (too_large, (V, V), ox.KernelTypeError, r"puts 512 elements in each of the block's 128 threads"),
     (bad_bid_axis, (V, V), ox.KernelTypeError, r"tile.bid takes a grid axis: 0, 1 or 2"),
     (where_needs_bool, (V, V), ox.KernelTypeError, r"the condition of tile.where is a bool tile"),

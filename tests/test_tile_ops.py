@@ -287,6 +287,50 @@ def test_softmax_rows(M, N, BM, BN):
     np.testing.assert_allclose(y, e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
+@tile.kernel(num_warps=2)
+def row_stats(x: Slice[f32, 2], y: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int]):
+    """Sum and max of each row, tile by tile along the row: tiles carried through a loop
+    with run-time bounds."""
+    i = tile.bid(0)
+    acc = tile.zeros((BM, 1))
+    m = tile.full((BM, 1), -math.inf)
+    for k in range(tile.num_tiles(x, 1, BN)):
+        acc = acc + tile.sum(tile.load(x, (i, k), (BM, BN)), 1, keepdims=True)
+        t = tile.load(x, (i, k), (BM, BN), padding=-math.inf)
+        m = tile.maximum(m, tile.max(t, 1, keepdims=True))
+    tile.store(y, (i, 0), tile.where(tile.arange(2)[None, :] == 0, acc, m))
+
+
+@tile.kernel
+def strided_loop(x: Slice[i32], y: DisjointSlice[i32], B: Const[int]):
+    """A loop counting down with a step of -2 from a run-time start, and a scalar carried."""
+    i = tile.bid(0)
+    acc = tile.zeros((B,), i32)
+    count = 0
+    for k in range(tile.num_tiles(x, 0, B) - 1, -1, -2):
+        acc += tile.load(x, (k,), (B,))
+        count += 1
+    tile.store(y, (i,), acc * 100 + count)
+
+
+@pytest.mark.parametrize("M,N,BM,BN", [(37, 1000, 8, 128), (4, 64, 4, 64), (9, 5, 16, 4)])
+def test_loops_carry_tiles(M, N, BM, BN):
+    x = rng.standard_normal((M, N), dtype=np.float32)
+    y = np.zeros((M, 2), np.float32)
+    cpu(row_stats, tile.cdiv(M, BM), x, y, BM, BN)
+    np.testing.assert_allclose(y[:, 0], x.sum(1), rtol=1e-5, atol=1e-4)
+    np.testing.assert_array_equal(y[:, 1], x.max(1))
+
+
+def test_loop_with_negative_step_and_scalar_carry():
+    B, n = 32, 32 * 5 - 3
+    x = rng.integers(-9, 9, n).astype(np.int32)
+    y = np.zeros(B, np.int32)
+    cpu(strided_loop, 1, x, y, B)
+    xp = np.concatenate([x, np.zeros(3, np.int32)]).reshape(5, B)
+    np.testing.assert_array_equal(y, xp[[4, 2, 0]].sum(0) * 100 + 3)
+
+
 def test_grid_rule_refuses_blocks_sharing_a_tile():
     """A store at (tile.bid(0),) is unique along x only: a grid with y > 1 is refused."""
     a = np.zeros(64, np.float32)
@@ -303,7 +347,8 @@ def test_ptx_and_cubin(arch):
     for k, args in ((vadd, (np.zeros(4, np.float32),) * 3 + (256,)),
                     (softmax, (x2, x2, 2, 1024)),
                     (reduce2d, (x2, x2, x2, 1, 16, 64)),
-                    (outer, (np.zeros(4, np.float32),) * 2 + (x2, 32, 32))):
+                    (outer, (np.zeros(4, np.float32),) * 2 + (x2, 32, 32)),
+                    (row_stats, (x2, x2, 8, 128))):
         ck = k.compile(*args, arch=arch)
         assert ".entry" in ck.ptx and len(ck.cubin) > 0
         if k is softmax:

@@ -261,10 +261,107 @@ class TileLowering:
                          "elementwise with `tile.where(cond, a, b)`")
 
     def stmt_For(self, node: ast.For) -> None:
-        raise self.error(UnsupportedFeatureError, node,
-                         "`for` loops are not supported in tile kernels yet",
-                         hint="cover the data with one tile per block (a Const tile size "
-                              "of at least the row length), or use an @ox.kernel")
+        """`for k in range(start, stop, step)` with run-time bounds and a constant step.
+
+        The tiles the body rebinds are carried in slots, one per element a thread holds,
+        in the layout they had before the loop (a body value in another layout is
+        converted back), so the loop is one CFG loop over the SIMT IR. Every thread runs
+        every iteration: the bounds are block-uniform (Const, scalars, extents, bids).
+        """
+        if node.orelse:
+            raise self.error(UnsupportedFeatureError, node, "`for ... else` is not supported "
+                             "in tile kernels")
+        it = node.iter
+        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                and self.load_name(it.func.id, it.func) == Static(builtins.range)
+                and not it.keywords and 1 <= len(it.args) <= 3):
+            raise self.error(UnsupportedFeatureError, it, "tile kernels loop over `range(...)` "
+                             "only", hint="e.g. `for k in range(tile.num_tiles(a, 1, BK)):`")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(KernelSyntaxError, node.target, "the loop variable is one name")
+        for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+            if isinstance(n, (ast.Break, ast.Continue, ast.Return)):
+                raise self.error(UnsupportedFeatureError, n,
+                                 f"`{type(n).__name__.lower()}` in a tile kernel loop is not "
+                                 "supported yet", hint="loop over the range you need")
+        args = [self.expr(a) for a in it.args]
+        start, stop, step = ((Static(0), args[0], Static(1)) if len(args) == 1 else
+                             (args[0], args[1], args[2] if len(args) == 3 else Static(1)))
+        step_node = it.args[2] if len(it.args) == 3 else it
+        if not (isinstance(step.obj if isinstance(step, Static) else None, int)
+                and step.obj != 0):
+            raise self.error(UnsupportedFeatureError, step_node,
+                             "the step of a tile kernel loop is a non-zero constant")
+        for v, n in zip((start, stop), it.args if len(it.args) > 1 else (it, it.args[0]),
+                        strict=False):
+            if not ((isinstance(v, Static) and isinstance(v.obj, int)
+                     and not isinstance(v.obj, bool))
+                    or (isinstance(v, Tile) and v.ndim == 0 and v.dtype.is_int)):
+                raise self.error(KernelTypeError, n, f"range() takes integers, not "
+                                 f"{describe(v)}")
+        dt = T.i32
+        for v in (start, stop):
+            if isinstance(v, Tile):
+                dt = self.promote(Tile(dt, v.layout, v.values), v, it)
+        # the names the body rebinds that hold tiles now: carried in slots
+        assigned: list[str] = []
+        for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in assigned:
+                assigned.append(n.id)
+        carried: dict[str, tuple[Tile, list[Any]]] = {}
+        for name in assigned:
+            cur = self.env.get(name)
+            if isinstance(cur, Static) and isinstance(cur.obj, (bool, int, float)):
+                cur = self.as_tile(cur, node)  # `acc = 0.0` before the loop: a 0-d tile
+            if isinstance(cur, Tile):
+                slots = [self.b.alloc(ops.SlotOp(ir_type(cur.dtype))) for _ in cur.values]
+                for slot, v in zip(slots, cur.values, strict=True):
+                    self.b.emit(ops.SlotWriteOp(slot, v))
+                carried[name] = (Tile(cur.dtype, cur.layout, cur.values), slots)
+            elif cur is not None and name != node.target.id:
+                raise self.error(UnsupportedFeatureError, node,
+                                 f"`{name}` is {describe(cur)}; only tiles can change in a loop")
+        counter = self.b.alloc(ops.SlotOp(ir_type(dt)))
+        self.b.emit(ops.SlotWriteOp(counter, self.as_tile(start, it, dt).scalar
+                                    if isinstance(start, Static) else self.b.cast(start.scalar, dt)))
+        stop_v = (self.as_tile(stop, it, dt).scalar if isinstance(stop, Static)
+                  else self.b.cast(stop.scalar, dt))
+        header, body, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.b.br(header)
+        self.b.set_block(header)
+        k = self.b.value(ops.SlotReadOp(counter))
+        go = self.b.value(ops.CompareOp("lt" if step.obj > 0 else "gt", k, stop_v))
+        self.b.cond_br(go, body, done)
+        self.b.set_block(body)
+        outside = dict(self.env)
+        for name, (t, slots) in carried.items():
+            self.env[name] = Tile(t.dtype, t.layout, tuple(
+                self.b.value(ops.SlotReadOp(slot)) for slot in slots))
+        self.env[node.target.id] = self.scalar_tile(k, dt)
+        for stmt in node.body:
+            self.lower_stmt(stmt)
+        for name, (t, slots) in carried.items():
+            new = self.env.get(name)
+            if not isinstance(new, Tile) or new.shape != t.shape or new.dtype != t.dtype:
+                raise self.error(KernelTypeError, node,
+                                 f"`{name}` is {t.describe()} before the loop and "
+                                 f"{describe(new)} at the end of its body",
+                                 hint="a tile carried through a loop keeps its shape and "
+                                      "dtype: convert with `.astype(...)` or "
+                                      "`tile.broadcast_to(...)`")
+            new = self.em.convert(new, t.layout) if new.layout.key() != t.layout.key() else new
+            for slot, v in zip(slots, new.values, strict=True):
+                self.b.emit(ops.SlotWriteOp(slot, v))
+        self.b.emit(ops.SlotWriteOp(counter, self.b.value(ops.BinaryOp(
+            "add", k, self.em.const(step.obj, dt)))))
+        self.b.br(header)
+        self.b.set_block(done)
+        # after the loop: the carried tiles' last values; names first bound in the body
+        # are not visible (they may never have been assigned)
+        self.env = outside
+        for name, (t, slots) in carried.items():
+            self.env[name] = Tile(t.dtype, t.layout, tuple(
+                self.b.value(ops.SlotReadOp(slot)) for slot in slots))
 
     # -- expressions ----------------------------------------------------------------
 
