@@ -92,6 +92,14 @@ def test_registers_inside_the_recursion() -> None:
     assert out.tolist() == [(i % 32) + (i // 32) * 100 for i in range(96)]
 
 
+def test_beside_shared_memory_and_barriers() -> None:
+    ns = (np.arange(1024, dtype=np.int32) * 7) % 20
+    out = np.zeros(1024, np.int32)
+    tr.shared_then_fib[32, 32](ns, out)
+    assert out.tolist() == [tr.py_fib(int(ns[(i // 32) * 32 + 31 - i % 32]))
+                            for i in range(1024)]
+
+
 def test_bounds_check_inside_the_recursion() -> None:
     a = np.arange(10, dtype=np.float32)
     out = np.zeros(2, np.float32)

@@ -226,6 +226,35 @@ def who_am_i(out: DisjointSlice[i32]):
         out[i] = thread_at_depth(i32(i) % 5)
 
 
+@ox.kernel(block=(32,))
+def shared_then_fib(ns: Slice[i32], out: DisjointSlice[i32]):
+    """Shared memory and a barrier in the kernel, the recursion in a function between them."""
+    tile = ox.shared.array(i32, 32)
+    t = thread.in_block()
+    i = thread.index_1d()
+    v = i32(0)
+    if i < len(ns):
+        v = ns[i]
+    tile[t] = fib(v)
+    ox.sync_threads()
+    if i < len(out):
+        out[i] = tile[31 - t]
+
+
+@ox.func
+def steps_down(n):
+    if n <= 0:
+        return n
+    return steps_down(n - 1)
+
+
+@ox.kernel
+def witness_argument(out: DisjointSlice[i64]):
+    i = thread.index_1d()
+    if i < len(out):
+        out[i] = steps_down(i) + i  # a ThreadIndex argument arrives as a plain i64
+
+
 # --- results against Python --------------------------------------------------------------
 
 def test_factorial(cpu) -> None:
@@ -335,6 +364,19 @@ def test_registers_inside_the_recursion(cpu) -> None:
     assert out.tolist() == [(i % 32) + (i // 32) * 100 for i in range(96)]
 
 
+def test_beside_shared_memory_and_barriers(cpu) -> None:
+    ns = (np.arange(64, dtype=np.int32) * 7) % 20
+    out = np.zeros(64, np.int32)
+    shared_then_fib[2, 32](ns, out)
+    assert out.tolist() == [py_fib(int(ns[(i // 32) * 32 + 31 - i % 32])) for i in range(64)]
+
+
+def test_thread_index_argument(cpu) -> None:
+    out = np.zeros(40, np.int64)
+    witness_argument[2, 20](out)
+    assert out.tolist() == list(range(40))
+
+
 # --- what the compiler makes of it -------------------------------------------------------
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
@@ -353,6 +395,7 @@ def test_ptx_has_a_function_and_calls(arch: str) -> None:
     (counted_fibs, (Slice[i32], AtomicSlice[i32], DisjointSlice[i32])),
     (sum_down, (Slice[f32], i32, DisjointSlice[f32])),
     (who_am_i, (DisjointSlice[i32],)),
+    (shared_then_fib, (Slice[i32], DisjointSlice[i32])),
 ])
 def test_gpu_code_assembles(kernel, sig) -> None:
     for arch in ("sm_80", "sm_90"):
