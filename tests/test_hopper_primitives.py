@@ -550,9 +550,6 @@ def test_unknown_namespace_member_is_a_compile_error() -> None:
         k.compile(RawSlice[u64], arch="sm_90")
 
 
-@pytest.mark.xfail(strict=True, reason="passes/uniformity.py treats an op it does not know "
-                   "as varying only through its operands: oxide.inline_asm and the "
-                   "per-thread oxide.hopper results (elect_sync, try_wait) need a case there")
 def test_an_asm_result_is_thread_varying() -> None:
     @ox.kernel
     def k(x: RawSlice[u32]):
@@ -565,9 +562,6 @@ def test_an_asm_result_is_thread_varying() -> None:
         k.compile(RawSlice[u32], arch="sm_90")
 
 
-@pytest.mark.xfail(strict=True, reason="passes/uniformity.py does not yet list the "
-                   "warp-collective oxide.hopper ops (HopperOp.is_warp_collective) among the "
-                   "full-warp collectives it checks")
 def test_mma_sync_under_a_lane_condition_is_an_error() -> None:
     @ox.kernel
     def k(a: Slice[u32], out: RawSlice[f32]):

@@ -114,11 +114,10 @@ __all__ = [
     "thread_idx", "threadfence", "threadfence_block", "threadfence_system", "to_device",
     "TypeVar", "u16", "u32", "u64", "u8", "unsafe", "UnsupportedFeatureError", "warp",
     "warp_id", "zeros", "__version__",
+    # the tensor-core and Hopper primitives (lang/hopper.py)
+    "asm", "cluster", "elect_sync", "fence_mbarrier_init", "fence_proxy_async", "ldmatrix",
+    "mbarrier", "mma_sync", "named_barrier_sync", "setmaxnreg", "stmatrix",
 ]
-# The tensor-core and Hopper primitives (lang/hopper.py: ox.asm, ox.mma_sync, ox.ldmatrix,
-# ox.stmatrix, ox.mbarrier, ox.fence_proxy_async, ox.fence_mbarrier_init, ox.elect_sync,
-# ox.setmaxnreg, ox.named_barrier_sync, ox.cluster) are importable; they join __all__ once
-# docs/reference.md has their entries (tests/test_reference_docs.py checks each name).
 
 
 def __getattr__(name: str) -> object:

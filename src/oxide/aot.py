@@ -161,16 +161,19 @@ def build_bundle(jobs: Iterable[Job], archs: list[str], out: str | Path, source:
                 spec["host"], host_ck = _host_json(job, index, files, consts)
             else:
                 gpu_ck = job.kernel.compile(*job.args, arch=arch)
+                # a kernel using sm_90a-only instructions compiles for sm_90a when asked
+                # for sm_90: label its cubin so, and ship no PTX (it runs on no later GPU)
+                actual = gpu_ck.arch or arch
                 cubin = gpu_ck.cubin
-                rel = f"{job.name}.{index}.{arch}"
+                rel = f"{job.name}.{index}.{actual}"
                 files[rel + ".cubin"] = cubin
-                spec["cubins"][arch] = rel + ".cubin"
-                spec["cubin_sha256"][arch] = _digest(cubin)
-                if not arch.endswith("a"):  # arch-specific PTX runs on no later GPU
+                spec["cubins"][actual] = rel + ".cubin"
+                spec["cubin_sha256"][actual] = _digest(cubin)
+                if not actual.endswith("a"):
                     ptx = gpu_ck.ptx.encode()
                     files[rel + ".ptx"] = ptx
-                    spec["ptx"][arch] = rel + ".ptx"
-                    spec["ptx_sha256"][arch] = _digest(ptx)
+                    spec["ptx"][actual] = rel + ".ptx"
+                    spec["ptx_sha256"][actual] = _digest(ptx)
             progress(f"{job.name} {arch}")
         ck = gpu_ck or host_ck
         if ck is None:

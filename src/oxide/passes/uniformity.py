@@ -217,6 +217,8 @@ class _Uniformity:
             return not (self.lanes and _warp_uniform_result(op))
         if isinstance(op, (ops.ThreadIndexOp, ops.AtomicOp)):
             return True
+        if isinstance(op, (ops.InlineAsmOp, ops.HopperOp)):
+            return op.varies_per_thread() or any(o in self.varying for o in op.operands)
         if isinstance(op, ops.SlotReadOp):
             return op.slot in self.varying_slots
         if isinstance(op, ops.LoadOp):
@@ -284,7 +286,8 @@ def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Sp
                 if isinstance(op, ops.BarrierOp) and op.kind.data == "block"]
     warp_wide = [(block, op) for block in func.body.blocks for op in block.ops
                  if (isinstance(op, ops.BarrierOp) and op.kind.data == "warp")
-                 or (isinstance(op, ops.WarpOp) and has_full_mask(op))]
+                 or (isinstance(op, ops.WarpOp) and has_full_mask(op))
+                 or (isinstance(op, ops.HopperOp) and op.is_warp_collective())]
     grid_wide = [(block, op) for block in func.body.blocks for op in block.ops
                  if isinstance(op, ops.BarrierOp) and op.kind.data == "grid"]
     if not barriers and not warp_wide and not grid_wide:
