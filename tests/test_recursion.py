@@ -255,6 +255,20 @@ def witness_argument(out: DisjointSlice[i64]):
         out[i] = steps_down(i) + i  # a ThreadIndex argument arrives as a plain i64
 
 
+@ox.func
+def halve(x, n):
+    if n <= 0:
+        return x
+    return halve(x * ox.bf16(0.5), n - 1)
+
+
+@ox.kernel
+def bf16_halves(a: Slice[f32], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(a):
+        out[i] = f32(halve(ox.bf16(a[i]), 3))
+
+
 # --- results against Python --------------------------------------------------------------
 
 def test_factorial(cpu) -> None:
@@ -375,6 +389,14 @@ def test_thread_index_argument(cpu) -> None:
     out = np.zeros(40, np.int64)
     witness_argument[2, 20](out)
     assert out.tolist() == list(range(40))
+
+
+def test_bf16_values_through_the_calls(cpu) -> None:
+    """bf16 arguments and results cross the calls (rounded as the kernel rounds them)."""
+    a = np.array([8.0, 3.0, -40.0, 2.0**-120], np.float32)
+    out = np.zeros_like(a)
+    bf16_halves[1, 4](a, out)
+    assert out.tolist() == (a / 8).tolist()
 
 
 # --- what the compiler makes of it -------------------------------------------------------

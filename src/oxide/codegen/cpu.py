@@ -234,7 +234,8 @@ class CPUTarget:
         arg_types = [p.split()[0] for p in params[:-1]]  # all but the error pointer
         driver = cpu_driver.launch_driver(symbol, arg_types, self.coroutine, self.shared_bytes)
         bf16 = [TRUNC_SF_BF2] if any("bfloat" in text for text in
-                                     (*body, *self.warps.helpers.values())) else []
+                                     (*body, *self.warps.helpers.values(),
+                                      *em.function_texts)) else []
         parts = [*em.globals, *sorted(declares), "", *fn, "", *em.function_texts, driver,
                  *self.warps.helpers.values(), *bf16, REPORT_FUNCTION,
                  '!0 = !{!"branch_weights", i32 1000000, i32 1}',
