@@ -100,6 +100,12 @@ def test_beside_shared_memory_and_barriers() -> None:
                             for i in range(1024)]
 
 
+def test_constant_arrays_in_the_kernel_and_the_function() -> None:
+    out = np.zeros(8, np.float32)
+    tr.constants_around_calls[1, 8](out)
+    assert out.tolist() == [3 * sum(range(i + 1)) + 2 for i in range(8)]
+
+
 def test_bounds_check_inside_the_recursion() -> None:
     a = np.arange(10, dtype=np.float32)
     out = np.zeros(2, np.float32)

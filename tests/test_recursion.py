@@ -269,6 +269,26 @@ def bf16_halves(a: Slice[f32], out: DisjointSlice[f32]):
         out[i] = f32(halve(ox.bf16(a[i]), 3))
 
 
+WEIGHTS = ox.ConstantArray(f32, 8)
+WEIGHTS.set(np.arange(8, dtype=np.float32))
+TABLE = np.arange(16, dtype=np.float32) * 2  # captured: constant memory as well
+
+
+@ox.func
+def weighted(n):
+    if n < 0:
+        return f32(0)
+    return WEIGHTS[n] + TABLE[n] + weighted(n - 1)
+
+
+@ox.kernel
+def constants_around_calls(out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i < len(out):
+        before = TABLE[1]  # the kernel reads TABLE first, WEIGHTS only after the call
+        out[i] = before + weighted(i32(i)) + WEIGHTS[0]
+
+
 # --- results against Python --------------------------------------------------------------
 
 def test_factorial(cpu) -> None:
@@ -397,6 +417,15 @@ def test_bf16_values_through_the_calls(cpu) -> None:
     out = np.zeros_like(a)
     bf16_halves[1, 4](a, out)
     assert out.tolist() == (a / 8).tolist()
+
+
+def test_constant_arrays_in_the_kernel_and_the_function(cpu) -> None:
+    """One global per constant array, whichever function reads it first."""
+    out = np.zeros(8, np.float32)
+    constants_around_calls[1, 8](out)
+    assert out.tolist() == [3 * sum(range(i + 1)) + 2 for i in range(8)]
+    ck = constants_around_calls.compile(DisjointSlice[f32], arch="sm_90")
+    assert len(ck.constants) == 2 and len(ck.cubin) > 0
 
 
 # --- what the compiler makes of it -------------------------------------------------------

@@ -504,6 +504,15 @@ class FunctionEmitter(Emitter):
         params.append("ptr %oxide.err")
         return params + self.t.call_context_params()
 
+    def op_FixedArrayOp(self, op: ops.FixedArrayOp) -> None:
+        """A constant array the kernel (or another device function) declared too names the
+        same global: define it once."""
+        known = len(self.globals)
+        super().op_FixedArrayOp(op)
+        added = self.globals[known:]
+        del self.globals[known:]
+        self.globals.extend(g for g in added if g not in self.globals)
+
     def function_text(self) -> str:
         params = self.bind_params()
         blocks = list(self.func.body.blocks)

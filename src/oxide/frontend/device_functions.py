@@ -75,6 +75,8 @@ class DeviceFunctions:
 
     specs: dict[tuple[Any, ...], Specialization] = field(default_factory=dict)
     recursive: dict[Any, bool] = field(default_factory=dict)
+    # every ox.ConstantArray a function of the kernel reads, by id: its first declaration
+    constants: dict[int, FixedArray] = field(default_factory=dict)
 
     def lowered(self) -> list[Specialization]:
         return [s for s in self.specs.values() if s.done]
@@ -279,7 +281,24 @@ def _lower(caller: Any, tab: DeviceFunctions, fn: Any, params: tuple[Any, ...],
     lowering.return_target = target
     spec = Specialization(fn, symbol, params, b.func, target)
     tab.specs[(fn, params)] = spec
-    caller.ctx.functions.add(fn)
+    ctx = caller.ctx
+    ctx.functions.add(fn)
+    if not isinstance(ctx.constant_values, ConstantViews):
+        ctx.constant_values = ConstantViews(caller.b, tab.constants, ctx.constant_values)
+    outer_constants = ctx.constant_values
+    ctx.constant_values = ConstantViews(b, tab.constants)
+    try:
+        _lower_body(lowering, b, fn, params, target)
+    finally:
+        ctx.constant_values = outer_constants
+    _refuse_collectives(fn, b, caller, node)
+    spec.done = True
+    return spec
+
+
+def _lower_body(lowering: Any, b: IRBuilder, fn: Any, params: tuple[Any, ...],
+                target: Any) -> None:
+    source = fn.source
     for p, arg, t in zip(source.tree.args.args, b.args, params, strict=True):
         if isinstance(t, T.ArrayType):
             lowering.env[p.arg] = Array(arg, t, p.arg)
@@ -300,9 +319,39 @@ def _lower(caller: Any, tab: DeviceFunctions, fn: Any, params: tuple[Any, ...],
         values = _read_slots(b, target.slot)
     b.emit(ops.FuncReturnOp(values))
     _finish(b, [v.type for v in values])
-    _refuse_collectives(fn, b, caller, node)
-    spec.done = True
-    return spec
+
+
+class ConstantViews(dict):  # type: ignore[type-arg]
+    """`KernelContext.constant_values` for one function's builder, once a kernel has device
+    functions. parallel_calls.py caches each ox.ConstantArray's frontend value there, but an
+    SSA value belongs to one function: a ConstantArray that another function of the kernel
+    declared already gets a declaration in this builder with the same symbol (one global,
+    one entry in `ctx.constants`)."""
+
+    def __init__(self, b: IRBuilder, registry: dict[int, FixedArray],
+                 initial: dict[int, Any] | None = None) -> None:
+        super().__init__()
+        self.b = b
+        self.registry = registry
+        for key, arr in (initial or {}).items():
+            self[key] = arr
+
+    def __setitem__(self, key: int, arr: Any) -> None:
+        super().__setitem__(key, arr)
+        self.registry.setdefault(key, arr)
+
+    def get(self, key: int, default: Any = None) -> Any:
+        if key in self:
+            return self[key]
+        first = self.registry.get(key)
+        if first is None:
+            return default
+        owner = first.ssa.owner
+        assert isinstance(owner, ops.FixedArrayOp) and owner.sym is not None
+        ssa = self.b.alloc(ops.FixedArrayOp(first.ssa.type, owner.sym.data))
+        arr = FixedArray(ssa, first.dtype, first.shape, first.space, first.name)
+        self[key] = arr
+        return arr
 
 
 def _read_slots(b: IRBuilder, slot: Any) -> list[SSAValue]:
