@@ -212,6 +212,28 @@ def shape_not_constant(a: Slice[f32], o: DisjointSlice[f32], n: i32):
     tile.store(o, (i,), tile.load(a, (i,), (n,)))  # <-
 
 
+@ox.func
+def simt_helper(x: f32) -> f32:
+    return x * 2
+
+
+@tile.kernel
+def simt_func_in_tile(a: Slice[f32], o: DisjointSlice[f32]):
+    i = tile.bid(0)
+    tile.store(o, (i,), simt_helper(tile.load(a, (i,), (64,))))  # <-
+
+
+@tile.func
+def tile_helper_bad(t):
+    return t + tile.load(t, (0,), (64,))  # <-
+
+
+@tile.kernel
+def tile_func_error_points_inside(a: Slice[f32], o: DisjointSlice[f32]):
+    i = tile.bid(0)
+    tile.store(o, (i,), tile_helper_bad(tile.load(a, (i,), (64,))))
+
+
 CASES = [
     (broadcast_mismatch, (M, M), ox.KernelTypeError, r"cannot broadcast shapes \(4, 8\) and \(4, 16\)"),
     (not_power_of_two, (V, V), ox.KernelTypeError, r"powers of two; \(100,\) has 100"),
@@ -240,6 +262,7 @@ CASES = [
     (where_needs_bool, (V, V), ox.KernelTypeError, r"the condition of tile.where is a bool tile"),
     (disjoint_read_elsewhere, (V,), ox.SafetyError, r"it is read only at a tile index built from"),
     (index_item_float, (V, V), ox.KernelTypeError, r"a tile index holds integer scalars, not the constant 1.5"),
+    (simt_func_in_tile, (V, V), ox.UnsupportedFeatureError, r"cannot be called in a tile kernel"),
     (shape_not_constant, (V, V, np.int32(64)), ox.KernelTypeError, r"the tile shape must be a tuple of compile-time integers"),
 ]
 
@@ -259,6 +282,12 @@ def test_bad_tile_kernel(kernel, args, cls, pattern):
     assert err.span is not None and err.span.line == _marked_line(kernel)
     assert err.span.file.endswith("test_tile_diagnostics.py")
     assert "-->" in str(err)  # the rendered diagnostic shows where
+
+
+def test_error_inside_a_tile_func_points_into_it():
+    with pytest.raises(ox.KernelTypeError, match="tile.load takes an array parameter") as info:
+        tile_func_error_points_inside.compile(V, V, arch="cpu")
+    assert info.value.span.line == _marked_line(tile_helper_bad)
 
 
 def test_corpus_is_large_enough():

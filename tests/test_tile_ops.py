@@ -331,6 +331,51 @@ def test_loop_with_negative_step_and_scalar_carry():
     np.testing.assert_array_equal(y, xp[[4, 2, 0]].sum(0) * 100 + 3)
 
 
+@tile.func
+def normalized(t):
+    e = tile.exp(t - tile.max(t, 1, keepdims=True))
+    return e / tile.sum(e, 1, keepdims=True)
+
+
+@tile.func
+def put_row(o, row, v):
+    tile.store(o, (row, 0), v)
+
+
+@tile.kernel
+def softmax_bf16(x: Slice[bf16, 2], y: DisjointSlice[bf16, 2], BN: Const[int]):
+    """bf16 in and out, computed in f32 by an @ox.tile.func; the store through another."""
+    i = tile.bid(0)
+    t = tile.load(x, (i, 0), (1, BN), padding=-math.inf).astype(f32)
+    put_row(y, i, normalized(t).astype(bf16))
+
+
+def test_tile_funcs_and_bf16():
+    pytest.importorskip("ml_dtypes")
+    x = rng.standard_normal((6, 40)).astype("bfloat16")
+    y = np.zeros_like(x)
+    cpu(softmax_bf16, 6, x, y, 64)
+    xf = x.astype(np.float32)
+    e = np.exp(xf - xf.max(1, keepdims=True))
+    want = (e / e.sum(1, keepdims=True)).astype("bfloat16").astype(np.float32)
+    np.testing.assert_allclose(y.astype(np.float32), want, rtol=1e-2, atol=1e-3)
+
+
+@tile.kernel
+def in_place(o: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int]):
+    """A DisjointSlice read and written at the block's own tile."""
+    i, j = tile.bid(0), tile.bid(1)
+    t = tile.load(o, (i, j), (BM, BN))
+    tile.store(o, (i, j), t * 2.0 + 1.0)
+
+
+def test_disjoint_slice_updated_in_place():
+    x = rng.standard_normal((20, 30), dtype=np.float32)
+    o = x.copy()
+    cpu(in_place, (tile.cdiv(20, 8), tile.cdiv(30, 16)), o, 8, 16)
+    np.testing.assert_array_equal(o, x * 2 + 1)
+
+
 def test_grid_rule_refuses_blocks_sharing_a_tile():
     """A store at (tile.bid(0),) is unique along x only: a grid with y > 1 is refused."""
     a = np.zeros(64, np.float32)

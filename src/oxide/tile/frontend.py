@@ -35,6 +35,7 @@ from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source
 from oxide.ir import ops
 from oxide.ir.types import array_ir_type, ir_type
+from oxide.kernel import DeviceFunction
 from oxide.specialize import ConstValue
 from oxide.tile import lang
 from oxide.tile.layout import Layout, blocked
@@ -123,6 +124,7 @@ class TileLowering:
         self.stores = _Stores()
         self.unsafe_depth = 0
         self._node: ast.AST = source.tree
+        self.call_stack: tuple[Any, ...] = ()  # the @ox.tile.funcs being inlined
 
     # -- diagnostics ----------------------------------------------------------------
 
@@ -570,17 +572,63 @@ class TileLowering:
         if obj is builtins.len:
             raise self.error(UnsupportedFeatureError, node, "`len` is not supported in tile "
                              "kernels", hint="use `arr.shape[0]`")
-        name = getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
-        hint = ""
         from oxide.tile.kernel import TileFunctionDef
 
         if isinstance(obj, TileFunctionDef):
-            hint = "@ox.tile.func helpers are not built yet; inline the code"
+            return self.call_tile_func(obj, node)
+        name = getattr(obj, "__qualname__", getattr(obj, "__name__", repr(obj)))
+        hint = ""
+        if isinstance(obj, DeviceFunction):
+            hint = "@ox.func is for SIMT kernels; write tile helpers with @ox.tile.func"
         elif obj in (builtins.min, builtins.max):
             hint = "use `tile.minimum`/`tile.maximum` (elementwise) or `tile.min`/`tile.max`"
         raise self.error(UnsupportedFeatureError, node,
                          f"`{self.text(node.func)}` ({name}) cannot be called in a tile kernel",
                          hint=hint or "tile kernels call the `tile.*` operations")
+
+    def call_tile_func(self, f: Any, node: ast.Call) -> Any:
+        """Inline an @ox.tile.func: its parameters bound to the argument values, its body
+        lowered into this kernel, its final `return` the call's value."""
+        if f in self.call_stack:
+            raise self.error(UnsupportedFeatureError, node,
+                             f"`{f.__name__}` calls itself; tile helpers cannot recurse")
+        tree = f.source.tree
+        params = [a.arg for a in (*tree.args.posonlyargs, *tree.args.args)]
+        if tree.args.vararg or tree.args.kwarg or tree.args.kwonlyargs or tree.args.defaults:
+            raise self.error(UnsupportedFeatureError, tree,
+                             "@ox.tile.func parameters are plain names (no defaults, *args, "
+                             "keyword-only or **kwargs)")
+        values: dict[str, Any] = {}
+        for name, a in zip(params, node.args, strict=False):
+            values[name] = self.expr(a)
+        for kw in node.keywords:
+            if kw.arg not in params or kw.arg in values:
+                raise self.error(KernelTypeError, kw.value, f"`{f.__name__}` has no parameter "
+                                 f"`{kw.arg}` left to bind")
+            values[kw.arg] = self.expr(kw.value)
+        if len(node.args) > len(params) or set(values) != set(params):
+            raise self.error(KernelTypeError, node,
+                             f"`{f.__name__}` takes {len(params)} argument"
+                             f"{'s' if len(params) != 1 else ''} ({', '.join(params)}), got "
+                             f"{len(node.args) + len(node.keywords)}")
+        sub = TileLowering(self.b, f.source, f.scope, self.ctx, self.num_warps)
+        sub.em, sub.stores, sub.unsafe_depth = self.em, self.stores, self.unsafe_depth
+        sub.call_stack = (*self.call_stack, f)
+        sub.env = values
+        body = list(tree.body)
+        result: Any = Static(None)
+        last = body[-1] if body else None
+        if isinstance(last, ast.Return):
+            body = body[:-1]
+        for stmt in body:
+            for n in ast.walk(stmt):
+                if isinstance(n, ast.Return):
+                    raise self.error(UnsupportedFeatureError, n,
+                                     "an @ox.tile.func returns with its last statement only")
+            sub.lower_stmt(stmt)
+        if isinstance(last, ast.Return) and last.value is not None:
+            result = sub.expr(last.value)
+        return result
 
     # -- helpers ----------------------------------------------------------------------
 

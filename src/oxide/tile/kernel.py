@@ -13,7 +13,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from oxide.errors import KernelTypeError, LaunchError, UnsupportedFeatureError
-from oxide.kernel import Kernel, KernelOptions, _caller_span, _decorator_locals, _require_function
+from oxide.kernel import (
+    DeviceFunction,
+    Kernel,
+    KernelOptions,
+    _caller_span,
+    _decorator_locals,
+    _require_function,
+)
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.launch import bind_launch
 from oxide.tile.layout import WARP_SIZE
@@ -73,16 +80,17 @@ class TileKernel(Kernel):
         return f"<oxide.tile.kernel {self.__qualname__}>"
 
 
-class TileFunctionDef:
-    """`@ox.tile.func`: named so that calling one gives a clear "not built yet" error."""
+class TileFunctionDef(DeviceFunction):
+    """`@ox.tile.func`: a tile helper, inlined where a tile kernel (or another helper)
+    calls it. A DeviceFunction, so the disk cache's key covers its source too."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        self.fn = fn
-        self.__name__ = fn.__name__
-        self.__qualname__ = fn.__qualname__
+    is_tile_func = True
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"`{self.__name__}` is an @ox.tile.func: call it from a tile kernel")
+
+    def __repr__(self) -> str:
+        return f"<oxide.tile.func {self.__name__}>"
 
 
 def _num_warps(n: Any, depth: int) -> int:
@@ -123,7 +131,7 @@ def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int = 4,
 
 
 def func(fn: Callable[..., Any]) -> TileFunctionDef:
-    """`@ox.tile.func`: tile helpers. Declaring one works; calling it from a tile kernel
-    is not built yet (a clear error at the call)."""
+    """`@ox.tile.func`: a helper of tile kernels. It takes tiles, arrays and numbers,
+    and returns a value with a final `return` (or nothing)."""
     _require_function(fn, "@ox.tile.func", 1)
-    return TileFunctionDef(fn)
+    return TileFunctionDef(fn, _decorator_locals(1))
