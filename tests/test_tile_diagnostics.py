@@ -103,10 +103,16 @@ def mma_not_built(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
 
 
 @tile.kernel
-def argmax_not_built(a: Slice[f32], o: DisjointSlice[f32]):
+def cumsum_not_built(a: Slice[f32], o: DisjointSlice[f32]):
     i = tile.bid(0)
-    m = tile.argmax(tile.load(a, (i,), (64,)), 0)  # <-
+    m = tile.cumsum(tile.load(a, (i,), (64,)), 0)  # <-
     tile.store(o, (i,), m)
+
+
+@tile.kernel
+def argmax_of_bools(a: Slice[f32], o: DisjointSlice[i32]):
+    i = tile.bid(0)
+    tile.store(o, (i,), tile.argmax(tile.load(a, (i,), (64,)) > 0, 0, keepdims=True))  # <-
 
 
 @tile.kernel
@@ -248,7 +254,8 @@ CASES = [
     (bitwise_on_floats, (V, V), ox.KernelTypeError, r"`&` needs integers or bools, not f32"),
     (unknown_op, (V, V), ox.KernelSyntaxError, r"has no attribute `softplus`"),
     (mma_not_built, (M, M), ox.UnsupportedFeatureError, r"`@` \(tile.mma\) is not built yet"),
-    (argmax_not_built, (V, V), ox.UnsupportedFeatureError, r"`tile.argmax` is not built yet"),
+    (cumsum_not_built, (V, V), ox.UnsupportedFeatureError, r"`tile.cumsum` is not built yet"),
+    (argmax_of_bools, (V, VI), ox.KernelTypeError, r"tile.argmax of a bool tile"),
     (bad_axis, (M, M), ox.KernelTypeError, r"the axis of tile.sum is a constant from -2 to 1"),
     (wrong_index_rank, (M, M), ox.KernelTypeError, r"`a` has rank 2: its tile index has 2 items, not 1"),
     (store_rank_mismatch, (M, V), ox.KernelTypeError, r"`o` has rank 1; cannot store a tile of shape \(8, 8\)"),

@@ -270,6 +270,42 @@ def test_full_reduction_to_a_scalar(warps_n):
     np.testing.assert_array_equal(o, want)
 
 
+@tile.kernel
+def argreduce(x: Slice[f32, 2], rows: DisjointSlice[i32, 2], cols: RawSlice[i32, 2],
+              whole: RawSlice[i32], kind: Const[int], BM: Const[int], BN: Const[int]):
+    i = tile.bid(0)
+    pad = -math.inf if kind == 0 else math.inf
+    t = tile.load(x, (i, 0), (BM, BN), padding=pad)
+    if kind == 0:
+        r, c, w = tile.argmax(t, 1, keepdims=True), tile.argmax(t, axis=0), tile.argmax(t)
+    else:
+        r, c, w = tile.argmin(t, 1, keepdims=True), tile.argmin(t, axis=0), tile.argmin(t)
+    tile.store(rows, (i, 0), r)
+    with ox.unsafe():
+        tile.store(cols, (i, 0), c[None, :])
+        tile.store(whole, (i,), tile.zeros((1,), i32) + w)
+
+
+@pytest.mark.parametrize("kind", [0, 1])
+@pytest.mark.parametrize("M,N,BM,BN", [(5, 100, 4, 128), (64, 33, 16, 64), (2, 1000, 1, 1024),
+                                       (40, 8, 64, 8)])
+def test_argmax_argmin(kind, M, N, BM, BN):
+    x = rng.integers(-4, 5, (M, N)).astype(np.float32)  # many ties: the first one wins
+    grid = tile.cdiv(M, BM)
+    rows = np.zeros((M, 1), np.int32)
+    cols = np.zeros((grid, N), np.int32)
+    whole = np.zeros(grid, np.int32)
+    cpu(argreduce, grid, x, rows, cols, whole, kind, BM, BN)
+    f = (np.argmax, np.argmin)[kind]
+    np.testing.assert_array_equal(rows[:, 0], f(x, axis=1))
+    for g in range(grid):
+        block = x[g * BM:(g + 1) * BM]
+        np.testing.assert_array_equal(cols[g], f(block, axis=0))
+        padded = np.full((BM, BN), -np.inf if kind == 0 else np.inf, np.float32)
+        padded[:block.shape[0], :N] = block
+        assert whole[g] == f(padded)
+
+
 @tile.kernel(num_warps=8)
 def softmax(x: Slice[f32, 2], y: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int]):
     i = tile.bid(0)
@@ -393,7 +429,9 @@ def test_ptx_and_cubin(arch):
                     (softmax, (x2, x2, 2, 1024)),
                     (reduce2d, (x2, x2, x2, 1, 16, 64)),
                     (outer, (np.zeros(4, np.float32),) * 2 + (x2, 32, 32)),
-                    (row_stats, (x2, x2, 8, 128))):
+                    (row_stats, (x2, x2, 8, 128)),
+                    (argreduce, (x2, x2.astype(np.int32), x2.astype(np.int32),
+                                 np.zeros(4, np.int32), 0, 16, 64))):
         ck = k.compile(*args, arch=arch)
         assert ".entry" in ck.ptx and len(ck.cubin) > 0
         if k is softmax:

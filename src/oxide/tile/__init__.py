@@ -14,6 +14,7 @@ from oxide.tile.kernel import TileKernel, TileOptions, func, kernel
 from oxide.tile.lang import (
     arange,
     argmax,
+    argmin,
     bid,
     broadcast_to,
     cdiv,
@@ -41,7 +42,7 @@ from oxide.tile.lang import (
     zeros,
 )
 
-__all__ = ["TileKernel", "TileOptions", "arange", "argmax", "bid", "broadcast_to", "cdiv",
+__all__ = ["TileKernel", "TileOptions", "arange", "argmax", "argmin", "bid", "broadcast_to", "cdiv",
            "cumsum", "exp", "exp2", "full", "func", "kernel", "load", "log", "max", "maximum",
            "min", "minimum", "mma", "num_blocks", "num_tiles", "permute", "reshape", "rsqrt",
            "sqrt", "store", "sum", "tanh", "where", "zeros"]

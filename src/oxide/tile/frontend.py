@@ -969,6 +969,43 @@ class TileLowering:
         args = self.positional(node, (1, 3), f"tile.{name}(x, axis=None, keepdims=False)",
                                ("axis", "keepdims"))
         x = self.as_tile(args[0], node.args[0])
+        if x.dtype.is_bool:
+            raise self.error(KernelTypeError, node.args[0], f"tile.{name} of a bool tile",
+                             hint="convert first: `x.astype(i32)`")
+        axes, keepdims = self._axes(name, x, node)
+        # reduce the highest axis first, so the others keep their numbers
+        for axis in sorted(axes, reverse=True):
+            x = self.em.reduce(_REDUCE[name], x, axis, keepdims)
+        return x
+
+    def _argreduce(self, kind: str, node: ast.Call) -> Tile:
+        name = f"arg{kind}"
+        args = self.positional(node, (1, 3), f"tile.{name}(x, axis=None, keepdims=False)",
+                               ("axis", "keepdims"))
+        x = self.as_tile(args[0], node.args[0])
+        if x.dtype.is_bool:
+            raise self.error(KernelTypeError, node.args[0], f"tile.{name} of a bool tile",
+                             hint="convert first: `x.astype(i32)`")
+        axes, keepdims = self._axes(name, x, node)
+        if not x.ndim:
+            return self.em.full(x.layout, 0, T.i32)
+        if len(axes) == 1:
+            _, idx = self.em.arg_reduce(kind, x, self.em.index_tile(x.layout, axes[0]), axes[0],
+                                        keepdims)
+            return idx
+        idx = self.em.index_tile(x.layout, None)  # NumPy: the position in the flattened tile
+        for axis in sorted(axes, reverse=True):
+            x, idx = self.em.arg_reduce(kind, x, idx, axis, keepdims)
+        return idx
+
+    def call_argmax(self, node: ast.Call) -> Tile:
+        return self._argreduce("max", node)
+
+    def call_argmin(self, node: ast.Call) -> Tile:
+        return self._argreduce("min", node)
+
+    def _axes(self, name: str, x: Tile, node: ast.Call) -> tuple[list[int], bool]:
+        """The axes a reduction's `axis` names (all for None), and its `keepdims`."""
         axis_v, axis_node = self.keyword(node, "axis", 1)
         keep_v, keep_node = self.keyword(node, "keepdims", 2)
         keepdims = False
@@ -976,23 +1013,15 @@ class TileLowering:
             if not (isinstance(keep_v, Static) and isinstance(keep_v.obj, bool)):
                 raise self.error(KernelTypeError, keep_node, "keepdims is True or False")
             keepdims = keep_v.obj
-        if x.dtype.is_bool:
-            raise self.error(KernelTypeError, node.args[0], f"tile.{name} of a bool tile",
-                             hint="convert first: `x.astype(i32)`")
         if axis_v is None or (isinstance(axis_v, Static) and axis_v.obj is None):
-            axes = list(range(x.ndim))
-        else:
-            if not (isinstance(axis_v, Static) and isinstance(axis_v.obj, int)
-                    and not isinstance(axis_v.obj, bool) and -x.ndim <= axis_v.obj < x.ndim):
-                raise self.error(KernelTypeError, axis_node,
-                                 f"the axis of tile.{name} is a constant from {-x.ndim} to "
-                                 f"{x.ndim - 1} for {x.describe()}" if x.ndim else
-                                 f"tile.{name} of a scalar takes no axis")
-            axes = [axis_v.obj % x.ndim]
-        # reduce the highest axis first, so the others keep their numbers
-        for axis in sorted(axes, reverse=True):
-            x = self.em.reduce(_REDUCE[name], x, axis, keepdims)
-        return x
+            return list(range(x.ndim)), keepdims
+        if not (isinstance(axis_v, Static) and isinstance(axis_v.obj, int)
+                and not isinstance(axis_v.obj, bool) and -x.ndim <= axis_v.obj < x.ndim):
+            raise self.error(KernelTypeError, axis_node,
+                             f"the axis of tile.{name} is a constant from {-x.ndim} to "
+                             f"{x.ndim - 1} for {x.describe()}" if x.ndim else
+                             f"tile.{name} of a scalar takes no axis")
+        return [axis_v.obj % x.ndim], keepdims
 
     def call_sum(self, node: ast.Call) -> Tile:
         return self._reduce("sum", node)

@@ -64,7 +64,10 @@ max = _f("max", "`tile.max(x, axis=None, keepdims=False)`")  # noqa: A001
 min = _f("min", "`tile.min(x, axis=None, keepdims=False)`")  # noqa: A001
 broadcast_to = _f("broadcast_to", "`tile.broadcast_to(x, shape)`")
 # named so that a kernel using them gets a clear "not built yet" error with its span
-argmax = _f("argmax", "`tile.argmax(x, axis)`: not built yet")
+argmax = _f("argmax", "`tile.argmax(x, axis=None, keepdims=False)`: the index (i32) of the "
+            "first maximum")
+argmin = _f("argmin", "`tile.argmin(x, axis=None, keepdims=False)`: the index (i32) of the "
+            "first minimum")
 cumsum = _f("cumsum", "`tile.cumsum(x, axis)`: not built yet")
 reshape = _f("reshape", "`tile.reshape(x, shape)`: not built yet")
 permute = _f("permute", "`tile.permute(x, axes)`: not built yet")
@@ -72,5 +75,5 @@ mma = _f("mma", "`tile.mma(a, b, acc)`: not built yet")
 
 FUNCTIONS = (bid, num_blocks, cdiv, num_tiles, load, store, zeros, full, arange, exp, exp2,
              log, sqrt, rsqrt, tanh, maximum, minimum, where, sum, max, min, broadcast_to,
-             argmax, cumsum, reshape, permute, mma)
-NOT_BUILT = {"argmax", "cumsum", "reshape", "permute", "mma"}
+             argmax, argmin, cumsum, reshape, permute, mma)
+NOT_BUILT = {"cumsum", "reshape", "permute", "mma"}

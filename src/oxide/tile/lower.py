@@ -201,6 +201,13 @@ class TileEmitter:
     def arange(self, layout: Layout, dt: T.DType) -> Tile:
         return Tile(dt, layout, tuple(self.b.cast(c[0], dt) for c in self.coords(layout)))
 
+    def index_tile(self, layout: Layout, axis: int | None) -> Tile:
+        """Each element's coordinate along `axis`, or its row-major position (None), as i32."""
+        out = []
+        for c in self.coords(layout):
+            out.append(c[axis] if axis is not None else self.linear(c, layout.shape))
+        return Tile(T.i32, layout, tuple(out))
+
     # -- elementwise ------------------------------------------------------------------
 
     def cast(self, t: Tile, dt: T.DType) -> Tile:
@@ -316,66 +323,108 @@ class TileEmitter:
 
     def reduce(self, kind: str, t: Tile, axis: int, keepdims: bool) -> Tile:
         """`sum`/`max`/`min` of `t` along `axis` (kind "add", "max", "min")."""
-        layout = t.layout
         dt = reduce_dtype(t.dtype)
-        vals = [self.b.cast(v, dt) for v in t.values]
+        wide = self.cast(t, dt)
+
+        def combine(a: tuple[SSAValue, ...], b: tuple[SSAValue, ...]) -> tuple[SSAValue, ...]:
+            return (self.b.value(ops.BinaryOp(kind, a[0], b[0])),)
+
+        (res,) = self.reduce_multi([wide], axis, keepdims, combine, (self.identity(kind, dt),))
+        return self.cast(res, t.dtype)
+
+    def arg_reduce(self, kind: str, t: Tile, index: Tile, axis: int, keepdims: bool
+                   ) -> tuple[Tile, Tile]:
+        """(max or min, the index of its first occurrence) along `axis`: pairs reduced
+        with ties going to the smaller index, so the result is NumPy's argmax/argmin."""
+        dt = reduce_dtype(t.dtype)
+        wide = self.cast(t, dt)
+        better = "gt" if kind == "max" else "lt"
+
+        def combine(a: tuple[SSAValue, ...], b: tuple[SSAValue, ...]) -> tuple[SSAValue, ...]:
+            wins = self.b.value(ops.CompareOp(better, b[0], a[0]))
+            tie = self.b.value(ops.CompareOp("eq", b[0], a[0]))
+            first = self.b.value(ops.CompareOp("lt", b[1], a[1]))
+            take = self.b.value(ops.BinaryOp("or", wins, self.b.value(
+                ops.BinaryOp("and", tie, first))))
+            return (self.b.value(ops.SelectOp(take, b[0], a[0])),
+                    self.b.value(ops.SelectOp(take, b[1], a[1])))
+
+        ident = (self.identity(kind, dt), self.const((1 << 31) - 1, T.i32))
+        value, idx = self.reduce_multi([wide, index], axis, keepdims, combine, ident)
+        return self.cast(value, t.dtype), idx
+
+    def reduce_multi(self, tiles: list[Tile], axis: int, keepdims: bool,
+                     combine: Callable[[tuple[SSAValue, ...], tuple[SSAValue, ...]],
+                                       tuple[SSAValue, ...]],
+                     identity: tuple[SSAValue, ...]) -> list[Tile]:
+        """Reduce tuples of tiles of one layout along `axis` with an associative and
+        commutative `combine`; replicas along the axis contribute `identity`."""
+        layout = tiles[0].layout
         out_layout = layout.squeeze(axis) if keepdims else layout.drop(axis)
         # 1. in the thread: slots that differ only along `axis`
-        groups: dict[tuple[int, ...], SSAValue] = {}
-        for offs, v in zip(layout.offsets(), vals, strict=True):
+        groups: dict[tuple[int, ...], tuple[SSAValue, ...]] = {}
+        for k, offs in enumerate(layout.offsets()):
             key = offs[:axis] + offs[axis + 1:]
-            groups[key] = v if key not in groups else self.b.value(ops.BinaryOp(kind, groups[key], v))
+            v = tuple(t.values[k] for t in tiles)
+            groups[key] = v if key not in groups else combine(groups[key], v)
         keys = list(groups)
         part = [groups[k] for k in keys]
         valid = self.valid_along(layout, axis) if layout.shape[axis] > 1 else None
         if valid is not None:  # replicas along the axis hold copies: they add nothing
-            ident = self.identity(kind, dt)
-            part = [self.b.value(ops.SelectOp(valid, v, ident)) for v in part]
+            part = [tuple(self.b.value(ops.SelectOp(valid, x, i)) for x, i in zip(v, identity,
+                                                                                 strict=True))
+                    for v in part]
         m = layout.dims[axis] if layout.shape[axis] > 1 else None
+        types = [x.type for x in identity]
         # 2. across the lanes of the axis: butterfly, every lane ends with the group's total
         if m is not None and m.tpw > 1:
             mask = self.const(FULL_MASK, T.u32)
             for k in range(m.tpw.bit_length() - 1):
                 lanes = self.const(1 << (m.lane_shift + k), T.i32)
-                part = [self.b.value(ops.BinaryOp(kind, v, self.b.value(
-                    ops.WarpOp("shuffle_xor", [v, lanes, mask], ir_type(dt))))) for v in part]
+                part = [combine(v, tuple(self.b.value(ops.WarpOp("shuffle_xor", [x, lanes, mask],
+                                                                 ty))
+                                         for x, ty in zip(v, types, strict=True)))
+                        for v in part]
         # 3. across the warps of the axis: one shared cell per (warp, kept element)
         if m is not None and m.wpc > 1:
-            kept = out_layout.shape if not keepdims else out_layout.drop(axis).shape
-            count = 1
-            for e in kept:
-                count *= e
-            smem = self.shared(dt, count * m.wpc)
-            _, warp = self._thread()
-            wd = self._field(warp, m.warp_shift, m.wpc)
-            wd64 = self.b.cast(wd, T.i64)
             kept_layout = layout.drop(axis)
+            count = 1
+            for e in kept_layout.shape:
+                count *= e
+            smems = [self.shared(t.dtype, count * m.wpc) for t in tiles]
+            _, warp = self._thread()
+            wd64 = self.b.cast(self._field(warp, m.warp_shift, m.wpc), T.i64)
             kept_coords = {offs: c for offs, c in zip(kept_layout.offsets(),
                                                        self.coords(kept_layout), strict=True)}
             cells = [self.linear(kept_coords[k], kept_layout.shape, T.i64) for k in keys]
             self.barrier()
+            base = self.b.value(ops.BinaryOp("mul", wd64, self.const(count, T.i64)))
             for cell, v in zip(cells, part, strict=True):
-                at = self.b.value(ops.BinaryOp("add", self.b.value(ops.BinaryOp(
-                    "mul", wd64, self.const(count, T.i64))), cell))
-                self.b.emit(ops.StoreOp(smem, [at], v, 0, False, True))
+                at = self.b.value(ops.BinaryOp("add", base, cell))
+                for smem, x in zip(smems, v, strict=True):
+                    self.b.emit(ops.StoreOp(smem, [at], x, 0, False, True))
             self.barrier()
             total = []
             for cell in cells:
-                acc: SSAValue | None = None
+                acc: tuple[SSAValue, ...] | None = None
                 for w in range(m.wpc):
                     at = self.b.value(ops.BinaryOp("add", cell, self.const(w * count, T.i64)))
-                    v = self.b.value(ops.LoadOp(smem, [at], ir_type(dt), 0, False, True))
-                    acc = v if acc is None else self.b.value(ops.BinaryOp(kind, acc, v))
+                    v = tuple(self.b.value(ops.LoadOp(smem, [at], ty, 0, False, True))
+                              for smem, ty in zip(smems, types, strict=True))
+                    acc = v if acc is None else combine(acc, v)
                 assert acc is not None
                 total.append(acc)
             part = total
         # the result's slots, in its layout's order
         by_key = dict(zip(keys, part, strict=True))
-        res = []
-        for offs in out_layout.offsets():
-            k = offs[:axis] + offs[axis + 1:] if keepdims else offs
-            res.append(self.b.cast(by_key[k], t.dtype))
-        return Tile(t.dtype, out_layout, tuple(res))
+        out = []
+        for c, t in enumerate(tiles):
+            res = []
+            for offs in out_layout.offsets():
+                k = offs[:axis] + offs[axis + 1:] if keepdims else offs
+                res.append(by_key[k][c])
+            out.append(Tile(t.dtype, out_layout, tuple(res)))
+        return out
 
     # -- global memory ------------------------------------------------------------------
 
