@@ -12,7 +12,8 @@ from oxide import examples, tile
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("name", ["tile_vecadd", "tile_softmax", "tile_layernorm"])
+@pytest.mark.parametrize("name", ["tile_vecadd", "tile_softmax", "tile_layernorm",
+                                  "tile_transpose"])
 def test_tile_example_on_gpu(name):
     result = examples.load(name).main(device=0)
     assert result.passed, str(result)
@@ -20,7 +21,8 @@ def test_tile_example_on_gpu(name):
 
 @pytest.mark.parametrize("name,size", [("tile_vecadd", 1), ("tile_vecadd", 1000),
                                        ("tile_softmax", 3), ("tile_softmax", 1000),
-                                       ("tile_layernorm", 5), ("tile_layernorm", 2049)])
+                                       ("tile_layernorm", 5), ("tile_layernorm", 2049),
+                                       ("tile_transpose", 33)])
 def test_tile_example_ragged_sizes_on_gpu(name, size):
     result = examples.load(name).main(device=0, size=size)
     assert result.passed, str(result)

@@ -240,6 +240,18 @@ def tile_func_error_points_inside(a: Slice[f32], o: DisjointSlice[f32]):
     tile.store(o, (i,), tile_helper_bad(tile.load(a, (i,), (64,))))
 
 
+@tile.kernel
+def bad_permute(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
+    i = tile.bid(0)
+    tile.store(o, (i, 0), tile.permute(tile.load(a, (i, 0), (8, 8)), (0, 0)))  # <-
+
+
+@tile.kernel
+def bad_reshape(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
+    i = tile.bid(0)
+    tile.store(o, (i, 0), tile.load(a, (i, 0), (8, 8)).reshape((4, 8)))  # <-
+
+
 CASES = [
     (broadcast_mismatch, (M, M), ox.KernelTypeError, r"cannot broadcast shapes \(4, 8\) and \(4, 16\)"),
     (not_power_of_two, (V, V), ox.KernelTypeError, r"powers of two; \(100,\) has 100"),
@@ -270,6 +282,8 @@ CASES = [
     (disjoint_read_elsewhere, (V,), ox.SafetyError, r"it is read only at a tile index built from"),
     (index_item_float, (V, V), ox.KernelTypeError, r"a tile index holds integer scalars, not the constant 1.5"),
     (simt_func_in_tile, (V, V), ox.UnsupportedFeatureError, r"cannot be called in a tile kernel"),
+    (bad_permute, (M, M), ox.KernelTypeError, r"the axes of tile.permute are a permutation of \(0, 1\)"),
+    (bad_reshape, (M, M), ox.KernelTypeError, r"cannot reshape a tile of shape \(8, 8\) and dtype f32 \(64 elements\) to \(4, 8\)"),
     (shape_not_constant, (V, V, np.int32(64)), ox.KernelTypeError, r"the tile shape must be a tuple of compile-time integers"),
 ]
 

@@ -412,6 +412,33 @@ def test_disjoint_slice_updated_in_place():
     np.testing.assert_array_equal(o, x * 2 + 1)
 
 
+@tile.kernel
+def shapes(x: Slice[f32, 2], t: DisjointSlice[f32, 2], r: RawSlice[f32, 2], BM: Const[int],
+           BN: Const[int]):
+    i, j = tile.bid(0), tile.bid(1)
+    a = tile.load(x, (i, j), (BM, BN))
+    tile.store(t, (j, i), a.permute((1, 0)))
+    with ox.unsafe():
+        tile.store(r, (i * BM + j, 0), tile.reshape(a, (BN, BM)) + tile.arange(BM)[None, :])
+
+
+@pytest.mark.parametrize("M,N,BM,BN", [(33, 70, 16, 32), (8, 8, 8, 8), (5, 3, 4, 2)])
+def test_permute_and_reshape(M, N, BM, BN):
+    x = rng.standard_normal((M, N), dtype=np.float32)
+    gm, gn = tile.cdiv(M, BM), tile.cdiv(N, BN)
+    t = np.zeros((N, M), np.float32)
+    r = np.zeros((gm * BM * BN + gn * BN, BM), np.float32)
+    cpu(shapes, (gm, gn), x, t, r, BM, BN)
+    np.testing.assert_array_equal(t, x.T)
+    xp = np.zeros((gm * BM, gn * BN), np.float32)
+    xp[:M, :N] = x
+    for i in range(gm):
+        for j in range(gn):
+            block = xp[i * BM:(i + 1) * BM, j * BN:(j + 1) * BN].reshape(BN, BM)
+            row = (i * BM + j) * BN
+            np.testing.assert_array_equal(r[row:row + BN], block + np.arange(BM, dtype=np.float32))
+
+
 def test_grid_rule_refuses_blocks_sharing_a_tile():
     """A store at (tile.bid(0),) is unique along x only: a grid with y > 1 is refused."""
     a = np.zeros(64, np.float32)

@@ -11,7 +11,8 @@ import importlib
 from types import ModuleType
 
 NAMES = ("vecadd", "scale", "saxpy", "matadd", "mandelbrot", "nbody", "reduction", "histogram",
-         "transpose", "scan", "softmax", "sgemm", "tile_vecadd", "tile_softmax", "tile_layernorm")
+         "transpose", "scan", "softmax", "sgemm", "tile_vecadd", "tile_softmax", "tile_layernorm",
+         "tile_transpose")
 
 
 def load(name: str) -> ModuleType:

@@ -1043,6 +1043,41 @@ class TileLowering:
                              hint="the target must be at least as large in every dimension")
         return self.em.broadcast(t, blocked(shape, self.num_warps))
 
+    def call_reshape(self, node: ast.Call) -> Tile:
+        x, s = self.positional(node, 2, "tile.reshape(x, shape)")
+        return self._reshape(self.as_tile(x, node.args[0]), s, node, node.args[1])
+
+    def _reshape(self, t: Tile, s: Any, node: ast.AST, shape_node: ast.AST) -> Tile:
+        shape = self.static_shape(s, shape_node, "the shape of tile.reshape")
+        size = 1
+        for n in shape:
+            size *= n
+        have = 1
+        for n in t.shape:
+            have *= n
+        if size != have:
+            raise self.error(KernelTypeError, node,
+                             f"cannot reshape {t.describe()} ({have} elements) to "
+                             f"{shape_text(shape)} ({size} elements)")
+        layout = blocked(shape, self.num_warps)
+        if shape == t.shape:
+            return self.em.convert(t, layout)
+        return self.em.reshape(t, layout)
+
+    def call_permute(self, node: ast.Call) -> Tile:
+        x, a = self.positional(node, 2, "tile.permute(x, axes)")
+        return self._permute(self.as_tile(x, node.args[0]), a, node.args[1])
+
+    def _permute(self, t: Tile, a: Any, node: ast.AST) -> Tile:
+        axes = a.obj if isinstance(a, Static) else None
+        if not (isinstance(axes, tuple) and sorted(axes) == list(range(t.ndim))):
+            raise self.error(KernelTypeError, node,
+                             f"the axes of tile.permute are a permutation of "
+                             f"{tuple(range(t.ndim))} for {t.describe()}, not {describe(a)}",
+                             hint="e.g. `tile.permute(x, (1, 0))` transposes")
+        shape = tuple(t.shape[k] for k in axes)
+        return self.em.permute(t, axes, blocked(shape, self.num_warps))
+
     def call_method(self, m: Method, node: ast.Call) -> Tile:
         if m.name == "astype":
             (dt,) = self.positional(node, 1, "x.astype(dtype)")
@@ -1050,7 +1085,11 @@ class TileLowering:
                 raise self.error(KernelTypeError, node.args[0], f"astype takes a dtype, not "
                                  f"{describe(dt)}")
             return self.em.cast(m.tile, dt.obj)
-        raise self.error(UnsupportedFeatureError, node, f"`x.{m.name}(...)` is not built yet")
+        if m.name == "reshape":
+            (shape,) = self.positional(node, 1, "x.reshape(shape)")
+            return self._reshape(m.tile, shape, node, node.args[0])
+        (axes,) = self.positional(node, 1, "x.permute(axes)")
+        return self._permute(m.tile, axes, node.args[0])
 
     # -- memory ---------------------------------------------------------------------
 

@@ -289,6 +289,13 @@ class TileEmitter:
         assert t.shape == target.shape
         if t.layout.key() == target.key():
             return Tile(t.dtype, target, t.values)
+        return self.rearrange(t, target, lambda coords: coords)
+
+    def rearrange(self, t: Tile, target: Layout,
+                  source: Callable[[list[SSAValue]], list[SSAValue]]) -> Tile:
+        """A tile of `target`'s layout whose element at coordinates `c` is `t`'s element at
+        `source(c)`: a layout conversion, a reshape (same row-major position) or a
+        permutation, through one shared-memory copy of the tile."""
         store_dt = T.u8 if t.dtype.is_bool else t.dtype
         n = 1
         for e in t.shape:
@@ -301,12 +308,38 @@ class TileEmitter:
         self.barrier()
         out = []
         for coords in self.coords(target):
-            idx = self.linear(coords, t.shape, T.i64)
+            idx = self.linear(source(coords), t.shape, T.i64)
             v = self.b.value(ops.LoadOp(smem, [idx], ir_type(store_dt), 0, False, True))
             if t.dtype.is_bool:
                 v = self.b.value(ops.CompareOp("ne", v, self.const(0, T.u8)))
             out.append(v)
         return Tile(t.dtype, target, tuple(out))
+
+    def permute(self, t: Tile, axes: tuple[int, ...], target: Layout) -> Tile:
+        """`t` with its dimensions reordered: result dimension `k` is `t`'s `axes[k]`."""
+        def source(coords: list[SSAValue]) -> list[SSAValue]:
+            src: list[SSAValue] = [coords[0]] * len(axes)
+            for k, a in enumerate(axes):
+                src[a] = coords[k]
+            return src
+
+        return self.rearrange(t, target, source)
+
+    def reshape(self, t: Tile, target: Layout) -> Tile:
+        """`t`'s elements in row-major order, in a tile of `target`'s shape."""
+        def source(coords: list[SSAValue]) -> list[SSAValue]:
+            # the same row-major position: unravel the target position in t's shape
+            pos = self.linear(coords, target.shape)
+            out = []
+            for n in reversed(t.shape):
+                out.append(self.b.value(ops.BinaryOp("and", pos, self.const(n - 1, T.i32)))
+                           if n > 1 else self.const(0, T.i32))
+                if n > 1:
+                    pos = self.b.value(ops.BinaryOp("shr", pos, self.const(n.bit_length() - 1,
+                                                                           T.i32)))
+            return out[::-1]
+
+        return self.rearrange(t, target, source)
 
     # -- reductions ---------------------------------------------------------------------
 
