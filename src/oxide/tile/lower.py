@@ -461,20 +461,40 @@ class TileEmitter:
 
     # -- global memory ------------------------------------------------------------------
 
-    def _global_index(self, arr: SSAValue, index: Sequence[SSAValue], shape: tuple[int, ...],
-                      coords: Sequence[SSAValue]) -> tuple[list[SSAValue], SSAValue]:
-        """The array indices of one element and whether it is inside the array."""
-        idx, inside = [], None
-        for d, (i, n, c) in enumerate(zip(index, shape, coords, strict=True)):
+    def _indices(self, index: Sequence[SSAValue], shape: tuple[int, ...],
+                 coords: Sequence[SSAValue]) -> list[SSAValue]:
+        """The array indices (i64) of one element of the tile at tile index `index`."""
+        idx = []
+        for i, n, c in zip(index, shape, coords, strict=True):
             g = self.b.value(ops.BinaryOp("mul", i, self.const(n, T.i64)))
-            g = self.b.value(ops.BinaryOp("add", g, self.b.cast(c, T.i64)))
+            idx.append(self.b.value(ops.BinaryOp("add", g, self.b.cast(c, T.i64))))
+        return idx
+
+    def _inside(self, arr: SSAValue, idx: Sequence[SSAValue]) -> SSAValue:
+        """Whether an element is inside the array (one unsigned compare per dimension)."""
+        inside = None
+        for d, g in enumerate(idx):
             extent = self.b.value(ops.ArrayDimOp(arr, d, ir_type(T.i64)))
             ok = self.b.value(ops.CompareOp("lt", self.b.cast(g, T.u64),
                                             self.b.cast(extent, T.u64)))
             inside = ok if inside is None else self.b.value(ops.BinaryOp("and", inside, ok))
-            idx.append(g)
         assert inside is not None
-        return idx, inside
+        return inside
+
+    def _whole_tile_inside(self, arr: SSAValue, index: Sequence[SSAValue],
+                           shape: tuple[int, ...]) -> SSAValue:
+        """Whether every element of the tile is inside the array: the same in every thread
+        of the block, so the branch on it does not diverge."""
+        inside = None
+        for d, (i, n) in enumerate(zip(index, shape, strict=True)):
+            lo = self.b.value(ops.BinaryOp("mul", i, self.const(n, T.i64)))
+            hi = self.b.value(ops.BinaryOp("add", lo, self.const(n, T.i64)))
+            extent = self.b.value(ops.ArrayDimOp(arr, d, ir_type(T.i64)))
+            for ok in (self.b.value(ops.CompareOp("ge", lo, self.const(0, T.i64))),
+                       self.b.value(ops.CompareOp("le", hi, extent))):
+                inside = ok if inside is None else self.b.value(ops.BinaryOp("and", inside, ok))
+        assert inside is not None
+        return inside
 
     def _guarded(self, cond: SSAValue, body: Callable[[], None]) -> None:
         then_block, join = self.b.new_block(), self.b.new_block()
@@ -484,29 +504,64 @@ class TileEmitter:
         self.b.br(join)
         self.b.set_block(join)
 
+    def _two_ways(self, cond: SSAValue, fast: Callable[[], None], slow: Callable[[], None]
+                  ) -> None:
+        """`fast()` where `cond` holds (a whole tile inside the array: no per-element
+        tests, so the accesses issue back to back), else `slow()`."""
+        fast_block, slow_block, join = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.b.cond_br(cond, fast_block, slow_block)
+        self.b.set_block(fast_block)
+        fast()
+        self.b.br(join)
+        self.b.set_block(slow_block)
+        slow()
+        self.b.br(join)
+        self.b.set_block(join)
+
     def load(self, arr: SSAValue, dt: T.DType, index: Sequence[SSAValue], layout: Layout,
              padding: SSAValue, site: int) -> Tile:
-        out = []
-        for coords in self.coords(layout):
-            idx, inside = self._global_index(arr, index, layout.shape, coords)
-            slot = self.b.alloc(ops.SlotOp(ir_type(dt)))
-            self.b.emit(ops.SlotWriteOp(slot, padding))
+        """The tile at `index`: a block-uniform test for a tile wholly inside the array,
+        then either plain loads or one bounds test per element (outside: `padding`)."""
+        idxs = [self._indices(index, layout.shape, c) for c in self.coords(layout)]
+        slots = [self.b.alloc(ops.SlotOp(ir_type(dt))) for _ in idxs]
 
-            def read(idx: list[SSAValue] = idx, slot: SSAValue = slot) -> None:
+        def fast() -> None:
+            for idx, slot in zip(idxs, slots, strict=True):
                 v = self.b.value(ops.LoadOp(arr, idx, ir_type(dt), site, False, True))
                 self.b.emit(ops.SlotWriteOp(slot, v))
 
-            self._guarded(inside, read)
-            out.append(self.b.value(ops.SlotReadOp(slot)))
-        return Tile(dt, layout, tuple(out))
+        def slow() -> None:
+            for idx, slot in zip(idxs, slots, strict=True):
+                self.b.emit(ops.SlotWriteOp(slot, padding))
+
+                def read(idx: list[SSAValue] = idx, slot: SSAValue = slot) -> None:
+                    v = self.b.value(ops.LoadOp(arr, idx, ir_type(dt), site, False, True))
+                    self.b.emit(ops.SlotWriteOp(slot, v))
+
+                self._guarded(self._inside(arr, idx), read)
+
+        self._two_ways(self._whole_tile_inside(arr, index, layout.shape), fast, slow)
+        return Tile(dt, layout, tuple(self.b.value(ops.SlotReadOp(slot)) for slot in slots))
 
     def store(self, arr: SSAValue, index: Sequence[SSAValue], t: Tile, site: int) -> None:
+        """Writes the elements this thread owns (no replica writes), inside the array only."""
         owner = self.owner(t.layout)
-        for coords, v in zip(self.coords(t.layout), t.values, strict=True):
-            idx, inside = self._global_index(arr, index, t.shape, coords)
-            cond = inside if owner is None else self.b.value(ops.BinaryOp("and", owner, inside))
+        idxs = [self._indices(index, t.shape, c) for c in self.coords(t.layout)]
 
-            def write(idx: list[SSAValue] = idx, v: SSAValue = v) -> None:
-                self.b.emit(ops.StoreOp(arr, idx, v, site, False, True))
+        def write_all(check: bool) -> None:
+            for idx, v in zip(idxs, t.values, strict=True):
+                cond = self._inside(arr, idx) if check else None
+                if owner is not None:
+                    cond = owner if cond is None else self.b.value(ops.BinaryOp("and", owner,
+                                                                                cond))
 
-            self._guarded(cond, write)
+                def write(idx: list[SSAValue] = idx, v: SSAValue = v) -> None:
+                    self.b.emit(ops.StoreOp(arr, idx, v, site, False, True))
+
+                if cond is None:
+                    write()
+                else:
+                    self._guarded(cond, write)
+
+        self._two_ways(self._whole_tile_inside(arr, index, t.shape),
+                       lambda: write_all(False), lambda: write_all(True))
