@@ -144,11 +144,22 @@ def element_assignment(a: Slice[f32], o: DisjointSlice[f32]):
 
 
 @tile.kernel
-def runtime_if(a: Slice[f32], o: DisjointSlice[f32], s: f32):
+def if_on_a_tile(a: Slice[f32], o: DisjointSlice[f32]):
+    i = tile.bid(0)
+    x = tile.load(a, (i,), (64,))
+    if x > 0:  # <-
+        x = x * 2.0
+    tile.store(o, (i,), x)
+
+
+@tile.kernel
+def if_arms_disagree(a: Slice[f32], o: DisjointSlice[f32], s: f32):
     i = tile.bid(0)
     x = tile.load(a, (i,), (64,))
     if s > 0:  # <-
         x = x * 2.0
+    else:
+        x = x.astype(i32)
     tile.store(o, (i,), x)
 
 
@@ -272,7 +283,8 @@ CASES = [
     (wrong_index_rank, (M, M), ox.KernelTypeError, r"`a` has rank 2: its tile index has 2 items, not 1"),
     (store_rank_mismatch, (M, V), ox.KernelTypeError, r"`o` has rank 1; cannot store a tile of shape \(8, 8\)"),
     (element_assignment, (V, V), ox.KernelSyntaxError, r"tile kernels do not assign to elements"),
-    (runtime_if, (V, V, np.float32(1)), ox.UnsupportedFeatureError, r"`if` on a run-time value"),
+    (if_on_a_tile, (V, V), ox.KernelTypeError, r"`if` needs a scalar condition, not a tile of shape \(64,\)"),
+    (if_arms_disagree, (V, V, np.float32(1)), ox.KernelTypeError, r"`x` is a tile of shape \(64,\) and dtype f32 after one arm of this `if` and a tile of shape \(64,\) and dtype i32 after the other"),
     (break_in_loop, (V, V), ox.UnsupportedFeatureError, r"`break` in a tile kernel loop is not supported"),
     (loop_changes_shape, (V, V), ox.KernelTypeError, r"`x` is a tile of shape \(64,\) and dtype f32 before the loop and a tile of shape \(32,\)"),
     (loop_step_runtime, (V, V, np.int32(1)), ox.UnsupportedFeatureError, r"the step of a tile kernel loop is a non-zero constant"),

@@ -439,6 +439,39 @@ def test_permute_and_reshape(M, N, BM, BN):
             np.testing.assert_array_equal(r[row:row + BN], block + np.arange(BM, dtype=np.float32))
 
 
+@tile.kernel
+def branches(x: Slice[f32, 2], y: DisjointSlice[f32, 2], s: f32, BN: Const[int]):
+    """`if` on scalars: a reduction's result, a bid; names rebound in the arms merge
+    (one arm holds a reduction and its barriers, reached by the whole block or none)."""
+    i = tile.bid(0)
+    t = tile.load(x, (i, 0), (2, BN))
+    if tile.max(t) > s:
+        t = t - tile.sum(t, 1, keepdims=True)
+        flag = 1.0
+    elif i % 2 == 0:
+        flag = 2.0
+    else:
+        t = t * 0.0
+        flag = 3.0
+    tile.store(y, (i, 0), t + flag)
+
+
+def test_if_on_scalars():
+    x = rng.standard_normal((12, 30), dtype=np.float32)
+    y = np.zeros_like(x)
+    cpu(branches, 6, x, y, np.float32(1.5), 32)
+    want = np.zeros_like(x)
+    for b in range(6):
+        t = x[2 * b:2 * b + 2]
+        if t.max() > 1.5:
+            want[2 * b:2 * b + 2] = t - t.sum(1, keepdims=True) + 1
+        elif b % 2 == 0:
+            want[2 * b:2 * b + 2] = t + 2
+        else:
+            want[2 * b:2 * b + 2] = 3
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
+
+
 def test_grid_rule_refuses_blocks_sharing_a_tile():
     """A store at (tile.bid(0),) is unique along x only: a grid with y > 1 is refused."""
     a = np.zeros(64, np.float32)
@@ -457,6 +490,7 @@ def test_ptx_and_cubin(arch):
                     (reduce2d, (x2, x2, x2, 1, 16, 64)),
                     (outer, (np.zeros(4, np.float32),) * 2 + (x2, 32, 32)),
                     (row_stats, (x2, x2, 8, 128)),
+                    (branches, (x2, x2, np.float32(1), 32)),
                     (argreduce, (x2, x2.astype(np.int32), x2.astype(np.int32),
                                  np.zeros(4, np.int32), 0, 16, 64))):
         ck = k.compile(*args, arch=arch)

@@ -257,10 +257,82 @@ class TileLowering:
             for stmt in (node.body if cond.obj else node.orelse):
                 self.lower_stmt(stmt)
             return
-        raise self.error(UnsupportedFeatureError, node.test,
-                         f"`if` on a run-time value ({describe(cond)}) is not supported in "
-                         "tile kernels yet", hint="branch on Const parameters, or select "
-                         "elementwise with `tile.where(cond, a, b)`")
+        if not (isinstance(cond, Tile) and cond.ndim == 0):
+            raise self.error(KernelTypeError, node.test,
+                             f"`if` needs a scalar condition, not {describe(cond)}",
+                             hint="select elementwise with `tile.where(cond, a, b)`, or reduce "
+                                  "to a scalar first (`tile.max(x) > 0`)")
+        if not cond.dtype.is_bool:
+            zero = self.as_tile(Static(0), node.test, cond.dtype)
+            cond = self.em.compare("ne", cond, zero)
+        self.branch(node, cond)
+
+    def branch(self, node: ast.If, cond: Tile) -> None:
+        """`if` on a 0-d tile. Every 0-d tile holds the same value in every thread (a
+        parameter, a bid, a reduction's result), so the whole block takes one way and the
+        barriers of conversions and reductions inside are reached by all or none. Names
+        either arm rebinds are merged in slots at the join, as loops carry them."""
+        self.b.uniform.add(cond.scalar)  # for passes/uniformity.py: block-uniform
+        then_b, else_b, join = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.b.cond_br(cond.scalar, then_b, else_b)
+        before = dict(self.env)
+        ends = []
+        for block, body in ((then_b, node.body), (else_b, node.orelse)):
+            self.env = dict(before)
+            self.b.set_block(block)
+            for stmt in body:
+                self.lower_stmt(stmt)
+            ends.append((self.b.block, self.env))
+        merged: dict[str, Any] = {}
+        (then_end, then_env), (else_end, else_env) = ends
+        for name in then_env:
+            if name not in else_env:
+                continue
+            tv, ev = then_env[name], else_env[name]
+            if tv is ev or (isinstance(tv, Static) and isinstance(ev, Static)
+                            and type(tv.obj) is type(ev.obj) and tv.obj == ev.obj):
+                merged[name] = tv
+                continue
+            if isinstance(tv, Static) and isinstance(tv.obj, (bool, int, float)):
+                tv = self._in_block(then_end, lambda tv=tv, ev=ev: self.as_tile(
+                    tv, node, ev.dtype if isinstance(ev, Tile) else None))
+            if isinstance(ev, Static) and isinstance(ev.obj, (bool, int, float)):
+                ev = self._in_block(else_end, lambda tv=tv, ev=ev: self.as_tile(ev, node, tv.dtype))
+            if not (isinstance(tv, Tile) and isinstance(ev, Tile) and tv.shape == ev.shape
+                    and tv.dtype == ev.dtype):
+                raise self.error(KernelTypeError, node,
+                                 f"`{name}` is {describe(tv)} after one arm of this `if` and "
+                                 f"{describe(ev)} after the other",
+                                 hint="give it one shape and dtype in both arms (`.astype`, "
+                                      "`tile.broadcast_to`)")
+            slots = [self.b.alloc(ops.SlotOp(ir_type(tv.dtype))) for _ in tv.values]
+            for end, v in ((then_end, tv), (else_end, ev)):
+                def write(v: Tile = v, slots: list[Any] = slots,
+                          layout: Layout = tv.layout) -> None:
+                    v = self.em.convert(v, layout)
+                    for slot, x in zip(slots, v.values, strict=True):
+                        self.b.emit(ops.SlotWriteOp(slot, x))
+                self._in_block(end, write)
+            merged[name] = (tv.dtype, tv.layout, slots)
+        for end in (then_end, else_end):
+            self.b.set_block(end)
+            self.b.br(join)
+        self.b.set_block(join)
+        self.env = dict(before)
+        for name, v in merged.items():
+            if isinstance(v, tuple):
+                dt, layout, slots = v
+                v = Tile(dt, layout, tuple(self.b.value(ops.SlotReadOp(s)) for s in slots))
+            self.env[name] = v
+
+    def _in_block(self, block: Any, emit: Any) -> Any:
+        """Run `emit` with `block` (an arm's end, not yet terminated) as the insertion point."""
+        here = self.b.block
+        self.b.set_block(block)
+        try:
+            return emit()
+        finally:
+            self.b.set_block(here)
 
     def stmt_For(self, node: ast.For) -> None:
         """`for k in range(start, stop, step)` with run-time bounds and a constant step.
