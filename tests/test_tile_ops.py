@@ -306,6 +306,22 @@ def test_argmax_argmin(kind, M, N, BM, BN):
         assert whole[g] == f(padded)
 
 
+@tile.kernel
+def argmax_nan(x: Slice[f32], o: DisjointSlice[i32], B: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(x, (i,), (B,), padding=-math.inf)
+    tile.store(o, (i,), tile.zeros((2,), i32) + tile.where(tile.arange(2) == 0,
+                                                           tile.argmax(t), tile.argmin(t)))
+
+
+def test_argmax_first_nan_wins_as_in_numpy():
+    x = rng.standard_normal(300).astype(np.float32)
+    x[[17, 100, 250]] = np.nan
+    o = np.zeros(2, np.int32)
+    cpu(argmax_nan, 1, x, o, 512)
+    assert list(o) == [np.argmax(x), np.argmin(x)] == [17, 17]
+
+
 @tile.kernel(num_warps=8)
 def softmax(x: Slice[f32, 2], y: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int]):
     i = tile.bid(0)

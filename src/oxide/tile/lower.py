@@ -373,12 +373,22 @@ class TileEmitter:
         wide = self.cast(t, dt)
         better = "gt" if kind == "max" else "lt"
 
+        def op(kind: str, x: SSAValue, y: SSAValue) -> SSAValue:
+            return self.b.value(ops.BinaryOp(kind, x, y))
+
         def combine(a: tuple[SSAValue, ...], b: tuple[SSAValue, ...]) -> tuple[SSAValue, ...]:
+            # commutative, so every lane of a butterfly ends with the same pair
             wins = self.b.value(ops.CompareOp(better, b[0], a[0]))
             tie = self.b.value(ops.CompareOp("eq", b[0], a[0]))
             first = self.b.value(ops.CompareOp("lt", b[1], a[1]))
-            take = self.b.value(ops.BinaryOp("or", wins, self.b.value(
-                ops.BinaryOp("and", tie, first))))
+            take = op("or", wins, op("and", tie, first))
+            if dt.is_float:  # NumPy: the first NaN wins
+                a_nan = self.b.value(ops.CompareOp("ne", a[0], a[0]))
+                b_nan = self.b.value(ops.CompareOp("ne", b[0], b[0]))
+                some = op("or", a_nan, b_nan)
+                nan_take = op("and", b_nan, op("or", op("xor", a_nan, self.const(True, T.bool_)),
+                                              first))
+                take = self.b.value(ops.SelectOp(some, nan_take, take))
             return (self.b.value(ops.SelectOp(take, b[0], a[0])),
                     self.b.value(ops.SelectOp(take, b[1], a[1])))
 
