@@ -103,10 +103,16 @@ def mma_not_built(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
 
 
 @tile.kernel
-def cumsum_not_built(a: Slice[f32], o: DisjointSlice[f32]):
+def mma_call_not_built(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
     i = tile.bid(0)
-    m = tile.cumsum(tile.load(a, (i,), (64,)), 0)  # <-
-    tile.store(o, (i,), m)
+    x = tile.load(a, (i, 0), (16, 16))
+    tile.store(o, (i, 0), tile.mma(x, x, tile.zeros((16, 16))))  # <-
+
+
+@tile.kernel
+def cumsum_bad_axis(a: Slice[f32], o: DisjointSlice[f32]):
+    i = tile.bid(0)
+    tile.store(o, (i,), tile.cumsum(tile.load(a, (i,), (64,)), 1))  # <-
 
 
 @tile.kernel
@@ -277,7 +283,8 @@ CASES = [
     (bitwise_on_floats, (V, V), ox.KernelTypeError, r"`&` needs integers or bools, not f32"),
     (unknown_op, (V, V), ox.KernelSyntaxError, r"has no attribute `softplus`"),
     (mma_not_built, (M, M), ox.UnsupportedFeatureError, r"`@` \(tile.mma\) is not built yet"),
-    (cumsum_not_built, (V, V), ox.UnsupportedFeatureError, r"`tile.cumsum` is not built yet"),
+    (mma_call_not_built, (M, M), ox.UnsupportedFeatureError, r"`tile.mma` is not built yet"),
+    (cumsum_bad_axis, (V, V), ox.KernelTypeError, r"the axis of tile.cumsum is a constant from -1 to 0"),
     (argmax_of_bools, (V, VI), ox.KernelTypeError, r"tile.argmax of a bool tile"),
     (bad_axis, (M, M), ox.KernelTypeError, r"the axis of tile.sum is a constant from -2 to 1"),
     (wrong_index_rank, (M, M), ox.KernelTypeError, r"`a` has rank 2: its tile index has 2 items, not 1"),

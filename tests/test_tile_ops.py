@@ -307,6 +307,48 @@ def test_argmax_argmin(kind, M, N, BM, BN):
 
 
 @tile.kernel
+def scans(x: Slice[i32, 2], rows: DisjointSlice[i32, 2], cols: RawSlice[i32, 2],
+          BM: Const[int], BN: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(x, (i, 0), (BM, BN))
+    tile.store(rows, (i, 0), tile.cumsum(t, 1))
+    with ox.unsafe():
+        tile.store(cols, (i, 0), tile.cumsum(t, axis=0))
+
+
+@pytest.mark.parametrize("M,N,BM,BN", [(4, 100, 4, 128), (30, 64, 16, 64), (1, 1000, 1, 1024),
+                                       (64, 8, 64, 8), (2, 3, 2, 4), (128, 2, 128, 2),
+                                       (8, 1024, 8, 1024)])
+def test_cumsum_along_each_axis(M, N, BM, BN):
+    """Exact (integers): wrapped layouts (segments), several warps and repetitions."""
+    x = rng.integers(-5, 5, (M, N)).astype(np.int32)
+    grid = tile.cdiv(M, BM)
+    rows = np.zeros((M, N), np.int32)
+    cols = np.zeros((M, N), np.int32)
+    cpu(scans, grid, x, rows, cols, BM, BN)
+    np.testing.assert_array_equal(rows, np.cumsum(x, 1))
+    for g in range(grid):
+        np.testing.assert_array_equal(cols[g * BM:(g + 1) * BM], np.cumsum(x[g * BM:(g + 1) * BM], 0))
+
+
+@tile.kernel(num_warps=8)
+def scan_1d(x: Slice[f32], o: DisjointSlice[f32], B: Const[int]):
+    i = tile.bid(0)
+    tile.store(o, (i,), tile.cumsum(tile.load(x, (i,), (B,))))
+
+
+@pytest.mark.parametrize("B", [1, 2, 32, 64, 256, 2048, 8192])
+def test_cumsum_1d(B):
+    n = B * 2 + 1
+    x = rng.standard_normal(n, dtype=np.float32)
+    o = np.zeros(n, np.float32)
+    cpu(scan_1d, tile.cdiv(n, B), x, o, B)
+    for g in range(tile.cdiv(n, B)):
+        want = np.cumsum(x[g * B:(g + 1) * B], dtype=np.float64)
+        np.testing.assert_allclose(o[g * B:(g + 1) * B], want, rtol=1e-4, atol=1e-4)
+
+
+@tile.kernel
 def argmax_nan(x: Slice[f32], o: DisjointSlice[i32], B: Const[int]):
     i = tile.bid(0)
     t = tile.load(x, (i,), (B,), padding=-math.inf)
@@ -507,6 +549,7 @@ def test_ptx_and_cubin(arch):
                     (outer, (np.zeros(4, np.float32),) * 2 + (x2, 32, 32)),
                     (row_stats, (x2, x2, 8, 128)),
                     (branches, (x2, x2, np.float32(1), 32)),
+                    (scan_1d, (np.zeros(4, np.float32),) * 2 + (2048,)),
                     (argreduce, (x2, x2.astype(np.int32), x2.astype(np.int32),
                                  np.zeros(4, np.int32), 0, 16, 64))):
         ck = k.compile(*args, arch=arch)

@@ -1070,6 +1070,23 @@ class TileLowering:
             x, idx = self.em.arg_reduce(kind, x, idx, axis, keepdims)
         return idx
 
+    def call_cumsum(self, node: ast.Call) -> Tile:
+        args = self.positional(node, (1, 2), "tile.cumsum(x, axis=0)", ("axis",))
+        x = self.as_tile(args[0], node.args[0])
+        if x.dtype.is_bool:
+            raise self.error(KernelTypeError, node.args[0], "tile.cumsum of a bool tile",
+                             hint="convert first: `x.astype(i32)`")
+        if not x.ndim:
+            raise self.error(KernelTypeError, node.args[0], "tile.cumsum of a scalar")
+        axis_v, axis_node = self.keyword(node, "axis", 1)
+        axis = 0 if axis_v is None else axis_v.obj if isinstance(axis_v, Static) else None
+        if not (isinstance(axis, int) and not isinstance(axis, bool)
+                and -x.ndim <= axis < x.ndim):
+            raise self.error(KernelTypeError, axis_node or node,
+                             f"the axis of tile.cumsum is a constant from {-x.ndim} to "
+                             f"{x.ndim - 1} for {x.describe()}")
+        return self.em.cumsum(x, axis % x.ndim)
+
     def call_argmax(self, node: ast.Call) -> Tile:
         return self._argreduce("max", node)
 

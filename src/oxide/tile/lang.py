@@ -68,7 +68,7 @@ argmax = _f("argmax", "`tile.argmax(x, axis=None, keepdims=False)`: the index (i
             "first maximum")
 argmin = _f("argmin", "`tile.argmin(x, axis=None, keepdims=False)`: the index (i32) of the "
             "first minimum")
-cumsum = _f("cumsum", "`tile.cumsum(x, axis)`: not built yet")
+cumsum = _f("cumsum", "`tile.cumsum(x, axis=0)`: inclusive prefix sums along `axis`")
 reshape = _f("reshape", "`tile.reshape(x, shape)`: the same elements in row-major order")
 permute = _f("permute", "`tile.permute(x, axes)`: dimensions reordered (`(1, 0)` transposes)")
 mma = _f("mma", "`tile.mma(a, b, acc)`: not built yet")
@@ -76,4 +76,4 @@ mma = _f("mma", "`tile.mma(a, b, acc)`: not built yet")
 FUNCTIONS = (bid, num_blocks, cdiv, num_tiles, load, store, zeros, full, arange, exp, exp2,
              log, sqrt, rsqrt, tanh, maximum, minimum, where, sum, max, min, broadcast_to,
              argmax, argmin, cumsum, reshape, permute, mma)
-NOT_BUILT = {"cumsum", "mma"}
+NOT_BUILT = {"mma"}

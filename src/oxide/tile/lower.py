@@ -469,6 +469,120 @@ class TileEmitter:
             out.append(Tile(t.dtype, out_layout, tuple(res)))
         return out
 
+    # -- scans ------------------------------------------------------------------------
+
+    def cumsum(self, t: Tile, axis: int) -> Tile:
+        """Inclusive prefix sums along `axis`, in `t`'s layout.
+
+        In the thread, the `spt` side-by-side elements are scanned; across the lanes of the
+        axis, a Hillis-Steele scan of the thread totals (`shuffle_up`); across its warps,
+        warp totals through shared memory between barriers; across repetitions, the
+        earlier repetitions' totals. Where the layout wraps (threads past the tile hold
+        copies), the scan is segmented at the tile's length, so every copy computes the
+        same prefix as the element's owner.
+        """
+        layout, n = t.layout, t.shape[axis]
+        dt = reduce_dtype(t.dtype)
+        wide = self.cast(t, dt)
+        if n == 1:
+            return t
+        m = layout.dims[axis]
+        seg = n // m.spt  # the tile's length in lane positions along the axis
+        lane, warp = self._thread()
+        lane_d = self._field(lane, m.lane_shift, m.tpw)
+        warp_d = self._field(warp, m.warp_shift, m.wpc)
+        mask = self.const(FULL_MASK, T.u32)
+        zero = self.const(0.0 if dt.is_float else 0, dt)
+        seg_lanes = min(seg, m.tpw)  # lanes of one segment within a warp
+        lane_in_seg = (lane_d if seg_lanes == m.tpw else
+                       self._entry(ops.BinaryOp("and", lane_d, self.const(seg_lanes - 1, T.i32))))
+
+        def add(x: SSAValue, y: SSAValue) -> SSAValue:
+            return self.b.value(ops.BinaryOp("add", x, y))
+
+        def up(v: SSAValue, delta: int) -> SSAValue:
+            """The value `delta` lane positions back along the axis, in this segment; 0 else."""
+            got = self.b.value(ops.WarpOp("shuffle_up", [v, self.const(delta << m.lane_shift,
+                                                                        T.i32), mask],
+                                          ir_type(dt)))
+            ok = self.b.value(ops.CompareOp("ge", lane_in_seg, self.const(delta, T.i32)))
+            return self.b.value(ops.SelectOp(ok, got, zero))
+
+        # the slots by (other-dimension offsets, repetition): their `spt` values in order
+        runs: dict[tuple[tuple[int, ...], int], list[int]] = {}
+        for k, offs in enumerate(layout.offsets()):
+            key = offs[:axis] + offs[axis + 1:]
+            runs.setdefault((key, offs[axis] // m.span), []).append(k)
+        local: dict[tuple[tuple[int, ...], int], list[SSAValue]] = {}
+        totals: dict[tuple[tuple[int, ...], int], SSAValue] = {}
+        for rk, slots in runs.items():
+            acc: list[SSAValue] = []
+            for k in slots:
+                acc.append(wide.values[k] if not acc else add(acc[-1], wide.values[k]))
+            local[rk], totals[rk] = acc, acc[-1]
+        # across lanes: inclusive scan of the thread totals, then the exclusive prefix
+        incl = dict(totals)
+        for step in range(seg_lanes.bit_length() - 1):
+            incl = {rk: add(v, up(v, 1 << step)) for rk, v in incl.items()}
+        excl = {rk: up(v, 1) for rk, v in incl.items()} if seg_lanes > 1 else \
+            {rk: zero for rk in incl}
+        # each run's total over the warp: the last lane of the axis holds it
+        last = self.b.value(ops.BinaryOp("or", lane, self.const(
+            (seg_lanes - 1) << m.lane_shift, T.i32)))
+        warp_total = {rk: (self.b.value(ops.WarpOp("shuffle", [v, last, mask], ir_type(dt)))
+                           if seg_lanes > 1 else v) for rk, v in incl.items()}
+        seg_warps = max(1, seg // m.tpw)  # warps of one segment
+        span_total = warp_total
+        if m.wpc > 1 and seg_warps > 1:
+            kept = layout.drop(axis)
+            kept_coords = {offs: c for offs, c in zip(kept.offsets(), self.coords(kept),
+                                                       strict=True)}
+            keys = list(warp_total)
+            reps = 1 + max(r for _, r in keys)
+            count = 1
+            for e in kept.shape:
+                count *= e
+            cells = count * reps
+            smem = self.shared(dt, cells * m.wpc)
+            at = {rk: add(self.b.value(ops.BinaryOp("mul", self.linear(
+                kept_coords[rk[0]], kept.shape, T.i64), self.const(reps, T.i64))),
+                self.const(rk[1], T.i64)) for rk in keys}
+            wd64 = self.b.cast(warp_d, T.i64)
+            mine = self.b.value(ops.BinaryOp("mul", wd64, self.const(cells, T.i64)))
+            self.barrier()
+            for rk in keys:
+                self.b.emit(ops.StoreOp(smem, [add(mine, at[rk])], warp_total[rk], 0, False,
+                                        True))
+            self.barrier()
+            seg_start = self.b.value(ops.BinaryOp("and", warp_d, self.const(
+                ~(seg_warps - 1) & 0x7FFFFFFF, T.i32)))
+            span_total = {}
+            for rk in keys:
+                before, whole = zero, None
+                for w in range(m.wpc):
+                    v = self.b.value(ops.LoadOp(smem, [add(self.const(w * cells, T.i64),
+                                                           at[rk])], ir_type(dt), 0, False, True))
+                    wc = self.const(w, T.i32)
+                    lower = self.b.value(ops.CompareOp("lt", wc, warp_d))
+                    same = self.b.value(ops.CompareOp("ge", wc, seg_start))
+                    take = self.b.value(ops.BinaryOp("and", lower, same))
+                    before = add(before, self.b.value(ops.SelectOp(take, v, zero)))
+                    whole = v if whole is None else add(whole, v)
+                excl[rk] = add(excl[rk], before)
+                assert whole is not None
+                span_total[rk] = whole
+        # across repetitions (the tile longer than one pass: no segments then)
+        carry: dict[tuple[tuple[int, ...], int], SSAValue] = {}
+        for rk in sorted(runs, key=lambda x: x[1]):
+            key, r = rk
+            carry[rk] = zero if r == 0 else add(carry[(key, r - 1)], span_total[(key, r - 1)])
+        out = list(wide.values)
+        for rk, slots in runs.items():
+            shift = add(excl[rk], carry[rk])
+            for k, v in zip(slots, local[rk], strict=True):
+                out[k] = add(v, shift)
+        return self.cast(Tile(dt, layout, tuple(out)), t.dtype)
+
     # -- global memory ------------------------------------------------------------------
 
     def _indices(self, index: Sequence[SSAValue], shape: tuple[int, ...],
