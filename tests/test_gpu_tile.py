@@ -58,3 +58,39 @@ def test_tile_outer_broadcast_on_gpu():
     outer[(tile.cdiv(M, 32), tile.cdiv(N, 32))](ox.to_device(a), ox.to_device(b), o, 32, 32)
     np.testing.assert_allclose(o.to_numpy(), a[:, None] * b[None, :] + b - a[:, None],
                                rtol=1e-6, atol=1e-6)
+
+
+def test_tile_scans_argmax_loops_branches_on_gpu():
+    """The CPU suite's kernels whose lowering uses shuffles and barriers in new ways."""
+    import math
+
+    from test_tile_ops import argreduce, branches, row_stats, scan_1d, scans
+
+    rng = np.random.default_rng(5)
+    x = rng.integers(-5, 5, (30, 64)).astype(np.int32)
+    rows, cols = ox.to_device(np.zeros_like(x)), ox.to_device(np.zeros_like(x))
+    scans[2](ox.to_device(x), rows, cols, 16, 64)
+    np.testing.assert_array_equal(rows.to_numpy(), np.cumsum(x, 1))
+    np.testing.assert_array_equal(cols.to_numpy()[:16], np.cumsum(x[:16], 0))
+    for B in (32, 2048, 8192):
+        v = rng.standard_normal(B, dtype=np.float32)
+        o = ox.to_device(np.zeros(B, np.float32))
+        scan_1d[1](ox.to_device(v), o, B)
+        np.testing.assert_allclose(o.to_numpy(), np.cumsum(v, dtype=np.float64), rtol=1e-4,
+                                   atol=1e-4)
+    f = rng.integers(-4, 5, (64, 33)).astype(np.float32)
+    r = ox.to_device(np.zeros((64, 1), np.int32))
+    c = ox.to_device(np.zeros((4, 33), np.int32))
+    w = ox.to_device(np.zeros(4, np.int32))
+    argreduce[4](ox.to_device(f), r, c, w, 0, 16, 64)
+    np.testing.assert_array_equal(r.to_numpy()[:, 0], np.argmax(f, 1))
+    m = rng.standard_normal((37, 1000), dtype=np.float32)
+    y = ox.to_device(np.zeros((37, 2), np.float32))
+    row_stats[tile.cdiv(37, 8)](ox.to_device(m), y, 8, 128)
+    got = y.to_numpy()
+    np.testing.assert_allclose(got[:, 0], m.sum(1), rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(got[:, 1], m.max(1))
+    b = rng.standard_normal((12, 30), dtype=np.float32)
+    yb = ox.to_device(np.zeros_like(b))
+    branches[6](ox.to_device(b), yb, np.float32(1.5), 32)
+    assert math.isfinite(float(yb.to_numpy().sum()))
