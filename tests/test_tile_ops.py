@@ -530,6 +530,22 @@ def test_if_on_scalars():
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
 
 
+def test_aliasing_is_checked_at_launch():
+    a = np.zeros(64, np.float32)
+    with pytest.raises(ox.AliasingError):
+        cpu(vadd, 1, a, a, a, 64)
+
+
+def test_launch_forms():
+    """`kernel[grid]`, `kernel[(gx, gy)]`, `kernel[grid, stream]` (no stream on the CPU)."""
+    n, B = 200, 64
+    a = rng.standard_normal(n, dtype=np.float32)
+    for config in (tile.cdiv(n, B), (tile.cdiv(n, B), 1), ((tile.cdiv(n, B),), None)):
+        c = np.zeros(n, np.float32)
+        cpu(vadd, config, a, a, c, B)
+        np.testing.assert_array_equal(c, 2 * a)
+
+
 def test_grid_rule_refuses_blocks_sharing_a_tile():
     """A store at (tile.bid(0),) is unique along x only: a grid with y > 1 is refused."""
     a = np.zeros(64, np.float32)

@@ -58,14 +58,15 @@ class TileKernel(Kernel):
             return config, None
         stream = None
         grid = config
-        if isinstance(config, tuple) and len(config) == 2 and isinstance(config[0], tuple):
+        if (isinstance(config, tuple) and len(config) == 2
+                and not isinstance(config[1], int)):  # (grid, stream)
             grid, stream = config
         if isinstance(grid, int) or (isinstance(grid, tuple) and 1 <= len(grid) <= 3
                                      and all(isinstance(g, int) for g in grid)):
             return LaunchConfig(grid=grid, block=self.block_threads), stream
         raise LaunchError(f"launch the tile kernel `{self.__name__}` with its grid: "
                           f"`{self.__name__}[grid](...)`, grid an int or a tuple of 1 to 3 "
-                          f"ints (or `((gx, gy), stream)`)")
+                          f"ints (or `[grid, stream]`)")
 
     def __getitem__(self, config: Any) -> Any:
         bound = self.__dict__.get("_oxide_bound")
