@@ -530,6 +530,27 @@ def test_if_on_scalars():
     np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-5)
 
 
+T = ox.TypeVar("T")
+
+
+@tile.kernel
+def generic(a: Slice[T], o: DisjointSlice[T], B: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(a, (i,), (B,))
+    tile.store(o, (i,), t - tile.max(t) + tile.sum(t))
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.int64, np.float16, np.int16, np.uint8])
+def test_generic_dtypes(dt):
+    """One kernel over a TypeVar: 64-bit shuffles, 16- and 8-bit values reduced in 32 bits."""
+    a = (np.arange(100) % 7).astype(dt)
+    o = np.zeros_like(a)
+    cpu(generic, tile.cdiv(100, 64), a, o, 64)
+    want = np.concatenate([p - p.max() + p.sum(dtype=dt) for p in (a[:64], a[64:])]).astype(dt)
+    np.testing.assert_array_equal(o, want)
+    assert generic.compile(a, o, 64, arch="sm_80").cubin
+
+
 def test_aliasing_is_checked_at_launch():
     a = np.zeros(64, np.float32)
     with pytest.raises(ox.AliasingError):
