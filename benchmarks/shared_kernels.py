@@ -121,7 +121,7 @@ def sgemm_unsafe(a: Slice[f32, 2], b: Slice[f32, 2], c: RawSlice[f32, 2]):
                     c[gm, gn] = acc[i, j]
 
 
-@ox.kernel
+@ox.kernel(max_threads=BLOCK)  # the launch bound `block=` implies
 def histogram_unsafe(data: Slice[u8], bins: AtomicSlice[u32]):
     """Counting in shared memory keeps the contended atomics on the SM; only 256 per block
     reach global memory."""
