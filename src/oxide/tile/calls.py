@@ -1,0 +1,322 @@
+"""Calls of the `tile.*` operations in a tile kernel: typing, diagnostics, and the
+`tile/lower.py` call that emits each (mixed into `TileLowering`).
+
+Creation (`zeros`, `full`, `arange`), indices (`bid`, `num_blocks`, `cdiv`,
+`num_tiles`), math, `where`, reductions and scans, and shape changes (`broadcast_to`,
+`reshape`, `permute`, the `astype`/`reshape`/`permute` methods).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+from typing import Any
+
+from oxide import types as T
+from oxide.errors import KernelTypeError
+from oxide.ir import ops
+from oxide.ir.types import ir_type
+from oxide.tile.layout import blocked
+from oxide.tile.values import Method, Static, TArray, Tile, describe, shape_text
+
+_REDUCE = {"sum": "add", "max": "max", "min": "min"}
+
+
+class TileCallsMixin:
+    """The `call_<name>` methods for `tile.<name>(...)`."""
+
+    def _axis(self, v: Any, node: ast.AST, what: str) -> int:
+        if not (isinstance(v, Static) and isinstance(v.obj, int) and not isinstance(v.obj, bool)
+                and 0 <= v.obj <= 2):
+            raise self.error(KernelTypeError, node, f"{what} takes a grid axis: 0, 1 or 2, "
+                             "as a constant", hint="e.g. `tile.bid(0)`")
+        return v.obj
+
+    def call_bid(self, node: ast.Call) -> Tile:
+        (a,) = self.positional(node, 1, "tile.bid(axis)")
+        axis = self._axis(a, node.args[0], "tile.bid")
+        reg = self.b.value(ops.RegisterOp(f"ctaid.{'xyz'[axis]}", ir_type(T.i32)))
+        t = self.scalar_tile(reg, T.i32)
+        return Tile(t.dtype, t.layout, t.values, witness=axis)
+
+    def call_num_blocks(self, node: ast.Call) -> Tile:
+        (a,) = self.positional(node, 1, "tile.num_blocks(axis)")
+        axis = self._axis(a, node.args[0], "tile.num_blocks")
+        return self.scalar_tile(self.b.value(ops.RegisterOp(f"nctaid.{'xyz'[axis]}",
+                                                            ir_type(T.i32))), T.i32)
+
+    def _cdiv(self, a: Any, b: Any, node: ast.AST) -> Any:
+        if isinstance(a, Static) and isinstance(b, Static):
+            if not all(isinstance(x.obj, int) for x in (a, b)) or b.obj == 0:
+                raise self.error(KernelTypeError, node, "tile.cdiv takes integers, the "
+                                 "divisor non-zero")
+            return Static(-(-a.obj // b.obj))
+        for v in (a, b):
+            if isinstance(v, Tile) and (v.ndim or not v.dtype.is_int):
+                raise self.error(KernelTypeError, node, f"tile.cdiv takes integer scalars, not "
+                                 f"{describe(v)}")
+        num = self.binop(ast.Add(), a, self.binop(ast.Sub(), b, Static(1), node), node)
+        return self.binop(ast.FloorDiv(), num, b, node)
+
+    def call_cdiv(self, node: ast.Call) -> Any:
+        a, b = self.positional(node, 2, "tile.cdiv(a, b)")
+        return self._cdiv(a, b, node)
+
+    def call_num_tiles(self, node: ast.Call) -> Any:
+        arr, axis, size = self.positional(node, 3, "tile.num_tiles(arr, axis, size)")
+        if not isinstance(arr, TArray):
+            raise self.error(KernelTypeError, node.args[0], f"tile.num_tiles takes an array, "
+                             f"not {describe(arr)}")
+        rank = arr.type.rank
+        if not (isinstance(axis, Static) and isinstance(axis.obj, int) and 0 <= axis.obj < rank):
+            raise self.error(KernelTypeError, node.args[1], f"the axis of `{arr.name}` is a "
+                             f"constant from 0 to {rank - 1}")
+        self.static_shape(size, node.args[2], "the tile size")
+        return self._cdiv(self.extent(arr, axis.obj), size, node)
+
+    def call_zeros(self, node: ast.Call) -> Tile:
+        args = self.positional(node, (1, 2), "tile.zeros(shape, dtype=f32)", ("dtype",))
+        dt = self._dtype_arg(node, 1) or T.f32
+        shape = self.static_shape(args[0], node.args[0], "the shape of tile.zeros")
+        return self.em.full(blocked(shape, self.num_warps), 0, dt)
+
+    def call_full(self, node: ast.Call) -> Tile:
+        args = self.positional(node, (2, 3), "tile.full(shape, value, dtype=None)", ("dtype",))
+        shape = self.static_shape(args[0], node.args[0], "the shape of tile.full")
+        dt = self._dtype_arg(node, 2)
+        value = args[1]
+        layout = blocked(shape, self.num_warps)
+        if isinstance(value, Static) and isinstance(value.obj, (bool, int, float)):
+            if dt is None:
+                dt = self.as_tile(value, node.args[1]).dtype
+            self.as_tile(value, node.args[1], dt)  # range check
+            return self.em.full(layout, value.obj, dt)
+        if isinstance(value, Tile) and value.ndim == 0:
+            return self.em.splat(layout, self.em.cast(value, dt or value.dtype))
+        raise self.error(KernelTypeError, node.args[1], f"the value of tile.full is a number "
+                         f"or a scalar, not {describe(value)}")
+
+    def _dtype_arg(self, node: ast.Call, position: int) -> T.DType | None:
+        v, n = self.keyword(node, "dtype", position)
+        if v is None or (isinstance(v, Static) and v.obj is None):
+            return None
+        if not (isinstance(v, Static) and isinstance(v.obj, T.DType)):
+            raise self.error(KernelTypeError, n, f"expected a dtype (f32, i32, ...), not "
+                             f"{describe(v)}")
+        return v.obj
+
+    def call_arange(self, node: ast.Call) -> Tile:
+        args = self.positional(node, (1, 2), "tile.arange(n, dtype=i32)", ("dtype",))
+        (n,) = self.static_shape(args[0], node.args[0], "the length of tile.arange")
+        dt = self._dtype_arg(node, 1) or T.i32
+        return self.em.arange(blocked((n,), self.num_warps), dt)
+
+    def _math(self, fn: str, node: ast.Call) -> Tile:
+        (x,) = self.positional(node, 1, f"tile.{fn}(x)")
+        t = self.as_tile(x, node.args[0], T.f32)
+        if not t.dtype.is_float:
+            raise self.error(KernelTypeError, node.args[0],
+                             f"tile.{fn} takes floats, not {t.dtype.name}",
+                             label=f"this is {t.describe()}",
+                             hint="convert first: `x.astype(f32)`")
+        return self.em.math(fn, t)
+
+    def call_exp(self, node: ast.Call) -> Tile:
+        return self._math("exp", node)
+
+    def call_exp2(self, node: ast.Call) -> Tile:
+        return self._math("exp2", node)
+
+    def call_log(self, node: ast.Call) -> Tile:
+        return self._math("log", node)
+
+    def call_sqrt(self, node: ast.Call) -> Tile:
+        return self._math("sqrt", node)
+
+    def call_rsqrt(self, node: ast.Call) -> Tile:
+        return self._math("rsqrt", node)
+
+    def call_tanh(self, node: ast.Call) -> Tile:
+        return self._math("tanh", node)
+
+    def _minmax(self, kind: str, node: ast.Call) -> Any:
+        a, b = self.positional(node, 2, f"tile.{kind}imum(a, b)")
+        if isinstance(a, Static) and isinstance(b, Static):
+            return Static(builtins.max(a.obj, b.obj) if kind == "max" else
+                          builtins.min(a.obj, b.obj))
+        dt = self.promote(a, b, node)
+        if dt.is_bool:
+            raise self.error(KernelTypeError, node, f"tile.{kind}imum on bools",
+                             hint="use `|` or `&`")
+        ta, tb = self.operands(a, b, node, node.args[0], node.args[1], dt)
+        return self.em.binary(kind, ta, tb)
+
+    def call_maximum(self, node: ast.Call) -> Any:
+        return self._minmax("max", node)
+
+    def call_minimum(self, node: ast.Call) -> Any:
+        return self._minmax("min", node)
+
+    def call_where(self, node: ast.Call) -> Tile:
+        c, a, b = self.positional(node, 3, "tile.where(cond, a, b)")
+        ct = self.as_tile(c, node.args[0])
+        if not ct.dtype.is_bool:
+            raise self.error(KernelTypeError, node.args[0],
+                             f"the condition of tile.where is a bool tile, not "
+                             f"{ct.describe()}", hint="compare: `x > 0`")
+        if isinstance(a, Static) and isinstance(b, Static):
+            dt = self.as_tile(a, node.args[1]).dtype
+            if isinstance(b.obj, float) and not dt.is_float:
+                dt = T.f32
+        else:
+            dt = self.promote(a, b, node)
+        ta, tb = self.as_tile(a, node.args[1], dt), self.as_tile(b, node.args[2], dt)
+        ta, tb = self.em.cast(ta, dt), self.em.cast(tb, dt)
+        shape = self.broadcast_shape(ta.shape, tb.shape, node)
+        shape = self.broadcast_shape(ct.shape, shape, node, " (the condition and the values)")
+        layout = self.target_layout(shape, ta, tb, ct)
+        return self.em.where(self.em.broadcast(ct, layout), self.em.broadcast(ta, layout),
+                             self.em.broadcast(tb, layout))
+
+    def _reduce(self, name: str, node: ast.Call) -> Tile:
+        args = self.positional(node, (1, 3), f"tile.{name}(x, axis=None, keepdims=False)",
+                               ("axis", "keepdims"))
+        x = self.as_tile(args[0], node.args[0])
+        if x.dtype.is_bool:
+            raise self.error(KernelTypeError, node.args[0], f"tile.{name} of a bool tile",
+                             hint="convert first: `x.astype(i32)`")
+        axes, keepdims = self._axes(name, x, node)
+        # reduce the highest axis first, so the others keep their numbers
+        for axis in sorted(axes, reverse=True):
+            x = self.em.reduce(_REDUCE[name], x, axis, keepdims)
+        return x
+
+    def _argreduce(self, kind: str, node: ast.Call) -> Tile:
+        name = f"arg{kind}"
+        args = self.positional(node, (1, 3), f"tile.{name}(x, axis=None, keepdims=False)",
+                               ("axis", "keepdims"))
+        x = self.as_tile(args[0], node.args[0])
+        if x.dtype.is_bool:
+            raise self.error(KernelTypeError, node.args[0], f"tile.{name} of a bool tile",
+                             hint="convert first: `x.astype(i32)`")
+        axes, keepdims = self._axes(name, x, node)
+        if not x.ndim:
+            return self.em.full(x.layout, 0, T.i32)
+        if len(axes) == 1:
+            _, idx = self.em.arg_reduce(kind, x, self.em.index_tile(x.layout, axes[0]), axes[0],
+                                        keepdims)
+            return idx
+        idx = self.em.index_tile(x.layout, None)  # NumPy: the position in the flattened tile
+        for axis in sorted(axes, reverse=True):
+            x, idx = self.em.arg_reduce(kind, x, idx, axis, keepdims)
+        return idx
+
+    def call_cumsum(self, node: ast.Call) -> Tile:
+        args = self.positional(node, (1, 2), "tile.cumsum(x, axis=0)", ("axis",))
+        x = self.as_tile(args[0], node.args[0])
+        if x.dtype.is_bool:
+            raise self.error(KernelTypeError, node.args[0], "tile.cumsum of a bool tile",
+                             hint="convert first: `x.astype(i32)`")
+        if not x.ndim:
+            raise self.error(KernelTypeError, node.args[0], "tile.cumsum of a scalar")
+        axis_v, axis_node = self.keyword(node, "axis", 1)
+        axis = 0 if axis_v is None else axis_v.obj if isinstance(axis_v, Static) else None
+        if not (isinstance(axis, int) and not isinstance(axis, bool)
+                and -x.ndim <= axis < x.ndim):
+            raise self.error(KernelTypeError, axis_node or node,
+                             f"the axis of tile.cumsum is a constant from {-x.ndim} to "
+                             f"{x.ndim - 1} for {x.describe()}")
+        return self.em.cumsum(x, axis % x.ndim)
+
+    def call_argmax(self, node: ast.Call) -> Tile:
+        return self._argreduce("max", node)
+
+    def call_argmin(self, node: ast.Call) -> Tile:
+        return self._argreduce("min", node)
+
+    def _axes(self, name: str, x: Tile, node: ast.Call) -> tuple[list[int], bool]:
+        """The axes a reduction's `axis` names (all for None), and its `keepdims`."""
+        axis_v, axis_node = self.keyword(node, "axis", 1)
+        keep_v, keep_node = self.keyword(node, "keepdims", 2)
+        keepdims = False
+        if keep_v is not None:
+            if not (isinstance(keep_v, Static) and isinstance(keep_v.obj, bool)):
+                raise self.error(KernelTypeError, keep_node, "keepdims is True or False")
+            keepdims = keep_v.obj
+        if axis_v is None or (isinstance(axis_v, Static) and axis_v.obj is None):
+            return list(range(x.ndim)), keepdims
+        if not (isinstance(axis_v, Static) and isinstance(axis_v.obj, int)
+                and not isinstance(axis_v.obj, bool) and -x.ndim <= axis_v.obj < x.ndim):
+            raise self.error(KernelTypeError, axis_node,
+                             f"the axis of tile.{name} is a constant from {-x.ndim} to "
+                             f"{x.ndim - 1} for {x.describe()}" if x.ndim else
+                             f"tile.{name} of a scalar takes no axis")
+        return [axis_v.obj % x.ndim], keepdims
+
+    def call_sum(self, node: ast.Call) -> Tile:
+        return self._reduce("sum", node)
+
+    def call_max(self, node: ast.Call) -> Tile:
+        return self._reduce("max", node)
+
+    def call_min(self, node: ast.Call) -> Tile:
+        return self._reduce("min", node)
+
+    def call_broadcast_to(self, node: ast.Call) -> Tile:
+        x, s = self.positional(node, 2, "tile.broadcast_to(x, shape)")
+        t = self.as_tile(x, node.args[0])
+        shape = self.static_shape(s, node.args[1], "the shape of tile.broadcast_to")
+        got = self.broadcast_shape(t.shape, shape, node)
+        if got != shape:
+            raise self.error(KernelTypeError, node,
+                             f"cannot broadcast {shape_text(t.shape)} to {shape_text(shape)}",
+                             hint="the target must be at least as large in every dimension")
+        return self.em.broadcast(t, blocked(shape, self.num_warps))
+
+    def call_reshape(self, node: ast.Call) -> Tile:
+        x, s = self.positional(node, 2, "tile.reshape(x, shape)")
+        return self._reshape(self.as_tile(x, node.args[0]), s, node, node.args[1])
+
+    def _reshape(self, t: Tile, s: Any, node: ast.AST, shape_node: ast.AST) -> Tile:
+        shape = self.static_shape(s, shape_node, "the shape of tile.reshape")
+        size = 1
+        for n in shape:
+            size *= n
+        have = 1
+        for n in t.shape:
+            have *= n
+        if size != have:
+            raise self.error(KernelTypeError, node,
+                             f"cannot reshape {t.describe()} ({have} elements) to "
+                             f"{shape_text(shape)} ({size} elements)")
+        layout = blocked(shape, self.num_warps)
+        if shape == t.shape:
+            return self.em.convert(t, layout)
+        return self.em.reshape(t, layout)
+
+    def call_permute(self, node: ast.Call) -> Tile:
+        x, a = self.positional(node, 2, "tile.permute(x, axes)")
+        return self._permute(self.as_tile(x, node.args[0]), a, node.args[1])
+
+    def _permute(self, t: Tile, a: Any, node: ast.AST) -> Tile:
+        axes = a.obj if isinstance(a, Static) else None
+        if not (isinstance(axes, tuple) and sorted(axes) == list(range(t.ndim))):
+            raise self.error(KernelTypeError, node,
+                             f"the axes of tile.permute are a permutation of "
+                             f"{tuple(range(t.ndim))} for {t.describe()}, not {describe(a)}",
+                             hint="e.g. `tile.permute(x, (1, 0))` transposes")
+        shape = tuple(t.shape[k] for k in axes)
+        return self.em.permute(t, axes, blocked(shape, self.num_warps))
+
+    def call_method(self, m: Method, node: ast.Call) -> Tile:
+        if m.name == "astype":
+            (dt,) = self.positional(node, 1, "x.astype(dtype)")
+            if not (isinstance(dt, Static) and isinstance(dt.obj, T.DType)):
+                raise self.error(KernelTypeError, node.args[0], f"astype takes a dtype, not "
+                                 f"{describe(dt)}")
+            return self.em.cast(m.tile, dt.obj)
+        if m.name == "reshape":
+            (shape,) = self.positional(node, 1, "x.reshape(shape)")
+            return self._reshape(m.tile, shape, node, node.args[0])
+        (axes,) = self.positional(node, 1, "x.permute(axes)")
+        return self._permute(m.tile, axes, node.args[0])

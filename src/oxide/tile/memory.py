@@ -1,0 +1,175 @@
+"""Tile loads and stores in a tile kernel: their arguments, the DisjointSlice rule, and
+the `tile/lower.py` call that emits them (mixed into `TileLowering`).
+
+A DisjointSlice is read and written only at a tile index built from the block's
+TileIndex witnesses (each grid axis once) and constants, with one tile shape per array;
+the axes the stores use are recorded for the launch rule (the others must be 1).
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from oxide import types as T
+from oxide.errors import KernelTypeError, SafetyError, UnsupportedFeatureError
+from oxide.tile.layout import blocked
+from oxide.tile.values import ShapeOf, Static, TArray, Tile, describe, shape_text
+
+
+class TileMemoryMixin:
+    """`tile.load` and `tile.store`."""
+
+    def _array_arg(self, v: Any, node: ast.AST, what: str) -> TArray:
+        if not isinstance(v, TArray):
+            raise self.error(KernelTypeError, node, f"{what} takes an array parameter, not "
+                             f"{describe(v)}")
+        return v
+
+    def _index(self, arr: TArray, v: Any, node: ast.AST) -> list[Any]:
+        items = list(v.obj) if isinstance(v, Static) and isinstance(v.obj, tuple) else (
+            list(v) if isinstance(v, tuple) else [v])
+        items = [Static(i) if not isinstance(i, (Tile, Static, TArray, ShapeOf)) else i
+                 for i in items]
+        if len(items) != arr.type.rank:
+            raise self.error(KernelTypeError, node,
+                             f"`{arr.name}` has rank {arr.type.rank}: its tile index has "
+                             f"{arr.type.rank} item{'s' if arr.type.rank != 1 else ''}, not "
+                             f"{len(items)}")
+        for i in items:
+            ok = (isinstance(i, Static) and isinstance(i.obj, int) and not isinstance(i.obj, bool)
+                  ) or (isinstance(i, Tile) and i.ndim == 0 and i.dtype.is_int)
+            if not ok:
+                raise self.error(KernelTypeError, node,
+                                 f"a tile index holds integer scalars, not {describe(i)}")
+        return items
+
+    def _index_ssa(self, items: list[Any]) -> list[Any]:
+        out = []
+        for i in items:
+            if isinstance(i, Static):
+                out.append(self.em.const(i.obj, T.i64))
+            else:
+                out.append(self.b.cast(i.scalar, T.i64))
+        return out
+
+    def _tile_shape(self, arr: TArray, v: Any, node: ast.AST) -> tuple[int, ...]:
+        shape = self.static_shape(v, node, "the tile shape")
+        if len(shape) != arr.type.rank:
+            raise self.error(KernelTypeError, node,
+                             f"`{arr.name}` has rank {arr.type.rank}; the tile shape "
+                             f"{shape_text(shape)} has {len(shape)} dimensions")
+        return shape
+
+    def _check_disjoint(self, arr: TArray, items: list[Any], shape: tuple[int, ...],
+                        node: ast.Call, index_node: ast.AST, verb: str) -> None:
+        """A DisjointSlice access at a witness-built index, one tile shape per array."""
+        axes: list[int] = []
+        for k, i in enumerate(items):
+            if isinstance(i, Tile) and i.witness is not None:
+                if i.witness in axes:
+                    raise self.error(SafetyError, index_node,
+                                     f"`{arr.name}` is a DisjointSlice: its tile index uses "
+                                     f"tile.bid({i.witness}) twice",
+                                     hint="use each block's TileIndex once, e.g. "
+                                          "`(tile.bid(0), tile.bid(1))`")
+                axes.append(i.witness)
+            elif not isinstance(i, Static):
+                item_node = (index_node.elts[k] if isinstance(index_node, ast.Tuple)
+                             else index_node)
+                raise self.error(SafetyError, item_node,
+                                 f"`{arr.name}` is a DisjointSlice: it is {verb} only at a tile "
+                                 "index built from this block's TileIndex witnesses "
+                                 "(tile.bid(axis)) and constants",
+                                 label=f"`{self.text(item_node)}` is a computed integer; "
+                                       "arithmetic drops the uniqueness guarantee",
+                                 hint="write at `(tile.bid(0), ...)`, or take responsibility "
+                                      "with a RawSlice and `with ox.unsafe():`")
+        known = self.stores.shapes.setdefault(arr.name, shape)
+        if known != shape:
+            raise self.error(SafetyError, node,
+                             f"`{arr.name}` is a DisjointSlice already accessed with tiles of "
+                             f"shape {shape_text(known)}; this tile is {shape_text(shape)}, so "
+                             "two blocks' tiles could overlap",
+                             hint="use one tile shape per DisjointSlice")
+        used = frozenset(axes)
+        self.stores.axes = used if self.stores.axes is None else self.stores.axes & used
+
+    def call_load(self, node: ast.Call) -> Tile:
+        args = self.positional(node, (3, 4), "tile.load(arr, index, shape, padding=0)",
+                               ("padding", "order"))
+        order, order_node = self.keyword(node, "order")
+        if order is not None:
+            raise self.error(UnsupportedFeatureError, order_node,
+                             "`order=` (transposed tile access) is not built yet")
+        arr = self._array_arg(args[0], node.args[0], "tile.load")
+        items = self._index(arr, args[1], node.args[1])
+        shape = self._tile_shape(arr, args[2], node.args[2])
+        if arr.type.access == "disjoint":
+            self._check_disjoint(arr, items, shape, node, node.args[1], "read")
+        elif arr.type.access == "atomic":
+            raise self.error(UnsupportedFeatureError, node.args[0],
+                             "AtomicSlice tiles are not supported yet")
+        pad_v, pad_node = self.keyword(node, "padding", 3)
+        dt = arr.dtype
+        if pad_v is None:
+            pad = self.em.const(False if dt.is_bool else 0, dt)
+        elif isinstance(pad_v, Static) and isinstance(pad_v.obj, (bool, int, float)):
+            if isinstance(pad_v.obj, float) and not dt.is_float and pad_v.obj == pad_v.obj \
+                    and pad_v.obj not in (float("inf"), float("-inf")) \
+                    and pad_v.obj != int(pad_v.obj):
+                raise self.error(KernelTypeError, pad_node,
+                                 f"the padding {pad_v.obj!r} is not a {dt.name}")
+            if not dt.is_float and isinstance(pad_v.obj, float):
+                raise self.error(KernelTypeError, pad_node,
+                                 f"`{arr.name}` holds {dt.name}: the padding is an integer")
+            pad = self.as_tile(pad_v, pad_node, dt).scalar
+        elif isinstance(pad_v, Tile) and pad_v.ndim == 0:
+            pad = self.b.cast(pad_v.scalar, dt)
+        else:
+            raise self.error(KernelTypeError, pad_node, f"the padding is a number or a "
+                             f"scalar, not {describe(pad_v)}")
+        site = self.b.site("index", self.src.span(node), arr.name)
+        return self.em.load(arr.ssa, dt, self._index_ssa(items), blocked(shape, self.num_warps),
+                            pad, site)
+
+    def call_store(self, node: ast.Call) -> None:
+        args = self.positional(node, 3, "tile.store(arr, index, t)", ("order",))
+        order, order_node = self.keyword(node, "order")
+        if order is not None:
+            raise self.error(UnsupportedFeatureError, order_node,
+                             "`order=` (transposed tile access) is not built yet")
+        arr = self._array_arg(args[0], node.args[0], "tile.store")
+        items = self._index(arr, args[1], node.args[1])
+        value = args[2]
+        if not isinstance(value, Tile):
+            raise self.error(KernelTypeError, node.args[2], f"tile.store writes a tile, not "
+                             f"{describe(value)}", hint="make one with `tile.full(shape, v)`")
+        if value.ndim != arr.type.rank:
+            raise self.error(KernelTypeError, node.args[2],
+                             f"`{arr.name}` has rank {arr.type.rank}; cannot store "
+                             f"{value.describe()} (rank {value.ndim})",
+                             hint="add or remove axes: `x[None, :]`, or reduce with keepdims")
+        access = arr.type.access
+        if access == "slice":
+            raise self.error(SafetyError, node.args[0],
+                             f"`{arr.name}` is a Slice: kernels only read it",
+                             hint="declare it DisjointSlice[...] (a block writes its own tiles)")
+        if access == "atomic":
+            raise self.error(UnsupportedFeatureError, node.args[0],
+                             "AtomicSlice tiles are not supported yet")
+        if access == "raw" and self.unsafe_depth == 0:
+            raise self.error(SafetyError, node,
+                             f"`{arr.name}` is a RawSlice: storing to it needs "
+                             "`with ox.unsafe():`",
+                             hint="declare it DisjointSlice[...] and store at the block's "
+                                  "TileIndex, or wrap the store in `with ox.unsafe():`")
+        if access == "disjoint":
+            self._check_disjoint(arr, items, value.shape, node, node.args[1], "written")
+        if value.dtype != arr.dtype:
+            raise self.error(KernelTypeError, node.args[2],
+                             f"`{arr.name}` holds {arr.dtype.name}; cannot store "
+                             f"{value.describe()}",
+                             hint=f"convert: `.astype({arr.dtype.name})`")
+        site = self.b.site("index", self.src.span(node), arr.name)
+        self.em.store(arr.ssa, self._index_ssa(items), value, site)
