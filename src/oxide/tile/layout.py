@@ -165,9 +165,7 @@ def blocked(shape: tuple[int, ...], num_warps: int) -> Layout:
         wpc[d], warp_shift[d] = w, wshift
         wshift += w.bit_length() - 1
         warps //= w
-    if lanes > 1 or warps > 1:
-        # a tile smaller than the block: give the leftover bits to no dimension (replicas)
-        pass
+    # a tile smaller than the block leaves lane or warp bits to no dimension: replicas
     dims = tuple(DimMap(spt[d], lane_shift[d], tpw[d], warp_shift[d], wpc[d])
                  for d in range(rank))
     return Layout(tuple(shape), dims, num_warps)
