@@ -1065,3 +1065,30 @@ def test_blocks_in_different_arms_of_a_block_dependent_branch_are_kept_apart(
         assert "DisjointSlice `out`" in e.message
     else:
         raise AssertionError("two blocks writing one DisjointSlice element compiled")
+
+
+def test_a_grid_stride_loop_writes_a_disjoint_slice() -> None:
+    """`range(thread.index_1d(), n, grid_dim.x * B)`: block_idx + grid_dim * k names one
+    block, so the writes are one element per thread of the launch."""
+    @ox.kernel(block=128)
+    def doubled(x: Slice[f32], out: DisjointSlice[f32]):
+        for j in range(thread.index_1d(), len(x), ox.grid_dim.x * 128):
+            out[j] = x[j] * 2.0
+
+    x = np.arange(5003, dtype=np.float32)
+    out = np.zeros_like(x)
+    with ox.device("cpu"):
+        doubled[7, 128](x, out)
+    np.testing.assert_array_equal(out, 2 * x)
+
+
+def test_a_grid_stride_smaller_than_the_block_is_refused() -> None:
+    """A stride of grid_dim.x * 64 with 128-thread blocks: block 0's thread 0 at its second
+    trip and block 1's thread 0 (with two blocks) write one element."""
+    @ox.kernel(block=128)
+    def overlapping(x: Slice[f32], out: DisjointSlice[f32]):
+        for j in range(thread.index_1d(), len(x), ox.grid_dim.x * 64):
+            out[j] = x[j]
+
+    with pytest.raises(ox.SafetyError, match="DisjointSlice `out`"):
+        overlapping.compile(Slice[f32], DisjointSlice[f32], arch="sm_90")

@@ -184,6 +184,8 @@ class _Prover:
         self.atoms: dict[Any, int] = {}
         self.grid_uniform: set[int] = set()  # atoms one value over the whole launch
         self.free_atoms: set[int] = set()  # per-thread trip counts: differ between threads
+        # free atoms standing for grid_dim.<axis> * a trip count: atom -> (axis, scale)
+        self.grid_strides: dict[int, tuple[str, int]] = {}
         self.grid_axes: set[str] = set()  # axes mapped writes tell blocks apart by
         # DisjointSlices written at index maps: all their writes are checked together
         self.mapped_arrays = {op.array for op in func.walk()
@@ -441,9 +443,34 @@ class _Prover:
                 self.free_atoms.add(count)
                 stepped = affine("add", v, affine("mul", step, Lanes.atom(count, w.size)))
                 v.assign(mask, stepped)
+            elif step is not None and (grid := self._grid_stride(step, mask)) is not None:
+                # a grid-stride loop (`j += grid_dim.x * B`): `grid_dim.x * count` is one
+                # unknown of the thread's own, scaled by B, that _blocks_apart understands
+                count = fresh_atom()
+                self.free_atoms.add(count)
+                self.grid_strides[count] = grid
+                axis, scale = grid
+                stepped = affine("add", v, affine("mul", Lanes.const(scale, w.size),
+                                                  Lanes.atom(count, w.size)))
+                v.assign(mask, stepped)
             else:
                 v.forget(mask)
             self._snapshot(w, header, slot, mask)
+
+    def _grid_stride(self, step: Lanes, mask: np.ndarray) -> tuple[str, int] | None:
+        """(axis, scale) when `step` is `grid_dim.<axis> * scale` in every lane of `mask`."""
+        if step.top[mask].any() or step.conc[mask].any():
+            return None
+        used = {a: c for a, c in step.coef.items() if c[mask].any()}
+        if len(used) != 1:
+            return None
+        (atom, coef), = used.items()
+        scales = np.unique(coef[mask])
+        axis = next((k[1][-1] for k, a in self.atoms.items()
+                     if a == atom and k[0] == "reg" and k[1].startswith("nctaid.")), None)
+        if axis is None or len(scales) != 1 or scales[0] <= 0:
+            return None
+        return axis, int(scales[0])
 
     def _snapshot(self, w: _World, header: Block, slot: SSAValue, mask: np.ndarray) -> None:
         v = w.slots.get(slot)
@@ -704,8 +731,13 @@ class _Prover:
                      and (a.index[d].coef[atom] == scale).all()]
             conc = np.concatenate([a.index[d].conc for a in accesses])
             spread = int(conc.max() - conc.min()) if len(conc) else 0
+            # a thread's own trip count leaves the block's range, except a grid stride on
+            # this axis by a multiple of the scale: block_idx + grid_dim * k names one block
             unbounded = any(a.index[d].coef[f].any() for a in accesses for f in self.free_atoms
-                            if f in a.index[d].coef)
+                            if f in a.index[d].coef and not (
+                                self.grid_strides.get(f, ("", 0))[0] == axis
+                                and (a.index[d].coef[f] % scale == 0).all()
+                                and (a.index[d].coef[f] // scale > 0).all()))
             if len(uses) > 1 or len(users) < len(accesses):
                 raise self._unprovable(first, first.threads[0], d, f"block_idx.{axis}, "
                                        "scaled differently by the kernel's accesses to this "
