@@ -163,3 +163,32 @@ def test_the_default_stack_is_set_for_recursive_kernels() -> None:
     gdev = gpu.gpu_device(0)
     gdev.enter()
     assert cd.context_limit("STACK_SIZE") >= DEFAULT_STACK_SIZE
+
+
+def test_runaway_recursion_is_a_kernel_error_not_a_fault() -> None:
+    """The depth guard stops the recursion before the stack overflows: a failed assertion
+    reported at the function, and the context stays usable."""
+    out = np.zeros(64, np.int32)
+    with pytest.raises(ox.KernelAssertionError, match="`runaway` recursed deeper"):
+        tr.runaways[2, 32](out)
+        ox.synchronize()
+    ns = np.arange(10, dtype=np.int32)
+    fibs_out = np.zeros_like(ns)
+    tr.fibs[1, 10](ns, fibs_out)  # the context survived
+    assert fibs_out.tolist() == [tr.py_fib(n) for n in range(10)]
+
+
+@ox.kernel(stack_size=24 * 1024)
+def deeper_than_asked(a: Slice[i64], depth: i32, out: DisjointSlice[i64]):
+    i = thread.index_1d()
+    if i < len(out):
+        out[i] = tr.alternating(a, depth)
+
+
+def test_a_recursion_deeper_than_stack_size_is_reported() -> None:
+    a = np.ones(100_001, np.int64)
+    out = np.zeros(32, np.int64)
+    with pytest.raises(ox.KernelAssertionError, match="`alternating` recursed deeper"):
+        deeper_than_asked[1, 32](a, 100_000, out)
+        ox.synchronize()
+

@@ -289,6 +289,21 @@ def constants_around_calls(out: DisjointSlice[f32]):
         out[i] = before + weighted(i32(i)) + WEIGHTS[0]
 
 
+@ox.func
+def runaway(n):
+    """No base case is ever reached for n >= 0: only the depth guard stops it."""
+    if n < 0:
+        return n
+    return runaway(n + 1) + 1
+
+
+@ox.kernel
+def runaways(out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i < len(out):
+        out[i] = runaway(i32(i))
+
+
 # --- results against Python --------------------------------------------------------------
 
 def test_factorial(cpu) -> None:
@@ -426,6 +441,22 @@ def test_constant_arrays_in_the_kernel_and_the_function(cpu) -> None:
     assert out.tolist() == [3 * sum(range(i + 1)) + 2 for i in range(8)]
     ck = constants_around_calls.compile(DisjointSlice[f32], arch="sm_90")
     assert len(ck.constants) == 2 and len(ck.cubin) > 0
+
+
+def test_runaway_recursion_is_reported_not_a_crash(cpu) -> None:
+    """The depth guard: a call deeper than the thread's stack holds reports a failed
+    assertion at the function and returns zeros, instead of overflowing the stack."""
+    from oxide.codegen.cpu import host_stack_bytes
+
+    out = np.zeros(4, np.int32)
+    with pytest.raises(ox.KernelAssertionError, match="`runaway` recursed deeper than the "
+                       r"stack allows.*stack_size") as info:
+        runaways[1, 4](out)
+    assert "def runaway(n):" in str(info.value)
+    ck = runaways.compile(DisjointSlice[i32], target="cpu")
+    limit = int(ck.llvm_unoptimized.split("icmp ugt i32 %oxide.depth, ")[1].split()[0])
+    assert limit >= 2000 and limit * 256 <= host_stack_bytes()
+    assert out.tolist() == [limit] * 4  # the deepest call returned 0, every level added 1
 
 
 # --- what the compiler makes of it -------------------------------------------------------
@@ -661,6 +692,63 @@ def test_stack_bytes() -> None:
     assert stack_bytes(k, b"") == 8192
 
 
+def _ptxas_frames(ptx: str, arch: str) -> dict[str, int]:
+    """ptxas's "N bytes stack frame" of each function, from nvJitLink's verbose info log."""
+    import ctypes
+    import re
+
+    from oxide.codegen.nvjitlink import _lib
+
+    lib = _lib()
+    lib.nvJitLinkGetInfoLogSize.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+    lib.nvJitLinkGetInfoLog.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    handle = ctypes.c_void_p()
+    opts = [f"-arch={arch}".encode(), b"-O3", b"-verbose"]
+    assert lib.nvJitLinkCreate(ctypes.byref(handle), 3, (ctypes.c_char_p * 3)(*opts)) == 0
+    try:
+        data = ptx.encode()
+        assert lib.nvJitLinkAddData(handle, 2, data, len(data), b"k") == 0
+        assert lib.nvJitLinkComplete(handle) == 0
+        size = ctypes.c_size_t()
+        lib.nvJitLinkGetInfoLogSize(handle, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value + 1)
+        lib.nvJitLinkGetInfoLog(handle, log)
+    finally:
+        lib.nvJitLinkDestroy(ctypes.byref(handle))
+    return {m[0]: int(m[1]) for m in re.findall(
+        r"Function properties for (\S+)\n\S*\s*\.?\s*(\d+) bytes stack frame",
+        log.value.decode())}
+
+
+@pytest.mark.parametrize("kernel,sig", [
+    (fibs, (Slice[i32], DisjointSlice[i32])),
+    (gcds, (Slice[i64], Slice[i64], DisjointSlice[i64, 2])),
+    (deep, (Slice[i64], i32, DisjointSlice[i64])),
+])
+def test_frames_read_from_the_cubin_are_ptxas_s(kernel, sig) -> None:
+    from oxide.runtime.gpu import frame_sizes
+
+    ck = kernel.compile(*sig, arch="sm_90")
+    reported = _ptxas_frames(ck.ptx, "sm_90")
+    assert any(name.startswith("oxide_recursive_") and size > 0
+               for name, size in reported.items())
+    assert max(frame_sizes(ck.cubin)) == max(reported.values())
+
+
+def test_recursion_limit() -> None:
+    from oxide.runtime.gpu import frame_sizes, recursion_limit
+
+    cubin = fibs.compile(Slice[i32], DisjointSlice[i32], arch="sm_90").cubin
+    frame = max(frame_sizes(cubin))
+    assert recursion_limit(cubin, 4096) == (4096 - 256) // frame - 1
+    assert recursion_limit(cubin, 65536) == (65536 - 256) // frame - 1
+    # LLVM made factorial's tail recursion a loop: no frame anywhere, so no stack to run out of
+    cubin = factorials.compile(Slice[i64], DisjointSlice[i64], arch="sm_90").cubin
+    assert max(frame_sizes(cubin), default=0) == 0
+    assert recursion_limit(cubin, 4096) == 2**31 - 1
+    assert recursion_limit(b"not an ELF image", 4096) is None
+
+
 @pytest.fixture
 def fake(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
     from oxide.runtime import cuda_driver
@@ -684,15 +772,32 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
         yield driver
 
 
-def test_loading_a_recursive_kernel_raises_the_stack_limit(fake: FakeDriver) -> None:
-    from oxide.kernel import DEFAULT_STACK_SIZE
+def test_loading_a_recursive_kernel_raises_the_stack_limit(fake: FakeDriver,
+                                                          monkeypatch) -> None:
+    import ctypes
 
+    from oxide.kernel import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL
+    from oxide.runtime import cuda_driver
+    from oxide.runtime.gpu import recursion_limit
+
+    cell = ctypes.c_int32(-1)
+    globals_asked: list[str] = []
+
+    def module_global(module, name):
+        globals_asked.append(name)
+        return ctypes.addressof(cell), 4
+
+    monkeypatch.setattr(cuda_driver, "module_global", module_global)
     ns, out = ox.empty(8, i32), ox.empty(8, i32)
     fake.formats = "QqQq"
     fibs[1, 8](ns, out)
     fibs[1, 8](ns, out)
     assert fake.limit_sets == [("STACK_SIZE", DEFAULT_STACK_SIZE)]  # type: ignore[attr-defined]
     assert len(fake.launches) == 2
+    # the depth guard's limit, written once, for the stack the context has
+    cubin = fibs.compile(Slice[i32], DisjointSlice[i32], arch="sm_90").cubin
+    assert globals_asked == [RECURSION_LIMIT_SYMBOL]
+    assert cell.value == recursion_limit(cubin, DEFAULT_STACK_SIZE) > 0
 
 
 def test_other_kernels_leave_the_stack_limit_alone(fake: FakeDriver) -> None:

@@ -51,6 +51,9 @@ MAX_STACK_SIZE = 512 * 1024
 # the symbols of recursive @ox.funcs' device functions start with it; runtime/gpu.py looks
 # for it in a cubin (from the compiler or the disk cache) to know the kernel needs a stack
 RECURSIVE_SYMBOL_PREFIX = "oxide_recursive_"
+# the i32 global (constant memory) holding the deepest call the stack holds, in a GPU module
+# with recursive @ox.funcs; runtime/gpu.py sets it from the stack limit and ptxas's frames
+RECURSION_LIMIT_SYMBOL = "oxide_recursion_limit"
 
 
 @dataclass(frozen=True)

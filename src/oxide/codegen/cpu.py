@@ -48,6 +48,21 @@ entry:
 }"""
 
 
+def host_stack_bytes() -> int:
+    """The stack of the threads a CPU launch runs on: RLIMIT_STACK, which Linux's threads
+    (the launch's worker threads too) get by default; 2 MiB (glibc's thread stack without
+    a limit) where it is unlimited or unknown."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_STACK)[0]
+    except (ImportError, OSError, ValueError):
+        return 2 << 20
+    if soft <= 0 or soft == resource.RLIM_INFINITY:
+        return 2 << 20
+    return min(soft, 1 << 30)
+
+
 class CPUTarget:
     """Target hooks for the Emitter, for the host CPU (any LLVM host triple)."""
 
@@ -213,6 +228,12 @@ class CPUTarget:
     def call_context(self) -> list[str]:
         """The caller's side of `call_context_params`."""
         return self.call_context_params()
+
+    def recursion_limit(self, em: Any, frame_bound: int) -> str:
+        """The deepest call allowed: the OS thread's stack, less 1 MiB for the kernel, the
+        launch driver and Python below it, over a generous frame bound (codegen/emit.py
+        `frame_estimate`). A deeper call is reported instead of crashing the process."""
+        return str(max(1, (host_stack_bytes() - (1 << 20)) // max(frame_bound, 1)))
 
     # -- the module ------------------------------------------------------------------
 

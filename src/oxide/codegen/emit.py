@@ -73,6 +73,8 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
         # and their LLVM definitions once emitted (targets put them in the module)
         self.device_functions: list[ops.FuncOp] = []
         self.function_texts: list[str] = []
+        self.frame_bound = 0  # bytes: the largest device function frame (frame_estimate)
+        self.depth_next = "1"  # the call depth a device function called from here runs at
 
     # -- helpers ---------------------------------------------------------------------
 
@@ -117,6 +119,7 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
                 self.emit_op(op)
         self.dbg = ""
         body = self.lines[body_start:]
+        self.frame_bound = max((frame_estimate(f) for f in self.device_functions), default=0)
         for f in self.device_functions:
             self.function_texts.append(FunctionEmitter(self, f).function_text())
         if self.prefetch:
@@ -398,7 +401,7 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
                 args += [f"i64 {s}" for s in arr["strides"] or ()]
             else:
                 args.append(f"{llvm_type(a.type)} {self.v(a)}")
-        args.append("ptr %oxide.err")
+        args += ["ptr %oxide.err", f"i32 {self.depth_next}"]
         args += self.t.call_context()
         ret = return_type([r.type for r in op.res])
         call = f"call {ret} @{op.callee.data}({', '.join(args)})"
@@ -462,6 +465,26 @@ def return_type(types: list[Attribute]) -> str:
     return "{ " + ", ".join(llvm_type(t) for t in types) + " }"
 
 
+def frame_estimate(func: ops.FuncOp) -> int:
+    """A generous bound on a device function's stack frame in host code, in bytes: its
+    local arrays, 8 bytes per local variable and 256 for saved registers and spills (the
+    CPU target's depth limit divides its stack by it; the GPU's comes from ptxas)."""
+    from oxide.ir.types import SharedArrayType
+
+    total = 256
+    for op in func.walk():
+        if isinstance(op, ops.SlotOp):
+            total += 8
+        elif isinstance(op, ops.FixedArrayOp) and isinstance(op.result.type, SharedArrayType):
+            t = op.result.type
+            if t.space.data == "local":
+                count = 1
+                for d in t.shape.data.split("x"):
+                    count *= int(d)
+                total += count * max(1, dtype_of_ir(t.elem).bits // 8)
+    return total
+
+
 class FunctionEmitter(Emitter):
     """Emits one recursive @ox.func specialization (an `oxide.func` ending in
     `oxide.func_return`) as an internal LLVM function of the kernel's module.
@@ -501,8 +524,34 @@ class FunctionEmitter(Emitter):
             else:
                 params.append(f"{llvm_type(t)} {base}")
             self.names[arg] = base
-        params.append("ptr %oxide.err")
+        params += ["ptr %oxide.err", "i32 %oxide.depth"]
         return params + self.t.call_context_params()
+
+    def op_BranchOp(self, op: ops.BranchOp) -> None:
+        """The entry block's jump into the body comes after the depth guard (the allocas
+        stay first, where LLVM promotes them to registers)."""
+        if op.parent_block() is self.func.body.blocks[0]:
+            self.depth_guard()
+        super().op_BranchOp(op)
+
+    def depth_guard(self) -> None:
+        """Report a call deeper than the stack holds (as a failed assert of the function's
+        `oxide.depth_site`) and return zeros, instead of overflowing the stack: a device
+        fault on the GPU, a crash on the CPU. The limit is the target's
+        (`recursion_limit`): set per loaded module on the GPU, from the stack on the CPU."""
+        from oxide.frontend.device_functions import DEPTH_SITE
+
+        self.raw("%oxide.depth.next = add i32 %oxide.depth, 1")
+        self.depth_next = "%oxide.depth.next"
+        limit = self.t.recursion_limit(self, self.parent.frame_bound)
+        over = self.ins(f"icmp ugt i32 %oxide.depth, {limit}")
+        self.raw(f"br i1 {over}, label %oxide.too.deep, label %oxide.depth.ok, !prof !1")
+        self.start_block("oxide.too.deep")
+        site = self.func.attributes[DEPTH_SITE]
+        self.call_report(2, site.data, "0", "0")  # type: ignore[attr-defined]
+        ret = return_type(list(self.func.function_type.outputs.data))
+        self.raw("ret void" if ret == "void" else f"ret {ret} zeroinitializer")
+        self.start_block("oxide.depth.ok")
 
     def op_FixedArrayOp(self, op: ops.FixedArrayOp) -> None:
         """A constant array the kernel (or another device function) declared too names the

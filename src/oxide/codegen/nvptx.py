@@ -374,6 +374,18 @@ class NVPTXTarget:
     def call_context(self) -> list[str]:
         return []
 
+    def recursion_limit(self, em: Any, frame_bound: int) -> str:
+        """The deepest call allowed: an i32 in constant memory that the runtime sets when it
+        loads the module, from the stack limit and ptxas's frame sizes (runtime/gpu.py).
+        Its initial value assumes 64-byte frames in the default stack."""
+        from oxide.kernel import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL
+
+        decl = (f"@{RECURSION_LIMIT_SYMBOL} = addrspace(4) externally_initialized global i32 "
+                f"{DEFAULT_STACK_SIZE // 64}, align 4")
+        if decl not in em.globals:
+            em.globals.append(decl)
+        return em.ins(f"load i32, ptr addrspace(4) @{RECURSION_LIMIT_SYMBOL}, align 4")
+
     def module_text(self, em: Any, params: list[str], body: list[str],
                     entry: list[str] | None = None) -> str:
         """The module; with `entry` (a coarsened kernel) the body becomes an inlined function

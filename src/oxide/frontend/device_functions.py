@@ -19,6 +19,9 @@ reached before any `return` is an error asking for the annotation.
 Stack: each call takes a frame on the thread's stack. On the GPU that is local
 memory sized by `@ox.kernel(stack_size=...)` (runtime/gpu.py sets the context's
 CU_LIMIT_STACK_SIZE when such a kernel is loaded); on the CPU it is the OS thread's.
+Each device function counts its call depth and reports a call deeper than the stack
+holds as a failed assert at its `def` (`DEPTH_SITE`; codegen/emit.py `depth_guard`)
+instead of overflowing the stack.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any
 
+from xdsl.dialects.builtin import IntAttr
 from xdsl.ir import Attribute, SSAValue
 
 from oxide import types as T
@@ -52,6 +56,9 @@ from oxide.kernel import RECURSIVE_SYMBOL_PREFIX
 # the prefix of every device function's symbol: runtime/gpu.py finds it in a cubin to
 # know the kernel calls one (and needs a stack), as the disk cache keeps no other mark
 SYMBOL_PREFIX = RECURSIVE_SYMBOL_PREFIX
+
+# the attribute of a device function's `oxide.func` naming its depth guard's site
+DEPTH_SITE = "oxide.depth_site"
 
 # access kinds of array parameters a recursive function may take
 _PASSABLE = ("slice", "atomic", "raw")
@@ -275,6 +282,11 @@ def _lower(caller: Any, tab: DeviceFunctions, fn: Any, params: tuple[Any, ...],
     b = IRBuilder(symbol, arg_types)
     b.sites = caller.b.sites  # one site table per kernel: the error record indexes it
     source = fn.source
+    # where a call deeper than the stack allows is reported (codegen's depth guard)
+    site = b.site("assert", source.span(source.tree),
+                  f"`{fn.__name__}` recursed deeper than the stack allows; on the GPU, "
+                  "@ox.kernel(stack_size=...) makes room for more")
+    b.func.attributes[DEPTH_SITE] = IntAttr(site)
     lowering = FunctionLowering(b, source, fn.scope, caller.ctx, {}, caller.typevars,
                                 None, (fn,))
     target = ReturnTarget(b.new_block(), lowering.declared_return_slot(fn))

@@ -229,6 +229,76 @@ def stack_bytes(kernel: Any, cubin: bytes) -> int:
     return DEFAULT_STACK_SIZE if RECURSIVE_SYMBOL_PREFIX.encode() in cubin else 0
 
 
+# .nv.info attributes of a cubin (ELF): EIATTR_FRAME_SIZE holds (symbol index, frame bytes)
+_EIATTR_FRAME_SIZE = 0x11
+_EIFMT_SVAL = 0x04
+
+
+def frame_sizes(cubin: bytes) -> list[int] | None:
+    """The stack frame of each function in `cubin`, in bytes, as ptxas reports them ("N
+    bytes stack frame"), read from the ELF's `.nv.info` section; None where the image is
+    not laid out as expected."""
+    try:
+        if cubin[:4] != b"\x7fELF" or cubin[4] != 2:  # 64-bit ELF
+            return None
+        shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
+        entsize, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
+        sections = [struct.unpack_from("<IIQQQQ", cubin, shoff + k * entsize)
+                    for k in range(count)]
+        strtab = sections[names][4]
+        for name, _, _, _, offset, size in sections:
+            end = cubin.index(b"\0", strtab + name)
+            if cubin[strtab + name:end] != b".nv.info":
+                continue
+            frames, k = [], offset
+            while k + 4 <= offset + size:
+                fmt, attr = cubin[k], cubin[k + 1]
+                if fmt != _EIFMT_SVAL:
+                    k += 2 if fmt == 1 else 4
+                    continue
+                length = struct.unpack_from("<H", cubin, k + 2)[0]
+                if attr == _EIATTR_FRAME_SIZE and length == 8:
+                    frames.append(struct.unpack_from("<I", cubin, k + 8)[0])
+                k += 4 + length
+            return frames
+    except (struct.error, IndexError, ValueError):
+        return None
+    return None
+
+
+def recursion_limit(cubin: bytes, stack: int) -> int | None:
+    """The deepest recursive call a thread's `stack` bytes hold: one frame of the largest
+    function per level (a level is one device function call), less a frame and a margin.
+    No limit where no function has a frame: a function that makes a real call saves its
+    return address in one, so without frames LLVM has turned the recursion into loops.
+    None where the frames cannot be read."""
+    frames = frame_sizes(cubin)
+    if frames is None:
+        return None
+    frame = max(frames, default=0)
+    if frame == 0:
+        return 2**31 - 1
+    return max(1, (stack - 256) // frame - 1)
+
+
+def write_recursion_limit(module: Any, cubin: bytes, stack: int) -> None:
+    """Set the module's depth limit (codegen/nvptx.py `recursion_limit`) for `stack` bytes
+    per thread, so that a deeper recursion is reported as a kernel error instead of
+    overflowing the stack (a device fault). Kept as compiled (assuming 64-byte frames in
+    the default stack) where the frames cannot be read."""
+    from oxide.kernel import RECURSION_LIMIT_SYMBOL
+
+    if RECURSION_LIMIT_SYMBOL.encode() not in cubin:
+        return
+    limit = recursion_limit(cubin, stack)
+    if limit is None:
+        return
+    ptr, _ = cd.module_global(module, RECURSION_LIMIT_SYMBOL)
+    value = ctypes.c_int32(min(limit, 2**31 - 1))
+    cd.memcpy_htod(ptr, ctypes.addressof(value), 4, 0)
+    cd.synchronize_stream(0)  # before any launch, on any stream, reads it
+
+
 def plan_sizes(plan: Plan) -> tuple[int, ...]:
     return tuple(struct.calcsize(f) for f in plan.formats) + (8,)
 
@@ -618,6 +688,7 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
         stack = stack_bytes(kernel, image.cubin)
         if stack:
             gdev.reserve_stack(stack)
+            write_recursion_limit(launcher.module, image.cubin, gdev.stack_size)
     elif launcher.native is None:
         launcher.attach_native()  # the trampoline may have been built since
     plan = launcher.plan
