@@ -46,7 +46,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from oxide.errors import SafetyError, Span
 from oxide.frontend.builder import Site
 from oxide.ir import ops
-from oxide.ir.types import ArrayType, SharedArrayType, ThreadIndexType
+from oxide.ir.types import ArrayType, ThreadIndexType
 from oxide.passes.cfg import (
     dominators_of,
     immediate_dominators,
@@ -63,6 +63,7 @@ from oxide.passes.lane_values import (
     fresh_atom,
     is_float_type,
 )
+from oxide.passes.race_check import Access, Atoms, RaceChecker, is_shared
 from oxide.passes.uniformity import control_dependents
 
 _MAX_WORLDS = 64  # whole-block splits on uniform unknowns
@@ -76,7 +77,7 @@ def needs_proof(func: ops.FuncOp) -> bool:
     DisjointSlice at an index other than its ThreadIndex."""
     for op in func.walk():
         if isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and not _unsafe(op):
-            if _is_shared(op.array) or _is_mapped_write(op):
+            if is_shared(op.array) or _is_mapped_write(op):
                 return True
     return False
 
@@ -103,29 +104,9 @@ def _is_mapped_write(op: Operation) -> bool:
         len(indices) == 1 and isinstance(indices[0].type, ThreadIndexType))
 
 
-def _is_shared(array: SSAValue) -> bool:
-    t = array.type
-    return isinstance(t, SharedArrayType) and t.space.data == "shared"
-
-
 def _unsafe(op: Operation) -> bool:
     flag = op.properties.get("unsafe")
     return flag is not None and bool(flag.data)  # type: ignore[attr-defined]
-
-
-@dataclass
-class _Access:
-    """One shared access in one phase, by a group of lanes."""
-
-    array: SSAValue
-    kind: str  # "read", "write" or "atomic"
-    site: int
-    threads: list[int]
-    index: list[Lanes]  # one per dimension, over exactly these lanes
-
-
-class _Unprovable(Exception):
-    pass
 
 
 @dataclass
@@ -140,8 +121,8 @@ class _World:
     slots: dict[SSAValue, Lanes] = field(default_factory=dict)
     visits: dict[Block, np.ndarray] = field(default_factory=dict)  # loop header -> count
     symbolic: dict[Block, np.ndarray] = field(default_factory=dict)  # unknown trip count
-    records: list[_Access] = field(default_factory=list)  # this phase's shared accesses
-    mapped: list[_Access] = field(default_factory=list)  # DisjointSlice writes at index maps
+    records: list[Access] = field(default_factory=list)  # this phase's shared accesses
+    mapped: list[Access] = field(default_factory=list)  # DisjointSlice writes at index maps
     # (loop header, slot) -> the slot's value when the threads last reached the header of a
     # loop of unknown length: what an iteration adds (an induction step) is told from it
     snaps: dict[tuple[Block, SSAValue], Lanes] = field(default_factory=dict)
@@ -181,16 +162,12 @@ class _Prover:
         self.threads = block[0] * block[1] * block[2]
         self.order = reverse_postorder(func)
         self.index = {b: i for i, b in enumerate(self.order)}
-        self.atoms: dict[Any, int] = {}
-        self.grid_uniform: set[int] = set()  # atoms one value over the whole launch
-        self.free_atoms: set[int] = set()  # per-thread trip counts: differ between threads
-        # free atoms standing for grid_dim.<axis> * a trip count: atom -> (axis, scale)
-        self.grid_strides: dict[int, tuple[str, int]] = {}
-        self.grid_axes: set[str] = set()  # axes mapped writes tell blocks apart by
+        self.unknowns = Atoms()
+        self.checker = RaceChecker(sites, block, self.unknowns)
         # DisjointSlices written at index maps: all their writes are checked together
         self.mapped_arrays = {op.array for op in func.walk()
                               if _is_mapped_write(op) and not _unsafe(op)}
-        self.mapped_writes: dict[int, _Access] = {}  # over every run, by identity
+        self.mapped_writes: dict[int, Access] = {}  # over every run, by identity
         self._find_loops()
         # a branch whose region (the blocks control-dependent on it) holds a barrier or a
         # tracked access: an unknown block-uniform condition there splits the run (every
@@ -279,7 +256,7 @@ class _Prover:
         """An access the proof records: to a shared array, or to a DisjointSlice written
         at an index map (its reads too), outside `ox.unsafe()`."""
         return (isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and not _unsafe(op)
-                and (_is_shared(op.array) or op.array in self.mapped_arrays))
+                and (is_shared(op.array) or op.array in self.mapped_arrays))
 
     def _skippable(self, header: Block, body: set[Block]) -> Block | None:
         """The exit of a loop the proof need not run, or None. Such a loop touches no
@@ -318,14 +295,14 @@ class _Prover:
             worlds.extend(forks)
         # blocks take different ways at a branch on block_idx: the runs' writes at index
         # maps are checked together (the records a split run shares are kept once)
-        self._check_mapped(list(self.mapped_writes.values()))
-        return frozenset(self.grid_axes) if self.mapped_arrays else None
+        self.checker.check_mapped(list(self.mapped_writes.values()))
+        return frozenset(self.checker.grid_axes) if self.mapped_arrays else None
 
     def _run_world(self, w: _World) -> list[_World]:
         while True:
             runnable = (w.blk >= 0) & ~w.waiting
             if not runnable.any():
-                self._check_phase(w.records)
+                self.checker.check_phase(w.records)
                 w.records = []
                 if not w.waiting.any():
                     self.mapped_writes.update((id(a), a) for a in w.mapped)
@@ -440,15 +417,15 @@ class _Prover:
                 # an induction variable (`c += block_dim.x`): after some more trips it is
                 # this value plus `step` times a count of the thread's own
                 count = fresh_atom()
-                self.free_atoms.add(count)
+                self.unknowns.free.add(count)
                 stepped = affine("add", v, affine("mul", step, Lanes.atom(count, w.size)))
                 v.assign(mask, stepped)
             elif step is not None and (grid := self._grid_stride(step, mask)) is not None:
                 # a grid-stride loop (`j += grid_dim.x * B`): `grid_dim.x * count` is one
                 # unknown of the thread's own, scaled by B, that _blocks_apart understands
                 count = fresh_atom()
-                self.free_atoms.add(count)
-                self.grid_strides[count] = grid
+                self.unknowns.free.add(count)
+                self.unknowns.grid_strides[count] = grid
                 axis, scale = grid
                 stepped = affine("add", v, affine("mul", Lanes.const(scale, w.size),
                                                   Lanes.atom(count, w.size)))
@@ -466,7 +443,7 @@ class _Prover:
             return None
         (atom, coef), = used.items()
         scales = np.unique(coef[mask])
-        axis = next((k[1][-1] for k, a in self.atoms.items()
+        axis = next((k[1][-1] for k, a in self.unknowns.ids.items()
                      if a == atom and k[0] == "reg" and k[1].startswith("nctaid.")), None)
         if axis is None or len(scales) != 1 or scales[0] <= 0:
             return None
@@ -541,11 +518,12 @@ class _Prover:
     # ------------------------------------------------------------------ values
     def _atom(self, key: Any, n: int) -> Lanes:
         """The atom for a named unknown, the same one each time it is met."""
-        if key not in self.atoms:
-            self.atoms[key] = fresh_atom()
+        ids = self.unknowns.ids
+        if key not in ids:
+            ids[key] = fresh_atom()
             if not (key[0] == "reg" and key[1].startswith("ctaid.")):
-                self.grid_uniform.add(self.atoms[key])  # parameters, extents, grid_dim
-        return Lanes.atom(self.atoms[key], n)
+                self.unknowns.grid_uniform.add(ids[key])  # parameters, extents, grid_dim
+        return Lanes.atom(ids[key], n)
 
     def _register(self, reg: str, n: int, tid: np.ndarray) -> Lanes:
         bx, by, _ = self.shape
@@ -662,7 +640,7 @@ class _Prover:
     def _record(self, w: _World, op: Operation, mask: np.ndarray) -> None:
         if _unsafe(op):
             return
-        shared = _is_shared(op.array)
+        shared = is_shared(op.array)
         if not shared and not (isinstance(op, (ops.StoreOp, ops.LoadOp))
                                and op.array in self.mapped_arrays):
             return  # reads of an array written at index maps are checked against those
@@ -675,285 +653,15 @@ class _Prover:
             index = [self._witness_axis("xy"[rank - 1 - d], w).take(idx) for d in range(rank)]
         else:
             index = [self._value(w, i).take(idx) for i in indices]
-        access = _Access(op.array, kind, op.site.data, w.tid[idx].tolist(), index)
+        access = Access(op.array, kind, op.site.data, w.tid[idx].tolist(), index)
         (w.records if shared else w.mapped).append(access)
-
-    # ------------------------------------------------------------------ the check
-    def _check_phase(self, records: list[_Access]) -> None:
-        by_array: dict[Any, list[_Access]] = {}
-        for r in records:
-            by_array.setdefault(_memory(r.array), []).append(r)
-        for accesses in by_array.values():
-            if all(a.kind == "read" for a in accesses) or all(
-                    a.kind == "atomic" for a in accesses):
-                continue
-            for a in accesses:
-                self._require_known(a)
-            self._find_race(accesses)
-
-    def _check_mapped(self, writes: list[_Access]) -> None:
-        """DisjointSlice writes at index maps: one thread per element over the launch.
-        In one block, no two threads write one element (whatever the phase); between
-        blocks, each grid axis the map uses moves it by more than a block's spread."""
-        by_array: dict[SSAValue, list[_Access]] = {}
-        for a in writes:
-            by_array.setdefault(a.array, []).append(a)
-        block_atoms = {self.atoms[("reg", f"ctaid.{axis}")]: axis for axis in "xyz"
-                       if ("reg", f"ctaid.{axis}") in self.atoms}
-        for accesses in by_array.values():
-            for a in accesses:
-                self._require_known(a)
-                for ix in a.index:
-                    strange = (set(ix.coef) - self.grid_uniform - set(block_atoms)
-                               - self.free_atoms)
-                    if any(ix.coef[s].any() for s in strange):
-                        raise self._unprovable(a, a.threads[0], None, "a value that may "
-                                               "differ between blocks (read from memory, or "
-                                               "changed by a loop)")
-            self._find_race(accesses)
-            self._blocks_apart(accesses, block_atoms)
-
-    def _blocks_apart(self, accesses: list[_Access], block_atoms: dict[int, str]) -> None:
-        """Each block coordinate the index uses appears in one dimension, with one scale in
-        every access, larger than the spread of that dimension within a block: blocks never
-        share an element."""
-        first = accesses[0]
-        dims = len(first.index)
-        for atom, axis in block_atoms.items():
-            uses = {(d, int(a.index[d].coef[atom][0])) for a in accesses for d in range(dims)
-                    if atom in a.index[d].coef and a.index[d].coef[atom].any()}
-            if not uses:
-                continue
-            d, scale = min(uses)
-            others = [a2 for a2 in block_atoms if a2 != atom for a in accesses
-                      if a2 in a.index[d].coef and a.index[d].coef[a2].any()]
-            users = [a for a in accesses if atom in a.index[d].coef
-                     and (a.index[d].coef[atom] == scale).all()]
-            conc = np.concatenate([a.index[d].conc for a in accesses])
-            spread = int(conc.max() - conc.min()) if len(conc) else 0
-            # a thread's own trip count leaves the block's range, except a grid stride on
-            # this axis by a multiple of the scale: block_idx + grid_dim * k names one block
-            unbounded = any(a.index[d].coef[f].any() for a in accesses for f in self.free_atoms
-                            if f in a.index[d].coef and not (
-                                self.grid_strides.get(f, ("", 0))[0] == axis
-                                and (a.index[d].coef[f] % scale == 0).all()
-                                and (a.index[d].coef[f] // scale > 0).all()))
-            if len(uses) > 1 or len(users) < len(accesses):
-                raise self._unprovable(first, first.threads[0], d, f"block_idx.{axis}, "
-                                       "scaled differently by the kernel's accesses to this "
-                                       "array (its writes at index maps, and its reads)",
-                                       blocks=True)
-            if others or unbounded or spread >= abs(scale):
-                raise self._unprovable(first, first.threads[0], d, f"block_idx.{axis} in a "
-                                       f"way that may let two blocks write one element (a "
-                                       f"block's threads spread over {spread + 1} values "
-                                       f"of dimension {d}, while block_idx.{axis} moves it "
-                                       f"by {abs(scale)})", blocks=True)
-            self.grid_axes.add(axis)
-
-    def _require_known(self, a: _Access) -> None:
-        for d, ix in enumerate(a.index):
-            if ix.top.any():
-                lane = int(np.flatnonzero(ix.top)[0])
-                raise self._unprovable(a, a.threads[lane], d, "a value oxide cannot follow "
-                                       "at compile time (data read from memory, or "
-                                       "arithmetic it does not track)")
-
-    def _find_race(self, accesses: list[_Access]) -> None:
-        """Two accesses by different threads to one cell, one of them a plain write, or
-        an atomic against a plain access. Accesses whose indices have the same symbolic
-        part compare exactly (the common case: none has one); others are told apart by
-        a divisibility test or not at all."""
-        sizes = {_itemsize(a.array) for a in accesses}
-        if len(sizes) > 1:  # views of one dynamic shared memory with different types
-            a = next(a for a in accesses if a.kind != "read")
-            raise self._unprovable(a, a.threads[0], None, "views of the dynamic shared "
-                                   "memory with elements of different sizes")
-        groups: dict[Any, list[_Access]] = {}
-        for a in accesses:
-            sig = _uniform_signature(a)
-            if sig is None:
-                raise self._unprovable(a, a.threads[0], None, "a value known only at run "
-                                       "time that differs between threads")
-            groups.setdefault(sig, []).append(a)
-        for sig, members in groups.items():
-            if not self._has_free(sig):
-                self._exact_race(members)
-                continue
-            for i, x in enumerate(members):  # threads at different trips of a loop
-                for y in members[i:]:
-                    if _conflicting_kinds(x.kind, y.kind):
-                        self._modular_race(x, sig, y, sig)
-        sigs = list(groups)
-        for i, sx in enumerate(sigs):
-            for sy in sigs[i + 1:]:
-                for x in groups[sx]:
-                    for y in groups[sy]:
-                        if _conflicting_kinds(x.kind, y.kind):
-                            self._modular_race(x, sx, y, sy)
-
-    def _has_free(self, sig: tuple[Any, ...]) -> bool:
-        return any(atom in self.free_atoms for dim in sig for atom, _ in dim)
-
-    def _exact_race(self, accesses: list[_Access]) -> None:
-        """Races among accesses whose indices differ only in their concrete parts."""
-        kinds = {"read": 0, "write": 1, "atomic": 2}
-        cells = np.concatenate([np.stack([ix.conc for ix in a.index], axis=1)
-                                for a in accesses])
-        threads = np.concatenate([np.asarray(a.threads) for a in accesses])
-        kind = np.concatenate([np.full(len(a.threads), kinds[a.kind]) for a in accesses])
-        which = np.concatenate([np.full(len(a.threads), i) for i, a in enumerate(accesses)])
-        _, cell = np.unique(cells, axis=0, return_inverse=True)
-        cell = cell.reshape(-1)
-
-        def report(i: int, j: int) -> SafetyError:
-            first, second = (i, j) if kind[i] != 0 else (j, i)
-            return self._race((int(threads[first]), accesses[which[first]]),
-                              (int(threads[second]), accesses[which[second]]),
-                              tuple(int(c) for c in cells[second]))
-
-        # per cell, the plain writers, then any access by another thread
-        for writer_kind, against in ((1, (0, 1, 2)), (2, (0, 1))):
-            w = np.flatnonzero(kind == writer_kind)
-            if not len(w):
-                continue
-            order = w[np.lexsort((threads[w], cell[w]))]
-            first_of: dict[int, int] = {}
-            last_of: dict[int, int] = {}
-            for e in order.tolist():  # the lowest and highest writing thread of each cell
-                first_of.setdefault(int(cell[e]), e)
-                last_of[int(cell[e])] = e
-            if writer_kind == 1:  # two writers of one cell
-                for c, e in first_of.items():
-                    if threads[last_of[c]] != threads[e]:
-                        raise report(e, last_of[c])
-            for e in np.flatnonzero(np.isin(kind, against)).tolist():
-                c = int(cell[e])
-                got = first_of.get(c)
-                if got is None:
-                    continue
-                other = got if threads[got] != threads[e] else last_of[c]
-                if threads[other] != threads[e]:
-                    raise report(other, e)
-
-    def _modular_race(self, x: _Access, sx: tuple[Any, ...], y: _Access,
-                      sy: tuple[Any, ...]) -> None:
-        """Accesses whose indices differ in their symbolic parts: a dimension whose
-        difference `sum(d_a * atom_a) + (cx - cy)` can be 0 only where the gcd of the `d_a`
-        divides `cy - cx` (`buf[s, t]` against `buf[1 - s, t]`: 2s = 1 has no solution).
-        A pair of threads not told apart this way is reported as unproved."""
-        keys_x, keys_y = [], []
-        for d, (dx, dy) in enumerate(zip(sx, sy, strict=True)):
-            # a thread's own trip count is a different unknown in each of the two threads
-            coef: dict[Any, int] = {("x", a) if a in self.free_atoms else a: c for a, c in dx}
-            for atom, c in dy:
-                key = ("y", atom) if atom in self.free_atoms else atom
-                coef[key] = coef.get(key, 0) - c
-            g = int(np.gcd.reduce([abs(c) for c in coef.values() if c])) if any(
-                coef.values()) else 0
-            if g == 1:
-                continue  # any difference is reachable: this dimension cannot separate
-            cx, cy = x.index[d].conc, y.index[d].conc
-            keys_x.append(cx % g if g else cx)
-            keys_y.append(cy % g if g else cy)
-        tx, ty = np.asarray(x.threads), np.asarray(y.threads)
-        if keys_x:
-            kx = np.stack(keys_x, axis=1)
-            ky = np.stack(keys_y, axis=1)
-            _, inv = np.unique(np.concatenate([kx, ky]), axis=0, return_inverse=True)
-            inv = inv.reshape(-1)
-            ix, iy = inv[:len(kx)], inv[len(kx):]
-        else:
-            ix, iy = np.zeros(len(tx), np.int64), np.zeros(len(ty), np.int64)
-        for key in np.intersect1d(ix, iy).tolist():
-            threads_x = np.unique(tx[ix == key])
-            threads_y = np.unique(ty[iy == key])
-            if len(threads_x) > 1 or len(threads_y) > 1 or threads_x[0] != threads_y[0]:
-                raise self._unprovable(y, int(threads_y[0]), None, "a value known only at "
-                                       "run time, in a way that differs between accesses",
-                                       other=x)
-
-    # ------------------------------------------------------------------ diagnostics
-    def _thread(self, t: int) -> str:
-        bx, by, bz = self.shape
-        x, y, z = t % bx, (t // bx) % by, t // (bx * by)
-        if by == 1 and bz == 1:
-            return f"thread {x}"
-        if bz == 1:
-            return f"thread (x={x}, y={y})"
-        return f"thread (x={x}, y={y}, z={z})"
-
-    def _race(self, first: tuple[int, _Access], second: tuple[int, _Access],
-              cell: tuple[int, ...]) -> SafetyError:
-        (t1, a1), (t2, a2) = first, second
-        s1, s2 = self.sites[a1.site], self.sites[a2.site]
-        name = s2.detail
-        where = f"`{name}[{', '.join(map(str, cell))}]`"
-        if not _is_shared(a2.array) and "read" in (a1.kind, a2.kind):
-            (tr, ar), (tw, aw) = (first, second) if a1.kind == "read" else (second, first)
-            sr_, sw = self.sites[ar.site], self.sites[aw.site]
-            return SafetyError(
-                f"{self._thread(tr)} reads {where} of DisjointSlice `{name}` at {sr_.span}, "
-                f"an element {self._thread(tw)} of its block writes at {sw.span}",
-                sr_.span, label=f"written by another thread at line {sw.span.line}",
-                hint="a DisjointSlice element belongs to the thread that writes it: read only "
-                     "what this thread writes, or pass the values in a separate Slice")
-        if not _is_shared(a2.array):  # a DisjointSlice written at an index map
-            at = f"at {s1.span}" if s1.span == s2.span else f"at {s1.span} and {s2.span}"
-            return SafetyError(
-                f"two threads write one element of DisjointSlice `{name}`: "
-                f"{self._thread(t1)} and {self._thread(t2)} of a block both write {where} "
-                f"({at})", s2.span, label=f"collides with line {s1.span.line}",
-                hint="a DisjointSlice element belongs to one thread of the launch: make the "
-                     "index map one-to-one in the thread (or write at thread.index_1d())")
-        verb = {"read": "reads", "write": "writes", "atomic": "updates (atomically)"}
-        if a1.kind != "read" and a2.kind != "read" and "atomic" not in (a1.kind, a2.kind):
-            at = f"at {s1.span}" if s1.span == s2.span else f"at {s1.span} and {s2.span}"
-            message = (f"{self._thread(t1)} and {self._thread(t2)} both write {where} in "
-                       f"the same phase ({at})")
-            hint = ("make each thread write its own cells: index with the thread's "
-                    "position (`ox.thread_idx`, `thread.in_block()`) so no two threads "
-                    "share a cell, or combine through `ox.atomic.*`")
-        else:
-            message = (f"{self._thread(t2)} {verb[a2.kind]} {where} at {s2.span} while "
-                       f"{self._thread(t1)} {verb[a1.kind]} it at {s1.span}, in the same "
-                       "phase")
-            hint = ("add `ox.sync_threads()` between them, reached by every thread of the "
-                    "block" if "atomic" not in (a1.kind, a2.kind) else
-                    "keep atomic updates and plain accesses of a cell in different phases "
-                    "(an `ox.sync_threads()` between them)")
-        return SafetyError(f"data race on shared array `{name}`: {message}", s2.span,
-                           label=f"races with line {s1.span.line}", hint=hint)
-
-    def _unprovable(self, a: _Access, thread: int, dim: int | None, why: str,
-                    other: _Access | None = None, blocks: bool = False) -> SafetyError:
-        site = self.sites[a.site]
-        name = site.detail
-        also = ""
-        if other is not None and other is not a:
-            also = f" and the access at {self.sites[other.site].span}"
-        if _is_shared(a.array):
-            what = f"the threads of a block use different cells of shared array `{name}`"
-            hint = ("index shared arrays with expressions of `ox.thread_idx` (or "
-                    "`thread.in_block()`), constants, block-uniform values and loop counters; "
-                    "or take responsibility with `with ox.unsafe():`")
-        else:
-            what = (f"{'blocks' if blocks else 'threads'} write different elements of "
-                    f"DisjointSlice `{name}`")
-            hint = ("write at `thread.index_1d()`/`index_2d()`, or at a map like "
-                    "`block_idx.x * TILE + thread_idx.x` (with `k * ROWS` steps of an "
-                    "unrolled loop) that gives every thread of the launch its own elements; "
-                    "or take responsibility with `with ox.unsafe():`")
-        return SafetyError(f"cannot prove {what}: the index here{also} depends on {why}",
-                           site.span, label=f"in {self._thread(thread)}, this index is not "
-                           "known" if not blocks else "blocks may overlap here", hint=hint)
 
     def _give_up(self, op: Operation | None, why: str) -> SafetyError:
         spans = self.origins.get(op, ()) if op is not None else ()
         span = next((s for s in spans if s is not None), None)
         if span is None:  # the first safe shared access
             for o in self.func.walk():
-                if isinstance(o, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and _is_shared(
+                if isinstance(o, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and is_shared(
                         o.array) and not _unsafe(o):
                     span = self.sites[o.site.data].span
                     break
@@ -972,38 +680,12 @@ def _compares_in(cond: SSAValue) -> list[ops.CompareOp]:
     return []
 
 
-def _conflicting_kinds(a: str, b: str) -> bool:
-    """Whether accesses of these kinds race on one cell (atomics do not with atomics)."""
-    return "write" in (a, b) or ("atomic" in (a, b) and "read" in (a, b))
 
 
-def _memory(array: SSAValue) -> Any:
-    """What an array's cells are: every `ox.shared.dynamic()` view is one memory."""
-    t = array.type
-    if isinstance(t, SharedArrayType) and t.shape.data == "?":
-        return "dynamic shared memory"
-    return array
 
 
-def _itemsize(array: SSAValue) -> int:
-    t = array.type
-    elem = getattr(t, "elem", None) or getattr(t, "dtype", None)
-    width = getattr(elem, "width", None) or getattr(elem, "bitwidth", None)
-    return int(getattr(width, "data", width) or 0)
 
 
-def _uniform_signature(a: _Access) -> tuple[tuple[tuple[int, int], ...], ...] | None:
-    """The atom part of every dimension of `a`'s index, when it is one for all its lanes."""
-    out = []
-    for ix in a.index:
-        dim = []
-        for atom, c in sorted(ix.coef.items()):
-            if not len(c) or not (c == c[0]).all():
-                return None
-            if c[0]:
-                dim.append((atom, int(c[0])))
-        out.append(tuple(dim))
-    return tuple(out)
 
 
 def _live_slots(blocks: list[Block]) -> dict[Block, set[SSAValue]]:
