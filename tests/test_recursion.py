@@ -732,19 +732,39 @@ def test_frames_read_from_the_cubin_are_ptxas_s(kernel, sig) -> None:
     reported = _ptxas_frames(ck.ptx, "sm_90")
     assert any(name.startswith("oxide_recursive_") and size > 0
                for name, size in reported.items())
-    assert max(frame_sizes(ck.cubin)) == max(reported.values())
+    frames = frame_sizes(ck.cubin)
+    assert {name: frames.get(name, 0) for name in reported} == reported
+
+
+@ox.kernel
+def fib_beside_a_local_table(ns: Slice[i32], out: DisjointSlice[i32]):
+    """The kernel's own frame (a local array indexed at run time) is on the stack too."""
+    table = ox.local.array(i32, 256)
+    i = thread.index_1d()
+    if i < len(out) and i < len(ns):
+        n = ns[i] % 256
+        table[n] = fib(n)
+        out[i] = table[(n * 7) % 256]
 
 
 def test_recursion_limit() -> None:
     from oxide.runtime.gpu import frame_sizes, recursion_limit
 
     cubin = fibs.compile(Slice[i32], DisjointSlice[i32], arch="sm_90").cubin
-    frame = max(frame_sizes(cubin))
+    frame = frame_sizes(cubin)["oxide_recursive_fib_0"]
+    assert frame > 0
     assert recursion_limit(cubin, 4096) == (4096 - 256) // frame - 1
     assert recursion_limit(cubin, 65536) == (65536 - 256) // frame - 1
-    # LLVM made factorial's tail recursion a loop: no frame anywhere, so no stack to run out of
+    # the kernel's frame is taken once, the recursive function's once per level
+    ck = fib_beside_a_local_table.compile(Slice[i32], DisjointSlice[i32], arch="sm_90")
+    frames = frame_sizes(ck.cubin)
+    own = frames[ck.name]
+    assert own >= 1024 and frames["oxide_recursive_fib_0"] == frame
+    assert recursion_limit(ck.cubin, 8192) == (8192 - 256 - own) // frame - 1
+    # LLVM made factorial's tail recursion a loop: no frame, so no stack to run out of
     cubin = factorials.compile(Slice[i64], DisjointSlice[i64], arch="sm_90").cubin
-    assert max(frame_sizes(cubin), default=0) == 0
+    assert not any(size for name, size in frame_sizes(cubin).items()
+                   if name.startswith("oxide_recursive_"))
     assert recursion_limit(cubin, 4096) == 2**31 - 1
     assert recursion_limit(b"not an ELF image", 4096) is None
 

@@ -232,53 +232,65 @@ def stack_bytes(kernel: Any, cubin: bytes) -> int:
 # .nv.info attributes of a cubin (ELF): EIATTR_FRAME_SIZE holds (symbol index, frame bytes)
 _EIATTR_FRAME_SIZE = 0x11
 _EIFMT_SVAL = 0x04
+_SHT_SYMTAB = 2
 
 
-def frame_sizes(cubin: bytes) -> list[int] | None:
-    """The stack frame of each function in `cubin`, in bytes, as ptxas reports them ("N
-    bytes stack frame"), read from the ELF's `.nv.info` section; None where the image is
-    not laid out as expected."""
+def frame_sizes(cubin: bytes) -> dict[str, int] | None:
+    """The stack frame of each function in `cubin` by symbol, in bytes, as ptxas reports
+    them ("N bytes stack frame"): the `.nv.info` section's frame sizes, named through the
+    symbol table. None where the image is not laid out as expected."""
     try:
         if cubin[:4] != b"\x7fELF" or cubin[4] != 2:  # 64-bit ELF
             return None
         shoff = struct.unpack_from("<Q", cubin, 0x28)[0]
         entsize, count, names = struct.unpack_from("<HHH", cubin, 0x3A)
-        sections = [struct.unpack_from("<IIQQQQ", cubin, shoff + k * entsize)
+        # (name, type, flags, address, offset, size, link, info, align, entry size)
+        sections = [struct.unpack_from("<IIQQQQIIQQ", cubin, shoff + k * entsize)
                     for k in range(count)]
-        strtab = sections[names][4]
-        for name, _, _, _, offset, size in sections:
-            end = cubin.index(b"\0", strtab + name)
-            if cubin[strtab + name:end] != b".nv.info":
+
+        def text(table: int, at: int) -> str:
+            start = sections[table][4] + at
+            return cubin[start:cubin.index(b"\0", start)].decode()
+
+        symtab = next(sec for sec in sections if sec[1] == _SHT_SYMTAB)
+        symbols = [text(symtab[6], struct.unpack_from("<I", cubin, symtab[4] + k * 24)[0])
+                   for k in range(symtab[5] // 24)]
+        info = next(sec for sec in sections if text(names, sec[0]) == ".nv.info")
+        frames: dict[str, int] = {}
+        k, end = info[4], info[4] + info[5]
+        while k + 4 <= end:
+            fmt, attr = cubin[k], cubin[k + 1]
+            if fmt != _EIFMT_SVAL:
+                k += 2 if fmt == 1 else 4
                 continue
-            frames, k = [], offset
-            while k + 4 <= offset + size:
-                fmt, attr = cubin[k], cubin[k + 1]
-                if fmt != _EIFMT_SVAL:
-                    k += 2 if fmt == 1 else 4
-                    continue
-                length = struct.unpack_from("<H", cubin, k + 2)[0]
-                if attr == _EIATTR_FRAME_SIZE and length == 8:
-                    frames.append(struct.unpack_from("<I", cubin, k + 8)[0])
-                k += 4 + length
-            return frames
-    except (struct.error, IndexError, ValueError):
+            length = struct.unpack_from("<H", cubin, k + 2)[0]
+            if attr == _EIATTR_FRAME_SIZE and length == 8:
+                index, size = struct.unpack_from("<II", cubin, k + 4)
+                frames[symbols[index]] = size
+            k += 4 + length
+        return frames
+    except (struct.error, IndexError, ValueError, StopIteration, UnicodeDecodeError):
         return None
-    return None
 
 
 def recursion_limit(cubin: bytes, stack: int) -> int | None:
     """The deepest recursive call a thread's `stack` bytes hold: one frame of the largest
-    function per level (a level is one device function call), less a frame and a margin.
-    No limit where no function has a frame: a function that makes a real call saves its
-    return address in one, so without frames LLVM has turned the recursion into loops.
-    None where the frames cannot be read."""
+    recursive @ox.func per level (a level is one device function call), after the largest
+    other frame (the kernel's) and a margin. No limit where no recursive function has a
+    frame: one that makes a real call saves its return address in its frame, so without
+    frames LLVM has turned the recursion into loops. None where the frames cannot be read."""
+    from oxide.kernel import RECURSIVE_SYMBOL_PREFIX
+
     frames = frame_sizes(cubin)
     if frames is None:
         return None
-    frame = max(frames, default=0)
-    if frame == 0:
+    recursive = max((size for name, size in frames.items()
+                     if name.startswith(RECURSIVE_SYMBOL_PREFIX)), default=0)
+    if recursive == 0:
         return 2**31 - 1
-    return max(1, (stack - 256) // frame - 1)
+    other = max((size for name, size in frames.items()
+                 if not name.startswith(RECURSIVE_SYMBOL_PREFIX)), default=0)
+    return max(1, (stack - 256 - other) // recursive - 1)
 
 
 def write_recursion_limit(module: Any, cubin: bytes, stack: int) -> None:
