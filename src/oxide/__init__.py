@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from oxide import tile as tile  # ox.tile, the Tile model
+from oxide import tile  # ox.tile, the Tile model
 from oxide.errors import (
     AliasingError,
     ArgumentError,
@@ -69,6 +69,11 @@ from oxide.lang import (
     unsafe,
     warp,
     warp_id,
+    wgmma,
+    wgmma_commit,
+    wgmma_desc,
+    wgmma_fence,
+    wgmma_wait,
 )
 from oxide.lang.grid import grid
 from oxide.runtime.arrays import DeviceArray, empty, to_device, zeros
@@ -110,13 +115,14 @@ __all__ = [
     "KernelSyntaxError", "KernelTypeError", "lane_id", "launch", "LaunchConfig", "LaunchError",
     "load_bundle", "local", "math", "mulhi", "OxideError", "popc", "RawSlice", "SafetyError",
     "set_device", "shared", "Slice", "sync_threads", "sync_threads_and", "sync_threads_count",
-    "sync_threads_or", "sync_warp", "synchronize", "TargetError", "testing", "thread",
+    "sync_threads_or", "sync_warp", "synchronize", "TargetError", "testing", "thread", "tile",
     "thread_idx", "threadfence", "threadfence_block", "threadfence_system", "to_device",
     "TypeVar", "u16", "u32", "u64", "u8", "unsafe", "UnsupportedFeatureError", "warp",
     "warp_id", "zeros", "__version__",
     # the tensor-core and Hopper primitives (lang/hopper.py)
     "asm", "cluster", "elect_sync", "fence_mbarrier_init", "fence_proxy_async", "ldmatrix",
     "mbarrier", "mma_sync", "named_barrier_sync", "setmaxnreg", "stmatrix",
+    "wgmma", "wgmma_commit", "wgmma_desc", "wgmma_fence", "wgmma_wait",
 ]
 
 
