@@ -24,10 +24,12 @@ _REQUIRES: tuple[tuple[str, int, bool], ...] = (
     ("mbarrier.init", 80, False), ("mbarrier.arrive_expect_tx", 90, False),
     ("mbarrier.arrive", 80, False), ("mbarrier.", 90, False), ("fence.", 90, False),
     ("elect_sync", 90, False), ("setmaxnreg.", 90, True), ("named_barrier", 80, False),
-    ("sreg.", 90, False), ("cluster.", 90, False),
+    ("sreg.", 90, False), ("cluster.", 90, False), ("wgmma.", 90, True),
 )
 # kind prefix -> the name users wrote
-_NAMES = (("mma.", "ox.mma_sync()"), ("ldmatrix.", "ox.ldmatrix()"),
+_NAMES = (("wgmma.desc", "ox.wgmma_desc()"), ("wgmma.fence", "ox.wgmma_fence()"),
+          ("wgmma.commit", "ox.wgmma_commit()"), ("wgmma.wait", "ox.wgmma_wait()"),
+          ("wgmma.", "ox.wgmma()"), ("mma.", "ox.mma_sync()"), ("ldmatrix.", "ox.ldmatrix()"),
           ("stmatrix.", "ox.stmatrix()"), ("mbarrier.", "ox.mbarrier.{}()"),
           ("fence.proxy_async", "ox.fence_proxy_async()"),
           ("fence.mbarrier_init", "ox.fence_mbarrier_init()"),
@@ -64,7 +66,8 @@ def _known_nvvm() -> frozenset[str]:
               "llvm.nvvm.fence.mbarrier_init.release.cluster", "llvm.nvvm.elect.sync",
               "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32",
               "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32", "llvm.nvvm.barrier.cta.sync.count",
-              "llvm.nvvm.barrier.cluster.arrive", "llvm.nvvm.barrier.cluster.wait"}
+              "llvm.nvvm.barrier.cluster.arrive", "llvm.nvvm.barrier.cluster.wait",
+              "llvm.nvvm.wgmma.fence.sync.aligned", "llvm.nvvm.wgmma.commit_group.sync.aligned"}
     return frozenset(names)
 
 
@@ -193,6 +196,8 @@ def emit_hopper(em: Any, op: ops.HopperOp) -> None:
         values = _matrix(em, kind, op)
     elif head == "mbarrier":
         values = _mbarrier(em, kind.split(".", 1)[1], op)
+    elif head == "wgmma":
+        values = _wgmma(em, kind, op)
     else:
         values = _simple(em, kind, op)
     for r, v in zip(results, values, strict=True):
@@ -308,6 +313,98 @@ def _simple(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     else:
         raise TargetError(f"oxide has no GPU primitive `{kind}`")
     return []
+
+
+# -- wgmma ------------------------------------------------------------------------------
+#
+# LLVM 22 has intrinsics for wgmma's fence and commit but none for `wgmma.mma_async`, so
+# the multiply-add is inline asm whose accumulators are outputs tied to the inputs (one
+# register each, no copies in a K loop). The wait is inline asm too, carrying the
+# accumulators the same way: a read of a result then depends on the wait, and LLVM cannot
+# hoist it above (a `wait_group` intrinsic orders nothing for pure register reads). Both
+# are `sideeffect` with a memory clobber, so shared-memory writes stay on their side.
+
+def _tied_asm(em: Any, template: str, ins: list[tuple[str, str]], acc: list[str]) -> list[str]:
+    """`asm sideeffect` with len(acc) f32 outputs ($0...), then `ins`, then `acc` tied to
+    the outputs; returns the outputs."""
+    n = len(acc)
+    letters = {"i64": "l", "i32": "r"}
+    constraints = ",".join(["=f"] * n + [letters[t] for t, _ in ins]
+                           + [str(k) for k in range(n)] + ["~{memory}"])
+    args = ", ".join([f"{t} {v}" for t, v in ins] + [f"float {v}" for v in acc])
+    if n == 0:
+        em.raw(f'call void asm sideeffect "{_llvm_string(template)}", "{constraints}"({args})')
+        return []
+    ret = "float" if n == 1 else "{ " + ", ".join(["float"] * n) + " }"
+    value = em.ins(f'call {ret} asm sideeffect "{_llvm_string(template)}", '
+                   f'"{constraints}"({args})')
+    if n == 1:
+        return [value]
+    return [em.ins(f"extractvalue {ret} {value}, {k}") for k in range(n)]
+
+
+def _wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
+    if kind == "wgmma.fence":
+        _nvvm(em, "llvm.nvvm.wgmma.fence.sync.aligned", "void", [])
+        return []
+    if kind == "wgmma.commit":
+        _nvvm(em, "llvm.nvvm.wgmma.commit_group.sync.aligned", "void", [])
+        return []
+    imm = [a.data for a in op.imm.data]  # type: ignore[attr-defined]
+    if kind == "wgmma.wait":
+        acc = [em.v(a) for a in op.args]
+        regs = ", ".join(f"${k}" for k in range(len(acc)))
+        note = f"// the accumulators wait: {regs}\n\t" if acc else ""
+        return _tied_asm(em, f"{note}wgmma.wait_group.sync.aligned {imm[0]};", [], acc)
+    if kind == "wgmma.desc":
+        return [_wgmma_desc(em, op, *imm)]
+    _, shape, dt, form = kind.split(".")
+    n = len(op.res)
+    args = [em.v(a) for a in op.args]
+    n_a = 1 if form == "ss" else 4
+    a_args = args[:n_a]
+    if form == "rs" and len(op.args) - 2 - n == 8:  # 8 halves: pack pairs
+        halves = [(dtype_of_ir(op.args[k].type), args[k]) for k in range(8)]
+        a_args = [_pack_halves(em, halves[k][0], halves[k][1], halves[k + 1][1])
+                  for k in range(0, 8, 2)]
+        n_a_in = 8
+    else:
+        n_a_in = n_a
+    b, scale = args[n_a_in], args[n_a_in + 1]
+    acc = args[n_a_in + 2:]
+    ins = ([("i64", a_args[0])] if form == "ss" else [("i32", x) for x in a_args])
+    ins += [("i64", b), ("i32", scale)]
+    d = "{" + ", ".join(f"${k}" for k in range(n)) + "}"
+    a_text = f"${n}" if form == "ss" else "{" + ", ".join(f"${n + k}" for k in range(4)) + "}"
+    b_text, s_text = f"${n + len(a_args)}", f"${n + len(a_args) + 1}"
+    trans = f"{imm[0]}, {imm[1]}" if form == "ss" else f"{imm[1]}"
+    template = (f"{{\n\t.reg .pred p;\n\tsetp.ne.b32 p, {s_text}, 0;\n\t"
+                f"wgmma.mma_async.sync.aligned.{shape}.f32.{dt}.{dt} {d}, {a_text}, "
+                f"{b_text}, p, 1, 1, {trans};\n}}")
+    return _tied_asm(em, template, ins, acc)
+
+
+def _wgmma_desc(em: Any, op: ops.HopperOp, layout: int, lbo: int, sbo: int) -> str:
+    """bits 0-13: the start address >> 4; 16-29: LBO >> 4; 32-45: SBO >> 4; 62-63: the
+    swizzle. A swizzled operand must start its pattern at a 1024-byte boundary (base
+    offset 0): the array is aligned so, and its rows are one swizzle row each."""
+    _align_shared(em, op.array[0], 1024)
+    addr = element_address(em, op)
+    a = em.ins(f"ptrtoint {_P3} {addr} to i64")
+    a = em.ins(f"lshr i64 {em.ins(f'and i64 {a}, 262143')}, 4")
+    const = (lbo << 16) | (sbo << 32) | (layout << 62)
+    if const >= 1 << 63:
+        const -= 1 << 64
+    return em.ins(f"or i64 {a}, {const}")
+
+
+def _align_shared(em: Any, array: Any, align: int) -> None:
+    """Raise the alignment of a static shared array's global (codegen/nvptx.py declares
+    them `align 16`)."""
+    ptr = em.arrays[array]["ptr"]
+    for k, g in enumerate(em.globals):
+        if g.startswith(f"{ptr} = ") and g.endswith(", align 16"):
+            em.globals[k] = g[:-len("16")] + str(align)
 
 
 # -- the CPU's meaning of the warp-level matrix instructions ------------------------------

@@ -27,6 +27,8 @@ _PLACEHOLDER = re.compile(r"\$(\d+)|\$\{(\d+)(?::[a-z]+)?\}")
 _AXES = {"x": "x", "y": "y", "z": "z", 0: "x", 1: "y", 2: "z"}
 _HALVES = ("bf16", "f16")
 _B16 = ("bf16", "f16", "i16", "u16")
+# swizzle bytes -> the layout code of a wgmma shared-memory matrix descriptor (bits 62-63)
+WGMMA_SWIZZLE = {128: 1, 64: 2, 32: 3}
 
 
 class HopperCallsMixin:
@@ -441,3 +443,181 @@ class HopperCallsMixin:
         self.args_exact(node, 0, "ox.cluster.sync()")
         self._simple(node, "cluster.arrive")
         return self._simple(node, "cluster.wait")
+
+    # -- wgmma (warp-group tensor cores, sm_90a) -----------------------------------------
+
+    def intr_wgmma(self, node: ast.Call) -> Tup:
+        """`ox.wgmma(acc, a, b, dtype=bf16, scale_d=True, trans_a=False, trans_b=False)`:
+        one `wgmma.mma_async` m64nNk16 of the warp group, N = 2 * len(acc). A is a
+        descriptor (SS form) or this thread's register fragment (RS form); B a descriptor."""
+        kw = self._kwargs(node, ("dtype", "scale_d", "trans_a", "trans_b"), "ox.wgmma()")
+        args = self._positional(node, 3, 3, "ox.wgmma(acc, a, b, dtype=...)")
+        dt = T.bf16
+        if "dtype" in kw:
+            d = self.expr(kw["dtype"])
+            if not (isinstance(d, Static) and isinstance(d.obj, T.DType)
+                    and d.obj.name in _HALVES):
+                raise self.error(KernelTypeError, kw["dtype"],
+                                 f"ox.wgmma() multiplies bf16 or f16 (into f32), not "
+                                 f"{describe(d)}",
+                                 hint="dtype=ox.bf16 or dtype=ox.f16: the element type of "
+                                      "A and B")
+            dt = d.obj
+        acc_v, a_v = self.expr(args[0]), self.expr(args[1])
+        acc = self._accumulators(acc_v, args[0], "ox.wgmma()")
+        count = len(acc)
+        if not (count and count % 4 == 0 and count <= 128):
+            raise self.error(KernelTypeError, args[0],
+                             f"the accumulator of ox.wgmma() is N/2 f32 per thread for an "
+                             f"m64nNk16 with N a multiple of 8 from 8 to 256; got {count} "
+                             f"values (N = {2 * count})",
+                             hint="e.g. `(0.0,) * 32` for N = 64, `((0.0,) * 32,) * 2` for "
+                                  "128, `* 3` for 192, `* 4` for 256 (tuples of up to 32 "
+                                  "values index in unrolled loops)")
+        trans_a = self._bool_literal(kw["trans_a"], "trans_a=") if "trans_a" in kw else False
+        trans_b = self._bool_literal(kw["trans_b"], "trans_b=") if "trans_b" in kw else False
+        if isinstance(a_v, Tup):  # RS: A from registers
+            if trans_a:
+                raise self.error(KernelTypeError, kw["trans_a"],
+                                 "trans_a=True needs A in shared memory: a register A "
+                                 "fragment is always K-major",
+                                 hint="pass A as an ox.wgmma_desc(..., major='mn')")
+            packed = len(a_v.items) == 4
+            a_ops = (self._fragment(a_v, args[1], 4, (T.u32, T.i32), "A (4 packed u32)")
+                     if packed else
+                     self._fragment(a_v, args[1], 8, (dt,), f"A (8 {dt.name} or 4 packed u32)"))
+            form = "rs"
+        else:
+            a_ops = [self._descriptor(a_v, args[1], "A")]
+            form = "ss"
+        b_op = self._descriptor(self.expr(args[2]), args[2], "B")
+        scale = self._scale_d(kw.get("scale_d"))
+        kind = f"wgmma.m64n{2 * count}k16.{dt.name}.{form}"
+        op = self._gpu_op(ops.HopperOp(kind, a_ops + [b_op, scale] + acc,
+                                       [ir_type(T.f32)] * count,
+                                       imm=(int(trans_a), int(trans_b))), node)
+        return _regroup(acc_v, [Val(r, T.f32) for r in op.results])
+
+    def _accumulators(self, v: Any, node: ast.AST, what: str) -> list[Any]:
+        """The f32 SSA values of an accumulator: a tuple of f32, or a tuple of such tuples
+        (N = 256 as 4 x 32 values, each indexable in an unrolled loop), flattened in order."""
+        if isinstance(v, Tup):
+            out: list[Any] = []
+            for item in v.items:
+                out += self._accumulators(item, node, what)
+            return out
+        if isinstance(v, Lit) and isinstance(v.value, (int, float)) and not isinstance(
+                v.value, bool):
+            return [self.materialize(Lit(float(v.value)), T.f32, node)]
+        if isinstance(v, Val) and v.dtype == T.f32:
+            return [v.ssa]
+        raise self.error(KernelTypeError, node,
+                         f"the accumulators of {what} are f32 values in tuples, not "
+                         f"{describe(v)}", hint="convert with `f32(x)`")
+
+    def _descriptor(self, v: Any, node: ast.AST, which: str) -> Any:
+        if isinstance(v, Witness):
+            v = self.scalar(v, node)
+        if isinstance(v, Val) and v.dtype.name in ("u64", "i64"):
+            return v.ssa
+        raise self.error(KernelTypeError, node,
+                         f"{which} of ox.wgmma() is a shared-memory matrix descriptor (u64), "
+                         f"not {describe(v)}",
+                         hint="build it with ox.wgmma_desc(s[i, j], swizzle=128)"
+                              + (", or pass A's 4 packed u32 (RS form)" if which == "A" else ""))
+
+    def _scale_d(self, node: ast.expr | None) -> Any:
+        """scale-d as an i32 (0: D = A @ B, ignoring acc; else D = A @ B + acc)."""
+        if node is None:
+            return self.materialize(Lit(1), T.i32, None)
+        v = self.expr(node)
+        if isinstance(v, Lit) and isinstance(v.value, bool):
+            return self.materialize(Lit(int(v.value)), T.i32, node)
+        if isinstance(v, Witness):
+            v = self.scalar(v, node)
+        if isinstance(v, Val) and v.dtype.is_bool:
+            return self.b.cast(v.ssa, T.i32)
+        raise self.error(KernelTypeError, node,
+                         f"scale_d= of ox.wgmma() is a bool, not {describe(v)}",
+                         hint="False for the first k-step (D = A @ B), True after "
+                              "(D = A @ B + acc)")
+
+    def intr_wgmma_desc(self, node: ast.Call) -> Val:
+        """`ox.wgmma_desc(s[i, j], swizzle=128, major='k')`: a shared-memory matrix
+        descriptor; the strides come from the array's shape (docs/language.md)."""
+        kw = self._kwargs(node, ("swizzle", "major"), "ox.wgmma_desc()")
+        (arg,) = self._positional(node, 1, 1, "ox.wgmma_desc(s[i, j], swizzle=128)")
+        swizzle = 128 if "swizzle" not in kw else self._int_constant(
+            kw["swizzle"], "swizzle=", "128, 64 or 32 (bytes)")
+        if swizzle not in WGMMA_SWIZZLE:
+            raise self.error(KernelTypeError, kw["swizzle"],
+                             f"ox.wgmma_desc() takes swizzle=128, 64 or 32 (bytes), not "
+                             f"{swizzle}", hint="128 is the fastest, and what TMA writes "
+                                               "with a 128-byte box row")
+        major = "k"
+        if "major" in kw:
+            major = self._string_literal(kw["major"], "major=")
+            if major not in ("k", "mn"):
+                raise self.error(KernelTypeError, kw["major"],
+                                 f"major= is 'k' or 'mn', not {major!r}")
+        arr, idx, site = self._shared_element(arg, "ox.wgmma_desc()", _HALVES, "s[0, 0]")
+        shape = arr.shape
+        if len(shape) < 2 or any(s is None for s in shape):
+            raise self.error(KernelTypeError, arg.value,
+                             "ox.wgmma_desc() needs a static shared array of at least 2 "
+                             "dimensions (rows, one swizzle row of elements)",
+                             hint=f"e.g. ox.shared.array({arr.dtype.name}, (64, "
+                                  f"{swizzle // arr.dtype.itemsize}))")
+        rows, width = shape[-2], shape[-1]
+        if width * arr.dtype.itemsize != swizzle or rows % 8:
+            raise self.error(KernelTypeError, arg.value,
+                             f"with swizzle={swizzle}, ox.wgmma_desc() needs rows of "
+                             f"{swizzle} bytes ({swizzle // arr.dtype.itemsize} "
+                             f"{arr.dtype.name}) in groups of 8; `{self.text(arg.value)}` "
+                             f"has shape {tuple(shape)}",
+                             hint=f"declare it as (..., rows, "
+                                  f"{swizzle // arr.dtype.itemsize}) with rows a multiple "
+                                  "of 8; wider operands take more slabs in a leading "
+                                  "dimension")
+        row_bytes = width * arr.dtype.itemsize
+        sbo = 8 * row_bytes              # the next 8-row group (K-major: rows of M/N)
+        lbo = rows * row_bytes if major == "mn" else 16  # the next slab (MN-major)
+        op = self._gpu_op(ops.HopperOp("wgmma.desc", [], [ir_type(T.u64)], arr.ssa, idx,
+                                       imm=(WGMMA_SWIZZLE[swizzle], lbo >> 4, sbo >> 4),
+                                       site=site), node)
+        return Val(op.results[0], T.u64)
+
+    def intr_wgmma_fence(self, node: ast.Call) -> Any:
+        self.args_exact(node, 0, "ox.wgmma_fence()")
+        return self._simple(node, "wgmma.fence")
+
+    def intr_wgmma_commit(self, node: ast.Call) -> Any:
+        self.args_exact(node, 0, "ox.wgmma_commit()")
+        return self._simple(node, "wgmma.commit")
+
+    def intr_wgmma_wait(self, node: ast.Call) -> Any:
+        """`ox.wgmma_wait(n, acc=())`: wgmma.wait_group n, carrying `acc` (a tuple of f32,
+        or a tuple of such tuples) through the wait as tied asm operands."""
+        self._kwargs(node, (), "ox.wgmma_wait()")
+        args = self._positional(node, 1, 2, "ox.wgmma_wait(n, acc)")
+        hint = "the number of wgmma groups that may stay pending, 0 to 7"
+        n = self._int_constant(args[0], "the count of ox.wgmma_wait()", hint)
+        if not 0 <= n <= 7:
+            raise self.error(KernelTypeError, args[0],
+                             f"ox.wgmma_wait() takes {hint}, not {n}", hint=hint)
+        acc_v = self.expr(args[1]) if len(args) > 1 else Tup(())
+        flat = self._accumulators(acc_v, args[1] if len(args) > 1 else node, "ox.wgmma_wait()")
+        op = self._gpu_op(ops.HopperOp("wgmma.wait", flat, [ir_type(T.f32)] * len(flat),
+                                       imm=(n,)), node)
+        return _regroup(acc_v, [Val(r, T.f32) for r in op.results])
+
+
+def _regroup(shape: Any, vals: list[Val]) -> Any:
+    """`vals` in the tuple nesting of `shape` (the accumulators as they were passed)."""
+    it = iter(vals)
+
+    def build(v: Any) -> Any:
+        if isinstance(v, Tup):
+            return Tup(tuple(build(x) for x in v.items))
+        return next(it)
+    return build(shape)

@@ -44,7 +44,7 @@ BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "and", "or",
 UNARY_OPS = ("neg", "not", "invert", "abs")
 PREDICATES = ("lt", "le", "gt", "ge", "eq", "ne")
 # oxide.hopper kinds (their first part) that the whole warp executes together
-WARP_COLLECTIVE_KINDS = ("mma", "ldmatrix", "stmatrix", "elect_sync", "setmaxnreg")
+WARP_COLLECTIVE_KINDS = ("mma", "ldmatrix", "stmatrix", "elect_sync", "setmaxnreg", "wgmma")
 
 
 def _site(op: Operation) -> int:
@@ -544,8 +544,10 @@ class HopperOp(IRDLOperation):
         return not self.kind.data.startswith("sreg.")
 
     def is_warp_collective(self) -> bool:
-        """Whether every lane of the warp must execute it together (`.sync.aligned`)."""
-        return self.kind.data.split(".")[0] in WARP_COLLECTIVE_KINDS
+        """Whether every lane of the warp must execute it together (`.sync.aligned`);
+        wgmma's descriptor is plain per-thread arithmetic."""
+        kind = self.kind.data
+        return kind.split(".")[0] in WARP_COLLECTIVE_KINDS and kind != "wgmma.desc"
 
 
 @irdl_op_definition

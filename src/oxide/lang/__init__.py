@@ -17,6 +17,11 @@ from oxide.lang.hopper import (
     named_barrier_sync,
     setmaxnreg,
     stmatrix,
+    wgmma,
+    wgmma_commit,
+    wgmma_desc,
+    wgmma_fence,
+    wgmma_wait,
 )
 from oxide.lang.intrinsic import Intrinsic, Namespace, RegisterGroup
 
@@ -141,5 +146,6 @@ __all__ = [
     "MATH_FUNCTIONS", "popc", "clz", "ffs", "brev", "byte_perm", "mulhi", "sync_threads_count",
     "sync_threads_and", "sync_threads_or", "asm", "mma_sync", "ldmatrix", "stmatrix",
     "mbarrier", "fence_proxy_async", "fence_mbarrier_init", "elect_sync", "setmaxnreg",
-    "named_barrier_sync", "cluster", "grid",
+    "named_barrier_sync", "cluster", "grid", "wgmma", "wgmma_desc", "wgmma_fence",
+    "wgmma_commit", "wgmma_wait",
 ]

@@ -55,6 +55,24 @@ setmaxnreg = Intrinsic("setmaxnreg", "setmaxnreg(n, inc=True): raise (inc) or lo
 named_barrier_sync = Intrinsic("named_barrier_sync", "named_barrier_sync(id, nthreads): "
                                "barrier `id` (1..15; 0 is sync_threads') for `nthreads` "
                                "threads, a multiple of 32 (bar.sync id, nthreads).")
+wgmma = Intrinsic("wgmma", "wgmma(acc, a, b, dtype=bf16, scale_d=True, trans_a=False, "
+                  "trans_b=False): one warp group's asynchronous m64nNk16 multiply-add "
+                  "(wgmma.mma_async, sm_90a): acc is N/2 f32 per thread (N = 8..256, a "
+                  "multiple of 8), a an ox.wgmma_desc() (SS form) or 4 packed u32 / 8 "
+                  "halves (RS form), b an ox.wgmma_desc(); returns the new accumulators, "
+                  "to be read only after ox.wgmma_wait().")
+wgmma_desc = Intrinsic("wgmma_desc", "wgmma_desc(s[i, j], swizzle=128, major='k'): the "
+                       "64-bit shared-memory matrix descriptor of the operand starting at "
+                       "s[i, j], an array whose last dimension is one swizzle row (128, 64 "
+                       "or 32 bytes) laid out as TMA writes it with that swizzle; 'k' for a "
+                       "K-major operand, 'mn' for an MN-major one (then pass trans_a/trans_b=True).")
+wgmma_fence = Intrinsic("wgmma_fence", "wgmma_fence(): order earlier register and shared-"
+                        "memory accesses before the next wgmma (wgmma.fence, sm_90a).")
+wgmma_commit = Intrinsic("wgmma_commit", "wgmma_commit(): close the group of wgmma issued "
+                         "since the last commit (wgmma.commit_group, sm_90a).")
+wgmma_wait = Intrinsic("wgmma_wait", "wgmma_wait(n, acc=()): wait until at most n groups "
+                       "are pending (wgmma.wait_group n, sm_90a); returns `acc` carried "
+                       "through the wait, so its reads cannot move above it.")
 cluster = Namespace("cluster", {
     "rank": "rank(): this block's rank in its cluster (%cluster_ctarank), i32.",
     "size": "size(): the number of blocks in the cluster (%cluster_nctarank), i32.",
@@ -70,4 +88,5 @@ cluster = Namespace("cluster", {
        "kernel launched without clusters runs each block as a cluster of one.")
 
 __all__ = ["asm", "mma_sync", "ldmatrix", "stmatrix", "mbarrier", "fence_proxy_async",
-           "fence_mbarrier_init", "elect_sync", "setmaxnreg", "named_barrier_sync", "cluster"]
+           "fence_mbarrier_init", "elect_sync", "setmaxnreg", "named_barrier_sync", "cluster",
+           "wgmma", "wgmma_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait"]
