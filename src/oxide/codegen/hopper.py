@@ -24,12 +24,14 @@ _REQUIRES: tuple[tuple[str, int, bool], ...] = (
     ("mbarrier.init", 80, False), ("mbarrier.arrive_expect_tx", 90, False),
     ("mbarrier.arrive", 80, False), ("mbarrier.", 90, False), ("fence.", 90, False),
     ("elect_sync", 90, False), ("setmaxnreg.", 90, True), ("named_barrier", 80, False),
-    ("sreg.", 90, False), ("cluster.", 90, False), ("wgmma.", 90, True),
+    ("sreg.", 90, False), ("cluster.", 90, False), ("wgmma.m64n", 90, True),
+    ("wgmma.desc", 90, True), ("wgmma.fence", 90, True), ("wgmma.commit", 90, True),
+    ("wgmma.wait", 90, True),
 )
 # kind prefix -> the name users wrote
 _NAMES = (("wgmma.desc", "ox.wgmma_desc()"), ("wgmma.fence", "ox.wgmma_fence()"),
           ("wgmma.commit", "ox.wgmma_commit()"), ("wgmma.wait", "ox.wgmma_wait()"),
-          ("wgmma.", "ox.wgmma()"), ("mma.", "ox.mma_sync()"), ("ldmatrix.", "ox.ldmatrix()"),
+          ("wgmma.m64n", "ox.wgmma()"), ("mma.", "ox.mma_sync()"), ("ldmatrix.", "ox.ldmatrix()"),
           ("stmatrix.", "ox.stmatrix()"), ("mbarrier.", "ox.mbarrier.{}()"),
           ("fence.proxy_async", "ox.fence_proxy_async()"),
           ("fence.mbarrier_init", "ox.fence_mbarrier_init()"),
