@@ -1004,13 +1004,14 @@ def for_over_tuple():
     return k
 
 
-@case(ox.UnsupportedFeatureError, "recursion", hint=True)
-def recursive_func():
-    @ox.func
+@case(ox.UnsupportedFeatureError, "recursive", "ox.sync_threads()", hint=True)
+def recursive_func_with_a_barrier():
+    @ox.func  # recursion itself compiles to a call; a barrier inside one cannot
     def fact(n: i64) -> i64:
+        ox.sync_threads()  # <-
         if n <= 1:
             return n
-        return n * fact(n - 1)  # <-
+        return n * fact(n - 1)
 
     @ox.kernel
     def k(n: i64):
