@@ -340,12 +340,13 @@ def environment() -> str:
             f"{llvmlite.__version__}, Python {platform.python_version()}")
 
 
-def update_docs(section: str) -> None:
-    """Replaces this benchmark's section of docs/performance.md (or appends it)."""
+def update_docs(section: str, start: str = START, end: str = END) -> None:
+    """Replaces a benchmark's section of docs/performance.md, between its `start` and `end`
+    markers (or appends it)."""
     text = DOCS.read_text() if DOCS.exists() else "# Performance\n"
-    block = f"{START}\n{section}\n{END}"
-    if START in text and END in text:
-        text = re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text,
+    block = f"{start}\n{section}\n{end}"
+    if start in text and end in text:
+        text = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: block, text,
                       flags=re.S)
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"

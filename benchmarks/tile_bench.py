@@ -1,0 +1,162 @@
+"""The Tile model's examples on one GPU, beside torch and a Triton kernel written here.
+
+Run on a machine with an NVIDIA GPU, torch and triton:
+
+    python benchmarks/tile_bench.py            # prints the table, updates docs/performance.md
+    python benchmarks/tile_bench.py --no-docs
+
+Issue 11's bars (same run): tile_vecadd >= 0.97x torch.add (2^28 f32); tile_softmax and
+tile_layernorm >= 1.0x Triton (8192x8192 f32); tile_transpose >= 0.85x a copy (16384^2 f32).
+GPU times come from simt_bench.gpu_seconds (CUDA events around back-to-back launches
+queued behind a sleep). Each result is checked against torch first; a failing section
+prints its error and leaves the others.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from simt_bench import environment, gpu_seconds, update_docs  # noqa: E402
+
+START, END = "<!-- tile_bench:start -->", "<!-- tile_bench:end -->"
+
+
+def triton_kernels() -> Any:
+    """Triton softmax and layernorm over rows, one program per row (the row in one block)."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def softmax_rows(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+        e = tl.exp(x - tl.max(x, axis=0))
+        tl.store(out_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=mask)
+
+    @triton.jit
+    def layernorm_rows(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, eps, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        cols = tl.arange(0, BLOCK)
+        mask = cols < n_cols
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+        mean = tl.sum(x, axis=0) / n_cols
+        d = tl.where(mask, x - mean, 0.0)
+        rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n_cols + eps)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0)
+        b = tl.load(b_ptr + cols, mask=mask, other=0.0)
+        tl.store(out_ptr + row * n_cols + cols, d * rstd * w + b, mask=mask)
+
+    return softmax_rows, layernorm_rows
+
+
+def rows() -> list[tuple[str, str, str, float, float, int, float | None]]:
+    """(kernel, problem, reference, oxide s, reference s, bytes moved, bar)."""
+    import torch
+
+    import oxide as ox
+    from oxide.examples import tile_layernorm, tile_softmax, tile_transpose, tile_vecadd
+
+    out: list[tuple[str, str, str, float, float, int, float | None]] = []
+    def vecadd() -> None:
+        n = 1 << 28
+        a, b = torch.rand(n, device="cuda"), torch.rand(n, device="cuda")
+        c = torch.empty_like(a)
+        tile = tile_vecadd.TILE
+        grid = -(-n // tile)
+        ox.launch(tile_vecadd.tile_vecadd, grid, a, b, c, tile)
+        torch.testing.assert_close(c, a + b)
+        t = gpu_seconds(lambda: ox.launch(tile_vecadd.tile_vecadd, grid, a, b, c, tile))
+        r = gpu_seconds(lambda: torch.add(a, b, out=c))
+        out.append(("tile_vecadd", "2^28 f32", "torch.add", t, r, 12 * n, 0.97))
+
+    def softmax() -> None:
+        sm, _ = triton_kernels()
+        m = n = 8192
+        x = torch.randn(m, n, device="cuda")
+        y = torch.empty_like(x)
+        ox.launch(tile_softmax.tile_softmax, m, x, y, n)
+        torch.testing.assert_close(y, torch.softmax(x, 1), rtol=1e-4, atol=1e-6)
+        t = gpu_seconds(lambda: ox.launch(tile_softmax.tile_softmax, m, x, y, n))
+        r = gpu_seconds(lambda: sm[(m,)](x, y, n, BLOCK=n, num_warps=8))
+        torch_s = gpu_seconds(lambda: torch.softmax(x, 1))
+        out.append(("tile_softmax", "8192^2 f32", "Triton", t, r, 8 * m * n, 1.0))
+        out.append(("tile_softmax", "8192^2 f32", "torch.softmax", t, torch_s, 8 * m * n,
+                    None))
+
+    def layernorm() -> None:
+        _, ln = triton_kernels()
+        m = n = 8192
+        x = torch.randn(m, n, device="cuda")
+        w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        y = torch.empty_like(x)
+        args = (x, w, b, y, 1e-5, n)
+        ox.launch(tile_layernorm.tile_layernorm, m, *args)
+        want = torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)
+        torch.testing.assert_close(y, want, rtol=1e-3, atol=1e-3)
+        t = gpu_seconds(lambda: ox.launch(tile_layernorm.tile_layernorm, m, *args))
+        r = gpu_seconds(lambda: ln[(m,)](x, w, b, y, n, 1e-5, BLOCK=n, num_warps=8))
+        torch_s = gpu_seconds(lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5))
+        out.append(("tile_layernorm", "8192^2 f32", "Triton", t, r, 8 * m * n, 1.0))
+        out.append(("tile_layernorm", "8192^2 f32", "torch layer_norm", t, torch_s,
+                    8 * m * n, None))
+
+    def transpose() -> None:
+        n = 16384
+        x = torch.randn(n, n, device="cuda")
+        y = torch.empty_like(x)
+        copy = torch.empty_like(x)
+        tile = tile_transpose.TILE
+        grid = (n // tile, n // tile)
+        ox.launch(tile_transpose.tile_transpose, grid, x, y, tile)
+        torch.testing.assert_close(y, x.t(), rtol=0, atol=0)
+        t = gpu_seconds(lambda: ox.launch(tile_transpose.tile_transpose, grid, x, y, tile))
+        r = gpu_seconds(lambda: copy.copy_(x))
+        out.append(("tile_transpose", "16384^2 f32", "b.copy_(a)", t, r, 8 * n * n, 0.85))
+
+    sections = [vecadd, softmax, layernorm, transpose]
+    for section in sections:
+        try:
+            section()
+            print(f"{section.__name__}: done", flush=True)
+        except Exception:  # noqa: BLE001 - a failing section must not hide the others
+            traceback.print_exc()
+            out.append((section.__name__, "", "", float("nan"), float("nan"), 0, None))
+    return out
+
+
+def table(results: list[tuple[str, str, str, float, float, int, float | None]]) -> str:
+    lines = ["| kernel | problem | reference | oxide | reference | oxide / reference speed | "
+             "bar |", "| --- | --- | --- | --- | --- | --- | --- |"]
+    for name, problem, ref, t, r, nbytes, bar in results:
+        if t != t:  # nan: the section failed
+            lines.append(f"| {name} | | | failed | | | |")
+            continue
+        rate = nbytes / 1e9
+        ratio = r / t
+        verdict = "" if bar is None else f"{'PASS' if ratio >= bar else 'FAIL'} (bar {bar:.2f})"
+        lines.append(f"| {name} | {problem} | {ref} | {t * 1e3:.3f} ms ({rate / t:,.0f} GB/s) "
+                     f"| {r * 1e3:.3f} ms ({rate / r:,.0f} GB/s) | {ratio:.2f} | {verdict} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--no-docs", action="store_true", help="do not touch docs/performance.md")
+    args = parser.parse_args()
+    section = ("## Tile model vs torch and Triton (`benchmarks/tile_bench.py`)\n\n"
+               f"{environment()}. GPU time per run; ratio = reference time / oxide time.\n\n"
+               + table(rows()))
+    print(section)
+    if not args.no_docs:
+        update_docs(section, START, END)
+
+
+if __name__ == "__main__":
+    main()
