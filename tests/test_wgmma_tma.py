@@ -1,8 +1,9 @@
 """wgmma without a GPU: the PTX holds the instructions, the cubin assembles for sm_90a
-(nvJitLink) with no spills and no serialized wgmma, and the diagnostics.
+(nvJitLink) with no spills and no serialized wgmma; the CPU's meaning (exact loops over
+each thread's fragment, operands read through the descriptors' swizzled layouts) against
+NumPy; and the diagnostics.
 
-tests/test_gpu_wgmma_tma.py runs the same kernels on an H100/H200 against NumPy. The CPU
-target has no warp-group tensor core: a CPU compile is a TargetError at the call.
+tests/test_gpu_wgmma_tma.py runs the same kernels on an H100/H200 against NumPy.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import ctypes
 import re
 from typing import Any
 
+import numpy as np
 import pytest
 import test_gpu_wgmma_tma as gw
 
@@ -163,9 +165,101 @@ def test_sm80_names_the_wgmma_call() -> None:
     assert compiled(only_wgmma, RawSlice[f32]).arch == "sm_90a"
 
 
-def test_cpu_is_a_target_error() -> None:
-    with pytest.raises(ox.TargetError, match="runs only on NVIDIA GPUs"):
-        only_wgmma.compile(RawSlice[f32], target="cpu")
+# -- the CPU's meaning ----------------------------------------------------------------------
+
+def bf16_array(x: np.ndarray) -> np.ndarray:
+    import ml_dtypes
+
+    return x.astype(ml_dtypes.bfloat16).ravel()
+
+
+@pytest.mark.parametrize("groups", [1, 2, 3, 4])
+def test_cpu_ss_k_major(groups: int) -> None:
+    rng = np.random.default_rng(groups)
+    n = 64 * groups
+    a, b = gw.small_values(rng, (64, 64)), gw.small_values(rng, (n, 64))
+    out = np.zeros(64 * n, np.float32)
+    with ox.device("cpu"):
+        ox.launch(gw.wgmma_ss, (1, 128), bf16_array(a), bf16_array(b), out, groups)
+    np.testing.assert_array_equal(out.reshape(64, n), a @ b.T)
+
+
+def test_cpu_rs_with_mn_major_b() -> None:
+    rng = np.random.default_rng(7)
+    a, b = gw.small_values(rng, (64, 32)), gw.small_values(rng, (32, 128))
+    out = np.zeros(64 * 128, np.float32)
+    with ox.device("cpu"):
+        ox.launch(gw.wgmma_rs_mn, (1, 128), a.astype(np.float16).ravel(),
+                  b.astype(np.float16).ravel(), out)
+    np.testing.assert_array_equal(out.reshape(64, 128), a @ b)
+
+
+def test_cpu_swizzle64_and_scale_d() -> None:
+    rng = np.random.default_rng(9)
+    a, b = gw.small_values(rng, (64, 32)), gw.small_values(rng, (64, 32))
+    out = np.zeros(64 * 64, np.float32)
+    with ox.device("cpu"):
+        ox.launch(gw.wgmma_swizzle64, (1, 128), bf16_array(a), bf16_array(b), out)
+    np.testing.assert_array_equal(out.reshape(64, 64), a @ b.T)
+
+
+@ox.kernel(checks=False)
+def unswizzled(a: RawSlice[bf16], out: RawSlice[f32]):
+    """A and B the same 64 x 64 matrix, stored row-major without the swizzle the
+    descriptor declares: the product then reads permuted K chunks."""
+    t = ox.thread_idx.x
+    sa = ox.shared.array(bf16, (64, 64))
+    with ox.unsafe():
+        for e in range(t, 64 * 64, 128):
+            sa[e // 64, e % 64] = a[e]
+    ox.sync_threads()
+    acc = (0.0,) * 32
+    for kk in range(4):
+        acc = ox.wgmma(acc, ox.wgmma_desc(sa[0, kk * 16]), ox.wgmma_desc(sa[0, kk * 16]))
+    acc = ox.wgmma_wait(0, acc)
+    lane = t % 32
+    for e in range(32):
+        row = 16 * (t // 32) + lane // 4 + 8 * ((e // 2) % 2)
+        col = 8 * (e // 4) + 2 * (lane % 4) + e % 2
+        with ox.unsafe():
+            out[row * 64 + col] = acc[e]
+
+
+def test_cpu_reads_through_the_swizzle() -> None:
+    """Row r's chunk c is read from chunk c ^ (r % 8): a row-major array gives
+    sum_k A[r, p_r(k)] * A[c, p_c(k)], the same K chunks permuted per row."""
+    rng = np.random.default_rng(3)
+    a = gw.small_values(rng, (64, 64))
+    out = np.zeros(64 * 64, np.float32)
+    with ox.device("cpu"):
+        ox.launch(unswizzled, (1, 128), bf16_array(a), out)
+    k = np.arange(64)
+    read = np.stack([a[r, ((k // 8) ^ (r % 8)) * 8 + k % 8] for r in range(64)])
+    np.testing.assert_array_equal(out.reshape(64, 64), read @ read.T)
+    assert not np.array_equal(out.reshape(64, 64), a @ a.T)
+
+
+@ox.kernel
+def desc_through_a_loop(out: RawSlice[f32]):
+    sa = ox.shared.array(bf16, (64, 64))
+    d = ox.wgmma_desc(sa[0, 0])
+    acc = (0.0,) * 32
+    for _kk in range(4):
+        acc = ox.wgmma(acc, d, d)
+        d = d + u64(2)
+    with ox.unsafe():
+        out[0] = acc[0]
+
+
+def test_cpu_needs_the_descriptor_call_in_sight() -> None:
+    with pytest.raises(ox.TargetError, match=r"on the CPU, A of ox.wgmma\(\) must come "
+                                             r"straight from ox.wgmma_desc\(\)"):
+        desc_through_a_loop.compile(RawSlice[f32], target="cpu")
+    assert compiled(desc_through_a_loop, RawSlice[f32]).arch == "sm_90a"  # the GPU takes it
+
+
+def test_cpu_fence_commit_wait_compile() -> None:
+    assert only_wgmma.compile(RawSlice[f32], target="cpu") is not None
 
 
 def test_wgmma_is_known_to_the_target_table() -> None:

@@ -2,11 +2,14 @@
 
 Each `oxide.hopper` op becomes one LLVM NVVM intrinsic (all of these exist in LLVM 22:
 `mma`, `ldmatrix`, `stmatrix`, `mbarrier.*`, the fences, `elect.sync`, `setmaxnreg`,
-`barrier.cta.sync.count`, the cluster registers and barrier), and `oxide.inline_asm` an
-LLVM `asm` call. Before any of that, the target is checked here: LLVM aborts the whole
-process on an intrinsic it cannot select for the architecture (TOOLCHAIN-NOTES), so a
-primitive the target lacks is a `TargetError` naming the call, raised while the LLVM IR
-text is still being written. The CPU target has none of them.
+`barrier.cta.sync.count`, the cluster registers and barrier, wgmma's fence and commit),
+and `oxide.inline_asm` an LLVM `asm` call, as are `wgmma.mma_async` and wgmma's wait
+(LLVM 22 has no intrinsic for the first; the second must carry the accumulators). Before
+any of that, the target is checked here: LLVM aborts the whole process on an intrinsic it
+cannot select for the architecture (TOOLCHAIN-NOTES), so a primitive the target lacks is
+a `TargetError` naming the call, raised while the LLVM IR text is still being written.
+The CPU target computes mma.sync, ldmatrix, stmatrix and wgmma itself (exact loops, at
+the end of this module) and has none of the others.
 """
 
 from __future__ import annotations
@@ -182,6 +185,10 @@ def emit_hopper(em: Any, op: ops.HopperOp) -> None:
     if em.t.name == "cpu" and head in CPU_EMULATED:  # exact, through warp shuffles
         values = _cpu_mma(em, kind, op) if head == "mma" else _cpu_matrix(em, kind, op)
         for r, v in zip(results, values, strict=True):
+            em.names[r] = v
+        return
+    if em.t.name == "cpu" and head == "wgmma":  # exact loops (a CPU warp group's meaning)
+        for r, v in zip(results, _cpu_wgmma(em, kind, op), strict=True):
             em.names[r] = v
         return
     if em.t.name == "cpu" and head in ("sreg", "fence"):
@@ -525,3 +532,150 @@ def _cpu_cluster_register(em: Any, reg: str) -> str:
         return "1"
     axis = reg.rsplit(".", 1)[1]
     return em.reg(("ctaid." if reg.startswith("clusterid.") else "nctaid.") + axis)
+
+
+# -- the CPU's meaning of wgmma ------------------------------------------------------------
+#
+# A thread's accumulators are its own (row, column) elements of D (the layout of
+# docs/language.md), so each thread computes them with exact loops: the A rows it needs
+# (from shared memory, or in the RS form from its warp's lanes through shuffles, as
+# mma.sync's A), then for each pair of columns the 16 products of each element summed in
+# order in f32 (products of halves are exact in f32). Shared operands are read through
+# their descriptor's layout: the swizzle XORs byte-address bits 4-6 (4-5, 4) with bits
+# 7-9 (7-8, 7), counted from the array's first element (on the GPU the array is aligned
+# to 1024 bytes, so that is the same). The CPU's descriptor is the operand's start
+# address; its layout comes from the `ox.wgmma_desc` op itself, which must therefore be
+# the operand (written in the call, or assigned just before). The wgmma completes at
+# once: fence, commit and wait order nothing there.
+
+_SWIZZLE_MASK = {1: 7, 2: 3, 3: 1}  # descriptor layout code -> the row bits XORed in
+
+
+def _cpu_wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
+    if kind in ("wgmma.fence", "wgmma.commit"):
+        return []
+    if kind == "wgmma.wait":
+        return [em.v(a) for a in op.args]
+    if kind == "wgmma.desc":
+        return [em.ins(f"ptrtoint ptr {element_address(em, op)} to i64")]
+    _, shape, dt_name, form = kind.split(".")
+    half = T.bf16 if dt_name == "bf16" else T.f16
+    trans_a, trans_b = (a.data for a in op.imm.data)  # type: ignore[attr-defined]
+    n = len(op.res)
+    n_a = 1 if form == "ss" else (4 if len(op.args) - 2 - n == 4 else 8)
+    args = list(op.args)
+    b_desc, scale = args[n_a], em.v(args[n_a + 1])
+    acc_in = [em.v(a) for a in args[n_a + 2:]]
+    tid = em.t.linear_tid(em)
+    lane = em.ins(f"and i32 {tid}, 31")
+    warp = em.ins(f"and i32 {em.ins(f'lshr i32 {tid}, 5')}, 3")
+    g, q = em.ins(f"lshr i32 {lane}, 2"), em.ins(f"and i32 {lane}, 3")
+    r0 = em.ins(f"add i32 {em.ins(f'shl i32 {warp}, 4')}, {g}")
+    rows = [r0, em.ins(f"add i32 {r0}, 8")]
+    # A's two rows, 16 values each
+    if form == "ss":
+        a_op = _desc_op(em, op, args[0], "A")
+        a_rows = [[_cpu_operand(em, a_op, half, rows[i], str(k), bool(trans_a))
+                   for k in range(16)]
+                  for i in range(2)]
+    else:
+        a_rows = _cpu_rs_rows(em, half, [em.v(a) for a in args[:n_a]],
+                              [dtype_of_ir(a.type) for a in args[:n_a]], g, q)
+    b_op = _desc_op(em, op, b_desc, "B")
+    keep = em.ins(f"icmp ne i32 {scale}, 0")
+    # the accumulators through memory (freed again: the call may sit in a loop), a loop
+    # over the column pairs
+    stack = em.intrinsic("llvm.stacksave.p0", "ptr", [])
+    buf = em.ins(f"alloca [{n} x float], align 4")
+    for e, v in enumerate(acc_in):
+        p = em.ins(f"getelementptr inbounds float, ptr {buf}, i64 {e}")
+        em.raw(f"store float {em.ins(f'select i1 {keep}, float {v}, float 0.0')}, ptr {p}")
+    counter = em.ins("alloca i32, align 4")
+    em.raw(f"store i32 0, ptr {counter}")
+    head, body, done = em.label(), em.label(), em.label()
+    em.raw(f"br label %{head}")
+    em.start_block(head)
+    j = em.ins(f"load i32, ptr {counter}")
+    em.raw(f"br i1 {em.ins(f'icmp ult i32 {j}, {n // 4}')}, label %{body}, label %{done}")
+    em.start_block(body)
+    col0 = em.ins(f"add i32 {em.ins(f'shl i32 {j}, 3')}, {em.ins(f'shl i32 {q}, 1')}")
+    cols = [col0, em.ins(f"add i32 {col0}, 1")]
+    b_cols = [[_cpu_operand(em, b_op, half, c, str(k), bool(trans_b))
+               for k in range(16)] for c in cols]
+    for e in range(4):  # element 4j + e: row (e // 2), column (e % 2)
+        idx = em.ins(f"add i32 {em.ins(f'shl i32 {j}, 2')}, {e}")
+        p = em.ins(f"getelementptr inbounds float, ptr {buf}, i32 {idx}")
+        total = em.ins(f"load float, ptr {p}")
+        for k in range(16):
+            prod = em.ins(f"fmul float {a_rows[e // 2][k]}, {b_cols[e % 2][k]}")
+            total = em.ins(f"fadd float {total}, {prod}")
+        em.raw(f"store float {total}, ptr {p}")
+    em.raw(f"store i32 {em.ins(f'add i32 {j}, 1')}, ptr {counter}")
+    em.raw(f"br label %{head}")
+    em.start_block(done)
+    out = []
+    for e in range(n):
+        p = em.ins(f"getelementptr inbounds float, ptr {buf}, i64 {e}")
+        out.append(em.ins(f"load float, ptr {p}"))
+    em.intrinsic("llvm.stackrestore.p0", "void", [("ptr", stack)])
+    return out
+
+
+def _desc_op(em: Any, op: ops.HopperOp, value: Any, which: str) -> ops.HopperOp:
+    owner = value.owner
+    if isinstance(owner, ops.HopperOp) and owner.kind.data == "wgmma.desc":
+        return owner
+    raise TargetError(f"on the CPU, {which} of ox.wgmma() must come straight from "
+                      "ox.wgmma_desc(): the CPU reads the operand through the descriptor's "
+                      "layout, which it knows only from that call", _span(em, op),
+                      hint="write `ox.wgmma_desc(s[i, j], ...)` in the ox.wgmma() call")
+
+
+def _cpu_operand(em: Any, desc: ops.HopperOp, half: T.DType, mn: str, k: str,
+                 mn_major: bool) -> str:
+    """One element (M or N index `mn`, K index `k`) of a shared operand, as f32.
+
+    K-major: `mn` picks the row, `k` the element in it. MN-major: `k` picks the row of a
+    slab of one swizzle row's elements along M/N, the slab is `mn // per_row`."""
+    layout, lbo, _ = (a.data for a in desc.imm.data)  # type: ignore[attr-defined]
+    info = em.arrays[desc.array[0]]
+    base = em.ins(f"ptrtoint ptr {info['ptr']} to i64")
+    width = {1: 128, 2: 64, 3: 32}[layout]
+    per_row = width // 2
+    start = em.names[desc.res[0]]  # the start address (the CPU's descriptor)
+    rel = em.ins(f"sub i64 {start}, {base}")
+    mn64 = em.ins(f"zext i32 {mn} to i64")
+    if not mn_major:
+        off = em.ins(f"add i64 {em.ins(f'mul i64 {mn64}, {width}')}, {2 * int(k)}")
+    else:
+        slab = em.ins(f"udiv i64 {mn64}, {per_row}")
+        inner = em.ins(f"urem i64 {mn64}, {per_row}")
+        off = em.ins(f"add i64 {em.ins(f'mul i64 {slab}, {lbo << 4}')}, "
+                     f"{int(k) * width}")
+        off = em.ins(f"add i64 {off}, {em.ins(f'shl i64 {inner}, 1')}")
+    rel = em.ins(f"add i64 {rel}, {off}")
+    bits = em.ins(f"and i64 {em.ins(f'lshr i64 {rel}, 7')}, {_SWIZZLE_MASK[layout]}")
+    rel = em.ins(f"xor i64 {rel}, {em.ins(f'shl i64 {bits}, 4')}")
+    ptr = em.ins(f"getelementptr inbounds i8, ptr {info['ptr']}, i64 {rel}")
+    return em.ins(f"fpext {half.llvm} {em.ins(f'load {half.llvm}, ptr {ptr}')} to float")
+
+
+def _cpu_rs_rows(em: Any, half: T.DType, a: list[str], dts: list[T.DType], g: str,
+                 q: str) -> list[list[str]]:
+    """The RS form's A rows g and g + 8 of this warp (16 values each), gathered from the
+    lanes holding them: mma.sync's m16n8k16 A layout (register r of lane 4g' + q' holds
+    row g' + 8 (r % 2), columns 2q' + 8 (r // 2) and + 1)."""
+    if len(a) == 8:
+        regs = [_pack_halves(em, dts[k], a[k], a[k + 1]) for k in range(0, 8, 2)]
+    else:
+        regs = a
+    rows: list[list[str]] = [[""] * 16 for _ in range(2)]
+    g4 = em.ins(f"shl i32 {g}, 2")
+    del q
+    for tp in range(4):
+        src = em.ins(f"add i32 {g4}, {tp}")
+        for r in range(4):
+            v = _cpu_shuffle(em, T.u32, regs[r], src)
+            for h in range(2):
+                rows[r % 2][2 * tp + 8 * (r // 2) + h] = _half_as_float(em, half, v, h == 1)
+    return rows

@@ -3,9 +3,11 @@
 These are the SIMT building blocks the fastest hand-written kernels (and, later, the
 Tile model's lowering) are made of: `ox.asm` inline PTX with typed operands; Ampere's
 warp-level `ox.mma_sync` with `ox.ldmatrix` / `ox.stmatrix`; Hopper's `ox.mbarrier`,
-async-proxy fences, `ox.elect_sync`, `ox.setmaxnreg`, named barriers and `ox.cluster`.
-They are GPU-only: a CPU compile of a kernel that uses one is a `TargetError`, and one
-that needs a newer GPU than the target is a `TargetError` too, raised before LLVM runs.
+async-proxy fences, `ox.elect_sync`, `ox.setmaxnreg`, named barriers, `ox.cluster`, and
+the warp-group tensor cores (`ox.wgmma` with its descriptors, fence, commit and wait).
+The CPU runs mma_sync, ldmatrix, stmatrix and wgmma exactly; a CPU compile of a kernel
+that uses one of the others is a `TargetError`, and one that needs a newer GPU than the
+target is a `TargetError` too, raised before LLVM runs.
 docs/language.md ("Inline PTX and tensor-core primitives") gives the fragment layouts.
 """
 
