@@ -63,7 +63,11 @@ def _kernel_json(kernel: Any) -> dict[str, Any]:
     return {"params": [{"name": p.name, "annotation": spec_to_json(p.annotation)}
                        for p in kernel.params],
             "options": {"checks": o.checks, "contract": o.contract,
-                        "max_threads": o.max_threads},
+                        "max_threads": o.max_threads,
+                        # the launch checks the declared block; the GPU stack a recursive
+                        # kernel needs is reserved at load
+                        "block": list(o.block) if o.block else None,
+                        "stack_size": o.stack_size},
             "specializations": []}
 
 

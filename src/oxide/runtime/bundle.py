@@ -454,7 +454,10 @@ class PrecompiledKernel:
         self.__name__ = self.__qualname__ = name
         self.params = tuple(Param(p["name"], spec_from_json(p["annotation"], typevars))
                             for p in data["params"])
-        self.options = KernelOptions(**data["options"])
+        options = dict(data["options"])
+        if options.get("block") is not None:  # JSON has lists; a shape is a tuple
+            options["block"] = tuple(options["block"])
+        self.options = KernelOptions(**options)
         self.specializations = [Specialization(self, files, s, declared or {})
                                 for s in data["specializations"]]
         # `ox.launch` on the CPU raises DeviceError(CPU_ERROR) for a kernel without CPU code
