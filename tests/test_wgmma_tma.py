@@ -416,3 +416,37 @@ def test_const_groups_are_one_specialization_each() -> None:
     b = gw.wgmma_ss.compile(*SIG_SS, 4, arch="sm_90").ptx
     assert "m64n128k16" in a and "m64n256k16" in b
     _ = Const  # the group count is a Const[int] parameter of the kernel
+
+
+# -- safety ------------------------------------------------------------------------------------
+
+@ox.kernel
+def divergent(out: RawSlice[f32]):
+    t = ox.thread_idx.x
+    sa = ox.shared.array(bf16, (64, 64))
+    acc = (0.0,) * 32
+    if t % 2 == 0:
+        acc = ox.wgmma(acc, ox.wgmma_desc(sa[0, 0]), ox.wgmma_desc(sa[0, 0]))
+    with ox.unsafe():
+        out[t] = acc[0]
+
+
+def test_wgmma_under_a_divergent_condition_is_refused() -> None:
+    """wgmma is `.sync.aligned`: the uniformity pass treats it as a warp collective."""
+    with pytest.raises(ox.SafetyError, match="needs every lane of the warp"):
+        divergent.compile(RawSlice[f32], arch="sm_90")
+
+
+@ox.kernel
+def desc_at(out: RawSlice[u64], i: i32):
+    sa = ox.shared.array(bf16, (64, 64))
+    with ox.unsafe():
+        out[0] = ox.wgmma_desc(sa[i, 0])
+
+
+def test_descriptor_start_is_bounds_checked() -> None:
+    with ox.device("cpu"):
+        out = np.zeros(1, np.uint64)
+        ox.launch(desc_at, (1, 1), out, 63)
+        with pytest.raises(ox.KernelIndexError, match="index 64 is out of bounds"):
+            ox.launch(desc_at, (1, 1), out, 64)
