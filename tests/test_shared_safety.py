@@ -1092,3 +1092,39 @@ def test_a_grid_stride_smaller_than_the_block_is_refused() -> None:
 
     with pytest.raises(ox.SafetyError, match="DisjointSlice `out`"):
         overlapping.compile(Slice[f32], DisjointSlice[f32], arch="sm_90")
+
+
+def test_a_one_armed_if_on_data_counts_both_ways() -> None:
+    """A thread that cannot tell whether it runs the arm runs it, and after the join what
+    the arm assigned is unknown: `v` may be `t` or `t + 1`, so `sh[v]` is not proved."""
+    @ox.kernel(block=64)
+    def maybe_shifted(x: Slice[f32], out: DisjointSlice[f32]):
+        sh = ox.shared.array(f32, 65)
+        t = thread.in_block()
+        v = t
+        if x[t] > 0.0:
+            v = t + 1
+        sh[v] = x[t]  # write
+        ox.sync_threads()
+        out[ox.block_idx.x * 64 + t] = sh[t]
+
+    with pytest.raises(ox.SafetyError, match="shared array `sh`"):
+        maybe_shifted.compile(Slice[f32], DisjointSlice[f32], arch="sm_90")
+
+    @ox.kernel(block=64)
+    def guarded(x: Slice[f32], out: DisjointSlice[f32]):
+        sh = ox.shared.array(f32, 64)
+        t = thread.in_block()
+        i = ox.block_idx.x * 64 + t
+        sh[t] = 0.0
+        if i < len(x) and x[i] > 0.0:  # the arm writes only this thread's cell
+            sh[t] = x[i]
+        ox.sync_threads()
+        out[i] = sh[63 - t]
+
+    x = np.linspace(-1, 1, 128).astype(np.float32)
+    out = np.zeros(128, np.float32)
+    with ox.device("cpu"):
+        guarded[2, 64](x, out)
+    want = np.maximum(x, 0).reshape(2, 64)[:, ::-1].reshape(-1)
+    np.testing.assert_array_equal(out, want)

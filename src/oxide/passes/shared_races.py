@@ -126,6 +126,9 @@ class _World:
     # (loop header, slot) -> the slot's value when the threads last reached the header of a
     # loop of unknown length: what an iteration adds (an induction step) is told from it
     snaps: dict[tuple[Block, SSAValue], Lanes] = field(default_factory=dict)
+    # join block -> (threads that ran the arm of a one-armed `if` undecided, the slots the
+    # arm assigns): at the join those slots become unknown for those threads
+    pending: dict[Block, tuple[np.ndarray, set[SSAValue]]] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -137,7 +140,8 @@ class _World:
                       {k: v.copy() for k, v in self.slots.items()},
                       {k: v.copy() for k, v in self.visits.items()},
                       {k: v.copy() for k, v in self.symbolic.items()}, list(self.records),
-                      list(self.mapped), {k: v.copy() for k, v in self.snaps.items()})
+                      list(self.mapped), {k: v.copy() for k, v in self.snaps.items()},
+                      {k: (m.copy(), set(f)) for k, (m, f) in self.pending.items()})
 
     def take(self, idx: np.ndarray) -> None:
         """Keep (or duplicate) lanes: lane k of the result is lane idx[k] now."""
@@ -148,6 +152,7 @@ class _World:
         self.visits = {k: v[idx] for k, v in self.visits.items()}
         self.symbolic = {k: v[idx] for k, v in self.symbolic.items()}
         self.snaps = {k: v.take(idx) for k, v in self.snaps.items()}
+        self.pending = {k: (m[idx], f) for k, (m, f) in self.pending.items()}
 
 
 class _Prover:
@@ -173,12 +178,13 @@ class _Prover:
         # tracked access: an unknown block-uniform condition there splits the run (every
         # thread takes the same arm); elsewhere threads take both ways as copies, which
         # meet again where the paths join
-        dependents = control_dependents(func)
+        dependents = _regions(control_dependents(func))
         self.fork_regions = {b for b, region in dependents.items()
                              if any(_has_barrier(r) or not self._inert(r) for r in region)}
         # an `if` whose region touches nothing the proof tracks: threads that cannot tell
         # which way they go jump to the join, with what the region assigns unknown
         self.skip_if: dict[Block, tuple[Block, set[SSAValue]]] = {}
+        self.one_armed: dict[Block, tuple[Block, Block, set[SSAValue]]] = {}
         for b, region in dependents.items():
             if b in self.loop_blocks or b in region:
                 continue
@@ -187,6 +193,17 @@ class _Prover:
                 slots = {op.slot for r in region for op in r.ops
                          if isinstance(op, ops.SlotWriteOp)}
                 self.skip_if[b] = (next(iter(joins)), slots)
+            elif len(joins) == 1 and next(iter(joins)) in successors(b) and region and all(
+                    not _has_barrier(r) and not isinstance(r.last_op, (ops.ReturnOp,
+                                                                       ops.UnreachableOp))
+                    for r in region):
+                # a one-armed `if` (no `else`): a thread that cannot tell runs the arm, and
+                # at the join what the arm assigns becomes unknown, as if it had skipped it
+                join = next(iter(joins))
+                arm = next(t for t in successors(b) if t is not join)
+                slots = {op.slot for r in region for op in r.ops
+                         if isinstance(op, ops.SlotWriteOp)}
+                self.one_armed[b] = (arm, join, slots)
         # values used outside the block that makes them: the others are dropped once
         # their block has run, so lane copies and merges stay cheap
         self.escaping = {r for b in self.order for op in b.ops for r in op.results
@@ -381,6 +398,15 @@ class _Prover:
     def _goto(self, w: _World, src: Block, dst: Block, mask: np.ndarray) -> None:
         if not mask.any():
             return
+        pending = w.pending.get(dst)
+        if pending is not None:  # threads that ran a one-armed `if` they could not decide
+            lanes_at, forget = pending
+            hit = mask & lanes_at
+            if hit.any():
+                for slot in forget:
+                    if slot in w.slots:
+                        w.slots[slot].forget(hit)
+                lanes_at[hit] = False
         body = self.loop_blocks.get(dst)
         if body is not None:
             visits = w.visits.setdefault(dst, np.zeros(w.size, np.int64))
@@ -503,6 +529,12 @@ class _Prover:
             self._goto(w, block, ways[0], unknown)
             self._goto(other_world, block, ways[1], unknown)
             return [w, other_world]
+        if block in self.one_armed:
+            arm, join, slots = self.one_armed[block]
+            lanes_at, forget = w.pending.get(join, (np.zeros(w.size, bool), set()))
+            w.pending[join] = (lanes_at | unknown, forget | slots)
+            self._goto(w, block, arm, unknown)
+            return None
         lanes = np.flatnonzero(unknown)
         if np.bincount(w.tid, minlength=self.threads).max() >= _MAX_LANE_COPIES:
             raise self._give_up(op, "threads take too many paths that depend on values "
@@ -713,6 +745,22 @@ def _live_slots(blocks: list[Block]) -> dict[Block, set[SSAValue]]:
                 live[b] = new
                 changed = True
     return live
+
+
+def _regions(dependents: dict[Block, set[Block]]) -> dict[Block, set[Block]]:
+    """Each branch's whole region: the blocks control-dependent on it and, transitively, on
+    the branches among them (`if a and b:` puts the arm under the second test)."""
+    out: dict[Block, set[Block]] = {}
+    for b in dependents:
+        region: set[Block] = set()
+        stack = list(dependents[b])
+        while stack:
+            r = stack.pop()
+            if r not in region:
+                region.add(r)
+                stack.extend(dependents.get(r, ()))
+        out[b] = region
+    return out
 
 
 def _has_barrier_op(op: Operation) -> bool:
