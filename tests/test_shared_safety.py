@@ -1128,3 +1128,52 @@ def test_a_one_armed_if_on_data_counts_both_ways() -> None:
         guarded[2, 64](x, out)
     want = np.maximum(x, 0).reshape(2, 64)[:, ::-1].reshape(-1)
     np.testing.assert_array_equal(out, want)
+
+
+def test_warp_collectives_under_a_warp_uniform_condition_in_a_declared_block() -> None:
+    """With the block shape declared, whole warps are checked lane by lane: `t < 32` keeps
+    warp 0 whole (the classic last-warp reduction), `t < 16` splits it, and a condition on
+    data may split any warp."""
+    @ox.kernel(block=128)
+    def last_warp(x: Slice[f32], out: DisjointSlice[f32]):
+        sh = ox.shared.array(f32, 128)
+        t = thread.in_block()
+        sh[t] = x[ox.block_idx.x * 128 + t]
+        ox.sync_threads()
+        if t < 64:
+            sh[t] += sh[t + 64]
+        ox.sync_threads()
+        if t < 32:
+            v = ox.warp.reduce_add(sh[t] + sh[t + 32])
+            if t == 0:
+                out[ox.block_idx.x] = v
+
+    x = np.arange(256, dtype=np.float32)
+    out = np.zeros(2, np.float32)
+    with ox.device("cpu"):
+        last_warp[2, 128](x, out)
+    np.testing.assert_array_equal(out, [x[:128].sum(), x[128:].sum()])
+
+    @ox.kernel(block=128)
+    def half_warp(x: Slice[f32], out: DisjointSlice[f32]):
+        t = thread.in_block()
+        v = x[t]
+        if t < 16:
+            v = ox.warp.reduce_add(v)  # collective
+        if t == 0:
+            out[ox.block_idx.x] = v
+
+    @ox.kernel(block=128)
+    def on_data(x: Slice[f32], out: DisjointSlice[f32]):
+        t = thread.in_block()
+        v = x[t]
+        if v > 0.0:
+            v = ox.warp.reduce_add(v)  # collective
+        if t == 0:
+            out[ox.block_idx.x] = v
+
+    for kernel in (half_warp, on_data):
+        with pytest.raises(ox.SafetyError, match="every lane of warp 0") as info:
+            kernel.compile(Slice[f32], DisjointSlice[f32], arch="sm_90")
+        assert info.value.span is not None
+        assert info.value.span.line == line_of(kernel, "# collective")[0]

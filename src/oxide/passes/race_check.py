@@ -260,7 +260,7 @@ class RaceChecker:
                                        other=x)
 
     # ------------------------------------------------------------------ diagnostics
-    def _thread(self, t: int) -> str:
+    def thread_name(self, t: int) -> str:
         bx, by, bz = self.shape
         x, y, z = t % bx, (t // bx) % by, t // (bx * by)
         if by == 1 and bz == 1:
@@ -279,8 +279,8 @@ class RaceChecker:
             (tr, ar), (tw, aw) = (first, second) if a1.kind == "read" else (second, first)
             sr_, sw = self.sites[ar.site], self.sites[aw.site]
             return SafetyError(
-                f"{self._thread(tr)} reads {where} of DisjointSlice `{name}` at {sr_.span}, "
-                f"an element {self._thread(tw)} of its block writes at {sw.span}",
+                f"{self.thread_name(tr)} reads {where} of DisjointSlice `{name}` at {sr_.span}, "
+                f"an element {self.thread_name(tw)} of its block writes at {sw.span}",
                 sr_.span, label=f"written by another thread at line {sw.span.line}",
                 hint="a DisjointSlice element belongs to the thread that writes it: read only "
                      "what this thread writes, or pass the values in a separate Slice")
@@ -288,21 +288,21 @@ class RaceChecker:
             at = f"at {s1.span}" if s1.span == s2.span else f"at {s1.span} and {s2.span}"
             return SafetyError(
                 f"two threads write one element of DisjointSlice `{name}`: "
-                f"{self._thread(t1)} and {self._thread(t2)} of a block both write {where} "
+                f"{self.thread_name(t1)} and {self.thread_name(t2)} of a block both write {where} "
                 f"({at})", s2.span, label=f"collides with line {s1.span.line}",
                 hint="a DisjointSlice element belongs to one thread of the launch: make the "
                      "index map one-to-one in the thread (or write at thread.index_1d())")
         verb = {"read": "reads", "write": "writes", "atomic": "updates (atomically)"}
         if a1.kind != "read" and a2.kind != "read" and "atomic" not in (a1.kind, a2.kind):
             at = f"at {s1.span}" if s1.span == s2.span else f"at {s1.span} and {s2.span}"
-            message = (f"{self._thread(t1)} and {self._thread(t2)} both write {where} in "
+            message = (f"{self.thread_name(t1)} and {self.thread_name(t2)} both write {where} in "
                        f"the same phase ({at})")
             hint = ("make each thread write its own cells: index with the thread's "
                     "position (`ox.thread_idx`, `thread.in_block()`) so no two threads "
                     "share a cell, or combine through `ox.atomic.*`")
         else:
-            message = (f"{self._thread(t2)} {verb[a2.kind]} {where} at {s2.span} while "
-                       f"{self._thread(t1)} {verb[a1.kind]} it at {s1.span}, in the same "
+            message = (f"{self.thread_name(t2)} {verb[a2.kind]} {where} at {s2.span} while "
+                       f"{self.thread_name(t1)} {verb[a1.kind]} it at {s1.span}, in the same "
                        "phase")
             hint = ("add `ox.sync_threads()` between them, reached by every thread of the "
                     "block" if "atomic" not in (a1.kind, a2.kind) else
@@ -331,7 +331,7 @@ class RaceChecker:
                     "unrolled loop) that gives every thread of the launch its own elements; "
                     "or take responsibility with `with ox.unsafe():`")
         return SafetyError(f"cannot prove {what}: the index here{also} depends on {why}",
-                           site.span, label=f"in {self._thread(thread)}, this index is not "
+                           site.span, label=f"in {self.thread_name(thread)}, this index is not "
                            "known" if not blocks else "blocks may overlap here", hint=hint)
 
 

@@ -64,7 +64,7 @@ from oxide.passes.lane_values import (
     is_float_type,
 )
 from oxide.passes.race_check import Access, Atoms, RaceChecker, is_shared
-from oxide.passes.uniformity import control_dependents
+from oxide.passes.uniformity import control_dependents, is_warp_wide
 
 _MAX_WORLDS = 64  # whole-block splits on uniform unknowns
 _MAX_LANE_COPIES = 4  # virtual threads per real thread
@@ -73,9 +73,11 @@ _SYMBOLIC_TRIPS = 3  # body runs of a loop with an unknown trip count
 
 
 def needs_proof(func: ops.FuncOp) -> bool:
-    """Whether the kernel touches a shared array outside `ox.unsafe()`, or writes a
-    DisjointSlice at an index other than its ThreadIndex."""
+    """Whether the kernel touches a shared array outside `ox.unsafe()`, writes a
+    DisjointSlice at an index other than its ThreadIndex, or has a warp collective."""
     for op in func.walk():
+        if is_warp_wide(op):
+            return True
         if isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)) and not _unsafe(op):
             if is_shared(op.array) or _is_mapped_write(op):
                 return True
@@ -196,7 +198,7 @@ class _Prover:
             elif len(joins) == 1 and next(iter(joins)) in successors(b) and region and all(
                     not _has_barrier(r) and not isinstance(r.last_op, (ops.ReturnOp,
                                                                        ops.UnreachableOp))
-                    for r in region):
+                    and not any(is_warp_wide(op) for op in r.ops) for r in region):
                 # a one-armed `if` (no `else`): a thread that cannot tell runs the arm, and
                 # at the join what the arm assigns becomes unknown, as if it had skipped it
                 join = next(iter(joins))
@@ -265,7 +267,7 @@ class _Prover:
         for op in block.ops:
             if _has_barrier_op(op) or isinstance(op, (ops.ReturnOp, ops.UnreachableOp)):
                 return False
-            if self._tracked(op):
+            if self._tracked(op) or is_warp_wide(op):
                 return False
         return True
 
@@ -286,7 +288,7 @@ class _Prover:
             return None
         for b in body:
             for op in b.ops:
-                if _has_barrier_op(op) or self._tracked(op):
+                if _has_barrier_op(op) or self._tracked(op) or is_warp_wide(op):
                     return None
                 if any(u.operation.parent_block() not in body for r in op.results
                        for u in r.uses):
@@ -387,6 +389,8 @@ class _Prover:
                 w.pos[mask] = i + 1
                 w.waiting[mask] = True
                 return None
+            if is_warp_wide(op):
+                self._whole_warps(w, op, mask)
             if op is block.last_op:
                 for dead in [v for v in w.env if v.owner.parent_block() is block
                              and v not in self.escaping and v is not getattr(op, "cond", None)]:
@@ -394,6 +398,32 @@ class _Prover:
                 return self._branch(w, block, op, mask)
             self._eval(w, op, mask)
         return None
+
+    def _whole_warps(self, w: _World, op: Operation, mask: np.ndarray) -> None:
+        """A full-warp collective: every lane of each warp that reaches it must reach it
+        here, together (the block's last warp may be partial: its lanes that exist)."""
+        here = w.tid[mask]
+        elsewhere = set(w.tid[~mask & (w.blk >= 0)].tolist()) | set(
+            w.tid[~mask & (w.blk < 0)].tolist())
+        present = set(here.tolist())
+        for warp in sorted({t // 32 for t in present}):
+            lanes = range(warp * 32, min(warp * 32 + 32, self.threads))
+            missing = [t for t in lanes if t not in present or t in elsewhere]
+            if missing:
+                spans = self.origins.get(op, ())
+                span = next((s for s in spans if s is not None), None)
+                raise SafetyError(
+                    f"a warp collective waits for every lane of warp {warp}, but "
+                    f"{self._lanes_text(missing)} may not reach it with the others",
+                    span, label="not every lane of the warp reaches this",
+                    hint="let the whole warp reach it (a condition that is the same for the 32 "
+                         "lanes of each warp, such as `thread_idx.x < 32` in a declared block, "
+                         "is fine), or give the lanes that take part as an explicit mask")
+
+    def _lanes_text(self, lanes: list[int]) -> str:
+        names = [self.checker.thread_name(t) for t in lanes[:3]]
+        more = f" and {len(lanes) - 3} more" if len(lanes) > 3 else ""
+        return ", ".join(names) + more
 
     def _goto(self, w: _World, src: Block, dst: Block, mask: np.ndarray) -> None:
         if not mask.any():

@@ -277,17 +277,25 @@ def varying_values(func: ops.FuncOp, uniform: set[SSAValue]) -> set[SSAValue]:
     return _Uniformity(func, uniform, control_dependents(func)).varying
 
 
+def is_warp_wide(op: Operation) -> bool:
+    """A collective every lane of the warp must reach: `ox.sync_warp()`, a full-mask
+    `ox.warp.*`, a warp-collective tensor-core primitive."""
+    return ((isinstance(op, ops.BarrierOp) and op.kind.data == "warp")
+            or (isinstance(op, ops.WarpOp) and has_full_mask(op))
+            or (isinstance(op, ops.HopperOp) and op.is_warp_collective()))
+
+
 def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Span, ...]],
-                             uniform: set[SSAValue]) -> None:
+                             uniform: set[SSAValue], lanes_proved: bool = False) -> None:
     """Raise SafetyError for a block barrier that some threads of a block may not reach,
     or a full-warp collective (`ox.sync_warp()`, `ox.warp.*` without an explicit mask)
-    that some lanes of a warp may not reach."""
+    that some lanes of a warp may not reach. `lanes_proved`: the kernel declares its block
+    shape, and passes/shared_races.py checks its warp collectives lane by lane instead
+    (so `if thread_idx.x < 32: ox.warp.reduce_add(v)` passes where warps are whole)."""
     barriers = [(block, op) for block in func.body.blocks for op in block.ops
                 if isinstance(op, ops.BarrierOp) and op.kind.data == "block"]
-    warp_wide = [(block, op) for block in func.body.blocks for op in block.ops
-                 if (isinstance(op, ops.BarrierOp) and op.kind.data == "warp")
-                 or (isinstance(op, ops.WarpOp) and has_full_mask(op))
-                 or (isinstance(op, ops.HopperOp) and op.is_warp_collective())]
+    warp_wide = [] if lanes_proved else [(block, op) for block in func.body.blocks
+                                         for op in block.ops if is_warp_wide(op)]
     grid_wide = [(block, op) for block in func.body.blocks for op in block.ops
                  if isinstance(op, ops.BarrierOp) and op.kind.data == "grid"]
     if not barriers and not warp_wide and not grid_wide:
