@@ -12,6 +12,9 @@ import pytest
 
 # The disk cache of this test run is its own (CPU and GPU entries alike): a result never
 # depends on what an earlier run, or the user's own work, left in ~/.cache/oxide.
+# every compile in the tests checks the IR it produced (off by default: it costs time)
+os.environ.setdefault("OXIDE_VERIFY_IR", "1")
+
 if "OXIDE_CACHE_DIR" not in os.environ:
     os.environ["OXIDE_CACHE_DIR"] = tempfile.mkdtemp(prefix="oxide-test-cache-")
     atexit.register(shutil.rmtree, os.environ["OXIDE_CACHE_DIR"], True)
