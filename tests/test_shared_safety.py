@@ -1177,3 +1177,77 @@ def test_warp_collectives_under_a_warp_uniform_condition_in_a_declared_block() -
             kernel.compile(Slice[f32], DisjointSlice[f32], arch="sm_90")
         assert info.value.span is not None
         assert info.value.span.line == line_of(kernel, "# collective")[0]
+
+
+def test_a_flag_every_thread_reads_from_one_shared_cell_may_guard_barriers() -> None:
+    """threadFenceReduction's natural form: thread 0 sets `am_last[0]` before a barrier and
+    every thread branches on it, barriers inside. With the block shape declared, the run
+    shows all threads read one value, so the barriers are reached by all; a flag read per
+    thread, or written by `unsafe` code, is still refused with the uniformity message."""
+    @ox.kernel(block=64)
+    def last_block_sum(data: Slice[i32], partial: RawSlice[i32], count: AtomicSlice[u32]):
+        sh = ox.shared.array(i32, 64)
+        am_last = ox.shared.array(ox.bool_, 1)
+        t = thread.in_block()
+        sh[t] = data[ox.block_idx.x * 64 + t] if ox.block_idx.x * 64 + t < len(data) else 0
+        ox.sync_threads()
+        s = 32
+        while s > 0:
+            if t < s:
+                sh[t] += sh[t + s]
+            ox.sync_threads()
+            s //= 2
+        if t == 0:
+            with ox.unsafe():
+                partial[ox.block_idx.x] = sh[0]
+        ox.threadfence()
+        if t == 0:
+            last = u32(ox.grid_dim.x - 1)  # atomicInc wraps to 0 after the last ticket
+            am_last[0] = ox.atomic.inc(count, 0, last) == last
+        ox.sync_threads()
+        if am_last[0]:
+            acc = 0
+            j = t
+            while j < ox.grid_dim.x:
+                with ox.unsafe():
+                    acc += partial[j]
+                j += 64
+            sh[t] = acc
+            ox.sync_threads()
+            s = 32
+            while s > 0:
+                if t < s:
+                    sh[t] += sh[t + s]
+                ox.sync_threads()
+                s //= 2
+            if t == 0:
+                with ox.unsafe():
+                    partial[0] = sh[0]
+
+    data = np.arange(3000, dtype=np.int32)
+    partial = np.zeros(47, np.int32)
+    count = np.zeros(1, np.uint32)
+    with ox.device("cpu"):
+        last_block_sum[47, 64](data, partial, count)
+    assert int(partial[0]) == int(data.sum()) and int(count[0]) == 0
+
+    @ox.kernel(block=64)
+    def per_thread_flag(x: Slice[i32]):
+        sh = ox.shared.array(i32, 64)
+        t = thread.in_block()
+        sh[t] = x[t]
+        ox.sync_threads()
+        if sh[t] > 0:
+            ox.sync_threads()
+
+    @ox.kernel(block=64)
+    def unsafe_flag(x: Slice[i32]):
+        flag = ox.shared.array(i32, 1)
+        with ox.unsafe():
+            flag[0] = x[thread.in_block()]
+        if flag[0] > 0:
+            ox.sync_threads()
+
+    for kernel in (per_thread_flag, unsafe_flag):
+        with pytest.raises(ox.SafetyError, match="waits for every thread of the block"):
+            kernel.compile(Slice[i32], arch="sm_90")

@@ -191,14 +191,14 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     # a SIMT kernel that declares its block shape is run lane by lane at compile time
     # (passes/shared_races.py): its shared memory, index-map writes and warp collectives
     lanes_proved = (kernel.options.block is not None and not getattr(kernel, "is_tile", False))
-    check_barrier_uniformity(func, lowered.builder.origins, lowered.builder.uniform,
-                             lanes_proved=lanes_proved)
+    divergent = check_barrier_uniformity(func, lowered.builder.origins,
+                                         lowered.builder.uniform, lanes_proved=lanes_proved)
     # tile kernels: the grid axes their DisjointSlice stores tell blocks apart by
     grid_axes = getattr(lowered, "grid_axes", None)
-    if lanes_proved and needs_proof(func):
+    if lanes_proved and (divergent is not None or needs_proof(func)):
         grid_axes = check_shared_races(func, lowered.sites, lowered.builder.origins,
                                        varying_values(func, lowered.builder.uniform),
-                                       kernel.options.block)
+                                       kernel.options.block, divergent)
     # recursive @ox.funcs (frontend/device_functions.py): their own functions, checked alike
     device_funcs = [spec.func for spec in device_functions.specializations(lowered.ctx)]
     for f in device_funcs:

@@ -68,7 +68,7 @@ class RaceChecker:
     def check_phase(self, records: list[Access]) -> None:
         by_array: dict[Any, list[Access]] = {}
         for r in records:
-            by_array.setdefault(_memory(r.array), []).append(r)
+            by_array.setdefault(memory(r.array), []).append(r)
         for accesses in by_array.values():
             if all(a.kind == "read" for a in accesses) or all(
                     a.kind == "atomic" for a in accesses):
@@ -340,7 +340,7 @@ def _conflicting_kinds(a: str, b: str) -> bool:
     return "write" in (a, b) or ("atomic" in (a, b) and "read" in (a, b))
 
 
-def _memory(array: SSAValue) -> Any:
+def memory(array: SSAValue) -> Any:
     """What an array's cells are: every `ox.shared.dynamic()` view is one memory."""
     t = array.type
     if isinstance(t, SharedArrayType) and t.shape.data == "?":

@@ -64,6 +64,7 @@ from oxide.passes.lane_values import (
     is_float_type,
 )
 from oxide.passes.race_check import Access, Atoms, RaceChecker, is_shared
+from oxide.passes.race_check import memory as _memory_of
 from oxide.passes.uniformity import control_dependents, is_warp_wide
 
 _MAX_WORLDS = 64  # whole-block splits on uniform unknowns
@@ -86,14 +87,19 @@ def needs_proof(func: ops.FuncOp) -> bool:
 
 def check_shared_races(func: ops.FuncOp, sites: list[Site],
                        origins: dict[Operation, tuple[Span, ...]], varying: set[SSAValue],
-                       block: tuple[int, int, int]) -> frozenset[str] | None:
+                       block: tuple[int, int, int], divergent: SafetyError | None = None
+                       ) -> frozenset[str] | None:
     """Raise SafetyError unless every shared access outside `ox.unsafe()` is race-free
     for a block of shape `block` (x, y, z), and every DisjointSlice write at an index map
     (not the ThreadIndex) writes one element per thread of the launch.
 
+    `divergent` is the uniformity pass's error for a block barrier it could not show every
+    thread reaches: raised if this run finds threads that split at a barrier (waiting at
+    different ones, or some gone while others wait), dropped if they never do.
+
     Returns the grid axes those maps tell blocks apart by (a launch must leave the other
     grid axes at 1: runtime/witness_rules.py), or None where there are no such writes."""
-    return _Prover(func, sites, origins, varying, block).run()
+    return _Prover(func, sites, origins, varying, block, divergent).run()
 
 
 def _is_mapped_write(op: Operation) -> bool:
@@ -131,6 +137,7 @@ class _World:
     # join block -> (threads that ran the arm of a one-armed `if` undecided, the slots the
     # arm assigns): at the join those slots become unknown for those threads
     pending: dict[Block, tuple[np.ndarray, set[SSAValue]]] = field(default_factory=dict)
+    phase: int = 0  # barriers passed
 
     @property
     def size(self) -> int:
@@ -143,7 +150,8 @@ class _World:
                       {k: v.copy() for k, v in self.visits.items()},
                       {k: v.copy() for k, v in self.symbolic.items()}, list(self.records),
                       list(self.mapped), {k: v.copy() for k, v in self.snaps.items()},
-                      {k: (m.copy(), set(f)) for k, (m, f) in self.pending.items()})
+                      {k: (m.copy(), set(f)) for k, (m, f) in self.pending.items()},
+                      self.phase)
 
     def take(self, idx: np.ndarray) -> None:
         """Keep (or duplicate) lanes: lane k of the result is lane idx[k] now."""
@@ -160,8 +168,15 @@ class _World:
 class _Prover:
     def __init__(self, func: ops.FuncOp, sites: list[Site],
                  origins: dict[Operation, tuple[Span, ...]], varying: set[SSAValue],
-                 block: tuple[int, int, int]) -> None:
+                 block: tuple[int, int, int], divergent: SafetyError | None = None) -> None:
         self.func = func
+        self.divergent = divergent
+        # shared memories some `ox.unsafe()` code writes: a value read from them is never
+        # taken as block-uniform (the unchecked write may race with the read)
+        self.unsafe_written = {_memory_of(op.array) for op in func.walk()
+                               if isinstance(op, (ops.StoreOp, ops.AtomicOp))
+                               and is_shared(op.array) and _unsafe(op)}
+        self.uniform_cells: dict[Any, int] = {}  # (memory, cell, phase) -> its value's atom
         self.sites = sites
         self.origins = origins
         self.varying = varying
@@ -338,15 +353,19 @@ class _Prover:
                 return forks
 
     def _release(self, w: _World) -> None:
-        """Every live thread waits at a barrier: they must all wait at the same one."""
+        """Every live thread waits at a barrier: they must all wait at the same one, and
+        none may have left the kernel (it would never arrive)."""
         live = w.blk >= 0
         places = {(int(b), int(p)) for b, p in zip(w.blk[live], w.pos[live], strict=True)}
-        if len(places) > 1:
+        if len(places) > 1 or not live.all():
+            if self.divergent is not None:
+                raise self.divergent
             b, p = min(places)
             barrier = list(self.order[b].ops)[p - 1]
             raise self._give_up(barrier, "threads of the block wait at different barriers")
         self._merge_copies(w, live)
         w.waiting[:] = False
+        w.phase += 1
 
     def _merge_copies(self, w: _World, mask: np.ndarray) -> np.ndarray:
         """Lanes of one real thread that meet at one place become one lane again; values
@@ -677,6 +696,8 @@ class _Prover:
             return
         elif isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp)):
             self._record(w, op, mask)
+            if isinstance(op, ops.LoadOp):
+                result = self._uniform_load(w, op, mask)
         for r in op.results:
             out = result if result is not None else Lanes.unknown(n, is_float_type(r.type))
             out = clip_to(out, r.type)
@@ -685,6 +706,28 @@ class _Prover:
                 # the uniformity pass proves every thread holds one value here
                 out.assign(unknown, Lanes.atom(fresh_atom(), n))
             w.env[r] = out
+
+    def _uniform_load(self, w: _World, op: ops.LoadOp, mask: np.ndarray) -> Lanes | None:
+        """Every thread here reading one cell of a shared array reads one value: no thread
+        writes it in this phase (that would be a race the checks report), and no unchecked
+        `unsafe` code writes the array. So the value is block-uniform: a flag thread 0 set
+        before the barrier (`if am_last[0]:`) may guard barriers."""
+        if not is_shared(op.array) or _unsafe(op) or is_float_type(op.result.type):
+            return None  # floats: no atoms (the flags and counters that matter are ints)
+        memory = _memory_of(op.array)
+        if memory in self.unsafe_written:
+            return None
+        index = [self._value(w, i) for i in op.indices]
+        if not mask.any() or not all(ix.uniform_over(mask) for ix in index):
+            return None
+        lane = int(np.flatnonzero(mask)[0])
+        cell = tuple((int(ix.conc[lane]), ix.signature(lane)) for ix in index)
+        key = (memory, cell, w.phase)
+        if key not in self.uniform_cells:
+            self.uniform_cells[key] = fresh_atom()
+        out = Lanes.unknown(w.size)
+        out.assign(mask, Lanes.atom(self.uniform_cells[key], w.size))
+        return out
 
     def _witness_component(self, w: _World, op: ops.IndexComponentOp) -> Lanes:
         """A ThreadIndex coordinate (dimension 0 is the row: y in a 2-D index)."""

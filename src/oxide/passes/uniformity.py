@@ -286,12 +286,16 @@ def is_warp_wide(op: Operation) -> bool:
 
 
 def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Span, ...]],
-                             uniform: set[SSAValue], lanes_proved: bool = False) -> None:
+                             uniform: set[SSAValue], lanes_proved: bool = False
+                             ) -> SafetyError | None:
     """Raise SafetyError for a block barrier that some threads of a block may not reach,
     or a full-warp collective (`ox.sync_warp()`, `ox.warp.*` without an explicit mask)
     that some lanes of a warp may not reach. `lanes_proved`: the kernel declares its block
     shape, and passes/shared_races.py checks its warp collectives lane by lane instead
-    (so `if thread_idx.x < 32: ox.warp.reduce_add(v)` passes where warps are whole)."""
+    (so `if thread_idx.x < 32: ox.warp.reduce_add(v)` passes where warps are whole), and
+    a block barrier this analysis cannot show uniform is returned, not raised: the
+    lane-by-lane run decides it (a flag every thread reads from one shared cell is the
+    same in all of them), and raises this error if the threads do split."""
     barriers = [(block, op) for block in func.body.blocks for op in block.ops
                 if isinstance(op, ops.BarrierOp) and op.kind.data == "block"]
     warp_wide = [] if lanes_proved else [(block, op) for block in func.body.blocks
@@ -299,15 +303,22 @@ def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Sp
     grid_wide = [(block, op) for block in func.body.blocks for op in block.ops
                  if isinstance(op, ops.BarrierOp) and op.kind.data == "grid"]
     if not barriers and not warp_wide and not grid_wide:
-        return
+        return None
     cd = control_dependents(func)
     if grid_wide:
         _check_grid_barriers(_Uniformity(func, uniform, cd, grid=True), grid_wide, origins)
+    deferred = None
     if barriers:
-        _check_block_barriers(_Uniformity(func, uniform, cd), barriers, origins)
+        try:
+            _check_block_barriers(_Uniformity(func, uniform, cd), barriers, origins)
+        except SafetyError as exc:
+            if not lanes_proved:
+                raise
+            deferred = exc
     if warp_wide:
         _check_warp_collectives(_Uniformity(func, uniform, cd, lanes=True), warp_wide,
                                 origins)
+    return deferred
 
 
 def _check_block_barriers(u: _Uniformity, barriers: list[tuple[Block, Operation]],
