@@ -20,10 +20,22 @@ from oxide.tile.layout import blocked
 from oxide.tile.values import Method, Static, TArray, Tile, describe, shape_text
 
 _REDUCE = {"sum": "add", "max": "max", "min": "min"}
+_MATH = ("exp", "exp2", "log", "sqrt", "rsqrt", "tanh")
 
 
 class TileCallsMixin:
     """The `call_<name>` methods for `tile.<name>(...)`."""
+
+    def call_tile(self, name: str, node: ast.Call) -> Any:
+        """`tile.<name>(...)`: the math functions and reductions share one lowering each;
+        every other function has its own `call_<name>`."""
+        if name in _MATH:
+            return self._math(name, node)
+        if name in _REDUCE:
+            return self._reduce(name, node)
+        if name in ("argmax", "argmin"):
+            return self._argreduce(name[3:], node)
+        return getattr(self, f"call_{name}")(node)
 
     def _axis(self, v: Any, node: ast.AST, what: str) -> int:
         if not (isinstance(v, Static) and isinstance(v.obj, int) and not isinstance(v.obj, bool)
@@ -121,24 +133,6 @@ class TileCallsMixin:
                              hint="convert first: `x.astype(f32)`")
         return self.em.math(fn, t)
 
-    def call_exp(self, node: ast.Call) -> Tile:
-        return self._math("exp", node)
-
-    def call_exp2(self, node: ast.Call) -> Tile:
-        return self._math("exp2", node)
-
-    def call_log(self, node: ast.Call) -> Tile:
-        return self._math("log", node)
-
-    def call_sqrt(self, node: ast.Call) -> Tile:
-        return self._math("sqrt", node)
-
-    def call_rsqrt(self, node: ast.Call) -> Tile:
-        return self._math("rsqrt", node)
-
-    def call_tanh(self, node: ast.Call) -> Tile:
-        return self._math("tanh", node)
-
     def _minmax(self, kind: str, node: ast.Call) -> Any:
         a, b = self.positional(node, 2, f"tile.{kind}imum(a, b)")
         if isinstance(a, Static) and isinstance(b, Static):
@@ -228,12 +222,6 @@ class TileCallsMixin:
                              f"{x.ndim - 1} for {x.describe()}")
         return self.em.cumsum(x, axis % x.ndim)
 
-    def call_argmax(self, node: ast.Call) -> Tile:
-        return self._argreduce("max", node)
-
-    def call_argmin(self, node: ast.Call) -> Tile:
-        return self._argreduce("min", node)
-
     def _axes(self, name: str, x: Tile, node: ast.Call) -> tuple[list[int], bool]:
         """The axes a reduction's `axis` names (all for None), and its `keepdims`."""
         axis_v, axis_node = self.keyword(node, "axis", 1)
@@ -252,15 +240,6 @@ class TileCallsMixin:
                              f"{x.ndim - 1} for {x.describe()}" if x.ndim else
                              f"tile.{name} of a scalar takes no axis")
         return [axis_v.obj % x.ndim], keepdims
-
-    def call_sum(self, node: ast.Call) -> Tile:
-        return self._reduce("sum", node)
-
-    def call_max(self, node: ast.Call) -> Tile:
-        return self._reduce("max", node)
-
-    def call_min(self, node: ast.Call) -> Tile:
-        return self._reduce("min", node)
 
     def call_broadcast_to(self, node: ast.Call) -> Tile:
         x, s = self.positional(node, 2, "tile.broadcast_to(x, shape)")

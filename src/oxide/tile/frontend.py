@@ -623,7 +623,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
                                  f"`tile.{name}` is not built yet",
                                  hint="this first slice of the Tile model has loads, stores, "
                                       "elementwise math, broadcasting and sum/max/min")
-            return getattr(self, f"call_{name}")(node)
+            return self.call_tile(name, node)
         if isinstance(obj, T.DType):
             (arg,) = self.positional(node, 1, f"{obj.name}(x)")
             if isinstance(arg, Static):
