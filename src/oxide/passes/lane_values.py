@@ -18,7 +18,6 @@ and the race proof treats `top` indices as "could be any cell".
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from itertools import count
 
 import numpy as np
@@ -117,9 +116,6 @@ class Lanes:
     def copy(self) -> Lanes:
         return Lanes(self.conc.copy(), {a: c.copy() for a, c in self.coef.items()},
                      self.top.copy())
-
-    def lanes(self) -> Iterator[int]:
-        return iter(range(len(self.conc)))
 
 
 def int_range(t: Attribute) -> tuple[int, int] | None:
@@ -221,20 +217,25 @@ def concrete(kind: str, a: Lanes, b: Lanes) -> Lanes:
     return Lanes(conc, None, ~ok)
 
 
-def compare(pred: str, a: Lanes, b: Lanes) -> tuple[Lanes, np.ndarray]:
-    """`a pred b` where the difference is concrete; also the lanes where it is not but is
-    the same symbolic value in every one of them (a block-uniform unknown)."""
+def compare(pred: str, a: Lanes, b: Lanes, mask: np.ndarray) -> Lanes:
+    """`a pred b`: concrete where the difference is; one fresh atom (a block-uniform
+    unknown truth value) for the lanes of `mask` where the difference is one and the same
+    symbolic value in all of them; unknown elsewhere."""
     if a.is_float or b.is_float:  # no atoms; IEEE comparisons (NaN compares false)
         known = a.known() & b.known()
         with np.errstate(all="ignore"):
             result = {"lt": np.less, "le": np.less_equal, "gt": np.greater,
                       "ge": np.greater_equal, "eq": np.equal, "ne": np.not_equal}[pred](
                 a.conc, b.conc)
-        return Lanes(result.astype(np.int64), None, ~known), np.zeros(len(known), bool)
+        return Lanes(result.astype(np.int64), None, ~known)
     diff = affine("sub", a, b)
     known = diff.known()
     d = diff.conc
     with np.errstate(all="ignore"):
         result = {"lt": d < 0, "le": d <= 0, "gt": d > 0, "ge": d >= 0, "eq": d == 0,
                   "ne": d != 0}[pred]
-    return Lanes(result.astype(np.int64), None, ~known), diff.symbolic() & ~diff.top
+    out = Lanes(result.astype(np.int64), None, ~known)
+    unknown = mask & diff.symbolic() & ~diff.top
+    if unknown.any() and diff.uniform_over(unknown):
+        out.assign(unknown, Lanes.atom(fresh_atom(), len(d)))
+    return out

@@ -657,11 +657,7 @@ class _Prover:
             else:
                 result = Lanes(np.abs(x.conc), None, ~x.known())
         elif isinstance(op, ops.CompareOp):
-            result, uniform_unknown = compare(op.predicate.data, val(w, op.lhs), val(w, op.rhs))
-            unknown = mask & uniform_unknown
-            diff = affine("sub", val(w, op.lhs), val(w, op.rhs))
-            if unknown.any() and diff.uniform_over(unknown):
-                result.assign(unknown, Lanes.atom(fresh_atom(), n))
+            result = compare(op.predicate.data, val(w, op.lhs), val(w, op.rhs), mask)
         elif isinstance(op, ops.CastOp):
             x = val(w, op.operand)
             if is_float_type(op.result.type):
