@@ -11,7 +11,6 @@
 
 from __future__ import annotations
 
-from oxide import tile  # ox.tile, the Tile model
 from oxide.errors import (
     AliasingError,
     ArgumentError,
@@ -132,6 +131,10 @@ def __getattr__(name: str) -> object:
         from oxide.runtime.bundle import load_bundle
 
         return load_bundle
+    if name == "tile":  # ox.tile, the Tile model: its frontend loads with it
+        import oxide.tile
+
+        return oxide.tile
     if name == "testing":  # ox.testing.do_bench
         import oxide.testing
 
