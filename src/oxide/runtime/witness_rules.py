@@ -72,12 +72,12 @@ def check_block_shape(kernel_name: str, declared: tuple[int, int, int] | None,
     """
     if declared is None or tuple(cfg.block) == declared:
         return
-    shape = tuple(declared[:max(i + 1 for i, d in enumerate(declared) if d != 1 or i == 0)])
+    x, y, z = declared
+    spelled = f"{x}" if y == z == 1 else f"({x}, {y})" if z == 1 else f"({x}, {y}, {z})"
     raise ArgumentError(
-        f"`{kernel_name}` is declared with block={shape if len(shape) > 1 else shape[0]}, and "
-        f"its shared-memory accesses are proved race-free for that shape only; this launch "
-        f"has block {cfg.block}. Launch with block={shape if len(shape) > 1 else shape[0]}, "
-        "or change the kernel's `block=`")
+        f"`{kernel_name}` is declared with block={spelled}, and its shared-memory accesses "
+        f"are proved race-free for that shape only; this launch has block {cfg.block}. "
+        f"Launch with block={spelled}, or change the kernel's `block=`")
 
 
 def _check_grid_rule(kernel_name: str, mask: int, cfg: LaunchConfig) -> None:
