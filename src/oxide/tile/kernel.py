@@ -28,9 +28,11 @@ from oxide.tile.layout import WARP_SIZE
 
 @dataclass(frozen=True)
 class TileOptions(KernelOptions):
-    """A tile kernel's options: the SIMT ones it fixes, and `num_warps`."""
+    """A tile kernel's options: the SIMT ones it fixes, `num_warps`, and `occupancy`
+    (the fewest blocks per SM the GPU code should allow: PTX `.minnctapersm`)."""
 
     num_warps: int = 4
+    occupancy: int | None = None
 
 
 class TileKernel(Kernel):
@@ -94,12 +96,46 @@ class TileFunctionDef(DeviceFunction):
         return f"<oxide.tile.func {self.__name__}>"
 
 
-def _num_warps(n: Any, depth: int) -> int:
+_MAX_OCCUPANCY = 32  # blocks per SM: the most any CUDA GPU holds (sm_80 and later)
+
+
+def _num_warps(n: Any, depth: int | None) -> int:
     if isinstance(n, int) and not isinstance(n, bool) and n in (1, 2, 4, 8, 16, 32):
         return n
     raise KernelTypeError(f"@ox.tile.kernel option `num_warps` must be 1, 2, 4, 8, 16 or 32, "
-                          f"not {n!r}", _caller_span(depth + 1, "num_warps"),
+                          f"not {n!r}", _span(depth, "num_warps"),
                           hint="a block is num_warps * 32 threads (at most 1024)")
+
+
+def _occupancy(n: Any, warps: int, depth: int | None) -> int | None:
+    """`occupancy=N` asks for N blocks per SM; N blocks of `warps` warps must fit in the
+    2048 threads an SM holds, or ptxas could never honour it."""
+    if n is None:
+        return None
+    limit = min(_MAX_OCCUPANCY, 2048 // (warps * WARP_SIZE))
+    if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= limit:
+        return n
+    raise KernelTypeError(f"@ox.tile.kernel option `occupancy` must be an int from 1 to {limit} "
+                          f"for blocks of {warps} warps, not {n!r}", _span(depth, "occupancy"),
+                          hint="it is the fewest blocks per SM the kernel should reach; an SM "
+                               "holds 2048 threads, i.e. 2048 // (num_warps * 32) blocks")
+
+
+def _span(depth: int | None, needle: str) -> Any:
+    """The decorator's line `depth` frames up, or no span (options made by ox.autotune)."""
+    return None if depth is None else _caller_span(depth + 2, needle)
+
+
+def tile_options(num_warps: int = 4, occupancy: int | None = None, lineinfo: bool = False,
+                 depth: int | None = None) -> TileOptions:
+    """Checked TileOptions. `depth` (frames above the caller) locates a bad value's
+    diagnostic at a decorator line; ox.autotune passes None and keeps the message as
+    the reason a config was skipped."""
+    warps = _num_warps(num_warps, None if depth is None else depth + 1)
+    occ = _occupancy(occupancy, warps, None if depth is None else depth + 1)
+    return TileOptions(checks=False, contract=True, max_threads=warps * WARP_SIZE,
+                       coarsen=False, lineinfo=lineinfo, block=(warps * WARP_SIZE, 1, 1),
+                       num_warps=warps, occupancy=occ)
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int = 4,
@@ -107,20 +143,24 @@ def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int = 4,
            lineinfo: bool = False) -> Any:
     """Declare a tile kernel. `num_warps` (default 4) sets the block's size.
 
+    `occupancy=N` asks the GPU code to leave room for N blocks per SM (PTX
+    `.minnctapersm N`, beside `.maxntid`): ptxas then caps the registers per thread so
+    that N blocks fit. It changes nothing on the CPU. `num_stages` is refused: it would
+    set the depth of software pipelining of tile loads, which oxide does not do yet.
+
     >>> @ox.tile.kernel  # doctest: +SKIP
     ... def add(a: Slice[f32], b: Slice[f32], c: DisjointSlice[f32], B: Const[int]):
     ...     i = tile.bid(0)
     ...     tile.store(c, (i,), tile.load(a, (i,), (B,)) + tile.load(b, (i,), (B,)))
     """
-    for name, value in (("num_stages", num_stages), ("occupancy", occupancy)):
-        if value is not None:
-            raise UnsupportedFeatureError(f"@ox.tile.kernel option `{name}` is not built yet",
-                                          _caller_span(1, name),
-                                          hint="leave it out; `num_warps` is supported")
-    warps = _num_warps(num_warps, 1)
-    options = TileOptions(checks=False, contract=True, max_threads=warps * WARP_SIZE,
-                          coarsen=False, lineinfo=lineinfo, block=(warps * WARP_SIZE, 1, 1),
-                          num_warps=warps)
+    if num_stages is not None:
+        raise UnsupportedFeatureError(
+            "@ox.tile.kernel option `num_stages` is not built yet: oxide does not pipeline "
+            "tile loads across loop iterations (not implemented yet), so there are no stages "
+            "to set",
+            _caller_span(1, "num_stages"),
+            hint="leave it out; `num_warps` and `occupancy` are supported")
+    options = tile_options(num_warps, occupancy, lineinfo, depth=1)
     if fn is None:
         def decorate(f: Callable[..., Any]) -> TileKernel:
             _require_function(f, "@ox.tile.kernel", 1)
