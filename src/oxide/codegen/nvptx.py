@@ -40,9 +40,11 @@ class NVPTXTarget:
     name = "nvptx"
     return_text = "ret void"
 
-    def __init__(self, arch: str, max_threads: int | None) -> None:
+    def __init__(self, arch: str, max_threads: int | None, min_blocks: int | None = None
+                 ) -> None:
         self.arch = check_arch(arch)
         self.max_threads = max_threads
+        self.min_blocks = min_blocks  # `.minnctapersm`: @ox.tile.kernel(occupancy=N)
         self.shared_count = 0
 
     @property
@@ -396,6 +398,8 @@ class NVPTXTarget:
         attrs = []
         if self.max_threads:
             attrs.append(f'"nvvm.maxntid"="{self.max_threads}"')
+        if self.min_blocks:
+            attrs.append(f'"nvvm.minctasm"="{self.min_blocks}"')
         # The datalayout must be in the text: the parser gives loads and stores without an
         # explicit `align` the ABI alignment of the layout it sees (the default one has
         # 4-byte i64/f64, which splits every 64-bit access in two).
