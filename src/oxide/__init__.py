@@ -27,6 +27,7 @@ from oxide.errors import (
     TargetError,
     UnsupportedFeatureError,
 )
+from oxide.autotuner import Config, autotune
 from oxide.kernel import Kernel, KernelOptions, func, kernel
 from oxide.lang import (
     asm,
@@ -106,7 +107,8 @@ from oxide.types import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "AliasingError", "ArgumentError", "atomic", "AtomicSlice", "bf16", "block", "block_dim",
+    "AliasingError", "ArgumentError", "atomic", "AtomicSlice", "autotune", "Config", "bf16",
+    "block", "block_dim",
     "block_idx", "bool_", "brev", "byte_perm", "clz", "CompileError", "Const", "ConstantArray",
     "device", "DeviceArray", "DeviceError", "DisjointSlice", "DType", "empty", "f16", "f32",
     "f64", "ffs", "func", "grid", "grid_dim", "i16", "i32", "i64", "i8", "InternalCompilerError",
