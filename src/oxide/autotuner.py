@@ -589,8 +589,17 @@ def _reason(exc: BaseException) -> str:
 def _all_failed(name: str, failures: dict[Config, str],
                 errors: list[CompileError | LaunchError]) -> Exception:
     """The error when no config ran: the kernel's own error when every config failed the
-    same way (a bug in the body, not a config), else one listing each config's reason."""
-    if len({str(e) for e in errors}) == 1:
+    same way at the same place (a bug in the body, not in a config: the first config's
+    error, with its span), else one listing each config's reason."""
+    if len({_where(e) for e in errors}) == 1:
         return errors[0]
     lines = "\n".join(f"  {config}: {reason}" for config, reason in failures.items())
     return LaunchError(f"ox.autotune: no config of `{name}` compiled and launched:\n{lines}")
+
+
+def _where(exc: BaseException) -> tuple[Any, ...]:
+    """An error's kind and place (its message where it has no span)."""
+    span = getattr(exc, "span", None)
+    if span is None:
+        return (type(exc), str(exc))
+    return (type(exc), span.file, span.line, span.col)
