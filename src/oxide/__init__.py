@@ -66,6 +66,7 @@ from oxide.lang import (
     threadfence,
     threadfence_block,
     threadfence_system,
+    tma,
     unsafe,
     warp,
     warp_id,
@@ -123,7 +124,7 @@ __all__ = [
     # the tensor-core and Hopper primitives (lang/hopper.py)
     "asm", "cluster", "elect_sync", "fence_mbarrier_init", "fence_proxy_async", "ldmatrix",
     "mbarrier", "mma_sync", "named_barrier_sync", "setmaxnreg", "stmatrix",
-    "wgmma", "wgmma_commit", "wgmma_desc", "wgmma_fence", "wgmma_wait",
+    "wgmma", "wgmma_commit", "wgmma_desc", "wgmma_fence", "wgmma_wait", "tma", "TensorMap",
 ]
 
 
@@ -137,6 +138,10 @@ def __getattr__(name: str) -> object:
         import oxide.tile
 
         return oxide.tile
+    if name == "TensorMap":  # the TMA host type and annotation (runtime/tensormap.py)
+        from oxide.runtime.tensormap import TensorMap
+
+        return TensorMap
     if name == "testing":  # ox.testing.do_bench
         import oxide.testing
 

@@ -180,7 +180,8 @@ class Kernel:
             if isinstance(ann, _RefusedAnnotation):
                 raise self._param_error(p.name, f"`{p.name}: {ann.text}`: {ann.error.message}",
                                         hint=ann.error.hint)
-            if not isinstance(ann, (T.DType, T.ArrayType, T.ConstType, T.TypeVar)):
+            if not isinstance(ann, (T.DType, T.ArrayType, T.ConstType, T.TypeVar,
+                                    T.TensorMapType)):
                 raise self._param_error(
                     p.name, f"`{p.name}: {_annotation_text(ann)}` is not a kernel "
                     "parameter type", hint=_param_type_hint(ann))

@@ -136,6 +136,10 @@ def _spec(kernel: Any, p: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> Sp
         if is_type:
             raise ArgumentError(f"`{p.name}` is {ann!r}: compile it with a value, not a type")
         return ConstValue(const_value(p.name, ann, value))
+    if isinstance(ann, T.TensorMapType):
+        from oxide.runtime.tensormap import spec_of
+
+        return spec_of(p.name, ann, a)
     if isinstance(ann, T.ArrayType):
         if isinstance(a, T.ArrayType):
             dt, rank, contiguous = a.dtype, a.rank, True if a.contiguous is None else a.contiguous

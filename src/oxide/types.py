@@ -16,7 +16,7 @@ __all__ = [
     "DType", "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64",
     "u8", "u16", "u32", "u64", "bool_", "SCALARS", "dtype_of",
     "ArrayType", "Slice", "DisjointSlice", "AtomicSlice", "RawSlice",
-    "Const", "ConstType", "TypeVar",
+    "Const", "ConstType", "TypeVar", "TensorMapType",
 ]
 
 
@@ -245,6 +245,35 @@ class _ConstFactory:
 
 
 Const = _ConstFactory()
+
+
+@dataclass(frozen=True)
+class TensorMapType:
+    """A TMA tensor map parameter, `ox.TensorMap[bf16, 2]`: element type and rank (1 to 5).
+
+    The kernel receives the 128-byte `CUtensorMap` by value (a grid-constant parameter),
+    which `ox.tma.*` address directly; the box and swizzle are in those bytes, not in the
+    type, so one specialization serves every box. runtime/tensormap.py builds the value."""
+
+    dtype: Any  # DType
+    rank: int = 2
+
+    def __repr__(self) -> str:
+        return f"TensorMap[{self.dtype.name}, {self.rank}]"
+
+
+TENSORMAP_BYTES = 128  # sizeof(CUtensorMap); the parameter is 64-byte aligned
+
+
+def tensormap_type(item: Any) -> TensorMapType:
+    """`TensorMap[dt, rank]` (rank defaults to 2): the annotation, checked where it is
+    written (ox.TensorMap's `__class_getitem__` calls this)."""
+    dtype, rank = (item if isinstance(item, tuple) else (item, 2))
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= 5:
+        raise TypeError(f"TensorMap[dtype, rank]: a tensor map has rank 1 to 5, got {rank!r}")
+    if not isinstance(dtype, DType):
+        dtype = dtype_of(dtype)
+    return TensorMapType(dtype, rank)
 
 
 class TypeVar:

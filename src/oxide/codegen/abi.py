@@ -2,7 +2,9 @@
 
 Array parameters are flattened (cuda.core cannot pass structs by value): a
 pointer, then one i64 extent per dimension, then, for non-contiguous layouts,
-one i64 stride (in elements) per dimension. Scalars pass as themselves. A
+one i64 stride (in elements) per dimension. Scalars pass as themselves. An
+`ox.TensorMap` passes its 128 bytes by value on a GPU (a 64-byte-aligned grid
+constant), and a pointer to oxide's description of it on the CPU. A
 hidden last parameter points at the error record (see `ERROR_RECORD`).
 """
 
@@ -28,7 +30,7 @@ class ParamABI:
     """One user-visible kernel parameter and the machine arguments it becomes."""
 
     name: str
-    spec: T.DType | T.ArrayType
+    spec: T.DType | T.ArrayType | T.TensorMapType
 
     @property
     def is_array(self) -> bool:
@@ -39,4 +41,6 @@ class ParamABI:
         if isinstance(self.spec, T.ArrayType):
             n = self.spec.rank
             return ["ptr"] + ["i64"] * n + ([] if self.spec.contiguous else ["i64"] * n)
+        if isinstance(self.spec, T.TensorMapType):  # 128 bytes by value (a GPU launch)
+            return ["tensormap"]
         return [self.spec.llvm]

@@ -163,6 +163,11 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
                 self.arrays[arg] = {"ptr": base, "dims": dims, "strides": strides,
                                     "dtype": spec.dtype, "space": "global"}
                 self.names[arg] = base
+            elif isinstance(p.spec, T.TensorMapType):  # the TMA descriptor (codegen/hopper.py)
+                name = f"%{p.name}"
+                params.append(self.t.tensormap_param(name) if self.t.name == "nvptx"
+                              else f"ptr noalias readonly {name}")
+                self.names[arg] = name
             else:
                 name = f"%{p.name}"
                 params.append(f"{p.spec.llvm} {name}")

@@ -9,7 +9,8 @@ any of that, the target is checked here: LLVM aborts the whole process on an int
 cannot select for the architecture (TOOLCHAIN-NOTES), so a primitive the target lacks is
 a `TargetError` naming the call, raised while the LLVM IR text is still being written.
 The CPU target computes mma.sync, ldmatrix, stmatrix and wgmma itself (exact loops, at
-the end of this module) and has none of the others.
+the end of this module), and mbarriers and TMA copies in codegen/hopper_cpu.py; it has
+none of the others.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ _REQUIRES: tuple[tuple[str, int, bool], ...] = (
     ("elect_sync", 90, False), ("setmaxnreg.", 90, True), ("named_barrier", 80, False),
     ("sreg.", 90, False), ("cluster.", 90, False), ("wgmma.m64n", 90, True),
     ("wgmma.desc", 90, True), ("wgmma.fence", 90, True), ("wgmma.commit", 90, True),
-    ("wgmma.wait", 90, True),
+    ("wgmma.wait", 90, True), ("tma.", 90, False),
 )
 # kind prefix -> the name users wrote
 _NAMES = (("wgmma.desc", "ox.wgmma_desc()"), ("wgmma.fence", "ox.wgmma_fence()"),
@@ -40,7 +41,12 @@ _NAMES = (("wgmma.desc", "ox.wgmma_desc()"), ("wgmma.fence", "ox.wgmma_fence()")
           ("fence.mbarrier_init", "ox.fence_mbarrier_init()"),
           ("elect_sync", "ox.elect_sync()"), ("setmaxnreg.", "ox.setmaxnreg()"),
           ("named_barrier", "ox.named_barrier_sync()"), ("sreg.", "ox.cluster registers"),
-          ("cluster.", "the cluster barrier"))
+          ("cluster.", "the cluster barrier"), ("tma.load", "ox.tma.load()"),
+          ("tma.barrier", "ox.tma.load()"), ("tma.store", "ox.tma.store()"),
+          ("tma.prefetch_descriptor", "ox.tma.prefetch_descriptor()"),
+          ("tma.prefetch", "ox.tma.prefetch()"), ("tma.commit_group", "ox.tma.commit_group()"),
+          ("tma.wait_group_read", "ox.tma.wait_group_read()"),
+          ("tma.wait_group", "ox.tma.wait_group()"))
 _MMA = {"mma.m16n8k16.bf16": "llvm.nvvm.mma.m16n8k16.row.col.bf16",
         "mma.m16n8k16.f16": "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
         "mma.m16n8k8.tf32": "llvm.nvvm.mma.m16n8k8.row.col.tf32"}
@@ -72,7 +78,12 @@ def _known_nvvm() -> frozenset[str]:
               "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32",
               "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32", "llvm.nvvm.barrier.cta.sync.count",
               "llvm.nvvm.barrier.cluster.arrive", "llvm.nvvm.barrier.cluster.wait",
-              "llvm.nvvm.wgmma.fence.sync.aligned", "llvm.nvvm.wgmma.commit_group.sync.aligned"}
+              "llvm.nvvm.wgmma.fence.sync.aligned", "llvm.nvvm.wgmma.commit_group.sync.aligned",
+              "llvm.nvvm.cp.async.bulk.commit.group", "llvm.nvvm.cp.async.bulk.wait.group",
+              "llvm.nvvm.cp.async.bulk.wait.group.read", "llvm.nvvm.prefetch.tensormap.p0"}
+    for rank in range(1, 6):
+        names |= {f"llvm.nvvm.cp.async.bulk.tensor.{op}.tile.{rank}d"
+                  for op in ("g2s", "s2g", "prefetch")}
     return frozenset(names)
 
 
@@ -191,6 +202,14 @@ def emit_hopper(em: Any, op: ops.HopperOp) -> None:
         for r, v in zip(results, _cpu_wgmma(em, kind, op), strict=True):
             em.names[r] = v
         return
+    if em.t.name == "cpu" and (head == "tma" or head == "mbarrier"):  # copies, counters
+        from oxide.codegen import hopper_cpu
+
+        values = (hopper_cpu.tma(em, kind, op) if head == "tma"
+                  else hopper_cpu.mbarrier(em, kind.split(".", 1)[1], op))
+        for r, v in zip(results, values, strict=True):
+            em.names[r] = v
+        return
     if em.t.name == "cpu" and head in ("sreg", "fence"):
         # CPU launches form no clusters: each block is a cluster of one, as on a GPU
         # launched without them. There is no async proxy to fence against.
@@ -207,6 +226,8 @@ def emit_hopper(em: Any, op: ops.HopperOp) -> None:
         values = _mbarrier(em, kind.split(".", 1)[1], op)
     elif head == "wgmma":
         values = _wgmma(em, kind, op)
+    elif head == "tma":
+        values = _tma(em, kind, op)
     else:
         values = _simple(em, kind, op)
     for r, v in zip(results, values, strict=True):
@@ -321,6 +342,60 @@ def _simple(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
         _nvvm(em, f"llvm.nvvm.barrier.{kind}", "void", [])
     else:
         raise TargetError(f"oxide has no GPU primitive `{kind}`")
+    return []
+
+
+# -- TMA --------------------------------------------------------------------------------
+#
+# cp.async.bulk.tensor through the LLVM 22 intrinsics (TOOLCHAIN-NOTES): the tensor map is
+# the kernel's by-value grid-constant parameter, whose generic address (cvta.param) TMA
+# takes; coordinates go innermost first (the frontend has them outermost first). A shared
+# array TMA writes or reads is aligned to 1024 bytes: 128 is TMA's own rule, and 1024 puts
+# the 128-byte swizzle's pattern at the array's first element (the swizzle is in the
+# tensor map, not known here), as wgmma's descriptors and the CPU's copies assume.
+
+TMA_ALIGN = 1024
+_P7 = "ptr addrspace(7)"
+
+
+def _tma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
+    name = kind.split(".")[1]
+    if name == "barrier":
+        return [em.ins(f"ptrtoint {_P3} {element_address(em, op)} to i64")]
+    if name == "commit_group":
+        _nvvm(em, "llvm.nvvm.cp.async.bulk.commit.group", "void", [])
+        return []
+    if name in ("wait_group", "wait_group_read"):
+        n = op.imm.data[0].data  # type: ignore[attr-defined]
+        suffix = ".read" if name == "wait_group_read" else ""
+        _nvvm(em, f"llvm.nvvm.cp.async.bulk.wait.group{suffix}", "void", [("i32", str(n))])
+        return []
+    args = [em.v(a) for a in op.args]
+    tmap = ("ptr", args[0])
+    if name == "prefetch_descriptor":
+        _nvvm(em, "llvm.nvvm.prefetch.tensormap.p0", "void", [tmap])
+        return []
+    rank = int(kind.split(".")[2][:-1])
+    if name == "prefetch":
+        coords = [("i32", c) for c in reversed(args[1:1 + rank])]
+        _nvvm(em, f"llvm.nvvm.cp.async.bulk.tensor.prefetch.tile.{rank}d", "void",
+              [tmap, *coords, ("i64", "0"), ("i1", "false")])
+        return []
+    _align_shared(em, op.array[0], TMA_ALIGN)
+    smem = element_address(em, op)
+    if name == "store":
+        coords = [("i32", c) for c in reversed(args[1:1 + rank])]
+        _nvvm(em, f"llvm.nvvm.cp.async.bulk.tensor.s2g.tile.{rank}d", "void",
+              [(_P3, smem), tmap, *coords, ("i64", "0"), ("i1", "false")])
+        return []
+    bar = em.ins(f"inttoptr i64 {args[1]} to {_P3}")
+    coords = [("i32", c) for c in reversed(args[2:2 + rank])]
+    multicast = kind.endswith(".multicast")
+    mask = args[2 + rank] if multicast else "0"
+    dst = em.ins(f"addrspacecast {_P3} {smem} to {_P7}")
+    _nvvm(em, f"llvm.nvvm.cp.async.bulk.tensor.g2s.tile.{rank}d", "void",
+          [(_P7, dst), (_P3, bar), tmap, *coords, ("i16", mask), ("i64", "0"),
+           ("i1", "true" if multicast else "false"), ("i1", "false"), ("i32", "0")])
     return []
 
 

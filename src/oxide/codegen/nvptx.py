@@ -369,6 +369,12 @@ class NVPTXTarget:
         return em.intrinsic(f"llvm.nvvm.shfl.sync.{mode}.{sfx}", dt.llvm,
                             [("i32", mask), (dt.llvm, v), ("i32", lane), ("i32", clamp)])
 
+    def tensormap_param(self, name: str) -> str:
+        """A TensorMap parameter: the 128-byte CUtensorMap by value, 64-byte aligned, and a
+        grid constant, so TMA takes its address in the parameter space (without
+        `nvvm.grid_constant` LLVM copies it to local memory, where TMA cannot read it)."""
+        return f'ptr byval([128 x i8]) align 64 "nvvm.grid_constant" {name}'
+
     def call_context_params(self) -> list[str]:
         """A device function's trailing parameters: none (registers are read directly)."""
         return []

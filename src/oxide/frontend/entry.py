@@ -9,6 +9,7 @@ import numpy as np
 
 from oxide import types as T
 from oxide.frontend.builder import IRBuilder, Site
+from oxide.frontend.hopper_calls import tensormap_ir_type, tensormap_param
 from oxide.frontend.lower import FunctionLowering
 from oxide.frontend.scope import wrap_python
 from oxide.frontend.values import Array, Val
@@ -48,7 +49,8 @@ class LoweredKernel:
 def lower_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> LoweredKernel:
     """Lower `kernel`'s body for one signature into oxide IR."""
     runtime_params = [(p, s) for p, s in zip(kernel.params, sig, strict=True) if not isinstance(s, ConstValue)]
-    arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
+    arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else
+                 tensormap_ir_type(s) if isinstance(s, T.TensorMapType) else ir_type(s)
                  for _, s in runtime_params]
     b = IRBuilder(symbol, arg_types)
     ctx = KernelContext({p.name for p in kernel.params}, kernel.options.checks,
@@ -65,6 +67,8 @@ def lower_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> LoweredKerne
             env[p.name] = wrap_python(value)
         elif isinstance(s, T.ArrayType):
             env[p.name] = Array(next(args), s, p.name)
+        elif isinstance(s, T.TensorMapType):
+            env[p.name] = tensormap_param(next(args), s, p.name)
         else:
             env[p.name] = Val(next(args), s)
     for name, value in env.items():

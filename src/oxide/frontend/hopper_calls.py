@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from oxide import types as T
@@ -29,6 +30,29 @@ _HALVES = ("bf16", "f16")
 _B16 = ("bf16", "f16", "i16", "u16")
 # swizzle bytes -> the layout code of a wgmma shared-memory matrix descriptor (bits 62-63)
 WGMMA_SWIZZLE = {128: 1, 64: 2, 32: 3}
+
+
+@dataclass(frozen=True)
+class TensorMapArg:
+    """A kernel's `ox.TensorMap[dt, rank]` parameter: the by-value 128-byte tensor map,
+    which only `ox.tma.*` take (it is not an array: it cannot be indexed or copied)."""
+
+    ssa: Any
+    type: T.TensorMapType
+    name: str
+
+
+def tensormap_param(ssa: Any, spec: T.TensorMapType, name: str) -> TensorMapArg:
+    """The frontend value of a TensorMap parameter (frontend/entry.py)."""
+    return TensorMapArg(ssa, spec, name)
+
+
+def tensormap_ir_type(spec: T.TensorMapType) -> Any:
+    """Its IR type: an `oxide.array` of access "tensormap" (no load or store takes it;
+    codegen/emit.py makes it the by-value grid-constant parameter)."""
+    from oxide.ir.types import array_ir_type
+
+    return array_ir_type(T.ArrayType("tensormap", spec.dtype, spec.rank, True))
 
 
 class HopperCallsMixin:
@@ -610,6 +634,164 @@ class HopperCallsMixin:
         op = self._gpu_op(ops.HopperOp("wgmma.wait", flat, [ir_type(T.f32)] * len(flat),
                                        imm=(n,)), node)
         return _regroup(acc_v, [Val(r, T.f32) for r in op.results])
+
+    # -- TMA (sm_90) -------------------------------------------------------------------
+
+    def _tensormap(self, arg: ast.expr, what: str) -> TensorMapArg:
+        v = self.expr(arg)
+        if isinstance(v, TensorMapArg):
+            return v
+        raise self.error(KernelTypeError, arg,
+                         f"the first argument of {what} is an ox.TensorMap parameter, not "
+                         f"{describe(v)}",
+                         hint="declare the parameter `m: ox.TensorMap[dtype, rank]` and pass "
+                              "ox.TensorMap(array, box=...) at the launch")
+
+    def _coords(self, tm: TensorMapArg, nodes: list[ast.expr]) -> list[Any]:
+        """The box's coordinates as i32, outermost first as written (codegen reverses
+        them into TMA's innermost-first order)."""
+        return [self._i32(self.expr(c), c, "a TMA coordinate") for c in nodes]
+
+    def _i32(self, v: Any, node: ast.AST, what: str) -> Any:
+        if isinstance(v, Lit):
+            return self.materialize(v, T.i32, node)
+        if isinstance(v, Witness):
+            v = self.scalar(v, node)
+        if isinstance(v, Val) and not v.dtype.is_float and not v.dtype.is_bool:
+            return self.b.cast(v.ssa, T.i32)
+        raise self.error(KernelTypeError, node, f"{what} must be an integer, not {describe(v)}")
+
+    def _tma_shared(self, arg: ast.expr, tm: TensorMapArg, what: str
+                    ) -> tuple[FixedArray, list[Any], int | None]:
+        """The shared array a TMA copy reads or writes (all of it, or from `s[i, ...]`),
+        of the tensor map's element type."""
+        if isinstance(arg, ast.Subscript):
+            arr, idx, site = self._shared_element(arg, what, (tm.type.dtype.name,), "s[0, 0]")
+            return arr, idx, site
+        base = self.expr(arg)
+        if not (isinstance(base, FixedArray) and base.space == "shared"):
+            raise self.error(KernelTypeError, arg,
+                             f"{what} copies to or from a shared array; `{self.text(arg)}` is "
+                             f"{describe(base)}",
+                             hint="declare it with ox.shared.array(dtype, box shape)")
+        if base.dtype != tm.type.dtype:
+            raise self.error(KernelTypeError, arg,
+                             f"{what}: the tensor map `{tm.name}` moves {tm.type.dtype.name}, "
+                             f"the shared array is {base.dtype.name}")
+        if any(n is None for n in base.shape):
+            raise self.error(KernelTypeError, arg,
+                             f"{what} needs a static shared array (its alignment is raised "
+                             "for TMA); dynamic shared memory is not supported here")
+        zero = self.materialize(Lit(0), T.i64, arg)
+        site = (self.b.site("index", self.src.span(arg), base.name or self.text(arg))
+                if self.ctx.checks else None)  # the CPU's copy checks the box fits
+        return base, [zero] * len(base.shape), site
+
+    def _coord_count(self, node: ast.Call, tm: TensorMapArg, given: int, what: str) -> None:
+        if given != tm.type.rank:
+            raise self.error(KernelTypeError, node,
+                             f"{what}: `{tm.name}` is {tm.type!r}, so it takes {tm.type.rank} "
+                             f"coordinate{'s' if tm.type.rank > 1 else ''} (outermost first); "
+                             f"got {given}")
+
+    def intr_tma_load(self, node: ast.Call) -> Static:
+        """`ox.tma.load(tmap, s, *coords, barrier, multicast=None)`: cp.async.bulk.tensor
+        global -> shared::cluster, completing the mbarrier by the box's bytes."""
+        what = "ox.tma.load()"
+        self._need_unsafe(node, what, "writes shared memory asynchronously, ordered only "
+                          "by the mbarrier")
+        kw = self._kwargs(node, ("multicast",), what)
+        if len(node.args) < 4:
+            raise self.error(KernelTypeError, node,
+                             f"{what} takes the tensor map, the shared array, one coordinate "
+                             "per dimension, then the mbarrier (`bars[i]`)")
+        tm = self._tensormap(node.args[0], what)
+        coords_nodes = list(node.args[2:-1])
+        self._coord_count(node, tm, len(coords_nodes), what)
+        arr, idx, site = self._tma_shared(node.args[1], tm, what)
+        coords = self._coords(tm, coords_nodes)
+        bar = self._barrier_address(node.args[-1], what)
+        ops_in = [tm.ssa, bar, *coords]
+        kind = f"tma.load.{tm.type.rank}d"
+        if "multicast" in kw:
+            mask = self.expr(kw["multicast"])
+            if isinstance(mask, Lit) and not (isinstance(mask.value, int)
+                                              and 0 < mask.value < 1 << 16):
+                raise self.error(KernelTypeError, kw["multicast"],
+                                 f"multicast= is a 16-bit mask of the cluster's blocks, not "
+                                 f"{mask.value!r}")
+            ops_in.append(self.b.cast(self._u32(mask, kw["multicast"], "multicast="), T.u16))
+            kind += ".multicast"
+        self._gpu_op(ops.HopperOp(kind, ops_in, [], arr.ssa, idx, site=site), node)
+        return Static(None)
+
+    def _barrier_address(self, arg: ast.expr, what: str) -> Any:
+        """The mbarrier element's address, as a u64 (bounds-checked like the others)."""
+        arr, idx, site = self._shared_element(arg, f"the mbarrier of {what}", ("u64", "i64"),
+                                              "bars[0]")
+        op = self._gpu_op(ops.HopperOp("tma.barrier", [], [ir_type(T.u64)], arr.ssa, idx,
+                                       site=site), arg)
+        return op.results[0]
+
+    def intr_tma_store(self, node: ast.Call) -> Static:
+        """`ox.tma.store(tmap, s, *coords)`: cp.async.bulk.tensor shared::cta -> global,
+        in the current bulk group."""
+        what = "ox.tma.store()"
+        self._need_unsafe(node, what, "writes global memory asynchronously, ordered only by "
+                          "ox.tma.wait_group()")
+        self._kwargs(node, (), what)
+        if len(node.args) < 3:
+            raise self.error(KernelTypeError, node,
+                             f"{what} takes the tensor map, the shared array, then one "
+                             "coordinate per dimension")
+        tm = self._tensormap(node.args[0], what)
+        self._coord_count(node, tm, len(node.args) - 2, what)
+        arr, idx, site = self._tma_shared(node.args[1], tm, what)
+        coords = self._coords(tm, list(node.args[2:]))
+        self._gpu_op(ops.HopperOp(f"tma.store.{tm.type.rank}d", [tm.ssa, *coords], [],
+                                  arr.ssa, idx, site=site), node)
+        return Static(None)
+
+    def intr_tma_prefetch(self, node: ast.Call) -> Static:
+        what = "ox.tma.prefetch()"
+        self._kwargs(node, (), what)
+        if not node.args:
+            raise self.error(KernelTypeError, node, f"{what} takes the tensor map and one "
+                             "coordinate per dimension")
+        tm = self._tensormap(node.args[0], what)
+        self._coord_count(node, tm, len(node.args) - 1, what)
+        coords = self._coords(tm, list(node.args[1:]))
+        self._gpu_op(ops.HopperOp(f"tma.prefetch.{tm.type.rank}d", [tm.ssa, *coords], []),
+                     node)
+        return Static(None)
+
+    def intr_tma_prefetch_descriptor(self, node: ast.Call) -> Static:
+        what = "ox.tma.prefetch_descriptor()"
+        self._kwargs(node, (), what)
+        (arg,) = self._positional(node, 1, 1, f"{what[:-2]}(tmap)")
+        tm = self._tensormap(arg, what)
+        self._gpu_op(ops.HopperOp("tma.prefetch_descriptor", [tm.ssa], []), node)
+        return Static(None)
+
+    def intr_tma_commit_group(self, node: ast.Call) -> Any:
+        self.args_exact(node, 0, "ox.tma.commit_group()")
+        return self._simple(node, "tma.commit_group")
+
+    def _tma_wait(self, node: ast.Call, kind: str) -> Any:
+        what = f"ox.{kind}()"
+        self._kwargs(node, (), what)
+        (arg,) = self._positional(node, 1, 1, f"{what[:-2]}(n)")
+        hint = "the number of bulk groups that may stay pending, 0 to 63"
+        n = self._int_constant(arg, f"the count of {what}", hint)
+        if not 0 <= n <= 63:
+            raise self.error(KernelTypeError, arg, f"{what} takes {hint}, not {n}", hint=hint)
+        return self._simple(node, kind, imm=(n,))
+
+    def intr_tma_wait_group(self, node: ast.Call) -> Any:
+        return self._tma_wait(node, "tma.wait_group")
+
+    def intr_tma_wait_group_read(self, node: ast.Call) -> Any:
+        return self._tma_wait(node, "tma.wait_group_read")
 
 
 def _regroup(shape: Any, vals: list[Val]) -> Any:

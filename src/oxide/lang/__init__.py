@@ -17,6 +17,7 @@ from oxide.lang.hopper import (
     named_barrier_sync,
     setmaxnreg,
     stmatrix,
+    tma,
     wgmma,
     wgmma_commit,
     wgmma_desc,
@@ -147,5 +148,5 @@ __all__ = [
     "sync_threads_and", "sync_threads_or", "asm", "mma_sync", "ldmatrix", "stmatrix",
     "mbarrier", "fence_proxy_async", "fence_mbarrier_init", "elect_sync", "setmaxnreg",
     "named_barrier_sync", "cluster", "grid", "wgmma", "wgmma_desc", "wgmma_fence",
-    "wgmma_commit", "wgmma_wait",
+    "wgmma_commit", "wgmma_wait", "tma",
 ]

@@ -4,10 +4,12 @@ These are the SIMT building blocks the fastest hand-written kernels (and, later,
 Tile model's lowering) are made of: `ox.asm` inline PTX with typed operands; Ampere's
 warp-level `ox.mma_sync` with `ox.ldmatrix` / `ox.stmatrix`; Hopper's `ox.mbarrier`,
 async-proxy fences, `ox.elect_sync`, `ox.setmaxnreg`, named barriers, `ox.cluster`, and
-the warp-group tensor cores (`ox.wgmma` with its descriptors, fence, commit and wait).
-The CPU runs mma_sync, ldmatrix, stmatrix and wgmma exactly; a CPU compile of a kernel
-that uses one of the others is a `TargetError`, and one that needs a newer GPU than the
-target is a `TargetError` too, raised before LLVM runs.
+the warp-group tensor cores (`ox.wgmma` with its descriptors, fence, commit and wait);
+TMA box copies (`ox.tma`, with `ox.TensorMap` parameters).
+The CPU runs mma_sync, ldmatrix, stmatrix and wgmma exactly, mbarriers as counters and
+TMA as copies; a CPU compile of a kernel that uses one of the others is a `TargetError`,
+and one that needs a newer GPU than the target is a `TargetError` too, raised before
+LLVM runs.
 docs/language.md ("Inline PTX and tensor-core primitives") gives the fragment layouts.
 """
 
@@ -89,6 +91,31 @@ cluster = Namespace("cluster", {
 }, doc="Thread-block clusters (sm_90): ranks, shapes and the cluster-wide barrier. A "
        "kernel launched without clusters runs each block as a cluster of one.")
 
+tma = Namespace("tma", {
+    "load": "load(tmap, s, *coords, barrier, multicast=None): copy the box of `tmap` at "
+            "element coordinates `coords` (one per dimension, outermost first, as the "
+            "array's indices) into the shared array `s`, completing `barrier` (an "
+            "`bars[i]` of ox.shared.array(u64, n)) by the box's bytes; elements past the "
+            "array's edge read as zero. `multicast=` a 16-bit mask of the cluster's blocks "
+            "that all receive the box (.multicast::cluster). Needs `with ox.unsafe():` (sm_90).",
+    "store": "store(tmap, s, *coords): copy the shared array `s` into the box of `tmap` at "
+             "`coords` (elements past the array's edge are dropped); a bulk group: "
+             "ox.tma.commit_group(), then ox.tma.wait_group(0) before `s` is reused. Needs "
+             "`with ox.unsafe():` (sm_90).",
+    "commit_group": "commit_group(): close the bulk group of TMA stores issued since the "
+                    "last commit (cp.async.bulk.commit_group, sm_90).",
+    "wait_group": "wait_group(n): wait until at most n bulk groups are pending, their writes "
+                  "done (cp.async.bulk.wait_group n, sm_90).",
+    "wait_group_read": "wait_group_read(n): wait until at most n bulk groups still read "
+                       "their shared memory (cp.async.bulk.wait_group.read n, sm_90).",
+    "prefetch": "prefetch(tmap, *coords): prefetch the box at `coords` into L2 "
+                "(cp.async.bulk.prefetch.tensor, sm_90).",
+    "prefetch_descriptor": "prefetch_descriptor(tmap): bring the tensor map itself into the "
+                           "cache (prefetch.tensormap, sm_90).",
+}, doc="TMA, the tensor memory accelerator (sm_90): asynchronous box copies between global "
+       "memory, described by an ox.TensorMap parameter, and shared memory. A shared array "
+       "that TMA writes is aligned to 128 bytes (1024 with a 128-byte swizzle).")
+
 __all__ = ["asm", "mma_sync", "ldmatrix", "stmatrix", "mbarrier", "fence_proxy_async",
            "fence_mbarrier_init", "elect_sync", "setmaxnreg", "named_barrier_sync", "cluster",
-           "wgmma", "wgmma_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait"]
+           "wgmma", "wgmma_desc", "wgmma_fence", "wgmma_commit", "wgmma_wait", "tma"]

@@ -41,6 +41,7 @@ INDEX_FORMAT = "q"
 FORMATS = {"f16": "e", "bf16": "H", "f32": "f", "f64": "d", "i8": "b", "i16": "h", "i32": "i",
            "i64": "q", "u8": "B", "u16": "H", "u32": "I", "u64": "Q", "bool_": "?"}
 _PTR = T.u64  # the dtype `numpy_values` gives a pointer
+TENSORMAP_FORMAT = f"{T.TENSORMAP_BYTES}s"  # an ox.TensorMap on a GPU: its bytes, by value
 
 _host_copy_warned = False
 
@@ -53,9 +54,9 @@ class ParamPlan:
     def __init__(self, name: str, kind: str, spec: Any, dtype: T.DType | None = None,
                  writable: bool = False, copy_in: bool = False, strided: bool = False) -> None:
         self.name = name
-        self.kind = kind  # "array", "scalar" or "const"
+        self.kind = kind  # "array", "scalar", "const" or "tensormap"
         self.spec = spec  # the signature entry
-        self.dtype = dtype  # scalars: the machine dtype
+        self.dtype = dtype  # scalars: the machine dtype; a CPU tensor map: u64 (a pointer)
         self.writable = writable
         self.copy_in = copy_in  # a host array on a GPU launch: copied in (and back if writable)
         self.strided = strided  # a non-contiguous array: strides follow the extents
@@ -80,6 +81,9 @@ class Plan:
             elif p.kind == "scalar":
                 formats.append(FORMATS[p.dtype.name])
                 dtypes.append(p.dtype)
+            elif p.kind == "tensormap":  # GPU: its 128 bytes; CPU: the description's address
+                formats.append(PTR_FORMAT if p.dtype is not None else TENSORMAP_FORMAT)
+                dtypes.append(_PTR if p.dtype is not None else T.u8)
         self.formats = formats  # one struct character per machine argument
         self.dtypes = dtypes  # one DType per machine argument
         arrays = [p for p in params if p.kind == "array"]
@@ -163,7 +167,7 @@ def _const_key(value: Any) -> Any:
     return (type(value), value)
 
 
-_ARRAY, _CONST, _SCALAR = 0, 1, 2
+_ARRAY, _CONST, _SCALAR, _TENSORMAP = 0, 1, 2, 3
 
 
 def _param_kinds(kernel: Any) -> tuple[tuple[int, Any], ...]:
@@ -172,7 +176,8 @@ def _param_kinds(kernel: Any) -> tuple[tuple[int, Any], ...]:
     if kinds is None:
         kinds = kernel.__dict__["_oxide_param_kinds"] = tuple(
             (_ARRAY if isinstance(p.annotation, T.ArrayType) else
-             _CONST if isinstance(p.annotation, T.ConstType) else _SCALAR, p)
+             _CONST if isinstance(p.annotation, T.ConstType) else
+             _TENSORMAP if isinstance(p.annotation, T.TensorMapType) else _SCALAR, p)
             for p in kernel.params)
     return kinds
 
@@ -210,6 +215,9 @@ def read_args(kernel: Any, args: Sequence[Any], device: Device
         elif kind == _SCALAR:
             key.append(type(a))
             views.append(None)
+        elif kind == _TENSORMAP:  # element type, rank and device (ox.TensorMap.key)
+            key.append((type(a), getattr(a, "key", None)))
+            views.append(None)
         else:
             key.append(_const_key(a))
             views.append(None)
@@ -234,6 +242,8 @@ def make_plan(kernel: Any, args: Sequence[Any], views: list[ArrayView | None],
         elif isinstance(ann, T.ArrayType):
             assert v is not None
             plans[i] = _array_plan(p.name, ann, v, device, typevars)
+        elif isinstance(ann, T.TensorMapType):
+            plans[i] = _tensormap_plan(p.name, ann, a, device)
         elif isinstance(ann, T.TypeVar) and isinstance(a, (bool, int, float)):
             weak.append(i)  # a Python number takes the type its TypeVar gets elsewhere
         else:
@@ -281,6 +291,23 @@ def _array_plan(name: str, ann: T.ArrayType, v: ArrayView, device: Device,
     spec = T.ArrayType(ann.access, v.dtype, rank, contiguous)
     return ParamPlan(name, "array", spec, writable=ann.writable, copy_in=copy_in,
                      strided=not contiguous)
+
+
+def _tensormap_plan(name: str, ann: T.TensorMapType, a: Any, device: Device) -> ParamPlan:
+    """An ox.TensorMap argument: its type, and the device its array lives on (a map of a
+    host array is the CPU's description; one of a GPU array, that GPU's encoding)."""
+    from oxide.runtime.tensormap import spec_of
+
+    spec = spec_of(name, ann, a)
+    if device.is_cpu and a.device != HOST:
+        raise ArgumentError(f"`{name}` is a tensor map of an array in GPU memory, but this "
+                            "launch runs on the CPU: build it from a host (NumPy) array")
+    if not device.is_cpu and a.device != device.index:
+        where = "a host array" if a.device == HOST else f"an array on cuda:{a.device}"
+        raise ArgumentError(f"`{name}` is a tensor map of {where}, but this launch runs on "
+                            f"{device}: build it from an array on that GPU (TMA reads and "
+                            "writes the GPU's memory)")
+    return ParamPlan(name, "tensormap", spec, dtype=_PTR if device.is_cpu else None)
 
 
 def check_no_self_overlap(name: str, shape: tuple[int, ...], strides: tuple[int, ...]) -> None:
@@ -394,6 +421,8 @@ def flatten(plan: Plan, args: Sequence[Any], views: list[ArrayView | None]) -> l
                 out.extend(v.strides)  # type: ignore[union-attr]
         elif kind == "scalar":
             out.append(scalar_value(p.name, p.dtype, a))  # type: ignore[arg-type]
+        elif kind == "tensormap":
+            out.append(a.raw if p.dtype is None else a.address)
     return out
 
 

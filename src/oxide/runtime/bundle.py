@@ -63,8 +63,8 @@ regular files of bounded size (runtime/safe_read.py), and zip members only up to
 recorded size.
 
 A <spec> is `{"kind": "scalar", "dtype": "f32"}`, `{"kind": "array", "access":
-"slice", "dtype": "f32", "rank": 1, "contiguous": true}` or `{"kind": "const",
-"value": 4}`; in an annotation, a dtype may be `{"typevar": "T"}` and a Const
+"slice", "dtype": "f32", "rank": 1, "contiguous": true}`, `{"kind": "tensormap",
+"dtype": "bf16", "rank": 2}` or `{"kind": "const", "value": 4}`; in an annotation, a dtype may be `{"typevar": "T"}` and a Const
 is `{"kind": "const", "type": "int"}`.
 """
 
@@ -190,6 +190,8 @@ def spec_to_json(spec: Any) -> dict[str, Any]:
     if isinstance(spec, T.ArrayType):
         return {"kind": "array", "access": spec.access, "dtype": _dtype_json(spec.dtype),
                 "rank": spec.rank, "contiguous": spec.contiguous}
+    if isinstance(spec, T.TensorMapType):
+        return {"kind": "tensormap", "dtype": _dtype_json(spec.dtype), "rank": spec.rank}
     return {"kind": "scalar", "dtype": _dtype_json(spec)}
 
 
@@ -203,6 +205,8 @@ def spec_from_json(data: dict[str, Any], typevars: dict[str, T.TypeVar]) -> Any:
     dtype = _dtype_from(data["dtype"], typevars)
     if kind == "array":
         return T.ArrayType(data["access"], dtype, data["rank"], data["contiguous"])
+    if kind == "tensormap":
+        return T.TensorMapType(dtype, data["rank"])
     return dtype
 
 

@@ -234,7 +234,7 @@ def _describe(obj: Any, depth: int = 0) -> str:
         return "(" + ", ".join(_describe(o, depth + 1) for o in obj) + ")"
     if isinstance(obj, pytypes.ModuleType):
         return f"module {obj.__name__}"
-    if isinstance(obj, (T.DType, T.TypeVar, T.ArrayType, T.ConstType)):
+    if isinstance(obj, (T.DType, T.TypeVar, T.ArrayType, T.ConstType, T.TensorMapType)):
         return repr(obj)
     kind = type(obj)
     if (kind.__module__ or "").startswith("oxide"):
@@ -249,6 +249,8 @@ def _signature_text(sig: tuple[Any, ...]) -> str | None:
     for s in sig:
         if isinstance(s, T.ArrayType):
             out.append(f"array {s.access} {s.dtype.name} {s.rank} {s.contiguous}")
+        elif isinstance(s, T.TensorMapType):  # 128 bytes by value: its own parameter kind
+            out.append(f"tensormap {s.dtype.name} {s.rank}")
         elif isinstance(s, T.DType):
             out.append(f"scalar {s.name}")
         elif isinstance(s, ConstValue):

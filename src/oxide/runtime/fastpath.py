@@ -34,6 +34,8 @@ AliasingError, or makes a new plan, whose binder then replaces this one):
   arrays: `view_of` refuses it, as it refuses non-native byte order, masked
   arrays and byte strides that are not whole elements, and the binder declines);
 - scalars: the range of the parameter's type (else `args.scalar_value` raises);
+- tensor maps (ox.TensorMap): element type, rank and device (`TensorMap.key`); their
+  128 bytes are packed by value (the ctypes flavor: the trampoline packs numbers only);
 - aliasing, when the plan has several arrays and a writable one: byte ranges;
 - the device's kernel error records (`GPUDevice.check_errors`), every launch;
 - the stream: torch's / CuPy's current one, or `stream=` read by `gpu.stream_handle`.
@@ -255,6 +257,11 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
             if dt.name == "f16" and flavor == "native":  # the trampoline takes its bits
                 body += [f"v{i} = f16_bits(v{i})"]
             values.append(f"v{i}")
+        elif p.kind == "tensormap":  # its 128 bytes (ctypes flavor: the trampoline packs numbers)
+            env[f"tkey{i}"] = a.key
+            body += [f"if a{i}.key != tkey{i}:",
+                     "    return False"]
+            values.append(f"a{i}.raw")
         else:  # Const: selects the plan, passes nothing
             assert i in consts
             env[f"const{i}"] = _const_key(a)

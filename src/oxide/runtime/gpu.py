@@ -37,6 +37,7 @@ from oxide.runtime import cuda_driver as cd
 from oxide.runtime import native_launch
 from oxide.runtime.args import (
     _CONST,
+    TENSORMAP_FORMAT,
     Plan,
     _param_kinds,
     check_aliasing,
@@ -57,7 +58,7 @@ _COOPERATIVE_ATTRIBUTE = struct.Struct("@I4xi60x")
 _CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
 _POOL_BYTES = 4096
 _LLVM_SIZES = {"ptr": 8, "i64": 8, "double": 8, "i32": 4, "float": 4, "i16": 2, "half": 2,
-               "bfloat": 2, "i8": 1, "i1": 1}
+               "bfloat": 2, "i8": 1, "i1": 1, "tensormap": T.TENSORMAP_BYTES}
 
 _devices: dict[int, GPUDevice] = {}
 _devices_lock = threading.Lock()
@@ -417,8 +418,10 @@ class Launcher:
         self.native_context: native_launch.LaunchContext | None = None
         self.native_address = 0
         self.f16_slots = [i for i, f in enumerate(plan.formats) if f == "e"]
+        # the trampoline packs numbers: a tensor map's 128 bytes go through ctypes
         self.fits_trampoline = (len(plan.formats) <= native_launch.MAX_VALUES
-                                and not self.cooperative)
+                                and not self.cooperative
+                                and TENSORMAP_FORMAT not in plan.formats)
         self.attach_native()
 
     def attach_native(self) -> None:
