@@ -343,6 +343,38 @@ def test_a_simt_config_without_block_takes_a_whole_launch_config():
     assert out[0] == times_k.best(x, out)["K"]
 
 
+def test_a_simt_kernel_that_declares_its_block_is_compiled_for_each_configs_block():
+    @ox.autotune(configs=[ox.Config(block=32), ox.Config(block=128)], **FAST)
+    @ox.kernel(block=64)
+    def stage(x: Slice[f32], out: DisjointSlice[f32]):
+        t = thread.in_block()
+        s = ox.shared.array(f32, 128)
+        i = thread.index_1d()
+        s[t] = x[i] + 1.0 if i < len(x) else f32(0)
+        ox.sync_threads()
+        if i in out:
+            out[i] = s[t]
+
+    x = np.arange(256, dtype=np.float32)
+    out = np.zeros_like(x)
+    cpu(stage[lambda c: 256 // c.block], x, out)
+    np.testing.assert_array_equal(out, x + 1)
+    (result,) = stage.results.values()
+    assert set(result.times_ms) == set(stage.configs)
+    kernels = {stage._variant(c) for c in stage.configs}
+    assert {k.options.block for k in kernels} == {(32, 1, 1), (128, 1, 1)}
+    assert stage.kernel.options.block == (64, 1, 1)
+
+
+def test_configs_copy_and_pickle():
+    import copy
+    import pickle
+
+    c = ox.Config(BLOCK=128, num_warps=4)
+    assert copy.copy(c) == c and pickle.loads(pickle.dumps(c)) == c
+    assert hash(copy.deepcopy(c)) == hash(c)
+
+
 # -- mistakes ---------------------------------------------------------------------------------
 
 

@@ -110,6 +110,13 @@ class Config(Mapping[str, Any]):
     def __repr__(self) -> str:
         return f"Config({', '.join(f'{k}={v!r}' for k, v in self._values.items())})"
 
+    def __reduce__(self) -> tuple[Any, ...]:  # copy and pickle without __setattr__
+        return (_config, (tuple(self._values.items()),))
+
+
+def _config(items: tuple[tuple[str, Any], ...]) -> Config:
+    return Config(**dict(items))
+
 
 @dataclass(frozen=True)
 class TuneResult:
@@ -148,7 +155,8 @@ class Autotuner:
         self._key_slots = tuple(self._slot[name] for name in key)
         self._zero_slots = tuple(self._slot[name] for name in reset_to_zero)
         self.results: dict[Any, TuneResult] = {}  # key -> what tuning found
-        self._variants: dict[Any, Kernel] = {}
+        self._variants: dict[Any, Kernel] = {}  # options -> the kernel with them
+        self._by_config: dict[Config, Kernel] = {}
         self._lock = threading.Lock()
 
     # -- launching -----------------------------------------------------------------------
@@ -176,10 +184,12 @@ class Autotuner:
             with self._lock:
                 result = self.results.get(key)
                 if result is None:
-                    result = self._load(key, dev) or self._tune(key, grid, values, dev)
+                    result = self._load(key, dev)
+                    if result is None:
+                        result = self._tune(key, grid, values, dev)
+                        for slot in self._zero_slots:  # the timing runs left their sums there
+                            _zero(values[slot], self.free[slot].name)
                     self.results[key] = result
-                    for slot in self._zero_slots:  # the timing runs left their sums there
-                        _zero(values[slot], self.free[slot].name)
         config = result.best
         launch(self._variant(config), self._grid(grid, config), *self._full(config, values),
                stream=stream, device=dev)
@@ -249,6 +259,12 @@ class Autotuner:
     def _variant(self, config: Config) -> Kernel:
         """The kernel with the config's options (itself when they change nothing): one
         object per set of options, so each keeps its own compiled specializations."""
+        variant = self._by_config.get(config)
+        if variant is None:
+            variant = self._by_config[config] = self._make_variant(config)
+        return variant
+
+    def _make_variant(self, config: Config) -> Kernel:
         kernel = self.kernel
         if self.is_tile:
             from oxide.tile.kernel import tile_options
