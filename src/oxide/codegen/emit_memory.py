@@ -158,6 +158,45 @@ class MemoryMixin:
         else:
             store()
 
+    def op_VectorLoadOp(self, op: ops.VectorLoadOp) -> None:
+        dt = dtype_of_ir(op.res[0].type)
+        ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])
+        vec = f"<{len(op.res)} x {dt.llvm}>"
+        addr = self.address(op.array, self.index_list(list(op.indices)))
+        v = self.ins(f"load {vec}, {ptr_t} {addr}, align {op.align.data}")
+        for k, r in enumerate(op.res):
+            self.names[r] = self.ins(f"extractelement {vec} {v}, i32 {k}")
+
+    def op_VectorStoreOp(self, op: ops.VectorStoreOp) -> None:
+        dt = dtype_of_ir(op.values[0].type)
+        ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])
+        vec = f"<{len(op.values)} x {dt.llvm}>"
+        v = "poison"
+        for k, x in enumerate(op.values):
+            v = self.ins(f"insertelement {vec} {v}, {dt.llvm} {self.v(x)}, i32 {k}")
+        addr = self.address(op.array, self.index_list(list(op.indices)))
+        self.raw(f"store {vec} {v}, {ptr_t} {addr}, align {op.align.data}")
+
+    def op_ArrayAlignedOp(self, op: ops.ArrayAlignedOp) -> None:
+        """The data pointer, or-ed with each outer dimension's pitch in bytes, has no low
+        bits below `bytes` set (and a strided array's innermost stride is 1)."""
+        info = self.arrays[op.array]
+        size = max(1, info["dtype"].bits // 8)
+        ptr_t = self.t.pointer_type(info["space"])
+        bits = self.ins(f"ptrtoint {ptr_t} {info['ptr']} to i64")
+        if info["strides"] is None:
+            pitches = [info["dims"][-1]] if len(info["dims"]) > 1 else []
+        else:
+            pitches = list(info["strides"][:-1])
+        for pitch in pitches:
+            bits = self.ins(f"or i64 {bits}, {self.ins(f'mul i64 {pitch}, {size}')}")
+        low = self.ins(f"and i64 {bits}, {op.bytes.data - 1}")
+        ok = self.ins(f"icmp eq i64 {low}, 0")
+        if info["strides"] is not None:
+            unit = self.ins(f"icmp eq i64 {info['strides'][-1]}, 1")
+            ok = self.ins(f"and i1 {ok}, {unit}")
+        self.names[op.result] = ok
+
     def op_AtomicOp(self, op: ops.AtomicOp) -> None:
         dt = dtype_of_ir(op.result.type)
         idx = self.index_list(list(op.indices))

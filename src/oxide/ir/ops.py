@@ -316,6 +316,62 @@ class StoreOp(IRDLOperation):
 
 
 @irdl_op_definition
+class VectorLoadOp(IRDLOperation):
+    """Reads `len(res)` consecutive elements of the innermost dimension, from `indices` on,
+    as one vector access of `align` bytes (a 128-bit `ld.global.v4.f32`, say). Unchecked:
+    the tile lowering emits it only where it has tested that every element is inside the
+    array and that the address is `align`-aligned (`ArrayAlignedOp`)."""
+
+    name = "oxide.vload"
+    array = operand_def()
+    indices = var_operand_def()
+    align = prop_def(IntAttr)
+    res = var_result_def()
+
+    def __init__(self, array: SSAValue, indices: Sequence[SSAValue], elem: Attribute,
+                 count: int, align: int) -> None:
+        super().__init__(operands=[array, list(indices)], properties={"align": IntAttr(align)},
+                         result_types=[[elem] * count])
+
+
+@irdl_op_definition
+class VectorStoreOp(IRDLOperation):
+    """Writes `values` to consecutive elements of the innermost dimension, from `indices`
+    on, as one `align`-byte vector access; unchecked, under the same tests as
+    `VectorLoadOp`."""
+
+    name = "oxide.vstore"
+    array = operand_def()
+    values = var_operand_def()
+    indices = var_operand_def()
+    align = prop_def(IntAttr)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(self, array: SSAValue, indices: Sequence[SSAValue],
+                 values: Sequence[SSAValue], align: int) -> None:
+        super().__init__(operands=[array, list(values), list(indices)],
+                         properties={"align": IntAttr(align)})
+
+
+@irdl_op_definition
+class ArrayAlignedOp(IRDLOperation):
+    """Whether every row of `array` starts at a multiple of `bytes`: its data pointer and
+    the pitch of each outer dimension are multiples of `bytes`, and its innermost stride
+    is 1. Where it holds, `bytes / element size` consecutive elements of a row starting
+    at a multiple of that count form one aligned vector."""
+
+    name = "oxide.array_aligned"
+    bytes = prop_def(IntAttr)
+    array = operand_def()
+    result = result_def()
+    traits = traits_def(Pure())
+
+    def __init__(self, array: SSAValue, nbytes: int, type_: Attribute) -> None:
+        super().__init__(operands=[array], properties={"bytes": IntAttr(nbytes)},
+                         result_types=[type_])
+
+
+@irdl_op_definition
 class AtomicOp(IRDLOperation):
     """Read-modify-write on one element; returns the old value."""
 
@@ -595,7 +651,8 @@ Oxide = Dialect(
     "oxide",
     [FuncOp, ConstantOp, BinaryOp, UnaryOp, CompareOp, CastOp, SelectOp, ArraySelectOp, MathOp,
      RegisterOp, ThreadIndexOp, IndexComponentOp, InBoundsOp, ArrayDimOp, LoadOp,
-     StoreOp, AtomicOp, FixedArrayOp, SlotOp, SlotReadOp, SlotWriteOp, BarrierOp, WarpOp,
+     StoreOp, VectorLoadOp, VectorStoreOp, ArrayAlignedOp, AtomicOp, FixedArrayOp, SlotOp,
+     SlotReadOp, SlotWriteOp, BarrierOp, WarpOp,
      AssertOp, PrintOp, BranchOp, CondBranchOp, ReturnOp, UnreachableOp, InlineAsmOp,
      HopperOp, CallOp, FuncReturnOp],
     [],

@@ -585,25 +585,62 @@ class TileEmitter:
 
     # -- global memory ------------------------------------------------------------------
 
-    def _indices(self, index: Sequence[SSAValue], shape: tuple[int, ...],
-                 coords: Sequence[SSAValue]) -> list[SSAValue]:
-        """The array indices (i64) of one element of the tile at tile index `index`."""
-        idx = []
-        for i, n, c in zip(index, shape, coords, strict=True):
+    def _starts(self, index: Sequence[SSAValue], layout: Layout) -> list[SSAValue]:
+        """This thread's first element along each dimension (i64): `i * n + base`. Its
+        slots sit at static offsets from it, which LLVM folds into the addresses."""
+        starts = []
+        for d, (i, n) in enumerate(zip(index, layout.shape, strict=True)):
             g = self.b.value(ops.BinaryOp("mul", i, self.const(n, T.i64)))
-            idx.append(self.b.value(ops.BinaryOp("add", g, self.b.cast(c, T.i64))))
-        return idx
+            if n > 1:
+                g = self.b.value(ops.BinaryOp("add", g, self.b.cast(self.base(layout, d),
+                                                                    T.i64)))
+            starts.append(g)
+        return starts
 
-    def _inside(self, arr: SSAValue, idx: Sequence[SSAValue]) -> SSAValue:
-        """Whether an element is inside the array (one unsigned compare per dimension)."""
-        inside = None
-        for d, g in enumerate(idx):
+    def _element(self, starts: Sequence[SSAValue], offs: Sequence[int]) -> list[SSAValue]:
+        """The array indices (i64) of the slot at static offsets `offs`."""
+        return [s if o == 0 else self.b.value(ops.BinaryOp("add", s, self.const(o, T.i64)))
+                for s, o in zip(starts, offs, strict=True)]
+
+    def _rooms(self, arr: SSAValue, index: Sequence[SSAValue], starts: Sequence[SSAValue]
+               ) -> list[SSAValue]:
+        """Per dimension, how many elements from this thread's start on are inside the
+        array (0 where the tile index is negative: all its elements are then below 0), so a
+        slot at offset `o` is inside iff `o < room` along every dimension: one compare with
+        a constant per slot and dimension, and no per-slot coordinates kept in registers."""
+        rooms = []
+        zero = self.const(0, T.i64)
+        for d, (i, s) in enumerate(zip(index, starts, strict=True)):
             extent = self.b.value(ops.ArrayDimOp(arr, d, ir_type(T.i64)))
-            ok = self.b.value(ops.CompareOp("lt", self.b.cast(g, T.u64),
-                                            self.b.cast(extent, T.u64)))
+            left = self.b.value(ops.BinaryOp("sub", extent, s))
+            ahead = self.b.value(ops.CompareOp("ge", i, zero))
+            rooms.append(self.b.value(ops.SelectOp(ahead, left, zero)))
+        return rooms
+
+    def _slot_inside(self, rooms: Sequence[SSAValue], offs: Sequence[int]) -> SSAValue:
+        inside = None
+        for room, o in zip(rooms, offs, strict=True):
+            ok = self.b.value(ops.CompareOp("lt", self.const(o, T.i64), room))
             inside = ok if inside is None else self.b.value(ops.BinaryOp("and", inside, ok))
         assert inside is not None
         return inside
+
+    def _vector_width(self, layout: Layout, dt: T.DType) -> int:
+        """Elements per vector access: the thread's run of side-by-side elements along the
+        innermost dimension, at most 16 bytes (1: scalar accesses)."""
+        if not layout.shape or dt.is_bool or layout.shape[-1] == 1:
+            return 1
+        size = max(1, dt.bits // 8)
+        width = layout.dims[-1].spt
+        while width > 1 and width * size > 16:
+            width //= 2
+        return width
+
+    def _aligned(self, arr: SSAValue, width: int, dt: T.DType) -> SSAValue:
+        """Whether `width`-element vectors at multiples of `width` along each row are
+        aligned: the same in every thread of the block (a uniform branch)."""
+        return self.b.value(ops.ArrayAlignedOp(arr, width * max(1, dt.bits // 8),
+                                               ir_type(T.bool_)))
 
     def _whole_tile_inside(self, arr: SSAValue, index: Sequence[SSAValue],
                            shape: tuple[int, ...]) -> SSAValue:
@@ -642,50 +679,98 @@ class TileEmitter:
         self.b.br(join)
         self.b.set_block(join)
 
+    def _three_ways(self, inside: SSAValue, aligned: SSAValue | None,
+                    vector: Callable[[], None], scalar: Callable[[], None],
+                    checked: Callable[[], None]) -> None:
+        """A whole tile inside the array takes `vector()` where rows are aligned (else
+        `scalar()`), a tile across the edge `checked()`; both tests are block-uniform."""
+        if aligned is None:
+            self._two_ways(inside, scalar, checked)
+            return
+        both = self.b.value(ops.BinaryOp("and", inside, aligned))
+        self._two_ways(both, vector, lambda: self._two_ways(inside, scalar, checked))
+
     def load(self, arr: SSAValue, dt: T.DType, index: Sequence[SSAValue], layout: Layout,
              padding: SSAValue, site: int) -> Tile:
         """The tile at `index`: a block-uniform test for a tile wholly inside the array,
-        then either plain loads or one bounds test per element (outside: `padding`)."""
-        idxs = [self._indices(index, layout.shape, c) for c in self.coords(layout)]
-        slots = [self.b.alloc(ops.SlotOp(ir_type(dt))) for _ in idxs]
+        then vector loads (rows aligned), plain loads, or one bounds test per element
+        (outside: `padding`)."""
+        offsets = layout.offsets()
+        starts = self._starts(index, layout)
+        slots = [self.b.alloc(ops.SlotOp(ir_type(dt))) for _ in offsets]
+        width = self._vector_width(layout, dt)
 
-        def fast() -> None:
-            for idx, slot in zip(idxs, slots, strict=True):
-                v = self.b.value(ops.LoadOp(arr, idx, ir_type(dt), site, False, True))
+        def vector() -> None:
+            for k in range(0, len(offsets), width):
+                got = self.b.emit(ops.VectorLoadOp(arr, self._element(starts, offsets[k]),
+                                                   ir_type(dt), width,
+                                                   width * max(1, dt.bits // 8)))
+                for j, v in enumerate(got.res):
+                    self.b.emit(ops.SlotWriteOp(slots[k + j], v))
+
+        def scalar() -> None:
+            for offs, slot in zip(offsets, slots, strict=True):
+                v = self.b.value(ops.LoadOp(arr, self._element(starts, offs), ir_type(dt),
+                                            site, False, True))
                 self.b.emit(ops.SlotWriteOp(slot, v))
 
-        def slow() -> None:
-            for idx, slot in zip(idxs, slots, strict=True):
+        def checked() -> None:
+            rooms = self._rooms(arr, index, starts)
+            for offs, slot in zip(offsets, slots, strict=True):
                 self.b.emit(ops.SlotWriteOp(slot, padding))
 
-                def read(idx: list[SSAValue] = idx, slot: SSAValue = slot) -> None:
-                    v = self.b.value(ops.LoadOp(arr, idx, ir_type(dt), site, False, True))
+                def read(offs: tuple[int, ...] = offs, slot: SSAValue = slot) -> None:
+                    v = self.b.value(ops.LoadOp(arr, self._element(starts, offs), ir_type(dt),
+                                                site, False, True))
                     self.b.emit(ops.SlotWriteOp(slot, v))
 
-                self._guarded(self._inside(arr, idx), read)
+                self._guarded(self._slot_inside(rooms, offs), read)
 
-        self._two_ways(self._whole_tile_inside(arr, index, layout.shape), fast, slow)
+        aligned = self._aligned(arr, width, dt) if width > 1 else None
+        self._three_ways(self._whole_tile_inside(arr, index, layout.shape), aligned,
+                         vector, scalar, checked)
         return Tile(dt, layout, tuple(self.b.value(ops.SlotReadOp(slot)) for slot in slots))
 
     def store(self, arr: SSAValue, index: Sequence[SSAValue], t: Tile, site: int) -> None:
-        """Writes the elements this thread owns (no replica writes), inside the array only."""
+        """Writes the elements this thread owns (no replica writes), inside the array only:
+        vector stores where the whole tile is inside and rows are aligned."""
         owner = self.owner(t.layout)
-        idxs = [self._indices(index, t.shape, c) for c in self.coords(t.layout)]
+        offsets = t.layout.offsets()
+        starts = self._starts(index, t.layout)
+        width = self._vector_width(t.layout, t.dtype)
 
-        def write_all(check: bool) -> None:
-            for idx, v in zip(idxs, t.values, strict=True):
-                cond = self._inside(arr, idx) if check else None
-                if owner is not None:
-                    cond = owner if cond is None else self.b.value(ops.BinaryOp("and", owner,
-                                                                                cond))
+        def when_owner(body: Callable[[], None]) -> None:
+            if owner is None:
+                body()
+            else:
+                self._guarded(owner, body)
 
-                def write(idx: list[SSAValue] = idx, v: SSAValue = v) -> None:
-                    self.b.emit(ops.StoreOp(arr, idx, v, site, False, True))
+        def vector() -> None:
+            def body() -> None:
+                for k in range(0, len(offsets), width):
+                    self.b.emit(ops.VectorStoreOp(arr, self._element(starts, offsets[k]),
+                                                  t.values[k:k + width],
+                                                  width * max(1, t.dtype.bits // 8)))
+            when_owner(body)
 
-                if cond is None:
-                    write()
-                else:
-                    self._guarded(cond, write)
+        def scalar() -> None:
+            def body() -> None:
+                for offs, v in zip(offsets, t.values, strict=True):
+                    self.b.emit(ops.StoreOp(arr, self._element(starts, offs), v, site, False,
+                                            True))
+            when_owner(body)
 
-        self._two_ways(self._whole_tile_inside(arr, index, t.shape),
-                       lambda: write_all(False), lambda: write_all(True))
+        def checked() -> None:
+            def body() -> None:
+                rooms = self._rooms(arr, index, starts)
+                for offs, v in zip(offsets, t.values, strict=True):
+                    def write(offs: tuple[int, ...] = offs, v: SSAValue = v) -> None:
+                        self.b.emit(ops.StoreOp(arr, self._element(starts, offs), v, site,
+                                                False, True))
+
+                    self._guarded(self._slot_inside(rooms, offs), write)
+            when_owner(body)
+
+        aligned = self._aligned(arr, width, t.dtype) if width > 1 else None
+        self._three_ways(self._whole_tile_inside(arr, index, t.shape), aligned,
+                         vector, scalar, checked)

@@ -1,0 +1,138 @@
+"""Tile loads and stores as 128-bit vector accesses (tile/lower.py): a whole tile inside
+the array whose rows are aligned moves `spt` elements per access; misaligned bases, row
+pitches that are not a multiple of the vector, strided views and tiles across the edge
+take the scalar or per-element paths. Every path must give the same elements, on the CPU
+(which runs the same three paths) and in the PTX."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, f64, i8, i32, tile
+
+rng = np.random.default_rng(23)
+
+
+@tile.kernel(num_warps=2)
+def copy2d(x: Slice[f32, 2], out: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int]):
+    i, j = tile.bid(0), tile.bid(1)
+    tile.store(out, (i, j), tile.load(x, (i, j), (BM, BN), padding=-1.0))
+
+
+@tile.kernel
+def copy1d(x: Slice[f32], out: DisjointSlice[f32], B: Const[int]):
+    i = tile.bid(0)
+    tile.store(out, (i,), tile.load(x, (i,), (B,)) * 2.0)
+
+
+@tile.kernel
+def shifted(x: Slice[f32], out: DisjointSlice[f32], B: Const[int]):
+    """Reads the tile before its own: block 0 reads tile -1, wholly outside (padding)."""
+    i = tile.bid(0)
+    tile.store(out, (i,), tile.load(x, (i - 1,), (B,), padding=7.0))
+
+
+def cpu(kernel, grid, *args):
+    with ox.device("cpu"):
+        kernel[grid](*args)
+
+
+def run_copy2d(x: np.ndarray, bm: int, bn: int) -> np.ndarray:
+    out = np.zeros(x.shape, np.float32)
+    grid = (-(-x.shape[0] // bm), -(-x.shape[1] // bn))
+    cpu(copy2d, grid, x, out, bm, bn)
+    return out
+
+
+@pytest.mark.parametrize("cols", [64, 67, 4, 3])
+def test_copy_aligned_and_odd_pitches(cols: int) -> None:
+    x = rng.standard_normal((37, cols)).astype(np.float32)
+    assert np.array_equal(run_copy2d(x, 8, 16), x)
+
+
+def test_copy_from_a_misaligned_base() -> None:
+    """A contiguous view one element in: its rows are not 16-byte aligned."""
+    backing = rng.standard_normal(33 * 64 + 1).astype(np.float32)
+    x = backing[1:].reshape(33, 64)
+    assert x.flags.c_contiguous and x.ctypes.data % 16 != 0
+    assert np.array_equal(run_copy2d(x, 8, 32), x)
+
+
+def test_copy_from_a_strided_view() -> None:
+    x = rng.standard_normal((20, 128)).astype(np.float32)[:, ::2]
+    assert np.array_equal(run_copy2d(x, 4, 32), x)
+
+
+def test_negative_tile_index_reads_padding() -> None:
+    x = rng.standard_normal(256).astype(np.float32)
+    out = np.zeros_like(x)
+    cpu(shifted, 4, x, out, 64)
+    assert np.array_equal(out[:64], np.full(64, 7.0, np.float32))
+    assert np.array_equal(out[64:], x[:192])
+
+
+@pytest.mark.parametrize("n", [4096, 4099, 100])
+def test_copy1d_ragged(n: int) -> None:
+    x = rng.standard_normal(n).astype(np.float32)
+    out = np.zeros_like(x)
+    cpu(copy1d, -(-n // 512), x, out, 512)
+    assert np.array_equal(out, x * 2)
+
+
+def make_copy(dt):
+    @tile.kernel
+    def copy_dt(x: Slice[dt, 2], out: DisjointSlice[dt, 2], BN: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        tile.store(out, (i, j), tile.load(x, (i, j), (4, BN)))
+    return copy_dt
+
+
+@pytest.mark.parametrize("dt,np_dt", [(f64, np.float64), (f16, np.float16), (i8, np.int8),
+                                      (i32, np.int32)])
+def test_other_element_sizes(dt, np_dt) -> None:
+    kernel = make_copy(dt)
+    x = (rng.standard_normal((9, 200)) * 50).astype(np_dt)
+    out = np.zeros_like(x)
+    cpu(kernel, (3, 2), x, out, 128)
+    assert np.array_equal(out, x)
+
+
+def test_bf16_copy() -> None:
+    pytest.importorskip("ml_dtypes")  # NumPy's bfloat16
+    x = rng.standard_normal((8, 256)).astype("bfloat16")
+    out = np.zeros_like(x)
+    cpu(make_copy(bf16), (2, 2), x, out, 128)
+    assert np.array_equal(out.view(np.uint16), x.view(np.uint16))
+
+
+@pytest.mark.parametrize("dt,access", [(f32, "v4.b32"), (f64, "v2.b64"), (f16, "v2.b32"),
+                                       (i8, "b32")])
+def test_ptx_moves_whole_vectors(dt, access) -> None:
+    """The aligned path moves each thread's 4 side-by-side elements in one access (16
+    bytes of f32 or f64 as .v4/.v2, 8 bytes of f16 as .v2.b32, 4 bytes of i8 as .b32)."""
+    x = np.zeros((4, 128), _np(dt))
+    ptx = make_copy(dt).compile(x, x, 128, arch="sm_90").ptx
+    assert f"ld.global.nc.{access}" in ptx
+    assert f"st.global.{access}" in ptx
+
+
+def _np(dt) -> type:
+    return {"f32": np.float32, "f64": np.float64, "f16": np.float16, "i8": np.int8}[dt.name]
+
+
+def test_ptx_keeps_no_per_element_coordinates() -> None:
+    """The edge path compares static offsets with one per-thread room per dimension,
+    so a 64-element-per-thread tile does not hold 64 coordinates in registers: ptxas
+    needs no more than the values themselves and a few addresses."""
+    from oxide.codegen.nvjitlink import ptx_to_cubin
+
+    x = np.zeros(8192, np.float32)
+    ptx = copy1d.compile(x, x.copy(), 8192, arch="sm_90").ptx
+    # 8192 elements over 128 threads: 64 each, in 16 vectors of 4
+    assert ptx.count("ld.global.nc.v4.") == 16 and ptx.count("st.global.v4.") == 16
+    assert ptx_to_cubin(ptx, "sm_90")
+    assert len(re.findall(r"cvt\.u64\.u32", ptx)) < 8
