@@ -42,6 +42,10 @@ class TensorMapArg:
     name: str
 
 
+# what diagnostics call it (frontend/values.py `describe` names other values by their type)
+TensorMapArg.__name__ = "an ox.TensorMap parameter"
+
+
 def tensormap_param(ssa: Any, spec: T.TensorMapType, name: str) -> TensorMapArg:
     """The frontend value of a TensorMap parameter (frontend/entry.py)."""
     return TensorMapArg(ssa, spec, name)

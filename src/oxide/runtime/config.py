@@ -1,4 +1,4 @@
-"""`ox.LaunchConfig`: grid, block and dynamic shared memory of a launch."""
+"""`ox.LaunchConfig`: grid, block, dynamic shared memory and clusters of a launch."""
 
 from __future__ import annotations
 
@@ -58,6 +58,25 @@ def _as_int(value: Any) -> int | None:
 
 
 _set = object.__setattr__  # a frozen dataclass sets its fields through object
+MAX_CLUSTER = 8  # blocks per cluster that every sm_90 GPU runs (16 needs a non-portable opt-in)
+
+
+def _cluster(value: Any, grid: Dim3) -> Dim3 | None:
+    """`cluster=` as (x, y, z), or None for clusters of one block; an ArgumentError when
+    the grid is not a whole number of clusters or a cluster is larger than 8 blocks."""
+    from oxide.errors import ArgumentError
+
+    c = as_dim3(value, "cluster")
+    size = c[0] * c[1] * c[2]
+    if size > MAX_CLUSTER:
+        raise ArgumentError(f"a cluster has at most {MAX_CLUSTER} blocks; cluster={c} has "
+                            f"{size}")
+    for axis, g, n in zip("xyz", grid, c, strict=True):
+        if g % n:
+            raise ArgumentError(f"the grid is a whole number of clusters: grid.{axis} = {g} "
+                                f"is not a multiple of cluster.{axis} = {n} (round it up to "
+                                f"{-(-g // n) * n} and let the extra blocks return)")
+    return None if size == 1 else c
 _DIMS = struct.Struct("@7I")
 
 
@@ -74,8 +93,12 @@ class LaunchConfig:
     shared_mem_bytes: int
     # grid, block and shared memory as the driver's seven u32 (runtime/native_launch.py)
     dims: bytes = field(init=False, repr=False, compare=False)
+    # thread-block clusters (sm_90): blocks per cluster along x, y, z; None for none (a
+    # cluster of one). `grid` still counts blocks, a multiple of the cluster on each axis.
+    cluster: Dim3 | None = None
 
-    def __init__(self, grid: Any = 1, block: Any = 1, shared_mem_bytes: int = 0) -> None:
+    def __init__(self, grid: Any = 1, block: Any = 1, shared_mem_bytes: int = 0,
+                 cluster: Any = None) -> None:
         # Made per launch by `kernel[grid, block]`: plain positive ints skip as_dim3.
         g = (grid, 1, 1) if grid.__class__ is int and grid > 0 else as_dim3(grid, "grid")
         b = (block, 1, 1) if block.__class__ is int and block > 0 else as_dim3(block, "block")
@@ -100,6 +123,12 @@ class LaunchConfig:
         _set(self, "block", b)
         _set(self, "shared_mem_bytes", shared_mem_bytes)
         _set(self, "dims", dims)
+        _set(self, "cluster", None if cluster is None else _cluster(cluster, g))
+
+    @property
+    def cluster_size(self) -> int:
+        c = self.cluster
+        return 1 if c is None else c[0] * c[1] * c[2]
 
     @classmethod
     def for_num_elems(cls, n: int, block: int = 256) -> LaunchConfig:

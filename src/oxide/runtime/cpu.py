@@ -170,6 +170,13 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
 
 
 def _check_config(kernel: Any, cfg: LaunchConfig) -> None:
+    if cfg.cluster is not None:  # the CPU runs blocks one by one: no cluster shares memory
+        from oxide.errors import TargetError
+
+        raise TargetError(f"`{kernel.__name__}`: a launch with cluster={cfg.cluster} runs "
+                          "only on the GPU (sm_90): the CPU runs each block as a cluster of "
+                          "one", hint="launch without cluster= on the CPU (ox.cluster.* "
+                                      "then reads rank 0 of 1), or on an H100/H200")
     check_block_shape(kernel.__name__, kernel.options.block, cfg)
     limit = kernel.options.max_threads
     if limit is not None and cfg.threads_per_block > limit:

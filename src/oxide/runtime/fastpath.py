@@ -290,6 +290,8 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
     call = ", ".join(values)
     if flavor == "native":  # Launcher.launch's native steps, inlined
         args_line = ", ".join(["native_address", "cfg.dims", "handle", *values])
+        body[:0] = ["if cfg.cluster is not None:  # a launch attribute: the ctypes path",
+                    "    return False"]
         body += ["if cfg is not L.checked_cfg:",
                  "    L.check(cfg)",
                  f"err = native({args_line})",

@@ -56,6 +56,9 @@ _RECORD_BYTES = 32
 # CUlaunchAttribute {id, pad, 64-byte value}: CU_LAUNCH_ATTRIBUTE_COOPERATIVE (2), value 1
 _COOPERATIVE_ATTRIBUTE = struct.Struct("@I4xi60x")
 _CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
+# CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (4), value {x, y, z} as u32
+_CLUSTER_ATTRIBUTE = struct.Struct("@I4x3I52x")
+_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 _POOL_BYTES = 4096
 _LLVM_SIZES = {"ptr": 8, "i64": 8, "double": 8, "i32": 4, "float": 4, "i16": 2, "half": 2,
                "bfloat": 2, "i8": 1, "i1": 1, "tensormap": T.TENSORMAP_BYTES}
@@ -384,6 +387,7 @@ class Launcher:
         self.cooperative = grid_counter_symbol(image.symbol).encode() in image.cubin
         self.cooperative_attrs = (ctypes.create_string_buffer(_COOPERATIVE_ATTRIBUTE.pack(
             _CU_LAUNCH_ATTRIBUTE_COOPERATIVE, 1)) if self.cooperative else None)
+        self.cluster_attrs: Any = None  # the attributes of the packed cluster launch
         self.record, record_dev = gdev.records.take()
         self.rec_i32 = self.record._i32
         self.active = False
@@ -465,6 +469,13 @@ class Launcher:
             if n > limit:
                 raise LaunchError(f"grid.{axis} = {n} exceeds {gdev}'s limit of {limit}")
         check_block_shape(self.kernel_name, self.block_shape, cfg)
+        if cfg.cluster is not None:
+            if self.grid_x_factor > 1:
+                raise LaunchError(f"`{self.kernel_name}` runs several logical blocks per "
+                                  "hardware block (coarsened), which clusters do not take")
+            if int(gdev.arch[3:].rstrip("a")) < 90:
+                raise LaunchError(f"cluster={cfg.cluster} needs an sm_90 GPU; {gdev} is "
+                                  f"{gdev.arch}")
         if self.thread_index_ranks:
             check_witness_config(self.kernel_name, self.thread_index_ranks, cfg)
         shm = cfg.shared_mem_bytes
@@ -512,11 +523,18 @@ class Launcher:
         if factor > 1:
             self.grid_packer.pack_into(self.buffer, self.grid_offset, gx)
             gx = (gx + factor - 1) // factor
-        attrs = self.cooperative_attrs
+        attrs, count = self.cooperative_attrs, 1
+        if cfg.cluster is not None:  # the cluster shape as a launch attribute
+            packed = _CLUSTER_ATTRIBUTE.pack(_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                                             *cfg.cluster)
+            if attrs is not None:
+                packed = attrs.raw + packed
+            attrs = self.cluster_attrs = ctypes.create_string_buffer(packed, len(packed))
+            count = len(packed) // _CLUSTER_ATTRIBUTE.size
         cd.LAUNCH_CONFIG.pack_into(self.config_buffer, 0, gx, gy, gz, bx, by, bz,
                                    cfg.shared_mem_bytes, stream,
                                    0 if attrs is None else ctypes.addressof(attrs),
-                                   0 if attrs is None else 1)
+                                   0 if attrs is None else count)
         self.packed_cfg, self.packed_stream = cfg, stream
 
     def check(self, cfg: LaunchConfig) -> None:
@@ -537,7 +555,7 @@ class Launcher:
                 values[i] = _bf16_bits(values[i])
         if self.constants:
             self.upload_constants(stream)
-        if self.native is not None:
+        if self.native is not None and cfg.cluster is None:  # the trampoline sets no attributes
             for i in self.f16_slots:
                 values[i] = f16_bits(values[i])
             if cfg is not self.checked_cfg:

@@ -50,8 +50,9 @@ class TensorMap:
     `ox.TensorMap[dtype, rank]` of a kernel parameter that takes one.
 
     `swizzle` (None, 32, 64 or 128 bytes) is how the box lands in shared memory: with a
-    swizzle, each row of the box (its innermost dimension) is at most that many bytes, and
-    row r's 16-byte chunk c lands at chunk c ^ (r % (swizzle // 16)). `l2_promotion`
+    swizzle of S bytes each row of the box (its innermost dimension) is S bytes, and the
+    16 bytes at offset o land at o ^ ((o // 128) % (S // 16)) * 16 (for 128 bytes: row
+    r's chunk c at chunk c ^ (r % 8), as wgmma's descriptors read it). `l2_promotion`
     (None, 64, 128, 256 bytes) widens the L2 fetches; `oob_fill` ("zero" or "nan", floats
     only) is what a load gives for elements past the array's edge; `interleave` is not
     supported (None).
@@ -187,6 +188,13 @@ def check(dtype: T.DType, shape: tuple[int, ...], strides: tuple[int, ...],
         raise ArgumentError(f"ox.TensorMap: with swizzle={swizzle}, a box row (the innermost "
                             f"dimension) is at most {swizzle} bytes ({swizzle // item} "
                             f"{dtype.name}); box[-1] = {box[-1]} is {inner} bytes")
+    if swizzle is not None and inner != swizzle:
+        # The driver takes narrower rows; oxide asks for whole swizzle rows, the layout
+        # wgmma's descriptors read and the CPU's copies reproduce exactly.
+        raise ArgumentError(f"ox.TensorMap: with swizzle={swizzle}, oxide takes box rows of "
+                            f"exactly {swizzle} bytes ({swizzle // item} {dtype.name}); "
+                            f"box[-1] = {box[-1]} is {inner} bytes: use the swizzle of the "
+                            "row's width (32, 64 or 128), or none")
     if ptr % 16:
         raise ArgumentError(f"ox.TensorMap: the array's address must be 16-byte aligned; it "
                             f"is {ptr:#x}")
