@@ -1,26 +1,107 @@
 """Finding the NVIDIA pieces oxide uses: libdevice and the nvJitLink library.
 
-Both come from pip wheels (nvidia-nvvm, nvidia-nvjitlink) or a CUDA toolkit.
-The lookups avoid importing cuda.core (~0.3 s), so compiling stays fast.
+Both come from pip wheels (nvidia-nvvm, nvidia-nvjitlink) or a CUDA toolkit. They are
+looked up through `cuda.pathfinder` first, NVIDIA's own search (wheels, conda, CUDA_HOME,
+the system), and by a glob over the wheels' and toolkit's folders only where pathfinder
+is missing or finds nothing. Pathfinder costs ~30-50 ms a process (mostly its import), a
+sixth of a cold compile, so its answer is kept on disk in the cache directory
+(`toolchain.json`, keyed by the Python prefix and CUDA_HOME/CUDA_PATH) and checked by a
+`stat` on the next process: a later process pays well under a millisecond. Nothing here
+imports cuda.core (~0.3 s).
 """
 
 from __future__ import annotations
 
 import functools
 import glob
+import json
 import os
 import sys
+from collections.abc import Callable
 
 from oxide.errors import TargetError
+
+_MEMO_FILE = "toolchain.json"
 
 
 def _site_dirs() -> list[str]:
     return [p for p in sys.path if p.endswith(("site-packages", "dist-packages")) and os.path.isdir(p)]
 
 
-@functools.cache
-def find_libdevice() -> str:
-    """The path of libdevice.10.bc: the nvidia-nvvm wheel, $CUDA_HOME, or cuda.pathfinder."""
+def _memo_key() -> str:
+    """What the answers depend on: this environment and the toolkit variables."""
+    return "|".join((sys.prefix, os.environ.get("CUDA_HOME", ""), os.environ.get("CUDA_PATH", "")))
+
+
+def _memo_path() -> str | None:
+    from oxide.cache_location import cache_dir
+
+    root = cache_dir()
+    return None if root is None else os.path.join(root, _MEMO_FILE)
+
+
+def _remembered(what: str) -> str | None:
+    """The path found for `what` by an earlier process, if it is still there."""
+    path = _memo_path()
+    if path is None:
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            memo = json.load(f)
+        found = memo[_memo_key()][what]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return found if isinstance(found, str) and os.path.isfile(found) else None
+
+
+def _remember(what: str, found: str) -> None:
+    """Keep `found` for later processes (atomically; a read-only cache is no error)."""
+    path = _memo_path()
+    if path is None:
+        return
+    try:
+        try:
+            with open(path, encoding="utf-8") as f:
+                memo = json.load(f)
+            if not isinstance(memo, dict):
+                memo = {}
+        except (OSError, ValueError):
+            memo = {}
+        memo.setdefault(_memo_key(), {})[what] = found
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump(memo, f, indent=1)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def _resolve(what: str, pathfinder: Callable[[], str | None], globbed: Callable[[], list[str]]
+             ) -> str | None:
+    """The remembered path, else pathfinder's, else the first globbed file that exists."""
+    found = _remembered(what)
+    if found is not None:
+        return found
+    try:
+        found = pathfinder()
+    except Exception:  # pathfinder missing, too old, or finding nothing: the globs decide
+        found = None
+    if not (found and os.path.isfile(found)):
+        found = next((c for c in globbed() if os.path.isfile(c)), None)
+    if found is not None:
+        _remember(what, found)
+    return found
+
+
+def _libdevice_by_pathfinder() -> str | None:
+    from cuda.pathfinder import find_bitcode_lib
+
+    found = find_bitcode_lib("device")
+    return str(found) if found else None
+
+
+def _libdevice_globbed() -> list[str]:
     candidates = []
     for site in _site_dirs():
         candidates += glob.glob(os.path.join(site, "nvidia", "cu*", "nvvm", "libdevice",
@@ -31,24 +112,27 @@ def find_libdevice() -> str:
         if os.environ.get(env):
             candidates.append(os.path.join(os.environ[env], "nvvm", "libdevice", "libdevice.10.bc"))
     candidates.append("/usr/local/cuda/nvvm/libdevice/libdevice.10.bc")
-    for c in candidates:
-        if os.path.isfile(c):
-            return c
-    try:
-        from cuda.pathfinder import find_bitcode_lib
-
-        found = find_bitcode_lib("device")
-        if found:
-            return str(found)
-    except Exception:  # pathfinder missing or too old: report below
-        pass
-    raise TargetError("libdevice (libdevice.10.bc) was not found",
-                      hint="pip install nvidia-nvvm, or set CUDA_HOME to a CUDA toolkit")
+    return candidates
 
 
 @functools.cache
-def find_nvjitlink() -> str:
-    """The path of libnvJitLink.so: the nvidia-nvjitlink wheel, $CUDA_HOME, or the system."""
+def find_libdevice() -> str:
+    """The path of libdevice.10.bc (cuda.pathfinder, else the nvidia-nvvm wheel,
+    $CUDA_HOME or /usr/local/cuda)."""
+    found = _resolve("libdevice", _libdevice_by_pathfinder, _libdevice_globbed)
+    if found is None:
+        raise TargetError("libdevice (libdevice.10.bc) was not found",
+                          hint="pip install nvidia-nvvm, or set CUDA_HOME to a CUDA toolkit")
+    return found
+
+
+def _nvjitlink_by_pathfinder() -> str | None:
+    from cuda.pathfinder import load_nvidia_dynamic_lib
+
+    return str(load_nvidia_dynamic_lib("nvJitLink").abs_path)
+
+
+def _nvjitlink_globbed() -> list[str]:
     candidates = []
     for site in _site_dirs():
         candidates += sorted(glob.glob(os.path.join(site, "nvidia", "cu*", "lib",
@@ -60,14 +144,15 @@ def find_nvjitlink() -> str:
             candidates += sorted(glob.glob(os.path.join(os.environ[env], "lib64",
                                                         "libnvJitLink.so*")), reverse=True)
     candidates += sorted(glob.glob("/usr/local/cuda/lib64/libnvJitLink.so*"), reverse=True)
-    for c in candidates:
-        if os.path.isfile(c):
-            return c
-    try:
-        from cuda.pathfinder import load_nvidia_dynamic_lib
+    return candidates
 
-        return str(load_nvidia_dynamic_lib("nvJitLink").abs_path)
-    except Exception:
-        pass
-    raise TargetError("nvJitLink (libnvJitLink.so) was not found",
-                      hint="pip install nvidia-nvjitlink, or set CUDA_HOME to a CUDA toolkit")
+
+@functools.cache
+def find_nvjitlink() -> str:
+    """The path of libnvJitLink.so (cuda.pathfinder, else the nvidia-nvjitlink wheel,
+    $CUDA_HOME or /usr/local/cuda)."""
+    found = _resolve("nvjitlink", _nvjitlink_by_pathfinder, _nvjitlink_globbed)
+    if found is None:
+        raise TargetError("nvJitLink (libnvJitLink.so) was not found",
+                          hint="pip install nvidia-nvjitlink, or set CUDA_HOME to a CUDA toolkit")
+    return found

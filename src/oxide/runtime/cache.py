@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from oxide import types as T
+from oxide.cache_location import cache_dir  # noqa: F401 - this module's public name too
 from oxide.errors import Span
 from oxide.runtime import cache_entry, cache_layout
 from oxide.runtime.safe_read import read_regular_file
@@ -45,19 +46,6 @@ from oxide.specialize import ConstValue
 FORMAT = 2  # 2: the checksum covers the whole entry, header included
 _EXCLUDED = ("runtime", "cli", "examples")  # packages that do not shape compiled code
 _ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
-
-
-def cache_dir() -> Path | None:
-    """The cache directory (`OXIDE_CACHE_DIR`, else `$XDG_CACHE_HOME/oxide`, else
-    `~/.cache/oxide`), or None when `OXIDE_CACHE=0` turns the cache off."""
-    if os.environ.get("OXIDE_CACHE", "1") == "0":
-        return None
-    if os.environ.get("OXIDE_CACHE_DIR"):
-        return Path(os.environ["OXIDE_CACHE_DIR"])
-    # the XDG base directory rule: $XDG_CACHE_HOME if set and absolute, else ~/.cache
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    return base / "oxide"
 
 
 class CachedSite:
