@@ -303,6 +303,7 @@ class Autotuner:
         times: dict[Config, float] = {}
         failures: dict[Config, str] = {}
         errors: list[CompileError | LaunchError] = []
+        synchronize(dev)  # the inputs may still be written on another stream
         for n, config in enumerate(self.configs, 1):
             text = f"autotuning `{self.__name__}`: config {n} of {len(self.configs)}, {config}"
             with shown_after(console, text, delay):
