@@ -51,6 +51,7 @@ from oxide.errors import (
     LaunchError,
 )
 from oxide.kernel import Kernel, _caller_span
+from oxide.specialize import array_info
 
 FORMAT = 1  # of the JSON files: a file of another format is ignored (and re-tuned)
 TILE_OPTIONS = ("num_warps", "occupancy")
@@ -178,6 +179,12 @@ class Autotuner:
 
         values = self._bind(args, kwargs)
         dev = _launch_device(device)
+        config = self._result(grid, values, dev).best
+        launch(self._variant(config), self._grid(grid, config), *self._full(config, values),
+               stream=stream, device=dev)
+
+    def _result(self, grid: Any, values: list[Any], dev: Any) -> TuneResult:
+        """The choice for these arguments' key: known, on disk, or timed now."""
         key = self._key(values, dev)
         result = self.results.get(key)
         if result is None:
@@ -190,9 +197,7 @@ class Autotuner:
                         for slot in self._zero_slots:  # the timing runs left their sums there
                             _zero(values[slot], self.free[slot].name)
                     self.results[key] = result
-        config = result.best
-        launch(self._variant(config), self._grid(grid, config), *self._full(config, values),
-               stream=stream, device=dev)
+        return result
 
     def best(self, *args: Any, **kwargs: Any) -> Config | None:
         """The config a launch with these arguments (tuned ones left out) would use: from
@@ -528,13 +533,12 @@ def _key_value(value: Any, name: str) -> Any:
 
 def _kind(value: Any) -> Any:
     """What the kernel specializes on for an argument: an array's element type, rank and
-    layout; a scalar's type."""
-    from oxide.specialize import array_info
-
-    if isinstance(value, (bool, int, float)):
-        return type(value).__name__
-    if isinstance(value, np.ndarray):
-        return (value.dtype.str, value.ndim, bool(value.flags.c_contiguous))
+    layout; a scalar's type. (Per launch: the common types are tested first.)"""
+    cls = value.__class__
+    if cls is np.ndarray:
+        return (value.dtype.str, value.ndim, value.flags.c_contiguous)
+    if cls in (int, float, bool):
+        return cls.__name__
     info = array_info(value)
     if info is not None:
         return (info.dtype.name, len(info.shape), info.contiguous)
