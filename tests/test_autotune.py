@@ -421,8 +421,6 @@ def test_mistakes_at_the_call():
     assert repr(c) == "Config(BLOCK=128, num_warps=4)" and dict(c) == {"BLOCK": 128, "num_warps": 4}
 
 
-@pytest.mark.xfail(strict=True, reason="needs ox.launch to hand an autotuned kernel to "
-                   "Autotuner.autotuned_launch (runtime/launch.py: requested from the lead)")
 def test_ox_launch_takes_an_autotuned_kernel():
     tuned = tuned_spin()
     x = np.ones(256, np.float32)
@@ -473,8 +471,6 @@ def test_nvptx_min_blocks_becomes_minnctapersm(monkeypatch):
                                                 arch="sm_90").ptx
 
 
-@pytest.mark.xfail(strict=True, reason="needs compiler.py to pass the options' occupancy to "
-                   "NVPTXTarget(min_blocks=...) (requested from the lead)")
 def test_tile_occupancy_reaches_the_ptx():
     k = tile.kernel(num_warps=8, occupancy=2)(spin_kernel().fn)
     ptx = k.compile(Slice[f32], DisjointSlice[f32], i32, 1, arch="sm_90").ptx

@@ -88,3 +88,12 @@ def test_cache_off_still_finds(monkeypatch: pytest.MonkeyPatch) -> None:
         assert os.path.isfile(toolchain.find_libdevice())
     finally:
         toolchain.find_libdevice.cache_clear()
+
+
+def test_cache_clear_removes_the_memo(fresh: Path) -> None:
+    from oxide.runtime.cache_layout import clear, is_marked
+
+    toolchain.find_libdevice()
+    assert is_marked(fresh) and (fresh / "toolchain.json").is_file()
+    assert clear(fresh).files == 1
+    assert not (fresh / "toolchain.json").exists()

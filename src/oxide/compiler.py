@@ -157,7 +157,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     if target == "nvptx":
         from oxide.codegen.nvptx import NVPTXTarget
 
-        tgt: Any = NVPTXTarget(arch or "sm_80", launch_bound(kernel.options))
+        tgt: Any = NVPTXTarget(arch or "sm_80", launch_bound(kernel.options),
+                                  getattr(kernel.options, "occupancy", None))
     else:
         from oxide.codegen.cpu import CPUTarget
 
@@ -177,7 +178,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         # that asked; other GPUs get a TargetError at the call (codegen/hopper.py).
         if needs_arch_specific(func):
             arch = "sm_90a"
-            tgt = NVPTXTarget(arch, launch_bound(kernel.options))
+            tgt = NVPTXTarget(arch, launch_bound(kernel.options),
+                              getattr(kernel.options, "occupancy", None))
     if os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0"):
         # xDSL's verifier walks every op (a tenth of a big tile kernel's compile): the test
         # suite turns it on (tests/conftest.py); LLVM verifies the IR oxide emits anyway

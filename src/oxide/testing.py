@@ -67,12 +67,17 @@ def _cpu_times(fn: Callable[[], Any], runs: int) -> list[float]:
     return out
 
 
+_FLUSH_BUFFERS: dict[int, Any] = {}  # device ordinal -> the L2-flush buffer do_bench writes
+
+
 def _gpu_timer(index: int, flush_l2: bool) -> Callable[[Callable[[], Any], int], list[float]]:
     from oxide.runtime import gpu
 
     flush = None
     if flush_l2:
-        ptr = gpu.allocate_device_memory(index, FLUSH_BYTES)
+        ptr = _FLUSH_BUFFERS.get(index)
+        if ptr is None:  # one per device for the process: autotuning times many configs
+            ptr = _FLUSH_BUFFERS[index] = gpu.allocate_device_memory(index, FLUSH_BYTES)
         flush = (ptr, FLUSH_BYTES)
 
     def times(fn: Callable[[], Any], runs: int) -> list[float]:

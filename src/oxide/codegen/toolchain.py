@@ -55,26 +55,24 @@ def _remembered(what: str) -> str | None:
 
 
 def _remember(what: str, found: str) -> None:
-    """Keep `found` for later processes (atomically; a read-only cache is no error)."""
+    """Keep `found` for later processes (atomically, in a directory marked as oxide's
+    cache, so `oxide cache clear` removes it; a read-only cache is no error)."""
+    from pathlib import Path
+
+    from oxide.runtime.cache_layout import write
+
     path = _memo_path()
     if path is None:
         return
     try:
-        try:
-            with open(path, encoding="utf-8") as f:
-                memo = json.load(f)
-            if not isinstance(memo, dict):
-                memo = {}
-        except (OSError, ValueError):
+        with open(path, encoding="utf-8") as f:
+            memo = json.load(f)
+        if not isinstance(memo, dict):
             memo = {}
-        memo.setdefault(_memo_key(), {})[what] = found
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(memo, f, indent=1)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    except (OSError, ValueError):
+        memo = {}
+    memo.setdefault(_memo_key(), {})[what] = found
+    write(Path(path).parent, _MEMO_FILE, json.dumps(memo, indent=1).encode())
 
 
 def _resolve(what: str, pathfinder: Callable[[], str | None], globbed: Callable[[], list[str]]

@@ -4,6 +4,8 @@
                                   tools skip the directory), naming oxide as its writer
     <root>/kernels/<sha256>.oxk   compiled kernels (runtime/cache_entry.py)
     <root>/sources/<sha256>       memos of the compiler sources' digest (runtime/cache.py)
+    <root>/autotune/<sha256>.json ox.autotune's choices (autotuner.py)
+    <root>/toolchain.json         where libdevice and nvJitLink were found (codegen/toolchain.py)
     .tmp-XXXXXXXX                 a write in progress, or one a killed process left
 
 `OXIDE_CACHE_DIR` may name any directory, including one holding the user's own files,
@@ -35,7 +37,8 @@ _WRITER = b"created by oxide"
 _TMP = r"\.tmp-[A-Za-z0-9_]{1,64}"
 PATTERNS = {"kernels": re.compile(rf"[0-9a-f]{{64}}\.oxk|{_TMP}"),
             "sources": re.compile(rf"[0-9a-f]{{64}}|{_TMP}"),
-            "": re.compile(_TMP)}  # the root: a marker write in progress
+            "autotune": re.compile(rf"[0-9a-f]{{64}}\.json|{_TMP}"),
+            "": re.compile(rf"toolchain\.json|{_TMP}")}  # the root: the toolchain memo, writes
 _ENTRY = re.compile(r"[0-9a-f]{64}\.oxk")
 
 
@@ -116,7 +119,7 @@ def clear(root: Path) -> Usage:
         removed.files += 1
         removed.bytes += st.st_size
         removed.entries += sub == "kernels" and bool(_ENTRY.fullmatch(name))
-    for sub in ("kernels", "sources"):
+    for sub in ("kernels", "sources", "autotune"):
         try:
             os.rmdir(root / sub)  # only when empty; a running process recreates it
         except OSError:

@@ -37,6 +37,9 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: 
     >>> ox.launch(scale, ox.LaunchConfig.for_num_elems(n), x, 2.5, y)  # doctest: +SKIP
     >>> ox.launch(scale, cfg, x, 2.5, y, device="cpu")                 # doctest: +SKIP
     """
+    tuned = getattr(kernel, "autotuned_launch", None)
+    if tuned is not None:  # ox.autotune: it picks the config for these arguments, then launches
+        return tuned(config, args, kwargs, stream, device)
     if kwargs:
         args = _keywords(kernel, args, kwargs)
     if getattr(kernel, "is_tile", False):  # a tile kernel's launch gives its grid only
