@@ -421,3 +421,81 @@ def test_plans_pack_the_map() -> None:
     cpu = make_plan(gt.load_store, args, views, cpu_dev)
     assert cpu.formats[:2] == ["Q", "Q"]
     assert flatten(cpu, args, views)[:2] == [tm.address, tm.address]
+
+
+def test_gpu_encoding_order() -> None:
+    """The driver gets dimensions innermost first, byte strides of dimensions 1 and up,
+    and the box innermost first (the call itself stubbed: no GPU here)."""
+    from unittest import mock
+
+    from cuda.bindings import driver as drv
+
+    from oxide.runtime import cuda_driver, tensormap
+
+    calls = []
+
+    def encode(*args: Any) -> Any:
+        calls.append(args)
+        return drv.CUresult.CUDA_SUCCESS, drv.CUtensorMap()
+
+    with mock.patch.object(drv, "cuTensorMapEncodeTiled", encode), \
+            mock.patch.object(cuda_driver, "init", lambda: None):
+        raw = tensormap.encode(0x10000, T.bf16, (3, 128, 64), (8192, 64, 1), (2, 64, 64), 128,
+                               None, "zero")
+    assert len(raw) == 128
+    dt, rank, ptr, dims, strides, box, elem, _, swizzle, *_ = calls[0]
+    assert (int(dt), rank, ptr) == (9, 3, 0x10000)  # BFLOAT16
+    assert [int(x) for x in dims] == [64, 128, 3]
+    assert [int(x) for x in strides] == [128, 16384]
+    assert [int(x) for x in box] == [64, 64, 2] and [int(x) for x in elem] == [1, 1, 1]
+    assert int(swizzle) == 3  # SWIZZLE_128B
+
+    def refuse(*args: Any) -> Any:
+        return drv.CUresult.CUDA_ERROR_INVALID_VALUE, drv.CUtensorMap()
+
+    with mock.patch.object(drv, "cuTensorMapEncodeTiled", refuse), \
+            mock.patch.object(cuda_driver, "init", lambda: None), \
+            pytest.raises(ox.ArgumentError, match="the driver refused the tensor map"):
+        tensormap.encode(0x10000, T.f32, (8, 16), (16, 1), (8, 16), None, None, "zero")
+
+
+def test_binder_packs_the_map_and_declines_clusters() -> None:
+    """The fast path's generated binder (runtime/fastpath.py), with a stand-in launcher:
+    a tensor map's 128 bytes are packed by value, a map of another kind is declined, and a
+    native binder leaves cluster launches to the path that sets the attribute."""
+    import types
+    from unittest import mock
+
+    from oxide.runtime import fastpath
+    from oxide.runtime.args import ParamPlan, Plan
+
+    spec = T.TensorMapType(f32, 2)
+    plan = Plan((spec, T.i32), [ParamPlan("m", "tensormap", spec),
+                                ParamPlan("n", "scalar", T.i32, dtype=T.i32)])
+    packed: list[Any] = []
+    native: list[Any] = []
+    gdev = types.SimpleNamespace(enter=lambda: None, check_errors=lambda: None,
+                                 active_records=[], activate=lambda L: None, single=True)
+
+    def launcher(flavor: str, plan: Plan = plan) -> Any:
+        return types.SimpleNamespace(
+            flavor=flavor, plan=plan, gdev=gdev, stream_source=None, lock=mock.MagicMock(),
+            packer=types.SimpleNamespace(pack_into=lambda *a: packed.append(a)),
+            buffer=None, launch_ex=lambda *a: 0, config_address=0, fptr=0, params_address=0,
+            upload_constants=None, native=lambda *a: native.append(a) or 0, native_address=0,
+            constants=(), packed_cfg=None, packed_stream=None, prepare=lambda cfg, h: None,
+            checked_cfg=None, check=lambda cfg: None, active=True)
+
+    tm = ox.TensorMap(np.zeros((16, 32), np.float32), (8, 32))
+    with mock.patch.object(fastpath, "parse_device", lambda i: "dev"):
+        binder = fastpath.make_binder(launcher("ctypes"), (tm, 3), 0, ())
+        cfg = ox.LaunchConfig(1, 32)
+        assert binder(cfg, (tm, 3), None, "dev")
+        assert packed[-1][2:] == (tm.raw, 3)
+        other = ox.TensorMap(np.zeros((16, 32), np.float16), (8, 32))
+        assert not binder(cfg, (other, 3), None, "dev")
+        # a kernel without maps launches natively, but not with clusters
+        scalars = Plan((T.i32,), [ParamPlan("n", "scalar", T.i32, dtype=T.i32)])
+        nbinder = fastpath.make_binder(launcher("native", scalars), (3,), 0, ())
+        assert nbinder(cfg, (3,), None, "dev") and native
+        assert not nbinder(ox.LaunchConfig(2, 32, cluster=2), (3,), None, "dev")

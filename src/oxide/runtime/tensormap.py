@@ -232,11 +232,12 @@ def encode(ptr: int, dtype: T.DType, shape: tuple[int, ...], strides: tuple[int,
     cd.init()
     item = dtype.itemsize
     rank = len(shape)
+    u64, u32 = drv.cuuint64_t, drv.cuuint32_t  # the binding takes no plain ints in lists
     err, tmap = drv.cuTensorMapEncodeTiled(
         drv.CUtensorMapDataType(DATA_TYPES[dtype.name]), rank, ptr,
-        [int(n) for n in reversed(shape)],
-        [int(s * item) for s in reversed(strides[:-1])],
-        [int(b) for b in reversed(box)], [1] * rank,
+        [u64(int(n)) for n in reversed(shape)],
+        [u64(int(s * item)) for s in reversed(strides[:-1])],
+        [u32(int(b)) for b in reversed(box)], [u32(1)] * rank,
         drv.CUtensorMapInterleave(0), drv.CUtensorMapSwizzle(SWIZZLES[swizzle]),
         drv.CUtensorMapL2promotion(L2_PROMOTIONS[l2_promotion]),
         drv.CUtensorMapFloatOOBfill(OOB_FILLS[oob_fill]))
