@@ -340,6 +340,8 @@ def _kernel(body: str) -> Any:
     ("with ox.unsafe():\n        ox.tma.store(m, s, 0, 0.5)", ox.KernelTypeError,
      "does not fit in i32"),
     ("ox.tma.store(m, s, 0, 0)", ox.SafetyError, "needs `with ox.unsafe"),
+    ("d = ox.shared.dynamic(f32)\n    with ox.unsafe():\n        ox.tma.store(m, d[0], 0, 0)",
+     ox.KernelTypeError, "needs a static shared array"),
     ("ox.tma.wait_group(64)", ox.KernelTypeError, "0 to 63"),
     ("ox.tma.wait_group(i32(1))", ox.KernelTypeError, "compile-time integer"),
     ("x[0] = m[0]", ox.KernelTypeError, "an ox.TensorMap parameter is not indexable"),

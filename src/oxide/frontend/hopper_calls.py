@@ -671,6 +671,11 @@ class HopperCallsMixin:
         of the tensor map's element type."""
         if isinstance(arg, ast.Subscript):
             arr, idx, site = self._shared_element(arg, what, (tm.type.dtype.name,), "s[0, 0]")
+            if any(n is None for n in arr.shape):
+                raise self.error(KernelTypeError, arg.value,
+                                 f"{what} needs a static shared array (its alignment is "
+                                 "raised for TMA); dynamic shared memory is not supported "
+                                 "here", hint="declare ox.shared.array(dtype, shape)")
             return arr, idx, site
         base = self.expr(arg)
         if not (isinstance(base, FixedArray) and base.space == "shared"):
