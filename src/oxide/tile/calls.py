@@ -2,8 +2,9 @@
 `tile/lower.py` call that emits each (mixed into `TileLowering`).
 
 Creation (`zeros`, `full`, `arange`), indices (`bid`, `num_blocks`, `cdiv`,
-`num_tiles`), math, `where`, reductions and scans, and shape changes (`broadcast_to`,
-`reshape`, `permute`, the `astype`/`reshape`/`permute` methods).
+`num_tiles`), math, `where`, reductions and scans, shape changes (`broadcast_to`,
+`reshape`, `permute`, the `astype`/`reshape`/`permute` methods), and matrix products
+(`tile.mma`, the `@` operator; lowered by `tile/mma_lower.py`).
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ import builtins
 from typing import Any
 
 from oxide import types as T
-from oxide.errors import KernelTypeError
+from oxide.errors import KernelTypeError, UnsupportedFeatureError
 from oxide.ir import ops
 from oxide.ir.types import ir_type
-from oxide.tile.layout import blocked
+from oxide.tile.layout import blocked, mma_accumulator
+from oxide.tile.mma_lower import accumulate_dtype, lower_mma
 from oxide.tile.values import Method, Static, TArray, Tile, describe, shape_text
 
 _REDUCE = {"sum": "add", "max": "max", "min": "min"}
@@ -205,6 +207,85 @@ class TileCallsMixin:
             x, idx = self.em.arg_reduce(kind, x, idx, axis, keepdims)
         return idx
 
+    # -- matrix products ----------------------------------------------------------------
+
+    def _mma_operands(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST,
+                      what: str) -> tuple[Tile, Tile]:
+        """`a` (M, K) and `b` (K, N): tiles of rank 2, one float dtype, equal K."""
+        for v, n, name in ((a, na, "a"), (b, nb, "b")):
+            if not isinstance(v, Tile):
+                raise self.error(KernelTypeError, n, f"{what} multiplies tiles; `{name}` is "
+                                 f"{describe(v)}", hint="load one with `tile.load(...)`")
+            if v.ndim != 2:
+                raise self.error(KernelTypeError, n,
+                                 f"{what} multiplies 2-d tiles; `{name}` is {v.describe()}",
+                                 label=f"rank {v.ndim}",
+                                 hint="add an axis (`x[None, :]`, `x[:, None]`) or reshape")
+        assert isinstance(a, Tile) and isinstance(b, Tile)
+        if a.shape[1] != b.shape[0]:
+            raise self.error(KernelTypeError, node,
+                             f"{what}: the inner dimensions differ: `a` is "
+                             f"{shape_text(a.shape)} and `b` is {shape_text(b.shape)}",
+                             label=f"{shape_text(a.shape)} @ {shape_text(b.shape)}",
+                             hint="a is (M, K) and b is (K, N): load the tiles with the same K")
+        for t, n in ((a, na), (b, nb)):
+            if t.dtype.is_bool:
+                raise self.error(KernelTypeError, n, f"{what} of a bool tile",
+                                 hint="convert first: `x.astype(f32)`")
+            if t.dtype.is_int:
+                raise self.error(UnsupportedFeatureError, n,
+                                 f"{what} on integers (int8 tensor cores) is not built yet",
+                                 label=f"this is {t.describe()}",
+                                 hint="convert to a float type first: `x.astype(f32)`")
+        return a, b
+
+    def call_mma(self, node: ast.Call) -> Tile:
+        """`tile.mma(a, b, acc)`: `a @ b + acc` in the accumulator's dtype, as cuTile's
+        `ct.mma` (no promotion between `a` and `b`; 16-bit floats accumulate in f32)."""
+        a, b, acc = self.positional(node, 3, "tile.mma(a, b, acc)")
+        ta, tb = self._mma_operands(a, b, node, node.args[0], node.args[1], "tile.mma")
+        if ta.dtype != tb.dtype:
+            raise self.error(KernelTypeError, node,
+                             f"tile.mma multiplies tiles of one dtype: `a` is "
+                             f"{ta.dtype.name} and `b` is {tb.dtype.name}",
+                             label=f"{ta.dtype.name} vs {tb.dtype.name}",
+                             hint=f"convert one: `.astype({ta.dtype.name})`, or use `a @ b`, "
+                                  "which promotes")
+        want = (ta.shape[0], tb.shape[1])
+        acc_dt = accumulate_dtype(ta.dtype)
+        if not isinstance(acc, Tile):
+            raise self.error(KernelTypeError, node.args[2],
+                             f"the accumulator of tile.mma is a tile, not {describe(acc)}",
+                             hint=f"start from `tile.zeros({shape_text(want)}, "
+                                  f"{acc_dt.name})`")
+        if acc.shape != want:
+            raise self.error(KernelTypeError, node.args[2],
+                             f"the accumulator of tile.mma is (M, N) = {shape_text(want)} for "
+                             f"`a` {shape_text(ta.shape)} and `b` {shape_text(tb.shape)}, "
+                             f"not {shape_text(acc.shape)}",
+                             label=f"this is {acc.describe()}")
+        if acc.dtype != acc_dt:
+            raise self.error(KernelTypeError, node.args[2],
+                             f"{ta.dtype.name} tiles accumulate in {acc_dt.name}; the "
+                             f"accumulator is {acc.dtype.name}",
+                             label=f"this is {acc.describe()}",
+                             hint=f"start from `tile.zeros({shape_text(want)}, {acc_dt.name})`"
+                                  f"; convert the result afterwards (`.astype(...)`)")
+        return lower_mma(self.em, ta, tb, acc)
+
+    def matmul(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST) -> Tile:
+        """`a @ b`: the operands promoted to one dtype (as for `+`), multiplied with an f32
+        accumulator for 16-bit floats, and the result in the promoted dtype (as NumPy,
+        torch and cuTile's `ct.matmul`)."""
+        ta, tb = self._mma_operands(a, b, node, na, nb, "`@`")
+        dt = self.promote(ta, tb, node)
+        ta, tb = self.em.cast(ta, dt), self.em.cast(tb, dt)
+        shape = (ta.shape[0], tb.shape[1])
+        acc_dt = accumulate_dtype(dt)
+        layout = mma_accumulator(shape, self.num_warps) or blocked(shape, self.num_warps)
+        out = lower_mma(self.em, ta, tb, self.em.full(layout, 0, acc_dt))
+        return self.em.cast(out, dt)
+
     def call_cumsum(self, node: ast.Call) -> Tile:
         args = self.positional(node, (1, 2), "tile.cumsum(x, axis=0)", ("axis",))
         x = self.as_tile(args[0], node.args[0])
@@ -220,6 +301,8 @@ class TileCallsMixin:
             raise self.error(KernelTypeError, axis_node or node,
                              f"the axis of tile.cumsum is a constant from {-x.ndim} to "
                              f"{x.ndim - 1} for {x.describe()}")
+        if not x.layout.is_blocked:  # the scan walks blocked layouts (an mma result)
+            x = self.em.convert(x, blocked(x.shape, self.num_warps))
         return self.em.cumsum(x, axis % x.ndim)
 
     def _axes(self, name: str, x: Tile, node: ast.Call) -> tuple[list[int], bool]:

@@ -41,9 +41,10 @@ from oxide.kernel import DeviceFunction
 from oxide.specialize import ConstValue
 from oxide.tile import lang
 from oxide.tile.calls import TileCallsMixin
-from oxide.tile.layout import Layout, blocked
+from oxide.tile.layout import Layout, blocked, mma_accumulator
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
+from oxide.tile.mma_lower import relayout
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
 
 # elements one thread may hold in one tile (registers: a larger tile spills, then fails)
@@ -385,10 +386,17 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in assigned:
                 assigned.append(n.id)
         carried: dict[str, tuple[Tile, list[Any]]] = {}
+        products = self._matmul_targets(node.body)
         for name in assigned:
             cur = self.env.get(name)
             if isinstance(cur, Static) and isinstance(cur.obj, (bool, int, float)):
                 cur = self.as_tile(cur, node)  # `acc = 0.0` before the loop: a 0-d tile
+            if isinstance(cur, Tile) and name in products:
+                # `acc = tile.mma(a, b, acc)`: carried in the accumulator's layout, so its
+                # registers stay put across iterations (a constant start moves nothing)
+                acc_layout = mma_accumulator(cur.shape, self.num_warps)
+                if acc_layout is not None:
+                    cur = relayout(self.em, cur, acc_layout)
             if isinstance(cur, Tile):
                 slots = [self.b.alloc(ops.SlotOp(ir_type(cur.dtype))) for _ in cur.values]
                 for slot, v in zip(slots, cur.values, strict=True):
@@ -438,6 +446,30 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         for name, (t, slots) in carried.items():
             self.env[name] = Tile(t.dtype, t.layout, tuple(
                 self.b.value(ops.SlotReadOp(slot)) for slot in slots))
+
+    def _matmul_targets(self, body: list[ast.stmt]) -> set[str]:
+        """The names `body` assigns from an expression with a matrix product in it
+        (`acc = tile.mma(a, b, acc)`, `o = o * s + p @ v`): a loop carries those in the
+        accumulator layout, where the product leaves its result."""
+        out: set[str] = set()
+        for n in ast.walk(ast.Module(body=body, type_ignores=[])):
+            if isinstance(n, (ast.Assign, ast.AugAssign)) and self._has_matmul(n.value):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                out |= {t.id for t in targets if isinstance(t, ast.Name)}
+        return out
+
+    def _has_matmul(self, expr: ast.expr) -> bool:
+        for n in ast.walk(expr):
+            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
+                return True
+            if isinstance(n, ast.Call) and _is_dotted_name(n.func):
+                try:
+                    fn = self.expr(n.func)  # a name or attribute lookup: no IR
+                except CompileError:
+                    continue
+                if isinstance(fn, Static) and fn.obj is lang.mma:
+                    return True
+        return False
 
     # -- expressions ----------------------------------------------------------------
 
@@ -856,8 +888,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
                 raise self.error(KernelTypeError, node, f"{self.text(node)}: {exc}") from None
         symbol = _SYMBOL.get(type(op), "?")
         if isinstance(op, ast.MatMult):
-            raise self.error(UnsupportedFeatureError, node, "`@` (tile.mma) is not built yet",
-                             hint="this first slice of the Tile model has no matrix multiply")
+            return self.matmul(a, b, node, na, nb)
         if isinstance(op, ast.Pow):
             raise self.error(UnsupportedFeatureError, node, "`**` on tiles is not supported",
                              hint="multiply (`x * x`), or use `tile.exp2(y * tile.log2(x))`")
@@ -883,6 +914,13 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         if kind in ("floordiv", "mod") and not dt.is_float:
             site = self.b.site("assert", self.src.span(node), "integer division by zero")
         return self.em.binary(kind, ta, tb, site)
+
+def _is_dotted_name(node: ast.expr) -> bool:
+    """`name` or `name.attr.attr`: looking it up evaluates nothing."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
+
 
 def _fits(v: int, dt: T.DType) -> bool:
     if dt.is_bool:

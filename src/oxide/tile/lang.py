@@ -71,9 +71,12 @@ argmin = _f("argmin", "`tile.argmin(x, axis=None, keepdims=False)`: the index (i
 cumsum = _f("cumsum", "`tile.cumsum(x, axis=0)`: inclusive prefix sums along `axis`")
 reshape = _f("reshape", "`tile.reshape(x, shape)`: the same elements in row-major order")
 permute = _f("permute", "`tile.permute(x, axes)`: dimensions reordered (`(1, 0)` transposes)")
-mma = _f("mma", "`tile.mma(a, b, acc)`: not built yet")
+mma = _f("mma", "`tile.mma(a, b, acc)`: `a @ b + acc` for `a` (M, K) and `b` (K, N) of one "
+         "float dtype and `acc` (M, N) in the type they accumulate in (f32 for bf16, f16 and "
+         "f32; f64 for f64). bf16/f16 run on tensor cores (mma.sync); f32 is exact f32, "
+         "never TF32.")
 
 FUNCTIONS = (bid, num_blocks, cdiv, num_tiles, load, store, zeros, full, arange, exp, exp2,
              log, sqrt, rsqrt, tanh, maximum, minimum, where, sum, max, min, broadcast_to,
              argmax, argmin, cumsum, reshape, permute, mma)
-NOT_BUILT = {"mma"}
+NOT_BUILT: set[str] = set()

@@ -3,15 +3,18 @@
 A tile block has `num_warps * 32` threads. A tile of a static power-of-two shape is
 spread over them as Triton's blocked layouts do: along each dimension `d`
 
-    coordinate = rep * spc_d + (warp_d * tpw_d + lane_d) * spt_d + s
+    coordinate = rep * spc_d + (warp_d * inner_d * tpw_d + inner * tpw_d + lane_d) * spt_d + s
 
 where `lane_d = (lane >> lane_shift_d) & (tpw_d - 1)` and `warp_d = (warp >> warp_shift_d)
 & (wpc_d - 1)` pick a contiguous group of lane bits and of warp bits for the dimension,
-`spt_d` elements sit side by side in one thread (`s < spt_d`), `spc_d = spt_d * tpw_d *
-wpc_d` is what one pass of the whole block covers, and `rep < shape_d / spc_d` repeats
-it when the tile is larger. A thread's elements are its *slots*: one static offset per
-dimension (`rep * spc_d + s`) added to the thread's base, so every tile op is a loop over
-slots at compile time.
+`spt_d` elements sit side by side in one thread (`s < spt_d`), `inner < inner_d` are the
+repetitions one warp covers before the next warp's elements start, `spc_d = spt_d * tpw_d *
+inner_d * wpc_d` is what one pass of the whole block covers, and `rep < shape_d / spc_d`
+repeats it when the tile is larger. Blocked layouts have `inner_d = 1`; the tensor-core
+accumulator (`tile/mma_lower.py`) has a warp's rows `g + 8 * i` and columns `2t + s + 8 * i`
+before the next warp's, so it needs `inner_d > 1`. A thread's elements are its *slots*:
+one static offset per dimension (`rep * spc_d + inner * tpw_d * spt_d + s`) added to the
+thread's base, so every tile op is a loop over slots at compile time.
 
 What it assumes and guarantees:
 - shapes are powers of two and `spt_d <= shape_d`;
@@ -42,18 +45,25 @@ VECTOR = 4
 
 @dataclass(frozen=True)
 class DimMap:
-    """How one dimension is spread: elements per thread, then lanes, then warps."""
+    """How one dimension is spread: elements per thread, then lanes, then the warp's own
+    repetitions (`inner`), then warps."""
 
     spt: int = 1
     lane_shift: int = 0
     tpw: int = 1
     warp_shift: int = 0
     wpc: int = 1
+    inner: int = 1
 
     @property
     def span(self) -> int:
         """Elements one pass of the block covers along this dimension (`spc`)."""
-        return self.spt * self.tpw * self.wpc
+        return self.spt * self.tpw * self.inner * self.wpc
+
+    @property
+    def warp_stride(self) -> int:
+        """Elements between the first elements of two consecutive warps along it."""
+        return self.spt * self.tpw * self.inner
 
 
 @dataclass(frozen=True)
@@ -81,16 +91,23 @@ class Layout:
         """The static offset of each slot, in slot order (row-major over dimensions)."""
         per_dim = []
         for d, m in enumerate(self.dims):
-            span = m.span
-            per_dim.append([r * span + s for r in range(self.reps(d)) for s in range(m.spt)])
+            span, step = m.span, m.spt * m.tpw
+            per_dim.append([r * span + i * step + s for r in range(self.reps(d))
+                            for i in range(m.inner) for s in range(m.spt)])
         return list(itertools.product(*per_dim))
 
     @property
     def slots(self) -> int:
         n = 1
         for d, m in enumerate(self.dims):
-            n *= self.reps(d) * m.spt
+            n *= self.reps(d) * m.inner * m.spt
         return n
+
+    @property
+    def is_blocked(self) -> bool:
+        """Whether every dimension is a plain blocked map (no warp-inner repetitions): the
+        layouts every tile op handles; `tile/mma_lower.py`'s accumulator is the other kind."""
+        return all(m.inner == 1 for n, m in zip(self.shape, self.dims, strict=True) if n > 1)
 
     def wraps(self, d: int) -> bool:
         """Whether a pass covers more than the tile along `d` (threads past it are replicas)."""
@@ -169,3 +186,43 @@ def blocked(shape: tuple[int, ...], num_warps: int) -> Layout:
     dims = tuple(DimMap(spt[d], lane_shift[d], tpw[d], warp_shift[d], wpc[d])
                  for d in range(rank))
     return Layout(tuple(shape), dims, num_warps)
+
+
+# -- the tensor-core accumulator (tile/mma.py) ------------------------------------------
+
+MMA_M, MMA_N = 16, 8  # one mma.sync m16n8k16 covers 16 x 8 elements of the result
+
+
+def mma_warps(shape: tuple[int, int], num_warps: int) -> tuple[int, int]:
+    """How the block's warps split an (M, N) result: warps double along the dimension
+    where each warp's share is larger (M first on a tie), while a warp still covers at
+    least one instruction tile (16 rows, 8 columns); 8 warps on 128 x 128 are 4 x 2.
+    Warps left over hold replicas."""
+    m, n = shape
+    wm = wn = 1
+    while wm * wn < num_warps:
+        can_m, can_n = m // (MMA_M * wm) >= 2, n // (MMA_N * wn) >= 2
+        if can_m and (not can_n or m // wm >= n // wn):
+            wm *= 2
+        elif can_n:
+            wn *= 2
+        else:
+            break
+    return wm, wn
+
+
+def mma_accumulator(shape: tuple[int, ...], num_warps: int) -> Layout | None:
+    """The layout of mma.sync's accumulator over a whole (M, N) tile, or None where the
+    tile is smaller than one instruction (M < 16 or N < 8).
+
+    In a warp, lane `l` (`g = l >> 2`, `t = l & 3`) holds rows `g + 8 i` and columns
+    `2t + s + 8 j` of the warp's (M / WM) x (N / WN) share: the C/D fragments of PTX's
+    m16n8 instruction tiles, repeated over the share (`inner`), then the next warp's."""
+    if len(shape) != 2 or shape[0] < MMA_M or shape[1] < MMA_N:
+        return None
+    m, n = shape
+    wm, wn = mma_warps((m, n), num_warps)
+    rows = DimMap(spt=1, lane_shift=2, tpw=8, warp_shift=0, wpc=wm, inner=m // wm // 8)
+    cols = DimMap(spt=2, lane_shift=0, tpw=4, warp_shift=wm.bit_length() - 1, wpc=wn,
+                  inner=n // wn // 8)
+    return Layout((m, n), (rows, cols), num_warps)

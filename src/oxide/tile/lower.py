@@ -43,6 +43,15 @@ FULL_MASK = 0xFFFFFFFF
 _IDENTITY = {"add": (0.0, 0, 0), "max": (-math.inf, None, 0), "min": (math.inf, None, None)}
 
 
+def padded_rows(shape: tuple[int, ...], dt: T.DType) -> tuple[int, ...]:
+    """The shape of a shared-memory copy of a tile: rows one 32-bit word longer than the
+    tile's (for a rank >= 2 tile), so a column of a row-major copy spreads over all 32
+    banks: a transpose or a layout change reads it without bank conflicts."""
+    if len(shape) < 2 or shape[-1] == 1:
+        return shape
+    return (*shape[:-1], shape[-1] + max(1, 4 // max(1, dt.bits // 8)))
+
+
 def reduce_dtype(dt: T.DType) -> T.DType:
     """The type a reduction combines in: 16-bit floats in f32, narrow ints in 32 bits
     (warp shuffles move 32- and 64-bit values; f32 also keeps a bf16 sum accurate)."""
@@ -111,9 +120,9 @@ class TileEmitter:
         if found is None:
             lane, warp = self._thread()
             pos = self._field(lane, m.lane_shift, m.tpw)
-            if m.wpc > 1:
+            if m.wpc > 1:  # the warp's first element, in units of spt
                 w = self._field(warp, m.warp_shift, m.wpc)
-                w = self._entry(ops.BinaryOp("mul", w, self.const(m.tpw, T.i32)))
+                w = self._entry(ops.BinaryOp("mul", w, self.const(m.tpw * m.inner, T.i32)))
                 pos = self._entry(ops.BinaryOp("add", w, pos))
             if m.spt > 1:
                 pos = self._entry(ops.BinaryOp("mul", pos, self.const(m.spt, T.i32)))
@@ -297,18 +306,19 @@ class TileEmitter:
         `source(c)`: a layout conversion, a reshape (same row-major position) or a
         permutation, through one shared-memory copy of the tile."""
         store_dt = T.u8 if t.dtype.is_bool else t.dtype
+        shape = padded_rows(t.shape, store_dt)
         n = 1
-        for e in t.shape:
+        for e in shape:
             n *= e
         smem = self.shared(store_dt, n)
         self.barrier()
         for coords, v in zip(self.coords(t.layout), t.values, strict=True):
-            idx = self.linear(coords, t.shape, T.i64)
+            idx = self.linear(coords, shape, T.i64)
             self.b.emit(ops.StoreOp(smem, [idx], self.b.cast(v, store_dt), 0, False, True))
         self.barrier()
         out = []
         for coords in self.coords(target):
-            idx = self.linear(source(coords), t.shape, T.i64)
+            idx = self.linear(source(coords), shape, T.i64)
             v = self.b.value(ops.LoadOp(smem, [idx], ir_type(store_dt), 0, False, True))
             if t.dtype.is_bool:
                 v = self.b.value(ops.CompareOp("ne", v, self.const(0, T.u8)))

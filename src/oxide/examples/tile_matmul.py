@@ -1,0 +1,81 @@
+"""Tile matmul: C = A @ B with bf16 tensor cores (f32 accumulate), and exactly in f32 (ox.tile)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+from oxide.examples import _harness as h
+
+# the GPU tile: 128 x 128 outputs per block of 8 warps (4 x 2, each 32 x 64), k by 32;
+# on the CPU a smaller one (the CPU emulates each warp's mma.sync lane by lane, and its
+# compile time grows with the instructions a thread issues)
+GPU_TILE = (128, 128, 32)
+CPU_TILE = (64, 64, 32)
+
+
+@tile.kernel(num_warps=8)
+def tile_matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
+                BM: Const[int], BN: Const[int], BK: Const[int]):
+    """Each block owns one BM x BN tile of C. The accumulator stays in registers across
+    the k loop (the mma.sync layout); rows and columns past the edges load as 0, so they
+    add nothing, and the store drops them."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.store(c, (i, j), acc.astype(bf16))
+
+
+@tile.kernel(num_warps=8)
+def tile_matmul_f32(a: Slice[f32, 2], b: Slice[f32, 2], c: DisjointSlice[f32, 2],
+                    BM: Const[int], BN: Const[int], BK: Const[int]):
+    """The same loop in f32 with `@`: computed in f32 (multiply-adds, no TF32)."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = acc + tile.load(a, (i, k), (BM, BK)) @ tile.load(b, (k, j), (BK, BN))
+    tile.store(c, (i, j), acc)
+
+
+def grid(m: int, n: int, bm: int, bn: int) -> tuple[int, int]:
+    return tile.cdiv(m, bm), tile.cdiv(n, bn)
+
+
+def main(device: str | int | None = None, arch: str | None = None,
+         size: int | None = None) -> h.ExampleResult:
+    """`size` x (`size` + 24) x (`size` + 8) in bf16 (timed) and in f32, against NumPy.
+    No dimension is a multiple of its tile unless `size` makes it one."""
+    with h.running_on(device) as dev:
+        m = h.pick_size(dev, size, cpu=136, gpu=4096)
+        k, n = m + 24, m + 8
+        bm, bn, bk = CPU_TILE if dev.is_cpu else GPU_TILE
+        rng = np.random.default_rng(12)
+        a32 = rng.standard_normal((m, k), dtype=np.float32)
+        b32 = rng.standard_normal((k, n), dtype=np.float32)
+        a, b = a32.astype(bf16.numpy), b32.astype(bf16.numpy)
+        c = np.zeros((m, n), bf16.numpy)
+        c32 = np.zeros((m, n), np.float32)
+        d_a, d_b, d_c, d_a32, d_b32, d_c32 = h.to_device(dev, a, b, c, a32, b32, c32)
+        g = grid(m, n, bm, bn)
+        seconds = h.time_launch(dev, lambda: ox.launch(tile_matmul, g, d_a, d_b, d_c,
+                                                       bm, bn, bk))
+        ox.launch(tile_matmul_f32, g, d_a32, d_b32, d_c32, bm, bn, bk)
+        # the inputs are bf16 exactly, their products exact in f32: the reference is
+        # the f32 product of the same values, the result rounded once to bf16
+        want = a.astype(np.float32) @ b.astype(np.float32)
+        got = h.to_numpy(d_c).astype(np.float32)
+        scale = np.sqrt(k)
+        ok_bf16 = np.allclose(got, want, rtol=1e-2, atol=1e-3 * scale)
+        want32 = a32.astype(np.float64) @ b32.astype(np.float64)
+        ok_f32 = np.allclose(h.to_numpy(d_c32), want32, rtol=1e-4, atol=1e-5 * scale)
+        detail = h.join(h.check_arch(tile_matmul, arch, a, b, c, bm, bn, bk),
+                        "" if ok_f32 else "the f32 product differs from NumPy's")
+        return h.ExampleResult("tile_matmul", bool(ok_bf16 and ok_f32), h.describe(dev),
+                               f"{m:,} x {k:,} x {n:,} bf16 -> f32 accumulate", seconds,
+                               work=2.0 * m * n * k, unit="GFLOP/s", detail=detail)
+
+
+if __name__ == "__main__":
+    print(main())
