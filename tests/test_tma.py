@@ -90,6 +90,23 @@ def test_ranks_one_to_five() -> None:
     assert "cp.async.bulk.tensor.5d.global.shared::cta" in ptx
 
 
+@ox.kernel
+def prefetch_and_scale(m: ox.TensorMap[f32, 2], x: ox.Slice[f32], y: ox.DisjointSlice[f32]):
+    i = ox.thread.index_1d()
+    if i in y:
+        ox.tma.prefetch(m, 0, 0)
+        y[i] = x[i] * 2.0
+
+
+def test_a_kernel_with_a_map_is_not_coarsened() -> None:
+    """An elementwise kernel would run several blocks per thread through an inner
+    function (codegen/coarsen.py); a by-value map passed to it would land in local
+    memory, where TMA cannot read it."""
+    ck, ptx = ptx_of(prefetch_and_scale, TM2, ox.Slice[f32], ox.DisjointSlice[f32])
+    assert ck.grid_x_factor == 1
+    assert ".local" not in ptx and "cp.async.bulk.prefetch.tensor.2d" in ptx
+
+
 def test_sm80_is_a_target_error() -> None:
     with pytest.raises(ox.TargetError, match=r"`ox.tma.load\(\)` needs sm_90; the target is "
                                              r"sm_80") as info:

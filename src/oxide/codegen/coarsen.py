@@ -34,6 +34,9 @@ def prefetchable_loads(func: ops.FuncOp) -> list[ops.LoadOp] | None:
     or when there is nothing to prefetch (coarsening alone does not help).
     """
     loads: list[ops.LoadOp] = []
+    if any(isinstance(a.type, ArrayType) and a.type.access.data == "tensormap"
+           for a in func.body.blocks[0].args):
+        return None  # a by-value tensor map passed on to the body would be copied to local
     for op in func.walk():
         if isinstance(op, ops.BarrierOp) and op.kind.data in _CROSS_THREAD_BARRIERS:
             return None
