@@ -495,8 +495,9 @@ def cluster_of_one(out: RawSlice[i32]):
 
 
 def test_cluster_registers_on_the_cpu_are_a_cluster_of_one() -> None:
-    """CPU launches form no clusters (nor do GPU launches yet): each block is a cluster of
-    one, so the cluster index is the block index; the fences order nothing there."""
+    """CPU launches form no clusters (GPU launches do with LaunchConfig(cluster=)): each
+    block is a cluster of one, so the cluster index is the block index; the fences order
+    nothing there."""
     out = np.full(48, -1, np.int32)
     with ox.device("cpu"):
         ox.launch(cluster_of_one, ((3, 2), 32), out)
