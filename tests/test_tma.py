@@ -59,6 +59,17 @@ def test_load_and_store_compile() -> None:
     assert re.search(r"\.shared \.align 1024 \.b8 oxide_shared\d+\[2048\]", ptx)
 
 
+def test_assembles_for_sm_90a_without_a_frame() -> None:
+    """The map is read in the parameter space: no stack frame, no local copy."""
+    from test_wgmma_tma import info_log
+
+    ck, ptx = ptx_of(gt.load_store, *LOAD_STORE_SIG, arch="sm_90a")
+    assert ".target sm_90a" in ptx
+    log = info_log(ptx, "sm_90a")
+    entry = log.split(f"Function properties for {ck.name}")[1]
+    assert "0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads" in entry, log
+
+
 def test_multicast_compiles() -> None:
     _, ptx = ptx_of(gt.multicast, TM2, RawSlice[f32], 8, 32)
     assert re.search(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\.mbarrier::"
