@@ -1,0 +1,81 @@
+"""tile.mma and `@` on the GPU: tests/test_tile_mma.py's kernels against NumPy, the
+tile_matmul example at its GPU size (4096^3 bf16, and f32), and a 4096^3 bf16 product
+of values whose sums are exact in f32 (so the tensor cores' summation order cannot
+matter: the result must equal NumPy's bit for bit)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import test_tile_mma as tm
+
+import oxide as ox
+from oxide import bf16, examples, f32, tile
+
+pytestmark = pytest.mark.gpu
+
+
+def gpu(kernel, grid, *args):
+    """Launch on GPU 0 with copies of the NumPy arrays; the results copied back."""
+    dev = [ox.to_device(x) if isinstance(x, np.ndarray) else x for x in args]
+    kernel[grid](*dev)
+    for x, d in zip(args, dev, strict=True):
+        if isinstance(x, np.ndarray):
+            x[...] = d.to_numpy()
+
+
+def test_tile_matmul_example_on_gpu():
+    result = examples.load("tile_matmul").main(device=0)
+    assert result.passed, str(result)
+
+
+@pytest.mark.parametrize("size", [1, 100, 1000])
+def test_tile_matmul_example_ragged_on_gpu(size):
+    result = examples.load("tile_matmul").main(device=0, size=size)
+    assert result.passed, str(result)
+
+
+@pytest.mark.parametrize("case", tm.CASES, ids=lambda c: "-".join(map(str, c)))
+def test_mma_against_numpy_on_gpu(case):
+    dt, *rest = case
+    got, want = tm.run_matmul(dt, *rest, run=gpu)
+    tol = 1e-12 if dt.name == "f64" else 1e-4 * np.sqrt(rest[3])
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol)
+
+
+def test_matmul_4096_bf16_exact_on_gpu():
+    rng = np.random.default_rng(31)
+    n = 4096
+    a = (rng.integers(-8, 9, (n, n)) * 0.25).astype(bf16.numpy)
+    b = (rng.integers(-8, 9, (n, n)) * 0.25).astype(bf16.numpy)
+    c = ox.to_device(np.zeros((n, n), np.float32))
+    from oxide.examples.tile_matmul import GPU_TILE
+
+    bm, bn, bk = GPU_TILE
+    kernel = tm.make_matmul(bf16, f32, 8)
+    kernel[(tile.cdiv(n, bm), tile.cdiv(n, bn))](ox.to_device(a), ox.to_device(b), c, bm, bn, bk)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_array_equal(c.to_numpy(), want)
+
+
+def test_matmul_operator_and_epilogue_on_gpu():
+    rng = np.random.default_rng(32)
+    a = rng.standard_normal((30, 32)).astype(bf16.numpy)
+    b = rng.standard_normal((32, 13)).astype(bf16.numpy)
+    w = rng.standard_normal((32, 13)).astype(np.float32)
+    c, cw = np.zeros((30, 13), bf16.numpy), np.zeros((30, 13), np.float32)
+    gpu(tm.matmul_operator, 1, a, b, c, w, cw)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(c.astype(np.float32), want, rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(cw, a.astype(np.float64) @ w.astype(np.float64), atol=1e-4)
+    m, k = 64, 48
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((k, 32)).astype(bf16.numpy)
+    bias = rng.standard_normal((1, 32)).astype(np.float32)
+    c = np.zeros((m, 32), bf16.numpy)
+    rows, scan = np.zeros((m, 1), np.float32), np.zeros((m, 32), np.float32)
+    gpu(tm.epilogue, 2, a, b, bias, c, rows, scan, 16)
+    want = (a.astype(np.float64) @ b.astype(np.float64)) * 0.5 + bias
+    np.testing.assert_allclose(c.astype(np.float32), want, rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(rows[:, 0], want.sum(1), atol=1e-3)
+    np.testing.assert_allclose(scan, np.cumsum(want, 1), atol=1e-3)

@@ -1,0 +1,310 @@
+"""tile.mma and `@` without a GPU: the accumulator layout, the CPU's run of the very
+lowering the GPU gets (ldmatrix fragments and mma.sync, emulated lane by lane) against
+NumPy for bf16, f16, f32 and f64 with ragged edges, accumulators chained over a k loop,
+epilogues that meet other layouts, the PTX (tensor-core instructions, no spills), and
+the diagnostics.
+
+tests/test_gpu_tile_mma.py runs the same kernels on the GPU.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+import pytest
+from test_wgmma_tma import info_log
+
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, f64, tile
+from oxide.tile.layout import blocked, mma_accumulator, mma_warps
+
+pytest.importorskip("ml_dtypes")  # NumPy's bfloat16
+rng = np.random.default_rng(21)
+NP = {"bf16": bf16.numpy, "f16": np.float16, "f32": np.float32, "f64": np.float64}
+
+
+def cpu(kernel, grid, *args):
+    with ox.device("cpu"):
+        kernel[grid](*args)
+
+
+# -- layouts ---------------------------------------------------------------------------
+
+
+def _elements(layout, warps):
+    """{coordinate: number of canonical holders}, and every thread's coordinates, from
+    the layout's formula (what TileEmitter.base/owner compute)."""
+    shape = layout.shape
+    seen: dict[tuple[int, ...], int] = {}
+    lane_free = 31 & ~layout.lane_bits()
+    warp_free = (warps - 1) & ~layout.warp_bits()
+    for t in range(warps * 32):
+        lane, warp = t % 32, t // 32
+        base, owner = [], not (lane & lane_free) and not (warp & warp_free)
+        for d, m in enumerate(layout.dims):
+            w = (warp >> m.warp_shift) & (m.wpc - 1)
+            raw = (w * m.tpw * m.inner + ((lane >> m.lane_shift) & (m.tpw - 1))) * m.spt
+            if m.span > shape[d]:
+                owner &= raw < shape[d]
+            base.append(raw & (shape[d] - 1))
+        for offs in layout.offsets():
+            coord = tuple(b + o for b, o in zip(base, offs, strict=True))
+            assert all(0 <= c < n for c, n in zip(coord, shape, strict=True))
+            if owner:
+                seen[coord] = seen.get(coord, 0) + 1
+    return seen
+
+
+@pytest.mark.parametrize("shape", [(16, 8), (16, 16), (32, 64), (128, 128), (64, 256),
+                                   (256, 16)])
+@pytest.mark.parametrize("warps", [1, 4, 8])
+def test_mma_accumulator_covers_every_element_once(shape, warps):
+    layout = mma_accumulator(shape, warps)
+    seen = _elements(layout, warps)
+    assert len(seen) == math.prod(shape) and set(seen.values()) == {1}
+    assert layout.slots * min(warps, layout.dims[0].wpc * layout.dims[1].wpc) * 32 \
+        == math.prod(shape)
+
+
+def test_mma_accumulator_is_mma_sync_fragment():
+    """Lane l of warp 0 holds rows g + 8i, columns 2t + s + 8j (PTX's C fragment)."""
+    layout = mma_accumulator((32, 16), 1)
+    rows, cols = layout.dims
+    assert (rows.lane_shift, rows.tpw, rows.inner, cols.spt, cols.tpw, cols.inner) == \
+        (2, 8, 4, 2, 4, 2)
+    assert layout.offsets()[:4] == [(0, 0), (0, 1), (0, 8), (0, 9)]
+    assert not layout.is_blocked and blocked((32, 16), 1).is_blocked
+
+
+def test_mma_warps_split_the_tile():
+    assert mma_warps((128, 128), 8) == (4, 2)
+    assert mma_warps((128, 128), 4) == (2, 2)
+    assert mma_warps((16, 256), 4) == (1, 4)
+    assert mma_warps((16, 8), 8) == (1, 1)  # the other warps hold replicas
+    assert mma_accumulator((8, 64), 4) is None and mma_accumulator((16, 4), 4) is None
+
+
+@pytest.mark.parametrize("shape", [(1,), (128,), (4, 8), (64, 32), (16, 128)])
+def test_blocked_layouts_keep_inner_one(shape):
+    layout = blocked(shape, 4)
+    assert all(m.inner == 1 for m in layout.dims)
+    for d, m in enumerate(layout.dims):
+        assert m.span == m.spt * m.tpw * m.wpc
+        assert layout.reps(d) == max(1, shape[d] // m.span)
+
+
+# -- products on the CPU ------------------------------------------------------------------
+
+
+def make_matmul(dt, acc_dt, warps):
+    @tile.kernel(num_warps=warps)
+    def mm(a: Slice[dt, 2], b: Slice[dt, 2], c: DisjointSlice[acc_dt, 2], BM: Const[int],
+           BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), acc_dt)
+        for k in range(tile.num_tiles(a, 1, BK)):
+            acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+        tile.store(c, (i, j), acc)
+    return mm
+
+
+def run_matmul(dt, warps, m, n, k, bm, bn, bk, run=cpu):
+    acc_dt = f64 if dt is f64 else f32
+    a = rng.standard_normal((m, k)).astype(NP[dt.name])
+    b = rng.standard_normal((k, n)).astype(NP[dt.name])
+    c = np.zeros((m, n), NP[acc_dt.name])
+    run(make_matmul(dt, acc_dt, warps), (tile.cdiv(m, bm), tile.cdiv(n, bn)), a, b, c,
+        bm, bn, bk)
+    return c, a.astype(np.float64) @ b.astype(np.float64)
+
+
+CASES = [  # dtype, warps, M, N, K, BM, BN, BK
+    (bf16, 4, 70, 50, 90, 32, 32, 32),     # ragged in every dimension, 3 k tiles
+    (bf16, 8, 64, 64, 64, 64, 64, 16),     # 8 warps as 4 x 2, one k16 step per tile
+    (bf16, 1, 33, 20, 40, 32, 16, 32),     # one warp, two instruction tiles each way
+    (f16, 4, 40, 72, 48, 16, 64, 16),      # f16; warps 1 x 4 along N
+    (bf16, 8, 20, 9, 33, 16, 8, 16),       # one instruction tile (x2 ldmatrix for B), 7 warps of replicas
+    (bf16, 4, 5, 7, 3, 4, 8, 4),           # smaller than an instruction: FMA loop
+    (f32, 4, 70, 50, 90, 32, 32, 32),      # f32: exact multiply-adds
+    (f64, 4, 30, 20, 10, 16, 16, 8),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_mma_against_numpy(case):
+    dt, *rest = case
+    got, want = run_matmul(dt, *rest)
+    if dt.bits == 16:
+        # products of 16-bit floats are exact in f32: only the f32 sums round
+        tol = 1e-5 * np.sqrt(rest[3])
+    elif dt is f32:
+        tol = 1e-5 * np.sqrt(rest[3])
+    else:
+        tol = 1e-12
+    np.testing.assert_allclose(got, want, rtol=0, atol=tol * 4)
+
+
+@tile.kernel(num_warps=4)
+def matmul_operator(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
+                    w: Slice[f32, 2], cw: DisjointSlice[f32, 2]):
+    """`@` promotes: bf16 @ bf16 is bf16 (accumulated in f32), bf16 @ f32 is f32."""
+    x, y = tile.load(a, (0, 0), (32, 32)), tile.load(b, (0, 0), (32, 16))
+    tile.store(c, (0, 0), x @ y)
+    tile.store(cw, (0, 0), x @ tile.load(w, (0, 0), (32, 16)))
+
+
+def test_matmul_operator_promotes():
+    a = rng.standard_normal((30, 32)).astype(bf16.numpy)
+    b = rng.standard_normal((32, 13)).astype(bf16.numpy)
+    w = rng.standard_normal((32, 13)).astype(np.float32)
+    c, cw = np.zeros((30, 13), bf16.numpy), np.zeros((30, 13), np.float32)
+    cpu(matmul_operator, 1, a, b, c, w, cw)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_array_equal(c.astype(np.float32),
+                                  want.astype(bf16.numpy).astype(np.float32))
+    np.testing.assert_allclose(cw, a.astype(np.float64) @ w.astype(np.float64), atol=1e-4)
+
+
+@tile.kernel(num_warps=4)
+def epilogue(a: Slice[bf16, 2], b: Slice[bf16, 2], bias: Slice[f32, 2],
+             c: DisjointSlice[bf16, 2], rows: DisjointSlice[f32, 2],
+             scan: DisjointSlice[f32, 2], BK: Const[int]):
+    """The accumulator meets a blocked tile (`+ bias`), a scalar, a reduction and a scan;
+    it is carried through an `if` too."""
+    i = tile.bid(0)
+    acc = tile.zeros((32, 32), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (32, BK)), tile.load(b, (k, 0), (BK, 32)), acc)
+    if tile.num_blocks(0) > 0:
+        acc = acc * 0.5
+    out = acc + tile.load(bias, (0, 0), (1, 32))
+    tile.store(c, (i, 0), out.astype(bf16))
+    tile.store(rows, (i, 0), tile.sum(out, 1, keepdims=True))
+    tile.store(scan, (i, 0), tile.cumsum(out, 1))
+
+
+def test_mma_result_meets_other_layouts():
+    m, k = 64, 48
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((k, 32)).astype(bf16.numpy)
+    bias = rng.standard_normal((1, 32)).astype(np.float32)
+    c = np.zeros((m, 32), bf16.numpy)
+    rows, scan = np.zeros((m, 1), np.float32), np.zeros((m, 32), np.float32)
+    cpu(epilogue, 2, a, b, bias, c, rows, scan, 16)
+    want = (a.astype(np.float64) @ b.astype(np.float64)) * 0.5 + bias
+    np.testing.assert_allclose(c.astype(np.float32), want, rtol=1e-2, atol=1e-2)
+    np.testing.assert_allclose(rows[:, 0], want.sum(1), atol=1e-3)
+    np.testing.assert_allclose(scan, np.cumsum(want, 1), atol=1e-3)
+
+
+# -- the GPU code, without a GPU ----------------------------------------------------------
+
+
+def test_k_loop_keeps_the_accumulator_in_registers():
+    """The loop's only barriers are the operands' two: the accumulator is carried in the
+    mma layout, not converted through shared memory each iteration."""
+    a = np.zeros((64, 64), bf16.numpy)
+    ck = make_matmul(bf16, f32, 4).compile(a, a, np.zeros((64, 64), np.float32), 64, 64, 32,
+                                           arch="sm_80")
+    ptx = ck.ptx
+    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 2 * 2 * 4
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 2 * 2
+    assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * 2
+    assert ptx.count("bar.sync") == 2
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_example_tile_compiles_without_spills(arch):
+    from oxide.examples import tile_matmul as ex
+
+    a = np.zeros((256, 256), bf16.numpy)
+    ck = ex.tile_matmul.compile(a, a, a.copy(), *ex.GPU_TILE, arch=arch)
+    assert "mma.sync.aligned.m16n8k16" in ck.ptx and "ldmatrix.sync.aligned" in ck.ptx
+    log = info_log(ck.ptx, arch)
+    assert "0 bytes spill stores, 0 bytes spill loads" in log, log
+    assert "0 bytes lmem" in log or "lmem" not in log, log
+
+
+def test_f32_product_is_not_tf32():
+    a = np.zeros((64, 64), np.float32)
+    ck = make_matmul(f32, f32, 4).compile(a, a, a.copy(), 32, 32, 16, arch="sm_80")
+    assert "mma" not in ck.ptx and "fma.rn.f32" in ck.ptx
+
+
+# -- diagnostics ---------------------------------------------------------------------------
+
+M8 = np.zeros((8, 8), np.float32)
+MB = np.zeros((8, 8), bf16.numpy)
+
+
+@tile.kernel
+def inner_mismatch(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
+    x = tile.load(a, (0, 0), (16, 8))
+    tile.store(o, (0, 0), x @ x)
+
+
+@tile.kernel
+def dtype_mismatch(a: Slice[f32, 2], b: Slice[bf16, 2], o: DisjointSlice[f32, 2]):
+    x, y = tile.load(a, (0, 0), (16, 16)), tile.load(b, (0, 0), (16, 16))
+    tile.store(o, (0, 0), tile.mma(x, y, tile.zeros((16, 16))))
+
+
+@tile.kernel
+def acc_shape(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
+    x = tile.load(a, (0, 0), (16, 16))
+    tile.store(o, (0, 0), tile.mma(x, x, tile.zeros((16, 8))))
+
+
+@tile.kernel
+def acc_dtype(a: Slice[bf16, 2], o: DisjointSlice[bf16, 2]):
+    x = tile.load(a, (0, 0), (16, 16))
+    tile.store(o, (0, 0), tile.mma(x, x, tile.zeros((16, 16), bf16)))
+
+
+@tile.kernel
+def rank_one(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
+    x = tile.load(a, (0, 0), (16, 16))
+    tile.store(o, (0, 0), tile.sum(x, 1) @ x)
+
+
+@tile.kernel
+def integer_mma(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
+    x = tile.load(a, (0, 0), (16, 16)).astype(ox.i8)
+    tile.store(o, (0, 0), (x @ x).astype(f32))
+
+
+@tile.kernel
+def literal_operand(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
+    x = tile.load(a, (0, 0), (16, 16))
+    tile.store(o, (0, 0), tile.mma(x, 2.0, tile.zeros((16, 16))))
+
+
+DIAGNOSTICS = [
+    (inner_mismatch, (M8, M8), ox.KernelTypeError,
+     r"the inner dimensions differ: `a` is \(16, 8\) and `b` is \(16, 8\)"),
+    (dtype_mismatch, (M8, MB, M8), ox.KernelTypeError,
+     r"tile.mma multiplies tiles of one dtype: `a` is f32 and `b` is bf16"),
+    (acc_shape, (M8, M8), ox.KernelTypeError,
+     r"accumulator of tile.mma is \(M, N\) = \(16, 16\) .* not \(16, 8\)"),
+    (acc_dtype, (MB, MB), ox.KernelTypeError, r"bf16 tiles accumulate in f32; the "
+                                              r"accumulator is bf16"),
+    (rank_one, (M8, M8), ox.KernelTypeError, r"`@` multiplies 2-d tiles; `a` is a tile of "
+                                             r"shape \(16,\)"),
+    (integer_mma, (M8, M8), ox.UnsupportedFeatureError, r"on integers .* not built yet"),
+    (literal_operand, (M8, M8), ox.KernelTypeError, r"tile.mma multiplies tiles; `b` is "
+                                                    r"the constant 2.0"),
+]
+
+
+@pytest.mark.parametrize("kernel,args,cls,pattern", DIAGNOSTICS,
+                         ids=[d[0].__name__ for d in DIAGNOSTICS])
+def test_mma_diagnostics(kernel, args, cls, pattern):
+    with pytest.raises(cls, match=pattern) as info:
+        kernel.compile(*args, arch="cpu")
+    err = info.value
+    lines, first = inspect.getsourcelines(kernel.fn)
+    # every kernel above writes its product on its last line
+    assert err.span is not None and err.span.line == first + len(lines) - 1
+    assert err.span.file.endswith("test_tile_mma.py") and "-->" in str(err)
