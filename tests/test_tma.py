@@ -368,6 +368,8 @@ def _kernel(body: str) -> Any:
     ("with ox.unsafe():\n        ox.tma.store(m, s, 0, 0.5)", ox.KernelTypeError,
      "does not fit in i32"),
     ("ox.tma.store(m, s, 0, 0)", ox.SafetyError, "needs `with ox.unsafe"),
+    ("with ox.unsafe():\n        ox.tma.store(m, s[0, 8], 0, 0)", ox.KernelTypeError,
+     r"multiple of 128 bytes; `s\[0, 8\]` is 32 bytes"),
     ("d = ox.shared.dynamic(f32)\n    with ox.unsafe():\n        ox.tma.store(m, d[0], 0, 0)",
      ox.KernelTypeError, "needs a static shared array"),
     ("ox.tma.wait_group(64)", ox.KernelTypeError, "0 to 63"),
@@ -380,6 +382,13 @@ def test_diagnostics(body: str, error: type, message: str) -> None:
     with pytest.raises(error, match=message) as info:
         k.compile(TM2, RawSlice[f32], arch="sm_90")
     assert info.value.span is not None
+
+
+def test_an_aligned_element_is_taken() -> None:
+    """Row 1 of a (16, 32) f32 array starts 128 bytes in: a valid TMA address."""
+    k = _kernel("with ox.unsafe():\n        ox.tma.store(m, s[1, 0], 0, 0)")
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" in k.compile(
+        TM2, RawSlice[f32], arch="sm_90").ptx
 
 
 # -- clusters ------------------------------------------------------------------------------

@@ -676,6 +676,7 @@ class HopperCallsMixin:
                                  f"{what} needs a static shared array (its alignment is "
                                  "raised for TMA); dynamic shared memory is not supported "
                                  "here", hint="declare ox.shared.array(dtype, shape)")
+            self._check_tma_alignment(arg, arr, what)
             return arr, idx, site
         base = self.expr(arg)
         if not (isinstance(base, FixedArray) and base.space == "shared"):
@@ -695,6 +696,25 @@ class HopperCallsMixin:
         site = (self.b.site("index", self.src.span(arg), base.name or self.text(arg))
                 if self.ctx.checks else None)  # the CPU's copy checks the box fits
         return base, [zero] * len(base.shape), site
+
+    def _check_tma_alignment(self, arg: ast.Subscript, arr: FixedArray, what: str) -> None:
+        """TMA's shared address is a multiple of 128 bytes: checked here where the element
+        is written with constants (the array itself is aligned to 1024)."""
+        items = arg.slice.elts if isinstance(arg.slice, ast.Tuple) else [arg.slice]
+        consts = [i.value for i in items if isinstance(i, ast.Constant)
+                  and isinstance(i.value, int) and not isinstance(i.value, bool)]
+        if len(consts) != len(items) or len(items) != len(arr.shape):
+            return
+        linear = 0
+        for i, n in zip(consts, arr.shape, strict=True):
+            linear = linear * int(n or 1) + i
+        offset = linear * arr.dtype.itemsize
+        if offset % 128:
+            raise self.error(KernelTypeError, arg,
+                             f"{what}: TMA's shared address is a multiple of 128 bytes; "
+                             f"`{self.text(arg)}` is {offset} bytes into the array",
+                             hint="start the box at a 128-byte boundary (a leading "
+                                  "dimension per stage keeps each stage aligned)")
 
     def _coord_count(self, node: ast.Call, tm: TensorMapArg, given: int, what: str) -> None:
         if given != tm.type.rank:
