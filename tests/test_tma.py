@@ -538,3 +538,34 @@ def test_binder_packs_the_map_and_declines_clusters() -> None:
         nbinder = fastpath.make_binder(launcher("native", scalars), (3,), 0, ())
         assert nbinder(cfg, (3,), None, "dev") and native
         assert not nbinder(ox.LaunchConfig(2, 32, cluster=2), (3,), None, "dev")
+
+
+@pytest.mark.parametrize("cooperative", [False, True])
+def test_cluster_launch_attribute(cooperative: bool) -> None:
+    """`Launcher.prepare` packs CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (4) with the shape
+    (after the cooperative attribute of a kernel with ox.grid.sync()), and none without
+    clusters (checked with a stand-in launcher: no GPU here)."""
+    import ctypes
+    import struct
+    import types
+
+    from oxide.runtime import cuda_driver as cd
+    from oxide.runtime import gpu
+
+    coop = (ctypes.create_string_buffer(gpu._COOPERATIVE_ATTRIBUTE.pack(2, 1))
+            if cooperative else None)
+    fake = types.SimpleNamespace(
+        packed_cfg=None, check_config=lambda cfg: None, grid_x_factor=1,
+        cooperative=cooperative, cooperative_attrs=coop, cluster_attrs=None,
+        config_buffer=ctypes.create_string_buffer(cd.LAUNCH_CONFIG.size))
+    gpu.Launcher.prepare(fake, ox.LaunchConfig(grid=(8, 2), block=64, cluster=(2, 2)), 0)
+    *dims, smem, stream, address, count = cd.LAUNCH_CONFIG.unpack(fake.config_buffer.raw[
+        :cd.LAUNCH_CONFIG.size])
+    assert dims == [8, 2, 1, 64, 1, 1] and count == (2 if cooperative else 1)
+    data = ctypes.string_at(address, 72 * count)
+    assert struct.unpack_from("@I4x3I", data, 72 * (count - 1)) == (4, 2, 2, 1)
+    if cooperative:
+        assert struct.unpack_from("@I4xi", data, 0) == (2, 1)
+    gpu.Launcher.prepare(fake, ox.LaunchConfig(grid=(8, 2), block=64), 0)
+    *_, address, count = cd.LAUNCH_CONFIG.unpack(fake.config_buffer.raw[:cd.LAUNCH_CONFIG.size])
+    assert count == (1 if cooperative else 0)

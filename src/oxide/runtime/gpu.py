@@ -527,8 +527,9 @@ class Launcher:
         if cfg.cluster is not None:  # the cluster shape as a launch attribute
             packed = _CLUSTER_ATTRIBUTE.pack(_CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
                                              *cfg.cluster)
-            if attrs is not None:
-                packed = attrs.raw + packed
+            if self.cooperative:  # both attributes, one after the other
+                packed = _COOPERATIVE_ATTRIBUTE.pack(_CU_LAUNCH_ATTRIBUTE_COOPERATIVE,
+                                                     1) + packed
             attrs = self.cluster_attrs = ctypes.create_string_buffer(packed, len(packed))
             count = len(packed) // _CLUSTER_ATTRIBUTE.size
         cd.LAUNCH_CONFIG.pack_into(self.config_buffer, 0, gx, gy, gz, bx, by, bz,
