@@ -33,6 +33,8 @@ LOCAL_ARRAY_BYTES = 64 * 1024
 # Static shared memory per block: 48 KiB on every architecture (more needs the dynamic
 # opt-in, `ox.shared.dynamic` with `shared_mem_bytes`).
 STATIC_SHARED_BYTES = 48 * 1024
+# ptxas takes up to 227 KiB of static shared memory for sm_90a (sm_90 and older: 48 KiB)
+SM90A_STATIC_SHARED_BYTES = 227 * 1024
 
 
 class ParallelCallsMixin:
@@ -335,12 +337,19 @@ class ParallelCallsMixin:
             where = "per block"
             hint = ("use ox.shared.dynamic(dtype) with the launch's shared_mem_bytes, or a "
                     "global array, for more")
-        if total > limit:
-            already = total - size
-            extra = f" ({_kib(already)} already used by other {space} arrays)" if already else ""
-            raise self.error(KernelTypeError, node,
-                             f"this {space} array needs {_kib(size)}{extra}; {space} arrays may "
-                             f"use at most {_kib(limit)} {where}", hint=hint)
+        already = total - size
+        extra = f" ({_kib(already)} already used by other {space} arrays)" if already else ""
+        message = (f"this {space} array needs {_kib(size)}{extra}; {space} arrays may use at "
+                   f"most {_kib(limit)} {where}")
+        if space == "shared" and limit < total <= SM90A_STATIC_SHARED_BYTES:
+            # a kernel compiled for sm_90a (one that uses wgmma or setmaxnreg) may use up
+            # to 227 KiB: decided once the whole body is lowered (frontend/entry.py)
+            if self.ctx.big_shared is None:
+                self.ctx.big_shared = self.error(
+                    KernelTypeError, node, message + " (227 KiB in a kernel compiled for "
+                    "sm_90a, one that uses ox.wgmma or ox.setmaxnreg)", hint=hint)
+        elif total > limit:
+            raise self.error(KernelTypeError, node, message, hint=hint)
         if space == "local":
             self.ctx.local_bytes = total
         else:
