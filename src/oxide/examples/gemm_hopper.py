@@ -1,0 +1,312 @@
+"""Hopper GEMM C = A @ B in bf16 (f32 accumulation): TMA, an mbarrier ring, wgmma, warp specialization.
+
+The recipe of the fastest hand-written Hopper GEMMs (shared/research/tile-and-hopper.md
+section 4), each step a compile-time option of one kernel so a benchmark can time them:
+
+- A (M x K, row-major) and B arrive by TMA with a 128-byte swizzle into a ring of
+  `stages` shared buffers; `full[s]` / `empty[s]` mbarriers with parity waits hand each
+  stage from the producer to the consumers and back (the consumers pre-arrive on every
+  `empty[s]`, so the producer's first pass finds them free).
+- One producer warp group (one thread issues the TMA copies) and `consumers` (1 or 2)
+  consumer warp groups, each owning 64 rows x BN columns of the C tile with
+  m64nBNk16 wgmma (scale_d=False on a tile's first k-step: no zeroing); `setmaxnreg`
+  gives the producer's registers to the consumers (40 / 232).
+- A persistent grid: each block walks tiles `block, block + grid, ...` in a grouped order
+  (`group_m` tile rows per group share their B tiles in L2); a grid of one block per tile
+  is the non-persistent kernel.
+- B as `a @ b` has it (K x N row-major: MN-major operand, 64-column slabs, trans_b) or
+  K-major (N x K, B transposed, as fast.cu has it).
+- Epilogue: f32 -> bf16 stores straight to global memory, clipped at the ragged edge
+  (TMA loads read zeros past the edge, so the accumulators there are zero anyway).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+import oxide as ox
+from oxide import Const, RawSlice, bf16, i32, u64
+from oxide.examples import _harness as h
+
+BK = 64  # one 128-byte swizzle row of bf16 per tile row: the K step of one stage
+
+
+@dataclass(frozen=True)
+class Config:
+    """One variant of the kernel: every field is a `Const` of `gemm_hopper`.
+
+    `bn` 64..256 (a multiple of 64), `consumers` 1 or 2 (BM = 64 x consumers), `stages`
+    shared buffers in the ring, `b_mn`: B is K x N row-major (True) or N x K (False),
+    `setmaxnreg` moves registers from the producer to the consumers, `group_m` tile rows
+    per group of the tile order, `persistent`: one block per SM (else one per tile).
+    """
+
+    bn: int = 256
+    consumers: int = 2
+    stages: int = 4
+    b_mn: bool = True
+    setmaxnreg: bool = True
+    group_m: int = 8
+    persistent: bool = True
+
+    @property
+    def bm(self) -> int:
+        return 64 * self.consumers
+
+    @property
+    def threads(self) -> int:
+        return 128 * (self.consumers + 1)
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.stages * (self.bm + self.bn) * BK * 2 + 16 * self.stages
+
+    def consts(self) -> tuple[int, int, int, bool, bool, int]:
+        return (self.bn, self.stages, self.consumers, self.b_mn, self.setmaxnreg, self.group_m)
+
+    def label(self) -> str:
+        return (f"{self.bm}x{self.bn}x{BK} s{self.stages} {'B=KxN' if self.b_mn else 'B=NxK'}"
+                f"{' maxnreg' if self.setmaxnreg else ''}"
+                f"{' persistent' if self.persistent else ''} g{self.group_m}")
+
+
+DEFAULT = Config()
+# what the CPU target runs: it has no setmaxnreg (a TargetError there), and a small tile
+CPU = Config(bn=128, stages=2, setmaxnreg=False, group_m=2)
+
+
+@ox.kernel(checks=False, max_threads=384)
+def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[bf16, 2],
+                m: i32, n: i32, k: i32, BN: Const[int], STAGES: Const[int],
+                CONSUMERS: Const[int], B_MN: Const[bool], SETMAXNREG: Const[bool],
+                GROUP_M: Const[int]):
+    """C (m x n) = A (m x k) @ B, one BM x BN tile of C at a time per block.
+
+    checks=False: a bounds-check report is a function call, and ptxas serializes wgmma in
+    a function with calls (docs/language.md); every index here is in range by
+    construction (TMA clips loads, the epilogue tests each store against m and n).
+    """
+    BM = 64 * CONSUMERS
+    G = BN // 64  # 64-column slabs of the B tile (and accumulator groups per thread)
+    # the ring: stage s holds A rows sa[s*BM : (s+1)*BM] and B slabs sb[s*G : (s+1)*G];
+    # a K-major B slab j is rows 64j..64j+63 of the N x 64 tile, an MN-major one is the
+    # 64 x 64 block of K rows x columns 64j..64j+63 (the layout wgmma's MN-major reads)
+    sa = ox.shared.array(bf16, (STAGES * BM, BK))
+    sb = ox.shared.array(bf16, (STAGES * G, BK, 64))
+    full = ox.shared.array(u64, STAGES)
+    empty = ox.shared.array(u64, STAGES)
+    t = ox.thread_idx.x
+    wg = ox.warp_id() // 4  # warp-uniform, as wgmma and setmaxnreg need
+    with ox.unsafe():
+        if t == 0:
+            for i in range(STAGES):
+                ox.mbarrier.init(full[i], 1)  # the producer's arrive + the TMA bytes
+                ox.mbarrier.init(empty[i], CONSUMERS)  # one arrive per consumer group
+            ox.fence_mbarrier_init()
+    ox.sync_threads()
+    tiles_m = (m + BM - 1) // BM
+    tiles_n = (n + BN - 1) // BN
+    tiles = tiles_m * tiles_n
+    k_tiles = (k + BK - 1) // BK
+    per_group = GROUP_M * tiles_n
+    stage_bytes = (BM + BN) * BK * 2
+    if wg == 0:
+        # -- producer: one thread keeps the ring full --------------------------------------
+        if SETMAXNREG:
+            with ox.unsafe():
+                ox.setmaxnreg(40, inc=False)
+        if t == 0:
+            s = 0
+            phase = 0
+            for tile in range(ox.block_idx.x, tiles, ox.grid_dim.x):
+                first = (tile // per_group) * GROUP_M
+                rows = min(tiles_m - first, GROUP_M)
+                m0 = (first + (tile % per_group) % rows) * BM
+                n0 = ((tile % per_group) // rows) * BN
+                for kt in range(k_tiles):
+                    with ox.unsafe():
+                        ox.mbarrier.wait_parity(empty[s], phase)
+                        ox.mbarrier.arrive_expect_tx(full[s], stage_bytes)
+                        ox.tma.load(a, sa[s * BM, 0], m0, kt * BK, full[s])
+                        if B_MN:
+                            for j in range(G):
+                                ox.tma.load(b, sb[s * G + j, 0, 0], kt * BK, n0 + 64 * j,
+                                            full[s])
+                        else:
+                            ox.tma.load(b, sb[s * G, 0, 0], n0, kt * BK, full[s])
+                    s += 1
+                    if s == STAGES:
+                        s = 0
+                        phase ^= 1
+    else:
+        # -- consumers: warp group w owns rows 64(w-1)..64(w-1)+63 of the tile --------------
+        if SETMAXNREG:
+            with ox.unsafe():
+                ox.setmaxnreg(232)
+        cw = wg - 1
+        lane = t % 32
+        row_in_tile = 64 * cw + 16 * (ox.warp_id() % 4) + lane // 4
+        col_in_tile = 2 * (lane % 4)
+        leader = t % 128 == 0
+        if leader:
+            for i in range(STAGES):  # every stage starts free
+                with ox.unsafe():
+                    ox.mbarrier.arrive(empty[i])
+        s = 0
+        phase = 0
+        for tile in range(ox.block_idx.x, tiles, ox.grid_dim.x):
+            first = (tile // per_group) * GROUP_M
+            rows = min(tiles_m - first, GROUP_M)
+            m0 = (first + (tile % per_group) % rows) * BM
+            n0 = ((tile % per_group) // rows) * BN
+            acc = ((0.0,) * 32,) * G
+            for kt in range(k_tiles):
+                with ox.unsafe():
+                    ox.mbarrier.wait_parity(full[s], phase)
+                ox.wgmma_fence()
+                for kk in range(BK // 16):
+                    if B_MN:
+                        acc = ox.wgmma(acc, ox.wgmma_desc(sa[s * BM + 64 * cw, 16 * kk]),
+                                       ox.wgmma_desc(sb[s * G, 16 * kk, 0], major="mn"),
+                                       scale_d=kt > 0 or kk > 0, trans_b=True)
+                    else:
+                        acc = ox.wgmma(acc, ox.wgmma_desc(sa[s * BM + 64 * cw, 16 * kk]),
+                                       ox.wgmma_desc(sb[s * G, 0, 16 * kk]),
+                                       scale_d=kt > 0 or kk > 0)
+                ox.wgmma_commit()
+                acc = ox.wgmma_wait(0, acc)
+                if leader:
+                    with ox.unsafe():
+                        ox.mbarrier.arrive(empty[s])
+                s += 1
+                if s == STAGES:
+                    s = 0
+                    phase ^= 1
+            # -- epilogue: bf16 straight to global memory, clipped at the edge ------------
+            r0 = m0 + row_in_tile
+            for g in range(G):
+                for e in range(32):
+                    row = r0 + 8 * ((e // 2) % 2)
+                    col = n0 + 64 * g + 8 * (e // 4) + col_in_tile + e % 2
+                    if row < m and col < n:
+                        with ox.unsafe():
+                            c[row, col] = bf16(acc[g][e])
+
+
+def tensor_maps(a: Any, b: Any, cfg: Config) -> tuple[ox.TensorMap, ox.TensorMap]:
+    """The TMA boxes: BM x 64 of A; 64 x 64 slabs of a K x N B, or BN x 64 of an N x K B."""
+    box_b = (BK, 64) if cfg.b_mn else (cfg.bn, BK)
+    return ox.TensorMap(a, (cfg.bm, BK), swizzle=128), ox.TensorMap(b, box_b, swizzle=128)
+
+
+def launch_config(m: int, n: int, cfg: Config, sms: int = 132) -> ox.LaunchConfig:
+    """One block per tile, or (persistent) at most one per SM."""
+    tiles = -(-m // cfg.bm) * -(-n // cfg.bn)
+    grid = min(tiles, sms) if cfg.persistent else tiles
+    return ox.LaunchConfig(grid=grid, block=cfg.threads)
+
+
+def sm_count(dev: Any) -> int:
+    """The GPU's SM count (the persistent grid's size); 2 on the CPU, so blocks there walk
+    several tiles."""
+    if dev.is_cpu:
+        return 2
+    from oxide.runtime.gpu import gpu_device
+
+    return int(gpu_device(dev.index).attribute("MULTIPROCESSOR_COUNT"))
+
+
+def matmul(a: Any, b: Any, c: Any, m: int, n: int, k: int, cfg: Config = DEFAULT,
+           sms: int = 132) -> None:
+    """c (m x n bf16) = a (m x k) @ b, b being k x n (`cfg.b_mn`) or n x k; arrays on the
+    launch's device (NumPy on the CPU, device arrays or torch tensors on a GPU)."""
+    ta, tb = tensor_maps(a, b, cfg)
+    ox.launch(gemm_hopper, launch_config(m, n, cfg, sms), ta, tb, c, m, n, k, *cfg.consts())
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    import ml_dtypes
+
+    return x.astype(ml_dtypes.bfloat16)
+
+
+def padded(x: np.ndarray) -> np.ndarray:
+    """`x` with zero columns appended up to a multiple of 8: TMA needs each row to start
+    16-byte aligned. The kernel is told the true sizes; the zeros add nothing to C."""
+    cols = -(-x.shape[1] // 8) * 8
+    out = np.zeros((x.shape[0], cols), x.dtype)
+    out[:, :x.shape[1]] = x
+    return out
+
+
+def check(dev: Any, m: int, n: int, k: int, cfg: Config, seed: int = 0,
+          repeats: int | None = None) -> tuple[bool, float]:
+    """Runs one size against NumPy (f32 products of the bf16 inputs); returns (passed,
+    seconds per launch)."""
+    rng = np.random.default_rng(seed)
+    a = _bf16(rng.standard_normal((m, k), dtype=np.float32))
+    b = _bf16(rng.standard_normal((k, n), dtype=np.float32))
+    b_in = b if cfg.b_mn else np.ascontiguousarray(b.T)
+    c = _bf16(np.full((m, n), np.nan, np.float32))  # every element must be written
+    d_a, d_b, d_c = h.to_device(dev, padded(a), padded(b_in), c)
+    sms = sm_count(dev)
+    seconds = h.time_launch(dev, lambda: matmul(d_a, d_b, d_c, m, n, k, cfg, sms),
+                            repeats=repeats)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    got = h.to_numpy(d_c).astype(np.float32)
+    # bf16 output keeps 8 significant bits: a relative error up to 2^-8 of each result
+    # (the f32 sums' own rounding is far below that)
+    passed = bool(np.allclose(got, want, rtol=1 / 128, atol=1e-2))
+    return passed, seconds
+
+
+def main(device: str | int | None = None, arch: str | None = None,
+         size: int | None = None) -> h.ExampleResult:
+    """A ragged product (M x K x N = 1000 x 700 x 1500 on a GPU, `size` x 0.7 `size` x
+    1.5 `size` when given) and 4096^3, against NumPy.
+
+    The CPU runs the variant without setmaxnreg (only a GPU has it) at a small ragged size;
+    `arch` also builds the default variant's cubin for that architecture (wgmma is sm_90a's
+    alone: any other is a TargetError).
+    """
+    with h.running_on(device) as dev:
+        cfg = CPU if dev.is_cpu else DEFAULT
+        m = h.pick_size(dev, size, cpu=136, gpu=1000)
+        k, n = m * 7 // 10, m * 3 // 2  # ragged: no dimension a multiple of its tile
+        passed, seconds = check(dev, m, n, k, cfg, repeats=1 if dev.is_cpu else None)
+        problem = f"{m:,} x {k:,} x {n:,} bf16"
+        if not dev.is_cpu and size is None:
+            big_ok, seconds = check(dev, 4096, 4096, 4096, cfg, seed=1)
+            passed = passed and big_ok
+            m = n = k = 4096
+            problem += " and 4,096^3 (timed)"
+        note = ("the CPU runs the kernel without setmaxnreg; full speed needs an sm_90 GPU"
+                if dev.is_cpu else "")
+        return h.ExampleResult("gemm_hopper", passed, h.describe(dev),
+                               f"{problem}, {cfg.label()}", seconds, work=2.0 * m * n * k,
+                               unit="GFLOP/s", detail=h.join(note, check_arch(arch)))
+
+
+def check_arch(arch: str | None) -> str:
+    """The default variant's cubin for `arch` (sm_90 builds sm_90a). wgmma exists on sm_90a
+    alone, so an older architecture gets no cubin: said here rather than raised, since the
+    CPU run above still checked the kernel."""
+    if arch is None:
+        return ""
+    try:
+        ck = gemm_hopper.compile(ox.TensorMap[bf16, 2], ox.TensorMap[bf16, 2],
+                                 RawSlice[bf16, 2], i32, i32, i32, *DEFAULT.consts(), arch=arch)
+    except ox.TargetError as exc:
+        return f"no cubin for {arch}: {str(exc).splitlines()[0]}"
+    return f"cubin for {ck.arch}: {len(ck.cubin):,} bytes"
+
+
+__all__ = ["Config", "DEFAULT", "CPU", "gemm_hopper", "matmul", "tensor_maps",
+           "launch_config", "padded", "check", "main", "replace"]
+
+
+if __name__ == "__main__":
+    print(main())
