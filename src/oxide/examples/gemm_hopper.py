@@ -196,6 +196,54 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
                             c[row, col] = bf16(acc[g][e])
 
 
+def signature(cfg: Config) -> tuple[Any, ...]:
+    """The compile signature of a variant (for `gemm_hopper.compile(*signature(cfg))`)."""
+    return (ox.TensorMap[bf16, 2], ox.TensorMap[bf16, 2], RawSlice[bf16, 2], i32, i32, i32,
+            *cfg.consts())
+
+
+def ptxas_report(ptx: str, arch: str) -> dict[str, Any]:
+    """ptxas's verbose report for `ptx` through nvJitLink (no GPU needed): registers,
+    spill bytes, shared bytes and the performance notes (C75xx: serialized wgmma, an
+    ignored setmaxnreg), as the cubin oxide loads was built."""
+    import ctypes
+    import re
+
+    from oxide.codegen.nvjitlink import _INPUT_PTX, _lib
+
+    lib = _lib()
+    lib.nvJitLinkGetInfoLogSize.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+    lib.nvJitLinkGetInfoLog.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    handle = ctypes.c_void_p()
+    opts = [f"-arch={arch}".encode(), b"-O3", b"-verbose"]
+    argv = (ctypes.c_char_p * len(opts))(*opts)
+    if lib.nvJitLinkCreate(ctypes.byref(handle), len(opts), argv):
+        raise RuntimeError(f"nvJitLink could not start for {arch}")
+    try:
+        data = ptx.encode()
+        status = lib.nvJitLinkAddData(handle, _INPUT_PTX, data, len(data), b"gemm")
+        status = status or lib.nvJitLinkComplete(handle)
+        size = ctypes.c_size_t()
+        lib.nvJitLinkGetInfoLogSize(handle, ctypes.byref(size))
+        buf = ctypes.create_string_buffer(size.value + 1)
+        lib.nvJitLinkGetInfoLog(handle, buf)
+        log = buf.value.decode(errors="replace")
+    finally:
+        lib.nvJitLinkDestroy(ctypes.byref(handle))
+    if status:
+        raise RuntimeError(f"nvJitLink failed (status {status}):\n{log}")
+
+    def number(pattern: str) -> int:
+        found = re.search(pattern, log)
+        return int(found.group(1)) if found else -1
+
+    return {"registers": number(r"Used (\d+) registers"),
+            "spill_stores": number(r"(\d+) bytes spill stores"),
+            "spill_loads": number(r"(\d+) bytes spill loads"),
+            "smem": number(r"(\d+) bytes smem"),
+            "notes": sorted(set(re.findall(r"\((C75\d\d)\)", log))), "log": log}
+
+
 def tensor_maps(a: Any, b: Any, cfg: Config) -> tuple[ox.TensorMap, ox.TensorMap]:
     """The TMA boxes: BM x 64 of A; 64 x 64 slabs of a K x N B, or BN x 64 of an N x K B."""
     box_b = (BK, 64) if cfg.b_mn else (cfg.bn, BK)
@@ -297,15 +345,14 @@ def check_arch(arch: str | None) -> str:
     if arch is None:
         return ""
     try:
-        ck = gemm_hopper.compile(ox.TensorMap[bf16, 2], ox.TensorMap[bf16, 2],
-                                 RawSlice[bf16, 2], i32, i32, i32, *DEFAULT.consts(), arch=arch)
+        ck = gemm_hopper.compile(*signature(DEFAULT), arch=arch)
     except ox.TargetError as exc:
         return f"no cubin for {arch}: {str(exc).splitlines()[0]}"
     return f"cubin for {ck.arch}: {len(ck.cubin):,} bytes"
 
 
 __all__ = ["Config", "DEFAULT", "CPU", "gemm_hopper", "matmul", "tensor_maps",
-           "launch_config", "padded", "check", "main", "replace"]
+           "launch_config", "signature", "ptxas_report", "padded", "check", "main", "replace"]
 
 
 if __name__ == "__main__":

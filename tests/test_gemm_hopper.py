@@ -1,0 +1,153 @@
+"""examples/gemm_hopper without a GPU: the sm_90a PTX holds the recipe's instructions, the
+cubin assembles (nvJitLink) with no spills and no serialized wgmma, the CPU runs the kernel
+(without setmaxnreg) at small ragged sizes for each layout and option against NumPy, and
+static shared arrays past 48 KiB are taken only in sm_90a kernels.
+
+tests/test_gpu_gemm_hopper.py runs every variant on an H100/H200 against torch.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide import RawSlice, f32
+from oxide.examples import _harness as h
+from oxide.examples import gemm_hopper as g
+
+
+def compiled(cfg: g.Config, arch: str = "sm_90") -> Any:
+    ck = g.gemm_hopper.compile(*g.signature(cfg), arch=arch)
+    assert ck.cubin and ck.arch == "sm_90a"  # wgmma and setmaxnreg pick sm_90a
+    assert "llvm." not in ck.ptx  # every intrinsic resolved
+    return ck
+
+
+# -- the PTX and the cubin ---------------------------------------------------------------
+
+@pytest.mark.parametrize("b_mn", [True, False], ids=["b_kxn", "b_nxk"])
+def test_ptx_holds_the_recipe(b_mn: bool) -> None:
+    ptx = compiled(g.replace(g.DEFAULT, b_mn=b_mn)).ptx
+    mma = re.findall(r"wgmma\.mma_async\.sync\.aligned\.m64n256k16\.f32\.bf16\.bf16 "
+                     r"\{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, 0, (\d);", ptx)
+    assert mma == ["1" if b_mn else "0"] * 4  # four k16 steps per stage; trans-b for K x N
+    loads = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\."
+                       r"mbarrier::complete_tx::bytes \[", ptx)
+    assert len(loads) == (1 + 4 if b_mn else 1 + 1)  # A, then B's 64-column slabs or one box
+    for text in ("mbarrier.try_wait.parity.shared.b64", "mbarrier.arrive.expect_tx",
+                 "mbarrier.init.shared.b64", "fence.mbarrier_init.release.cluster",
+                 "wgmma.fence.sync.aligned", "wgmma.commit_group.sync.aligned",
+                 "wgmma.wait_group.sync.aligned 0", "cvt.rn.bf16.f32"):
+        assert text in ptx, text
+    assert re.search(r"setmaxnreg\.dec\.sync\.aligned\.u32\s+40;", ptx)
+    assert re.search(r"setmaxnreg\.inc\.sync\.aligned\.u32\s+232;", ptx)
+    assert ".maxntid 384" in ptx
+    assert "call" not in ptx  # checks=False: no report calls (they serialize wgmma)
+    # the ring: 4 stages of A (128 x 64) and B (256 x 64) bf16, 1024-byte aligned for TMA
+    assert re.search(r"\.shared \.align 1024 \.b8 \w+\[65536\]", ptx)
+    assert re.search(r"\.shared \.align 1024 \.b8 \w+\[131072\]", ptx)
+
+
+def test_default_build_has_no_spills() -> None:
+    report = g.ptxas_report(compiled(g.DEFAULT).ptx, "sm_90a")
+    assert (report["spill_stores"], report["spill_loads"]) == (0, 0), report["log"]
+    assert 0 < report["registers"] <= 168, report["log"]  # 384 threads in 64K registers
+    assert report["smem"] >= 4 * 48 * 1024
+    assert "C7509" not in report["notes"] and "C7510" not in report["notes"]  # serialized
+    assert "serialized" not in report["log"]
+
+
+@pytest.mark.parametrize("cfg", [
+    g.replace(g.DEFAULT, consumers=1, bn=128, stages=3),
+    g.replace(g.DEFAULT, setmaxnreg=False, b_mn=False),
+    g.replace(g.DEFAULT, bn=192, stages=3),
+], ids=lambda c: c.label().replace(" ", "-"))
+def test_other_variants_assemble(cfg: g.Config) -> None:
+    ck = compiled(cfg)
+    report = g.ptxas_report(ck.ptx, ck.arch)
+    assert report["spill_stores"] == 0, report["log"]
+    assert f"m64n{cfg.bn}k16" in ck.ptx
+    assert ("setmaxnreg" in ck.ptx) == cfg.setmaxnreg
+
+
+def test_sm80_is_a_target_error() -> None:
+    with pytest.raises(ox.TargetError, match="needs sm_90"):
+        g.gemm_hopper.compile(*g.signature(g.DEFAULT), arch="sm_80")
+    assert "no cubin for sm_80" in g.check_arch("sm_80")
+    assert g.check_arch("sm_90").startswith("cubin for sm_90a")
+
+
+def test_setmaxnreg_is_a_target_error_on_the_cpu() -> None:
+    """Why the CPU runs the variant without it (the example says so)."""
+    with pytest.raises(ox.TargetError, match="setmaxnreg.*runs only on NVIDIA GPUs"):
+        g.gemm_hopper.compile(*g.signature(g.DEFAULT), target="cpu")
+    result = g.main(device="cpu", size=40)
+    assert result.passed, str(result)
+    assert "without setmaxnreg" in result.detail and "needs an sm_90 GPU" in result.detail
+
+
+# -- the CPU runs it ----------------------------------------------------------------------
+
+CPU_CASES = [
+    (g.CPU, (136, 200, 95)),
+    (g.replace(g.CPU, b_mn=False), (136, 200, 95)),
+    (g.replace(g.CPU, consumers=1, bn=64, stages=1), (70, 130, 129)),
+    (g.replace(g.CPU, bn=256, stages=3, group_m=1), (129, 300, 64)),
+    (g.replace(g.CPU, persistent=False, b_mn=False, bn=192), (150, 330, 200)),
+    (g.replace(g.CPU, consumers=1, stages=4, group_m=3), (200, 140, 8)),
+]
+
+
+@pytest.mark.parametrize("cfg, size", CPU_CASES,
+                         ids=[f"{c.label().replace(' ', '-')}-{m}x{n}x{k}"
+                              for c, (m, n, k) in CPU_CASES])
+def test_cpu_matches_numpy(cfg: g.Config, size: tuple[int, int, int]) -> None:
+    m, n, k = size
+    with ox.device("cpu"):
+        passed, _ = g.check(h.resolve("cpu"), m, n, k, cfg, seed=m + n + k, repeats=1)
+    assert passed
+
+
+def test_cpu_result_is_exact_for_small_integers() -> None:
+    """With values bf16 holds exactly and sums f32 and bf16 hold exactly, every element
+    must match: a wrong tile, stage, phase or edge would show."""
+    import ml_dtypes
+
+    m, n, k = 130, 150, 136
+    rng = np.random.default_rng(5)
+    a = rng.integers(-2, 3, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-2, 3, (k, n)).astype(ml_dtypes.bfloat16)
+    c = np.full((m, n), np.nan, ml_dtypes.bfloat16)
+    with ox.device("cpu"):
+        g.matmul(g.padded(a), g.padded(b), c, m, n, k, g.CPU, sms=3)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_array_equal(c.astype(np.float32), want)
+
+
+def test_the_example_passes_on_the_cpu() -> None:
+    result = g.main(device="cpu")
+    assert result.passed, str(result)
+    assert "gemm_hopper" in str(result) and "CPU" in result.device
+
+
+# -- static shared memory past 48 KiB -----------------------------------------------------
+
+@ox.kernel
+def plain_big(out: RawSlice[f32]):
+    s = ox.shared.array(f32, (128, 128))  # 64 KiB
+    with ox.unsafe():
+        s[0, 0] = 1.0
+        out[0] = s[0, 0]
+
+
+def test_big_static_shared_needs_an_sm90a_kernel() -> None:
+    """ptxas takes up to 227 KiB of static shared memory for sm_90a only: a kernel without
+    an sm_90a instruction keeps the 48 KiB error at the array."""
+    with pytest.raises(ox.KernelTypeError, match=r"may use at most 48 KiB per block \(227 KiB "
+                                                 r"in a kernel compiled for sm_90a") as info:
+        plain_big.compile(RawSlice[f32], arch="sm_90")
+    assert info.value.span is not None and "128, 128" in info.value.span.text
