@@ -1,0 +1,92 @@
+"""On an H100/H200: examples/gemm_hopper for each option and both B layouts, at ragged and
+tile-aligned sizes, against NumPy (f32 products of the bf16 inputs) and torch.matmul.
+
+tests/test_gemm_hopper.py checks the same kernel's PTX and cubin and runs it on the CPU.
+Tolerance: the output is bf16 (8 significant bits), so each element may differ from the
+f32 reference by 2^-7 relative (the rounding of C, plus the order of the f32 sums).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide.examples import _harness as h
+from oxide.examples import gemm_hopper as g
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(autouse=True)
+def _gpu() -> Iterator[None]:
+    with ox.device(0):
+        yield
+
+
+D = g.DEFAULT
+VARIANTS = {
+    "default": D,
+    "b_nxk": g.replace(D, b_mn=False),
+    "no_setmaxnreg": g.replace(D, setmaxnreg=False),
+    "not_persistent": g.replace(D, persistent=False),
+    "one_consumer": g.replace(D, consumers=1, bn=128, stages=4),
+    "bn128": g.replace(D, bn=128, stages=4),
+    "bn192_b_nxk": g.replace(D, bn=192, stages=3, b_mn=False),
+    "stages2_group1": g.replace(D, stages=2, group_m=1),
+    "cpu_config": g.CPU,
+}
+SIZES = [(1000, 1500, 700), (128, 256, 64), (1, 8, 8), (257, 129, 1000), (2048, 2048, 2048)]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("name", list(VARIANTS))
+def test_variant_matches_numpy(name: str, size: tuple[int, int, int]) -> None:
+    m, n, k = size
+    passed, _ = g.check(h.resolve(0), m, n, k, VARIANTS[name], seed=m + n + k, repeats=1)
+    assert passed
+
+
+@pytest.mark.parametrize("b_mn", [True, False], ids=["b_kxn", "b_nxk"])
+def test_4096_cubed(b_mn: bool) -> None:
+    passed, seconds = g.check(h.resolve(0), 4096, 4096, 4096, g.replace(D, b_mn=b_mn), seed=3)
+    assert passed
+    print(f"4096^3 {'K x N' if b_mn else 'N x K'} B: {2 * 4096 ** 3 / seconds / 1e12:.0f} TFLOPS")
+
+
+def test_exact_for_small_integers() -> None:
+    """Values whose products and sums bf16 holds exactly: every element must match."""
+    import ml_dtypes
+
+    m, n, k = 777, 1000, 520
+    rng = np.random.default_rng(11)
+    a = rng.integers(-2, 3, (m, k)).astype(ml_dtypes.bfloat16)
+    b = rng.integers(-2, 3, (k, n)).astype(ml_dtypes.bfloat16)
+    d_a, d_b = ox.to_device(g.padded(a)), ox.to_device(g.padded(b))
+    d_c = ox.to_device(np.full((m, n), np.nan, ml_dtypes.bfloat16))
+    g.matmul(d_a, d_b, d_c, m, n, k, D, sms=g.sm_count(h.resolve(0)))
+    np.testing.assert_array_equal(d_c.to_numpy().astype(np.float32),
+                                  a.astype(np.float32) @ b.astype(np.float32))
+
+
+def test_torch_tensors_against_torch_matmul() -> None:
+    """The benchmark's path: torch tensors straight into the tensor maps."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    m, n, k = 2048, 4096, 1024
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    want = torch.matmul(a, b).float()
+    for cfg, b_in in ((D, b), (g.replace(D, b_mn=False), b.t().contiguous())):
+        c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+        g.matmul(a, b_in, c, m, n, k, cfg, sms=g.sm_count(h.resolve(0)))
+        torch.cuda.synchronize()
+        torch.testing.assert_close(c.float(), want, rtol=1 / 64, atol=1e-1)
+
+
+def test_example_main_on_the_gpu() -> None:
+    result = g.main(device=0)
+    assert result.passed, str(result)
+    assert result.device.startswith("GPU 0")
