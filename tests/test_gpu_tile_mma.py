@@ -79,3 +79,23 @@ def test_matmul_operator_and_epilogue_on_gpu():
     np.testing.assert_allclose(c.astype(np.float32), want, rtol=1e-2, atol=1e-2)
     np.testing.assert_allclose(rows[:, 0], want.sum(1), atol=1e-3)
     np.testing.assert_allclose(scan, np.cumsum(want, 1), atol=1e-3)
+
+
+@pytest.mark.parametrize("size", [100, 1024])
+def test_tile_attention_example_on_gpu(size):
+    result = examples.load("tile_attention").main(device=0, size=size)
+    assert result.passed, str(result)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_against_numpy_on_gpu(causal):
+    from oxide.examples import tile_attention as ta
+
+    rng = np.random.default_rng(33)
+    heads, seq, d = 3, 256, 64
+    q, k, v = (rng.standard_normal((heads * seq, d)).astype(bf16.numpy) for _ in range(3))
+    o = np.zeros_like(q)
+    gpu(ta.tile_attention, heads * seq // 32, q, k, v, o, seq, np.float32(1 / np.sqrt(d)),
+        32, 16, d, causal)
+    want = ta.reference(q, k, v, heads, causal)
+    np.testing.assert_allclose(o.astype(np.float32), want, rtol=2e-2, atol=2e-2)

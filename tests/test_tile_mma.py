@@ -308,3 +308,21 @@ def test_mma_diagnostics(kernel, args, cls, pattern):
     # every kernel above writes its product on its last line
     assert err.span is not None and err.span.line == first + len(lines) - 1
     assert err.span.file.endswith("test_tile_mma.py") and "-->" in str(err)
+
+
+# -- attention (two products, online softmax) ----------------------------------------------
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_against_numpy(causal):
+    """Blocks of 32 queries by 16 keys: several key steps per query block, and the causal
+    diagonal crossing the middle of a query block."""
+    from oxide.examples import tile_attention as ta
+
+    heads, seq, d = 2, 64, 16
+    q, k, v = (rng.standard_normal((heads * seq, d)).astype(bf16.numpy) for _ in range(3))
+    o = np.zeros_like(q)
+    cpu(ta.tile_attention, heads * seq // 32, q, k, v, o, seq, np.float32(1 / math.sqrt(d)),
+        32, 16, d, causal)
+    want = ta.reference(q, k, v, heads, causal)
+    np.testing.assert_allclose(o.astype(np.float32), want, rtol=2e-2, atol=2e-2)

@@ -1,0 +1,104 @@
+"""Tile attention: flash-attention forward (online softmax), causal and not, bf16 (ox.tile)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, bf16, f32, i32, tile
+from oxide.examples import _harness as h
+
+# query rows and key rows per step; the head dimension is the example's D
+GPU_BLOCK = (32, 32)
+CPU_BLOCK = (32, 32)
+
+
+@tile.kernel(num_warps=4)
+def tile_attention(q: Slice[bf16, 2], k: Slice[bf16, 2], v: Slice[bf16, 2],
+                   o: DisjointSlice[bf16, 2], seq: i32, scale: f32, BM: Const[int],
+                   BN: Const[int], D: Const[int], CAUSAL: Const[bool]):
+    """`q`, `k`, `v` and `o` hold the heads one after another, `seq` rows each (a multiple
+    of BM and BN): block `b` owns query rows `b * BM ...` of head `b // (seq / BM)`. Each
+    step scores BN keys (`q @ k.T`, tensor cores), keeps the running row maximum `m` and
+    sum `l` of exp(score - m), rescales the output accumulator by exp(m_old - m_new) and
+    adds `p @ v`. Causal: keys after the query are -inf, and blocks past the diagonal are
+    not visited."""
+    b = tile.bid(0)
+    q_blocks = seq // BM
+    head = b // q_blocks
+    first = (b - head * q_blocks) * BM  # the block's first query row within its head
+    qt = tile.load(q, (b, 0), (BM, D))
+    m = tile.full((BM, 1), -math.inf, f32)
+    l_sum = tile.zeros((BM, 1), f32)
+    acc = tile.zeros((BM, D), f32)
+    steps = seq // BN
+    if CAUSAL:
+        steps = (first + BM + BN - 1) // BN
+    kv0 = head * (seq // BN)
+    for j in range(steps):
+        kt = tile.load(k, (kv0 + j, 0), (BN, D))
+        s = tile.mma(qt, kt.permute((1, 0)), tile.zeros((BM, BN), f32)) * scale
+        if CAUSAL:
+            rows = first + tile.arange(BM)[:, None]
+            cols = j * BN + tile.arange(BN)[None, :]
+            s = tile.where(cols <= rows, s, -math.inf)
+        m_new = tile.maximum(m, tile.max(s, 1, keepdims=True))
+        p = tile.exp(s - m_new)
+        alpha = tile.exp(m - m_new)
+        l_sum = l_sum * alpha + tile.sum(p, 1, keepdims=True)
+        acc = acc * alpha + tile.mma(p.astype(bf16), tile.load(v, (kv0 + j, 0), (BN, D)),
+                                     tile.zeros((BM, D), f32))
+        m = m_new
+    tile.store(o, (b, 0), (acc / l_sum).astype(bf16))
+
+
+def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int, causal: bool
+              ) -> np.ndarray:
+    """softmax(q k^T / sqrt(D)) v per head, in f64."""
+    seq, d = q.shape[0] // heads, q.shape[1]
+    out = np.zeros(q.shape, np.float64)
+    for hd in range(heads):
+        rows = slice(hd * seq, (hd + 1) * seq)
+        s = q[rows].astype(np.float64) @ k[rows].astype(np.float64).T / math.sqrt(d)
+        if causal:
+            s = np.where(np.tril(np.ones((seq, seq), bool)), s, -np.inf)
+        e = np.exp(s - s.max(1, keepdims=True))
+        out[rows] = (e / e.sum(1, keepdims=True)) @ v[rows].astype(np.float64)
+    return out
+
+
+def main(device: str | int | None = None, arch: str | None = None,
+         size: int | None = None) -> h.ExampleResult:
+    """Two heads of `size` rows (rounded up to the block), D = 32 on the CPU and 64 on a GPU, causal (timed) and not."""
+    with h.running_on(device) as dev:
+        bm, bn = CPU_BLOCK if dev.is_cpu else GPU_BLOCK
+        seq = h.pick_size(dev, size, cpu=64, gpu=4096)
+        seq = -(-seq // max(bm, bn)) * max(bm, bn)
+        heads, d = (2, 32) if dev.is_cpu else (16, 64)
+        rng = np.random.default_rng(13)
+        q, k, v = (rng.standard_normal((heads * seq, d)).astype(bf16.numpy) for _ in range(3))
+        o, o_full = np.zeros_like(q), np.zeros_like(q)
+        d_q, d_k, d_v, d_o, d_full = h.to_device(dev, q, k, v, o, o_full)
+        scale = np.float32(1 / math.sqrt(d))
+        grid = heads * seq // bm
+        args = (seq, scale, bm, bn, d)
+        seconds = h.time_launch(dev, lambda: ox.launch(tile_attention, grid, d_q, d_k, d_v,
+                                                       d_o, *args, True))
+        ox.launch(tile_attention, grid, d_q, d_k, d_v, d_full, *args, False)
+        passed = True
+        for got, causal in ((d_o, True), (d_full, False)):
+            want = reference(q, k, v, heads, causal)
+            passed &= bool(np.allclose(h.to_numpy(got).astype(np.float32), want, rtol=2e-2,
+                                       atol=2e-2))
+        flops = 4.0 * heads * seq * seq * d / 2  # causal: half the score matrix
+        return h.ExampleResult("tile_attention", passed, h.describe(dev),
+                               f"{heads} heads x {seq:,} rows x D={d} bf16, causal", seconds,
+                               work=flops, unit="GFLOP/s",
+                               detail=h.check_arch(tile_attention, arch, q, k, v, o, seq,
+                                                   scale, bm, bn, d, True))
+
+
+if __name__ == "__main__":
+    print(main())
