@@ -569,3 +569,31 @@ def test_cluster_launch_attribute(cooperative: bool) -> None:
     gpu.Launcher.prepare(fake, ox.LaunchConfig(grid=(8, 2), block=64), 0)
     *_, address, count = cd.LAUNCH_CONFIG.unpack(fake.config_buffer.raw[:cd.LAUNCH_CONFIG.size])
     assert count == (1 if cooperative else 0)
+
+
+@ox.kernel
+def at_row(src: ox.TensorMap[f32, 2], out: RawSlice[f32], k: i32):
+    s = ox.shared.array(f32, (8, 16))  # rows of 64 bytes: odd rows are not 128-aligned
+    bars = ox.shared.array(u64, 1)
+    with ox.unsafe():
+        if ox.thread_idx.x == 0:
+            ox.mbarrier.init(bars[0], 1)
+            ox.mbarrier.arrive_expect_tx(bars[0], 2 * 16 * 4)
+            ox.tma.load(src, s[k, 0], 0, 0, bars[0])
+        ox.mbarrier.wait_parity(bars[0], 0)
+        out[ox.thread_idx.x] = s[k + ox.thread_idx.x // 16, ox.thread_idx.x % 16]
+
+
+def test_a_run_time_element_is_checked_for_alignment() -> None:
+    """An element computed at run time must start at a 128-byte boundary too: checked
+    as the copy runs (a failed assertion; the copy goes to the array's start and its
+    mbarrier completes, so the kernel ends and reports it), on the GPU as on the CPU."""
+    a = np.arange(2 * 16, dtype=np.float32).reshape(2, 16)
+    out = np.zeros(32, np.float32)
+    with ox.device("cpu"):
+        ox.launch(at_row, (1, 32), ox.TensorMap(a, (2, 16)), out, 2)
+        np.testing.assert_array_equal(out, a.ravel())
+        with pytest.raises(ox.KernelAssertionError, match="not at a 128-byte boundary"):
+            ox.launch(at_row, (1, 32), ox.TensorMap(a, (2, 16)), out, 1)
+    _, ptx = ptx_of(at_row, TM2, RawSlice[f32], i32)
+    assert re.search(r"and\.b64\s+%rd\d+, %rd\d+, 1;", ptx)  # (64 k) % 128 != 0: k odd

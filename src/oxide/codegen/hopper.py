@@ -358,6 +358,24 @@ TMA_ALIGN = 1024
 _P7 = "ptr addrspace(7)"
 
 
+def tma_address(em: Any, op: ops.HopperOp) -> str:
+    """The shared element a TMA copy starts at; where the frontend asked for the check
+    (an element computed at run time), one not at a 128-byte boundary is reported as a
+    failed assertion and the copy starts at the array's first element instead (it still
+    runs, so its mbarrier completes and the kernel ends to report it)."""
+    addr = element_address(em, op)
+    if not op.imm.data:
+        return addr
+    site = op.imm.data[0].data  # type: ignore[attr-defined]
+    ptr_t = em.t.pointer_type("shared")
+    bits = em.ins(f"ptrtoint {ptr_t} {addr} to i64")
+    base = em.ins(f"ptrtoint {ptr_t} {em.arrays[op.array[0]]['ptr']} to i64")
+    off = em.ins(f"and i64 {em.ins(f'sub i64 {bits}, {base}')}, 127")
+    bad = em.ins(f"icmp ne i64 {off}, 0")
+    em.report_if(bad, 2, site, "0", "0")
+    return em.ins(f"select i1 {bad}, {ptr_t} {em.arrays[op.array[0]]['ptr']}, {ptr_t} {addr}")
+
+
 def _tma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     name = kind.split(".")[1]
     if name == "barrier":
@@ -382,7 +400,7 @@ def _tma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
               [tmap, *coords, ("i64", "0"), ("i1", "false")])
         return []
     _align_shared(em, op.array[0], TMA_ALIGN)
-    smem = element_address(em, op)
+    smem = tma_address(em, op)
     if name == "store":
         coords = [("i32", c) for c in reversed(args[1:1 + rank])]
         _nvvm(em, f"llvm.nvvm.cp.async.bulk.tensor.s2g.tile.{rank}d", "void",

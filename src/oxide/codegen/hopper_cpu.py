@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oxide.codegen.hopper import element_address
+from oxide.codegen.hopper import element_address, tma_address
 from oxide.errors import TargetError
 from oxide.ir import ops
 
@@ -157,7 +157,7 @@ def _copy(em: Any, op: ops.HopperOp, rank: int, load: bool) -> None:
     desc = args[0]
     coords = args[2:2 + rank] if load else args[1:1 + rank]
     coords = list(reversed(coords))  # innermost first, as the description
-    start = element_address(em, op)
+    start = tma_address(em, op)
     base = em.ins(f"ptrtoint ptr {info['ptr']} to i64")
     rel0 = em.ins(f"sub i64 {em.ins(f'ptrtoint ptr {start} to i64')}, {base}")
     gbase = _field(em, desc, 0, "i64")
@@ -181,8 +181,7 @@ def _copy(em: Any, op: ops.HopperOp, rank: int, load: bool) -> None:
         em.start_block(bad)
         end = em.ins(f"udiv i64 {em.ins(f'add i64 {rel0}, {need}')}, {item}")
         last = em.ins(f"sub i64 {end}, 1")
-        em.raw(f"call void @oxide.report(ptr %oxide.err, i32 1, i32 {op.site.data}, "
-               f"i32 0, i64 {last}, i64 {count})")
+        em.call_report(1, op.site.data, last, count)
         em.raw(f"br label %{ok}")
         em.start_block(ok)
     n = em.ins(f"select i1 {fits}, i64 {total}, i64 {em.ins(f'udiv i64 {room}, {item}')}")

@@ -666,9 +666,11 @@ class HopperCallsMixin:
         raise self.error(KernelTypeError, node, f"{what} must be an integer, not {describe(v)}")
 
     def _tma_shared(self, arg: ast.expr, tm: TensorMapArg, what: str
-                    ) -> tuple[FixedArray, list[Any], int | None]:
+                    ) -> tuple[FixedArray, list[Any], int | None, tuple[int, ...]]:
         """The shared array a TMA copy reads or writes (all of it, or from `s[i, ...]`),
-        of the tensor map's element type."""
+        of the tensor map's element type; the last item is the `imm` of the op: the site
+        of the run-time check that an element computed at run time starts at a 128-byte
+        boundary (codegen/hopper.py), where checks are on."""
         if isinstance(arg, ast.Subscript):
             arr, idx, site = self._shared_element(arg, what, (tm.type.dtype.name,), "s[0, 0]")
             if any(n is None for n in arr.shape):
@@ -676,8 +678,12 @@ class HopperCallsMixin:
                                  f"{what} needs a static shared array (its alignment is "
                                  "raised for TMA); dynamic shared memory is not supported "
                                  "here", hint="declare ox.shared.array(dtype, shape)")
-            self._check_tma_alignment(arg, arr, what)
-            return arr, idx, site
+            if self._check_tma_alignment(arg, arr, what) or not self.ctx.checks:
+                return arr, idx, site, ()
+            align = self.b.site("assert", self.src.span(arg),
+                                f"{what}: `{self.text(arg)}` is not at a 128-byte boundary "
+                                "of the shared array (TMA's rule)")
+            return arr, idx, site, (align,)
         base = self.expr(arg)
         if not (isinstance(base, FixedArray) and base.space == "shared"):
             raise self.error(KernelTypeError, arg,
@@ -695,16 +701,16 @@ class HopperCallsMixin:
         zero = self.materialize(Lit(0), T.i64, arg)
         site = (self.b.site("index", self.src.span(arg), base.name or self.text(arg))
                 if self.ctx.checks else None)  # the CPU's copy checks the box fits
-        return base, [zero] * len(base.shape), site
+        return base, [zero] * len(base.shape), site, ()
 
-    def _check_tma_alignment(self, arg: ast.Subscript, arr: FixedArray, what: str) -> None:
+    def _check_tma_alignment(self, arg: ast.Subscript, arr: FixedArray, what: str) -> bool:
         """TMA's shared address is a multiple of 128 bytes: checked here where the element
-        is written with constants (the array itself is aligned to 1024)."""
+        is written with constants (the array itself is aligned to 1024); whether it was."""
         items = arg.slice.elts if isinstance(arg.slice, ast.Tuple) else [arg.slice]
         consts = [i.value for i in items if isinstance(i, ast.Constant)
                   and isinstance(i.value, int) and not isinstance(i.value, bool)]
         if len(consts) != len(items) or len(items) != len(arr.shape):
-            return
+            return False
         linear = 0
         for i, n in zip(consts, arr.shape, strict=True):
             linear = linear * int(n or 1) + i
@@ -715,6 +721,7 @@ class HopperCallsMixin:
                              f"`{self.text(arg)}` is {offset} bytes into the array",
                              hint="start the box at a 128-byte boundary (a leading "
                                   "dimension per stage keeps each stage aligned)")
+        return True
 
     def _coord_count(self, node: ast.Call, tm: TensorMapArg, given: int, what: str) -> None:
         if given != tm.type.rank:
@@ -737,7 +744,7 @@ class HopperCallsMixin:
         tm = self._tensormap(node.args[0], what)
         coords_nodes = list(node.args[2:-1])
         self._coord_count(node, tm, len(coords_nodes), what)
-        arr, idx, site = self._tma_shared(node.args[1], tm, what)
+        arr, idx, site, imm = self._tma_shared(node.args[1], tm, what)
         coords = self._coords(tm, coords_nodes)
         bar = self._barrier_address(node.args[-1], what)
         ops_in = [tm.ssa, bar, *coords]
@@ -751,7 +758,7 @@ class HopperCallsMixin:
                                  f"{mask.value!r}")
             ops_in.append(self.b.cast(self._u32(mask, kw["multicast"], "multicast="), T.u16))
             kind += ".multicast"
-        self._gpu_op(ops.HopperOp(kind, ops_in, [], arr.ssa, idx, site=site), node)
+        self._gpu_op(ops.HopperOp(kind, ops_in, [], arr.ssa, idx, imm=imm, site=site), node)
         return Static(None)
 
     def _barrier_address(self, arg: ast.expr, what: str) -> Any:
@@ -775,10 +782,10 @@ class HopperCallsMixin:
                              "coordinate per dimension")
         tm = self._tensormap(node.args[0], what)
         self._coord_count(node, tm, len(node.args) - 2, what)
-        arr, idx, site = self._tma_shared(node.args[1], tm, what)
+        arr, idx, site, imm = self._tma_shared(node.args[1], tm, what)
         coords = self._coords(tm, list(node.args[2:]))
         self._gpu_op(ops.HopperOp(f"tma.store.{tm.type.rank}d", [tm.ssa, *coords], [],
-                                  arr.ssa, idx, site=site), node)
+                                  arr.ssa, idx, imm=imm, site=site), node)
         return Static(None)
 
     def intr_tma_prefetch(self, node: ast.Call) -> Static:
