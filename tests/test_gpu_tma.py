@@ -95,6 +95,51 @@ def cluster_ids(out: RawSlice[i32]):
     ox.cluster.sync()
 
 
+@ox.kernel
+def stages(src: ox.TensorMap[f32, 2], out: RawSlice[f32], S: Const[int]):
+    """A ring of S stages: a producer warp (the last) fills stage k from rows 8k.., the
+    consumer warp (the first) waits for each, copies it out and frees it; the consumer
+    reaches its waits first, so the CPU's waits must let the producer run."""
+    s = ox.shared.array(f32, (2, 8, 16))
+    full = ox.shared.array(u64, 2)
+    empty = ox.shared.array(u64, 2)
+    t = ox.thread_idx.x
+    with ox.unsafe():
+        if t == 0:
+            for k in range(2):
+                ox.mbarrier.init(full[k], 1)
+                ox.mbarrier.init(empty[k], 32)
+            ox.fence_mbarrier_init()
+        ox.sync_threads()
+        if t >= 32:  # the producer warp
+            if t == 32:
+                for k in range(S):
+                    if k >= 2:
+                        ox.mbarrier.wait_parity(empty[k % 2], (k // 2 - 1) % 2)
+                    ox.mbarrier.arrive_expect_tx(full[k % 2], 8 * 16 * 4)
+                    ox.tma.load(src, s[k % 2, 0, 0], 8 * k, 0, full[k % 2])
+        else:
+            for k in range(S):
+                while not ox.mbarrier.try_wait_parity(full[k % 2], (k // 2) % 2):
+                    pass
+                for e in range(t, 8 * 16, 32):
+                    out[k * 128 + e] = s[k % 2, e // 16, e % 16]
+                ox.mbarrier.arrive(empty[k % 2])
+
+
+@ox.kernel
+def at_row(src: ox.TensorMap[f32, 2], out: RawSlice[f32], k: i32):
+    s = ox.shared.array(f32, (8, 16))  # rows of 64 bytes: odd rows are not 128-aligned
+    bars = ox.shared.array(u64, 1)
+    with ox.unsafe():
+        if ox.thread_idx.x == 0:
+            ox.mbarrier.init(bars[0], 1)
+            ox.mbarrier.arrive_expect_tx(bars[0], 2 * 16 * 4)
+            ox.tma.load(src, s[k, 0], 0, 0, bars[0])
+        ox.mbarrier.wait_parity(bars[0], 0)
+        out[ox.thread_idx.x] = s[k + ox.thread_idx.x // 16, ox.thread_idx.x % 16]
+
+
 # -- the expected layouts ---------------------------------------------------------------------
 
 def box_of(a: np.ndarray, y: int, x: int, rows: int, cols: int) -> np.ndarray:
@@ -211,3 +256,21 @@ def test_a_tensor_map_of_another_device_is_refused() -> None:
     with pytest.raises(ox.ArgumentError, match="tensor map of a host array"):
         ox.launch(load_store, (1, 128), host_map, ox.TensorMap(d, (16, 16)),
                   ox.to_device(np.zeros(256, np.float32)), 0, 0, 16, 16)
+
+
+def test_mbarrier_ring() -> None:
+    """Six stages through a ring of two buffers, a producer warp and a consumer warp."""
+    a = np.arange(48 * 16, dtype=np.float32).reshape(48, 16)
+    out = ox.to_device(np.full(6 * 128, -1, np.float32))
+    ox.launch(stages, (1, 64), ox.TensorMap(ox.to_device(a), (8, 16)), out, 6)
+    np.testing.assert_array_equal(out.to_numpy(), a.ravel())
+
+
+def test_misaligned_run_time_element_is_reported() -> None:
+    a = ox.to_device(np.arange(2 * 16, dtype=np.float32).reshape(2, 16))
+    out = ox.to_device(np.zeros(32, np.float32))
+    ox.launch(at_row, (1, 32), ox.TensorMap(a, (2, 16)), out, 2)
+    np.testing.assert_array_equal(out.to_numpy(), a.to_numpy().ravel())
+    ox.launch(at_row, (1, 32), ox.TensorMap(a, (2, 16)), out, 1)
+    with pytest.raises(ox.KernelAssertionError, match="not at a 128-byte boundary"):
+        ox.synchronize()

@@ -16,7 +16,7 @@ import pytest
 import test_gpu_tma as gt
 
 import oxide as ox
-from oxide import Const, RawSlice, f16, f32, i32, u32, u64
+from oxide import RawSlice, f16, f32, i32, u32, u64
 from oxide import types as T
 from oxide.codegen import hopper
 
@@ -251,45 +251,13 @@ def test_cpu_box_larger_than_the_shared_array_is_an_index_error() -> None:
         ox.launch(too_small, (1, 1), ox.TensorMap(a, (16, 32)), np.zeros(1, np.float32))
 
 
-@ox.kernel
-def stages(src: ox.TensorMap[f32, 2], out: RawSlice[f32], S: Const[int]):
-    """A ring of S stages: a producer warp (the last) fills stage k from rows 8k.., the
-    consumer warp (the first) waits for each, copies it out and frees it; the consumer
-    reaches its waits first, so the CPU's waits must let the producer run."""
-    s = ox.shared.array(f32, (2, 8, 16))
-    full = ox.shared.array(u64, 2)
-    empty = ox.shared.array(u64, 2)
-    t = ox.thread_idx.x
-    with ox.unsafe():
-        if t == 0:
-            for k in range(2):
-                ox.mbarrier.init(full[k], 1)
-                ox.mbarrier.init(empty[k], 32)
-            ox.fence_mbarrier_init()
-        ox.sync_threads()
-        if t >= 32:  # the producer warp
-            if t == 32:
-                for k in range(S):
-                    if k >= 2:
-                        ox.mbarrier.wait_parity(empty[k % 2], (k // 2 - 1) % 2)
-                    ox.mbarrier.arrive_expect_tx(full[k % 2], 8 * 16 * 4)
-                    ox.tma.load(src, s[k % 2, 0, 0], 8 * k, 0, full[k % 2])
-        else:
-            for k in range(S):
-                while not ox.mbarrier.try_wait_parity(full[k % 2], (k // 2) % 2):
-                    pass
-                for e in range(t, 8 * 16, 32):
-                    out[k * 128 + e] = s[k % 2, e // 16, e % 16]
-                ox.mbarrier.arrive(empty[k % 2])
-
-
 def test_cpu_mbarrier_ring() -> None:
     a = np.arange(48 * 16, dtype=np.float32).reshape(48, 16)
     out = np.full(6 * 128, -1, np.float32)
     with ox.device("cpu"):
-        ox.launch(stages, (1, 64), ox.TensorMap(a, (8, 16)), out, 6)
+        ox.launch(gt.stages, (1, 64), ox.TensorMap(a, (8, 16)), out, 6)
     np.testing.assert_array_equal(out, a.ravel())
-    _, ptx = ptx_of(stages, TM2, RawSlice[f32], 6)
+    _, ptx = ptx_of(gt.stages, TM2, RawSlice[f32], 6)
     assert "mbarrier.try_wait.parity.shared.b64" in ptx
 
 
@@ -571,19 +539,6 @@ def test_cluster_launch_attribute(cooperative: bool) -> None:
     assert count == (1 if cooperative else 0)
 
 
-@ox.kernel
-def at_row(src: ox.TensorMap[f32, 2], out: RawSlice[f32], k: i32):
-    s = ox.shared.array(f32, (8, 16))  # rows of 64 bytes: odd rows are not 128-aligned
-    bars = ox.shared.array(u64, 1)
-    with ox.unsafe():
-        if ox.thread_idx.x == 0:
-            ox.mbarrier.init(bars[0], 1)
-            ox.mbarrier.arrive_expect_tx(bars[0], 2 * 16 * 4)
-            ox.tma.load(src, s[k, 0], 0, 0, bars[0])
-        ox.mbarrier.wait_parity(bars[0], 0)
-        out[ox.thread_idx.x] = s[k + ox.thread_idx.x // 16, ox.thread_idx.x % 16]
-
-
 def test_a_run_time_element_is_checked_for_alignment() -> None:
     """An element computed at run time must start at a 128-byte boundary too: checked
     as the copy runs (a failed assertion; the copy goes to the array's start and its
@@ -591,9 +546,9 @@ def test_a_run_time_element_is_checked_for_alignment() -> None:
     a = np.arange(2 * 16, dtype=np.float32).reshape(2, 16)
     out = np.zeros(32, np.float32)
     with ox.device("cpu"):
-        ox.launch(at_row, (1, 32), ox.TensorMap(a, (2, 16)), out, 2)
+        ox.launch(gt.at_row, (1, 32), ox.TensorMap(a, (2, 16)), out, 2)
         np.testing.assert_array_equal(out, a.ravel())
         with pytest.raises(ox.KernelAssertionError, match="not at a 128-byte boundary"):
-            ox.launch(at_row, (1, 32), ox.TensorMap(a, (2, 16)), out, 1)
-    _, ptx = ptx_of(at_row, TM2, RawSlice[f32], i32)
+            ox.launch(gt.at_row, (1, 32), ox.TensorMap(a, (2, 16)), out, 1)
+    _, ptx = ptx_of(gt.at_row, TM2, RawSlice[f32], i32)
     assert re.search(r"and\.b64\s+%rd\d+, %rd\d+, 1;", ptx)  # (64 k) % 128 != 0: k odd
