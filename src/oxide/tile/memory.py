@@ -95,16 +95,37 @@ class TileMemoryMixin:
         used = frozenset(axes)
         self.stores.axes = used if self.stores.axes is None else self.stores.axes & used
 
+    def _order(self, node: ast.Call, rank: int) -> tuple[int, ...] | None:
+        """`order=`: for each tile dimension, the array dimension it walks ("C" is the
+        identity, "F" the reverse); None for the identity."""
+        v, at = self.keyword(node, "order")
+        if v is None:
+            return None
+        obj = v.obj if isinstance(v, Static) else None
+        if obj == "C":
+            return None
+        if obj == "F":
+            obj = tuple(reversed(range(rank)))
+        if not (isinstance(obj, tuple) and sorted(obj) == list(range(rank))):
+            raise self.error(KernelTypeError, at,
+                             f"`order=` is \"C\", \"F\" or a permutation of "
+                             f"{tuple(range(rank))}, not {describe(v)}",
+                             hint="order=(1, 0) reads a tile whose rows are the array's columns")
+        return None if obj == tuple(range(rank)) else obj
+
     def call_load(self, node: ast.Call) -> Tile:
+        """`tile.load(arr, index, shape, padding=0, order=None)`. With `order`, tile
+        dimension k walks array dimension order[k] (`index` and `shape` are the tile's):
+        the tile is loaded as the array lays it out (vector accesses along its rows) and
+        permuted through shared memory."""
         args = self.positional(node, (3, 4), "tile.load(arr, index, shape, padding=0)",
                                ("padding", "order"))
-        order, order_node = self.keyword(node, "order")
-        if order is not None:
-            raise self.error(UnsupportedFeatureError, order_node,
-                             "`order=` (transposed tile access) is not built yet")
         arr = self._array_arg(args[0], node.args[0], "tile.load")
         items = self._index(arr, args[1], node.args[1])
         shape = self._tile_shape(arr, args[2], node.args[2])
+        order = self._order(node, arr.type.rank)
+        if order is not None:
+            items, shape = _to_array_order(items, order), _to_array_order(shape, order)
         if arr.type.access == "disjoint":
             self._check_disjoint(arr, items, shape, node, node.args[1], "read")
         elif arr.type.access == "atomic":
@@ -130,18 +151,19 @@ class TileMemoryMixin:
             raise self.error(KernelTypeError, pad_node, f"the padding is a number or a "
                              f"scalar, not {describe(pad_v)}")
         site = self.b.site("index", self.src.span(node), arr.name)
-        return self.em.load(arr.ssa, dt, self._index_ssa(items), blocked(shape, self.num_warps),
-                            pad, site)
+        t = self.em.load(arr.ssa, dt, self._index_ssa(items), blocked(shape, self.num_warps),
+                         pad, site)
+        if order is None:
+            return t
+        logical = tuple(shape[k] for k in order)
+        return self.em.permute(t, order, blocked(logical, self.num_warps))
 
     def call_store(self, node: ast.Call) -> None:
         args = self.positional(node, 3, "tile.store(arr, index, t)", ("order",))
-        order, order_node = self.keyword(node, "order")
-        if order is not None:
-            raise self.error(UnsupportedFeatureError, order_node,
-                             "`order=` (transposed tile access) is not built yet")
         arr = self._array_arg(args[0], node.args[0], "tile.store")
         items = self._index(arr, args[1], node.args[1])
         value = args[2]
+        order = self._order(node, arr.type.rank)
         if not isinstance(value, Tile):
             raise self.error(KernelTypeError, node.args[2], f"tile.store writes a tile, not "
                              f"{describe(value)}", hint="make one with `tile.full(shape, v)`")
@@ -164,6 +186,11 @@ class TileMemoryMixin:
                              "`with ox.unsafe():`",
                              hint="declare it DisjointSlice[...] and store at the block's "
                                   "TileIndex, or wrap the store in `with ox.unsafe():`")
+        if order is not None:  # the tile in the array's dimension order, then stored
+            items = _to_array_order(items, order)
+            inverse = tuple(order.index(d) for d in range(len(order)))
+            shape = tuple(value.shape[k] for k in inverse)
+            value = self.em.permute(value, inverse, blocked(shape, self.num_warps))
         if access == "disjoint":
             self._check_disjoint(arr, items, value.shape, node, node.args[1], "written")
         if value.dtype != arr.dtype:
@@ -173,3 +200,12 @@ class TileMemoryMixin:
                              hint=f"convert: `.astype({arr.dtype.name})`")
         site = self.b.site("index", self.src.span(node), arr.name)
         self.em.store(arr.ssa, self._index_ssa(items), value, site)
+
+
+def _to_array_order(items: Any, order: tuple[int, ...]) -> Any:
+    """Per-tile-dimension `items` rearranged per array dimension: tile dimension k walks
+    array dimension order[k]."""
+    out: list[Any] = [None] * len(order)
+    for k, d in enumerate(order):
+        out[d] = items[k]
+    return type(items)(out) if isinstance(items, tuple) else out
