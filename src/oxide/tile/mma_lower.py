@@ -86,13 +86,26 @@ def lower_mma(em: TileEmitter, a: Tile, b: Tile, acc: Tile) -> Tile:
 
 def _to_shared(em: TileEmitter, t: Tile, stride: int) -> SSAValue:
     """`t` written row-major into a new shared array whose rows are `stride` apart
-    (called between two barriers). Replicas write the same value to the same cell."""
-    rows = t.shape[0]
-    smem = em.shared(t.dtype, rows * stride)
-    for (r, c), v in zip(em.coords(t.layout), t.values, strict=True):
+    (called between two barriers). A thread's `spt` side-by-side elements of a row go in
+    vector stores of up to 16 bytes: the array starts 16-byte aligned, `stride` keeps each
+    row's start a multiple of the vector (`PAD` and the power-of-two extents), and the
+    run starts at a multiple of `spt`. Replicas write the same value to the same cell."""
+    smem = em.shared(t.dtype, t.shape[0] * stride)
+    size = max(1, t.dtype.bits // 8)
+    width = 1
+    if t.shape[1] > 1:
+        width = max(1, min(t.layout.dims[1].spt, 16 // size))
+        while (stride * size) % (width * size):  # rows keep vector alignment
+            width //= 2
+    coords = em.coords(t.layout)
+    for k in range(0, len(t.values), width):
+        r, c = coords[k]
         at = em.b.value(ops.BinaryOp("mul", em.b.cast(r, T.i64), em.const(stride, T.i64)))
         at = em.b.value(ops.BinaryOp("add", at, em.b.cast(c, T.i64)))
-        em.b.emit(ops.StoreOp(smem, [at], v, 0, False, True))
+        if width == 1:
+            em.b.emit(ops.StoreOp(smem, [at], t.values[k], 0, False, True))
+        else:
+            em.b.emit(ops.VectorStoreOp(smem, [at], t.values[k:k + width], width * size))
     return smem
 
 
