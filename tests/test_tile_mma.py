@@ -202,14 +202,16 @@ def test_mma_result_meets_other_layouts():
 # -- the GPU code, without a GPU ----------------------------------------------------------
 
 
-def test_k_loop_keeps_the_accumulator_in_registers():
+@pytest.mark.parametrize("dt", [bf16, f16])
+def test_k_loop_keeps_the_accumulator_in_registers(dt):
     """The loop's only barriers are the operands' two: the accumulator is carried in the
     mma layout, not converted through shared memory each iteration."""
-    a = np.zeros((64, 64), bf16.numpy)
-    ck = make_matmul(bf16, f32, 4).compile(a, a, np.zeros((64, 64), np.float32), 64, 64, 32,
-                                           arch="sm_80")
+    a = np.zeros((64, 64), NP[dt.name])
+    ck = make_matmul(dt, f32, 4).compile(a, a, np.zeros((64, 64), np.float32), 64, 64, 32,
+                                         arch="sm_80")
     ptx = ck.ptx
-    assert ptx.count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32") == 2 * 2 * 4
+    name = dt.name
+    assert ptx.count(f"mma.sync.aligned.m16n8k16.row.col.f32.{name}.{name}.f32") == 2 * 2 * 4
     assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.shared.b16") == 2 * 2
     assert ptx.count("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16") == 2 * 2
     assert ptx.count("bar.sync") == 2
