@@ -74,6 +74,27 @@ def test_other_variants_assemble(cfg: g.Config) -> None:
     assert ("setmaxnreg" in ck.ptx) == cfg.setmaxnreg
 
 
+def test_tma_store_epilogue() -> None:
+    """The epilogue through shared memory: stores of bf16 pairs, two named barriers per
+    consumer group, one TMA store per group and tile, bulk-group waits; no spills."""
+    cfg = g.replace(g.DEFAULT, tma_store=True, stages=3)
+    ck = compiled(cfg)
+    ptx = ck.ptx
+    assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.tile\."
+                          r"bulk_group", ptx)) == 1
+    assert len(re.findall(r"barrier\.sync\s+%r\d+, 128;", ptx)) == 2
+    assert len(re.findall(r"st\.shared\.b32", ptx)) == 64  # 128 bf16 as pairs
+    assert "st.global" not in ptx
+    for text in ("cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read"):
+        assert text in ptx, text
+    assert re.search(r"cp\.async\.bulk\.wait_group\s+0;", ptx)
+    report = g.ptxas_report(ptx, ck.arch)
+    assert report["spill_stores"] == 0, report["log"]
+    assert cfg.shared_bytes <= 227 * 1024 <= g.replace(cfg, stages=4).shared_bytes
+    with pytest.raises(ox.TargetError, match="named_barrier_sync.*runs only on NVIDIA GPUs"):
+        g.gemm_hopper.compile(*g.signature(g.replace(cfg, setmaxnreg=False)), target="cpu")
+
+
 def test_sm80_is_a_target_error() -> None:
     with pytest.raises(ox.TargetError, match="needs sm_90"):
         g.gemm_hopper.compile(*g.signature(g.DEFAULT), arch="sm_80")

@@ -37,6 +37,8 @@ VARIANTS = {
     "bn192_b_nxk": g.replace(D, bn=192, stages=3, b_mn=False),
     "stages2_group1": g.replace(D, stages=2, group_m=1),
     "cpu_config": g.CPU,
+    "tma_store": g.replace(D, tma_store=True, stages=3),
+    "tma_store_b_nxk_bn128": g.replace(D, tma_store=True, b_mn=False, bn=128),
 }
 SIZES = [(1000, 1500, 700), (128, 256, 64), (1, 8, 8), (257, 129, 1000), (2048, 2048, 2048)]
 

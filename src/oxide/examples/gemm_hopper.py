@@ -17,7 +17,10 @@ section 4), each step a compile-time option of one kernel so a benchmark can tim
 - B as `a @ b` has it (K x N row-major: MN-major operand, 64-column slabs, trans_b) or
   K-major (N x K, B transposed, as fast.cu has it).
 - Epilogue: f32 -> bf16 stores straight to global memory, clipped at the ragged edge
-  (TMA loads read zeros past the edge, so the accumulators there are zero anyway).
+  (TMA loads read zeros past the edge, so the accumulators there are zero anyway); or
+  (`tma_store`) into a shared tile per consumer, written out by a TMA store that clips at
+  the edge and overlaps the next tile's main loop (GPU only: it orders each consumer group
+  with a named barrier, which the CPU lacks).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ class Config:
     `bn` 64..256 (a multiple of 64), `consumers` 1 or 2 (BM = 64 x consumers), `stages`
     shared buffers in the ring, `b_mn`: B is K x N row-major (True) or N x K (False),
     `setmaxnreg` moves registers from the producer to the consumers, `group_m` tile rows
-    per group of the tile order, `persistent`: one block per SM (else one per tile).
+    per group of the tile order, `persistent`: one block per SM (else one per tile),
+    `tma_store`: the epilogue goes through shared memory and TMA stores.
     """
 
     bn: int = 256
@@ -51,6 +55,7 @@ class Config:
     setmaxnreg: bool = True
     group_m: int = 8
     persistent: bool = True
+    tma_store: bool = False
 
     @property
     def bm(self) -> int:
@@ -62,15 +67,18 @@ class Config:
 
     @property
     def shared_bytes(self) -> int:
-        return self.stages * (self.bm + self.bn) * BK * 2 + 16 * self.stages
+        tile_c = self.bm * self.bn * 2 if self.tma_store else 0
+        return self.stages * (self.bm + self.bn) * BK * 2 + tile_c + 16 * self.stages
 
-    def consts(self) -> tuple[int, int, int, bool, bool, int]:
-        return (self.bn, self.stages, self.consumers, self.b_mn, self.setmaxnreg, self.group_m)
+    def consts(self) -> tuple[int, int, int, bool, bool, int, bool]:
+        return (self.bn, self.stages, self.consumers, self.b_mn, self.setmaxnreg, self.group_m,
+                self.tma_store)
 
     def label(self) -> str:
         return (f"{self.bm}x{self.bn}x{BK} s{self.stages} {'B=KxN' if self.b_mn else 'B=NxK'}"
                 f"{' maxnreg' if self.setmaxnreg else ''}"
-                f"{' persistent' if self.persistent else ''} g{self.group_m}")
+                f"{' persistent' if self.persistent else ''} g{self.group_m}"
+                f"{' tma-store' if self.tma_store else ''}")
 
 
 DEFAULT = Config()
@@ -80,10 +88,11 @@ CPU = Config(bn=128, stages=2, setmaxnreg=False, group_m=2)
 
 @ox.kernel(checks=False, max_threads=384)
 def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[bf16, 2],
-                m: i32, n: i32, k: i32, BN: Const[int], STAGES: Const[int],
-                CONSUMERS: Const[int], B_MN: Const[bool], SETMAXNREG: Const[bool],
-                GROUP_M: Const[int]):
-    """C (m x n) = A (m x k) @ B, one BM x BN tile of C at a time per block.
+                cm: ox.TensorMap[bf16, 2], m: i32, n: i32, k: i32, BN: Const[int],
+                STAGES: Const[int], CONSUMERS: Const[int], B_MN: Const[bool],
+                SETMAXNREG: Const[bool], GROUP_M: Const[int], TMA_STORE: Const[bool]):
+    """C (m x n) = A (m x k) @ B, one BM x BN tile of C at a time per block; `cm` maps C in
+    64 x BN boxes for the TMA-store epilogue (any map when TMA_STORE is off).
 
     checks=False: a bounds-check report is a function call, and ptxas serializes wgmma in
     a function with calls (docs/language.md); every index here is in range by
@@ -96,6 +105,8 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
     # 64 x 64 block of K rows x columns 64j..64j+63 (the layout wgmma's MN-major reads)
     sa = ox.shared.array(bf16, (STAGES * BM, BK))
     sb = ox.shared.array(bf16, (STAGES * G, BK, 64))
+    if TMA_STORE:
+        sc = ox.shared.array(bf16, (BM, BN))  # rows 64w..64w+63: consumer w's part of C
     full = ox.shared.array(u64, STAGES)
     empty = ox.shared.array(u64, STAGES)
     t = ox.thread_idx.x
@@ -185,21 +196,43 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
                 if s == STAGES:
                     s = 0
                     phase ^= 1
-            # -- epilogue: bf16 straight to global memory, clipped at the edge ------------
-            r0 = m0 + row_in_tile
-            for g in range(G):
-                for e in range(32):
-                    row = r0 + 8 * ((e // 2) % 2)
-                    col = n0 + 64 * g + 8 * (e // 4) + col_in_tile + e % 2
-                    if row < m and col < n:
-                        with ox.unsafe():
-                            c[row, col] = bf16(acc[g][e])
+            if TMA_STORE:
+                # -- epilogue: the group's 64 x BN in shared memory, then one TMA store -----
+                # (unswizzled: each address is a per-thread base plus a constant, where a
+                # swizzle's XOR gives each store its own register and the loop spills; the
+                # 8-way bank conflicts cost far less than the tile's main loop)
+                if leader:
+                    ox.tma.wait_group_read(0)  # the previous tile's store has read the tile
+                ox.named_barrier_sync(1 + cw, 128)
+                with ox.unsafe():
+                    for g in range(G):
+                        for e in range(32):
+                            sc[row_in_tile + 8 * ((e // 2) % 2),
+                               64 * g + 8 * (e // 4) + col_in_tile + e % 2] = bf16(acc[g][e])
+                ox.fence_proxy_async()
+                ox.named_barrier_sync(1 + cw, 128)
+                if leader:
+                    with ox.unsafe():
+                        ox.tma.store(cm, sc[64 * cw, 0], m0 + 64 * cw, n0)
+                    ox.tma.commit_group()
+            else:
+                # -- epilogue: bf16 straight to global memory, clipped at the edge --------
+                r0 = m0 + row_in_tile
+                for g in range(G):
+                    for e in range(32):
+                        row = r0 + 8 * ((e // 2) % 2)
+                        col = n0 + 64 * g + 8 * (e // 4) + col_in_tile + e % 2
+                        if row < m and col < n:
+                            with ox.unsafe():
+                                c[row, col] = bf16(acc[g][e])
+        if TMA_STORE and leader:
+            ox.tma.wait_group(0)  # the block's shared memory must outlive the last stores
 
 
 def signature(cfg: Config) -> tuple[Any, ...]:
     """The compile signature of a variant (for `gemm_hopper.compile(*signature(cfg))`)."""
-    return (ox.TensorMap[bf16, 2], ox.TensorMap[bf16, 2], RawSlice[bf16, 2], i32, i32, i32,
-            *cfg.consts())
+    tm = ox.TensorMap[bf16, 2]
+    return (tm, tm, RawSlice[bf16, 2], tm, i32, i32, i32, *cfg.consts())
 
 
 def ptxas_report(ptx: str, arch: str) -> dict[str, Any]:
@@ -244,10 +277,13 @@ def ptxas_report(ptx: str, arch: str) -> dict[str, Any]:
             "notes": sorted(set(re.findall(r"\((C75\d\d)\)", log))), "log": log}
 
 
-def tensor_maps(a: Any, b: Any, cfg: Config) -> tuple[ox.TensorMap, ox.TensorMap]:
-    """The TMA boxes: BM x 64 of A; 64 x 64 slabs of a K x N B, or BN x 64 of an N x K B."""
+def tensor_maps(a: Any, b: Any, c: Any, cfg: Config) -> tuple[ox.TensorMap, ...]:
+    """The TMA boxes: BM x 64 of A; 64 x 64 slabs of a K x N B, or BN x 64 of an N x K B;
+    64 x BN of C, unswizzled, for the TMA-store epilogue (else A's map stands in, unused)."""
     box_b = (BK, 64) if cfg.b_mn else (cfg.bn, BK)
-    return ox.TensorMap(a, (cfg.bm, BK), swizzle=128), ox.TensorMap(b, box_b, swizzle=128)
+    ta = ox.TensorMap(a, (cfg.bm, BK), swizzle=128)
+    tc = ox.TensorMap(c, (64, cfg.bn)) if cfg.tma_store else ta
+    return ta, ox.TensorMap(b, box_b, swizzle=128), tc
 
 
 def launch_config(m: int, n: int, cfg: Config, sms: int = 132) -> ox.LaunchConfig:
@@ -271,8 +307,9 @@ def matmul(a: Any, b: Any, c: Any, m: int, n: int, k: int, cfg: Config = DEFAULT
            sms: int = 132) -> None:
     """c (m x n bf16) = a (m x k) @ b, b being k x n (`cfg.b_mn`) or n x k; arrays on the
     launch's device (NumPy on the CPU, device arrays or torch tensors on a GPU)."""
-    ta, tb = tensor_maps(a, b, cfg)
-    ox.launch(gemm_hopper, launch_config(m, n, cfg, sms), ta, tb, c, m, n, k, *cfg.consts())
+    ta, tb, tc = tensor_maps(a, b, c, cfg)
+    ox.launch(gemm_hopper, launch_config(m, n, cfg, sms), ta, tb, c, tc, m, n, k,
+              *cfg.consts())
 
 
 def _bf16(x: np.ndarray) -> np.ndarray:
@@ -298,13 +335,14 @@ def check(dev: Any, m: int, n: int, k: int, cfg: Config, seed: int = 0,
     a = _bf16(rng.standard_normal((m, k), dtype=np.float32))
     b = _bf16(rng.standard_normal((k, n), dtype=np.float32))
     b_in = b if cfg.b_mn else np.ascontiguousarray(b.T)
-    c = _bf16(np.full((m, n), np.nan, np.float32))  # every element must be written
+    # every element must be written; rows padded for the TMA-store epilogue's map
+    c = padded(_bf16(np.full((m, n), np.nan, np.float32)))
     d_a, d_b, d_c = h.to_device(dev, padded(a), padded(b_in), c)
     sms = sm_count(dev)
     seconds = h.time_launch(dev, lambda: matmul(d_a, d_b, d_c, m, n, k, cfg, sms),
                             repeats=repeats)
     want = a.astype(np.float32) @ b.astype(np.float32)
-    got = h.to_numpy(d_c).astype(np.float32)
+    got = h.to_numpy(d_c)[:, :n].astype(np.float32)
     # bf16 output keeps 8 significant bits: a relative error up to 2^-8 of each result
     # (the f32 sums' own rounding is far below that)
     passed = bool(np.allclose(got, want, rtol=1 / 128, atol=1e-2))
