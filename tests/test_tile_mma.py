@@ -17,7 +17,7 @@ import pytest
 from test_wgmma_tma import info_log
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, f64, tile
+from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, f64, i32, tile
 from oxide.tile.layout import blocked, mma_accumulator, mma_warps
 
 pytest.importorskip("ml_dtypes")  # NumPy's bfloat16
@@ -170,9 +170,11 @@ def test_matmul_operator_promotes():
 @tile.kernel(num_warps=4)
 def epilogue(a: Slice[bf16, 2], b: Slice[bf16, 2], bias: Slice[f32, 2],
              c: DisjointSlice[bf16, 2], rows: DisjointSlice[f32, 2],
-             scan: DisjointSlice[f32, 2], BK: Const[int]):
-    """The accumulator meets a blocked tile (`+ bias`), a scalar, a reduction and a scan;
-    it is carried through an `if` too."""
+             scan: DisjointSlice[f32, 2], cols: DisjointSlice[f32, 2],
+             best: DisjointSlice[i32, 2], BK: Const[int]):
+    """The accumulator meets a blocked tile (`+ bias`), a scalar, reductions along each
+    axis (lanes and warps of the mma layout), argmax and a scan; it is carried through an
+    `if` too."""
     i = tile.bid(0)
     acc = tile.zeros((32, 32), f32)
     for k in range(tile.num_tiles(a, 1, BK)):
@@ -183,6 +185,8 @@ def epilogue(a: Slice[bf16, 2], b: Slice[bf16, 2], bias: Slice[f32, 2],
     tile.store(c, (i, 0), out.astype(bf16))
     tile.store(rows, (i, 0), tile.sum(out, 1, keepdims=True))
     tile.store(scan, (i, 0), tile.cumsum(out, 1))
+    tile.store(cols, (i, 0), tile.sum(out, 0, keepdims=True))
+    tile.store(best, (i, 0), tile.argmax(out, 1, keepdims=True))
 
 
 def test_mma_result_meets_other_layouts():
@@ -192,11 +196,18 @@ def test_mma_result_meets_other_layouts():
     bias = rng.standard_normal((1, 32)).astype(np.float32)
     c = np.zeros((m, 32), bf16.numpy)
     rows, scan = np.zeros((m, 1), np.float32), np.zeros((m, 32), np.float32)
-    cpu(epilogue, 2, a, b, bias, c, rows, scan, 16)
+    cols, best = np.zeros((2, 32), np.float32), np.zeros((m, 1), np.int32)
+    cpu(epilogue, 2, a, b, bias, c, rows, scan, cols, best, 16)
+    check_epilogue(a, b, bias, c, rows, scan, cols, best)
+
+
+def check_epilogue(a, b, bias, c, rows, scan, cols, best):
     want = (a.astype(np.float64) @ b.astype(np.float64)) * 0.5 + bias
     np.testing.assert_allclose(c.astype(np.float32), want, rtol=1e-2, atol=1e-2)
     np.testing.assert_allclose(rows[:, 0], want.sum(1), atol=1e-3)
     np.testing.assert_allclose(scan, np.cumsum(want, 1), atol=1e-3)
+    np.testing.assert_allclose(cols, want.reshape(2, 32, 32).sum(1), atol=1e-3)
+    np.testing.assert_array_equal(best[:, 0], want.argmax(1))
 
 
 # -- the GPU code, without a GPU ----------------------------------------------------------
