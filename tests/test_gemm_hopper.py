@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import oxide as ox
-from oxide import RawSlice, f32
+from oxide import RawSlice, f32, i32, u64
 from oxide.examples import _harness as h
 from oxide.examples import gemm_hopper as g
 
@@ -172,3 +172,57 @@ def test_big_static_shared_needs_an_sm90a_kernel() -> None:
                                                  r"in a kernel compiled for sm_90a") as info:
         plain_big.compile(RawSlice[f32], arch="sm_90")
     assert info.value.span is not None and "128, 128" in info.value.span.text
+
+
+# -- ox.mbarrier.arrive_cluster (the cluster variant's remote release) ----------------------
+
+@ox.kernel
+def arrive_on_peer(out: RawSlice[i32]):
+    """Two threads of each block arrive on the other block's barrier (count 2), so each
+    block's phase completes only through its peer's arrivals."""
+    bars = ox.shared.array(u64, 1)
+    t = ox.thread_idx.x
+    with ox.unsafe():
+        if t == 0:
+            ox.mbarrier.init(bars[0], 2)
+            ox.fence_mbarrier_init()
+    ox.cluster.sync()
+    if t < 2:
+        ox.mbarrier.arrive_cluster(bars[0], ox.cluster.rank() ^ (ox.cluster.size() - 1))
+    ox.mbarrier.wait_parity(bars[0], 0)
+    if t == 0:
+        with ox.unsafe():
+            out[ox.block_idx.x] = 1
+    ox.cluster.sync()
+
+
+@ox.kernel
+def arrive_on_rank0(out: RawSlice[i32]):
+    bars = ox.shared.array(u64, 1)
+    t = ox.thread_idx.x
+    with ox.unsafe():
+        if t == 0:
+            ox.mbarrier.init(bars[0], 32)
+    ox.sync_threads()
+    ox.mbarrier.arrive_cluster(bars[0], 0)
+    ox.sync_threads()  # all 32 arrived
+    done = ox.mbarrier.try_wait_parity(bars[0], 0)
+    with ox.unsafe():
+        out[t] = i32(done)
+
+
+def test_arrive_cluster_ptx() -> None:
+    ck = arrive_on_peer.compile(RawSlice[i32], arch="sm_90")
+    assert ck.cubin and ck.arch == "sm_90"
+    assert re.search(r"mapa\.shared::cluster\.u32 ra, %r\d+, %r\d+; mbarrier\.arrive\.release"
+                     r"\.cluster\.shared::cluster\.b64 _, \[ra\];", ck.ptx)
+    with pytest.raises(ox.TargetError, match=r"ox.mbarrier.arrive_cluster\(\)` needs sm_90"):
+        arrive_on_rank0.compile(RawSlice[i32], arch="sm_80")
+
+
+def test_arrive_cluster_on_the_cpu_is_a_local_arrive() -> None:
+    """A CPU launch's clusters have one block, rank 0: 32 arrivals complete phase 0."""
+    out = np.zeros(32, np.int32)
+    with ox.device("cpu"):
+        ox.launch(arrive_on_rank0, (1, 32), out)
+    np.testing.assert_array_equal(out, np.ones(32, np.int32))

@@ -26,6 +26,7 @@ from oxide.ir.types import dtype_of_ir
 _REQUIRES: tuple[tuple[str, int, bool], ...] = (
     ("mma.", 80, False), ("ldmatrix.", 80, False), ("stmatrix.", 90, False),
     ("mbarrier.init", 80, False), ("mbarrier.arrive_expect_tx", 90, False),
+    ("mbarrier.arrive_cluster", 90, False),
     ("mbarrier.arrive", 80, False), ("mbarrier.", 90, False), ("fence.", 90, False),
     ("elect_sync", 90, False), ("setmaxnreg.", 90, True), ("named_barrier", 80, False),
     ("sreg.", 90, False), ("cluster.", 90, False), ("wgmma.m64n", 90, True),
@@ -308,6 +309,13 @@ def _matrix(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
 def _mbarrier(em: Any, name: str, op: ops.HopperOp) -> list[str]:
     addr = element_address(em, op)
     args = [(_P3, addr)] + [("i32", em.v(a)) for a in op.args]
+    if name == "arrive_cluster":  # the peer's barrier at the same offset (inline PTX: one
+        # string for mapa and the cluster-scope arrive, whatever LLVM's PTX version)
+        shared = em.ins(f"ptrtoint {_P3} {addr} to i32")
+        em.raw(f'call void asm sideeffect "{{ .reg .b32 ra; mapa.shared::cluster.u32 ra, '
+               f'$0, $1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }}", '
+               f'"r,r,~{{memory}}"(i32 {shared}, i32 {em.v(op.args[0])})')
+        return []
     if name == "wait_parity":  # spin on try_wait (which itself waits a bounded time)
         intr, ret = _MBARRIER["try_wait_parity"]
         head, done = em.label(), em.label()

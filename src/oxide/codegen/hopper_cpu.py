@@ -91,6 +91,9 @@ def mbarrier(em: Any, name: str, op: ops.HopperOp) -> list[str]:
         return []
     if name == "arrive":
         return [_update(em, bar, "1", "0")]
+    if name == "arrive_cluster":  # a CPU launch's clusters have one block: rank 0, itself
+        _update(em, bar, "1", "0")
+        return []
     if name == "arrive_expect_tx":
         return [_update(em, bar, "1", em.ins(f"zext i32 {args[0]} to i64"))]
     if name == "try_wait_parity":  # looks, and if not yet, lets the others run once

@@ -367,6 +367,9 @@ class HopperCallsMixin:
     def intr_mbarrier_arrive_expect_tx(self, node: ast.Call) -> Any:
         return self._mbarrier(node, "arrive_expect_tx", 1, T.u64, ("nbytes",))
 
+    def intr_mbarrier_arrive_cluster(self, node: ast.Call) -> Any:
+        return self._mbarrier(node, "arrive_cluster", 1, None, ("rank",))
+
     def intr_mbarrier_try_wait_parity(self, node: ast.Call) -> Any:
         return self._mbarrier(node, "try_wait_parity", 1, T.bool_, ("parity",))
 

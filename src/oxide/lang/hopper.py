@@ -42,6 +42,10 @@ mbarrier = Namespace("mbarrier", {
                        "(0 or 1) has completed; waits a bounded time (sm_90).",
     "wait_parity": "wait_parity(bars[i], parity): wait until the phase with this parity "
                    "has completed (a loop around try_wait_parity, sm_90).",
+    "arrive_cluster": "arrive_cluster(bars[i], rank): arrive once on the same mbarrier in "
+                      "the shared memory of cluster block `rank` (mapa + mbarrier.arrive."
+                      "release.cluster.shared::cluster, sm_90); the CPU's clusters of one "
+                      "have rank 0 only.",
 }, doc="Shared-memory barriers (PTX mbarrier) in elements of `ox.shared.array(u64, n)`: "
        "phases complete when `count` threads have arrived and the expected transaction "
        "bytes have landed.")
