@@ -20,11 +20,17 @@ def tile_matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
                 BM: Const[int], BN: Const[int], BK: Const[int]):
     """Each block owns one BM x BN tile of C. The accumulator stays in registers across
     the k loop (the mma.sync layout); rows and columns past the edges load as 0, so they
-    add nothing, and the store drops them."""
+    add nothing, and the store drops them. The next k step's tiles are loaded before this
+    step multiplies, so their global-memory latency hides behind the tensor cores (a
+    two-stage pipeline written out: `num_stages=` will do it for you)."""
     i, j = tile.bid(0), tile.bid(1)
     acc = tile.zeros((BM, BN), f32)
-    for k in range(tile.num_tiles(a, 1, BK)):
-        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    x, y = tile.load(a, (i, 0), (BM, BK)), tile.load(b, (0, j), (BK, BN))
+    for k in range(1, tile.num_tiles(a, 1, BK)):
+        x_next, y_next = tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN))
+        acc = tile.mma(x, y, acc)
+        x, y = x_next, y_next
+    acc = tile.mma(x, y, acc)
     tile.store(c, (i, j), acc.astype(bf16))
 
 

@@ -27,6 +27,8 @@ What it guarantees:
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 from xdsl.ir import SSAValue
 
 from oxide import types as T
@@ -38,6 +40,9 @@ from oxide.tile.values import Tile
 
 HALVES = ("bf16", "f16")
 MMA_K = 16
+# each kernel's operand arrays, by (dtype, elements, role): see `_shared`
+_ARRAYS: WeakKeyDictionary[TileEmitter, dict[tuple[str, int, str], SSAValue]] = \
+    WeakKeyDictionary()
 # extra elements at the end of each shared-memory row of an operand (16 bytes of halves):
 # the 8 rows one ldmatrix matrix reads then start in 8 different groups of 4 banks
 PAD = 8
@@ -84,13 +89,24 @@ def lower_mma(em: TileEmitter, a: Tile, b: Tile, acc: Tile) -> Tile:
 
 # -- shared memory ---------------------------------------------------------------------
 
-def _to_shared(em: TileEmitter, t: Tile, stride: int) -> SSAValue:
+def _shared(em: TileEmitter, dt: T.DType, count: int, role: str) -> SSAValue:
+    """The kernel's shared array for an operand of this size (`role` "a" or "b"): every
+    product reuses it, which is safe because each writes its operands only after a
+    barrier that every earlier product's reads come before."""
+    arrays = _ARRAYS.setdefault(em, {})
+    key = (dt.name, count, role)
+    if key not in arrays:
+        arrays[key] = em.shared(dt, count)
+    return arrays[key]
+
+
+def _to_shared(em: TileEmitter, t: Tile, stride: int, role: str) -> SSAValue:
     """`t` written row-major into a new shared array whose rows are `stride` apart
     (called between two barriers). A thread's `spt` side-by-side elements of a row go in
     vector stores of up to 16 bytes: the array starts 16-byte aligned, `stride` keeps each
     row's start a multiple of the vector (`PAD` and the power-of-two extents), and the
     run starts at a multiple of `spt`. Replicas write the same value to the same cell."""
-    smem = em.shared(t.dtype, t.shape[0] * stride)
+    smem = _shared(em, t.dtype, t.shape[0] * stride, role)
     size = max(1, t.dtype.bits // 8)
     width = 1
     if t.shape[1] > 1:
@@ -113,8 +129,8 @@ def _operands(em: TileEmitter, a: Tile, b: Tile, pad: int) -> tuple[SSAValue, SS
     """Both operands in shared memory: a barrier first (the previous use of these arrays,
     an earlier loop iteration's reads, is over), the writes, a barrier after."""
     em.barrier()
-    sa = _to_shared(em, a, a.shape[1] + pad)
-    sb = _to_shared(em, b, b.shape[1] + pad)
+    sa = _to_shared(em, a, a.shape[1] + pad, "a")
+    sb = _to_shared(em, b, b.shape[1] + pad, "b")
     em.barrier()
     return sa, sb
 
