@@ -49,6 +49,10 @@ VARIANTS: dict[str, tuple[str, g.Config]] = {
     "default": ("4. + persistent grid, grouped order (the default)", g.DEFAULT),
     "tma_store": ("5. + TMA-store epilogue (3 stages)",
                   g.replace(g.DEFAULT, tma_store=True, stages=3)),
+    "cluster": ("6. + 2x1 clusters, B multicast", g.replace(g.DEFAULT, cluster=2)),
+    "cluster_store": ("7. + 2x1 clusters and the TMA-store epilogue",
+                      g.replace(g.DEFAULT, cluster=2, tma_store=True, stages=3)),
+    "cluster128": ("2x1 clusters, 128 blocks", g.replace(g.DEFAULT, cluster=2, blocks=128)),
     "stages3": ("default, 3 stages", g.replace(g.DEFAULT, stages=3)),
     "bn128": ("default, 128x128 tile", g.replace(g.DEFAULT, bn=128)),
     "group16": ("default, group_m 16", g.replace(g.DEFAULT, group_m=16)),
@@ -197,7 +201,8 @@ def speed_table(results: list[Result]) -> str:
             lines.append(f"| {size} | {r.impl} | {r.layout} | failed: {r.error} | | |")
             continue
         bar = ""
-        if (r.impl.startswith(("oxide 4.", "oxide 5.")) and r.layout == "K x N"
+        if (r.impl.startswith(("oxide 4.", "oxide 5.", "oxide 6.", "oxide 7."))
+                and r.layout == "K x N"
                 and r.size in ("4096", "8192")):
             bar = f"{'PASS' if r.ratio >= BAR else 'FAIL'} ({BAR:.2f}x)"
         lines.append(f"| {size} | {r.impl} | {r.layout} | {r.tflops:,.0f} | {r.ratio:.2f} "
@@ -258,7 +263,7 @@ def main() -> None:
                f"{environment()}. C = A @ B, bf16 in and out, f32 accumulation; GPU time "
                "per run; x cuBLAS = cuBLAS time / this time. B \"K x N\" is `a @ b`'s layout "
                "(MN-major for wgmma), \"N x K\" B transposed (K-major). Bar (issue 12), "
-               "shown for steps 4 and 5 (the default, and with the TMA-store epilogue): "
+               "shown for steps 4 to 7: "
                f"B K x N at 4096^3 and 8192^3 >= {BAR:.2f}x cuBLAS.\n\n"
                + speed_table(results)
                + "\n\nRegisters and spills (ptxas via nvJitLink, sm_90a):\n\n" + resources)

@@ -95,6 +95,29 @@ def test_tma_store_epilogue() -> None:
         g.gemm_hopper.compile(*g.signature(g.replace(cfg, setmaxnreg=False)), target="cpu")
 
 
+@pytest.mark.parametrize("b_mn", [True, False], ids=["b_kxn", "b_nxk"])
+def test_cluster_variant(b_mn: bool) -> None:
+    """2 x 1 clusters: block rank 0 multicasts B into both blocks, each consumer group
+    releases a stage in both (mapa + remote arrive), the cluster barrier brackets the
+    kernel; still no spills and no serialized wgmma (no report calls either)."""
+    cfg = g.replace(g.DEFAULT, cluster=2, b_mn=b_mn)
+    ck = compiled(cfg)
+    multicast = re.findall(r"cp\.async\.bulk\.tensor\.2d\.shared::cluster\.global\.tile\."
+                           r"mbarrier::complete_tx::bytes\.multicast::cluster", ck.ptx)
+    assert len(multicast) == (4 if b_mn else 1)
+    assert ck.ptx.count("mapa.shared::cluster.u32") == 2 * (cfg.stages + 1)  # unrolled pre-arrivals
+    assert ck.ptx.count("barrier.cluster.arrive") >= 2 and "%cluster_ctarank" in ck.ptx
+    assert "call" not in ck.ptx
+    report = g.ptxas_report(ck.ptx, ck.arch)
+    assert report["spill_stores"] == 0 and "C7509" not in report["notes"], report["log"]
+    lc = g.launch_config(1000, 1500, cfg, sms=132)
+    assert lc.cluster == (2, 1, 1) and lc.grid[0] == 2 * 4 * 6  # 8 x 6 tiles in 4 x 6 pairs
+    assert g.launch_config(8192, 8192, cfg, sms=133).grid[0] == 132  # whole clusters
+    assert g.launch_config(8192, 8192, g.replace(cfg, blocks=128), sms=132).grid[0] == 128
+    with pytest.raises(ox.TargetError, match="runs only on NVIDIA GPUs"):
+        g.gemm_hopper.compile(*g.signature(g.replace(cfg, setmaxnreg=False)), target="cpu")
+
+
 def test_sm80_is_a_target_error() -> None:
     with pytest.raises(ox.TargetError, match="needs sm_90"):
         g.gemm_hopper.compile(*g.signature(g.DEFAULT), arch="sm_80")

@@ -39,6 +39,10 @@ VARIANTS = {
     "cpu_config": g.CPU,
     "tma_store": g.replace(D, tma_store=True, stages=3),
     "tma_store_b_nxk_bn128": g.replace(D, tma_store=True, b_mn=False, bn=128),
+    "cluster2": g.replace(D, cluster=2),
+    "cluster2_b_nxk_tma_store": g.replace(D, cluster=2, b_mn=False, tma_store=True, stages=3),
+    "cluster2_not_persistent": g.replace(D, cluster=2, persistent=False),
+    "cluster2_128_blocks": g.replace(D, cluster=2, blocks=128, group_m=16),
 }
 SIZES = [(1000, 1500, 700), (128, 256, 64), (1, 8, 8), (257, 129, 1000), (2048, 2048, 2048)]
 

@@ -16,6 +16,10 @@ section 4), each step a compile-time option of one kernel so a benchmark can tim
   is the non-persistent kernel.
 - B as `a @ b` has it (K x N row-major: MN-major operand, 64-column slabs, trans_b) or
   K-major (N x K, B transposed, as fast.cu has it).
+- 2 x 1 clusters (`cluster=2`): the two blocks of a cluster own M-adjacent tiles with the
+  same B tile, which block rank 0 loads once for both (TMA multicast); each consumer group
+  then releases a stage in both blocks (`ox.mbarrier.arrive_cluster`), since the peer
+  writes into this block's ring too.
 - Epilogue: f32 -> bf16 stores straight to global memory, clipped at the ragged edge
   (TMA loads read zeros past the edge, so the accumulators there are zero anyway); or
   (`tma_store`) into a shared tile per consumer, written out by a TMA store that clips at
@@ -45,7 +49,9 @@ class Config:
     shared buffers in the ring, `b_mn`: B is K x N row-major (True) or N x K (False),
     `setmaxnreg` moves registers from the producer to the consumers, `group_m` tile rows
     per group of the tile order, `persistent`: one block per SM (else one per tile),
-    `tma_store`: the epilogue goes through shared memory and TMA stores.
+    `tma_store`: the epilogue goes through shared memory and TMA stores, `cluster` 1 or
+    2 blocks per cluster (2: B multicast), `blocks` the persistent grid's size (0: one
+    block per SM, rounded down to whole clusters; not a Const).
     """
 
     bn: int = 256
@@ -56,6 +62,8 @@ class Config:
     group_m: int = 8
     persistent: bool = True
     tma_store: bool = False
+    cluster: int = 1
+    blocks: int = 0
 
     @property
     def bm(self) -> int:
@@ -70,15 +78,17 @@ class Config:
         tile_c = self.bm * self.bn * 2 if self.tma_store else 0
         return self.stages * (self.bm + self.bn) * BK * 2 + tile_c + 16 * self.stages
 
-    def consts(self) -> tuple[int, int, int, bool, bool, int, bool]:
+    def consts(self) -> tuple[int, int, int, bool, bool, int, bool, int]:
         return (self.bn, self.stages, self.consumers, self.b_mn, self.setmaxnreg, self.group_m,
-                self.tma_store)
+                self.tma_store, self.cluster)
 
     def label(self) -> str:
         return (f"{self.bm}x{self.bn}x{BK} s{self.stages} {'B=KxN' if self.b_mn else 'B=NxK'}"
                 f"{' maxnreg' if self.setmaxnreg else ''}"
                 f"{' persistent' if self.persistent else ''} g{self.group_m}"
-                f"{' tma-store' if self.tma_store else ''}")
+                f"{' tma-store' if self.tma_store else ''}"
+                f"{f' cluster{self.cluster}' if self.cluster > 1 else ''}"
+                f"{f' {self.blocks} blocks' if self.blocks else ''}")
 
 
 DEFAULT = Config()
@@ -90,7 +100,8 @@ CPU = Config(bn=128, stages=2, setmaxnreg=False, group_m=2)
 def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[bf16, 2],
                 cm: ox.TensorMap[bf16, 2], m: i32, n: i32, k: i32, BN: Const[int],
                 STAGES: Const[int], CONSUMERS: Const[int], B_MN: Const[bool],
-                SETMAXNREG: Const[bool], GROUP_M: Const[int], TMA_STORE: Const[bool]):
+                SETMAXNREG: Const[bool], GROUP_M: Const[int], TMA_STORE: Const[bool],
+                CLUSTER: Const[int]):
     """C (m x n) = A (m x k) @ B, one BM x BN tile of C at a time per block; `cm` maps C in
     64 x BN boxes for the TMA-store epilogue (any map when TMA_STORE is off).
 
@@ -115,12 +126,21 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
         if t == 0:
             for i in range(STAGES):
                 ox.mbarrier.init(full[i], 1)  # the producer's arrive + the TMA bytes
-                ox.mbarrier.init(empty[i], CONSUMERS)  # one arrive per consumer group
+                # one arrive per consumer group of every block in the cluster
+                ox.mbarrier.init(empty[i], CONSUMERS * CLUSTER)
             ox.fence_mbarrier_init()
-    ox.sync_threads()
+    if CLUSTER > 1:
+        ox.cluster.sync()  # the peer's barriers are ready before anything arrives on them
+    else:
+        ox.sync_threads()
+    rank = ox.cluster.rank() if CLUSTER > 1 else 0
     tiles_m = (m + BM - 1) // BM
     tiles_n = (n + BN - 1) // BN
-    tiles = tiles_m * tiles_n
+    # the walk is over cluster tiles: CLUSTER M-adjacent tiles that share their B tile
+    tiles_mc = (tiles_m + CLUSTER - 1) // CLUSTER
+    tiles = tiles_mc * tiles_n
+    walk_start = ox.block_idx.x // CLUSTER
+    walk_step = max(ox.grid_dim.x // CLUSTER, 1)  # (no range-step-zero report call)
     k_tiles = (k + BK - 1) // BK
     per_group = GROUP_M * tiles_n
     stage_bytes = (BM + BN) * BK * 2
@@ -132,17 +152,26 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
         if t == 0:
             s = 0
             phase = 0
-            for tile in range(ox.block_idx.x, tiles, ox.grid_dim.x):
+            for tile in range(walk_start, tiles, walk_step):
                 first = (tile // per_group) * GROUP_M
-                rows = min(tiles_m - first, GROUP_M)
-                m0 = (first + (tile % per_group) % rows) * BM
+                rows = min(tiles_mc - first, GROUP_M)
+                m0 = ((first + (tile % per_group) % rows) * CLUSTER + rank) * BM
                 n0 = ((tile % per_group) // rows) * BN
                 for kt in range(k_tiles):
                     with ox.unsafe():
                         ox.mbarrier.wait_parity(empty[s], phase)
                         ox.mbarrier.arrive_expect_tx(full[s], stage_bytes)
                         ox.tma.load(a, sa[s * BM, 0], m0, kt * BK, full[s])
-                        if B_MN:
+                        if CLUSTER > 1:
+                            if rank == 0:  # B once, into both blocks (each one's full[s])
+                                if B_MN:
+                                    for j in range(G):
+                                        ox.tma.load(b, sb[s * G + j, 0, 0], kt * BK,
+                                                    n0 + 64 * j, full[s], multicast=3)
+                                else:
+                                    ox.tma.load(b, sb[s * G, 0, 0], n0, kt * BK, full[s],
+                                                multicast=3)
+                        elif B_MN:
                             for j in range(G):
                                 ox.tma.load(b, sb[s * G + j, 0, 0], kt * BK, n0 + 64 * j,
                                             full[s])
@@ -164,14 +193,18 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
         leader = t % 128 == 0
         if leader:
             for i in range(STAGES):  # every stage starts free
-                with ox.unsafe():
-                    ox.mbarrier.arrive(empty[i])
+                if CLUSTER > 1:
+                    for r in range(CLUSTER):
+                        ox.mbarrier.arrive_cluster(empty[i], r)
+                else:
+                    with ox.unsafe():
+                        ox.mbarrier.arrive(empty[i])
         s = 0
         phase = 0
-        for tile in range(ox.block_idx.x, tiles, ox.grid_dim.x):
+        for tile in range(walk_start, tiles, walk_step):
             first = (tile // per_group) * GROUP_M
-            rows = min(tiles_m - first, GROUP_M)
-            m0 = (first + (tile % per_group) % rows) * BM
+            rows = min(tiles_mc - first, GROUP_M)
+            m0 = ((first + (tile % per_group) % rows) * CLUSTER + rank) * BM
             n0 = ((tile % per_group) // rows) * BN
             acc = ((0.0,) * 32,) * G
             for kt in range(k_tiles):
@@ -189,9 +222,13 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
                                        scale_d=kt > 0 or kk > 0)
                 ox.wgmma_commit()
                 acc = ox.wgmma_wait(0, acc)
-                if leader:
-                    with ox.unsafe():
-                        ox.mbarrier.arrive(empty[s])
+                if leader:  # the stage is free again, in every block it was loaded into
+                    if CLUSTER > 1:
+                        for r in range(CLUSTER):
+                            ox.mbarrier.arrive_cluster(empty[s], r)
+                    else:
+                        with ox.unsafe():
+                            ox.mbarrier.arrive(empty[s])
                 s += 1
                 if s == STAGES:
                     s = 0
@@ -227,6 +264,8 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
                                 c[row, col] = bf16(acc[g][e])
         if TMA_STORE and leader:
             ox.tma.wait_group(0)  # the block's shared memory must outlive the last stores
+    if CLUSTER > 1:
+        ox.cluster.sync()  # nor may a block leave while its peer still arrives on its barriers
 
 
 def signature(cfg: Config) -> tuple[Any, ...]:
@@ -287,10 +326,15 @@ def tensor_maps(a: Any, b: Any, c: Any, cfg: Config) -> tuple[ox.TensorMap, ...]
 
 
 def launch_config(m: int, n: int, cfg: Config, sms: int = 132) -> ox.LaunchConfig:
-    """One block per tile, or (persistent) at most one per SM."""
-    tiles = -(-m // cfg.bm) * -(-n // cfg.bn)
-    grid = min(tiles, sms) if cfg.persistent else tiles
-    return ox.LaunchConfig(grid=grid, block=cfg.threads)
+    """One block per tile, or (persistent) at most one per SM (`cfg.blocks` if set), in
+    whole clusters."""
+    cl = cfg.cluster
+    blocks = -(-m // (cfg.bm * cl)) * -(-n // cfg.bn) * cl
+    if cfg.persistent:
+        blocks = min(blocks, ((cfg.blocks or sms) // cl) * cl)
+    if cl > 1:
+        return ox.LaunchConfig(grid=blocks, block=cfg.threads, cluster=(cl, 1, 1))
+    return ox.LaunchConfig(grid=blocks, block=cfg.threads)
 
 
 def sm_count(dev: Any) -> int:
