@@ -266,7 +266,9 @@ def main() -> None:
                "shown for steps 4 to 7: "
                f"B K x N at 4096^3 and 8192^3 >= {BAR:.2f}x cuBLAS.\n\n"
                + speed_table(results)
-               + "\n\nRegisters and spills (ptxas via nvJitLink, sm_90a):\n\n" + resources)
+               + "\n\nRegisters and spills (ptxas via nvJitLink, sm_90a). C7504: nvJitLink "
+               "compiles the PTX as a relocatable unit, so ptxas ignores setmaxnreg there; "
+               "C7509/C7510 would mean serialized wgmma.\n\n" + resources)
     print(section)
     if not args.no_docs:
         update_docs(section, START, END)
