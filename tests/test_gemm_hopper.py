@@ -188,6 +188,38 @@ def plain_big(out: RawSlice[f32]):
         out[0] = s[0, 0]
 
 
+@ox.kernel
+def big_shared_sm90a(out: RawSlice[f32]):
+    """96 KiB of static shared memory in a kernel for sm_90a (wgmma_fence makes it one):
+    each thread writes one column of every row, then reads back its neighbour's."""
+    s = ox.shared.array(f32, (192, 128))
+    t = ox.thread_idx.x
+    ox.wgmma_fence()
+    with ox.unsafe():
+        for r in range(192):
+            s[r, t] = f32(r * 128 + t)
+        ox.sync_threads()
+        acc = 0.0
+        for r in range(192):
+            acc += s[r, (t + 1) % 128]
+        out[t] = acc
+
+
+def big_shared_want() -> np.ndarray:
+    t = np.arange(128)
+    return np.array([sum(r * 128 + (x + 1) % 128 for r in range(192)) for x in t], np.float32)
+
+
+def test_big_static_shared_in_an_sm90a_kernel() -> None:
+    ck = big_shared_sm90a.compile(RawSlice[f32], arch="sm_90")
+    assert ck.arch == "sm_90a" and ck.cubin
+    assert re.search(r"\.shared \.align \d+ \.b8 \w+\[98304\]", ck.ptx)
+    out = np.zeros(128, np.float32)
+    with ox.device("cpu"):
+        ox.launch(big_shared_sm90a, (1, 128), out)
+    np.testing.assert_array_equal(out, big_shared_want())
+
+
 def test_big_static_shared_needs_an_sm90a_kernel() -> None:
     """ptxas takes up to 227 KiB of static shared memory for sm_90a only: a kernel without
     an sm_90a instruction keeps the 48 KiB error at the array."""

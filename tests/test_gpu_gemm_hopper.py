@@ -92,6 +92,16 @@ def test_torch_tensors_against_torch_matmul() -> None:
         torch.testing.assert_close(c.float(), want, rtol=1 / 64, atol=1e-1)
 
 
+def test_static_shared_past_48k_launches() -> None:
+    """The GEMM's ring is static shared memory past 48 KiB (ptxas takes it for sm_90a):
+    this checks the driver launches such a kernel, apart from everything else."""
+    import test_gemm_hopper as tg
+
+    out = ox.to_device(np.zeros(128, np.float32))
+    ox.launch(tg.big_shared_sm90a, (1, 128), out)
+    np.testing.assert_array_equal(out.to_numpy(), tg.big_shared_want())
+
+
 def test_example_main_on_the_gpu() -> None:
     result = g.main(device=0)
     assert result.passed, str(result)
