@@ -557,7 +557,7 @@ def _zero(array: Any, name: str) -> None:
         else:
             from oxide.runtime.gpu import zero_device_memory
 
-            zero_device_memory(array.device.index, array.data_ptr(), array.nbytes)
+            zero_device_memory(array.device.index, array.data_ptr, array.nbytes)
         return
     zero_ = getattr(array, "zero_", None)  # torch
     if callable(zero_):

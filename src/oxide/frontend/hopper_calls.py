@@ -656,8 +656,38 @@ class HopperCallsMixin:
 
     def _coords(self, tm: TensorMapArg, nodes: list[ast.expr]) -> list[Any]:
         """The box's coordinates as i32, outermost first as written (codegen reverses
-        them into TMA's innermost-first order)."""
-        return [self._i32(self.expr(c), c, "a TMA coordinate") for c in nodes]
+        them into TMA's innermost-first order).
+
+        The innermost coordinate must sit at a 16-byte boundary of the row: on the H200 an
+        innermost coordinate of -5 f32 (-20 bytes) is an illegal instruction that kills
+        the context, while -3 on an outer axis and 56 f32 (224 bytes) copy as documented.
+        A constant that breaks the rule is a compile error; a run-time one is a failed
+        assertion (a kernel error) and the copy goes to the coordinate rounded down to the
+        boundary, so that it still completes its mbarrier and the kernel ends to report."""
+        values = [self.expr(c) for c in nodes]
+        coords = [self._i32(v, c, "a TMA coordinate") for v, c in zip(values, nodes, strict=True)]
+        per = 16 // max(1, tm.type.dtype.bits // 8)  # elements in 16 bytes
+        if per <= 1 or not nodes:
+            return coords
+        inner, v = nodes[-1], values[-1]
+        if isinstance(v, Lit):
+            if isinstance(v.value, int) and v.value % per:
+                raise self.error(KernelTypeError, inner,
+                                 f"the innermost TMA coordinate {v.value} is not at a 16-byte "
+                                 f"boundary: a {tm.type.dtype.name} coordinate there is a "
+                                 f"multiple of {per}",
+                                 hint="TMA moves rows from 16-byte boundaries; start the box at "
+                                      f"a multiple of {per} (the array's edge is padded anyway)")
+            return coords
+        low = self.b.value(ops.BinaryOp("and", coords[-1], self.b.constant(per - 1, T.i32)))
+        ok = self.b.value(ops.CompareOp("eq", low, self.b.constant(0, T.i32)))
+        site = self.b.site("assert", self.src.span(inner),
+                           f"the innermost TMA coordinate is a multiple of {per} "
+                           f"({tm.type.dtype.name}: a 16-byte boundary)")
+        self.b.emit(ops.AssertOp(ok, site))
+        coords[-1] = self.b.value(ops.BinaryOp("and", coords[-1],
+                                               self.b.constant(-per, T.i32)))
+        return coords
 
     def _i32(self, v: Any, node: ast.AST, what: str) -> Any:
         if isinstance(v, Lit):
