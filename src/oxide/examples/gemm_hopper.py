@@ -39,6 +39,7 @@ from oxide import Const, RawSlice, bf16, i32, u64
 from oxide.examples import _harness as h
 
 BK = 64  # one 128-byte swizzle row of bf16 per tile row: the K step of one stage
+NEEDS_ARCH = "sm_90a"  # wgmma: main(arch=...) builds no cubin for any other architecture
 
 
 @dataclass(frozen=True)
