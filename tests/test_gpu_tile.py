@@ -12,7 +12,7 @@ from oxide import examples, tile
 pytestmark = pytest.mark.gpu
 
 
-@pytest.mark.parametrize("name", ["tile_vecadd", "tile_softmax", "tile_layernorm",
+@pytest.mark.parametrize("name", ["tile_vecadd", "tile_softmax", "tile_layernorm", "tile_matmul", "tile_attention",
                                   "tile_transpose"])
 def test_tile_example_on_gpu(name):
     result = examples.load(name).main(device=0)

@@ -96,17 +96,17 @@ def unknown_op(a: Slice[f32], o: DisjointSlice[f32]):
 
 
 @tile.kernel
-def mma_not_built(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
+def mma_inner_mismatch(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
     i = tile.bid(0)
-    x = tile.load(a, (i, 0), (16, 16))
+    x = tile.load(a, (i, 0), (16, 8))
     tile.store(o, (i, 0), x @ x)  # <-
 
 
 @tile.kernel
-def mma_call_not_built(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
+def mma_acc_shape(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
     i = tile.bid(0)
     x = tile.load(a, (i, 0), (16, 16))
-    tile.store(o, (i, 0), tile.mma(x, x, tile.zeros((16, 16))))  # <-
+    tile.store(o, (i, 0), tile.mma(x, x, tile.zeros((16, 8))))  # <-
 
 
 @tile.kernel
@@ -282,8 +282,8 @@ CASES = [
     (signed_unsigned, (VI, VU, VI), ox.KernelTypeError, r"i32 and u32 mix signed and unsigned"),
     (bitwise_on_floats, (V, V), ox.KernelTypeError, r"`&` needs integers or bools, not f32"),
     (unknown_op, (V, V), ox.KernelSyntaxError, r"has no attribute `softplus`"),
-    (mma_not_built, (M, M), ox.UnsupportedFeatureError, r"`@` \(tile.mma\) is not built yet"),
-    (mma_call_not_built, (M, M), ox.UnsupportedFeatureError, r"`tile.mma` is not built yet"),
+    (mma_inner_mismatch, (M, M), ox.KernelTypeError, r"`@`: the inner dimensions differ: `a` is \(16, 8\) and `b` is \(16, 8\)"),
+    (mma_acc_shape, (M, M), ox.KernelTypeError, r"the accumulator of tile.mma is \(M, N\) = \(16, 16\)"),
     (cumsum_bad_axis, (V, V), ox.KernelTypeError, r"the axis of tile.cumsum is a constant from -1 to 0"),
     (argmax_of_bools, (V, VI), ox.KernelTypeError, r"tile.argmax of a bool tile"),
     (bad_axis, (M, M), ox.KernelTypeError, r"the axis of tile.sum is a constant from -2 to 1"),
