@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from oxide.autotuner import Config, autotune
 from oxide.errors import (
     AliasingError,
     ArgumentError,
@@ -27,7 +28,6 @@ from oxide.errors import (
     TargetError,
     UnsupportedFeatureError,
 )
-from oxide.autotuner import Config, autotune
 from oxide.kernel import Kernel, KernelOptions, func, kernel
 from oxide.lang import (
     asm,
