@@ -8,6 +8,7 @@ tests/test_gpu_gemm_hopper.py runs every variant on an H100/H200 against torch.
 
 from __future__ import annotations
 
+import inspect
 import re
 from typing import Any
 
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 import oxide as ox
-from oxide import RawSlice, f32, i32, u64
+from oxide import Const, RawSlice, f32, i32, u16, u64
 from oxide.examples import _harness as h
 from oxide.examples import gemm_hopper as g
 
@@ -75,15 +76,18 @@ def test_other_variants_assemble(cfg: g.Config) -> None:
 
 
 def test_tma_store_epilogue() -> None:
-    """The epilogue through shared memory: stores of bf16 pairs, two named barriers per
-    consumer group, one TMA store per group and tile, bulk-group waits; no spills."""
+    """The epilogue through shared memory: 128 bf16 stores (some paired) at a base plus a
+    constant each, two named barriers per consumer group, a TMA store per 64 x 64 slab,
+    bulk-group waits; no spills."""
     cfg = g.replace(g.DEFAULT, tma_store=True, stages=3)
     ck = compiled(cfg)
     ptx = ck.ptx
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.2d\.global\.shared::cta\.tile\."
-                          r"bulk_group", ptx)) == 1
+                          r"bulk_group", ptx)) == 4
     assert len(re.findall(r"barrier\.sync\s+%r\d+, 128;", ptx)) == 2
-    assert len(re.findall(r"st\.shared\.b32", ptx)) == 64  # 128 bf16 as pairs
+    stores = re.findall(r"st\.shared\.(v2\.b16|b16)\s+\[(%rd\d+)", ptx)
+    assert sum(2 if kind == "v2.b16" else 1 for kind, _ in stores) == 128
+    assert len({base for _, base in stores}) <= 16  # 8 chunks x 2 (not one register each)
     assert "st.global" not in ptx
     for text in ("cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read"):
         assert text in ptx, text
@@ -281,3 +285,45 @@ def test_arrive_cluster_on_the_cpu_is_a_local_arrive() -> None:
     with ox.device("cpu"):
         ox.launch(arrive_on_rank0, (1, 32), out)
     np.testing.assert_array_equal(out, np.ones(32, np.int32))
+
+
+# -- the TMA-store epilogue's shared layout (the CPU cannot run that variant: it orders each
+# consumer group with a named barrier) ---------------------------------------------------
+
+@ox.kernel
+def epilogue_layout(cm: ox.TensorMap[u16, 2], G: Const[int]):
+    """One consumer group's 64 x 64G tile, each element (row, col) = 256 row + col, written
+    from the wgmma accumulator layout into 128-byte-swizzled 64 x 64 slabs with exactly
+    gemm_hopper's index expression, then TMA-stored slab by slab."""
+    sc = ox.shared.array(u16, 64 * 64 * G)
+    t = ox.thread_idx.x
+    lane = t & 31
+    swz_row = (16 * (ox.warp_id() & 3) + (lane >> 2)) * 64
+    row_in_tile = 16 * (ox.warp_id() & 3) + (lane >> 2)
+    col_in_tile = 2 * (lane & 3)
+    with ox.unsafe():
+        for g in range(G):
+            for e in range(32):
+                row = row_in_tile + 8 * ((e // 2) % 2)
+                col = 64 * g + 8 * (e // 4) + col_in_tile + e % 2
+                sc[swz_row + ((e // 4) ^ (lane >> 2)) * 8 + col_in_tile
+                   + g * 4096 + ((e // 2) % 2) * 512 + e % 2] = u16(256 * row + col)
+        ox.sync_threads()
+        if t == 0:
+            for g in range(G):
+                ox.tma.store(cm, sc[g * 4096], 0, 64 * g)
+            ox.tma.commit_group()
+            ox.tma.wait_group(0)
+
+
+@pytest.mark.parametrize("groups", [1, 4])
+def test_tma_store_epilogue_layout_on_the_cpu(groups: int) -> None:
+    c = np.zeros((64, 64 * groups), np.uint16)
+    with ox.device("cpu"):
+        ox.launch(epilogue_layout, (1, 128), ox.TensorMap(c, (64, 64), swizzle=128), groups)
+    rows, cols = np.indices(c.shape)
+    np.testing.assert_array_equal(c, (256 * rows + cols).astype(np.uint16))
+    src = inspect.getsource(g.gemm_hopper.fn)
+    # the test mirrors the example's expression: keep the two in step
+    assert "swz_row + ((e // 4) ^ (lane >> 2)) * 8 + col_in_tile" in src
+    assert "+ (cw * G + g) * 4096 + ((e // 2) % 2) * 512 + e % 2] = bf16(" in src

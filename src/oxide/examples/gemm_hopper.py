@@ -22,9 +22,9 @@ section 4), each step a compile-time option of one kernel so a benchmark can tim
   writes into this block's ring too.
 - Epilogue: f32 -> bf16 stores straight to global memory, clipped at the ragged edge
   (TMA loads read zeros past the edge, so the accumulators there are zero anyway); or
-  (`tma_store`) into a shared tile per consumer, written out by a TMA store that clips at
-  the edge and overlaps the next tile's main loop (GPU only: it orders each consumer group
-  with a named barrier, which the CPU lacks).
+  (`tma_store`) into swizzled shared slabs per consumer, written out by TMA stores that
+  clip at the edge and overlap the next tile's main loop (GPU only: it orders each
+  consumer group with a named barrier, which the CPU lacks).
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
                 SETMAXNREG: Const[bool], GROUP_M: Const[int], TMA_STORE: Const[bool],
                 CLUSTER: Const[int]):
     """C (m x n) = A (m x k) @ B, one BM x BN tile of C at a time per block; `cm` maps C in
-    64 x BN boxes for the TMA-store epilogue (any map when TMA_STORE is off).
+    64 x 64 boxes, 128-byte swizzled, for the TMA-store epilogue (any map when TMA_STORE is
+    off).
 
     checks=False: a bounds-check report is a function call, and ptxas serializes wgmma in
     a function with calls (docs/language.md); every index here is in range by
@@ -118,7 +119,7 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
     sa = ox.shared.array(bf16, (STAGES * BM, BK))
     sb = ox.shared.array(bf16, (STAGES * G, BK, 64))
     if TMA_STORE:
-        sc = ox.shared.array(bf16, (BM, BN))  # rows 64w..64w+63: consumer w's part of C
+        sc = ox.shared.array(bf16, BM * BN)  # consumer w's 64 x BN as 64 x 64 swizzled slabs
     full = ox.shared.array(u64, STAGES)
     empty = ox.shared.array(u64, STAGES)
     t = ox.thread_idx.x
@@ -188,10 +189,12 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
             with ox.unsafe():
                 ox.setmaxnreg(232)
         cw = wg - 1
-        lane = t % 32
-        row_in_tile = 64 * cw + 16 * (ox.warp_id() % 4) + lane // 4
-        col_in_tile = 2 * (lane % 4)
+        lane = t & 31  # (bit operations: the offsets' low bits stay visible to LLVM, which
+        # then pairs the epilogue's stores)
+        row_in_tile = 64 * cw + 16 * (ox.warp_id() & 3) + (lane >> 2)
+        col_in_tile = 2 * (lane & 3)
         leader = t % 128 == 0
+        swz_row = (16 * (ox.warp_id() & 3) + (lane >> 2)) * 64  # the row's start in a slab
         if leader:
             for i in range(STAGES):  # every stage starts free
                 if CLUSTER > 1:
@@ -235,23 +238,28 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
                     s = 0
                     phase ^= 1
             if TMA_STORE:
-                # -- epilogue: the group's 64 x BN in shared memory, then one TMA store -----
-                # (unswizzled: each address is a per-thread base plus a constant, where a
-                # swizzle's XOR gives each store its own register and the loop spills; the
-                # 8-way bank conflicts cost far less than the tile's main loop)
+                # -- epilogue: the group's 64 x BN in shared memory, then TMA stores ---------
+                # 64 x 64 slabs with the 128-byte swizzle, so a warp's stores hit 32 banks
+                # (row r keeps chunk q at q ^ (r % 8), and r % 8 is lane >> 2 here); written
+                # as one expression per store so LLVM makes each address one of 8 per-thread
+                # bases plus a constant (a 3-D index kept 64 addresses live and spilled)
                 if leader:
                     ox.tma.wait_group_read(0)  # the previous tile's store has read the tile
                 ox.named_barrier_sync(1 + cw, 128)
                 with ox.unsafe():
                     for g in range(G):
                         for e in range(32):
-                            sc[row_in_tile + 8 * ((e // 2) % 2),
-                               64 * g + 8 * (e // 4) + col_in_tile + e % 2] = bf16(acc[g][e])
+                            # chunk e // 4 of the row lies at (e // 4) ^ (row % 8); the rest
+                            # of the offset is a constant
+                            sc[swz_row + ((e // 4) ^ (lane >> 2)) * 8 + col_in_tile
+                               + (cw * G + g) * 4096 + ((e // 2) % 2) * 512 + e % 2] = bf16(
+                                acc[g][e])
                 ox.fence_proxy_async()
                 ox.named_barrier_sync(1 + cw, 128)
                 if leader:
                     with ox.unsafe():
-                        ox.tma.store(cm, sc[64 * cw, 0], m0 + 64 * cw, n0)
+                        for g in range(G):
+                            ox.tma.store(cm, sc[(cw * G + g) * 4096], m0 + 64 * cw, n0 + 64 * g)
                     ox.tma.commit_group()
             else:
                 # -- epilogue: bf16 straight to global memory, clipped at the edge --------
@@ -319,10 +327,11 @@ def ptxas_report(ptx: str, arch: str) -> dict[str, Any]:
 
 def tensor_maps(a: Any, b: Any, c: Any, cfg: Config) -> tuple[ox.TensorMap, ...]:
     """The TMA boxes: BM x 64 of A; 64 x 64 slabs of a K x N B, or BN x 64 of an N x K B;
-    64 x BN of C, unswizzled, for the TMA-store epilogue (else A's map stands in, unused)."""
+    64 x 64 of C, 128-byte swizzled, for the TMA-store epilogue (else A's map stands in,
+    unused)."""
     box_b = (BK, 64) if cfg.b_mn else (cfg.bn, BK)
     ta = ox.TensorMap(a, (cfg.bm, BK), swizzle=128)
-    tc = ox.TensorMap(c, (64, cfg.bn)) if cfg.tma_store else ta
+    tc = ox.TensorMap(c, (64, 64), swizzle=128) if cfg.tma_store else ta
     return ta, ox.TensorMap(b, box_b, swizzle=128), tc
 
 
