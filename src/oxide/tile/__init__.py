@@ -22,6 +22,7 @@ from oxide.tile.lang import (
     exp,
     exp2,
     full,
+    grouped_bid,
     load,
     log,
     max,
@@ -43,6 +44,6 @@ from oxide.tile.lang import (
 )
 
 __all__ = ["TileKernel", "TileOptions", "arange", "argmax", "argmin", "bid", "broadcast_to", "cdiv",
-           "cumsum", "exp", "exp2", "full", "func", "kernel", "load", "log", "max", "maximum",
+           "cumsum", "exp", "exp2", "full", "func", "grouped_bid", "kernel", "load", "log", "max", "maximum",
            "min", "minimum", "mma", "num_blocks", "num_tiles", "permute", "reshape", "rsqrt",
            "sqrt", "store", "sum", "tanh", "where", "zeros"]

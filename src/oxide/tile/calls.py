@@ -53,6 +53,38 @@ class TileCallsMixin:
         t = self.scalar_tile(reg, T.i32)
         return Tile(t.dtype, t.layout, t.values, witness=axis)
 
+    def call_grouped_bid(self, node: ast.Call) -> tuple[Tile, Tile]:
+        """`tile.grouped_bid(num_m, num_n, group)`: this block's (row, column) tile index
+        in grouped order (Triton's: `group` tile rows share each column's tiles while they
+        are in L2), from a 1-d grid over `num_m * num_n` tiles.
+
+        The pair is a function of `tile.bid(0)` alone that no two blocks share, for any
+        num_m, num_n and group (divisors are clamped to at least 1; blocks past the last
+        tile get rows or columns past num_m/num_n, whose tiles stores clip), so the pair
+        together is a witness of grid axis 0: a DisjointSlice is indexed with both."""
+        args = self.positional(node, 3, "tile.grouped_bid(num_m, num_n, group)")
+        num_m, num_n, group = (self.as_tile(v, a, T.i32) for v, a in zip(args, node.args,
+                                                                          strict=True))
+        for t, a in zip((num_m, num_n, group), node.args, strict=True):
+            if t.ndim or not t.dtype.is_int:
+                raise self.error(KernelTypeError, a, f"tile.grouped_bid takes integer "
+                                 f"scalars, not {t.describe()}")
+        one = self.scalar_tile(self.em.const(1, T.i32), T.i32)
+
+        def op(kind: str, a: Tile, b: Tile) -> Tile:
+            return self.em.binary(kind, self.em.cast(a, T.i32), self.em.cast(b, T.i32))
+
+        pid = self.scalar_tile(self.b.value(ops.RegisterOp("ctaid.x", ir_type(T.i32))), T.i32)
+        g = op("max", group, one)
+        per_group = op("mul", g, op("max", num_n, one))
+        first = op("mul", op("floordiv", pid, per_group), g)
+        size = op("max", op("min", op("sub", num_m, first), g), one)
+        r = op("mod", pid, per_group)
+        row = op("add", first, op("mod", r, size))
+        col = op("floordiv", r, size)
+        return (Tile(T.i32, row.layout, row.values, witness=("grouped", 0)),
+                Tile(T.i32, col.layout, col.values, witness=("grouped", 1)))
+
     def call_num_blocks(self, node: ast.Call) -> Tile:
         (a,) = self.positional(node, 1, "tile.num_blocks(axis)")
         axis = self._axis(a, node.args[0], "tile.num_blocks")

@@ -38,6 +38,10 @@ def _f(name: str, doc: str) -> TileFunction:
 bid = _f("bid", "`tile.bid(axis)`: this block's tile index along grid axis 0, 1 or 2: a "
          "TileIndex witness, unique to the block along that axis.")
 num_blocks = _f("num_blocks", "`tile.num_blocks(axis)`: the grid's extent along `axis`.")
+grouped_bid = _f("grouped_bid", "`tile.grouped_bid(num_m, num_n, group)`: this block's (row, "
+                 "column) tile index in grouped order, from a 1-d grid over num_m * num_n "
+                 "tiles: `group` tile rows take turns on each column, so the column's tiles "
+                 "stay in L2. The pair together is a TileIndex of grid axis 0.")
 cdiv = _HostCdiv("cdiv", "`tile.cdiv(a, b)`: the ceiling of a / b for integers.")
 num_tiles = _f("num_tiles", "`tile.num_tiles(arr, axis, size)`: tiles of `size` that cover "
                "`arr` along `axis` (`cdiv(arr.shape[axis], size)`).")
@@ -76,7 +80,7 @@ mma = _f("mma", "`tile.mma(a, b, acc)`: `a @ b + acc` for `a` (M, K) and `b` (K,
          "f32; f64 for f64). bf16/f16 run on tensor cores (mma.sync); f32 is exact f32, "
          "never TF32.")
 
-FUNCTIONS = (bid, num_blocks, cdiv, num_tiles, load, store, zeros, full, arange, exp, exp2,
+FUNCTIONS = (bid, grouped_bid, num_blocks, cdiv, num_tiles, load, store, zeros, full, arange, exp, exp2,
              log, sqrt, rsqrt, tanh, maximum, minimum, where, sum, max, min, broadcast_to,
              argmax, argmin, cumsum, reshape, permute, mma)
 NOT_BUILT: set[str] = set()

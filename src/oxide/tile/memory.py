@@ -65,8 +65,17 @@ class TileMemoryMixin:
                         node: ast.Call, index_node: ast.AST, verb: str) -> None:
         """A DisjointSlice access at a witness-built index, one tile shape per array."""
         axes: list[int] = []
+        grouped: list[int] = []  # the parts of tile.grouped_bid's pair used
         for k, i in enumerate(items):
-            if isinstance(i, Tile) and i.witness is not None:
+            if isinstance(i, Tile) and isinstance(i.witness, tuple):
+                if i.witness[1] in grouped:
+                    raise self.error(SafetyError, index_node,
+                                     f"`{arr.name}` is a DisjointSlice: its tile index uses the "
+                                     f"same part of tile.grouped_bid's pair twice",
+                                     hint="index with both parts: `i, j = tile.grouped_bid(...)`"
+                                          ", then `(i, j)`")
+                grouped.append(i.witness[1])
+            elif isinstance(i, Tile) and i.witness is not None:
                 if i.witness in axes:
                     raise self.error(SafetyError, index_node,
                                      f"`{arr.name}` is a DisjointSlice: its tile index uses "
@@ -85,6 +94,20 @@ class TileMemoryMixin:
                                        "arithmetic drops the uniqueness guarantee",
                                  hint="write at `(tile.bid(0), ...)`, or take responsibility "
                                       "with a RawSlice and `with ox.unsafe():`")
+        if grouped:
+            if len(grouped) != 2:
+                raise self.error(SafetyError, index_node,
+                                 f"`{arr.name}` is a DisjointSlice: its tile index uses one part "
+                                 "of tile.grouped_bid's pair; only the two together are unique "
+                                 "to the block",
+                                 hint="index with both parts: `(i, j)` from "
+                                      "`i, j = tile.grouped_bid(...)`")
+            if 0 in axes:
+                raise self.error(SafetyError, index_node,
+                                 f"`{arr.name}` is a DisjointSlice: tile.grouped_bid's pair and "
+                                 "tile.bid(0) come from the same grid axis",
+                                 hint="use the pair alone for grid axis 0")
+            axes.append(0)
         known = self.stores.shapes.setdefault(arr.name, shape)
         if known != shape:
             raise self.error(SafetyError, node,

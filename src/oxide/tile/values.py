@@ -23,13 +23,15 @@ class Tile:
     """A tile value: `values[k]` is this thread's element at slot `k` of `layout`.
 
     `witness` is the grid axis when the tile is `tile.bid(axis)` itself (a TileIndex:
-    unique to the block along that axis); any arithmetic on it drops it.
+    unique to the block along that axis), or `("grouped", k)` for part k of
+    `tile.grouped_bid`'s (row, column) pair (unique to the block together, from grid axis
+    0); any arithmetic on it drops it.
     """
 
     dtype: T.DType
     layout: Layout
     values: tuple[SSAValue, ...]
-    witness: int | None = None
+    witness: int | tuple[str, int] | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
