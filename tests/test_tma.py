@@ -44,11 +44,13 @@ def test_load_and_store_compile() -> None:
     load = [ln for ln in ptx.splitlines() if "cp.async.bulk.tensor.2d.shared::cluster" in ln]
     assert len(load) == 1
     assert ".global.tile.mbarrier::complete_tx::bytes [" in load[0]
-    # coordinates innermost first: x (param 5, rounded down to a 16-byte boundary, its
+    # coordinates innermost first: x (param 5, clamped to 0 and rounded down to a 16-byte
+    # boundary (the sign bit is known clear, so the mask is 0x7FFFFFFC), its
     # check beside) before y (param 4; `raw` is 2 and 3)
     x_reg = re.search(rf"ld\.param\.b32\s+(%r\d+), \[{sym}_param_5\]", ptx).group(1)
     y_reg = re.search(rf"ld\.param\.b32\s+(%r\d+), \[{sym}_param_4\]", ptx).group(1)
-    x_round = re.search(rf"and\.b32\s+(%r\d+), {x_reg}, -4;", ptx).group(1)
+    x_max = re.search(rf"max\.s32\s+(%r\d+), {x_reg}, 0;", ptx).group(1)
+    x_round = re.search(rf"and\.b32\s+(%r\d+), {x_max}, 2147483644;", ptx).group(1)
     assert f"{{{x_round}, {y_reg}}}" in load[0]
     for text in ("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group",
                  "cp.async.bulk.commit_group;",
@@ -227,7 +229,7 @@ def test_cpu_unaligned_inner_coordinate_is_a_kernel_error() -> None:
     """An innermost coordinate off a 16-byte boundary (-5 f32: the H200 faults on it) is a
     failed assertion naming the rule; the copy still runs, rounded down, and ends."""
     with ox.device("cpu"), pytest.raises(ox.KernelAssertionError,
-                                         match="innermost TMA coordinate is a multiple of 4"):
+                                         match="innermost TMA coordinate is a multiple of 4, 0 or more"):
         gt.run_load_store(None, 16, -3, -5, lambda v: v)
 
 

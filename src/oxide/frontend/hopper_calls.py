@@ -658,12 +658,13 @@ class HopperCallsMixin:
         """The box's coordinates as i32, outermost first as written (codegen reverses
         them into TMA's innermost-first order).
 
-        The innermost coordinate must sit at a 16-byte boundary of the row: on the H200 an
-        innermost coordinate of -5 f32 (-20 bytes) is an illegal instruction that kills
-        the context, while -3 on an outer axis and 56 f32 (224 bytes) copy as documented.
-        A constant that breaks the rule is a compile error; a run-time one is a failed
-        assertion (a kernel error) and the copy goes to the coordinate rounded down to the
-        boundary, so that it still completes its mbarrier and the kernel ends to report."""
+        The innermost coordinate must be at least 0 and sit at a 16-byte boundary of the
+        row: on the H200 an innermost coordinate of -5 or -4 f32 is an illegal instruction
+        that kills the context, while -3 on an outer axis and 56 f32 (224 bytes) copy as
+        documented. A constant that breaks the rule is a compile error; a run-time one is
+        a failed assertion (a kernel error) and the copy goes to the coordinate clamped to
+        0 and rounded down to the boundary, so that it still completes its mbarrier and
+        the kernel ends to report."""
         values = [self.expr(c) for c in nodes]
         coords = [self._i32(v, c, "a TMA coordinate") for v, c in zip(values, nodes, strict=True)]
         per = 16 // max(1, tm.type.dtype.bits // 8)  # elements in 16 bytes
@@ -671,22 +672,26 @@ class HopperCallsMixin:
             return coords
         inner, v = nodes[-1], values[-1]
         if isinstance(v, Lit):
-            if isinstance(v.value, int) and v.value % per:
+            if isinstance(v.value, int) and (v.value % per or v.value < 0):
                 raise self.error(KernelTypeError, inner,
                                  f"the innermost TMA coordinate {v.value} is not at a 16-byte "
-                                 f"boundary: a {tm.type.dtype.name} coordinate there is a "
-                                 f"multiple of {per}",
+                                 f"boundary at or after the row's start: a "
+                                 f"{tm.type.dtype.name} coordinate there is a multiple of "
+                                 f"{per}, 0 or more",
                                  hint="TMA moves rows from 16-byte boundaries; start the box at "
                                       f"a multiple of {per} (the array's edge is padded anyway)")
             return coords
-        low = self.b.value(ops.BinaryOp("and", coords[-1], self.b.constant(per - 1, T.i32)))
-        ok = self.b.value(ops.CompareOp("eq", low, self.b.constant(0, T.i32)))
+        x = coords[-1]
+        zero = self.b.constant(0, T.i32)
+        low = self.b.value(ops.BinaryOp("and", x, self.b.constant(per - 1, T.i32)))
+        ok = self.b.value(ops.BinaryOp("and", self.b.value(ops.CompareOp("eq", low, zero)),
+                                       self.b.value(ops.CompareOp("ge", x, zero))))
         site = self.b.site("assert", self.src.span(inner),
-                           f"the innermost TMA coordinate is a multiple of {per} "
-                           f"({tm.type.dtype.name}: a 16-byte boundary)")
+                           f"the innermost TMA coordinate is a multiple of {per}, 0 or more "
+                           f"({tm.type.dtype.name}: a 16-byte boundary in the row)")
         self.b.emit(ops.AssertOp(ok, site))
-        coords[-1] = self.b.value(ops.BinaryOp("and", coords[-1],
-                                               self.b.constant(-per, T.i32)))
+        clamped = self.b.value(ops.BinaryOp("max", x, zero))
+        coords[-1] = self.b.value(ops.BinaryOp("and", clamped, self.b.constant(-per, T.i32)))
         return coords
 
     def _i32(self, v: Any, node: ast.AST, what: str) -> Any:
