@@ -85,3 +85,71 @@ def test_raw_slices_take_any_index() -> None:
     x = np.zeros((32, 32), np.float32)
     with ox.device("cpu"):
         raw_is_fine[16](x, x.copy())
+
+
+# -- the persistent loop ----------------------------------------------------------------------
+
+@tile.kernel
+def persistent_grouped(out: DisjointSlice[i32, 2], num_m: i32, num_n: i32, G: Const[int]):
+    """Each block walks tiles t = bid, bid + grid, ... and writes t into its grouped tile."""
+    for t in tile.tiles(num_m * num_n):
+        i, j = tile.grouped(t, num_m, num_n, G)
+        tile.store(out, (i, j), tile.full((1, 1), 0, i32) + t.astype(i32))
+
+
+@tile.kernel
+def persistent_rows(x: Slice[f32, 2], out: DisjointSlice[f32, 2], B: Const[int]):
+    for t in tile.tiles(tile.cdiv(x.shape[0], B)):
+        tile.store(out, (t, 0), tile.load(x, (t, 0), (B, 16)) * 2.0)
+
+
+@pytest.mark.parametrize("blocks", [1, 3, 7, 64])
+def test_persistent_loop_visits_every_tile_once(blocks: int) -> None:
+    num_m, num_n, group = 6, 5, 4
+    out = np.full((num_m, num_n), -1, np.int32)
+    with ox.device("cpu"):
+        persistent_grouped[blocks](out, num_m, num_n, group)
+    want = np.full((num_m, num_n), -1, np.int32)
+    for t in range(num_m * num_n):
+        want[triton_order(t, num_m, num_n, group)] = t
+    np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize("blocks", [1, 4, 100])
+def test_persistent_rows(blocks: int) -> None:
+    x = np.random.default_rng(3).standard_normal((37, 16)).astype(np.float32)
+    out = np.zeros_like(x)
+    with ox.device("cpu"):
+        persistent_rows[blocks](x, out, 8)
+    np.testing.assert_array_equal(out, x * 2)
+
+
+@tile.kernel
+def computed_from_t(x: Slice[f32, 2], out: DisjointSlice[f32, 2]):
+    for t in tile.tiles(8):
+        tile.store(out, (t + 1, 0), tile.load(x, (t, 0), (8, 8)))
+
+
+@tile.kernel
+def tiles_outside_a_loop(out: DisjointSlice[f32, 2]):
+    n = tile.tiles(8)
+    tile.store(out, (tile.bid(0), 0), tile.zeros((8, 8)))
+
+
+@tile.kernel
+def grouped_of_a_plain_integer(x: Slice[f32, 2], out: DisjointSlice[f32, 2]):
+    i, j = tile.grouped(tile.bid(0) + 1, 4, 4, 2)
+    tile.store(out, (i, j), tile.load(x, (i, j), (8, 8)))
+
+
+def test_witness_rules_of_the_persistent_loop() -> None:
+    x = np.zeros((64, 64), np.float32)
+    with pytest.raises(ox.SafetyError, match="computed integer"):
+        with ox.device("cpu"):
+            computed_from_t[4](x, x.copy())
+    with pytest.raises(ox.KernelSyntaxError, match="iterable of a persistent loop"):
+        with ox.device("cpu"):
+            tiles_outside_a_loop[4](x)
+    with pytest.raises(ox.SafetyError, match="computed integer"):
+        with ox.device("cpu"):
+            grouped_of_a_plain_integer[4](x, x.copy())

@@ -22,6 +22,7 @@ from oxide.tile.lang import (
     exp,
     exp2,
     full,
+    grouped,
     grouped_bid,
     load,
     log,
@@ -39,11 +40,12 @@ from oxide.tile.lang import (
     store,
     sum,
     tanh,
+    tiles,
     where,
     zeros,
 )
 
 __all__ = ["TileKernel", "TileOptions", "arange", "argmax", "argmin", "bid", "broadcast_to", "cdiv",
-           "cumsum", "exp", "exp2", "full", "func", "grouped_bid", "kernel", "load", "log", "max", "maximum",
+           "cumsum", "exp", "exp2", "full", "func", "grouped", "grouped_bid", "kernel", "load", "log", "max", "maximum",
            "min", "minimum", "mma", "num_blocks", "num_tiles", "permute", "reshape", "rsqrt",
-           "sqrt", "store", "sum", "tanh", "where", "zeros"]
+           "sqrt", "store", "sum", "tanh", "tiles", "where", "zeros"]

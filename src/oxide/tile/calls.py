@@ -14,7 +14,7 @@ import builtins
 from typing import Any
 
 from oxide import types as T
-from oxide.errors import KernelTypeError, UnsupportedFeatureError
+from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
 from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile.layout import blocked, mma_accumulator
@@ -53,28 +53,49 @@ class TileCallsMixin:
         t = self.scalar_tile(reg, T.i32)
         return Tile(t.dtype, t.layout, t.values, witness=axis)
 
-    def call_grouped_bid(self, node: ast.Call) -> tuple[Tile, Tile]:
-        """`tile.grouped_bid(num_m, num_n, group)`: this block's (row, column) tile index
-        in grouped order (Triton's: `group` tile rows share each column's tiles while they
-        are in L2), from a 1-d grid over `num_m * num_n` tiles.
+    def call_tiles(self, node: ast.Call) -> Tile:
+        raise self.error(KernelSyntaxError, node, "`tile.tiles(n)` is the iterable of a "
+                         "persistent loop", hint="write `for t in tile.tiles(n):`")
 
-        The pair is a function of `tile.bid(0)` alone that no two blocks share, for any
-        num_m, num_n and group (divisors are clamped to at least 1; blocks past the last
-        tile get rows or columns past num_m/num_n, whose tiles stores clip), so the pair
-        together is a witness of grid axis 0: a DisjointSlice is indexed with both."""
+    def call_grouped_bid(self, node: ast.Call) -> tuple[Tile, Tile]:
+        """`tile.grouped_bid(num_m, num_n, group)`: `tile.grouped(tile.bid(0), ...)`."""
         args = self.positional(node, 3, "tile.grouped_bid(num_m, num_n, group)")
-        num_m, num_n, group = (self.as_tile(v, a, T.i32) for v, a in zip(args, node.args,
+        pid = self.scalar_tile(self.b.value(ops.RegisterOp("ctaid.x", ir_type(T.i32))), T.i32)
+        return self._grouped(pid, args, node.args)
+
+    def call_grouped(self, node: ast.Call) -> tuple[Tile, Tile]:
+        """`tile.grouped(t, num_m, num_n, group)`: the (row, column) tile index of linear
+        tile `t` in grouped order (Triton's: `group` tile rows take turns on each column,
+        so the column's tiles stay in L2).
+
+        The pair is a function of `t` that no two values of `t` share, for any num_m,
+        num_n and group (divisors are clamped to at least 1; a `t` past num_m * num_n gets
+        a row or column past num_m/num_n, whose tiles stores clip). So where `t` is a
+        TileIndex of grid axis 0 (`tile.bid(0)`, or the variable of `for t in
+        tile.tiles(n)`), the pair together is one: a DisjointSlice is indexed with both."""
+        args = self.positional(node, 4, "tile.grouped(t, num_m, num_n, group)")
+        t = self.as_tile(args[0], node.args[0], T.i32)
+        if t.ndim or not t.dtype.is_int:
+            raise self.error(KernelTypeError, node.args[0], f"tile.grouped takes an integer "
+                             f"scalar tile index, not {t.describe()}")
+        pair = self._grouped(t, args[1:], node.args[1:])
+        if t.witness != 0:  # a plain integer in, plain integers out
+            return tuple(Tile(p.dtype, p.layout, p.values) for p in pair)  # type: ignore[return-value]
+        return pair
+
+    def _grouped(self, pid: Tile, args: list[Any], nodes: list[ast.expr]) -> tuple[Tile, Tile]:
+        num_m, num_n, group = (self.as_tile(v, a, T.i32) for v, a in zip(args, nodes,
                                                                           strict=True))
-        for t, a in zip((num_m, num_n, group), node.args, strict=True):
+        for t, a in zip((num_m, num_n, group), nodes, strict=True):
             if t.ndim or not t.dtype.is_int:
-                raise self.error(KernelTypeError, a, f"tile.grouped_bid takes integer "
-                                 f"scalars, not {t.describe()}")
-        one = self.scalar_tile(self.em.const(1, T.i32), T.i32)
+                raise self.error(KernelTypeError, a, f"the sizes of the grouped order are "
+                                 f"integer scalars, not {t.describe()}")
+        dt = T.i64 if T.i64 in (pid.dtype, num_m.dtype, num_n.dtype, group.dtype) else T.i32
+        one = self.scalar_tile(self.em.const(1, dt), dt)
 
         def op(kind: str, a: Tile, b: Tile) -> Tile:
-            return self.em.binary(kind, self.em.cast(a, T.i32), self.em.cast(b, T.i32))
+            return self.em.binary(kind, self.em.cast(a, dt), self.em.cast(b, dt))
 
-        pid = self.scalar_tile(self.b.value(ops.RegisterOp("ctaid.x", ir_type(T.i32))), T.i32)
         g = op("max", group, one)
         per_group = op("mul", g, op("max", num_n, one))
         first = op("mul", op("floordiv", pid, per_group), g)
@@ -82,8 +103,8 @@ class TileCallsMixin:
         r = op("mod", pid, per_group)
         row = op("add", first, op("mod", r, size))
         col = op("floordiv", r, size)
-        return (Tile(T.i32, row.layout, row.values, witness=("grouped", 0)),
-                Tile(T.i32, col.layout, col.values, witness=("grouped", 1)))
+        return (Tile(dt, row.layout, row.values, witness=("grouped", 0)),
+                Tile(dt, col.layout, col.values, witness=("grouped", 1)))
 
     def call_num_blocks(self, node: ast.Call) -> Tile:
         (a,) = self.positional(node, 1, "tile.num_blocks(axis)")

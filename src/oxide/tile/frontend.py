@@ -337,8 +337,23 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         finally:
             self.b.set_block(here)
 
+    def _persistent_loop(self, it: ast.expr) -> bool:
+        """Whether `it` is `tile.tiles(n)` (the persistent loop)."""
+        if not (isinstance(it, ast.Call) and _is_dotted_name(it.func)):
+            return False
+        try:
+            fn = self.expr(it.func)  # a name or attribute lookup: no IR
+        except CompileError:
+            return False
+        return isinstance(fn, Static) and fn.obj is lang.tiles
+
     def stmt_For(self, node: ast.For) -> None:
         """`for k in range(start, stop, step)` with run-time bounds and a constant step.
+
+        `for t in tile.tiles(n)` is the persistent loop: `range(tile.bid(0), n,
+        tile.num_blocks(0))`, whose `t` is a TileIndex of grid axis 0 (each t in [0, n)
+        is visited by exactly one block, once), so a DisjointSlice is stored at `t` (or
+        at `tile.grouped(t, ...)`) as at `tile.bid(0)`.
 
         The tiles the body rebinds are carried in slots, one per element a thread holds,
         in the layout they had before the loop (a body value in another layout is
@@ -349,7 +364,11 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
             raise self.error(UnsupportedFeatureError, node, "`for ... else` is not supported "
                              "in tile kernels")
         it = node.iter
-        if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+        persistent = self._persistent_loop(it)
+        if persistent and (it.keywords or len(it.args) != 1):
+            raise self.error(KernelTypeError, it, "`tile.tiles(n)` takes the number of tiles")
+        if not persistent and not (
+                isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
                 and self.load_name(it.func.id, it.func) == Static(builtins.range)
                 and not it.keywords and 1 <= len(it.args) <= 3):
             raise self.error(UnsupportedFeatureError, it, "tile kernels loop over `range(...)` "
@@ -364,13 +383,18 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         args = [self.expr(a) for a in it.args]
         start, stop, step = ((Static(0), args[0], Static(1)) if len(args) == 1 else
                              (args[0], args[1], args[2] if len(args) == 3 else Static(1)))
+        if persistent:  # from this block's index, by the grid's size: each t in one block
+            start = self.scalar_tile(self.b.value(ops.RegisterOp("ctaid.x", ir_type(T.i32))),
+                                     T.i32)
+            step = self.scalar_tile(self.b.value(ops.RegisterOp("nctaid.x", ir_type(T.i32))),
+                                    T.i32)
         step_node = it.args[2] if len(it.args) == 3 else it
-        if not (isinstance(step.obj if isinstance(step, Static) else None, int)
-                and step.obj != 0):
+        if not persistent and not (isinstance(step.obj if isinstance(step, Static) else None,
+                                              int) and step.obj != 0):
             raise self.error(UnsupportedFeatureError, step_node,
                              "the step of a tile kernel loop is a non-zero constant")
-        for v, n in zip((start, stop), it.args if len(it.args) > 1 else (it, it.args[0]),
-                        strict=False):
+        for v, n in zip((start, stop), it.args if len(it.args) > 1 and not persistent
+                        else (it, it.args[0]), strict=False):
             if not ((isinstance(v, Static) and isinstance(v.obj, int)
                      and not isinstance(v.obj, bool))
                     or (isinstance(v, Tile) and v.ndim == 0 and v.dtype.is_int)):
@@ -380,6 +404,8 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         for v in (start, stop):
             if isinstance(v, Tile):
                 dt = self.promote(Tile(dt, v.layout, v.values), v, it)
+        if persistent:  # t + num_blocks must not wrap past a stop near 2**31
+            dt = T.i64
         # the names the body rebinds that hold tiles now: carried in slots
         assigned: list[str] = []
         for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
@@ -414,14 +440,17 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         self.b.br(header)
         self.b.set_block(header)
         k = self.b.value(ops.SlotReadOp(counter))
-        go = self.b.value(ops.CompareOp("lt" if step.obj > 0 else "gt", k, stop_v))
+        ascending = persistent or step.obj > 0
+        go = self.b.value(ops.CompareOp("lt" if ascending else "gt", k, stop_v))
         self.b.cond_br(go, body, done)
         self.b.set_block(body)
         outside = dict(self.env)
         for name, (t, slots) in carried.items():
             self.env[name] = Tile(t.dtype, t.layout, tuple(
                 self.b.value(ops.SlotReadOp(slot)) for slot in slots))
-        self.env[node.target.id] = self.scalar_tile(k, dt)
+        index = self.scalar_tile(k, dt)
+        self.env[node.target.id] = (Tile(dt, index.layout, index.values, witness=0)
+                                    if persistent else index)
         for stmt in node.body:
             self.lower_stmt(stmt)
         for name, (t, slots) in carried.items():
@@ -436,8 +465,8 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
             new = self.em.convert(new, t.layout) if new.layout.key() != t.layout.key() else new
             for slot, v in zip(slots, new.values, strict=True):
                 self.b.emit(ops.SlotWriteOp(slot, v))
-        self.b.emit(ops.SlotWriteOp(counter, self.b.value(ops.BinaryOp(
-            "add", k, self.em.const(step.obj, dt)))))
+        step_v = (self.b.cast(step.scalar, dt) if persistent else self.em.const(step.obj, dt))
+        self.b.emit(ops.SlotWriteOp(counter, self.b.value(ops.BinaryOp("add", k, step_v))))
         self.b.br(header)
         self.b.set_block(done)
         # after the loop: the carried tiles' last values; names first bound in the body

@@ -38,6 +38,12 @@ def _f(name: str, doc: str) -> TileFunction:
 bid = _f("bid", "`tile.bid(axis)`: this block's tile index along grid axis 0, 1 or 2: a "
          "TileIndex witness, unique to the block along that axis.")
 num_blocks = _f("num_blocks", "`tile.num_blocks(axis)`: the grid's extent along `axis`.")
+grouped = _f("grouped", "`tile.grouped(t, num_m, num_n, group)`: the (row, column) tile "
+             "index of linear tile `t` in grouped order; a TileIndex pair where `t` is one "
+             "of grid axis 0 (`tile.bid(0)`, a `tile.tiles` loop variable).")
+tiles = _f("tiles", "`for t in tile.tiles(n):` the persistent loop, `range(tile.bid(0), n, "
+           "tile.num_blocks(0))`: each t in [0, n) in exactly one block, so `t` is a "
+           "TileIndex of grid axis 0.")
 grouped_bid = _f("grouped_bid", "`tile.grouped_bid(num_m, num_n, group)`: this block's (row, "
                  "column) tile index in grouped order, from a 1-d grid over num_m * num_n "
                  "tiles: `group` tile rows take turns on each column, so the column's tiles "
@@ -80,7 +86,7 @@ mma = _f("mma", "`tile.mma(a, b, acc)`: `a @ b + acc` for `a` (M, K) and `b` (K,
          "f32; f64 for f64). bf16/f16 run on tensor cores (mma.sync); f32 is exact f32, "
          "never TF32.")
 
-FUNCTIONS = (bid, grouped_bid, num_blocks, cdiv, num_tiles, load, store, zeros, full, arange, exp, exp2,
+FUNCTIONS = (bid, grouped_bid, grouped, tiles, num_blocks, cdiv, num_tiles, load, store, zeros, full, arange, exp, exp2,
              log, sqrt, rsqrt, tanh, maximum, minimum, where, sum, max, min, broadcast_to,
              argmax, argmin, cumsum, reshape, permute, mma)
 NOT_BUILT: set[str] = set()
