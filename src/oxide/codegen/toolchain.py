@@ -75,9 +75,10 @@ def _remember(what: str, found: str) -> None:
     write(Path(path).parent, _MEMO_FILE, json.dumps(memo, indent=1).encode())
 
 
-def _resolve(what: str, pathfinder: Callable[[], str | None], globbed: Callable[[], list[str]]
-             ) -> str | None:
-    """The remembered path, else pathfinder's, else the first globbed file that exists."""
+def _resolve(what: str, pathfinder: Callable[[], str | None], globbed: Callable[[], list[str]],
+             file: str, package: str) -> str:
+    """The remembered path, else pathfinder's, else the first globbed file that exists;
+    a TargetError naming `file` and the wheel (`package`) that provides it otherwise."""
     found = _remembered(what)
     if found is not None:
         return found
@@ -87,8 +88,10 @@ def _resolve(what: str, pathfinder: Callable[[], str | None], globbed: Callable[
         found = None
     if not (found and os.path.isfile(found)):
         found = next((c for c in globbed() if os.path.isfile(c)), None)
-    if found is not None:
-        _remember(what, found)
+    if found is None:
+        raise TargetError(f"{what} ({file}) was not found",
+                          hint=f"pip install {package}, or set CUDA_HOME to a CUDA toolkit")
+    _remember(what, found)
     return found
 
 
@@ -117,11 +120,8 @@ def _libdevice_globbed() -> list[str]:
 def find_libdevice() -> str:
     """The path of libdevice.10.bc (cuda.pathfinder, else the nvidia-nvvm wheel,
     $CUDA_HOME or /usr/local/cuda)."""
-    found = _resolve("libdevice", _libdevice_by_pathfinder, _libdevice_globbed)
-    if found is None:
-        raise TargetError("libdevice (libdevice.10.bc) was not found",
-                          hint="pip install nvidia-nvvm, or set CUDA_HOME to a CUDA toolkit")
-    return found
+    return _resolve("libdevice", _libdevice_by_pathfinder, _libdevice_globbed,
+                    "libdevice.10.bc", "nvidia-nvvm")
 
 
 def _nvjitlink_by_pathfinder() -> str | None:
@@ -149,8 +149,5 @@ def _nvjitlink_globbed() -> list[str]:
 def find_nvjitlink() -> str:
     """The path of libnvJitLink.so (cuda.pathfinder, else the nvidia-nvjitlink wheel,
     $CUDA_HOME or /usr/local/cuda)."""
-    found = _resolve("nvjitlink", _nvjitlink_by_pathfinder, _nvjitlink_globbed)
-    if found is None:
-        raise TargetError("nvJitLink (libnvJitLink.so) was not found",
-                          hint="pip install nvidia-nvjitlink, or set CUDA_HOME to a CUDA toolkit")
-    return found
+    return _resolve("nvJitLink", _nvjitlink_by_pathfinder, _nvjitlink_globbed,
+                    "libnvJitLink.so", "nvidia-nvjitlink")
