@@ -662,9 +662,9 @@ class HopperCallsMixin:
         row: on the H200 an innermost coordinate of -5 or -4 f32 is an illegal instruction
         that kills the context, while -3 on an outer axis and 56 f32 (224 bytes) copy as
         documented. A constant that breaks the rule is a compile error; a run-time one is
-        a failed assertion (a kernel error) and the copy goes to the coordinate clamped to
-        0 and rounded down to the boundary, so that it still completes its mbarrier and
-        the kernel ends to report."""
+        a failed assertion (a kernel error; with checks on) and the copy goes to the
+        coordinate clamped to 0 and rounded down to the boundary (always: never the
+        fault), so that it still completes its mbarrier and the kernel ends."""
         values = [self.expr(c) for c in nodes]
         coords = [self._i32(v, c, "a TMA coordinate") for v, c in zip(values, nodes, strict=True)]
         per = 16 // max(1, tm.type.dtype.bits // 8)  # elements in 16 bytes
@@ -683,13 +683,14 @@ class HopperCallsMixin:
             return coords
         x = coords[-1]
         zero = self.b.constant(0, T.i32)
-        low = self.b.value(ops.BinaryOp("and", x, self.b.constant(per - 1, T.i32)))
-        ok = self.b.value(ops.BinaryOp("and", self.b.value(ops.CompareOp("eq", low, zero)),
-                                       self.b.value(ops.CompareOp("ge", x, zero))))
-        site = self.b.site("assert", self.src.span(inner),
-                           f"the innermost TMA coordinate is a multiple of {per}, 0 or more "
-                           f"({tm.type.dtype.name}: a 16-byte boundary in the row)")
-        self.b.emit(ops.AssertOp(ok, site))
+        if self.ctx.checks:  # checks=False kernels (wgmma) must not call the report
+            low = self.b.value(ops.BinaryOp("and", x, self.b.constant(per - 1, T.i32)))
+            ok = self.b.value(ops.BinaryOp("and", self.b.value(ops.CompareOp("eq", low, zero)),
+                                           self.b.value(ops.CompareOp("ge", x, zero))))
+            site = self.b.site("assert", self.src.span(inner),
+                               f"the innermost TMA coordinate is a multiple of {per}, 0 or "
+                               f"more ({tm.type.dtype.name}: a 16-byte boundary in the row)")
+            self.b.emit(ops.AssertOp(ok, site))
         clamped = self.b.value(ops.BinaryOp("max", x, zero))
         coords[-1] = self.b.value(ops.BinaryOp("and", clamped, self.b.constant(-per, T.i32)))
         return coords
