@@ -180,7 +180,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
             arch = "sm_90a"
             tgt = NVPTXTarget(arch, launch_bound(kernel.options),
                               getattr(kernel.options, "occupancy", None))
-    if os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0"):
+    verify_ir = os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0")
+    if verify_ir:
         # xDSL's verifier walks every op (a tenth of a big tile kernel's compile): the test
         # suite turns it on (tests/conftest.py); LLVM verifies the IR oxide emits anyway
         try:
@@ -192,9 +193,16 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     check_disjoint_reads(func, lowered.sites)
     # a SIMT kernel that declares its block shape is run lane by lane at compile time
     # (passes/shared_races.py): its shared memory, index-map writes and warp collectives
-    lanes_proved = (kernel.options.block is not None and not getattr(kernel, "is_tile", False))
-    divergent = check_barrier_uniformity(func, lowered.builder.origins,
-                                         lowered.builder.uniform, lanes_proved=lanes_proved)
+    is_tile = getattr(kernel, "is_tile", False)
+    lanes_proved = kernel.options.block is not None and not is_tile
+    divergent = None
+    if not is_tile or verify_ir:
+        # tile code is block-uniform by construction (its scalars are 0-d tiles every
+        # thread holds alike, tile/frontend.py), so the pass that checks its barriers is a
+        # check of the compiler itself there: run where the IR is verified (the tests),
+        # not in every compile (a tenth of a big tile kernel's)
+        divergent = check_barrier_uniformity(func, lowered.builder.origins,
+                                             lowered.builder.uniform, lanes_proved=lanes_proved)
     # tile kernels: the grid axes their DisjointSlice stores tell blocks apart by
     grid_axes = getattr(lowered, "grid_axes", None)
     if lanes_proved and (divergent is not None or needs_proof(func)):

@@ -72,12 +72,24 @@ def to_ptx(text: str, arch: str, needs_libdevice: bool) -> tuple[str, str]:
             lib.data_layout = module.data_layout
             module.link_in(lib)
             _internalize_except_kernels(module)
+            _drop_unused(module, machine)
         optimize(module, machine)
         try:
             ptx = machine.emit_assembly(module)
         except RuntimeError as exc:
             raise TargetError(f"LLVM could not generate PTX for {arch}: {exc}") from exc
         return str(module), ptx
+
+
+def _drop_unused(module: Any, machine: Any) -> None:
+    """Global dead code elimination alone, before O3: the ~1,000 internal libdevice
+    functions a kernel does not call go at once, instead of riding through O3's early
+    passes (tile_softmax 8192: O3 110-145 ms -> 43-60 ms, the same PTX)."""
+    llvm = binding()
+    pb = llvm.create_pass_builder(machine, llvm.create_pipeline_tuning_options(speed_level=0))
+    mpm = llvm.create_new_module_pass_manager()
+    mpm.add_global_dead_code_eliminate_pass()
+    mpm.run(module, pb)
 
 
 def _internalize_except_kernels(module: Any) -> None:
