@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oxide.codegen.hopper import element_address, tma_address
+from oxide.codegen.hopper_address import element_address, tma_address
 from oxide.errors import TargetError
 from oxide.ir import ops
 
