@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from oxide import types as T
-from oxide.runtime.views import HOST, ArrayView, BadArray, _layout, misaligned, oxide_dtype
+from oxide.runtime.array_view import HOST, ArrayView, BadArray, _layout, misaligned, oxide_dtype
 
 CPU_DEVICE, CUDA_DEVICE, CUDA_HOST_DEVICE, CUDA_MANAGED_DEVICE = 1, 2, 3, 13
 _CODES = {0: "i", 1: "u", 2: "f", 4: "bf", 6: "b"}  # kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool
