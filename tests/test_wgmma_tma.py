@@ -450,3 +450,35 @@ def test_descriptor_start_is_bounds_checked() -> None:
         ox.launch(desc_at, (1, 1), out, 63)
         with pytest.raises(ox.KernelIndexError, match="index 64 is out of bounds"):
             ox.launch(desc_at, (1, 1), out, 64)
+
+
+@ox.kernel  # checks on: bounds-checked global reads and writes around the wgmma
+def wgmma_checked(a: RawSlice[bf16], b: RawSlice[bf16], out: RawSlice[f32]):
+    t = ox.thread_idx.x
+    sa = ox.shared.array(bf16, (64, 64))
+    sb = ox.shared.array(bf16, (64, 64))
+    with ox.unsafe():
+        for e in range(t, 64 * 64, 128):
+            r = e // 64
+            k = e % 64
+            sa[r, ((k // 8) ^ (r % 8)) * 8 + k % 8] = a[e]
+            sb[r, ((k // 8) ^ (r % 8)) * 8 + k % 8] = b[e]
+    ox.fence_proxy_async()
+    ox.sync_threads()
+    acc = (0.0,) * 32
+    ox.wgmma_fence()
+    for kk in range(4):
+        acc = ox.wgmma(acc, ox.wgmma_desc(sa[0, kk * 16]), ox.wgmma_desc(sb[0, kk * 16]),
+                       scale_d=kk > 0)
+    ox.wgmma_commit()
+    acc = ox.wgmma_wait(0, acc)
+    for e in range(32):
+        with ox.unsafe():
+            out[t * 32 + e] = acc[e]
+
+
+def test_checks_on_do_not_serialize_wgmma() -> None:
+    """The bounds checks' report is inlined in a wgmma kernel: no call, so no C7509."""
+    ck = compiled(wgmma_checked, *SIG_SS)
+    assert "call.uni" not in ck.ptx and "oxide_$_report" not in ck.ptx
+    assert_fast(ck)
