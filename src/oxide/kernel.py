@@ -7,199 +7,40 @@ fails there; the body is compiled on first use or by `kernel.compile(...)`.
 
 from __future__ import annotations
 
-import inspect
-import linecache
-import sys
-import typing
 from collections.abc import Callable
-from dataclasses import dataclass
-from functools import cached_property
 from typing import Any
 
-from oxide import types as T
-from oxide.errors import CompileError, KernelSyntaxError, KernelTypeError, LaunchError, Span
-from oxide.frontend.scope import Scope
-from oxide.frontend.source import Source, load_source
-from oxide.frontend.values import py_name
+from oxide.codegen.abi import (  # noqa: F401 - public here too
+    DEFAULT_STACK_SIZE,
+    RECURSION_LIMIT_SYMBOL,
+    RECURSIVE_SYMBOL_PREFIX,
+)
+from oxide.errors import KernelTypeError
+from oxide.kernel_types import (  # noqa: F401 - oxide.kernel's names, as before
+    DeviceFunction,
+    KernelBase,
+    KernelOptions,
+    Param,
+    _annotation_text,
+    _annotations,
+    _caller_span,
+    _decorator_locals,
+    _func_type_hint,
+    _param_type_hint,
+    _RefusedAnnotation,
+    _require_function,
+    func,
+)
 from oxide.runtime.launch import bind_launch
 
 _MAX_BLOCK_THREADS = 1024  # threads per block, on every CUDA architecture
 
 
-@dataclass(frozen=True)
-class KernelOptions:
-    """Per-kernel compile options (`@ox.kernel(checks=False, contract=False, max_threads=256)`)."""
-
-    checks: bool = True
-    contract: bool = True  # FMA contraction
-    max_threads: int | None = None  # launch bounds: max threads per block
-    coarsen: bool = True  # four logical blocks per GPU block where threads are independent
-    lineinfo: bool = False  # Python lines in the PTX for Nsight (codegen/lineinfo.py)
-    # the block shape every launch uses, as (x, y, z): shared arrays may then be used
-    # outside `ox.unsafe()`, proved race-free for it (passes/shared_races.py)
-    block: tuple[int, int, int] | None = None
-    # bytes of call stack per GPU thread for kernels that call recursive @ox.funcs (None:
-    # DEFAULT_STACK_SIZE for those); runtime/gpu.py raises the context's stack limit to it
-    stack_size: int | None = None
-
-
-# The call stack of kernels that call recursive @ox.funcs, in bytes per GPU thread, unless
-# `@ox.kernel(stack_size=...)` says otherwise (CUDA's own default is 1 KiB). The driver
-# reserves it for every thread the GPU can hold at once: 4 KiB is about 1.1 GB on an H200.
-DEFAULT_STACK_SIZE = 4096
 MAX_STACK_SIZE = 512 * 1024
-# the symbols of recursive @ox.funcs' device functions start with it; runtime/gpu.py looks
-# for it in a cubin (from the compiler or the disk cache) to know the kernel needs a stack
-RECURSIVE_SYMBOL_PREFIX = "oxide_recursive_"
-# the i32 global (constant memory) holding the deepest call the stack holds, in a GPU module
-# with recursive @ox.funcs; runtime/gpu.py sets it from the stack limit and ptxas's frames
-RECURSION_LIMIT_SYMBOL = "oxide_recursion_limit"
 
 
-@dataclass(frozen=True)
-class Param:
-    """A kernel parameter as declared: name and annotation (a DType, ArrayType, ConstType...)."""
-
-    name: str
-    annotation: Any
-
-
-class DeviceFunction:
-    """An `@ox.func`: a device function inlined into the kernels that call it."""
-
-    def __init__(self, fn: Callable[..., Any], localns: dict[str, Any] | None = None) -> None:
-        self.fn = fn
-        self.__name__ = fn.__name__
-        self.__doc__ = fn.__doc__
-        self.__wrapped__ = fn
-        self.annotations = _annotations(fn, localns)
-        self._check_annotations()
-
-    def _check_annotations(self) -> None:
-        """Refuse, at decoration as kernels do, an annotation that names nothing or no
-        type a device function can take: it would otherwise be ignored, silently."""
-        for name, ann in self.annotations.items():
-            if name == "return":
-                if not (ann is None or ann is type(None) or isinstance(ann, (T.DType, T.TypeVar))
-                        or ann is tuple or typing.get_origin(ann) is tuple):
-                    node = self.source.tree.returns or self.source.tree
-                    raise KernelTypeError(
-                        f"`-> {_annotation_text(ann)}` is not a return type of an @ox.func",
-                        self.source.span(node),
-                        hint=_func_type_hint(ann, returning=True))
-            elif not isinstance(ann, (T.DType, T.ArrayType, T.TypeVar)):
-                node = next((a for a in self.source.tree.args.args if a.arg == name),
-                            self.source.tree)
-                raise KernelTypeError(
-                    f"`{name}: {_annotation_text(ann)}` is not an @ox.func parameter type",
-                    self.source.span(node), hint=_func_type_hint(ann, returning=False))
-
-    @cached_property
-    def source(self) -> Source:
-        return load_source(self.fn)
-
-    @cached_property
-    def scope(self) -> Scope:
-        return Scope(self.fn)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(f"`{self.__name__}` is an @ox.func: call it from a kernel")
-
-    def __repr__(self) -> str:
-        return f"<oxide.func {self.__name__}>"
-
-
-def _annotations(fn: Callable[..., Any], localns: dict[str, Any] | None = None
-                 ) -> dict[str, Any]:
-    """The function's annotations as objects.
-
-    With `from __future__ import annotations` they are strings; a kernel defined
-    inside a function may name that function's locals (`T = ox.TypeVar("T")` in a
-    test), so they resolve against the decorator site's locals, then the globals.
-    """
-    try:
-        return typing.get_type_hints(fn, localns=localns)
-    except Exception:  # some string names nothing: resolve the others one by one
-        pass
-    out: dict[str, Any] = {}
-    for name, ann in getattr(fn, "__annotations__", {}).items():
-        if isinstance(ann, str):
-            try:
-                ann = eval(ann, fn.__globals__, localns)  # noqa: S307 - as get_type_hints does
-            except CompileError as exc:  # `Slice[str]`: the caller reports why, at the name
-                ann = _RefusedAnnotation(ann, exc)
-            except Exception:  # noqa: BLE001 - keep the text; the caller reports it
-                pass
-        out[name] = ann
-    return out
-
-
-@dataclass(frozen=True)
-class _RefusedAnnotation:
-    """A string annotation whose evaluation oxide itself refused (`"Slice[str]"`)."""
-
-    text: str
-    error: CompileError
-
-
-def _decorator_locals(depth: int) -> dict[str, Any] | None:
-    """The locals of the frame that applied a decorator (None at module level)."""
-    frame = sys._getframe(depth + 1)
-    return None if frame.f_locals is frame.f_globals else dict(frame.f_locals)
-
-
-class Kernel:
+class Kernel(KernelBase):
     """An `@ox.kernel`. Launch with `kernel[config](*args)` or `ox.launch(kernel, config, *args)`."""
-
-    def __init__(self, fn: Callable[..., Any], options: KernelOptions,
-                 localns: dict[str, Any] | None = None) -> None:
-        self.fn = fn
-        self.options = options
-        self._localns = localns
-        self.__name__ = fn.__name__
-        self.__qualname__ = fn.__qualname__
-        self.__doc__ = fn.__doc__
-        self.__wrapped__ = fn
-        self.params = self._read_params()
-        self._specializations: dict[Any, Any] = {}
-
-    def _read_params(self) -> tuple[Param, ...]:
-        sig = inspect.signature(self.fn)
-        hints = _annotations(self.fn, self._localns)
-        self._localns = None  # read once, at decoration; do not keep the caller's locals
-        params = []
-        for p in sig.parameters.values():
-            if p.kind not in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) or p.default is not p.empty:
-                raise self._param_error(p.name, "kernel parameters are plain positional names "
-                                        "(no defaults, *args or keyword-only)")
-            ann = hints.get(p.name, p.empty)
-            if ann is p.empty:
-                raise self._param_error(
-                    p.name, f"parameter `{p.name}` needs a type annotation",
-                    hint=f"e.g. `{p.name}: f32` or `{p.name}: Slice[f32]`")
-            if isinstance(ann, _RefusedAnnotation):
-                raise self._param_error(p.name, f"`{p.name}: {ann.text}`: {ann.error.message}",
-                                        hint=ann.error.hint)
-            if not isinstance(ann, (T.DType, T.ArrayType, T.ConstType, T.TypeVar,
-                                    T.TensorMapType)):
-                raise self._param_error(
-                    p.name, f"`{p.name}: {_annotation_text(ann)}` is not a kernel "
-                    "parameter type", hint=_param_type_hint(ann))
-            params.append(Param(p.name, ann))
-        return tuple(params)
-
-    def _param_error(self, name: str, message: str, hint: str = "") -> KernelTypeError:
-        source = self.source
-        node = next((a for a in source.tree.args.args if a.arg == name), source.tree)
-        return KernelTypeError(message, source.span(node), hint=hint)
-
-    @cached_property
-    def source(self) -> Source:
-        return load_source(self.fn)
-
-    @cached_property
-    def scope(self) -> Scope:
-        return Scope(self.fn)
 
     def compile(self, *args: Any, arch: str | None = None, target: str | None = None) -> Any:
         """Compile for explicit types or example values; returns a CompiledKernel.
@@ -228,92 +69,6 @@ class Kernel:
         if bound is not None and bound.config is config:
             return bound
         return bind_launch(self, config)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise LaunchError(f"`{self.__name__}` is a kernel: launch it with "
-                        f"`{self.__name__}[config](...)` or `ox.launch({self.__name__}, config, ...)`")
-
-    def __repr__(self) -> str:
-        return f"<oxide.kernel {self.__qualname__}>"
-
-
-def _annotation_text(ann: Any) -> str:
-    if isinstance(ann, str):  # a string annotation that names nothing: as written
-        return ann
-    if isinstance(ann, type):
-        return ann.__qualname__
-    return getattr(ann, "__name__", None) or repr(ann)
-
-
-def _param_type_hint(ann: Any) -> str:
-    """What to write instead of an annotation kernels do not accept, by what it is."""
-    if isinstance(ann, str):
-        return ("this string annotation names nothing visible where the kernel is defined; "
-                "import or define the names it uses there")
-    if ann is int:
-        return ("Python ints have no fixed width: use i32 or i64 for a run-time value, or "
-                "Const[int] for a compile-time constant")
-    if ann is float:
-        return "use f32 or f64 (or Const[float] for a compile-time constant)"
-    if ann is bool:
-        return "use bool_ (or Const[bool] for a compile-time constant)"
-    if isinstance(ann, T._ArrayFactory):
-        return f"give the element type: `{ann!r}[f32]` (and the rank: `{ann!r}[f32, 2]`)"
-    if ann is T.Const:
-        return "give the value's type: `Const[int]`"
-    if isinstance(ann, typing.TypeVar):
-        return f'use an oxide type variable: `{ann.__name__} = ox.TypeVar("{ann.__name__}")`'
-    return ("use a scalar (f32, i32, ...), Slice/DisjointSlice/AtomicSlice/RawSlice[...], "
-            "Const[...] or an ox.TypeVar")
-
-
-def _func_type_hint(ann: Any, returning: bool) -> str:
-    """What to write instead of an @ox.func annotation it does not accept. Device
-    functions take no Const parameters; they may return tuples and None."""
-    if isinstance(ann, str):
-        return ("this string annotation names nothing visible where the function is defined; "
-                "import or define the names it uses there")
-    if ann is int:
-        return "Python ints have no fixed width: use i32 or i64"
-    if ann is float:
-        return "use f32 or f64"
-    if ann is bool:
-        return "use bool_"
-    if isinstance(ann, (T._ArrayFactory, typing.TypeVar)):
-        return _param_type_hint(ann)
-    if returning:
-        return "use a scalar (f32, i32, ...), an ox.TypeVar, a tuple or None, or leave it out"
-    return ("use a scalar (f32, i32, ...), Slice/DisjointSlice/AtomicSlice/RawSlice[...] or "
-            "an ox.TypeVar, or leave it out")
-
-
-def _caller_span(depth: int, needle: str = "") -> Span | None:
-    """The span of the line that called into oxide `depth` frames up: where a decorator
-    was applied. Points at `needle` on that line when it is there (an option's name),
-    else at the whole line; None when the line cannot be read (exec, the REPL)."""
-    frame = sys._getframe(depth + 1)
-    file, line = frame.f_code.co_filename, frame.f_lineno
-    text = linecache.getline(file, line).rstrip("\n")
-    if not text.strip():
-        return None
-    col = text.find(needle) if needle else -1
-    if col < 0:
-        col, end = len(text) - len(text.lstrip()), len(text.rstrip())
-    else:
-        end = col + len(needle)
-    return Span(file, line, col, end, text)
-
-
-def _require_function(fn: Any, decorator: str, depth: int) -> None:
-    """Decorators take a `def` function: its source is what gets compiled."""
-    if not inspect.isfunction(fn):
-        if inspect.isclass(fn):
-            what = f"the class `{fn.__name__}`"
-        else:
-            what = type(fn).__name__ if not callable(fn) else f"`{py_name(fn)}`"
-        raise KernelSyntaxError(f"{decorator} decorates a Python function (a `def`), not {what}",
-                                _caller_span(depth + 1),
-                                hint=f"write `{decorator}` above `def name(...):`")
 
 
 def _check_options(options: KernelOptions, depth: int) -> None:
@@ -401,9 +156,3 @@ def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contrac
         return decorate
     _require_function(fn, "@ox.kernel", 1)
     return Kernel(fn, options, _decorator_locals(1))
-
-
-def func(fn: Callable[..., Any]) -> DeviceFunction:
-    """Declare a device function, callable from kernels and other @ox.func."""
-    _require_function(fn, "@ox.func", 1)
-    return DeviceFunction(fn, _decorator_locals(1))

@@ -44,3 +44,22 @@ class ParamABI:
         if isinstance(self.spec, T.TensorMapType):  # 128 bytes by value (a GPU launch)
             return ["tensormap"]
         return [self.spec.llvm]
+
+
+# -- recursive @ox.funcs: names and defaults the frontend, codegen and the runtimes agree
+# on (the frontend names the symbols and the depth guard's site, codegen declares the
+# depth limit, the runtimes read both back from a cubin, possibly from the disk cache)
+
+# The call stack of kernels that call recursive @ox.funcs, in bytes per GPU thread, unless
+# `@ox.kernel(stack_size=...)` says otherwise (CUDA's own default is 1 KiB). The driver
+# reserves it for every thread the GPU can hold at once: 4 KiB is about 1.1 GB on an H200.
+DEFAULT_STACK_SIZE = 4096
+# the symbols of recursive @ox.funcs' device functions start with it; runtime/gpu.py looks
+# for it in a cubin (from the compiler or the disk cache) to know the kernel needs a stack
+RECURSIVE_SYMBOL_PREFIX = "oxide_recursive_"
+# the i32 global (constant memory) holding the deepest call the stack holds, in a GPU module
+# with recursive @ox.funcs; runtime/gpu.py sets it from the stack limit and ptxas's frames
+RECURSION_LIMIT_SYMBOL = "oxide_recursion_limit"
+# the attribute of a device function's `oxide.func` naming its depth guard's site
+# (frontend/device_functions.py writes it, codegen/emit.py `depth_guard` reads it)
+DEPTH_SITE = "oxide.depth_site"

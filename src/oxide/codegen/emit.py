@@ -14,13 +14,13 @@ from typing import Any
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from oxide import types as T
-from oxide.codegen.abi import ParamABI
+from oxide.codegen.abi import DEPTH_SITE, ParamABI
 from oxide.codegen.coarsen_emit import CoarseningMixin
 from oxide.codegen.emit_arith import ArithmeticMixin, float_literal
 from oxide.codegen.emit_memory import MemoryMixin
 from oxide.errors import TargetError, UnsupportedFeatureError
-from oxide.frontend.builder import Site
 from oxide.ir import ops
+from oxide.ir.sites import Site
 from oxide.ir.types import SlotType, dtype_of_ir
 
 _LOOP_METADATA_BASE = 1000  # loop metadata ids start here; targets number theirs from 0
@@ -544,8 +544,6 @@ class FunctionEmitter(Emitter):
         `oxide.depth_site`) and return zeros, instead of overflowing the stack: a device
         fault on the GPU, a crash on the CPU. The limit is the target's
         (`recursion_limit`): set per loaded module on the GPU, from the stack on the CPU."""
-        from oxide.frontend.device_functions import DEPTH_SITE
-
         self.raw("%oxide.depth.next = add i32 %oxide.depth, 1")
         self.depth_next = "%oxide.depth.next"
         limit = self.t.recursion_limit(self, self.parent.frame_bound)

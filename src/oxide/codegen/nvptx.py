@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from oxide import types as T
+from oxide.codegen.abi import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL
 from oxide.codegen.atomics import emit_atomic
 from oxide.codegen.warp_lanes import shuffle_source
 from oxide.errors import TargetError
@@ -386,8 +387,6 @@ class NVPTXTarget:
         """The deepest call allowed: an i32 in constant memory that the runtime sets when it
         loads the module, from the stack limit and ptxas's frame sizes (runtime/gpu.py).
         Its initial value assumes 64-byte frames in the default stack."""
-        from oxide.kernel import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL
-
         decl = (f"@{RECURSION_LIMIT_SYMBOL} = addrspace(4) externally_initialized global i32 "
                 f"{DEFAULT_STACK_SIZE // 64}, align 4")
         if decl not in em.globals:

@@ -7,7 +7,6 @@ and records the diagnostic sites (bounds checks, asserts) the runtime reports.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
@@ -15,16 +14,8 @@ from xdsl.ir import Attribute, Block, Operation, SSAValue
 from oxide import types as T
 from oxide.errors import Span
 from oxide.ir import ops
+from oxide.ir.sites import Site
 from oxide.ir.types import ir_type
-
-
-@dataclass(frozen=True)
-class Site:
-    """A place that can fail at run time: a bounds-checked access or an assert."""
-
-    kind: str  # "index" or "assert"
-    span: Span
-    detail: str  # the array name, or the assertion's message
 
 
 class IRBuilder:

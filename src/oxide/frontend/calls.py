@@ -17,6 +17,7 @@ from oxide.frontend.bit_calls import BitCallsMixin
 from oxide.frontend.hopper_calls import HopperCallsMixin
 from oxide.frontend.math_calls import MathCallsMixin
 from oxide.frontend.parallel_calls import ParallelCallsMixin
+from oxide.frontend.return_target import ReturnTarget
 from oxide.frontend.values import (
     Array,
     BlockPosition,
@@ -72,11 +73,11 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsM
             return getattr(self, f"builtin_{builtin}")(node)
         if obj is builtins.range:
             raise self.error(KernelSyntaxError, node, "range() is only allowed in `for` loops")
-        from oxide.kernel import DeviceFunction, Kernel
+        from oxide.kernel_types import DeviceFunction, KernelBase
 
         if isinstance(obj, DeviceFunction):
             return self.inline_call(obj, node)
-        if isinstance(obj, Kernel):
+        if isinstance(obj, KernelBase):
             raise self.error(UnsupportedFeatureError, node,
                              f"`{obj.__name__}` is a kernel; kernels cannot call kernels",
                              hint="move the shared code into an @ox.func")
@@ -357,8 +358,6 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsM
     def inline_values(self, fn: Any, values: list[Any], node: ast.Call,
                       arg_nodes: list[ast.expr]) -> Any:
         """Inlines `fn` on already evaluated arguments (intrinsics built on @ox.func use it)."""
-        from oxide.frontend.lower import FunctionLowering, ReturnTarget
-
         source = fn.source
         params = source.tree.args
         env: dict[str, Any] = {}
@@ -367,7 +366,9 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsM
                 v = self.bind_annotated(fn, p, v, a_node)
             env[p.arg] = v
         self.ctx.functions.add(fn)
-        callee_lowering = FunctionLowering(
+        # the caller's own lowering class (frontend/lower.py's FunctionLowering), passed
+        # down rather than imported: lower.py imports this module
+        callee_lowering = type(self)(
             self.b, source, fn.scope, self.ctx, {}, self.typevars,
             ReturnTarget(self.b.new_block(), self.declared_return_slot(fn)),
             self.call_stack + (fn,))
@@ -436,7 +437,7 @@ def is_function(obj: Any) -> bool:
     """Whether naming `obj` without calling it is surely a slip (`ox.sync_threads`):
     an oxide intrinsic, an @ox.func, a dtype's conversion, or a Python function or
     builtin. Namespaces (`ox.warp`), register groups and values are not functions."""
-    from oxide.kernel import DeviceFunction
+    from oxide.kernel_types import DeviceFunction
 
     return isinstance(obj, (Intrinsic, DeviceFunction, T.DType)) or inspect.isroutine(obj)
 

@@ -34,9 +34,11 @@ from xdsl.dialects.builtin import IntAttr
 from xdsl.ir import Attribute, SSAValue
 
 from oxide import types as T
+from oxide.codegen.abi import DEPTH_SITE, RECURSIVE_SYMBOL_PREFIX
 from oxide.errors import KernelTypeError, Span, UnsupportedFeatureError
 from oxide.frontend.builder import IRBuilder, _remove_unreachable
 from oxide.frontend.promote import literal_dtype
+from oxide.frontend.return_target import ReturnTarget
 from oxide.frontend.values import (
     Array,
     FixedArray,
@@ -51,14 +53,10 @@ from oxide.frontend.values import (
 )
 from oxide.ir import ops
 from oxide.ir.types import array_ir_type, ir_type
-from oxide.kernel import RECURSIVE_SYMBOL_PREFIX
 
 # the prefix of every device function's symbol: runtime/gpu.py finds it in a cubin to
 # know the kernel calls one (and needs a stack), as the disk cache keeps no other mark
 SYMBOL_PREFIX = RECURSIVE_SYMBOL_PREFIX
-
-# the attribute of a device function's `oxide.func` naming its depth guard's site
-DEPTH_SITE = "oxide.depth_site"
 
 # access kinds of array parameters a recursive function may take
 _PASSABLE = ("slice", "atomic", "raw")
@@ -131,7 +129,7 @@ def _callees(fn: Any) -> list[Any]:
     """The @ox.funcs `fn`'s body calls by a free name or a module attribute (`f(x)`,
     `mod.f(x)`); a function reached otherwise (a Const argument) is found when the inlined
     copies meet it again (`FunctionLowering.call_stack`)."""
-    from oxide.kernel import DeviceFunction
+    from oxide.kernel_types import DeviceFunction
 
     out = []
     local = {a.arg for a in fn.source.tree.args.args}
@@ -274,8 +272,6 @@ def _lower(caller: Any, tab: DeviceFunctions, fn: Any, params: tuple[Any, ...],
            node: ast.Call) -> Specialization:
     """Lower `fn`'s body for `params` into a new `oxide.func` (registered first, so the
     calls to itself inside find it)."""
-    from oxide.frontend.lower import FunctionLowering, ReturnTarget
-
     symbol = f"{SYMBOL_PREFIX}{fn.__name__}_{len(tab.specs)}"  # one kernel per module
     arg_types: list[Attribute] = [array_ir_type(p) if isinstance(p, T.ArrayType) else ir_type(p)
                                   for p in params]
@@ -287,8 +283,10 @@ def _lower(caller: Any, tab: DeviceFunctions, fn: Any, params: tuple[Any, ...],
                   f"`{fn.__name__}` recursed deeper than the stack allows; on the GPU, "
                   "@ox.kernel(stack_size=...) makes room for more")
     b.func.attributes[DEPTH_SITE] = IntAttr(site)
-    lowering = FunctionLowering(b, source, fn.scope, caller.ctx, {}, caller.typevars,
-                                None, (fn,))
+    # the caller's lowering class (frontend/lower.py's FunctionLowering), not imported:
+    # lower.py imports the call lowering, which imports this module
+    lowering = type(caller)(b, source, fn.scope, caller.ctx, {}, caller.typevars,
+                            None, (fn,))
     target = ReturnTarget(b.new_block(), lowering.declared_return_slot(fn))
     lowering.return_target = target
     spec = Specialization(fn, symbol, params, b.func, target)

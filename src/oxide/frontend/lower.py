@@ -8,7 +8,7 @@ call to an @ox.func inlines a new `FunctionLowering` over the same builder, its
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.ir import Block
@@ -34,6 +34,7 @@ from oxide.frontend.definite import (
 from oxide.frontend.exprs import ExprMixin
 from oxide.frontend.loops import LoopsMixin, LoopTargets
 from oxide.frontend.promote import literal_fits
+from oxide.frontend.return_target import ReturnTarget
 from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source
 from oxide.frontend.subscripts import SubscriptMixin
@@ -87,15 +88,6 @@ class _Chain:
     """An unevaluated `and`/`or`/`not` condition, lowered to branches by `branch_on`."""
 
     node: ast.expr
-
-
-@dataclass
-class ReturnTarget:
-    """Where an inlined @ox.func's `return` goes, and the slot its value lands in."""
-
-    block: Block
-    slot: Any = None
-    returned: list[tuple[bool, ast.AST]] = field(default_factory=list)  # (returns nothing, where)
 
 
 class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):

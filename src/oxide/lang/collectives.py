@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from oxide.kernel import DeviceFunction, func
+from oxide.kernel_types import DeviceFunction, func
 from oxide.lang import block_dim, shared, sync_threads, thread_idx, unsafe, warp
 from oxide.types import u32
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from xdsl.ir import SSAValue
 
 from oxide.errors import SafetyError
-from oxide.frontend.builder import Site
 from oxide.ir import ops
+from oxide.ir.sites import Site
 from oxide.ir.types import ArrayType, ThreadIndexType
 
 

@@ -24,7 +24,7 @@ import numpy as np
 from xdsl.ir import SSAValue
 
 from oxide.errors import SafetyError
-from oxide.frontend.builder import Site
+from oxide.ir.sites import Site
 from oxide.ir.types import SharedArrayType
 from oxide.passes.lane_values import Lanes
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from xdsl.dialects.builtin import IntAttr
 
 from oxide.errors import SafetyError
-from oxide.frontend.builder import Site
 from oxide.ir import ops
+from oxide.ir.sites import Site
 from oxide.ir.types import ArrayType, ThreadIndexType
 from oxide.passes.guards import analyze
 

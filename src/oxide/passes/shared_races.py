@@ -44,8 +44,8 @@ from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from oxide.errors import SafetyError, Span
-from oxide.frontend.builder import Site
 from oxide.ir import ops
+from oxide.ir.sites import Site
 from oxide.ir.types import ArrayType, ThreadIndexType
 from oxide.passes.cfg import (
     dominators_of,

@@ -85,9 +85,9 @@ from typing import Any
 from oxide import types as T
 from oxide.codegen.abi import ParamABI
 from oxide.errors import ArgumentError, DeviceError, LaunchError, OxideError, Span
-from oxide.kernel import KernelOptions, Param
+from oxide.kernel_types import KernelOptions, Param
 from oxide.runtime.cache_entry import GRID_X_FACTORS, THREAD_INDEX_RANKS
-from oxide.runtime.launch import bind_launch
+from oxide.runtime.launch import CPU_ERROR, bind_launch
 from oxide.runtime.safe_read import read_regular_file
 from oxide.specialize import ConstValue, signature_from
 
@@ -101,9 +101,6 @@ MAX_CUBIN_BYTES = 512 << 20
 MAX_ONE_FILE_BYTES = 2 << 30
 ONE_FILE_SUFFIX = ".oxb"
 _FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,254}\.(cubin|ptx|o)")
-CPU_ERROR = ("the bundle holds GPU code only: launching needs a CUDA GPU (launch inside "
-             "`with ox.device(0):` on a GPU machine), or a bundle built with `--arch ...,cpu` "
-             "on this kind of CPU")
 
 CONST_TYPES = {"int": int, "float": float, "bool": bool}
 

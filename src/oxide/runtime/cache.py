@@ -202,7 +202,7 @@ def _dotted(node: ast.Attribute) -> list[str] | None:
 
 
 def _record(name: str, obj: Any, fp: _Fingerprint) -> None:
-    from oxide.kernel import DeviceFunction
+    from oxide.kernel_types import DeviceFunction
 
     if isinstance(obj, (bool, int, float, np.generic)):
         fp.constants[name] = obj
@@ -303,7 +303,7 @@ def load(key: str, arg_sizes: tuple[int, ...]) -> Any:
     every header field well-typed (runtime/cache_entry.py); anything else is a miss, and
     the launch recompiles and atomically replaces it.
     """
-    from oxide.runtime.gpu import KernelImage
+    from oxide.runtime.kernel_image import KernelImage
 
     entry = load_entry(key, arg_sizes)
     if entry is None:

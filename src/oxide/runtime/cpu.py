@@ -87,9 +87,9 @@ class _Entry:
 
 def _cache_key(kernel: Any, plan: Plan) -> str | None:
     """The disk-cache key of `plan`'s host code on this CPU (None: not cacheable)."""
-    from oxide.kernel import Kernel
+    from oxide.kernel_types import KernelBase
 
-    if not isinstance(kernel, Kernel):
+    if not isinstance(kernel, KernelBase):
         return None
     from oxide.codegen.host import host_target_id
     from oxide.runtime import cache

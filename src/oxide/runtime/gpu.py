@@ -25,12 +25,12 @@ import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from oxide import types as T
+from oxide.codegen.abi import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL, RECURSIVE_SYMBOL_PREFIX
 from oxide.codegen.grid_sync import counter_symbol as grid_counter_symbol
 from oxide.errors import DeviceError, InternalCompilerError, LaunchError
 from oxide.runtime import cuda_driver as cd
@@ -49,6 +49,7 @@ from oxide.runtime.args import (
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, cuda_device_count
 from oxide.runtime.kernel_errors import ErrorRecord
+from oxide.runtime.kernel_image import _LLVM_SIZES, KernelImage  # noqa: F401 - public here too
 from oxide.runtime.views import ArrayView
 from oxide.runtime.witness_rules import check_block_shape, check_witness_config
 
@@ -60,8 +61,6 @@ _CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
 _CLUSTER_ATTRIBUTE = struct.Struct("@I4x3I52x")
 _CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
 _POOL_BYTES = 4096
-_LLVM_SIZES = {"ptr": 8, "i64": 8, "double": 8, "i32": 4, "float": 4, "i16": 2, "half": 2,
-               "bfloat": 2, "i8": 1, "i1": 1, "tensormap": T.TENSORMAP_BYTES}
 
 _devices: dict[int, GPUDevice] = {}
 _devices_lock = threading.Lock()
@@ -199,34 +198,11 @@ def gpu_device(index: int) -> GPUDevice:
 # Kernels on a device
 
 
-@dataclass(frozen=True)
-class KernelImage:
-    """What a launch needs of a compiled specialization (from the compiler or the disk cache)."""
-
-    cubin: bytes
-    symbol: str
-    sites: Sequence[Any]  # each with .kind, .span, .detail
-    arg_sizes: tuple[int, ...]  # bytes of each machine argument, error record included
-    constants: tuple[tuple[str, Any], ...] = ()  # (global symbol, ox.ConstantArray)
-    grid_x_factor: int = 1  # logical blocks per hardware block (codegen/coarsen.py)
-    # the ThreadIndex ranks the kernel creates (runtime/witness_rules.py)
-    thread_index_ranks: tuple[int, ...] = ()
-
-    @classmethod
-    def from_compiled(cls, ck: Any) -> KernelImage:
-        sizes = tuple(_LLVM_SIZES[t] for p in ck.abi for t in p.llvm_types) + (8,)
-        return cls(ck.cubin, ck.name, list(ck.sites), sizes,
-                   tuple(getattr(ck, "constants", ())), getattr(ck, "grid_x_factor", 1),
-                   tuple(ck.thread_index_ranks))
-
-
 def stack_bytes(kernel: Any, cubin: bytes) -> int:
     """The stack per thread `kernel` needs, in bytes, or 0 for the driver's own: its
     `stack_size` option, else DEFAULT_STACK_SIZE where the cubin holds a recursive
     @ox.func's device function (ptxas cannot bound a recursion's stack; without a larger
     limit a deep one overflows CUDA's 1 KiB default, a device fault)."""
-    from oxide.kernel import DEFAULT_STACK_SIZE, RECURSIVE_SYMBOL_PREFIX
-
     explicit = getattr(getattr(kernel, "options", None), "stack_size", None)
     if explicit:
         return int(explicit)
@@ -283,8 +259,6 @@ def recursion_limit(cubin: bytes, stack: int) -> int | None:
     other frame (the kernel's) and a margin. No limit where no recursive function has a
     frame: one that makes a real call saves its return address in its frame, so without
     frames LLVM has turned the recursion into loops. None where the frames cannot be read."""
-    from oxide.kernel import RECURSIVE_SYMBOL_PREFIX
-
     frames = frame_sizes(cubin)
     if frames is None:
         return None
@@ -302,8 +276,6 @@ def write_recursion_limit(module: Any, cubin: bytes, stack: int) -> None:
     per thread, so that a deeper recursion is reported as a kernel error instead of
     overflowing the stack (a device fault). Kept as compiled (assuming 64-byte frames in
     the default stack) where the frames cannot be read."""
-    from oxide.kernel import RECURSION_LIMIT_SYMBOL
-
     if RECURSION_LIMIT_SYMBOL.encode() not in cubin:
         return
     limit = recursion_limit(cubin, stack)
@@ -321,10 +293,10 @@ def plan_sizes(plan: Plan) -> tuple[int, ...]:
 
 def load_image(kernel: Any, plan: Plan, arch: str) -> KernelImage:
     """The compiled code for `plan`'s signature on `arch`: from the disk cache when it has it."""
-    from oxide.kernel import Kernel
+    from oxide.kernel_types import KernelBase
 
     cache_key = None
-    if isinstance(kernel, Kernel):
+    if isinstance(kernel, KernelBase):
         from oxide.runtime import cache
 
         cache_key = cache.entry_key(kernel, plan.signature, arch)

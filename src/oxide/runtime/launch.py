@@ -10,6 +10,11 @@ from oxide.runtime import device as _device
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, _state, current_device, default_device, parse_device
 
+# what launching a bundled kernel that has GPU code only says on the CPU (runtime/bundle.py)
+CPU_ERROR = ("the bundle holds GPU code only: launching needs a CUDA GPU (launch inside "
+             "`with ox.device(0):` on a GPU machine), or a bundle built with `--arch ...,cpu` "
+             "on this kind of CPU")
+
 
 def as_config(config: Any) -> tuple[LaunchConfig, Any]:
     """(LaunchConfig, stream) from what `kernel[...]` received."""
@@ -84,8 +89,6 @@ def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: An
 
 def _launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
     if getattr(kernel, "gpu_only", False):  # a bundled kernel: no source to compile
-        from oxide.runtime.bundle import CPU_ERROR
-
         raise DeviceError(CPU_ERROR)
     from oxide.runtime.cpu import launch_cpu
 

@@ -37,7 +37,7 @@ from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source
 from oxide.ir import ops
 from oxide.ir.types import array_ir_type, ir_type
-from oxide.kernel import DeviceFunction
+from oxide.kernel_types import DeviceFunction
 from oxide.specialize import ConstValue
 from oxide.tile import lang
 from oxide.tile.calls import TileCallsMixin
@@ -707,7 +707,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         if obj is builtins.len:
             raise self.error(UnsupportedFeatureError, node, "`len` is not supported in tile "
                              "kernels", hint="use `arr.shape[0]`")
-        from oxide.tile.kernel import TileFunctionDef
+        from oxide.tile.func_def import TileFunctionDef
 
         if isinstance(obj, TileFunctionDef):
             return self.call_tile_func(obj, node)

@@ -14,7 +14,6 @@ from typing import Any
 
 from oxide.errors import KernelTypeError, LaunchError, UnsupportedFeatureError
 from oxide.kernel import (
-    DeviceFunction,
     Kernel,
     KernelOptions,
     _caller_span,
@@ -23,6 +22,7 @@ from oxide.kernel import (
 )
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.launch import bind_launch
+from oxide.tile.func_def import TileFunctionDef
 from oxide.tile.layout import WARP_SIZE
 
 
@@ -81,19 +81,6 @@ class TileKernel(Kernel):
 
     def __repr__(self) -> str:
         return f"<oxide.tile.kernel {self.__qualname__}>"
-
-
-class TileFunctionDef(DeviceFunction):
-    """`@ox.tile.func`: a tile helper, inlined where a tile kernel (or another helper)
-    calls it. A DeviceFunction, so the disk cache's key covers its source too."""
-
-    is_tile_func = True
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise RuntimeError(f"`{self.__name__}` is an @ox.tile.func: call it from a tile kernel")
-
-    def __repr__(self) -> str:
-        return f"<oxide.tile.func {self.__name__}>"
 
 
 _MAX_OCCUPANCY = 32  # blocks per SM: the most any CUDA GPU holds (sm_80 and later)
