@@ -45,7 +45,7 @@ class FakeDriver:
         self.callback_error: BaseException | None = None
 
     def install(self, monkeypatch: Any) -> None:
-        from oxide.runtime import cuda_driver, device, gpu
+        from oxide.runtime import cuda_driver, device, gpu_devices
 
         for name in ("init", "device_handle", "retain_primary_context", "current_context",
                      "set_current_context", "device_attribute", "device_name", "load_module",
@@ -56,9 +56,9 @@ class FakeDriver:
                      "memset_zero", "error_text"):
             monkeypatch.setattr(cuda_driver, name, getattr(self, name))
         monkeypatch.setattr(device, "cuda_device_count", lambda: 1)
-        monkeypatch.setattr(gpu, "cuda_device_count", lambda: 1)
-        monkeypatch.setattr(gpu, "_devices", {})
-        monkeypatch.setattr(gpu._tls, "ctx", None, raising=False)
+        monkeypatch.setattr(gpu_devices, "cuda_device_count", lambda: 1)
+        monkeypatch.setattr(gpu_devices, "_devices", {})
+        monkeypatch.setattr(gpu_devices._tls, "ctx", None, raising=False)
 
     # -- device and context ------------------------------------------------------------
 

@@ -24,13 +24,7 @@ SRC = Path(oxide.__file__).resolve().parent.parent
 # Strongly connected components still known to be there, each as the frozenset of its
 # modules. It may only shrink: a cycle not listed here fails the test, and so does a
 # listed one that is gone (remove it from here then).
-KNOWN_CYCLES: set[frozenset[str]] = {
-    # DeviceArray's memory calls (arrays -> gpu), the launcher's argument plan
-    # (gpu -> args) and the copy of host arrays into DeviceArrays (args -> arrays).
-    # Cutting it moves GPUDevice and the memory functions out of runtime/gpu.py, which
-    # tests/fake_cuda.py and tests/test_runtime_fastpath.py monkeypatch there.
-    frozenset({"oxide.runtime.arrays", "oxide.runtime.args", "oxide.runtime.gpu"}),
-}
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 Edge = tuple[str, str, str, int]  # (importer, imported, file, line)
 

@@ -12,7 +12,7 @@ from fake_cuda import FakeDriver, Tensor, fake_torch, float64, int32, use_launch
 
 import oxide as ox
 from oxide import Const, DisjointSlice, Slice, f32, i32, thread
-from oxide.runtime import gpu
+from oxide.runtime import gpu, gpu_devices
 
 
 @ox.kernel
@@ -91,7 +91,7 @@ def test_binder_declines_a_tensor_on_another_device(fake, general, monkeypatch,
     with several, `get_device()`, and the general path names the device."""
     from oxide.runtime.device import current_device
 
-    monkeypatch.setattr(gpu, "cuda_device_count", lambda: devices)
+    monkeypatch.setattr(gpu_devices, "cuda_device_count", lambda: devices)
     fake.formats = "QqfQq"
     ox.launch(scale, CFG, Tensor(0x1000, (8,)), 2.0, Tensor(0x2000, (8,)))
     binder = scale.__dict__["_oxide_launchers"].last

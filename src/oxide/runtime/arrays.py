@@ -52,7 +52,7 @@ def _shape(shape: Any) -> tuple[int, ...]:
 
 
 def _free(device_index: int, ptr: int) -> None:
-    from oxide.runtime.gpu import free_device_memory
+    from oxide.runtime.gpu_devices import free_device_memory
 
     free_device_memory(device_index, ptr)
 
@@ -75,7 +75,7 @@ class DeviceArray:
             if self._host is None:
                 self._host = np.empty(shape, dtype)
             return
-        from oxide.runtime.gpu import allocate_device_memory
+        from oxide.runtime.gpu_devices import allocate_device_memory
 
         self._ptr = allocate_device_memory(device.index, self.nbytes)
         self._finalizer = weakref.finalize(self, _free, device.index, self._ptr)
@@ -123,7 +123,7 @@ class DeviceArray:
         any error a kernel reported (`ox.KernelIndexError`...), so the data is final."""
         if self._host is not None:
             return self._host.copy()
-        from oxide.runtime.gpu import copy_to_host
+        from oxide.runtime.gpu_devices import copy_to_host
 
         out = np.empty(self.shape, self.dtype)
         copy_to_host(self.device.index, out, self._ptr)
@@ -200,7 +200,7 @@ def zeros(shape: Any, dtype: Any = T.f32, device: Any = None) -> DeviceArray:
         return DeviceArray(_shape(shape), _np_dtype(dtype), dev,
                            np.zeros(_shape(shape), _np_dtype(dtype)))
     arr = DeviceArray(_shape(shape), _np_dtype(dtype), dev)
-    from oxide.runtime.gpu import zero_device_memory
+    from oxide.runtime.gpu_devices import zero_device_memory
 
     zero_device_memory(dev.index, arr._ptr, arr.nbytes)
     return arr
@@ -226,7 +226,7 @@ def to_device(array: Any, device: Any = None, stream: int | None = None) -> Devi
     if dev.is_cpu:
         return DeviceArray(host.shape, host.dtype, dev, host.copy())
     arr = DeviceArray(host.shape, host.dtype, dev)
-    from oxide.runtime.gpu import copy_to_device
+    from oxide.runtime.gpu_devices import copy_to_device
 
     copy_to_device(dev.index, arr._ptr, host, stream)
     return arr

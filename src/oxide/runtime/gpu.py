@@ -24,7 +24,7 @@ import ctypes
 import struct
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -32,9 +32,9 @@ import numpy as np
 from oxide import types as T
 from oxide.codegen.abi import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL, RECURSIVE_SYMBOL_PREFIX
 from oxide.codegen.grid_sync import counter_symbol as grid_counter_symbol
-from oxide.errors import DeviceError, InternalCompilerError, LaunchError
+from oxide.errors import InternalCompilerError, LaunchError
 from oxide.runtime import cuda_driver as cd
-from oxide.runtime import native_launch
+from oxide.runtime import gpu_devices, native_launch
 from oxide.runtime.args import (
     _CONST,
     TENSORMAP_FORMAT,
@@ -47,152 +47,35 @@ from oxide.runtime.args import (
     read_args,
 )
 from oxide.runtime.config import LaunchConfig
-from oxide.runtime.device import Device, cuda_device_count
-from oxide.runtime.kernel_errors import ErrorRecord
+from oxide.runtime.device import Device
+from oxide.runtime.gpu_devices import (  # noqa: F401 - this module's names too
+    _POOL_BYTES,
+    _RECORD_BYTES,
+    GPUDevice,
+    RecordPool,
+    _devices,
+    _devices_lock,
+    _tls,
+    allocate_device_memory,
+    copy_to_device,
+    copy_to_host,
+    cuda_device_count,
+    free_device_memory,
+    gpu_device,
+    synchronize_device,
+    time_on_stream,
+    zero_device_memory,
+)
 from oxide.runtime.kernel_image import _LLVM_SIZES, KernelImage  # noqa: F401 - public here too
 from oxide.runtime.views import ArrayView
 from oxide.runtime.witness_rules import check_block_shape, check_witness_config
 
-_RECORD_BYTES = 32
 # CUlaunchAttribute {id, pad, 64-byte value}: CU_LAUNCH_ATTRIBUTE_COOPERATIVE (2), value 1
 _COOPERATIVE_ATTRIBUTE = struct.Struct("@I4xi60x")
 _CU_LAUNCH_ATTRIBUTE_COOPERATIVE = 2
 # CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION (4), value {x, y, z} as u32
 _CLUSTER_ATTRIBUTE = struct.Struct("@I4x3I52x")
 _CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION = 4
-_POOL_BYTES = 4096
-
-_devices: dict[int, GPUDevice] = {}
-_devices_lock = threading.Lock()
-
-
-class _ThreadState(threading.local):
-    def __init__(self) -> None:
-        self.ctx: int | None = None  # the context oxide last made current on this thread
-
-
-_tls = _ThreadState()
-
-
-# ---------------------------------------------------------------------------
-# Devices
-
-
-class RecordPool:
-    """Error records in mapped pinned memory: one 32-byte slot per launcher, never freed."""
-
-    def __init__(self) -> None:
-        self._free: list[tuple[int, int]] = []
-
-    def take(self) -> tuple[ErrorRecord, int]:
-        """A cleared record and its device address."""
-        if not self._free:
-            host, dev = cd.host_alloc_mapped(_POOL_BYTES)
-            ctypes.memset(host, 0, _POOL_BYTES)
-            self._free = [(host + i, dev + i) for i in range(_POOL_BYTES - _RECORD_BYTES, -1,
-                                                              -_RECORD_BYTES)]
-        host, dev = self._free.pop()
-        return ErrorRecord(host), dev
-
-
-class GPUDevice:
-    """One CUDA device as oxide uses it (created on first use, kept for the process)."""
-
-    def __init__(self, index: int) -> None:
-        cd.init()
-        self.index = index
-        self.handle = cd.device_handle(index)
-        self.ctx = cd.retain_primary_context(self.handle)
-        self.ctx_id = int(self.ctx)
-        self.single = cuda_device_count() == 1
-        self.enter()
-        attr = self.attribute
-        self.arch = f"sm_{attr('COMPUTE_CAPABILITY_MAJOR')}{attr('COMPUTE_CAPABILITY_MINOR')}"
-        self.name = cd.device_name(self.handle)
-        self.max_threads = attr("MAX_THREADS_PER_BLOCK")
-        self.max_block = (attr("MAX_BLOCK_DIM_X"), attr("MAX_BLOCK_DIM_Y"), attr("MAX_BLOCK_DIM_Z"))
-        self.max_grid = (attr("MAX_GRID_DIM_X"), attr("MAX_GRID_DIM_Y"), attr("MAX_GRID_DIM_Z"))
-        self.smem_default = attr("MAX_SHARED_MEMORY_PER_BLOCK")
-        self.smem_optin = attr("MAX_SHARED_MEMORY_PER_BLOCK_OPTIN")
-        self.records = RecordPool()
-        self.active: list[Launcher] = []  # launched since the last full synchronization
-        # Their records' i32 views, for the launch path's per-launch check. Both lists
-        # are changed in place only: binders hold them.
-        self.active_records: list[Any] = []
-        self.lock = threading.Lock()
-        self.stack_size = 0  # the context's stack limit as last read (reserve_stack)
-
-    def attribute(self, name: str) -> int:
-        return cd.device_attribute(self.handle, name)
-
-    def reserve_stack(self, nbytes: int) -> None:
-        """Raise the context's stack per thread (CU_LIMIT_STACK_SIZE) to `nbytes` if it is
-        lower; never lower it (a kernel loaded earlier may need it). Called once per loaded
-        kernel that needs a stack (recursive @ox.funcs), so other launches pay nothing.
-        The driver reserves the stack for every thread the GPU holds at once, and waits
-        for the work queued on the context before changing it."""
-        if nbytes <= self.stack_size:
-            return
-        self.enter()
-        current = cd.context_limit("STACK_SIZE")
-        if current < nbytes:
-            cd.set_context_limit("STACK_SIZE", nbytes)
-            current = cd.context_limit("STACK_SIZE")
-        self.stack_size = current
-
-    def __str__(self) -> str:
-        return f"cuda:{self.index} ({self.name})"
-
-    def enter(self) -> None:
-        """Make this device's primary context current on the calling thread."""
-        if self.single and _tls.ctx == self.ctx_id:
-            return  # one device: only oxide or its own kind (torch, CuPy) set contexts here
-        if cd.current_context() != self.ctx_id:
-            cd.set_current_context(self.ctx)
-        _tls.ctx = self.ctx_id
-
-    def activate(self, launcher: Launcher) -> None:
-        with self.lock:
-            if not launcher.active:
-                launcher.active = True
-                self.active.append(launcher)
-                self.active_records.append(launcher.rec_i32)
-
-    def check_errors(self) -> None:
-        """Raise the error a kernel launched on this device reported, if any (no sync)."""
-        for launcher in self.active:
-            if launcher.rec_i32[1]:
-                launcher.record.raise_if_failed(launcher.kernel_name, launcher.sites)
-
-    def synchronize(self) -> None:
-        """Wait for all work on the device, then raise any reported kernel error."""
-        self.enter()
-        launched = list(self.active)  # what the synchronization covers
-        try:
-            cd.synchronize_context()
-        except DeviceError as exc:
-            names = ", ".join(sorted({la.kernel_name for la in self.active})) or "none"
-            raise DeviceError(f"{exc} (on {self}; oxide kernels launched since the last "
-                              f"synchronization: {names}). A device fault leaves the CUDA "
-                              "context unusable: restart the process.") from None
-        self.check_errors()
-        with self.lock:
-            for launcher in launched:
-                launcher.active = False
-            self.active[:] = [la for la in self.active if la.active]
-            self.active_records[:] = [la.rec_i32 for la in self.active]
-
-
-def gpu_device(index: int) -> GPUDevice:
-    """The GPUDevice for CUDA ordinal `index`, initialized on first use."""
-    dev = _devices.get(index)
-    if dev is None:
-        with _devices_lock:
-            dev = _devices.get(index)
-            if dev is None:
-                dev = _devices[index] = GPUDevice(index)
-    return dev
-
 
 # ---------------------------------------------------------------------------
 # Kernels on a device
@@ -676,7 +559,7 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
 
     The general path: runtime/fastpath.py tries a cheaper one first. Returns the launcher.
     """
-    gdev = _devices.get(device.index) or gpu_device(device.index)
+    gdev = gpu_devices._devices.get(device.index) or gpu_device(device.index)
     gdev.enter()
     if gdev.active:
         gdev.check_errors()
@@ -712,70 +595,3 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
         return launcher
     launcher.launch(cfg, handle, flatten(plan, args, views))
     return launcher
-
-
-def synchronize_device(index: int) -> None:
-    """`ox.synchronize()` on a GPU: wait for the device, raise reported kernel errors."""
-    dev = _devices.get(index)
-    if dev is not None:
-        dev.synchronize()
-
-
-# ---------------------------------------------------------------------------
-# Memory (for DeviceArray)
-
-
-def allocate_device_memory(index: int, nbytes: int) -> int:
-    gpu_device(index).enter()
-    return cd.mem_alloc(nbytes)
-
-
-def free_device_memory(index: int, ptr: int) -> None:
-    """Free an allocation; quiet at interpreter exit, when the driver may be gone."""
-    try:
-        gpu_device(index).enter()
-        cd.mem_free(ptr)
-    except Exception:  # a finalizer must not raise; the process is exiting or the context died
-        pass
-
-
-def copy_to_device(index: int, ptr: int, host: np.ndarray, stream: int | None) -> None:
-    gpu_device(index).enter()
-    cd.memcpy_htod(ptr, host.ctypes.data, host.nbytes, stream or 0)
-    if stream is None:
-        cd.synchronize_stream(0)
-
-
-def copy_to_host(index: int, out: np.ndarray, ptr: int) -> None:
-    """Synchronize the device (a sync point for kernel errors), then copy."""
-    dev = gpu_device(index)
-    dev.synchronize()
-    cd.memcpy_dtoh(out.ctypes.data, ptr, out.nbytes, 0)
-
-
-def zero_device_memory(index: int, ptr: int, nbytes: int) -> None:
-    gpu_device(index).enter()
-    cd.memset_zero(ptr, nbytes, 0)
-    cd.synchronize_stream(0)
-
-
-def time_on_stream(index: int, fn: Callable[[], Any], flush: tuple[int, int] | None,
-                   runs: int) -> list[float]:
-    """Milliseconds of each of `runs` calls of `fn` on the legacy default stream, where
-    oxide launches by default: a pair of events around each call, after zeroing the
-    `flush` buffer (device pointer, bytes) so that every run starts with a cold L2."""
-    gpu_device(index).enter()
-    pairs = [(cd.event_create(), cd.event_create()) for _ in range(runs)]
-    try:
-        for start, end in pairs:
-            if flush is not None:
-                cd.memset_zero(flush[0], flush[1], 0)
-            cd.event_record(start, 0)
-            fn()
-            cd.event_record(end, 0)
-        synchronize_device(index)  # reports a kernel's error before any time is read
-        return [cd.event_elapsed_ms(start, end) for start, end in pairs]
-    finally:
-        for start, end in pairs:
-            cd.event_destroy(start)
-            cd.event_destroy(end)
