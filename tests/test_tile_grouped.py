@@ -132,8 +132,7 @@ def computed_from_t(x: Slice[f32, 2], out: DisjointSlice[f32, 2]):
 
 @tile.kernel
 def tiles_outside_a_loop(out: DisjointSlice[f32, 2]):
-    n = tile.tiles(8)
-    tile.store(out, (tile.bid(0), 0), tile.zeros((8, 8)))
+    tile.store(out, (tile.bid(0), 0), tile.zeros((8, 8)) + tile.tiles(8))
 
 
 @tile.kernel
