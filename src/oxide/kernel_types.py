@@ -52,7 +52,21 @@ class Param:
     annotation: Any
 
 
-class DeviceFunction:
+class _PythonFunction:
+    """What the frontend reads of a decorated function `fn`: its source and its names."""
+
+    fn: Callable[..., Any]
+
+    @cached_property
+    def source(self) -> Source:
+        return load_source(self.fn)
+
+    @cached_property
+    def scope(self) -> Scope:
+        return Scope(self.fn)
+
+
+class DeviceFunction(_PythonFunction):
     """An `@ox.func`: a device function inlined into the kernels that call it."""
 
     def __init__(self, fn: Callable[..., Any], localns: dict[str, Any] | None = None) -> None:
@@ -81,14 +95,6 @@ class DeviceFunction:
                 raise KernelTypeError(
                     f"`{name}: {_annotation_text(ann)}` is not an @ox.func parameter type",
                     self.source.span(node), hint=_func_type_hint(ann, returning=False))
-
-    @cached_property
-    def source(self) -> Source:
-        return load_source(self.fn)
-
-    @cached_property
-    def scope(self) -> Scope:
-        return Scope(self.fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError(f"`{self.__name__}` is an @ox.func: call it from a kernel")
@@ -136,7 +142,7 @@ def _decorator_locals(depth: int) -> dict[str, Any] | None:
     return None if frame.f_locals is frame.f_globals else dict(frame.f_locals)
 
 
-class KernelBase:
+class KernelBase(_PythonFunction):
     """What an `@ox.kernel` is, apart from compiling and launching it: its function,
     options and parameters. `oxide.kernel.Kernel` adds `compile` and `kernel[config]`;
     the stages below it (frontend, runtimes) recognize a kernel by this class, so they
@@ -183,14 +189,6 @@ class KernelBase:
         source = self.source
         node = next((a for a in source.tree.args.args if a.arg == name), source.tree)
         return KernelTypeError(message, source.span(node), hint=hint)
-
-    @cached_property
-    def source(self) -> Source:
-        return load_source(self.fn)
-
-    @cached_property
-    def scope(self) -> Scope:
-        return Scope(self.fn)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise LaunchError(f"`{self.__name__}` is a kernel: launch it with "

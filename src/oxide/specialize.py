@@ -52,25 +52,17 @@ def array_info(value: Any) -> ArrayInfo | None:
         shape = tuple(cai["shape"])
         item = np.dtype(cai["typestr"]).itemsize
         if cai.get("strides") is None:
-            strides = _c_strides(shape)
+            strides = T.c_strides(shape)
         else:
             strides = tuple(s // item for s in cai["strides"])
-        return ArrayInfo(dt, shape, strides, strides == _c_strides(shape))
+        return ArrayInfo(dt, shape, strides, strides == T.c_strides(shape))
     if hasattr(value, "dtype") and hasattr(value, "shape") and hasattr(value, "stride"):
         # torch.Tensor without importing torch.
         dt = T.dtype_of(value.dtype)
         shape = tuple(value.shape)
         strides = tuple(value.stride())
-        return ArrayInfo(dt, shape, strides, strides == _c_strides(shape))
+        return ArrayInfo(dt, shape, strides, strides == T.c_strides(shape))
     return None
-
-
-def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
 
 
 def const_value(name: str, ann: T.ConstType, a: Any) -> Any:

@@ -284,3 +284,12 @@ class TypeVar:
 
     def __repr__(self) -> str:
         return self.name
+
+
+def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The element strides of a C-contiguous array of `shape`."""
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= max(n, 1)
+    return tuple(reversed(out))

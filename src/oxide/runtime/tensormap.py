@@ -82,7 +82,7 @@ class TensorMap:
             raise NotImplementedError("ox.TensorMap(interleave=...): interleaved layouts are "
                                       "not built; only interleave=None")
         shape, dtype = tuple(v.shape), v.dtype
-        strides = v.strides if v.strides is not None else _c_strides(shape)
+        strides = v.strides if v.strides is not None else T.c_strides(shape)
         box_t = _box(box, len(shape))
         check(dtype, shape, strides, box_t, swizzle, v.ptr, l2_promotion, oob_fill)
         if v.device is None:
@@ -127,14 +127,6 @@ class TensorMap:
         where = "cpu" if self.device == -1 else f"cuda:{self.device}"
         return (f"ox.TensorMap({self.dtype.name}{list(self.shape)}, box={self.box}, "
                 f"swizzle={self.swizzle}, {where})")
-
-
-def _c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
 
 
 def _box(box: Any, rank: int) -> tuple[int, ...]:
