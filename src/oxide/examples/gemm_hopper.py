@@ -100,6 +100,18 @@ FASTEST = Config(tma_store=True, stages=3)
 CPU = Config(bn=128, stages=2, setmaxnreg=False, group_m=2)
 
 
+@ox.func
+def tile_origin(tile, per_group, group_m, tiles_mc, cluster, rank, bm, bn):
+    """(first row, first column) of C for walk tile `tile` in grouped order: `group_m`
+    cluster-tile rows take turns on each column (their B tiles stay in L2); within a
+    cluster, block `rank` takes the rank-th of its M-adjacent tiles. The producer and the
+    consumers walk the same tiles."""
+    first = (tile // per_group) * group_m
+    rows = min(tiles_mc - first, group_m)
+    return (((first + (tile % per_group) % rows) * cluster + rank) * bm,
+            ((tile % per_group) // rows) * bn)
+
+
 @ox.kernel(checks=False, max_threads=384)
 def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[bf16, 2],
                 cm: ox.TensorMap[bf16, 2], m: i32, n: i32, k: i32, BN: Const[int],
@@ -159,10 +171,7 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
             s = 0
             phase = 0
             for tile in range(walk_start, tiles, walk_step):
-                first = (tile // per_group) * GROUP_M
-                rows = min(tiles_mc - first, GROUP_M)
-                m0 = ((first + (tile % per_group) % rows) * CLUSTER + rank) * BM
-                n0 = ((tile % per_group) // rows) * BN
+                m0, n0 = tile_origin(tile, per_group, GROUP_M, tiles_mc, CLUSTER, rank, BM, BN)
                 for kt in range(k_tiles):
                     with ox.unsafe():
                         ox.mbarrier.wait_parity(empty[s], phase)
@@ -210,10 +219,7 @@ def gemm_hopper(a: ox.TensorMap[bf16, 2], b: ox.TensorMap[bf16, 2], c: RawSlice[
         s = 0
         phase = 0
         for tile in range(walk_start, tiles, walk_step):
-            first = (tile // per_group) * GROUP_M
-            rows = min(tiles_mc - first, GROUP_M)
-            m0 = ((first + (tile % per_group) % rows) * CLUSTER + rank) * BM
-            n0 = ((tile % per_group) // rows) * BN
+            m0, n0 = tile_origin(tile, per_group, GROUP_M, tiles_mc, CLUSTER, rank, BM, BN)
             acc = ((0.0,) * 32,) * G
             for kt in range(k_tiles):
                 with ox.unsafe():
