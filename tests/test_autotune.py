@@ -438,9 +438,9 @@ def test_occupancy_and_num_stages_at_the_decorator():
     for bad, warps in ((0, 4), (17, 4), (3, 32), (True, 4), (2.0, 4)):
         with pytest.raises(ox.KernelTypeError, match="option `occupancy` must be an int"):
             tile.kernel(num_warps=warps, occupancy=bad)
-    with pytest.raises(ox.UnsupportedFeatureError, match="not implemented yet") as info:
-        tile.kernel(num_stages=3)
-    assert "pipeline" in str(info.value)
+    assert tile.kernel(num_stages=3)(spin_kernel().fn).options.num_stages == 3
+    with pytest.raises(ox.KernelTypeError, match="option `num_stages` must be an int"):
+        tile.kernel(num_stages=0)
 
 
 def test_occupancy_runs_unchanged_on_the_cpu():

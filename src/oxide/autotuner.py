@@ -8,7 +8,7 @@
     add[lambda c: tile.cdiv(n, c.BLOCK)](a, b, c, n)      # BLOCK is left out of the call
 
 A `Config` gives values to the kernel's `Const` parameters (the same ones in every
-config) and to the options a config may change: `num_warps` and `occupancy` for a tile
+config) and to the options a config may change: `num_warps`, `occupancy` and `num_stages` for a tile
 kernel, `block` (the launch's block shape) for a SIMT kernel. The grid may be a function
 of the config. The first call for a *key* (the values of the arguments named in `key=`,
 an array's value being its shape, plus the element type, rank and layout of every array
@@ -54,7 +54,7 @@ from oxide.kernel import Kernel, _caller_span
 from oxide.specialize import array_info
 
 FORMAT = 1  # of the JSON files: a file of another format is ignored (and re-tuned)
-TILE_OPTIONS = ("num_warps", "occupancy")
+TILE_OPTIONS = ("num_warps", "occupancy", "num_stages")
 SIMT_OPTIONS = ("block",)
 MAX_FILE_BYTES = 1 << 20
 PROGRESS_DELAY_S: float | None = None  # None: the CLI's (cli/progress.py DELAY_S)
@@ -277,7 +277,8 @@ class Autotuner:
             base = kernel.options
             options = tile_options(config.get("num_warps", base.num_warps),  # type: ignore[attr-defined]
                                    config.get("occupancy", base.occupancy),  # type: ignore[attr-defined]
-                                   base.lineinfo)
+                                   base.lineinfo,
+                                   num_stages=config.get("num_stages", base.num_stages))  # type: ignore[attr-defined]
         elif "block" in config and kernel.options.block is not None:
             options = _declared_block(kernel.options, config["block"])
         else:
@@ -487,10 +488,10 @@ def _bad_name(kernel: Any, name: str, missing: bool, tile: bool) -> tuple[str, A
 
 def _options_hint(tile: bool) -> str:
     if tile:
-        return ("a config gives Const parameters, `num_warps` and `occupancy` of a tile "
+        return ("a config gives Const parameters, `num_warps`, `occupancy` and `num_stages` of a tile "
                 "kernel (its block is num_warps * 32 threads: there is no `block`)")
     return ("a config gives Const parameters, and `block` (the launch's block shape) of a "
-            "SIMT kernel; `num_warps` and `occupancy` are tile kernels' options")
+            "SIMT kernel; `num_warps`, `occupancy` and `num_stages` are tile kernels' options")
 
 
 # ---------------------------------------------------------------------------------------

@@ -93,7 +93,8 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> TileLow
                  for _, s in runtime]
     b = IRBuilder(symbol, arg_types)
     ctx = KernelContext({p.name for p in kernel.params}, kernel.options.checks)
-    low = TileLowering(b, kernel.source, kernel.scope, ctx, kernel.tile_options.num_warps)
+    low = TileLowering(b, kernel.source, kernel.scope, ctx, kernel.tile_options.num_warps,
+                       kernel.tile_options.num_stages)
     args = iter(b.args)
     for p, s in zip(kernel.params, sig, strict=True):
         if isinstance(s, ConstValue):
@@ -116,8 +117,9 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
     def __init__(self, b: IRBuilder, source: Source, scope: Scope, ctx: KernelContext,
-                 num_warps: int) -> None:
+                 num_warps: int, num_stages: int = 1) -> None:
         self.b = b
+        self.num_stages = num_stages  # loop iterations of tile loads in flight (stmt_For)
         self.src = source
         self.scope = scope
         self.ctx = ctx
@@ -411,6 +413,15 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in assigned:
                 assigned.append(n.id)
+        piped = ([] if persistent or self.num_stages < 2 else
+                 self._pipelined_loads(node, assigned))
+        ahead = self.num_stages - 1
+        # the first iterations' tiles, loaded before the loop into names no code can spell
+        for stmt, name in piped:
+            for j in range(ahead):
+                first = self._with_index(node.target.id, start, step.obj * j, dt, stmt.value)
+                self.env[_ahead(name, j)] = first
+                assigned.append(_ahead(name, j))
         carried: dict[str, tuple[Tile, list[Any]]] = {}
         products = self._matmul_targets(node.body)
         for name in assigned:
@@ -451,8 +462,18 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         index = self.scalar_tile(k, dt)
         self.env[node.target.id] = (Tile(dt, index.layout, index.values, witness=0)
                                     if persistent else index)
+        skipped = set()
+        for stmt, name in piped:  # this iteration's tile, and a later one's load issued now
+            skipped.add(id(stmt))
+            self.env[name] = self.env[_ahead(name, 0)]
+            later = self._with_index(node.target.id, index, step.obj * ahead, dt, stmt.value)
+            for j in range(ahead - 1):
+                self.env[_ahead(name, j)] = self.env[_ahead(name, j + 1)]
+            self.env[_ahead(name, ahead - 1)] = later
+            self.env[node.target.id] = index
         for stmt in node.body:
-            self.lower_stmt(stmt)
+            if id(stmt) not in skipped:
+                self.lower_stmt(stmt)
         for name, (t, slots) in carried.items():
             new = self.env.get(name)
             if not isinstance(new, Tile) or new.shape != t.shape or new.dtype != t.dtype:
@@ -475,6 +496,51 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         for name, (t, slots) in carried.items():
             self.env[name] = Tile(t.dtype, t.layout, tuple(
                 self.b.value(ops.SlotReadOp(slot)) for slot in slots))
+
+    def _pipelined_loads(self, node: ast.For, assigned: list[str]
+                         ) -> list[tuple[ast.Assign, str]]:
+        """The `x = tile.load(...)` statements at the top level of the loop body that
+        `num_stages` issues ahead: x assigned nowhere else in the body, the arguments
+        reading only the loop variable and names the body does not assign."""
+        loop_var = node.target.id  # type: ignore[attr-defined]
+        out = []
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name)
+                    and isinstance(stmt.value, ast.Call) and _is_dotted_name(stmt.value.func)):
+                continue
+            name = stmt.targets[0].id
+            try:
+                fn = self.expr(stmt.value.func)  # a name or attribute lookup: no IR
+            except CompileError:
+                continue
+            if not (isinstance(fn, Static) and fn.obj is lang.load):
+                continue
+            stores = sum(1 for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                         and n.id == name)
+            reads = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+            if stores == 1 and name != loop_var and all(
+                    r == loop_var or r not in assigned for r in reads):
+                out.append((stmt, name))
+        return out
+
+    def _with_index(self, loop_var: str, base: Any, offset: int, dt: T.DType,
+                    expr: ast.expr) -> Any:
+        """`expr` evaluated with the loop variable bound to `base + offset` (a scalar)."""
+        saved = self.env.get(loop_var)
+        k = self.as_tile(base, expr, dt) if not isinstance(base, Tile) else base
+        k = self.em.cast(k, dt)
+        if offset:
+            k = self.em.binary("add", k, self.scalar_tile(self.em.const(offset, dt), dt))
+        self.env[loop_var] = k
+        try:
+            return self.expr(expr)
+        finally:
+            if saved is None:
+                self.env.pop(loop_var, None)
+            else:
+                self.env[loop_var] = saved
 
     def _matmul_targets(self, body: list[ast.stmt]) -> set[str]:
         """The names `body` assigns from an expression with a matrix product in it
@@ -943,6 +1009,12 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         if kind in ("floordiv", "mod") and not dt.is_float:
             site = self.b.site("assert", self.src.span(node), "integer division by zero")
         return self.em.binary(kind, ta, tb, site)
+
+def _ahead(name: str, j: int) -> str:
+    """The loop-carried name of the tile `name` loads j + 1 iterations ahead (num_stages):
+    no Python name holds a NUL, so no user name can clash."""
+    return f"{name}\0ahead{j}"
+
 
 def _is_dotted_name(node: ast.expr) -> bool:
     """`name` or `name.attr.attr`: looking it up evaluates nothing."""

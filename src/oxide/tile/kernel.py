@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from oxide.errors import KernelTypeError, LaunchError, UnsupportedFeatureError
+from oxide.errors import KernelTypeError, LaunchError
 from oxide.kernel import (
     Kernel,
     KernelOptions,
@@ -25,6 +25,8 @@ from oxide.runtime.launch import bind_launch
 from oxide.tile.func_def import TileFunctionDef
 from oxide.tile.layout import WARP_SIZE
 
+_MAX_STAGES = 4  # iterations of loads in flight: each adds a tile of registers
+
 
 @dataclass(frozen=True)
 class TileOptions(KernelOptions):
@@ -33,6 +35,7 @@ class TileOptions(KernelOptions):
 
     num_warps: int = 4
     occupancy: int | None = None
+    num_stages: int = 1
 
 
 class TileKernel(Kernel):
@@ -113,16 +116,28 @@ def _span(depth: int | None, needle: str) -> Any:
     return None if depth is None else _caller_span(depth + 2, needle)
 
 
+def _num_stages(n: Any, depth: int | None) -> int:
+    if n is None:
+        return 1
+    if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= _MAX_STAGES:
+        return n
+    raise KernelTypeError(f"@ox.tile.kernel option `num_stages` must be an int from 1 to "
+                          f"{_MAX_STAGES}, not {n!r}", _span(depth, "num_stages"),
+                          hint="it is how many loop iterations' tile loads are in flight: 2 "
+                               "loads the next iteration's tiles while this one computes")
+
+
 def tile_options(num_warps: int = 4, occupancy: int | None = None, lineinfo: bool = False,
-                 depth: int | None = None) -> TileOptions:
+                 depth: int | None = None, num_stages: int | None = None) -> TileOptions:
     """Checked TileOptions. `depth` (frames above the caller) locates a bad value's
     diagnostic at a decorator line; ox.autotune passes None and keeps the message as
     the reason a config was skipped."""
     warps = _num_warps(num_warps, None if depth is None else depth + 1)
     occ = _occupancy(occupancy, warps, None if depth is None else depth + 1)
+    stages = _num_stages(num_stages, None if depth is None else depth + 1)
     return TileOptions(checks=False, contract=True, max_threads=warps * WARP_SIZE,
                        coarsen=False, lineinfo=lineinfo, block=(warps * WARP_SIZE, 1, 1),
-                       num_warps=warps, occupancy=occ)
+                       num_warps=warps, occupancy=occ, num_stages=stages)
 
 
 def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int = 4,
@@ -132,22 +147,22 @@ def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int = 4,
 
     `occupancy=N` asks the GPU code to leave room for N blocks per SM (PTX
     `.minnctapersm N`, beside `.maxntid`): ptxas then caps the registers per thread so
-    that N blocks fit. It changes nothing on the CPU. `num_stages` is refused: it would
-    set the depth of software pipelining of tile loads, which oxide does not do yet.
+    that N blocks fit. It changes nothing on the CPU.
+
+    `num_stages=S` (1 to 4, default 1) software-pipelines the tile loads of `for ... in
+    range(...)` loops: a statement `x = tile.load(...)` at the top level of the body whose
+    arguments depend only on the loop variable and on names the body does not assign is
+    issued S - 1 iterations ahead (before the loop for the first iterations, then at the
+    top of each iteration for a later one), so those loads overlap the body's work. The
+    results are the same (loads past an array read their padding, and cannot fault); the
+    cost is S - 1 more tiles of registers per pipelined load.
 
     >>> @ox.tile.kernel  # doctest: +SKIP
     ... def add(a: Slice[f32], b: Slice[f32], c: DisjointSlice[f32], B: Const[int]):
     ...     i = tile.bid(0)
     ...     tile.store(c, (i,), tile.load(a, (i,), (B,)) + tile.load(b, (i,), (B,)))
     """
-    if num_stages is not None:
-        raise UnsupportedFeatureError(
-            "@ox.tile.kernel option `num_stages` is not built yet: oxide does not pipeline "
-            "tile loads across loop iterations (not implemented yet), so there are no stages "
-            "to set",
-            _caller_span(1, "num_stages"),
-            hint="leave it out; `num_warps` and `occupancy` are supported")
-    options = tile_options(num_warps, occupancy, lineinfo, depth=1)
+    options = tile_options(num_warps, occupancy, lineinfo, depth=1, num_stages=num_stages)
     if fn is None:
         def decorate(f: Callable[..., Any]) -> TileKernel:
             _require_function(f, "@ox.tile.kernel", 1)
