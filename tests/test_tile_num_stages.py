@@ -94,3 +94,19 @@ def test_a_load_that_reads_the_body_is_not_pipelined() -> None:
 def test_num_stages_is_checked(bad) -> None:
     with pytest.raises(ox.KernelTypeError, match="num_stages"):
         tile.kernel(num_stages=bad)
+
+
+def test_a_load_of_an_array_the_loop_stores_to_is_not_pipelined() -> None:
+    """Each iteration reads the tile the previous one wrote: read early, it would be stale."""
+    from oxide import RawSlice
+
+    @tile.kernel(num_stages=3)
+    def chain(x: RawSlice[f32], B: Const[int]):
+        for kk in range(1, 6):
+            t = tile.load(x, (kk - 1,), (B,))
+            with ox.unsafe():
+                tile.store(x, (kk,), t + 1.0)
+
+    x = np.zeros(6 * 8, np.float32)
+    cpu(chain, 1, x, 8)
+    np.testing.assert_array_equal(x.reshape(6, 8)[:, 0], np.arange(6, dtype=np.float32))

@@ -501,8 +501,20 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
                          ) -> list[tuple[ast.Assign, str]]:
         """The `x = tile.load(...)` statements at the top level of the loop body that
         `num_stages` issues ahead: x assigned nowhere else in the body, the arguments
-        reading only the loop variable and names the body does not assign."""
+        reading only the loop variable and names the body does not assign, and the array
+        one the body does not store to (a later iteration's tile read early could miss
+        this iteration's store: a RawSlice written in the loop)."""
         loop_var = node.target.id  # type: ignore[attr-defined]
+        written = set()
+        for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+            if (isinstance(n, ast.Call) and _is_dotted_name(n.func) and n.args
+                    and isinstance(n.args[0], ast.Name)):
+                try:
+                    fn = self.expr(n.func)
+                except CompileError:
+                    continue
+                if isinstance(fn, Static) and fn.obj is lang.store:
+                    written.add(n.args[0].id)
         out = []
         for stmt in node.body:
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
@@ -520,6 +532,9 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
                          and n.id == name)
             reads = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+            array = stmt.value.args[0] if stmt.value.args else None
+            if isinstance(array, ast.Name) and array.id in written:
+                continue
             if stores == 1 and name != loop_var and all(
                     r == loop_var or r not in assigned for r in reads):
                 out.append((stmt, name))
