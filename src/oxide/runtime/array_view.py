@@ -60,12 +60,7 @@ def byte_range(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None
     return (ptr + lo * item, ptr + (hi + 1) * item)
 
 
-def c_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(acc)
-        acc *= max(n, 1)
-    return tuple(reversed(out))
+c_strides = T.c_strides  # element strides of a C-contiguous shape (views.py re-exports it)
 
 
 def _layout(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...] | None:
