@@ -146,6 +146,37 @@ def test_inspect_other_stages(stage: str, marker: str) -> None:
     assert ("double" if stage == "llvm" else "f64") in result.stdout
 
 
+TMA_KERNEL = """
+import oxide as ox
+from oxide import RawSlice, f32, i32, u64
+
+@ox.kernel
+def copy_box(src: ox.TensorMap[f32, 2], raw: RawSlice[f32], y: i32, x: i32):
+    s = ox.shared.array(f32, (8, 16))
+    bars = ox.shared.array(u64, 1)
+    with ox.unsafe():
+        if ox.thread_idx.x == 0:
+            ox.mbarrier.init(bars[0], 1)
+            ox.fence_mbarrier_init()
+            ox.mbarrier.arrive_expect_tx(bars[0], 8 * 16 * 4)
+            ox.tma.load(src, s, y, x, bars[0])
+        ox.mbarrier.wait_parity(bars[0], 0)
+        raw[ox.thread_idx.x] = s[0, ox.thread_idx.x % 16]
+"""
+
+
+def test_inspect_takes_tensor_map_types(tmp_path: Path) -> None:
+    src = tmp_path / "tma_kernel.py"
+    src.write_text(TMA_KERNEL)
+    types = "TensorMap[f32, 2], RawSlice[f32], i32, i32"
+    result = runner.invoke(app, ["inspect", f"{src}::copy_box", "--types", types])
+    assert result.exit_code == 0, result.output
+    assert "cp.async.bulk.tensor.2d" in result.stdout
+    bad = runner.invoke(app, ["inspect", f"{src}::copy_box", "--types",
+                              "TensorMap[f32, 9], RawSlice[f32], i32, i32"])
+    assert bad.exit_code != 0 and "rank from 1 to 5" in bad.output
+
+
 def test_inspect_const_needs_a_value() -> None:
     missing = runner.invoke(app, ["inspect", "mandelbrot::mandelbrot"])
     assert missing.exit_code == 2 and "--const max_iter=VALUE" in missing.output

@@ -20,9 +20,21 @@ from oxide.specialize import ConstValue
 
 DEFAULT_TYPEVAR = T.f32
 
+class _TensorMapName:
+    """`TensorMap[f32, 2]` in a signature: the annotation type (the host class, which
+    would also give it, is loaded lazily with its driver bindings: not needed here)."""
+
+    def __getitem__(self, item: Any) -> T.TensorMapType:
+        dt, rank = item if isinstance(item, tuple) else (item, 2)
+        if not isinstance(dt, T.DType) or not (isinstance(rank, int) and 1 <= rank <= 5):
+            raise SignatureError(f"TensorMap[dtype, rank] takes a dtype and a rank from 1 to 5, "
+                                 f"not {item!r}")
+        return T.TensorMapType(dt, rank)
+
+
 _NAMES: dict[str, Any] = {
     **T.SCALARS, "Slice": T.Slice, "DisjointSlice": T.DisjointSlice,
-    "AtomicSlice": T.AtomicSlice, "RawSlice": T.RawSlice,
+    "AtomicSlice": T.AtomicSlice, "RawSlice": T.RawSlice, "TensorMap": _TensorMapName(),
 }
 
 
