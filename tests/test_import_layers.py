@@ -158,7 +158,7 @@ TILE_API = {"oxide.tile.kernel", "oxide.tile"}
 # the toolchain memo (where libdevice and nvJitLink were found) is a file of oxide's cache
 # directory, written through the cache's own layout rules (marker, atomic writes), in a
 # function; moving cache_layout.py out of runtime/ would cut it
-CODEGEN_EXCEPTIONS = {("oxide.codegen.toolchain", "oxide.runtime.cache_layout")}
+CODEGEN_EXCEPTIONS: set[tuple[str, str]] = set()
 
 
 def layer_violations(edges: list[Edge]) -> list[str]:

@@ -59,7 +59,7 @@ def _remember(what: str, found: str) -> None:
     cache, so `oxide cache clear` removes it; a read-only cache is no error)."""
     from pathlib import Path
 
-    from oxide.runtime.cache_layout import write
+    from oxide.cache_location import write
 
     path = _memo_path()
     if path is None:

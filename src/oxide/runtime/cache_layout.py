@@ -20,18 +20,12 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from oxide.cache_location import MARKER, MARKER_TEXT, write, write_atomically  # noqa: F401 - this module's names too
 from oxide.runtime.safe_read import read_regular_file
 
-MARKER = "CACHEDIR.TAG"
-MARKER_TEXT = (
-    "Signature: 8a477f597d28d172789f06886806bc55\n"
-    "# This file is a cache directory tag created by oxide (the Python GPU kernel compiler).\n"
-    "# `oxide cache clear` deletes oxide's entries only, and only where this file is.\n"
-    "# For information about cache directory tags, see https://bford.info/cachedir/\n")
 _SIGNATURE = b"Signature: 8a477f597d28d172789f06886806bc55"
 _WRITER = b"created by oxide"
 _TMP = r"\.tmp-[A-Za-z0-9_]{1,64}"
@@ -63,33 +57,6 @@ def is_marked(root: Path) -> bool:
     except OSError:
         return False
     return text.startswith(_SIGNATURE) and _WRITER in text
-
-
-def write(root: Path, rel: str, data: bytes) -> bool:
-    """Write `root/rel` atomically, marking `root` as oxide's first; False when the disk
-    refuses (read-only, full): the cache is an optimization."""
-    if not os.path.lexists(root / MARKER) and not write_atomically(
-            root / MARKER, MARKER_TEXT.encode()):
-        return False
-    return write_atomically(root / rel, data)
-
-
-def write_atomically(path: Path, data: bytes) -> bool:
-    """Write through a temporary file and a rename, so readers never see half a file (and a
-    rename replaces whatever was there, a FIFO or a symlink included, without opening it)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-    except OSError:
-        return False
-    return True
 
 
 def usage(root: Path) -> Usage:
