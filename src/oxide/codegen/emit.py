@@ -75,6 +75,9 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
         self.function_texts: list[str] = []
         self.frame_bound = 0  # bytes: the largest device function frame (frame_estimate)
         self.depth_next = "1"  # the call depth a device function called from here runs at
+        # set by code that a call in its function slows down (wgmma: ptxas serializes it,
+        # note C7509): the module then inlines the failed-check report instead of calling it
+        self.inline_reports = False
 
     # -- helpers ---------------------------------------------------------------------
 

@@ -426,6 +426,7 @@ def _wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     if kind == "wgmma.desc":
         return [_wgmma_desc(em, op, *imm)]
     _, shape, dt, form = kind.split(".")
+    em.inline_reports = True  # a report call would serialize every wgmma (C7509)
     n = len(op.res)
     args = [em.v(a) for a in op.args]
     n_a = 1 if form == "ss" else 4

@@ -431,9 +431,7 @@ class NVPTXTarget:
                 f"{kernel_attrs}{entry_dbg} {{", *entry, "}"]
         functions += em.function_texts  # recursive @ox.funcs (`.func` in the PTX)
         report = REPORT_FUNCTION
-        if any("wgmma.mma_async" in line for line in body):
-            # ptxas serializes every wgmma of a function that makes a call (note C7509): the
-            # report of a failed check is inlined at each site there, not called
+        if em.inline_reports:  # wgmma: no call in the function (see Emitter.inline_reports)
             report = report.replace("noinline cold", "alwaysinline")
         tail = [report, '!0 = !{!"branch_weights", i32 1000000, i32 1}',
                 '!1 = !{!"branch_weights", i32 1, i32 1000000}']
