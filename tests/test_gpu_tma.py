@@ -60,6 +60,28 @@ def load_store(src: ox.TensorMap[f32, 2], dst: ox.TensorMap[f32, 2], raw: RawSli
 
 
 @ox.kernel
+def load_box(src: ox.TensorMap[f32, 2], raw: RawSlice[f32], y: i32, x: i32, R: Const[int],
+             C: Const[int]):
+    """TMA-load the box at (y, x) and copy shared memory as it lies into `raw`: a load
+    may start before the array's first row (those rows read as zeros); a store may not."""
+    s = ox.shared.array(f32, (R, C))
+    bars = ox.shared.array(u64, 1)
+    t = ox.thread_idx.x
+    with ox.unsafe():
+        if t == 0:
+            ox.mbarrier.init(bars[0], 1)
+            ox.fence_mbarrier_init()
+        ox.sync_threads()
+        if t == 0:
+            ox.tma.prefetch(src, y, x)
+            ox.mbarrier.arrive_expect_tx(bars[0], R * C * 4)
+            ox.tma.load(src, s, y, x, bars[0])
+        ox.mbarrier.wait_parity(bars[0], 0)
+        for e in range(t, R * C, ox.block_dim.x):
+            raw[e] = s[e // C, e % C]
+
+
+@ox.kernel
 def multicast(src: ox.TensorMap[f32, 2], out: RawSlice[f32], R: Const[int], C: Const[int]):
     """Block rank 0 of each 2-block cluster loads the box at (R * cluster, 0) once, into
     the shared memory of both blocks; each block writes what it received to its row of
@@ -178,8 +200,10 @@ def stored(shape: tuple[int, int], a: np.ndarray, y: int, x: int, rows: int,
 
 
 SWIZZLES = [(None, 16), (32, 8), (64, 16), (128, 32)]  # (swizzle, f32 per box row)
-CORNERS = [(0, 0), (8, 16), (40, 56), (-3, 0)]  # inside, inside, ragged, rows before
-# the start (an innermost coordinate below 0 faults the H200: a kernel error in oxide)
+CORNERS = [(0, 0), (8, 16), (40, 56)]  # inside, inside, ragged (a box before the start:
+# LOAD_CORNERS; a store there, or an innermost coordinate below 0, faults the H200: both
+# are kernel errors in oxide)
+LOAD_CORNERS = [(-3, 0), (-8, 16)]  # rows before the start: a load reads them as zeros
 
 
 def run_load_store(swizzle: int | None, cols: int, y: int, x: int,
@@ -197,6 +221,15 @@ def run_load_store(swizzle: int | None, cols: int, y: int, x: int,
     return src, back(r), back(d)
 
 
+def run_load_box(y: int, x: int, to: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(src, raw) after `load_box` of a 16 x 16 box at (y, x) on the device `to` makes
+    arrays for."""
+    src = np.random.default_rng(8).standard_normal((48, 64)).astype(np.float32)
+    a, r = to(src), to(np.full(256, np.nan, np.float32))
+    ox.launch(load_box, (1, 128), ox.TensorMap(a, (16, 16)), r, y, x, 16, 16)
+    return src, r if isinstance(r, np.ndarray) else r.to_numpy()
+
+
 # -- tests ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("swizzle, cols", SWIZZLES)
@@ -205,6 +238,21 @@ def test_load_and_store_each_swizzle(swizzle: int | None, cols: int, y: int, x: 
     src, raw, dst = run_load_store(swizzle, cols, y, x, ox.to_device)
     np.testing.assert_array_equal(raw, swizzled(box_of(src, y, x, 16, cols), swizzle))
     np.testing.assert_array_equal(dst, stored(dst.shape, src, y, x, 16, cols))
+
+
+@pytest.mark.parametrize("y, x", LOAD_CORNERS)
+def test_a_load_before_the_first_row_reads_zeros(y: int, x: int) -> None:
+    src, raw = run_load_box(y, x, ox.to_device)
+    np.testing.assert_array_equal(raw, box_of(src, y, x, 16, 16).ravel())
+
+
+def test_a_store_before_the_first_row_is_a_kernel_error_not_a_fault() -> None:
+    """A TMA store at row -3 faulted the H200 (illegal instruction): now a kernel error,
+    and the context stays usable."""
+    with pytest.raises(ox.KernelAssertionError, match="TMA store coordinate is 0 or more"):
+        run_load_store(None, 16, -3, 0, ox.to_device)
+    src, raw, dst = run_load_store(None, 16, 8, 16, ox.to_device)
+    np.testing.assert_array_equal(dst, stored(dst.shape, src, 8, 16, 16, 16))
 
 
 def test_relaunch_takes_the_fast_path() -> None:
@@ -282,6 +330,6 @@ def test_unaligned_inner_coordinate_is_a_kernel_error_not_a_fault() -> None:
     before the check: now kernel errors, and the context stays usable."""
     for x in (-5, -4, 3):
         with pytest.raises(ox.KernelAssertionError, match="innermost TMA coordinate"):
-            run_load_store(None, 16, -3, x, ox.to_device)
+            run_load_store(None, 16, 0, x, ox.to_device)
     src, raw, dst = run_load_store(None, 16, 0, 0, ox.to_device)
     np.testing.assert_array_equal(dst, stored(dst.shape, src, 0, 0, 16, 16))

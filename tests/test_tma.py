@@ -230,7 +230,34 @@ def test_cpu_unaligned_inner_coordinate_is_a_kernel_error() -> None:
     failed assertion naming the rule; the copy still runs, rounded down, and ends."""
     with ox.device("cpu"), pytest.raises(ox.KernelAssertionError,
                                          match="innermost TMA coordinate is a multiple of 4, 0 or more"):
-        gt.run_load_store(None, 16, -3, -5, lambda v: v)
+        gt.run_load_store(None, 16, 0, -5, lambda v: v)
+
+
+@pytest.mark.parametrize("y, x", gt.LOAD_CORNERS)
+def test_cpu_load_before_the_first_row_reads_zeros(y: int, x: int) -> None:
+    with ox.device("cpu"):
+        src, raw = gt.run_load_box(y, x, lambda v: v)
+    np.testing.assert_array_equal(raw, gt.box_of(src, y, x, 16, 16).ravel())
+
+
+def test_cpu_store_before_the_first_row_is_a_kernel_error() -> None:
+    """A store at row -3 (the H200 faults on it) is a failed assertion naming the rule."""
+    with ox.device("cpu"), pytest.raises(ox.KernelAssertionError,
+                                         match="TMA store coordinate is 0 or more"):
+        gt.run_load_store(None, 16, -3, 0, lambda v: v)
+
+
+@ox.kernel
+def constant_negative_store(dst: ox.TensorMap[f32, 2]):
+    s = ox.shared.array(f32, (8, 16))
+    with ox.unsafe():
+        ox.tma.store(dst, s, -8, 0)
+
+
+def test_constant_negative_store_coordinate_is_a_compile_error() -> None:
+    with pytest.raises(ox.KernelTypeError, match="TMA store coordinate -8") as info:
+        constant_negative_store.compile(T.TensorMapType(T.f32, 2), arch="sm_90")
+    assert "0 or more" in str(info.value)
 
 
 @ox.kernel
@@ -242,7 +269,7 @@ def constant_unaligned(src: ox.TensorMap[f32, 2], raw: RawSlice[f32]):
 
 
 def test_constant_unaligned_inner_coordinate_is_a_compile_error() -> None:
-    with pytest.raises(ox.KernelTypeError, match="not at a 16-byte boundary") as info:
+    with pytest.raises(ox.KernelTypeError, match="innermost TMA coordinate 6 breaks TMA.s rule") as info:
         constant_unaligned.compile(T.TensorMapType(T.f32, 2), RawSlice[f32], arch="sm_90")
     assert "multiple of 4" in str(info.value)
 

@@ -654,46 +654,58 @@ class HopperCallsMixin:
                          hint="declare the parameter `m: ox.TensorMap[dtype, rank]` and pass "
                               "ox.TensorMap(array, box=...) at the launch")
 
-    def _coords(self, tm: TensorMapArg, nodes: list[ast.expr]) -> list[Any]:
+    def _coords(self, tm: TensorMapArg, nodes: list[ast.expr], store: bool = False
+                ) -> list[Any]:
         """The box's coordinates as i32, outermost first as written (codegen reverses
         them into TMA's innermost-first order).
 
-        The innermost coordinate must be at least 0 and sit at a 16-byte boundary of the
-        row: on the H200 an innermost coordinate of -5 or -4 f32 is an illegal instruction
-        that kills the context, while -3 on an outer axis and 56 f32 (224 bytes) copy as
-        documented. A constant that breaks the rule is a compile error; a run-time one is
-        a failed assertion (a kernel error; with checks on) and the copy goes to the
-        coordinate clamped to 0 and rounded down to the boundary (always: never the
-        fault), so that it still completes its mbarrier and the kernel ends."""
+        What the H200 faults on (CUDA_ERROR_ILLEGAL_INSTRUCTION, which kills the context):
+        an innermost coordinate below 0 or off a 16-byte boundary of the row (-5 and -4
+        f32 fault, 56 f32 = 224 bytes copies), and for a store (`store`) any coordinate
+        below 0 (-3 rows faults a store, while a load there reads zeros as documented).
+        A constant that breaks the rule is a compile error; a run-time one is a failed
+        assertion (a kernel error; with checks on) and the copy goes to the coordinate
+        clamped to 0 (the innermost one also rounded down to the boundary): always, so it
+        never faults, and a load still completes its mbarrier and the kernel ends."""
         values = [self.expr(c) for c in nodes]
         coords = [self._i32(v, c, "a TMA coordinate") for v, c in zip(values, nodes, strict=True)]
         per = 16 // max(1, tm.type.dtype.bits // 8)  # elements in 16 bytes
-        if per <= 1 or not nodes:
-            return coords
-        inner, v = nodes[-1], values[-1]
+        last = len(nodes) - 1
+        for axis, (node, v) in enumerate(zip(nodes, values, strict=True)):
+            inner = axis == last and per > 1
+            if inner or store:
+                coords[axis] = self._coord_rule(tm, node, v, coords[axis],
+                                                per if inner else 1, store)
+        return coords
+
+    def _coord_rule(self, tm: TensorMapArg, node: ast.expr, v: Any, x: Any, per: int,
+                    store: bool) -> Any:
+        """Coordinate `x` held to "0 or more, a multiple of `per`" (see `_coords`)."""
+        what = "innermost TMA coordinate" if per > 1 else "TMA store coordinate"
+        rule = (f"a multiple of {per}, 0 or more ({tm.type.dtype.name}: a 16-byte boundary "
+                f"in the row)" if per > 1 else "0 or more (a store box starts inside the "
+                                               "array; only its far edges are clipped)")
         if isinstance(v, Lit):
             if isinstance(v.value, int) and (v.value % per or v.value < 0):
-                raise self.error(KernelTypeError, inner,
-                                 f"the innermost TMA coordinate {v.value} is not at a 16-byte "
-                                 f"boundary at or after the row's start: a "
-                                 f"{tm.type.dtype.name} coordinate there is a multiple of "
-                                 f"{per}, 0 or more",
-                                 hint="TMA moves rows from 16-byte boundaries; start the box at "
-                                      f"a multiple of {per} (the array's edge is padded anyway)")
-            return coords
-        x = coords[-1]
+                raise self.error(KernelTypeError, node,
+                                 f"the {what} {v.value} breaks TMA's rule: it must be {rule}",
+                                 hint=f"start the box at a multiple of {per} inside the array "
+                                      "(a load's edges are padded anyway)" if per > 1 else
+                                      "store boxes that start inside the array")
+            return x
         zero = self.b.constant(0, T.i32)
         if self.ctx.checks:  # checks=False kernels (wgmma) must not call the report
-            low = self.b.value(ops.BinaryOp("and", x, self.b.constant(per - 1, T.i32)))
-            ok = self.b.value(ops.BinaryOp("and", self.b.value(ops.CompareOp("eq", low, zero)),
-                                           self.b.value(ops.CompareOp("ge", x, zero))))
-            site = self.b.site("assert", self.src.span(inner),
-                               f"the innermost TMA coordinate is a multiple of {per}, 0 or "
-                               f"more ({tm.type.dtype.name}: a 16-byte boundary in the row)")
+            ok = self.b.value(ops.CompareOp("ge", x, zero))
+            if per > 1:
+                low = self.b.value(ops.BinaryOp("and", x, self.b.constant(per - 1, T.i32)))
+                ok = self.b.value(ops.BinaryOp("and", ok,
+                                               self.b.value(ops.CompareOp("eq", low, zero))))
+            site = self.b.site("assert", self.src.span(node), f"the {what} is {rule}")
             self.b.emit(ops.AssertOp(ok, site))
         clamped = self.b.value(ops.BinaryOp("max", x, zero))
-        coords[-1] = self.b.value(ops.BinaryOp("and", clamped, self.b.constant(-per, T.i32)))
-        return coords
+        if per > 1:
+            clamped = self.b.value(ops.BinaryOp("and", clamped, self.b.constant(-per, T.i32)))
+        return clamped
 
     def _i32(self, v: Any, node: ast.AST, what: str) -> Any:
         if isinstance(v, Lit):
@@ -822,7 +834,7 @@ class HopperCallsMixin:
         tm = self._tensormap(node.args[0], what)
         self._coord_count(node, tm, len(node.args) - 2, what)
         arr, idx, site, imm = self._tma_shared(node.args[1], tm, what)
-        coords = self._coords(tm, list(node.args[2:]))
+        coords = self._coords(tm, list(node.args[2:]), store=True)
         self._gpu_op(ops.HopperOp(f"tma.store.{tm.type.rank}d", [tm.ssa, *coords], [],
                                   arr.ssa, idx, imm=imm, site=site), node)
         return Static(None)
