@@ -55,7 +55,7 @@ def test_bundle_picks_the_cubin_for_the_gpu(bundle_dir: Path) -> None:
     assert b.scale.compile(x, 2.5, x, arch="sm_90").arch == "sm_90a"
     newer = b.scale.compile(x, 2.5, x, arch="sm_100")  # no cubin runs there: the sm_80 PTX
     assert (newer.arch, newer.is_ptx) == ("sm_80", True)
-    assert ".target sm_80" in newer.ptx and newer.cubin.endswith(b"\0")
+    assert ".target sm_80" in newer.ptx and newer.module_image.endswith(b"\0")
 
 
 def test_an_arch_specific_build_has_no_ptx_for_newer_gpus(tmp_path: Path) -> None:

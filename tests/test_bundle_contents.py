@@ -98,7 +98,7 @@ def test_a_tampered_ptx_is_refused_at_first_use(tmp_path: Path) -> None:
     code = ox.load_bundle(tmp_path).scale.compile(np.ones(8, np.float32), 2.5,
                                                   np.ones(8, np.float32), arch="sm_100")
     with pytest.raises(BundleError, match="modified or damaged after the build"):
-        code.cubin  # noqa: B018
+        code.module_image  # noqa: B018
 
 
 # ---------------------------------------------------------------------------
@@ -192,7 +192,7 @@ def test_constant_arrays_travel_with_their_values(constants_module: ModuleType,
     np.testing.assert_array_equal(y, x * np.float32(2.0) + np.float32(7))
     gpu = b.poly.compile(x, y, arch="sm_90")
     assert [arr for _, arr in gpu.constants] == [b.constants["COEFFS"]]
-    assert gpu.cubin.startswith(b"\x7fELF")
+    assert gpu.module_image.startswith(b"\x7fELF")
 
 
 def test_load_bundle_binds_your_own_constant_arrays(constants_module: ModuleType,

@@ -205,7 +205,7 @@ b = ox.load_bundle(sys.argv[1])
 x = np.ones(1000, np.float32)
 y = np.zeros_like(x)
 code = b.scale.compile(x, 2.5, y, arch="sm_90")
-assert code.cubin[:4] == b"\\x7fELF", code.cubin[:4]
+assert code.module_image[:4] == b"\\x7fELF", code.module_image[:4]
 assert [a.name for a in code.abi] == ["input", "factor", "out"]
 assert code.sites and code.sites[0].span.line > 0
 # What launch_gpu does before it reaches the driver: bind the arguments, find the code.
@@ -213,7 +213,7 @@ gpu = Device("cuda", 0)
 key, views = read_args(b.scale, (x, 2.5, y), gpu)
 plan = plan_for(b.scale, (gpu, key), (x, 2.5, y), views, gpu)
 image = load_image(b.scale, plan, "sm_90")
-assert image.symbol == code.name and image.cubin == code.cubin
+assert image.symbol == code.name and image.code == code.module_image
 b.scale[4, 256]
 with ox.device("cpu"):
     try:

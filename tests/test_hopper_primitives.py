@@ -429,6 +429,17 @@ def test_setmaxnreg_picks_sm_90a() -> None:
     assert asm_add.compile(RawSlice[u32], RawSlice[u32], arch="sm_90").arch == "sm_90"
 
 
+def test_a_setmaxnreg_kernel_loads_as_ptx_for_the_driver_jit() -> None:
+    """nvJitLink's relocatable compile drops setmaxnreg (ptxas note C7504); the runtime
+    therefore loads such a kernel's PTX, which the driver compiles whole. Others load
+    their cubin."""
+    ck = warp_groups.compile(RawSlice[u32], arch="sm_90")
+    assert ck.module_image == ck.ptx.encode() + b"\0"
+    assert ck.cubin.startswith(b"\x7fELF")  # still assembled: ptxas errors surface here
+    plain = asm_add.compile(RawSlice[u32], RawSlice[u32], arch="sm_90")
+    assert plain.module_image == plain.cubin
+
+
 @pytest.mark.parametrize("body, message", [
     ("ox.setmaxnreg(20)", "24 to 256"),
     ("ox.setmaxnreg(100)", "multiple of 8"),

@@ -107,7 +107,7 @@ def test_store_then_load_without_compiling(cache_dir: Path, tmp_path: Path,
     assert len(list((cache_dir / "kernels").glob("*.oxk"))) == 1
     monkeypatch.setattr(type(m.scale), "compile", lambda *a, **k: pytest.fail("compiled"))
     again = load_image(m.scale, p, "sm_90")
-    assert again.cubin == first.cubin and again.symbol == first.symbol
+    assert again.code == first.code and again.symbol == first.symbol
     assert [(s.kind, s.span, s.detail) for s in again.sites] == \
         [(s.kind, s.span, s.detail) for s in first.sites]
 
@@ -122,7 +122,7 @@ def test_corrupt_and_foreign_entries_are_rewritten(cache_dir: Path, tmp_path: Pa
                 good.replace(entry.stem.encode(), b"0" * 64)):
         entry.write_bytes(bad)
         assert cache.load(entry.stem, plan_sizes(p)) is None
-        assert load_image(m.scale, p, "sm_90").cubin == image.cubin
+        assert load_image(m.scale, p, "sm_90").code == image.code
         assert entry.read_bytes() == good
     assert cache.load(entry.stem, plan_sizes(p)[:-1]) is None  # another ABI: ignored
 
@@ -170,7 +170,7 @@ start = time.perf_counter()
 image = gpu.load_image(m.scale, plan, "sm_90")
 took = time.perf_counter() - start
 heavy = [name for name in ("xdsl", "llvmlite") if name in sys.modules]
-print(len(image.cubin), round(took * 1000, 1), ",".join(heavy) or "-")
+print(len(image.code), round(took * 1000, 1), ",".join(heavy) or "-")
 """
 
 

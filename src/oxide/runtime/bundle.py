@@ -396,18 +396,24 @@ class BundledCode:
         self.constants = spec.constants
 
     @cached_property
-    def cubin(self) -> bytes:
+    def module_image(self) -> bytes:
         """What the driver loads: the cubin's bytes, or the PTX's, NUL-terminated (the
         driver compiles it for the GPU at hand), checked against the manifest's SHA-256."""
         data = self._file.read()
         return data + b"\0" if self.is_ptx else data
 
     @property
+    def cubin(self) -> bytes:
+        """`CompiledKernel.cubin`'s name for the same bytes (PTX where the bundle ran from
+        its PTX)."""
+        return self.module_image
+
+    @property
     def ptx(self) -> str:
         """The bundled PTX this code came from (only where no cubin ran on the GPU)."""
         if not self.is_ptx:
             raise DeviceError(f"`{self.kernel.__name__}` runs from its {self.arch} cubin here")
-        return self.cubin[:-1].decode()
+        return self.module_image[:-1].decode()
 
     def __repr__(self) -> str:
         what = "PTX" if self.is_ptx else "cubin"

@@ -334,7 +334,7 @@ def cached_sites(entry: cache_entry.EntryData) -> list[CachedSite]:
 def store(key: str, image: Any, ck: Any) -> bool:
     """Write an entry (atomically) if the key covered what `ck`'s compile used."""
     return store_entry(key, ck, image.symbol, image.arg_sizes, image.grid_x_factor,
-                       image.thread_index_ranks, image.sites, image.cubin)
+                       image.thread_index_ranks, image.sites, image.code)
 
 
 def store_entry(key: str, ck: Any, symbol: str, arg_sizes: tuple[int, ...],

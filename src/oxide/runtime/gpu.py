@@ -228,7 +228,7 @@ class Launcher:
         self.sites = image.sites
         self.stream_source = stream_source  # where the default stream comes from
         gdev.enter()
-        self.module = cd.load_module(image.cubin)
+        self.module = cd.load_module(image.code)
         self.function = cd.get_function(self.module, image.symbol)
         self.max_threads = cd.function_attribute(self.function, "MAX_THREADS_PER_BLOCK")
         self.num_regs = cd.function_attribute(self.function, "NUM_REGS")
@@ -239,7 +239,7 @@ class Launcher:
         # ox.grid.sync() (codegen/grid_sync.py): the kernel has a barrier counter; its
         # launches are cooperative, through the ctypes path (the trampoline packs no
         # launch attributes), and check_config checks the grid fits the GPU at once
-        self.cooperative = grid_counter_symbol(image.symbol).encode() in image.cubin
+        self.cooperative = grid_counter_symbol(image.symbol).encode() in image.code
         self.cooperative_attrs = (ctypes.create_string_buffer(_COOPERATIVE_ATTRIBUTE.pack(
             _CU_LAUNCH_ATTRIBUTE_COOPERATIVE, 1)) if self.cooperative else None)
         self.cluster_attrs: Any = None  # the attributes of the packed cluster launch
@@ -574,10 +574,10 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
         launcher = launchers[(device.index, key)] = Launcher(
             gdev, kernel.__name__, plan, image, _stream_source(args, views))
         launcher.block_shape = getattr(getattr(kernel, "options", None), "block", None)
-        stack = stack_bytes(kernel, image.cubin)
+        stack = stack_bytes(kernel, image.code)
         if stack:
             gdev.reserve_stack(stack)
-            write_recursion_limit(launcher.module, image.cubin, gdev.stack_size)
+            write_recursion_limit(launcher.module, image.code, gdev.stack_size)
     elif launcher.native is None:
         launcher.attach_native()  # the trampoline may have been built since
     plan = launcher.plan

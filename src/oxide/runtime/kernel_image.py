@@ -22,7 +22,7 @@ _LLVM_SIZES = {"ptr": 8, "i64": 8, "double": 8, "i32": 4, "float": 4, "i16": 2, 
 class KernelImage:
     """What a launch needs of a compiled specialization (from the compiler or the disk cache)."""
 
-    cubin: bytes
+    code: bytes  # the module image: a cubin, or NUL-terminated PTX the driver JIT-compiles
     symbol: str
     sites: Sequence[Any]  # each with .kind, .span, .detail
     arg_sizes: tuple[int, ...]  # bytes of each machine argument, error record included
@@ -34,6 +34,6 @@ class KernelImage:
     @classmethod
     def from_compiled(cls, ck: Any) -> KernelImage:
         sizes = tuple(_LLVM_SIZES[t] for p in ck.abi for t in p.llvm_types) + (8,)
-        return cls(ck.cubin, ck.name, list(ck.sites), sizes,
+        return cls(ck.module_image, ck.name, list(ck.sites), sizes,
                    tuple(getattr(ck, "constants", ())), getattr(ck, "grid_x_factor", 1),
                    tuple(ck.thread_index_ranks))
