@@ -15,22 +15,21 @@ GPU_TILE = (128, 128, 32)
 CPU_TILE = (64, 64, 32)
 
 
-@tile.kernel(num_warps=8)
+@tile.kernel(num_warps=8, num_stages=2)
 def tile_matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
                 BM: Const[int], BN: Const[int], BK: Const[int]):
-    """Each block owns one BM x BN tile of C. The accumulator stays in registers across
-    the k loop (the mma.sync layout); rows and columns past the edges load as 0, so they
-    add nothing, and the store drops them. The next k step's tiles are loaded before this
-    step multiplies, so their global-memory latency hides behind the tensor cores (a
-    two-stage pipeline written out: `num_stages=` will do it for you)."""
+    """Each block owns one BM x BN tile of C. Rows and columns past the edges load as 0,
+    so they add nothing, and the store drops them.
+
+    On an H100/H200 this loop, the canonical K loop, runs as oxide's warp-specialized
+    wgmma GEMM (oxide/kernels/tile_matmul.py: TMA, a producer and two consumer warp
+    groups, a persistent grid) over the same tiles of C. Elsewhere it runs as written:
+    the accumulator stays in registers across the loop (the mma.sync layout), and
+    `num_stages=2` loads the next step's tiles while this one multiplies."""
     i, j = tile.bid(0), tile.bid(1)
     acc = tile.zeros((BM, BN), f32)
-    x, y = tile.load(a, (i, 0), (BM, BK)), tile.load(b, (0, j), (BK, BN))
-    for k in range(1, tile.num_tiles(a, 1, BK)):
-        x_next, y_next = tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN))
-        acc = tile.mma(x, y, acc)
-        x, y = x_next, y_next
-    acc = tile.mma(x, y, acc)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
     tile.store(c, (i, j), acc.astype(bf16))
 
 

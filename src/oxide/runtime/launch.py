@@ -61,6 +61,9 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: 
         dev = _state.current or _device._default or default_device()
     else:
         dev = parse_device(device)
+    template = kernel.__dict__.get("_oxide_template")
+    if template is not None and template(config, args, stream, dev):
+        return
     launchers = kernel.__dict__.get("_oxide_launchers")
     if launchers is None or not launchers.last(config, args, stream, dev):
         _launch(kernel, config, args, stream, dev)
@@ -76,15 +79,25 @@ def _keywords(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tup
 def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: Any,
             dev: Device) -> None:
     """The launch after the last binder declined: the CPU runtime, or the GPU path
-    through the kernel's other binders and the general path."""
+    through the kernel's other binders and the general path.
+
+    A kernel may have a GPU template (`TileKernel.gpu_template`: another kernel that does
+    the same work faster, and launches it where the arguments allow); it is looked up at
+    the first GPU launch and then tried before everything else, `_oxide_template` in the
+    kernel's __dict__ (None for most kernels)."""
     if not hasattr(kernel, "params"):  # not an @ox.kernel (nor a bundled one)
         name = getattr(kernel, "__name__", type(kernel).__name__)
         raise LaunchError(f"ox.launch takes an @ox.kernel; `{name}` is a "
                           f"{type(kernel).__name__} (decorate it with @ox.kernel)")
     if dev.kind == "cpu":
         _launch_cpu(kernel, config, args)
-    else:
-        (_fast_module or _fastpath()).launch(kernel, config, args, stream, dev)
+        return
+    if "_oxide_template" not in kernel.__dict__:  # the first GPU launch: look for one
+        make = getattr(kernel, "gpu_template", None)
+        template = kernel.__dict__["_oxide_template"] = make() if make is not None else None
+        if template is not None and template(config, args, stream, dev):
+            return
+    (_fast_module or _fastpath()).launch(kernel, config, args, stream, dev)
 
 
 def _launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
@@ -149,6 +162,9 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
         if stream is None:
             stream = cfg_stream
         dev = _state.current or _device._default or default_device()  # as in `launch`
+        template = kernel.__dict__.get("_oxide_template")
+        if template is not None and template(cfg, args, stream, dev):
+            return
         launchers = kernel.__dict__.get("_oxide_launchers")
         if launchers is None or not launchers.last(cfg, args, stream, dev):
             _launch(kernel, cfg, args, stream, dev)
