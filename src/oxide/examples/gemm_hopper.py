@@ -85,7 +85,11 @@ def _nvjitlink_log(ptx: str, arch: str) -> str:
 
 def _driver_jit_log(ptx: str) -> str:
     """The driver JIT's verbose log for `ptx` (cuModuleLoadDataEx on the current device,
-    then the module is unloaded)."""
+    then the module is unloaded). A comment with a fresh nonce makes the text new to the
+    driver's compute cache, which would otherwise hand back the launch's compile and
+    no log."""
+    import uuid
+
     from cuda.bindings import driver as drv
 
     from oxide.runtime.gpu import gpu_device
@@ -97,7 +101,8 @@ def _driver_jit_log(ptx: str) -> str:
     names = [opt.CU_JIT_INFO_LOG_BUFFER, opt.CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES,
              opt.CU_JIT_ERROR_LOG_BUFFER, opt.CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES,
              opt.CU_JIT_LOG_VERBOSE]
-    status, module = drv.cuModuleLoadDataEx(ptx.encode() + b"\0", len(names), names,
+    text = f"{ptx}\n// oxide ptxas report {uuid.uuid4().hex}\n"
+    status, module = drv.cuModuleLoadDataEx(text.encode() + b"\0", len(names), names,
                                             [info, size, err, size, 1])
     if status != drv.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"the driver JIT failed ({status}):\n"
