@@ -272,7 +272,7 @@ def main() -> None:
                f"{environment()}. C = A @ B, bf16 in and out, f32 accumulation; GPU time "
                "per run; x cuBLAS = cuBLAS time / this time. B \"K x N\" is `a @ b`'s layout "
                "(MN-major for wgmma), \"N x K\" B transposed (K-major). Bar (issue 12), "
-               "shown for steps 4 to 7: "
+               "shown for steps 4 to 7 and the tuning rows: "
                f"B K x N at 4096^3 and 8192^3 >= {BAR:.2f}x cuBLAS.\n\n"
                + speed_table(results)
                + "\n\nRegisters and spills of the code each variant loads (sm_90a): the "
