@@ -6,7 +6,7 @@ Run on a machine with an NVIDIA GPU, torch and triton:
     python benchmarks/tile_bench.py --no-docs
 
 Issue 11's bars (same run): tile_vecadd >= 0.97x torch.add (2^28 f32); tile_softmax and
-tile_layernorm >= 1.0x Triton (8192x8192 f32); tile_transpose >= 0.85x a copy (16384^2 f32);
+tile_layernorm >= 1.0x Triton (8192x8192, f32 and bf16); tile_transpose >= 0.85x a copy (16384^2 f32);
 tile_matmul bf16 >= 0.90x cuBLAS at 4096^3 and 8192^3 (the wgmma path it takes on sm_90;
 the mma.sync path reported beside it); tile_attention bf16 (B8 H16 S4096 D128) reported beside SDPA's flash and cuDNN.
 GPU times come from simt_bench.gpu_seconds (CUDA events around back-to-back launches
@@ -29,7 +29,9 @@ START, END = "<!-- tile_bench:start -->", "<!-- tile_bench:end -->"
 
 
 def triton_kernels() -> Any:
-    """Triton softmax and layernorm over rows, one program per row (the row in one block)."""
+    """Triton softmax and layernorm over rows, one program per row (the row in one block),
+    computed in f32 whatever the dtype (as oxide's examples do); the store rounds to the
+    output's dtype."""
     import triton
     import triton.language as tl
 
@@ -38,7 +40,7 @@ def triton_kernels() -> Any:
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
-        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf"))
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
         e = tl.exp(x - tl.max(x, axis=0))
         tl.store(out_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=mask)
 
@@ -47,12 +49,12 @@ def triton_kernels() -> Any:
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK)
         mask = cols < n_cols
-        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0)
+        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
         mean = tl.sum(x, axis=0) / n_cols
         d = tl.where(mask, x - mean, 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n_cols + eps)
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0)
-        b = tl.load(b_ptr + cols, mask=mask, other=0.0)
+        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
         tl.store(out_ptr + row * n_cols + cols, d * rstd * w + b, mask=mask)
 
     return softmax_rows, layernorm_rows
@@ -85,36 +87,47 @@ def rows() -> list[tuple[str, str, str, float, float, int, float | None]]:
         r = gpu_seconds(lambda: torch.add(a, b, out=c))
         out.append(("tile_vecadd", "2^28 f32", "torch.add", t, r, 12 * n, 0.97))
 
-    def softmax() -> None:
+    def softmax_of(dtype: Any, name: str, tol: float) -> None:
         sm, _ = triton_kernels()
         m = n = 8192
-        x = torch.randn(m, n, device="cuda")
+        x = torch.randn(m, n, device="cuda").to(dtype)
         y = torch.empty_like(x)
         ox.launch(tile_softmax.tile_softmax, m, x, y, n)
-        torch.testing.assert_close(y, torch.softmax(x, 1), rtol=1e-4, atol=1e-6)
+        want = torch.softmax(x.float(), 1)
+        torch.testing.assert_close(y.float(), want, rtol=tol, atol=1e-6)
         t = gpu_seconds(lambda: ox.launch(tile_softmax.tile_softmax, m, x, y, n))
         r = gpu_seconds(lambda: sm[(m,)](x, y, n, BLOCK=n, num_warps=8))
         torch_s = gpu_seconds(lambda: torch.softmax(x, 1))
-        out.append(("tile_softmax", "8192^2 f32", "Triton", t, r, 8 * m * n, 1.0))
-        out.append(("tile_softmax", "8192^2 f32", "torch.softmax", t, torch_s, 8 * m * n,
+        nbytes = 2 * x.element_size() * m * n
+        out.append(("tile_softmax", f"8192^2 {name}", "Triton", t, r, nbytes, 1.0))
+        out.append(("tile_softmax", f"8192^2 {name}", "torch.softmax", t, torch_s, nbytes,
                     None))
 
-    def layernorm() -> None:
+    def softmax() -> None:
+        softmax_of(torch.float32, "f32", 1e-4)
+        softmax_of(torch.bfloat16, "bf16", 2 ** -7)
+
+    def layernorm_of(dtype: Any, name: str, tol: float) -> None:
         _, ln = triton_kernels()
         m = n = 8192
-        x = torch.randn(m, n, device="cuda")
-        w, b = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+        x = torch.randn(m, n, device="cuda").to(dtype)
+        w, b = torch.randn(n, device="cuda").to(dtype), torch.randn(n, device="cuda").to(dtype)
         y = torch.empty_like(x)
         args = (x, w, b, y, 1e-5, n)
         ox.launch(tile_layernorm.tile_layernorm, m, *args)
-        want = torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5)
-        torch.testing.assert_close(y, want, rtol=1e-3, atol=1e-3)
+        want = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(), 1e-5)
+        torch.testing.assert_close(y.float(), want, rtol=tol, atol=tol)
         t = gpu_seconds(lambda: ox.launch(tile_layernorm.tile_layernorm, m, *args))
         r = gpu_seconds(lambda: ln[(m,)](x, w, b, y, n, 1e-5, BLOCK=n, num_warps=8))
         torch_s = gpu_seconds(lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5))
-        out.append(("tile_layernorm", "8192^2 f32", "Triton", t, r, 8 * m * n, 1.0))
-        out.append(("tile_layernorm", "8192^2 f32", "torch layer_norm", t, torch_s,
-                    8 * m * n, None))
+        nbytes = 2 * x.element_size() * m * n
+        out.append(("tile_layernorm", f"8192^2 {name}", "Triton", t, r, nbytes, 1.0))
+        out.append(("tile_layernorm", f"8192^2 {name}", "torch layer_norm", t, torch_s,
+                    nbytes, None))
+
+    def layernorm() -> None:
+        layernorm_of(torch.float32, "f32", 1e-3)
+        layernorm_of(torch.bfloat16, "bf16", 2 ** -6)
 
     def transpose() -> None:
         n = 16384

@@ -593,3 +593,52 @@ def test_ptx_and_cubin(arch):
         assert ".entry" in ck.ptx and len(ck.cubin) > 0
         if k is softmax:
             assert "shfl.sync.bfly" in ck.ptx and "bar.sync" in ck.ptx
+
+
+@tile.kernel
+def generic_scaled(a: Slice[T], o: DisjointSlice[T], B: Const[int]):
+    """`astype(T)`: back to whatever dtype T stands for in this launch."""
+    i = tile.bid(0)
+    t = tile.load(a, (i,), (B,)).astype(f32)
+    tile.store(o, (i,), (t * 0.5).astype(T))
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, bf16.numpy])
+def test_astype_of_a_type_variable(dt):
+    a = np.arange(100).astype(dt)
+    o = np.zeros_like(a)
+    cpu(generic_scaled, tile.cdiv(100, 64), a, o, 64)
+    np.testing.assert_array_equal(o, (a.astype(np.float32) * 0.5).astype(dt))
+
+
+@pytest.mark.parametrize("dt", [np.float32, bf16.numpy])
+def test_softmax_and_layernorm_examples_in_each_dtype(dt):
+    """The examples are generic over the element type: bf16 rows computed in f32."""
+    from oxide.examples import tile_layernorm, tile_softmax
+
+    rng = np.random.default_rng(5)
+    x = (rng.standard_normal((3, 200)) * 3).astype(dt)
+    w, b = rng.standard_normal(200).astype(dt), rng.standard_normal(200).astype(dt)
+    y, z = np.zeros_like(x), np.zeros_like(x)
+    cpu(tile_softmax.tile_softmax, 3, x, y, 256)
+    cpu(tile_layernorm.tile_layernorm, 3, x, w, b, z, np.float32(1e-5), 256)
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(1, keepdims=True))
+    d = x64 - x64.mean(1, keepdims=True)
+    ln = d / np.sqrt((d * d).mean(1, keepdims=True) + 1e-5) * w.astype(np.float64) + b
+    tol = 1e-5 if dt == np.float32 else 2 ** -8
+    np.testing.assert_allclose(y.astype(np.float64), e / e.sum(1, keepdims=True), rtol=tol,
+                               atol=1e-7)
+    np.testing.assert_allclose(z.astype(np.float64), ln, rtol=tol, atol=tol * 8)
+
+
+def test_an_unbound_type_variable_is_an_error():
+    U = ox.TypeVar("U")
+
+    @tile.kernel
+    def unbound(a: Slice[f32], o: DisjointSlice[f32], B: Const[int]):
+        i = tile.bid(0)
+        tile.store(o, (i,), tile.load(a, (i,), (B,)).astype(U))
+
+    with pytest.raises(ox.KernelTypeError, match="type variable `U` is not bound"):
+        unbound.compile(Slice[f32], DisjointSlice[f32], 64)

@@ -5,24 +5,27 @@ from __future__ import annotations
 import numpy as np
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, f32, tile
+from oxide import Const, DisjointSlice, Slice, TypeVar, f32, tile
 from oxide.examples import _harness as h
 
 EPS = 1e-5
+T = TypeVar("T")  # f32, or a 16-bit float (bf16, f16): the math is in f32 either way
 
 
 @tile.kernel(num_warps=8)
-def tile_layernorm(x: Slice[f32, 2], w: Slice[f32], b: Slice[f32], out: DisjointSlice[f32, 2],
+def tile_layernorm(x: Slice[T, 2], w: Slice[T], b: Slice[T], out: DisjointSlice[T, 2],
                    eps: f32, BN: Const[int]):
-    """Columns past the row's end load as 0 and are masked out of the variance."""
+    """Columns past the row's end load as 0 and are masked out of the variance. 16-bit
+    rows are computed in f32 and rounded once on the way out."""
     row = tile.bid(0)
     n = x.shape[1]
-    t = tile.load(x, (row, 0), (1, BN))
+    t = tile.load(x, (row, 0), (1, BN)).astype(f32)
     mean = tile.sum(t, 1, keepdims=True) / n
     d = tile.where(tile.arange(BN)[None, :] < n, t - mean, 0.0)
     var = tile.sum(d * d, 1, keepdims=True) / n
-    y = d * tile.rsqrt(var + eps) * tile.load(w, (0,), (BN,)) + tile.load(b, (0,), (BN,))
-    tile.store(out, (row, 0), y)
+    y = (d * tile.rsqrt(var + eps) * tile.load(w, (0,), (BN,)).astype(f32)
+         + tile.load(b, (0,), (BN,)).astype(f32))
+    tile.store(out, (row, 0), y.astype(T))
 
 
 def main(device: str | int | None = None, arch: str | None = None,

@@ -7,18 +7,21 @@ import math
 import numpy as np
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, f32, tile
+from oxide import Const, DisjointSlice, Slice, TypeVar, f32, tile
 from oxide.examples import _harness as h
+
+T = TypeVar("T")  # f32, or a 16-bit float (bf16, f16): the math is in f32 either way
 
 
 @tile.kernel(num_warps=8)
-def tile_softmax(x: Slice[f32, 2], out: DisjointSlice[f32, 2], BN: Const[int]):
+def tile_softmax(x: Slice[T, 2], out: DisjointSlice[T, 2], BN: Const[int]):
     """Columns past the row's end load as -inf, so they add exp(-inf) = 0 to the sum;
-    subtracting the row maximum keeps exp() finite for any input."""
+    subtracting the row maximum keeps exp() finite for any input. 16-bit rows are
+    computed in f32 and rounded once on the way out."""
     row = tile.bid(0)
-    t = tile.load(x, (row, 0), (1, BN), padding=-math.inf)
+    t = tile.load(x, (row, 0), (1, BN), padding=-math.inf).astype(f32)
     e = tile.exp(t - tile.max(t, 1, keepdims=True))
-    tile.store(out, (row, 0), e / tile.sum(e, 1, keepdims=True))
+    tile.store(out, (row, 0), (e / tile.sum(e, 1, keepdims=True)).astype(T))
 
 
 def main(device: str | int | None = None, arch: str | None = None,

@@ -95,6 +95,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> TileLow
     ctx = KernelContext({p.name for p in kernel.params}, kernel.options.checks)
     low = TileLowering(b, kernel.source, kernel.scope, ctx, kernel.tile_options.num_warps,
                        kernel.tile_options.num_stages)
+    low.typevars = _bound_typevars(kernel.params, sig)
     args = iter(b.args)
     for p, s in zip(kernel.params, sig, strict=True):
         if isinstance(s, ConstValue):
@@ -113,6 +114,19 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> TileLow
     return TileLowered(func, b.sites, ctx, b, axes)
 
 
+def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DType]:
+    """The dtype each ox.TypeVar of the parameters stands for in this signature (the
+    launch bound them consistently: specialize.py)."""
+    bound: dict[T.TypeVar, T.DType] = {}
+    for p, s in zip(params, sig, strict=True):
+        ann = p.annotation
+        if isinstance(ann, T.ArrayType) and isinstance(ann.dtype, T.TypeVar):
+            bound[ann.dtype] = s.dtype
+        elif isinstance(ann, T.TypeVar) and isinstance(s, T.DType):
+            bound[ann] = s
+    return bound
+
+
 class TileLowering(TileCallsMixin, TileMemoryMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
@@ -125,6 +139,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         self.ctx = ctx
         self.num_warps = num_warps
         self.env: dict[str, Any] = {}
+        self.typevars: dict[T.TypeVar, T.DType] = {}  # what `T` names in the body
         self.em = TileEmitter(b, num_warps, self._reserve_shared)
         self.stores = _Stores()
         self.unsafe_depth = 0
@@ -605,6 +620,13 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         if name in self.env:
             return self.env[name]
         found, obj = self.scope.lookup(name)
+        if found and isinstance(obj, T.TypeVar):
+            if obj not in self.typevars:
+                raise self.error(KernelTypeError, node,
+                                 f"type variable `{name}` is not bound by any parameter",
+                                 hint=f"annotate a parameter with `{name}` or "
+                                      f"`Slice[{name}]`")
+            return Static(self.typevars[obj])  # `x.astype(T)`: the dtype T stands for
         if found:
             return Static(obj)
         if hasattr(builtins, name):
