@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+from oxide import tile
+from oxide.examples import tile_matmul as example
 
 pytestmark = pytest.mark.gpu
 torch = pytest.importorskip("torch")
@@ -25,18 +26,9 @@ def _gpu() -> Iterator[None]:
 
 
 def _kernel():  # noqa: ANN202
-    """A fresh canonical kernel (its own launchers: which path ran is visible)."""
-
-    @tile.kernel(num_warps=8)
-    def matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
-               BM: Const[int], BN: Const[int], BK: Const[int]):
-        i, j = tile.bid(0), tile.bid(1)
-        acc = tile.zeros((BM, BN), f32)
-        for k in range(tile.num_tiles(a, 1, BK)):
-            acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
-        tile.store(c, (i, j), acc.astype(bf16))
-
-    return matmul
+    """A fresh copy of the example's canonical kernel, with its own launchers (so which
+    path ran is visible)."""
+    return tile.kernel(num_warps=8)(example.tile_matmul.__wrapped__)
 
 
 def _run(kernel, m: int, n: int, k: int, grid=None, a=None, b=None):  # noqa: ANN001, ANN202
