@@ -17,7 +17,7 @@ from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
 from oxide.ir import ops
 from oxide.ir.types import ir_type
-from oxide.tile.layout import blocked, mma_accumulator
+from oxide.tile.layout import mma_accumulator
 from oxide.tile.mma_lower import accumulate_dtype, lower_mma
 from oxide.tile.values import Method, Static, TArray, Tile, describe, shape_text
 
@@ -145,14 +145,14 @@ class TileCallsMixin:
         args = self.positional(node, (1, 2), "tile.zeros(shape, dtype=f32)", ("dtype",))
         dt = self._dtype_arg(node, 1) or T.f32
         shape = self.static_shape(args[0], node.args[0], "the shape of tile.zeros")
-        return self.em.full(blocked(shape, self.num_warps), 0, dt)
+        return self.em.full(self.blocked(shape), 0, dt)
 
     def call_full(self, node: ast.Call) -> Tile:
         args = self.positional(node, (2, 3), "tile.full(shape, value, dtype=None)", ("dtype",))
         shape = self.static_shape(args[0], node.args[0], "the shape of tile.full")
         dt = self._dtype_arg(node, 2)
         value = args[1]
-        layout = blocked(shape, self.num_warps)
+        layout = self.blocked(shape)
         if isinstance(value, Static) and isinstance(value.obj, (bool, int, float)):
             if dt is None:
                 dt = self.as_tile(value, node.args[1]).dtype
@@ -176,7 +176,7 @@ class TileCallsMixin:
         args = self.positional(node, (1, 2), "tile.arange(n, dtype=i32)", ("dtype",))
         (n,) = self.static_shape(args[0], node.args[0], "the length of tile.arange")
         dt = self._dtype_arg(node, 1) or T.i32
-        return self.em.arange(blocked((n,), self.num_warps), dt)
+        return self.em.arange(self.blocked((n,)), dt)
 
     def _math(self, fn: str, node: ast.Call) -> Tile:
         (x,) = self.positional(node, 1, f"tile.{fn}(x)")
@@ -335,7 +335,7 @@ class TileCallsMixin:
         ta, tb = self.em.cast(ta, dt), self.em.cast(tb, dt)
         shape = (ta.shape[0], tb.shape[1])
         acc_dt = accumulate_dtype(dt)
-        layout = mma_accumulator(shape, self.num_warps) or blocked(shape, self.num_warps)
+        layout = mma_accumulator(shape, self.num_warps) or self.blocked(shape)
         out = lower_mma(self.em, ta, tb, self.em.full(layout, 0, acc_dt))
         return self.em.cast(out, dt)
 
@@ -355,7 +355,7 @@ class TileCallsMixin:
                              f"the axis of tile.cumsum is a constant from {-x.ndim} to "
                              f"{x.ndim - 1} for {x.describe()}")
         if not x.layout.is_blocked:  # the scan walks blocked layouts (an mma result)
-            x = self.em.convert(x, blocked(x.shape, self.num_warps))
+            x = self.em.convert(x, self.blocked(x.shape))
         return self.em.cumsum(x, axis % x.ndim)
 
     def _axes(self, name: str, x: Tile, node: ast.Call) -> tuple[list[int], bool]:
@@ -386,7 +386,7 @@ class TileCallsMixin:
             raise self.error(KernelTypeError, node,
                              f"cannot broadcast {shape_text(t.shape)} to {shape_text(shape)}",
                              hint="the target must be at least as large in every dimension")
-        return self.em.broadcast(t, blocked(shape, self.num_warps))
+        return self.em.broadcast(t, self.blocked(shape))
 
     def call_reshape(self, node: ast.Call) -> Tile:
         x, s = self.positional(node, 2, "tile.reshape(x, shape)")
@@ -404,7 +404,7 @@ class TileCallsMixin:
             raise self.error(KernelTypeError, node,
                              f"cannot reshape {t.describe()} ({have} elements) to "
                              f"{shape_text(shape)} ({size} elements)")
-        layout = blocked(shape, self.num_warps)
+        layout = self.blocked(shape)
         if shape == t.shape:
             return self.em.convert(t, layout)
         return self.em.reshape(t, layout)
@@ -421,7 +421,7 @@ class TileCallsMixin:
                              f"{tuple(range(t.ndim))} for {t.describe()}, not {describe(a)}",
                              hint="e.g. `tile.permute(x, (1, 0))` transposes")
         shape = tuple(t.shape[k] for k in axes)
-        return self.em.permute(t, axes, blocked(shape, self.num_warps))
+        return self.em.permute(t, axes, self.blocked(shape))
 
     def call_method(self, m: Method, node: ast.Call) -> Tile:
         if m.name == "astype":

@@ -41,7 +41,7 @@ from oxide.kernel_types import DeviceFunction
 from oxide.specialize import ConstValue
 from oxide.tile import lang
 from oxide.tile.calls import TileCallsMixin
-from oxide.tile.layout import Layout, blocked, mma_accumulator
+from oxide.tile.layout import VECTOR, Layout, blocked, mma_accumulator, vector_elements
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
 from oxide.tile.mma_lower import relayout
@@ -96,6 +96,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> TileLow
     low = TileLowering(b, kernel.source, kernel.scope, ctx, kernel.tile_options.num_warps,
                        kernel.tile_options.num_stages)
     low.typevars = _bound_typevars(kernel.params, sig)
+    low.vector = vector_elements([s.dtype.itemsize for s in sig if isinstance(s, T.ArrayType)])
     args = iter(b.args)
     for p, s in zip(kernel.params, sig, strict=True):
         if isinstance(s, ConstValue):
@@ -140,6 +141,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         self.num_warps = num_warps
         self.env: dict[str, Any] = {}
         self.typevars: dict[T.TypeVar, T.DType] = {}  # what `T` names in the body
+        self.vector = VECTOR  # contiguous elements per thread of the default layouts
         self.em = TileEmitter(b, num_warps, self._reserve_shared)
         self.stores = _Stores()
         self.unsafe_depth = 0
@@ -164,6 +166,11 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
                              f"{STATIC_SHARED_BYTES} are available",
                              hint="use smaller tiles, or more warps (`num_warps=`), so that "
                                   "reductions need fewer cross-warp cells")
+
+    def blocked(self, shape: tuple[int, ...]) -> Layout:
+        """The kernel's default layout of a tile of `shape` (`layout.blocked` with the
+        kernel's vector run)."""
+        return blocked(shape, self.num_warps, self.vector)
 
     # -- statements -----------------------------------------------------------------
 
@@ -915,7 +922,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         if len(obj) > 2:
             raise self.error(UnsupportedFeatureError, node,
                              f"tiles of rank {len(obj)} are not supported yet (rank 0 to 2)")
-        layout = blocked(obj, self.num_warps)
+        layout = self.blocked(obj)
         if layout.slots > MAX_SLOTS:
             raise self.error(KernelTypeError, node,
                              f"a tile of shape {shape_text(obj)} puts {layout.slots} elements "
@@ -992,7 +999,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         for t in tiles:
             if t.shape == shape:
                 return t.layout
-        return blocked(shape, self.num_warps)
+        return self.blocked(shape)
 
     def operands(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST,
                  dt: T.DType | None = None) -> tuple[Tile, Tile]:

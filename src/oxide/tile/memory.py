@@ -13,7 +13,6 @@ from typing import Any
 
 from oxide import types as T
 from oxide.errors import KernelTypeError, SafetyError, UnsupportedFeatureError
-from oxide.tile.layout import blocked
 from oxide.tile.values import ShapeOf, Static, TArray, Tile, describe, shape_text
 
 
@@ -174,12 +173,12 @@ class TileMemoryMixin:
             raise self.error(KernelTypeError, pad_node, f"the padding is a number or a "
                              f"scalar, not {describe(pad_v)}")
         site = self.b.site("index", self.src.span(node), arr.name)
-        t = self.em.load(arr.ssa, dt, self._index_ssa(items), blocked(shape, self.num_warps),
+        t = self.em.load(arr.ssa, dt, self._index_ssa(items), self.blocked(shape),
                          pad, site)
         if order is None:
             return t
         logical = tuple(shape[k] for k in order)
-        return self.em.permute(t, order, blocked(logical, self.num_warps))
+        return self.em.permute(t, order, self.blocked(logical))
 
     def call_store(self, node: ast.Call) -> None:
         args = self.positional(node, 3, "tile.store(arr, index, t)", ("order",))
@@ -213,7 +212,7 @@ class TileMemoryMixin:
             items = _to_array_order(items, order)
             inverse = tuple(order.index(d) for d in range(len(order)))
             shape = tuple(value.shape[k] for k in inverse)
-            value = self.em.permute(value, inverse, blocked(shape, self.num_warps))
+            value = self.em.permute(value, inverse, self.blocked(shape))
         if access == "disjoint":
             self._check_disjoint(arr, items, value.shape, node, node.args[1], "written")
         if value.dtype != arr.dtype:
