@@ -110,3 +110,13 @@ def test_the_template_runs_on_the_launch_stream() -> None:
     s.synchronize()
     assert _took_template(kernel)
     _close(c, a, b)
+
+
+def test_a_transposed_weight_runs_k_major() -> None:
+    """`x @ w.T` with `w` a row-major N x K weight (a linear layer's): B is K-major."""
+    kernel = _kernel()
+    torch.manual_seed(4)
+    w = torch.randn(1512, 704, device="cuda", dtype=torch.bfloat16)  # N x K
+    a, b, c = _run(kernel, 1000, 1512, 704, b=w.t())
+    assert _took_template(kernel)
+    _close(c, a, b)

@@ -13,6 +13,7 @@ import oxide as ox
 from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, tile
 from oxide.examples import tile_matmul as example
 from oxide.kernels import tile_matmul as template
+from oxide.runtime.array_view import ArrayView
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device
 from oxide.tile.matmul_pattern import MatmulPattern, match
@@ -150,3 +151,75 @@ def test_a_recognized_kernel_still_runs_as_written_on_the_cpu() -> None:
     want = a.astype(np.float32) @ b.astype(np.float32)
     # bf16 output: 8 significant bits of each result (the f32 sums are far closer)
     np.testing.assert_allclose(c.astype(np.float32), want, rtol=2 ** -8, atol=1e-6)
+
+
+# -- the template's plan: every rule, on views of GPU memory that need no GPU ---------------
+
+def _view(ptr: int, shape: tuple[int, int], strides: tuple[int, int] | None = None,
+          dtype=bf16, device: int = 0) -> ArrayView:  # noqa: ANN001
+    return ArrayView(ptr, shape, strides, dtype, device, None)
+
+
+def _plan(a, b, c, grid=(8, 8, 1), sizes=(128, 128, 32), pattern=None):  # noqa: ANN001, ANN202
+    return template.plan(pattern or match(example.tile_matmul), sizes, grid, a, b, c, 0)
+
+
+M, K, N = 1000, 704, 1000
+A_AT, B_AT, C_AT = 1 << 20, 1 << 24, 1 << 28  # far apart: no overlap
+
+
+def test_the_plan_of_row_major_operands() -> None:
+    p = _plan(_view(A_AT, (M, K)), _view(B_AT, (K, N)), _view(C_AT, (M, N)))
+    assert p is not None and (p.m, p.n, p.k) == (M, N, K) and p.cfg.b_mn
+    assert p.b.shape == (K, N)
+
+
+def test_a_transposed_b_is_read_k_major() -> None:
+    """`w.T` of a row-major N x K weight: B is K x N with strides (1, K)."""
+    p = _plan(_view(A_AT, (M, K)), _view(B_AT, (K, N), (1, K)), _view(C_AT, (M, N)))
+    assert p is not None and not p.cfg.b_mn
+    assert p.b.shape == (N, K) and p.b.strides == (K, 1)
+
+
+@pytest.mark.parametrize("case", [
+    "unaligned rows", "grid short of C", "grid with z", "C overlaps A", "f16 A", "A elsewhere",
+    "C shape", "K mismatch", "tile not a power of two", "tile too big", "column-major C",
+    "misaligned base", "empty"])
+def test_the_plan_declines(case: str) -> None:
+    a, b, c = _view(A_AT, (M, K)), _view(B_AT, (K, N)), _view(C_AT, (M, N))
+    grid, sizes = (8, 8, 1), (128, 128, 32)
+    if case == "unaligned rows":
+        a, b = _view(A_AT, (M, 100)), _view(B_AT, (100, N))
+    elif case == "grid short of C":
+        grid = (7, 8, 1)
+    elif case == "grid with z":
+        grid = (8, 8, 2)
+    elif case == "C overlaps A":
+        c = _view(A_AT + 64, (M, N))
+    elif case == "f16 A":
+        a = _view(A_AT, (M, K), dtype=f16)
+    elif case == "A elsewhere":
+        a = _view(A_AT, (M, K), device=1)
+    elif case == "C shape":
+        c = _view(C_AT, (M + 1, N))
+    elif case == "K mismatch":
+        b = _view(B_AT, (K + 8, N))
+    elif case == "tile not a power of two":
+        sizes = (96, 128, 32)
+    elif case == "tile too big":
+        sizes = (512, 128, 32)
+    elif case == "column-major C":
+        c = _view(C_AT, (M, N), (1, M))
+    elif case == "misaligned base":
+        a = _view(A_AT + 2, (M, K))
+    elif case == "empty":
+        a, b = _view(A_AT, (M, 0)), _view(B_AT, (0, N))
+    assert _plan(a, b, c, grid, sizes) is None
+
+
+def test_a_grid_over_rows_on_axis_1() -> None:
+    """`named_loads` walks C's rows with grid axis 1: the grid is read the other way."""
+    a, b, c = _view(A_AT, (M, K)), _view(B_AT, (K, 64)), _view(C_AT, (M, 64))
+    pattern = match(named_loads)
+    assert _plan(a, b, c, (1, 8, 1), (128, 64, 32), pattern) is not None
+    assert _plan(a, b, c, (8, 1, 1), (128, 64, 32), pattern) is None

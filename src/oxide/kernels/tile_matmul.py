@@ -14,8 +14,8 @@ unspecified order either way, docs/language.md).
 
 `launch` declines (returns False: the kernel then compiles and runs as written, which is
 also what reports any error) unless all of this holds: a GPU of compute capability 9.0;
-A, B and C bf16 device arrays on it, row-major with 16-byte-aligned rows (TMA's rule),
-A (M x K), B (K x N), C (M x N); a grid covering all of C (BM x BN tiles, z = 1); tile
+A, B and C bf16 device arrays on it, A (M x K) and C (M x N) row-major with 16-byte
+aligned rows (TMA's rule), B (K x N) so too or the transpose of such an N x K matrix; a grid covering all of C (BM x BN tiles, z = 1); tile
 sizes powers of two with BM, BN in 16..256 and BK in 16..128; C not overlapping A or B
 (the written kernel's launch raises AliasingError for that); sizes below 2^31.
 `OXIDE_TILE_WGMMA=0` turns the template off (the benchmark's comparison, a debugging aid).
@@ -25,10 +25,12 @@ from __future__ import annotations
 
 import os
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from oxide import types as T
-from oxide.kernels.hopper_gemm import FASTEST, Config, boxes, gemm_hopper, launch_config
+from oxide.kernels.hopper_gemm import FASTEST, Config, boxes, gemm_hopper, launch_config, replace
+from oxide.runtime.array_view import ArrayView
 from oxide.runtime.launch import launch as ox_launch
 from oxide.runtime.tensormap import TensorMap
 from oxide.runtime.views import BadArray, view_of
@@ -51,42 +53,75 @@ def config_for(m: int, n: int, k: int) -> Config:
     return FASTEST
 
 
+@dataclass(frozen=True)
+class Plan:
+    """How one launch runs as the GEMM: the problem size, the variant, and the views the
+    tensor maps describe (B as K x N rows, or as the N x K rows of its transpose)."""
+
+    m: int
+    n: int
+    k: int
+    cfg: Config
+    a: ArrayView
+    b: ArrayView
+    c: ArrayView
+
+
+def plan(pattern: MatmulPattern, sizes: tuple[Any, Any, Any], grid: tuple[int, ...],
+         a: ArrayView | None, b: ArrayView | None, c: ArrayView | None,
+         device: int) -> Plan | None:
+    """The GEMM launch that computes what the written kernel would, or None (see the
+    module docstring). Pure: it reads views and numbers, so the CPU tests check every
+    rule. B may be row-major (K x N rows) or the transpose of a row-major N x K matrix
+    (`w.T`, as a linear layer holds its weight): the GEMM then reads it K-major."""
+    if grid[2] != 1:
+        return None
+    if not all(_power_of_two(s, 16, 128 if d == 2 else 256) for d, s in enumerate(sizes)):
+        return None
+    if a is None or b is None or c is None:
+        return None
+    b_rows = _rows_view(b, device)
+    b_cols = None if b_rows is not None else _rows_view(_transposed(b), device)
+    if _rows_view(a, device) is None or _rows_view(c, device) is None or (
+            b_rows is None and b_cols is None):
+        return None
+    (m, k), (k2, n) = a.shape, b.shape
+    if c.shape != (m, n) or k2 != k or 0 in (m, n, k) or max(m, n, k) > _MAX_I32:
+        return None
+    bm, bn, _ = sizes
+    rows_blocks, cols_blocks = (grid[0], grid[1]) if pattern.row_axis == 0 else (grid[1], grid[0])
+    if rows_blocks * bm < m or cols_blocks * bn < n:
+        return None  # the written kernel leaves part of C alone: so must we
+    if _overlap(c, a) or _overlap(c, b):
+        return None
+    cfg = config_for(m, n, k)
+    if b_rows is None:
+        return Plan(m, n, k, replace(cfg, b_mn=False), a, b_cols, c)
+    return Plan(m, n, k, cfg, a, b_rows, c)
+
+
 def launch(kernel: Any, pattern: MatmulPattern, config: Any, args: tuple[Any, ...],
            stream: Any, device: Any) -> bool:
     """Run `kernel` (matching `pattern`) over `config` as the wgmma GEMM; False where it
     cannot (see the module docstring), having launched nothing."""
     if device.is_cpu or not enabled() or len(args) != len(kernel.params):
         return False
-    grid = tuple(config.grid)
-    if grid[2] != 1 or getattr(config, "cluster", None) not in (None, (1, 1, 1)):
-        return False
-    sizes = pattern.sizes(kernel.params, args)
-    if not all(_power_of_two(s, 16, 128 if d == 2 else 256) for d, s in enumerate(sizes)):
+    if getattr(config, "cluster", None) not in (None, (1, 1, 1)):
         return False
     try:
-        a, b, c = (view_of(args[p]) for p in (pattern.a, pattern.b, pattern.c))
+        views = [view_of(args[p]) for p in (pattern.a, pattern.b, pattern.c)]
     except BadArray:
         return False
-    if not all(_tma_ready(v, device.index) for v in (a, b, c)):
+    p = plan(pattern, pattern.sizes(kernel.params, args), tuple(config.grid), *views,
+             device.index)
+    if p is None or _device_arch(device.index) != ARCH:
         return False
-    (m, k), (k2, n) = a.shape, b.shape
-    if c.shape != (m, n) or k2 != k or 0 in (m, n, k) or max(m, n, k) > _MAX_I32:
-        return False
-    bm, bn, _ = sizes
-    rows_blocks, cols_blocks = (grid[0], grid[1]) if pattern.row_axis == 0 else (grid[1], grid[0])
-    if rows_blocks * bm < m or cols_blocks * bn < n:
-        return False  # the written kernel leaves part of C alone: so must we
-    if _overlap(c, a) or _overlap(c, b):
-        return False
-    if _device_arch(device.index) != ARCH:
-        return False
-    cfg = config_for(m, n, k)
-    box_a, box_b, box_c = boxes(cfg)
-    ta = _tensor_map(args[pattern.a], a, box_a)
-    tb = _tensor_map(args[pattern.b], b, box_b)
-    tc = _tensor_map(args[pattern.c], c, box_c) if cfg.tma_store else ta
-    ox_launch(gemm_hopper, launch_config(m, n, cfg, _sm_count(device.index)), ta, tb,
-              args[pattern.c], tc, m, n, k, *cfg.consts(), stream=stream, device=device)
+    box_a, box_b, box_c = boxes(p.cfg)
+    ta, tb = _tensor_map(p.a, box_a), _tensor_map(p.b, box_b)
+    tc = _tensor_map(p.c, box_c) if p.cfg.tma_store else ta
+    ox_launch(gemm_hopper, launch_config(p.m, p.n, p.cfg, _sm_count(device.index)), ta, tb,
+              args[pattern.c], tc, p.m, p.n, p.k, *p.cfg.consts(), stream=stream,
+              device=device)
     return True
 
 
@@ -94,32 +129,37 @@ def _power_of_two(x: Any, low: int, high: int) -> bool:
     return type(x) is int and low <= x <= high and x & (x - 1) == 0
 
 
-def _tma_ready(v: Any, device: int) -> bool:
-    """A bf16 matrix on `device` that TMA can read: rows contiguous, 16-byte aligned."""
-    if v is None or v.dtype != T.bf16 or len(v.shape) != 2 or v.device != device:
-        return False
-    row = v.shape[1] if v.strides is None else v.strides[0]
-    inner = 1 if v.strides is None else v.strides[1]
-    return inner == 1 and (row * 2) % 16 == 0 and v.ptr % 16 == 0 and row >= v.shape[1]
+def _transposed(v: ArrayView) -> ArrayView:
+    strides = v.strides if v.strides is not None else T.c_strides(v.shape)
+    return ArrayView(v.ptr, tuple(reversed(v.shape)), tuple(reversed(strides)), v.dtype,
+                     v.device, None)
 
 
-def _overlap(x: Any, y: Any) -> bool:
+def _rows_view(v: ArrayView, device: int) -> ArrayView | None:
+    """`v` if it is a bf16 matrix on `device` whose rows TMA can read (each row
+    contiguous, rows 16-byte aligned, no overlapping rows), else None."""
+    if v.dtype != T.bf16 or len(v.shape) != 2 or v.device != device or v.ptr % 16:
+        return None
+    row, inner = (v.shape[1], 1) if v.strides is None else v.strides
+    if inner != 1 or (row * 2) % 16 or row < v.shape[1]:
+        return None
+    return v
+
+
+def _overlap(x: ArrayView, y: ArrayView) -> bool:
     lo, hi = x.byte_range()
     lo2, hi2 = y.byte_range()
     return lo < hi2 and lo2 < hi
 
 
-def _tensor_map(array: Any, v: Any, box: tuple[int, int]) -> TensorMap:
-    """The 128-byte-swizzled map of `array` (whose view is `v`) with `box`, cached: a
-    map is a function of the address, shape and strides alone, so one made for an
-    earlier array at the same address serves a later one; the cache keeps no array
-    alive (`array` dropped)."""
+def _tensor_map(v: ArrayView, box: tuple[int, int]) -> TensorMap:
+    """The 128-byte-swizzled map of the memory `v` describes, with `box`; cached, since a
+    map is a function of the address, shape and strides alone (one made for an earlier
+    array at the same address serves a later one), and holding no array alive."""
     key = (v.ptr, v.shape, v.strides, v.device, box)
     tm = _MAPS.get(key)
     if tm is None:
-        tm = TensorMap(array, box, swizzle=128)
-        tm.array = None
-        _MAPS[key] = tm
+        tm = _MAPS[key] = TensorMap.of_view(v, box, swizzle=128)
         if len(_MAPS) > _MAP_CACHE_SIZE:
             _MAPS.popitem(last=False)
     else:

@@ -69,7 +69,7 @@ class TensorMap:
     def __init__(self, array: Any, box: Any, *, swizzle: int | None = None,
                  interleave: Any = None, l2_promotion: int | None = None,
                  oob_fill: str = "zero") -> None:
-        from oxide.runtime.views import HOST, BadArray, view_of
+        from oxide.runtime.views import BadArray, view_of
 
         try:
             v = view_of(array)
@@ -81,15 +81,32 @@ class TensorMap:
         if interleave is not None:
             raise NotImplementedError("ox.TensorMap(interleave=...): interleaved layouts are "
                                       "not built; only interleave=None")
-        shape, dtype = tuple(v.shape), v.dtype
-        strides = v.strides if v.strides is not None else T.c_strides(shape)
-        box_t = _box(box, len(shape))
-        check(dtype, shape, strides, box_t, swizzle, v.ptr, l2_promotion, oob_fill)
         if v.device is None:
             raise ArgumentError("ox.TensorMap: the array's device is unknown (a CUDA array "
                                 "interface without a device): pass an oxide, torch or CuPy "
                                 "array")
+        self._build(v, box, swizzle, l2_promotion, oob_fill)
         self.array = v.owner  # kept alive: the map holds its address
+
+    @classmethod
+    def of_view(cls, v: Any, box: Any, *, swizzle: int | None = None) -> TensorMap:
+        """The map of the memory an `ArrayView` describes (any shape and strides over it:
+        a transposed view of a matrix, say), holding nothing alive: for the runtime's own
+        launches, whose caller keeps the array alive (kernels/tile_matmul.py). The same
+        checks as the constructor."""
+        tm = cls.__new__(cls)
+        tm._build(v, box, swizzle, None, "zero")
+        tm.array = None
+        return tm
+
+    def _build(self, v: Any, box: Any, swizzle: int | None, l2_promotion: int | None,
+               oob_fill: str) -> None:
+        from oxide.runtime.views import HOST
+
+        shape, dtype = tuple(v.shape), v.dtype
+        strides = v.strides if v.strides is not None else T.c_strides(shape)
+        box_t = _box(box, len(shape))
+        check(dtype, shape, strides, box_t, swizzle, v.ptr, l2_promotion, oob_fill)
         self.dtype = dtype
         self.shape = shape
         self.strides = tuple(strides)
