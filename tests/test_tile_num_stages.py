@@ -110,3 +110,51 @@ def test_a_load_of_an_array_the_loop_stores_to_is_not_pipelined() -> None:
     x = np.zeros(6 * 8, np.float32)
     cpu(chain, 1, x, 8)
     np.testing.assert_array_equal(x.reshape(6, 8)[:, 0], np.arange(6, dtype=np.float32))
+
+
+def inline_matmul(stages: int):
+    @tile.kernel(num_warps=4, num_stages=stages)
+    def mm(a: Slice[f32, 2], b: Slice[f32, 2], c: DisjointSlice[f32, 2], B: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((B, B))
+        for kk in range(0, tile.cdiv(a.shape[1], B)):
+            acc = tile.mma(tile.load(a, (i, kk), (B, B)), tile.load(b, (kk, j), (B, B)), acc)
+        tile.store(c, (i, j), acc)
+    return mm
+
+
+@pytest.mark.parametrize("stages", [1, 2, 3])
+def test_loads_inside_an_expression_are_pipelined_too(stages: int) -> None:
+    """`tile.mma(tile.load(...), tile.load(...), acc)`: the loads move into statements of
+    their own and are issued ahead like named ones, with the same results."""
+    a = (rng.integers(-4, 5, (40, 72)) * 0.25).astype(np.float32)
+    b = (rng.integers(-4, 5, (72, 24)) * 0.25).astype(np.float32)
+    c = np.zeros((40, 24), np.float32)
+    cpu(inline_matmul(stages), (3, 2), a, b, c, 16)
+    np.testing.assert_array_equal(c, a @ b)
+    sig = (a, b, c, 16)
+    ir = inline_matmul(stages).compile(*sig, arch="sm_90").ir
+    named = matmul(stages).compile(*sig, arch="sm_90").ir
+    assert ir.count("oxide.vload") == named.count("oxide.vload")
+    if stages > 1:
+        once = inline_matmul(1).compile(*sig, arch="sm_90").ir
+        assert ir.count("oxide.vload") == stages * once.count("oxide.vload")
+
+
+def test_a_load_under_a_conditional_expression_stays_put() -> None:
+    @tile.kernel(num_stages=2)
+    def cond(x: Slice[f32], out: DisjointSlice[f32], B: Const[int], FLAG: Const[bool]):
+        i = tile.bid(0)
+        acc = tile.zeros((B,))
+        for kk in range(4):
+            acc = acc + (tile.load(x, (kk,), (B,)) if FLAG else tile.zeros((B,)))
+        tile.store(out, (i,), acc)
+
+    x = rng.standard_normal(64).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    cpu(cond, 1, x, out, 16, True)
+    np.testing.assert_allclose(out, x.reshape(4, 16).sum(0), rtol=1e-6)
+    ir = cond.compile(x, out, 16, True, arch="sm_90").ir
+    once = tile.kernel(num_stages=1)(cond.__wrapped__).compile(x, out, 16, True,
+                                                               arch="sm_90").ir
+    assert ir.count("oxide.vload") == once.count("oxide.vload")

@@ -29,7 +29,7 @@ def tile_matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
     i, j = tile.bid(0), tile.bid(1)
     acc = tile.zeros((BM, BN), f32)
     for k in range(tile.num_tiles(a, 1, BK)):
-        x = tile.load(a, (i, k), (BM, BK))  # named statements: what num_stages pipelines
+        x = tile.load(a, (i, k), (BM, BK))
         y = tile.load(b, (k, j), (BK, BN))
         acc = tile.mma(x, y, acc)
     tile.store(c, (i, j), acc.astype(bf16))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import copy
 import operator
 from dataclasses import dataclass, field
 from typing import Any
@@ -435,6 +436,9 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in assigned:
                 assigned.append(n.id)
+        if not persistent and self.num_stages >= 2:
+            node = self._hoist_nested_loads(node, assigned)
+            assigned += [n for n in _names_stored(node.body) if n not in assigned]
         piped = ([] if persistent or self.num_stages < 2 else
                  self._pipelined_loads(node, assigned))
         ahead = self.num_stages - 1
@@ -518,6 +522,63 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         for name, (t, slots) in carried.items():
             self.env[name] = Tile(t.dtype, t.layout, tuple(
                 self.b.value(ops.SlotReadOp(slot)) for slot in slots))
+
+    def _hoist_nested_loads(self, node: ast.For, assigned: list[str]) -> ast.For:
+        """The loop with each `tile.load(...)` that sits inside a top-level statement's
+        expression (`acc = tile.mma(tile.load(a, ...), ..., acc)`) moved into a statement
+        of its own just before it, `<load k> = tile.load(...)` (a name no code can spell),
+        so that `_pipelined_loads` can issue it ahead like a named one. Only a load whose
+        arguments read the loop variable and names the body does not assign moves: it
+        reads the same values earlier, and a load has no effect but its result (it
+        cannot fault); one under a conditional expression stays put. The kernel's own
+        tree is not changed (its statements are copied)."""
+        loop_var = node.target.id  # type: ignore[attr-defined]
+        lowering = self
+
+        class Hoist(ast.NodeTransformer):
+            def __init__(self) -> None:
+                self.hoisted: list[ast.stmt] = []
+
+            def visit_IfExp(self, n: ast.IfExp) -> ast.AST:
+                return n  # evaluated only on one arm: stays put
+
+            def visit_Call(self, n: ast.Call) -> ast.AST:
+                if not lowering._is_load(n):
+                    return self.generic_visit(n)
+                reads = {r.id for r in ast.walk(n) if isinstance(r, ast.Name)}
+                if any(r != loop_var and r in assigned for r in reads):
+                    return n
+                name = f"load\0{count[0]}"
+                count[0] += 1
+                target = ast.copy_location(ast.Name(name, ast.Store()), n)
+                self.hoisted.append(ast.copy_location(ast.Assign([target], n), n))
+                return ast.copy_location(ast.Name(name, ast.Load()), n)
+
+        count = [0]
+        body: list[ast.stmt] = []
+        for stmt in node.body:
+            named = (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
+                     and self._is_load(stmt.value))
+            if named or isinstance(stmt, (ast.For, ast.If, ast.With)):
+                body.append(stmt)  # already `x = tile.load(...)`, or not a simple statement
+                continue
+            hoist = Hoist()
+            stmt = hoist.visit(copy.deepcopy(stmt))
+            body += hoist.hoisted + [stmt]
+        if not count[0]:
+            return node
+        return ast.copy_location(ast.For(node.target, node.iter, body, node.orelse,
+                                         node.type_comment), node)
+
+    def _is_load(self, call: ast.Call) -> bool:
+        """Whether `call` calls `tile.load` (looked up by name: no IR)."""
+        if not _is_dotted_name(call.func):
+            return False
+        try:
+            fn = self.expr(call.func)
+        except CompileError:
+            return False
+        return isinstance(fn, Static) and fn.obj is lang.load
 
     def _pipelined_loads(self, node: ast.For, assigned: list[str]
                          ) -> list[tuple[ast.Assign, str]]:
@@ -1053,6 +1114,15 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         if kind in ("floordiv", "mod") and not dt.is_float:
             site = self.b.site("assert", self.src.span(node), "integer division by zero")
         return self.em.binary(kind, ta, tb, site)
+
+def _names_stored(body: list[ast.stmt]) -> list[str]:
+    """The names `body` assigns, in order of first assignment."""
+    out: list[str] = []
+    for n in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in out:
+            out.append(n.id)
+    return out
+
 
 def _ahead(name: str, j: int) -> str:
     """The loop-carried name of the tile `name` loads j + 1 iterations ahead (num_stages):

@@ -166,9 +166,10 @@ def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int = 4,
     that N blocks fit. It changes nothing on the CPU.
 
     `num_stages=S` (1 to 4, default 1) software-pipelines the tile loads of `for ... in
-    range(...)` loops: a statement `x = tile.load(...)` at the top level of the body whose
-    arguments depend only on the loop variable and on names the body does not assign is
-    issued S - 1 iterations ahead (before the loop for the first iterations, then at the
+    range(...)` loops: a `tile.load(...)` in a top-level statement of the body (`x =
+    tile.load(...)`, or inside an expression such as `tile.mma(tile.load(...), ...)`,
+    though not under a conditional expression) whose arguments depend only on the loop
+    variable and on names the body does not assign is issued S - 1 iterations ahead (before the loop for the first iterations, then at the
     top of each iteration for a later one), so those loads overlap the body's work. The
     results are the same (loads past an array read their padding, and cannot fault); the
     cost is S - 1 more tiles of registers per pipelined load.
