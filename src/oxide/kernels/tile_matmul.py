@@ -12,13 +12,16 @@ its BM x BN tile of C over all of A's columns, and so does the GEMM, for the C t
 grid covers; the f32 sums differ only in their order (tensor cores accumulate in an
 unspecified order either way, docs/language.md).
 
-`launch` declines (returns False: the kernel then compiles and runs as written, which is
-also what reports any error) unless all of this holds: a GPU of compute capability 9.0;
-A, B and C bf16 device arrays on it, A (M x K) and C (M x N) row-major with 16-byte
-aligned rows (TMA's rule), B (K x N) so too or the transpose of such an N x K matrix; a grid covering all of C (BM x BN tiles, z = 1); tile
-sizes powers of two with BM, BN in 16..256 and BK in 16..128; C not overlapping A or B
-(the written kernel's launch raises AliasingError for that); sizes below 2^31.
-`OXIDE_TILE_WGMMA=0` turns the template off (the benchmark's comparison, a debugging aid).
+Before its first GPU run for given tile sizes, the kernel is compiled as written (not to
+PTX), so whatever it refuses is refused here too with the same diagnostic. `launch`
+declines (returns False: the kernel then compiles and runs as written) unless all of
+this holds: a GPU of compute capability 9.0; A, B and C bf16 device arrays on it, A
+(M x K) and C (M x N) row-major with 16-byte-aligned rows (TMA's rule), B (K x N) so too
+or the transpose of such an N x K matrix; a grid covering all of C (BM x BN tiles,
+z = 1); tile sizes powers of two with BM, BN in 16..256 and BK in 16..128; C not
+overlapping A or B (the written kernel's launch raises AliasingError for that); sizes
+below 2^31. `OXIDE_TILE_WGMMA=0` turns the template off (the benchmark's comparison, a
+debugging aid).
 """
 
 from __future__ import annotations
@@ -112,10 +115,12 @@ def launch(kernel: Any, pattern: MatmulPattern, config: Any, args: tuple[Any, ..
         views = [view_of(args[p]) for p in (pattern.a, pattern.b, pattern.c)]
     except BadArray:
         return False
-    p = plan(pattern, pattern.sizes(kernel.params, args), tuple(config.grid), *views,
-             device.index)
+    sizes = pattern.sizes(kernel.params, args)
+    p = plan(pattern, sizes, tuple(config.grid), *views, device.index)
     if p is None or _device_arch(device.index) != ARCH:
         return False
+    check_written(kernel, args, sizes, dict(zip((pattern.a, pattern.b, pattern.c), views,
+                                                strict=True)))
     box_a, box_b, box_c = boxes(p.cfg)
     ta, tb = _tensor_map(p.a, box_a), _tensor_map(p.b, box_b)
     tc = _tensor_map(p.c, box_c) if p.cfg.tma_store else ta
@@ -123,6 +128,22 @@ def launch(kernel: Any, pattern: MatmulPattern, config: Any, args: tuple[Any, ..
               args[pattern.c], tc, p.m, p.n, p.k, *p.cfg.consts(), stream=stream,
               device=device)
     return True
+
+
+def check_written(kernel: Any, args: tuple[Any, ...], sizes: tuple[Any, ...],
+                  views: dict[int, ArrayView]) -> None:
+    """Compile the kernel as written for these arguments (the frontend and its checks,
+    not the PTX), once per tile sizes: what it refuses (tiles too large for shared
+    memory, say) is refused here too, with the same diagnostic, rather than run by the
+    GEMM on Hopper and refused on every other target. The arrays go in as the types
+    their views give (`views`: parameter position -> view), as a launch specializes."""
+    checked = kernel.__dict__.setdefault("_oxide_template_checked", set())
+    if sizes not in checked:
+        sig = [T.ArrayType(p.annotation.access, views[i].dtype, len(views[i].shape),
+                           views[i].strides is None) if i in views else a
+               for i, (p, a) in enumerate(zip(kernel.params, args, strict=True))]
+        kernel.compile(*sig, arch=ARCH)
+        checked.add(sizes)
 
 
 def _power_of_two(x: Any, low: int, high: int) -> bool:
