@@ -82,6 +82,9 @@ _VARIANTS = {
                       "(BK, BN))",
     "another accumulator": "acc = tile.mma(tile.load(a, (i, k), (BM, BK)), "
                            "tile.load(b, (k, j), (BK, BN)), acc * 0.5)",
+    "a load named like the row index": ("acc = tile.mma", "i = tile.load(a, (i, k), (BM, BK))"
+                                        "\n        acc = tile.mma(i, tile.load(b, (k, j), "
+                                        "(BK, BN)), acc)"),
     "extra statement": "tile.store(c, (i, j), acc.astype(bf16))\n    x = 1",
 }
 _CANONICAL = """
@@ -94,14 +97,15 @@ def kernel(a: A, b: A, c: C, BM: Const[int], BN: Const[int], BK: Const[int]):
 """
 
 
-def _variant(tmp_path, name: str, line: str | None):  # noqa: ANN001, ANN202
+def _variant(tmp_path, name: str, line: str | tuple[str, str] | None):  # noqa: ANN001, ANN202
     """A tile kernel made from _CANONICAL with the line that starts like `line` replaced
     by it, imported from a file (kernels are read from their source)."""
     lines = _CANONICAL.splitlines()
     if line is not None:
         # the statement the line replaces: the one that starts like it (`tile.store`, `for`,
-        # `i, j =`), an accumulator update the `tile.mma` one, `acc = tile.zeros` its own
-        head = line.split("(")[0].strip()
+        # `i, j =`), an accumulator update the `tile.mma` one, `acc = tile.zeros` its own;
+        # or (anchor, text): the statement that starts with the anchor
+        head, line = line if isinstance(line, tuple) else (line.split("(")[0].strip(), line)
         if head.startswith("acc =") and not head.startswith("acc = tile.zeros"):
             head = "acc = tile.mma"
         at = next(n for n, t in enumerate(lines) if t.strip().startswith(head))

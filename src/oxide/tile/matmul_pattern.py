@@ -154,7 +154,9 @@ class _Matcher:
         if self.const_int(axis) != 1:
             raise _NoMatch
         bk = self.size(bk_node)
-        a_node, b_node = self.product(loop.body, acc)
+        if k == acc or k in self.params:
+            raise _NoMatch
+        a_node, b_node = self.product(loop.body, acc, {k, *bids, *self.params})
         i, j = self.load(a_node, (None, k), (bm, bk))
         i2, j2 = self.load(b_node, (k, None), (bk, bn))
         a, b = i[1], j2[1]
@@ -194,14 +196,15 @@ class _Matcher:
         bm, bn = self.pair(shape)
         return self.name(stmt.targets[0]), self.size(bm), self.size(bn)
 
-    def product(self, body: list[ast.stmt], acc: str) -> tuple[ast.Call, ast.Call]:
+    def product(self, body: list[ast.stmt], acc: str, taken: set[str]
+                ) -> tuple[ast.Call, ast.Call]:
         """The two loads `acc = tile.mma(x, y, acc)` multiplies (named first, or inline)."""
         named: dict[str, ast.expr] = {}
         for stmt in body[:-1]:
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
                 raise _NoMatch
             name = self.name(stmt.targets[0])
-            if name == acc or name in named:
+            if name == acc or name in named or name in taken:  # rebinding i, j, k or a
                 raise _NoMatch
             named[name] = stmt.value
         last = body[-1] if body else None
