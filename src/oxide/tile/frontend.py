@@ -432,10 +432,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         if persistent:  # t + num_blocks must not wrap past a stop near 2**31
             dt = T.i64
         # the names the body rebinds that hold tiles now: carried in slots
-        assigned: list[str] = []
-        for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
-            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in assigned:
-                assigned.append(n.id)
+        assigned = _names_stored(node.body)
         if not persistent and self.num_stages >= 2:
             node = self._hoist_nested_loads(node, assigned)
             assigned += [n for n in _names_stored(node.body) if n not in assigned]
@@ -543,7 +540,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
                 return n  # evaluated only on one arm: stays put
 
             def visit_Call(self, n: ast.Call) -> ast.AST:
-                if not lowering._is_load(n):
+                if not lowering._calls(n, lang.load):
                     return self.generic_visit(n)
                 reads = {r.id for r in ast.walk(n) if isinstance(r, ast.Name)}
                 if any(r != loop_var and r in assigned for r in reads):
@@ -557,8 +554,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         count = [0]
         body: list[ast.stmt] = []
         for stmt in node.body:
-            named = (isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Call)
-                     and self._is_load(stmt.value))
+            named = isinstance(stmt, ast.Assign) and self._calls(stmt.value, lang.load)
             if named or isinstance(stmt, (ast.For, ast.If, ast.With)):
                 body.append(stmt)  # already `x = tile.load(...)`, or not a simple statement
                 continue
@@ -570,15 +566,16 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         return ast.copy_location(ast.For(node.target, node.iter, body, node.orelse,
                                          node.type_comment), node)
 
-    def _is_load(self, call: ast.Call) -> bool:
-        """Whether `call` calls `tile.load` (looked up by name: no IR)."""
-        if not _is_dotted_name(call.func):
+    def _calls(self, node: ast.AST, fn: Any) -> bool:
+        """Whether `node` is a call of the tile operation `fn`, by a name or attribute
+        lookup of its callee (which evaluates nothing and emits no IR)."""
+        if not (isinstance(node, ast.Call) and _is_dotted_name(node.func)):
             return False
         try:
-            fn = self.expr(call.func)
+            found = self.expr(node.func)
         except CompileError:
             return False
-        return isinstance(fn, Static) and fn.obj is lang.load
+        return isinstance(found, Static) and found.obj is fn
 
     def _pipelined_loads(self, node: ast.For, assigned: list[str]
                          ) -> list[tuple[ast.Assign, str]]:
@@ -588,29 +585,15 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         one the body does not store to (a later iteration's tile read early could miss
         this iteration's store: a RawSlice written in the loop)."""
         loop_var = node.target.id  # type: ignore[attr-defined]
-        written = set()
-        for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
-            if (isinstance(n, ast.Call) and _is_dotted_name(n.func) and n.args
-                    and isinstance(n.args[0], ast.Name)):
-                try:
-                    fn = self.expr(n.func)
-                except CompileError:
-                    continue
-                if isinstance(fn, Static) and fn.obj is lang.store:
-                    written.add(n.args[0].id)
+        written = {n.args[0].id for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                   if self._calls(n, lang.store) and n.args and isinstance(n.args[0], ast.Name)}
         out = []
         for stmt in node.body:
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
-                    and isinstance(stmt.targets[0], ast.Name)
-                    and isinstance(stmt.value, ast.Call) and _is_dotted_name(stmt.value.func)):
+                    and isinstance(stmt.targets[0], ast.Name) and self._calls(stmt.value,
+                                                                              lang.load)):
                 continue
             name = stmt.targets[0].id
-            try:
-                fn = self.expr(stmt.value.func)  # a name or attribute lookup: no IR
-            except CompileError:
-                continue
-            if not (isinstance(fn, Static) and fn.obj is lang.load):
-                continue
             stores = sum(1 for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
                          if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
                          and n.id == name)
@@ -652,17 +635,8 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         return out
 
     def _has_matmul(self, expr: ast.expr) -> bool:
-        for n in ast.walk(expr):
-            if isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult):
-                return True
-            if isinstance(n, ast.Call) and _is_dotted_name(n.func):
-                try:
-                    fn = self.expr(n.func)  # a name or attribute lookup: no IR
-                except CompileError:
-                    continue
-                if isinstance(fn, Static) and fn.obj is lang.mma:
-                    return True
-        return False
+        return any((isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
+                   or self._calls(n, lang.mma) for n in ast.walk(expr))
 
     # -- expressions ----------------------------------------------------------------
 
