@@ -113,7 +113,8 @@ class CompiledKernel:
 
 def mangle(kernel: Any, sig: tuple[Any, ...]) -> str:
     """A symbol unique to the specialization (layouts included: ArrayType's repr omits them)."""
-    key = repr([(s, getattr(s, "contiguous", None)) for s in sig])
+    key = repr([(s, getattr(s, "contiguous", None)) if getattr(s, "vectors", None) is None
+                else (s, s.contiguous, s.vectors) for s in sig])
     return f"{kernel.__name__}_{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
 

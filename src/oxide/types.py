@@ -142,6 +142,11 @@ class ArrayType:
     # its argument, one specialization per rank, as a TypeVar takes a dtype. `compile()`
     # given the type itself, and `--sig`, keep rank 1. Specializations are always ranked.
     ranked: bool = field(default=True, compare=False)  # equal as types either way
+    # A tile kernel's launch specializes on whether the array's rows take 16-byte vectors
+    # (`runtime/array_view.py`'s `fits_vectors`): then its tile loads and stores are
+    # vector accesses with no test at run time, and otherwise scalar ones. None (an
+    # annotation, a SIMT kernel, `compile()` from types): the kernel tests at run time.
+    vectors: bool | None = None
 
     @property
     def writable(self) -> bool:
@@ -153,7 +158,8 @@ class ArrayType:
                 "raw": "RawSlice"}[self.access]
 
     def with_layout(self, contiguous: bool) -> ArrayType:
-        return ArrayType(self.access, self.dtype, self.rank, contiguous, self.ranked)
+        return ArrayType(self.access, self.dtype, self.rank, contiguous, self.ranked,
+                         self.vectors)
 
     def rank_error(self, name: str, got: int) -> str | None:
         """Why an array of rank `got` cannot be `name: self`, or None where it can."""

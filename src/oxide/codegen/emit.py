@@ -17,6 +17,7 @@ from oxide import types as T
 from oxide.codegen.abi import DEPTH_SITE, ParamABI
 from oxide.codegen.coarsen_emit import CoarseningMixin
 from oxide.codegen.emit_arith import ArithmeticMixin, float_literal
+from oxide.codegen.emit_masked import MaskedAccessMixin
 from oxide.codegen.emit_memory import MemoryMixin
 from oxide.errors import TargetError, UnsupportedFeatureError
 from oxide.ir import ops
@@ -34,7 +35,7 @@ def llvm_type(t: Attribute) -> str:
     return dtype_of_ir(t).llvm
 
 
-class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
+class Emitter(ArithmeticMixin, MemoryMixin, MaskedAccessMixin, CoarseningMixin):
     """Emits one kernel; `target` supplies the target-specific pieces.
 
     The ops live in mixins by subject: arithmetic (emit_arith.py), memory
@@ -164,7 +165,8 @@ class Emitter(ArithmeticMixin, MemoryMixin, CoarseningMixin):
                     strides = [f"%{p.name}.s{d}" for d in range(spec.rank)]
                     params += [f"i64 {s}" for s in strides]
                 self.arrays[arg] = {"ptr": base, "dims": dims, "strides": strides,
-                                    "dtype": spec.dtype, "space": "global"}
+                                    "dtype": spec.dtype, "space": "global",
+                                    "readonly": spec.access == "slice"}
                 self.names[arg] = base
             elif isinstance(p.spec, T.TensorMapType):  # the TMA descriptor (codegen/hopper.py)
                 name = f"%{p.name}"

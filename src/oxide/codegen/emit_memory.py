@@ -158,15 +158,6 @@ class MemoryMixin:
         else:
             store()
 
-    def op_VectorLoadOp(self, op: ops.VectorLoadOp) -> None:
-        dt = dtype_of_ir(op.res[0].type)
-        ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])
-        vec = f"<{len(op.res)} x {dt.llvm}>"
-        addr = self.address(op.array, self.index_list(list(op.indices)))
-        v = self.ins(f"load {vec}, {ptr_t} {addr}, align {op.align.data}")
-        for k, r in enumerate(op.res):
-            self.names[r] = self.ins(f"extractelement {vec} {v}, i32 {k}")
-
     def op_VectorStoreOp(self, op: ops.VectorStoreOp) -> None:
         dt = dtype_of_ir(op.values[0].type)
         ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])

@@ -316,29 +316,59 @@ class StoreOp(IRDLOperation):
 
 
 @irdl_op_definition
-class VectorLoadOp(IRDLOperation):
+class MaskedLoadOp(IRDLOperation):
     """Reads `len(res)` consecutive elements of the innermost dimension, from `indices` on,
-    as one vector access of `align` bytes (a 128-bit `ld.global.v4.f32`, say). Unchecked:
-    the tile lowering emits it only where it has tested that every element is inside the
-    array and that the address is `align`-aligned (`ArrayAlignedOp`)."""
+    as one `align`-byte access (a 128-bit `ld.global.v4.b32`, say), where `mask` holds;
+    where it does not, nothing is read (the elements may be outside the array) and every
+    result is `other`. No branch is taken on the GPU (a predicated load).
 
-    name = "oxide.vload"
+    Only the tile lowering emits it: its mask is the bounds test of the first element,
+    and a vector of several elements only where the array's rows are `align`-aligned and
+    their length is a multiple of the vector's (`ArrayAlignedOp` and an extent test), so
+    a vector is wholly inside the array or wholly outside. Tile loads are checked by the
+    tile frontend (DisjointSlice rules), so the safety passes skip them, as they skip its
+    unsafe-marked LoadOps."""
+
+    name = "oxide.masked_load"
     array = operand_def()
+    mask = operand_def(IntegerType(1))
+    other = operand_def()
     indices = var_operand_def()
     align = prop_def(IntAttr)
     res = var_result_def()
 
-    def __init__(self, array: SSAValue, indices: Sequence[SSAValue], elem: Attribute,
-                 count: int, align: int) -> None:
-        super().__init__(operands=[array, list(indices)], properties={"align": IntAttr(align)},
-                         result_types=[[elem] * count])
+    def __init__(self, array: SSAValue, indices: Sequence[SSAValue], mask: SSAValue,
+                 other: SSAValue, count: int, align: int) -> None:
+        super().__init__(operands=[array, mask, other, list(indices)],
+                         properties={"align": IntAttr(align)},
+                         result_types=[[other.type] * count])
+
+
+@irdl_op_definition
+class MaskedStoreOp(IRDLOperation):
+    """Writes `values` to consecutive elements of the innermost dimension, from `indices`
+    on, as one `align`-byte access, where `mask` holds (a predicated store on the GPU);
+    emitted by the tile lowering under the same tests as `MaskedLoadOp`."""
+
+    name = "oxide.masked_store"
+    array = operand_def()
+    mask = operand_def(IntegerType(1))
+    values = var_operand_def()
+    indices = var_operand_def()
+    align = prop_def(IntAttr)
+    irdl_options = (AttrSizedOperandSegments(as_property=True),)
+
+    def __init__(self, array: SSAValue, indices: Sequence[SSAValue], mask: SSAValue,
+                 values: Sequence[SSAValue], align: int) -> None:
+        super().__init__(operands=[array, mask, list(values), list(indices)],
+                         properties={"align": IntAttr(align)})
 
 
 @irdl_op_definition
 class VectorStoreOp(IRDLOperation):
     """Writes `values` to consecutive elements of the innermost dimension, from `indices`
-    on, as one `align`-byte vector access; unchecked, under the same tests as
-    `VectorLoadOp`."""
+    on, as one `align`-byte vector access; unchecked: the tile lowering emits it for
+    shared memory it lays out itself (mma operands), aligned and in range by construction."""
 
     name = "oxide.vstore"
     array = operand_def()
@@ -651,7 +681,8 @@ Oxide = Dialect(
     "oxide",
     [FuncOp, ConstantOp, BinaryOp, UnaryOp, CompareOp, CastOp, SelectOp, ArraySelectOp, MathOp,
      RegisterOp, ThreadIndexOp, IndexComponentOp, InBoundsOp, ArrayDimOp, LoadOp,
-     StoreOp, VectorLoadOp, VectorStoreOp, ArrayAlignedOp, AtomicOp, FixedArrayOp, SlotOp,
+     StoreOp, MaskedLoadOp, MaskedStoreOp, VectorStoreOp, ArrayAlignedOp, AtomicOp,
+     FixedArrayOp, SlotOp,
      SlotReadOp, SlotWriteOp, BarrierOp, WarpOp,
      AssertOp, PrintOp, BranchOp, CondBranchOp, ReturnOp, UnreachableOp, InlineAsmOp,
      HopperOp, CallOp, FuncReturnOp],

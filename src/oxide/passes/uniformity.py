@@ -221,14 +221,13 @@ class _Uniformity:
             return op.varies_per_thread() or any(o in self.varying for o in op.operands)
         if isinstance(op, ops.SlotReadOp):
             return op.slot in self.varying_slots
-        if isinstance(op, ops.LoadOp):
+        if isinstance(op, (ops.LoadOp, ops.MaskedLoadOp)):
             t = op.array.type
             read_only = ((isinstance(t, ArrayType) and t.access.data == "slice")
                          or (isinstance(t, SharedArrayType) and t.space.data == "constant"))
             # through a choice of arrays (`a if c else b`, a rebound name), which array
             # is read can differ between threads too
-            return (not read_only or op.array in self.varying
-                    or any(i in self.varying for i in op.indices))
+            return not read_only or any(o in self.varying for o in op.operands)
         return any(o in self.varying for o in op.operands)
 
     def culprit(self, block: Block) -> Block:

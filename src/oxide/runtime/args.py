@@ -29,6 +29,7 @@ import numpy as np
 
 from oxide import types as T
 from oxide.errors import AliasingError, ArgumentError
+from oxide.runtime.array_view import fits_vectors
 from oxide.runtime.device import Device
 from oxide.runtime.overlap import DISJOINT, UNPROVED, self_overlap
 from oxide.runtime.views import HOST, ArrayView, BadArray, view_of
@@ -198,6 +199,7 @@ def read_args(kernel: Any, args: Sequence[Any], device: Device
     key: list[Any] = []
     views: list[ArrayView | None] = []
     copy_host = not device.is_cpu
+    tile = getattr(kernel, "is_tile", False)  # specializes on `ArrayView.fits_vectors`
     for (kind, p), a in zip(kinds, args, strict=True):
         if kind == _ARRAY:
             try:
@@ -208,9 +210,11 @@ def read_args(kernel: Any, args: Sequence[Any], device: Device
                 raise ArgumentError(f"`{p.name}` is {p.annotation!r}; got {type(a).__name__}, "
                                     "which is not an array")
             if copy_host and v.device == HOST:
-                key.append((type(a), v.dtype.name, len(v.shape), True, HOST))
+                key.append((type(a), v.dtype.name, len(v.shape), True, HOST,
+                            tile and _copy_fits_vectors(v)))
             else:
-                key.append((type(a), v.dtype.name, len(v.shape), v.strides is None, v.device))
+                key.append((type(a), v.dtype.name, len(v.shape), v.strides is None, v.device,
+                            tile and v.fits_vectors()))
             views.append(v)
         elif kind == _SCALAR:
             key.append(type(a))
@@ -241,7 +245,8 @@ def make_plan(kernel: Any, args: Sequence[Any], views: list[ArrayView | None],
             plans[i] = ParamPlan(p.name, "const", spec)
         elif isinstance(ann, T.ArrayType):
             assert v is not None
-            plans[i] = _array_plan(p.name, ann, v, device, typevars)
+            plans[i] = _array_plan(p.name, ann, v, device, typevars,
+                                   getattr(kernel, "is_tile", False))
         elif isinstance(ann, T.TensorMapType):
             plans[i] = _tensormap_plan(p.name, ann, a, device)
         elif isinstance(ann, T.TypeVar) and isinstance(a, (bool, int, float)):
@@ -263,8 +268,14 @@ def _bind_typevar(tv: T.TypeVar, dt: T.DType, typevars: dict[T.TypeVar, T.DType]
                             f"bound {tv.name} = {bound.name}")
 
 
+def _copy_fits_vectors(v: ArrayView) -> bool:
+    """`fits_vectors` of the device copy of host array `v`: C-contiguous, at an address
+    the allocator aligns to 256 bytes."""
+    return fits_vectors(0, v.shape, None, v.dtype.itemsize)
+
+
 def _array_plan(name: str, ann: T.ArrayType, v: ArrayView, device: Device,
-                typevars: dict[T.TypeVar, T.DType]) -> ParamPlan:
+                typevars: dict[T.TypeVar, T.DType], tile: bool = False) -> ParamPlan:
     if isinstance(ann.dtype, T.TypeVar):
         _bind_typevar(ann.dtype, v.dtype, typevars, name)
     elif v.dtype != ann.dtype:
@@ -288,7 +299,10 @@ def _array_plan(name: str, ann: T.ArrayType, v: ArrayView, device: Device,
     contiguous = True if copy_in else v.strides is None
     if ann.writable and v.strides is not None:
         check_no_self_overlap(name, v.shape, v.strides)
-    spec = T.ArrayType(ann.access, v.dtype, rank, contiguous)
+    vectors = None
+    if tile:  # see ArrayType.vectors
+        vectors = _copy_fits_vectors(v) if copy_in else v.fits_vectors()
+    spec = T.ArrayType(ann.access, v.dtype, rank, contiguous, vectors=vectors)
     return ParamPlan(name, "array", spec, writable=ann.writable, copy_in=copy_in,
                      strided=not contiguous)
 

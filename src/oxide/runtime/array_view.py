@@ -41,9 +41,37 @@ class ArrayView:
     def contiguous(self) -> bool:
         return self.strides is None
 
+    def fits_vectors(self) -> bool:
+        """Whether every row starts at a multiple of 16 bytes and holds a whole number of
+        16-byte vectors (see `fits_vectors`)."""
+        return fits_vectors(self.ptr, self.shape, self.strides, self.dtype.itemsize)
+
     def byte_range(self) -> tuple[int, int]:
         """[start, end) of the bytes the array can touch; (0, 0) when it is empty."""
         return byte_range(self.ptr, self.shape, self.strides, self.dtype.itemsize)
+
+
+VECTOR_BYTES = 16  # the widest vector access (ld.global.v4.b32)
+
+
+def fits_vectors(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,
+                 item: int) -> bool:
+    """Whether rows of this layout take 16-byte vector accesses: the data address and
+    each outer dimension's pitch are multiples of 16 bytes, the innermost stride is one
+    element, and a row's length is a multiple of 16 bytes, so that a vector at a
+    multiple of its length along a row is aligned and wholly inside the array or wholly
+    outside it. What a tile kernel specializes on (`ArrayType.vectors`), as Triton
+    specializes on pointers and sizes divisible by 16."""
+    if not shape:
+        return False
+    bits = ptr | (shape[-1] * item)
+    if strides is None:
+        return bits % VECTOR_BYTES == 0
+    if strides[-1] != 1:
+        return False
+    for s in strides[:-1]:
+        bits |= s * item
+    return bits % VECTOR_BYTES == 0
 
 
 def byte_range(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,

@@ -185,8 +185,11 @@ def spec_to_json(spec: Any) -> dict[str, Any]:
     if isinstance(spec, T.ConstType):
         return {"kind": "const", "type": getattr(spec.pytype, "__name__", str(spec.pytype))}
     if isinstance(spec, T.ArrayType):
-        return {"kind": "array", "access": spec.access, "dtype": _dtype_json(spec.dtype),
-                "rank": spec.rank, "contiguous": spec.contiguous}
+        out = {"kind": "array", "access": spec.access, "dtype": _dtype_json(spec.dtype),
+               "rank": spec.rank, "contiguous": spec.contiguous}
+        if spec.vectors is not None:  # a tile kernel's launch specialization
+            out["vectors"] = spec.vectors
+        return out
     if isinstance(spec, T.TensorMapType):
         return {"kind": "tensormap", "dtype": _dtype_json(spec.dtype), "rank": spec.rank}
     return {"kind": "scalar", "dtype": _dtype_json(spec)}
@@ -201,7 +204,8 @@ def spec_from_json(data: dict[str, Any], typevars: dict[str, T.TypeVar]) -> Any:
         return ConstValue(data["value"])
     dtype = _dtype_from(data["dtype"], typevars)
     if kind == "array":
-        return T.ArrayType(data["access"], dtype, data["rank"], data["contiguous"])
+        return T.ArrayType(data["access"], dtype, data["rank"], data["contiguous"],
+                           vectors=data.get("vectors"))
     if kind == "tensormap":
         return T.TensorMapType(dtype, data["rank"])
     return dtype

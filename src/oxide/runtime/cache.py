@@ -236,7 +236,8 @@ def _signature_text(sig: tuple[Any, ...]) -> str | None:
     out = []
     for s in sig:
         if isinstance(s, T.ArrayType):
-            out.append(f"array {s.access} {s.dtype.name} {s.rank} {s.contiguous}")
+            vectors = "" if s.vectors is None else f" vectors={s.vectors}"
+            out.append(f"array {s.access} {s.dtype.name} {s.rank} {s.contiguous}{vectors}")
         elif isinstance(s, T.TensorMapType):  # 128 bytes by value: its own parameter kind
             out.append(f"tensormap {s.dtype.name} {s.rank}")
         elif isinstance(s, T.DType):

@@ -28,6 +28,7 @@ AliasingError, or makes a new plan, whose binder then replaces this one):
   each `Const` argument's value;
 - arrays: dtype (the torch dtype object by identity, else the view's DType),
   rank, device and layout (contiguous or strided, decided as `views.py` does);
+  for a tile kernel, whether its rows take 16-byte vectors (`ArrayType.vectors`);
   strides are passed when the plan is strided, and a writable strided array must
   not overlap itself (`args.check_no_self_overlap`, ArgumentError); the data
   address must be a multiple of the element size (torch: tested here; other
@@ -68,6 +69,7 @@ from oxide.runtime.args import (
     check_no_self_overlap,
     scalar_value,
 )
+from oxide.runtime.array_view import fits_vectors
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, parse_device
 from oxide.runtime.overlap import self_overlap
@@ -159,7 +161,7 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
         "type": type, "len": len, "tuple": tuple, "prod": math.prod, "BadArray": BadArray,
         "view_of": view_of, "layout": _layout, "scalar_value": scalar_value,
         "check_no_self_overlap": check_no_self_overlap, "self_overlap": self_overlap,
-        "byte_range": byte_range,
+        "byte_range": byte_range, "fits_vectors": fits_vectors,
         "const_key": _const_key, "stream_handle": gpu.stream_handle,
         "source": launcher.stream_source, "current_stream": _current_stream(launcher),
         "enter": gdev.enter, "check_errors": gdev.check_errors,
@@ -223,6 +225,13 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
                 if not strided:
                     body += [f"if strides{i} is not None:",
                              "    return False"]
+            if spec.vectors is not None:  # a tile kernel's specialization: ArrayType.vectors
+                env[f"item{i}"] = spec.dtype.itemsize
+                rows = (f"strides{i}" if strided or reader_of(type(a)) is not _torch
+                        else "None")
+                body += [f"if fits_vectors(ptr{i}, shape{i}, {rows}, item{i}) is not "
+                         f"{spec.vectors}:",
+                         "    return False"]
             if strided:
                 body += [f"if strides{i} is None:",
                          "    return False"]

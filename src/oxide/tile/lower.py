@@ -646,39 +646,21 @@ class TileEmitter:
             width //= 2
         return width
 
-    def _aligned(self, arr: SSAValue, width: int, dt: T.DType) -> SSAValue:
+    def _vectors_fit(self, arr: SSAValue, rank: int, width: int, dt: T.DType) -> SSAValue:
         """Whether `width`-element vectors at multiples of `width` along each row are
-        aligned: the same in every thread of the block (a uniform branch)."""
-        return self.b.value(ops.ArrayAlignedOp(arr, width * max(1, dt.bits // 8),
-                                               ir_type(T.bool_)))
-
-    def _whole_tile_inside(self, arr: SSAValue, index: Sequence[SSAValue],
-                           shape: tuple[int, ...]) -> SSAValue:
-        """Whether every element of the tile is inside the array: the same in every thread
-        of the block, so the branch on it does not diverge."""
-        inside = None
-        for d, (i, n) in enumerate(zip(index, shape, strict=True)):
-            lo = self.b.value(ops.BinaryOp("mul", i, self.const(n, T.i64)))
-            hi = self.b.value(ops.BinaryOp("add", lo, self.const(n, T.i64)))
-            extent = self.b.value(ops.ArrayDimOp(arr, d, ir_type(T.i64)))
-            for ok in (self.b.value(ops.CompareOp("ge", lo, self.const(0, T.i64))),
-                       self.b.value(ops.CompareOp("le", hi, extent))):
-                inside = ok if inside is None else self.b.value(ops.BinaryOp("and", inside, ok))
-        assert inside is not None
-        return inside
-
-    def _guarded(self, cond: SSAValue, body: Callable[[], None]) -> None:
-        then_block, join = self.b.new_block(), self.b.new_block()
-        self.b.cond_br(cond, then_block, join)
-        self.b.set_block(then_block)
-        body()
-        self.b.br(join)
-        self.b.set_block(join)
+        aligned and wholly inside the array or wholly outside it: rows start at multiples
+        of the vector's bytes, and their length is a multiple of `width`. The same in
+        every thread of the block (a uniform branch)."""
+        aligned = self.b.value(ops.ArrayAlignedOp(arr, width * max(1, dt.bits // 8),
+                                                  ir_type(T.bool_)))
+        extent = self.b.value(ops.ArrayDimOp(arr, rank - 1, ir_type(T.i64)))
+        rest = self.b.value(ops.BinaryOp("and", extent, self.const(width - 1, T.i64)))
+        whole = self.b.value(ops.CompareOp("eq", rest, self.const(0, T.i64)))
+        return self.b.value(ops.BinaryOp("and", aligned, whole))
 
     def _two_ways(self, cond: SSAValue, fast: Callable[[], None], slow: Callable[[], None]
                   ) -> None:
-        """`fast()` where `cond` holds (a whole tile inside the array: no per-element
-        tests, so the accesses issue back to back), else `slow()`."""
+        """`fast()` where `cond` holds, else `slow()`."""
         fast_block, slow_block, join = self.b.new_block(), self.b.new_block(), self.b.new_block()
         self.b.cond_br(cond, fast_block, slow_block)
         self.b.set_block(fast_block)
@@ -689,98 +671,71 @@ class TileEmitter:
         self.b.br(join)
         self.b.set_block(join)
 
-    def _three_ways(self, inside: SSAValue, aligned: SSAValue | None,
-                    vector: Callable[[], None], scalar: Callable[[], None],
-                    checked: Callable[[], None]) -> None:
-        """A whole tile inside the array takes `vector()` where rows are aligned (else
-        `scalar()`), a tile across the edge `checked()`; both tests are block-uniform."""
-        if aligned is None:
-            self._two_ways(inside, scalar, checked)
-            return
-        both = self.b.value(ops.BinaryOp("and", inside, aligned))
-        self._two_ways(both, vector, lambda: self._two_ways(inside, scalar, checked))
-
-    def load(self, arr: SSAValue, dt: T.DType, index: Sequence[SSAValue], layout: Layout,
-             padding: SSAValue, site: int) -> Tile:
-        """The tile at `index`: a block-uniform test for a tile wholly inside the array,
-        then vector loads (rows aligned), plain loads, or one bounds test per element
-        (outside: `padding`)."""
-        offsets = layout.offsets()
-        starts = self._starts(index, layout)
-        slots = [self.b.alloc(ops.SlotOp(ir_type(dt))) for _ in offsets]
+    def _by_vectors(self, arr: SSAValue, vectors: bool | None, rank: int, dt: T.DType,
+                    layout: Layout, access: Callable[[int], list[SSAValue]]
+                    ) -> list[SSAValue]:
+        """`access(width)` with this thread's vector width where the array's rows take
+        vectors, else `access(1)`: decided by the launch's specialization (`vectors`,
+        `ArrayType.vectors`), so the accesses are straight-line code; where it is not
+        known (None: a compile from types), by a block-uniform branch on `_vectors_fit`,
+        the values merged in slots."""
         width = self._vector_width(layout, dt)
+        if width == 1 or vectors is not None:
+            return access(width if vectors else 1)
+        slots: list[SSAValue] = []
 
-        def vector() -> None:
-            for k in range(0, len(offsets), width):
-                got = self.b.emit(ops.VectorLoadOp(arr, self._element(starts, offsets[k]),
-                                                   ir_type(dt), width,
-                                                   width * max(1, dt.bits // 8)))
-                for j, v in enumerate(got.res):
-                    self.b.emit(ops.SlotWriteOp(slots[k + j], v))
-
-        def scalar() -> None:
-            for offs, slot in zip(offsets, slots, strict=True):
-                v = self.b.value(ops.LoadOp(arr, self._element(starts, offs), ir_type(dt),
-                                            site, False, True))
+        def into_slots(w: int) -> None:
+            values = access(w)
+            if not slots:
+                slots.extend(self.b.alloc(ops.SlotOp(v.type)) for v in values)
+            for slot, v in zip(slots, values, strict=True):
                 self.b.emit(ops.SlotWriteOp(slot, v))
 
-        def checked() -> None:
-            rooms = self._rooms(arr, index, starts)
-            for offs, slot in zip(offsets, slots, strict=True):
-                self.b.emit(ops.SlotWriteOp(slot, padding))
+        self._two_ways(self._vectors_fit(arr, rank, width, dt), lambda: into_slots(width),
+                       lambda: into_slots(1))
+        return [self.b.value(ops.SlotReadOp(slot)) for slot in slots]
 
-                def read(offs: tuple[int, ...] = offs, slot: SSAValue = slot) -> None:
-                    v = self.b.value(ops.LoadOp(arr, self._element(starts, offs), ir_type(dt),
-                                                site, False, True))
-                    self.b.emit(ops.SlotWriteOp(slot, v))
+    def load(self, arr: SSAValue, vectors: bool | None, dt: T.DType,
+             index: Sequence[SSAValue], layout: Layout, padding: SSAValue) -> Tile:
+        """The tile at `index`, elements outside the array read as `padding`: masked
+        loads (`ops.MaskedLoadOp`, predicated on the GPU), no branch per element, by
+        vectors of up to 16 bytes where the rows take them, else one element at a time.
+        A vector's mask is its first element's bounds test (one compare with a constant
+        per dimension); in a tile wholly inside the array every mask holds."""
+        offsets = layout.offsets()
+        starts = self._starts(index, layout)
+        rooms = self._rooms(arr, index, starts)
+        size = max(1, dt.bits // 8)
 
-                self._guarded(self._slot_inside(rooms, offs), read)
+        def access(width: int) -> list[SSAValue]:
+            values: list[SSAValue] = []
+            for k in range(0, len(offsets), width):
+                got = self.b.emit(ops.MaskedLoadOp(arr, self._element(starts, offsets[k]),
+                                                   self._slot_inside(rooms, offsets[k]),
+                                                   padding, width, width * size))
+                values += got.res
+            return values
 
-        aligned = self._aligned(arr, width, dt) if width > 1 else None
-        self._three_ways(self._whole_tile_inside(arr, index, layout.shape), aligned,
-                         vector, scalar, checked)
-        return Tile(dt, layout, tuple(self.b.value(ops.SlotReadOp(slot)) for slot in slots))
+        return Tile(dt, layout, tuple(self._by_vectors(arr, vectors, len(index), dt, layout,
+                                                       access)))
 
-    def store(self, arr: SSAValue, index: Sequence[SSAValue], t: Tile, site: int) -> None:
-        """Writes the elements this thread owns (no replica writes), inside the array only:
-        vector stores where the whole tile is inside and rows are aligned."""
+    def store(self, arr: SSAValue, vectors: bool | None, index: Sequence[SSAValue],
+              t: Tile) -> None:
+        """Writes the elements this thread owns (no replica writes) that are inside the
+        array: masked stores, by vectors where the rows take them, as `load` reads."""
         owner = self.owner(t.layout)
         offsets = t.layout.offsets()
         starts = self._starts(index, t.layout)
-        width = self._vector_width(t.layout, t.dtype)
+        rooms = self._rooms(arr, index, starts)
+        size = max(1, t.dtype.bits // 8)
 
-        def when_owner(body: Callable[[], None]) -> None:
-            if owner is None:
-                body()
-            else:
-                self._guarded(owner, body)
+        def access(width: int) -> list[SSAValue]:
+            for k in range(0, len(offsets), width):
+                mask = self._slot_inside(rooms, offsets[k])
+                if owner is not None:
+                    mask = self.b.value(ops.BinaryOp("and", mask, owner))
+                self.b.emit(ops.MaskedStoreOp(arr, self._element(starts, offsets[k]), mask,
+                                              t.values[k:k + width], width * size))
+            return []
 
-        def vector() -> None:
-            def body() -> None:
-                for k in range(0, len(offsets), width):
-                    self.b.emit(ops.VectorStoreOp(arr, self._element(starts, offsets[k]),
-                                                  t.values[k:k + width],
-                                                  width * max(1, t.dtype.bits // 8)))
-            when_owner(body)
-
-        def scalar() -> None:
-            def body() -> None:
-                for offs, v in zip(offsets, t.values, strict=True):
-                    self.b.emit(ops.StoreOp(arr, self._element(starts, offs), v, site, False,
-                                            True))
-            when_owner(body)
-
-        def checked() -> None:
-            def body() -> None:
-                rooms = self._rooms(arr, index, starts)
-                for offs, v in zip(offsets, t.values, strict=True):
-                    def write(offs: tuple[int, ...] = offs, v: SSAValue = v) -> None:
-                        self.b.emit(ops.StoreOp(arr, self._element(starts, offs), v, site,
-                                                False, True))
-
-                    self._guarded(self._slot_inside(rooms, offs), write)
-            when_owner(body)
-
-        aligned = self._aligned(arr, width, t.dtype) if width > 1 else None
-        self._three_ways(self._whole_tile_inside(arr, index, t.shape), aligned,
-                         vector, scalar, checked)
+        self._by_vectors(arr, vectors, len(index), t.dtype, t.layout, access)

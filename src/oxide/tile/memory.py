@@ -172,9 +172,8 @@ class TileMemoryMixin:
         else:
             raise self.error(KernelTypeError, pad_node, f"the padding is a number or a "
                              f"scalar, not {describe(pad_v)}")
-        site = self.b.site("index", self.src.span(node), arr.name)
-        t = self.em.load(arr.ssa, dt, self._index_ssa(items), self.blocked(shape),
-                         pad, site)
+        t = self.em.load(arr.ssa, arr.type.vectors, dt, self._index_ssa(items),
+                         self.blocked(shape), pad)
         if order is None:
             return t
         logical = tuple(shape[k] for k in order)
@@ -220,8 +219,7 @@ class TileMemoryMixin:
                              f"`{arr.name}` holds {arr.dtype.name}; cannot store "
                              f"{value.describe()}",
                              hint=f"convert: `.astype({arr.dtype.name})`")
-        site = self.b.site("index", self.src.span(node), arr.name)
-        self.em.store(arr.ssa, self._index_ssa(items), value, site)
+        self.em.store(arr.ssa, arr.type.vectors, self._index_ssa(items), value)
 
 
 def _to_array_order(items: Any, order: tuple[int, ...]) -> Any:

@@ -1,0 +1,138 @@
+"""Emitting masked accesses: the tile lowering's loads and stores (`ops.MaskedLoadOp`,
+`ops.MaskedStoreOp`), one to 16 bytes of a row, done only where a mask holds.
+
+On the GPU each is one predicated PTX instruction (`@p ld.global.nc.v4.b32`), written as
+inline PTX: LLVM's NVPTX backend has no predicated load or store of its own, and a branch
+per access would split an edge tile's accesses into basic blocks that cannot issue back
+to back. The data travels as 16-, 32- or 64-bit words (a bf16 pair in one b32), bitcast
+to and from the elements. On the CPU, or for an access PTX cannot predicate (8-bit
+scalars, bools, shared memory), a branch around a plain access.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.ir import SSAValue
+
+from oxide.ir import ops
+from oxide.ir.types import dtype_of_ir
+
+_REG = {16: "h", 32: "r", 64: "l"}  # inline-asm register classes by word size
+
+
+class MaskedAccessMixin:
+    """Emits `MaskedLoadOp` and `MaskedStoreOp` (mixed into codegen/emit.py's Emitter)."""
+
+    def _words(self, array: SSAValue, dt: Any, count: int) -> tuple[int, int] | None:
+        """(word bits, words) of a predicated PTX access of `count` elements, or None
+        where it takes a branch instead."""
+        if self.t.name != "nvptx" or self.arrays[array]["space"] != "global" or dt.is_bool:
+            return None
+        total = dt.bits * count
+        word = 64 if dt.bits == 64 else min(32, total)
+        if word < 16 or total % word or total // word not in (1, 2, 4):
+            return None
+        return word, total // word
+
+    def _global_address(self, array: SSAValue, indices: Any) -> str:
+        """The first element's address in the global address space, which `ld.global`
+        and `st.global` take (an inline-asm operand gets no address-space inference)."""
+        ptr_t = self.t.pointer_type(self.arrays[array]["space"])
+        addr = self.address(array, self.index_list(list(indices)))
+        return self.ins(f"addrspacecast {ptr_t} {addr} to ptr addrspace(1)")
+
+    def _to_words(self, dt: Any, values: list[str], word: int, n: int) -> list[str]:
+        """The elements `values` as `n` integer words of `word` bits."""
+        vec = f"<{len(values)} x {dt.llvm}>"
+        v = "poison"
+        for k, x in enumerate(values):
+            v = self.ins(f"insertelement {vec} {v}, {dt.llvm} {x}, i32 {k}")
+        words = self.ins(f"bitcast {vec} {v} to <{n} x i{word}>")
+        return [self.ins(f"extractelement <{n} x i{word}> {words}, i32 {k}") for k in range(n)]
+
+    def _from_words(self, dt: Any, words: list[str], word: int, count: int) -> list[str]:
+        n = len(words)
+        v = "poison"
+        for k, w in enumerate(words):
+            v = self.ins(f"insertelement <{n} x i{word}> {v}, i{word} {w}, i32 {k}")
+        vec = f"<{count} x {dt.llvm}>"
+        elems = self.ins(f"bitcast <{n} x i{word}> {v} to {vec}")
+        return [self.ins(f"extractelement {vec} {elems}, i32 {k}") for k in range(count)]
+
+    def op_MaskedLoadOp(self, op: ops.MaskedLoadOp) -> None:
+        """`mov d, other; @p ld.global[.nc].vN.bW {d...}, [addr]`: a Slice (read-only in
+        the kernel) reads through the non-coherent cache, unordered against stores; any
+        other array's read keeps its place among the kernel's accesses (a memory clobber)."""
+        dt = dtype_of_ir(op.res[0].type)
+        count = len(op.res)
+        mask, other = self.v(op.mask), self.v(op.other)
+        shape = self._words(op.array, dt, count)
+        if shape is None:
+            self._branchy_load(op, dt, mask, other)
+            return
+        word, n = shape
+        fill = self._to_words(dt, [other] * (word // dt.bits), word, 1)[0]
+        outs = ", ".join(f"${k}" for k in range(n))
+        ld, clobber = (("ld.global.nc", "") if self.arrays[op.array].get("readonly")
+                       else ("ld.global", ",~{memory}"))
+        vec = f".v{n}" if n > 1 else ""
+        movs = " ".join(f"mov.b{word} ${k}, ${n + 2};" for k in range(n))
+        text = f"{movs} @${n + 1} {ld}{vec}.b{word} {{{outs}}}, [${n}];"
+        reg = _REG[word]
+        ret = f"i{word}" if n == 1 else "{" + ", ".join([f"i{word}"] * n) + "}"
+        got = self.ins(f'call {ret} asm "{text}", "{",".join(["=" + reg] * n)},l,b,{reg}{clobber}"'
+                       f"(ptr addrspace(1) {self._global_address(op.array, op.indices)}, "
+                       f"i1 {mask}, i{word} {fill})")
+        words = [got] if n == 1 else [self.ins(f"extractvalue {ret} {got}, {k}")
+                                      for k in range(n)]
+        for r, x in zip(op.res, self._from_words(dt, words, word, count), strict=True):
+            self.names[r] = x
+
+    def _branchy_load(self, op: ops.MaskedLoadOp, dt: Any, mask: str, other: str) -> None:
+        ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])
+        count = len(op.res)
+        addr = self.address(op.array, self.index_list(list(op.indices)))
+        here, load_block, join = self.current, self.label(), self.label()
+        self.raw(f"br i1 {mask}, label %{load_block}, label %{join}")
+        self.start_block(load_block)
+        vec = f"<{count} x {dt.llvm}>"
+        v = self.ins(f"load {vec}, {ptr_t} {addr}, align {op.align.data}")
+        got = [self.ins(f"extractelement {vec} {v}, i32 {k}") for k in range(count)]
+        self.raw(f"br label %{join}")
+        self.start_block(join)
+        for r, x in zip(op.res, got, strict=True):
+            self.names[r] = self.ins(f"phi {dt.llvm} [ {x}, %{load_block} ], "
+                                     f"[ {other}, %{here} ]")
+
+    def op_MaskedStoreOp(self, op: ops.MaskedStoreOp) -> None:
+        """`@p st.global.vN.bW [addr], {w...}`, with side effects and a memory clobber,
+        so it stays in order with the kernel's other accesses."""
+        dt = dtype_of_ir(op.values[0].type)
+        count = len(op.values)
+        mask = self.v(op.mask)
+        values = [self.v(x) for x in op.values]
+        shape = self._words(op.array, dt, count)
+        if shape is None:
+            ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])
+            addr = self.address(op.array, self.index_list(list(op.indices)))
+            store_block, join = self.label(), self.label()
+            self.raw(f"br i1 {mask}, label %{store_block}, label %{join}")
+            self.start_block(store_block)
+            vec = f"<{count} x {dt.llvm}>"
+            v = "poison"
+            for k, x in enumerate(values):
+                v = self.ins(f"insertelement {vec} {v}, {dt.llvm} {x}, i32 {k}")
+            self.raw(f"store {vec} {v}, {ptr_t} {addr}, align {op.align.data}")
+            self.raw(f"br label %{join}")
+            self.start_block(join)
+            return
+        word, n = shape
+        words = self._to_words(dt, values, word, n)
+        ins = ", ".join(f"${k + 2}" for k in range(n))
+        vec = f".v{n}" if n > 1 else ""
+        reg = _REG[word]
+        args = ", ".join(f"i{word} {w}" for w in words)
+        self.raw(f'call void asm sideeffect "@$1 st.global{vec}.b{word} [$0], {{{ins}}};", '
+                 f'"l,b,{",".join([reg] * n)},~{{memory}}"(ptr addrspace(1) '
+                 f"{self._global_address(op.array, op.indices)}, i1 {mask}, {args})")
