@@ -642,3 +642,38 @@ def test_an_unbound_type_variable_is_an_error():
 
     with pytest.raises(ox.KernelTypeError, match="type variable `U` is not bound"):
         unbound.compile(Slice[f32], DisjointSlice[f32], 64)
+
+
+@tile.kernel
+def compare_to_scalar(n: ox.i64, out: DisjointSlice[i32, 2], B: Const[int]):
+    """Each comparison of an i32 tile with an i64 scalar, both ways round (the frontend
+    computes these in i32, clamping the scalar: `narrow_compare`)."""
+    x = tile.arange(B) + (2**31 - B)  # i32's top B values ...
+    y = tile.arange(B) + -(2**31)  # ... and its bottom B
+    tile.store(out, (0, 0), (x < n).astype(i32)[None, :])
+    tile.store(out, (1, 0), (x <= n).astype(i32)[None, :])
+    tile.store(out, (2, 0), (x > n).astype(i32)[None, :])
+    tile.store(out, (3, 0), (x >= n).astype(i32)[None, :])
+    tile.store(out, (4, 0), (x == n).astype(i32)[None, :])
+    tile.store(out, (5, 0), (x != n).astype(i32)[None, :])
+    tile.store(out, (6, 0), (n < y).astype(i32)[None, :])
+    tile.store(out, (7, 0), (n <= y).astype(i32)[None, :])
+    tile.store(out, (8, 0), (n > y).astype(i32)[None, :])
+    tile.store(out, (9, 0), (n >= y).astype(i32)[None, :])
+    tile.store(out, (10, 0), (n == y).astype(i32)[None, :])
+    tile.store(out, (11, 0), (n != y).astype(i32)[None, :])
+
+
+@pytest.mark.parametrize("n", [5, 2**31 - 1, 2**31, 2**31 - 3, 2**40, -(2**31), -(2**31) - 1,
+                               -(2**31) + 2, -(2**40), 0])
+def test_narrow_int_tile_against_wide_scalar(n):
+    """The narrowed compare gives NumPy's answers for an i64 scalar inside, at the ends of
+    and outside i32's range."""
+    B = 16
+    out = np.zeros((12, B), np.int32)
+    cpu(compare_to_scalar, (1,), n, out, B)
+    x = np.arange(B, dtype=np.int64) + (2**31 - B)
+    y = np.arange(B, dtype=np.int64) - 2**31
+    want = [x < n, x <= n, x > n, x >= n, x == n, x != n,
+            n < y, n <= y, n > y, n >= y, n == y, n != y]
+    np.testing.assert_array_equal(out, np.array(want, dtype=np.int32))

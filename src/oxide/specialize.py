@@ -133,8 +133,10 @@ def _spec(kernel: Any, p: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> Sp
 
         return spec_of(p.name, ann, a)
     if isinstance(ann, T.ArrayType):
+        vectors = None  # see ArrayType.vectors: a launch's specialization, kept where given
         if isinstance(a, T.ArrayType):
             dt, rank, contiguous = a.dtype, a.rank, True if a.contiguous is None else a.contiguous
+            vectors = a.vectors
             if isinstance(dt, T.TypeVar):
                 raise ArgumentError(f"`{p.name}`: compile with a concrete element type, e.g. "
                                     f"{a.title}[f32], not the type variable {dt.name}")
@@ -153,7 +155,7 @@ def _spec(kernel: Any, p: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> Sp
         wrong = ann.rank_error(p.name, rank)
         if wrong:
             raise ArgumentError(wrong)
-        return T.ArrayType(ann.access, dt, rank, contiguous)
+        return T.ArrayType(ann.access, dt, rank, contiguous, vectors=vectors)
     # scalar (DType or TypeVar)
     if isinstance(a, T.DType):
         dt = a

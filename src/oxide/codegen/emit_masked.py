@@ -52,7 +52,20 @@ class MaskedAccessMixin:
         return [self.ins(f"extractelement <{n} x i{word}> {words}, i32 {k}") for k in range(n)]
 
     def _from_words(self, dt: Any, words: list[str], word: int, count: int) -> list[str]:
+        """The `count` elements in `words`. Sub-word elements come out by shift and
+        truncation, not through a vector: then `astype(f32)` of a bf16 is one `shl` or one
+        `and` of the word on the GPU (LLVM folds the shifts), where extracting from a
+        vector first unpacks each pair into 16-bit registers."""
         n = len(words)
+        if dt.bits < word:
+            out = []
+            for w in words:
+                for k in range(word // dt.bits):
+                    part = w if k == 0 else self.ins(f"lshr i{word} {w}, {k * dt.bits}")
+                    bits = self.ins(f"trunc i{word} {part} to i{dt.bits}")
+                    out.append(bits if dt.is_int else
+                               self.ins(f"bitcast i{dt.bits} {bits} to {dt.llvm}"))
+            return out
         v = "poison"
         for k, w in enumerate(words):
             v = self.ins(f"insertelement <{n} x i{word}> {v}, i{word} {w}, i32 {k}")

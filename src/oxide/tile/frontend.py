@@ -805,8 +805,44 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
                              "==, !=")
         if isinstance(a, Static) and isinstance(b, Static):
             return Static(_PY_CMP[op](a.obj, b.obj))
+        narrow = self.narrow_compare(_CMP[op], a, b, node)
+        if narrow is not None:
+            return narrow
         ta, tb = self.operands(a, b, node, node.left, node.comparators[0])
         return self.em.compare(_CMP[op], ta, tb)
+
+    def narrow_compare(self, pred: str, a: Any, b: Any, node: ast.AST) -> Tile | None:
+        """`x < n` of a narrow signed integer tile `x` and a wider signed 0-d `n` (as in
+        `tile.arange(BN)[None, :] < x.shape[1]`: i32 against i64), computed in `x`'s
+        type: `n` is clamped into it once, and a block-uniform test of `n` against that
+        type's range fixes the ends, so each element costs one narrow compare instead of
+        a widening and a 64-bit compare. The same truth values as the promoted compare;
+        None where this does not apply."""
+        swap = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
+        if isinstance(a, Tile) and a.ndim == 0 and isinstance(b, Tile) and b.ndim > 0:
+            a, b, pred = b, a, swap[pred]
+        if not (isinstance(a, Tile) and isinstance(b, Tile) and a.ndim > 0 and b.ndim == 0
+                and a.dtype.is_int and b.dtype.is_int and a.dtype.is_signed
+                and b.dtype.is_signed and a.dtype.bits < b.dtype.bits):
+            return None
+        lo, hi = -(1 << (a.dtype.bits - 1)), (1 << (a.dtype.bits - 1)) - 1
+        n, em = b, self.em
+        lo_n, hi_n = self.as_tile(Static(lo), node, n.dtype), self.as_tile(Static(hi), node, n.dtype)
+        clamped = em.cast(em.binary("min", em.binary("max", n, lo_n), hi_n), a.dtype)
+        c = em.broadcast(clamped, a.layout)
+        cmp = em.compare(pred, a, c)
+        # where n lies outside x's range, the clamped compare is wrong at one end only
+        fix = {"lt": ("or", "gt", hi_n), "le": ("and", "ge", lo_n),
+               "gt": ("or", "lt", lo_n), "ge": ("and", "le", hi_n)}
+        if pred in fix:
+            how, test, bound = fix[pred]
+            conds = [(how, em.compare(test, n, bound))]
+        else:  # eq / ne: n must be in range to equal any x
+            inside = em.binary("and", em.compare("ge", n, lo_n), em.compare("le", n, hi_n))
+            conds = [("and", inside)] if pred == "eq" else [("or", em.unary("not", inside))]
+        for how, cond in conds:
+            cmp = em.binary(how, cmp, em.broadcast(cond, a.layout))
+        return cmp
 
     def expr_IfExp(self, node: ast.IfExp) -> Any:
         c = self.expr(node.test)
