@@ -101,3 +101,22 @@ def test_tile_scans_argmax_loops_branches_on_gpu():
         else:
             want[2 * k:2 * k + 2] = 3
     np.testing.assert_allclose(yb.to_numpy(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_relaunch_with_rows_that_do_not_take_vectors_on_gpu():
+    """A launch's binder knows the arrays' rows took 16-byte vectors (the specialization
+    it launched): a view one element in (misaligned rows) must not reuse it, and the
+    aligned arrays after it must get theirs back; every launch copies exactly."""
+    torch = pytest.importorskip("torch")
+    from test_tile_vector_access import copy2d
+
+    backing = torch.randn(33 * 64 + 1, device="cuda")
+    aligned = backing[:33 * 64].view(33, 64)
+    misaligned = backing[1:].view(33, 64)
+    grid = (tile.cdiv(33, 8), tile.cdiv(64, 32))
+    for x in (aligned, misaligned, aligned, misaligned):
+        out = torch.zeros_like(x)
+        copy2d[grid](x, out, 8, 32)
+        torch.cuda.synchronize()
+        assert torch.equal(out, x)
+    assert {key[0][0].vectors for key in copy2d._specializations} >= {True, False}

@@ -1,8 +1,9 @@
-"""Tile loads and stores as 128-bit vector accesses (tile/lower.py): a whole tile inside
-the array whose rows are aligned moves `spt` elements per access; misaligned bases, row
-pitches that are not a multiple of the vector, strided views and tiles across the edge
-take the scalar or per-element paths. Every path must give the same elements, on the CPU
-(which runs the same three paths) and in the PTX."""
+"""Tile loads and stores (tile/lower.py): masked accesses, each vector of a thread's
+side-by-side elements (up to 16 bytes) or single element predicated on its own bounds
+test, with no branch. A launch specializes on whether each array's rows take 16-byte
+vectors (`ArrayType.vectors`, `fits_vectors`): aligned rows get vector accesses,
+misaligned bases, odd pitches and strided views element ones; a compile from types tests
+at run time. Every path must give the same elements, on the CPU and in the PTX."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import pytest
 
 import oxide as ox
 from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, f64, i8, i32, tile
+from oxide import types as T
+from oxide.runtime.array_view import fits_vectors
 
 rng = np.random.default_rng(23)
 
@@ -136,3 +139,48 @@ def test_ptx_keeps_no_per_element_coordinates() -> None:
     assert ptx.count("ld.global.nc.v4.") == 16 and ptx.count("st.global.v4.") == 16
     assert ptx_to_cubin(ptx, "sm_90")
     assert len(re.findall(r"cvt\.u64\.u32", ptx)) < 8
+
+
+@pytest.mark.parametrize("ptr,shape,strides,item,fits", [
+    (1024, (8, 64), None, 4, True),      # 256-byte rows
+    (1024, (8, 67), None, 4, False),     # 268-byte rows: the pitch is not a multiple of 16
+    (1028, (8, 64), None, 4, False),     # a misaligned base
+    (1024, (64,), None, 2, True),        # 1-d: 128 bytes
+    (1024, (63,), None, 2, False),       # 1-d, 126 bytes: the last vector would straddle
+    (1024, (8, 32), (128, 1), 4, True),  # a column slice of a wider array: pitch 512 bytes
+    (1024, (8, 32), (130, 1), 4, False),  # pitch 520 bytes
+    (1024, (8, 32), (64, 2), 4, False),  # every other column: no vectors
+    (1024, (0, 64), None, 4, True),      # empty
+])
+def test_fits_vectors(ptr, shape, strides, item, fits) -> None:
+    assert fits_vectors(ptr, shape, strides, item) is fits
+
+
+def test_a_launch_specializes_on_row_vectors() -> None:
+    """An aligned array and a misaligned view of the same shape launch two
+    specializations (vector accesses, element accesses), both right."""
+    def launched() -> set:  # the first parameter's `vectors` in each specialization
+        return {key[0][0].vectors for key in copy2d._specializations}
+
+    backing = rng.standard_normal(33 * 64 + 1).astype(np.float32)
+    aligned = np.ascontiguousarray(backing[:33 * 64].reshape(33, 64))
+    misaligned = backing[1:].reshape(33, 64)
+    if aligned.ctypes.data % 16:
+        pytest.skip("NumPy gave an allocation that is not 16-byte aligned")
+    assert np.array_equal(run_copy2d(aligned, 8, 32), aligned)
+    assert np.array_equal(run_copy2d(misaligned, 8, 32), misaligned)
+    assert {True, False} <= launched()
+
+
+@pytest.mark.parametrize("vectors,vector_accesses,element_accesses,branches", [
+    (True, 16, 0, 0), (False, 0, 64, 0), (None, 16, 64, 2)])
+def test_the_specialization_is_straight_line_code(vectors, vector_accesses,
+                                                  element_accesses, branches) -> None:
+    """Known rows (a launch) give one access path and no branch; unknown ones (a
+    compile from types) both paths behind one uniform branch per access."""
+    x = T.ArrayType("slice", f32, 1, True, vectors=vectors)
+    out = T.ArrayType("disjoint", f32, 1, True, vectors=vectors)
+    ptx = copy1d.compile(x, out, 8192, arch="sm_90").ptx
+    assert ptx.count("ld.global.nc.v4.b32") == ptx.count("st.global.v4.b32") == vector_accesses
+    assert ptx.count("ld.global.nc.b32") == ptx.count("st.global.b32") == element_accesses
+    assert len(re.findall(r"@%p\d+ bra", ptx)) == branches
