@@ -12,10 +12,11 @@ the SIMT kernel's. What each op assumes and guarantees:
   barriers (before the writes, so a loop can reuse the array; and between the writes
   and the reads). Every thread reaches it: tile code has no thread-dependent control;
 - `load`: element `(x, y)` of a tile at tile index `(i, j)` is `arr[i*BM + x, j*BN + y]`;
-  an element outside the array reads `padding` and touches no memory (a branch around
-  each unchecked load), so a tile load cannot fault;
+  an element outside the array reads `padding` and touches no memory (each access is
+  masked by its own bounds test: `ops.MaskedLoadOp`, predicated on the GPU), so a tile
+  load cannot fault;
 - `store`: only the element's canonical owner (no replica) writes it, and only inside
-  the array; nothing else is touched;
+  the array (masked likewise); nothing else is touched;
 - `reduce` along `d`: each thread combines its own slots, then the lanes of `d` by
   butterfly shuffles (`shuffle_xor`, the whole warp takes part), then the warps of `d`
   through shared memory between barriers. Replicas along `d` contribute the identity.
