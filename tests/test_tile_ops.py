@@ -677,3 +677,38 @@ def test_narrow_int_tile_against_wide_scalar(n):
     want = [x < n, x <= n, x > n, x >= n, x == n, x != n,
             n < y, n <= y, n > y, n >= y, n == y, n != y]
     np.testing.assert_array_equal(out, np.array(want, dtype=np.int32))
+
+
+@tile.kernel(num_warps=2)
+def compare_arange(n: ox.i64, out: DisjointSlice[i32, 2], B: Const[int]):
+    """`tile.arange(B) (+ 3) <op> n` both ways round: the frontend compares each element's
+    static offset with one per-thread room (`TileEmitter.compare_offsets`)."""
+    x = tile.arange(B)[None, :]
+    y = tile.arange(B) + 3
+    tile.store(out, (0, 0), (x < n).astype(i32))
+    tile.store(out, (1, 0), (x <= n).astype(i32))
+    tile.store(out, (2, 0), (x > n).astype(i32))
+    tile.store(out, (3, 0), (x >= n).astype(i32))
+    tile.store(out, (4, 0), (x == n).astype(i32))
+    tile.store(out, (5, 0), (x != n).astype(i32))
+    tile.store(out, (6, 0), (n < y).astype(i32)[None, :])
+    tile.store(out, (7, 0), (n <= y).astype(i32)[None, :])
+    tile.store(out, (8, 0), (n > y).astype(i32)[None, :])
+    tile.store(out, (9, 0), (n >= y).astype(i32)[None, :])
+    tile.store(out, (10, 0), (n == y).astype(i32)[None, :])
+    tile.store(out, (11, 0), (n != y).astype(i32)[None, :])
+
+
+@pytest.mark.parametrize("B", [8, 256, 2048])
+@pytest.mark.parametrize("n", [0, 1, 5, 100, 255, 256, 257, 2050, -1, -3, 2**31 - 1, 2**31,
+                               2**40, -(2**31), -(2**31) - 1, -(2**40)])
+def test_arange_against_a_scalar(B, n):
+    """`arange < n` (as in layernorm's mask) for n inside the tile, at its ends, beyond
+    it, negative, and at and past i32's ends, with 1 to 16 elements a thread."""
+    out = np.zeros((12, B), np.int32)
+    cpu(compare_arange, (1,), n, out, B)
+    x = np.arange(B, dtype=np.int64)
+    y = x + 3
+    want = [x < n, x <= n, x > n, x >= n, x == n, x != n,
+            n < y, n <= y, n > y, n >= y, n == y, n != y]
+    np.testing.assert_array_equal(out, np.array(want, dtype=np.int32))

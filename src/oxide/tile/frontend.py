@@ -816,8 +816,10 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         `tile.arange(BN)[None, :] < x.shape[1]`: i32 against i64), computed in `x`'s
         type: `n` is clamped into it once, and a block-uniform test of `n` against that
         type's range fixes the ends, so each element costs one narrow compare instead of
-        a widening and a 64-bit compare. The same truth values as the promoted compare;
-        None where this does not apply."""
+        a widening and a 64-bit compare; where `x` is a thread's coordinates plus static
+        offsets (`tile.arange`), each element compares its offset with one per-thread
+        room. The same truth values as the promoted compare; None where this does not
+        apply."""
         swap = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
         if isinstance(a, Tile) and a.ndim == 0 and isinstance(b, Tile) and b.ndim > 0:
             a, b, pred = b, a, swap[pred]
@@ -829,8 +831,11 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         n, em = b, self.em
         lo_n, hi_n = self.as_tile(Static(lo), node, n.dtype), self.as_tile(Static(hi), node, n.dtype)
         clamped = em.cast(em.binary("min", em.binary("max", n, lo_n), hi_n), a.dtype)
-        c = em.broadcast(clamped, a.layout)
-        cmp = em.compare(pred, a, c)
+        offsets = em.as_offsets(a)  # `tile.arange(BN)`: each value a thread base + k
+        if offsets is not None:
+            cmp = em.compare_offsets(pred, *offsets, clamped.scalar, a.layout)
+        else:
+            cmp = em.compare(pred, a, em.broadcast(clamped, a.layout))
         # where n lies outside x's range, the clamped compare is wrong at one end only
         fix = {"lt": ("or", "gt", hi_n), "le": ("and", "ge", lo_n),
                "gt": ("or", "lt", lo_n), "ge": ("and", "le", hi_n)}

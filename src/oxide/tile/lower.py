@@ -76,6 +76,9 @@ class TileEmitter:
         self._consts: dict[tuple[Any, str], SSAValue] = {}
         self._base: dict[tuple[Any, int, int], SSAValue] = {}
         self._owner: dict[Any, SSAValue | None] = {}
+        # coordinate bases (`coords`): a thread's first coordinate along a dimension, an i32
+        # in [0, extent); each slot's coordinate is the base plus a static offset
+        self._coordinate_base: dict[SSAValue, int] = {}
         self.uses_barriers = False
 
     # -- values that every thread computes once, at the start ---------------------------
@@ -178,6 +181,7 @@ class TileEmitter:
                     row.append(self.const(0, T.i32))
                     continue
                 base = self.base(layout, d)
+                self._coordinate_base[base] = layout.shape[d]
                 row.append(base if off == 0 else
                            self.b.value(ops.BinaryOp("add", base, self.const(off, T.i32))))
             out.append(row)
@@ -243,6 +247,54 @@ class TileEmitter:
         assert a.layout.key() == b.layout.key()
         return Tile(T.bool_, a.layout, tuple(self.b.value(ops.CompareOp(pred, x, y))
                                              for x, y in zip(a.values, b.values, strict=True)))
+
+    def as_offsets(self, t: Tile) -> tuple[SSAValue, int, list[int]] | None:
+        """(base, its extent, offsets) where each of `t`'s i32 values is a coordinate base
+        (`coords`: an i32 in [0, extent)) plus a static offset, with no overflow possible;
+        else None."""
+        if t.dtype != T.i32 or not t.values:
+            return None
+        base, offsets = None, []
+        for v in t.values:
+            owner = v.owner
+            if v in self._coordinate_base:
+                b, off = v, 0
+            elif (isinstance(owner, ops.BinaryOp) and owner.kind.data == "add"
+                  and isinstance(owner.rhs.owner, ops.ConstantOp)
+                  and owner.lhs in self._coordinate_base):
+                b, off = owner.lhs, owner.rhs.owner.value.value.data
+            else:
+                return None
+            if base is None:
+                base = b
+            if b is not base:
+                return None
+            offsets.append(off)
+        assert base is not None
+        extent = self._coordinate_base[base]
+        # every intermediate of `compare_offsets` must fit in i32 (and no value overflowed)
+        if min(offsets) - extent < -(1 << 31) or max(offsets) + extent > (1 << 31) - 2:
+            return None
+        return base, extent, offsets
+
+    def compare_offsets(self, pred: str, base: SSAValue, extent: int, offsets: list[int],
+                        c: SSAValue, layout: Layout) -> Tile:
+        """`base + k <pred> c` (all i32) for each offset k, as `k <pred> room` with
+        `room = c - base`: one subtraction for the thread, then one compare with a
+        constant per element (the loads' "room" trick). The room is clamped to
+        [min k - 1, max k + 1], which keeps every comparison's truth; `c` is clamped first
+        to [min k - 1, max k + extent], which keeps the clamped room and the subtraction
+        in i32 (base is in [0, extent))."""
+        lo, hi = min(offsets) - 1, max(offsets) + 1
+
+        def clamp(v: SSAValue, low: int, high: int) -> SSAValue:
+            v = self.b.value(ops.BinaryOp("max", v, self.const(low, T.i32)))
+            return self.b.value(ops.BinaryOp("min", v, self.const(high, T.i32)))
+
+        room = self.b.value(ops.BinaryOp("sub", clamp(c, lo, hi + extent - 1), base))
+        room = clamp(room, lo, hi)
+        return Tile(T.bool_, layout, tuple(
+            self.b.value(ops.CompareOp(pred, self.const(k, T.i32), room)) for k in offsets))
 
     def unary(self, kind: str, a: Tile) -> Tile:
         return Tile(a.dtype, a.layout, tuple(self.b.value(ops.UnaryOp(kind, v))
