@@ -833,9 +833,10 @@ class TileLowering(TileCallsMixin, TileMemoryMixin):
         clamped = em.cast(em.binary("min", em.binary("max", n, lo_n), hi_n), a.dtype)
         offsets = em.as_offsets(a)  # `tile.arange(BN)`: each value a thread base + k
         if offsets is not None:
-            cmp = em.compare_offsets(pred, *offsets, clamped.scalar, a.layout)
-        else:
-            cmp = em.compare(pred, a, em.broadcast(clamped, a.layout))
+            # x lies strictly inside i32 (`as_offsets` checks it), so an n past either end
+            # clamps to a value past every x: the compare is right as it is
+            return em.compare_offsets(pred, *offsets, clamped.scalar, a.layout)
+        cmp = em.compare(pred, a, em.broadcast(clamped, a.layout))
         # where n lies outside x's range, the clamped compare is wrong at one end only
         fix = {"lt": ("or", "gt", hi_n), "le": ("and", "ge", lo_n),
                "gt": ("or", "lt", lo_n), "ge": ("and", "le", hi_n)}
