@@ -644,47 +644,9 @@ def test_an_unbound_type_variable_is_an_error():
         unbound.compile(Slice[f32], DisjointSlice[f32], 64)
 
 
-@tile.kernel
-def compare_to_scalar(n: ox.i64, out: DisjointSlice[i32, 2], B: Const[int]):
-    """Each comparison of an i32 tile with an i64 scalar, both ways round (the frontend
-    computes these in i32, clamping the scalar: `narrow_compare`)."""
-    x = tile.arange(B) + (2**31 - B)  # i32's top B values ...
-    y = tile.arange(B) + -(2**31)  # ... and its bottom B
-    tile.store(out, (0, 0), (x < n).astype(i32)[None, :])
-    tile.store(out, (1, 0), (x <= n).astype(i32)[None, :])
-    tile.store(out, (2, 0), (x > n).astype(i32)[None, :])
-    tile.store(out, (3, 0), (x >= n).astype(i32)[None, :])
-    tile.store(out, (4, 0), (x == n).astype(i32)[None, :])
-    tile.store(out, (5, 0), (x != n).astype(i32)[None, :])
-    tile.store(out, (6, 0), (n < y).astype(i32)[None, :])
-    tile.store(out, (7, 0), (n <= y).astype(i32)[None, :])
-    tile.store(out, (8, 0), (n > y).astype(i32)[None, :])
-    tile.store(out, (9, 0), (n >= y).astype(i32)[None, :])
-    tile.store(out, (10, 0), (n == y).astype(i32)[None, :])
-    tile.store(out, (11, 0), (n != y).astype(i32)[None, :])
-
-
-@pytest.mark.parametrize("n", [5, 2**31 - 1, 2**31, 2**31 - 3, 2**40, -(2**31), -(2**31) - 1,
-                               -(2**31) + 2, -(2**40), 0])
-def test_narrow_int_tile_against_wide_scalar(n):
-    """The narrowed compare gives NumPy's answers for an i64 scalar inside, at the ends of
-    and outside i32's range."""
-    B = 16
-    out = np.zeros((12, B), np.int32)
-    cpu(compare_to_scalar, (1,), n, out, B)
-    x = np.arange(B, dtype=np.int64) + (2**31 - B)
-    y = np.arange(B, dtype=np.int64) - 2**31
-    want = [x < n, x <= n, x > n, x >= n, x == n, x != n,
-            n < y, n <= y, n > y, n >= y, n == y, n != y]
-    np.testing.assert_array_equal(out, np.array(want, dtype=np.int32))
-
-
-@tile.kernel(num_warps=2)
-def compare_arange(n: ox.i64, out: DisjointSlice[i32, 2], B: Const[int]):
-    """`tile.arange(B) (+ 3) <op> n` both ways round: the frontend compares each element's
-    static offset with one per-thread room (`TileEmitter.compare_offsets`)."""
-    x = tile.arange(B)[None, :]
-    y = tile.arange(B) + 3
+@tile.func
+def store_comparisons(out, x, y, n):
+    """Rows 0-5 of `out`: `x <op> n`; rows 6-11: `n <op> y` (x is 2-d, y 1-d)."""
     tile.store(out, (0, 0), (x < n).astype(i32))
     tile.store(out, (1, 0), (x <= n).astype(i32))
     tile.store(out, (2, 0), (x > n).astype(i32))
@@ -699,6 +661,40 @@ def compare_arange(n: ox.i64, out: DisjointSlice[i32, 2], B: Const[int]):
     tile.store(out, (11, 0), (n != y).astype(i32)[None, :])
 
 
+def comparisons(x: np.ndarray, y: np.ndarray, n: int) -> np.ndarray:
+    """What `store_comparisons` writes, by NumPy (int64: no wrapping)."""
+    return np.array([x < n, x <= n, x > n, x >= n, x == n, x != n,
+                     n < y, n <= y, n > y, n >= y, n == y, n != y], dtype=np.int32)
+
+
+@tile.kernel
+def compare_to_scalar(n: ox.i64, out: DisjointSlice[i32, 2], B: Const[int]):
+    """Each comparison of an i32 tile with an i64 scalar, both ways round (the frontend
+    computes these in i32, clamping the scalar: `narrow_compare`)."""
+    x = tile.arange(B) + (2**31 - B)  # i32's top B values ...
+    y = tile.arange(B) + -(2**31)  # ... and its bottom B
+    store_comparisons(out, x[None, :], y, n)
+
+
+@pytest.mark.parametrize("n", [5, 2**31 - 1, 2**31, 2**31 - 3, 2**40, -(2**31), -(2**31) - 1,
+                               -(2**31) + 2, -(2**40), 0])
+def test_narrow_int_tile_against_wide_scalar(n):
+    """The narrowed compare gives NumPy's answers for an i64 scalar inside, at the ends of
+    and outside i32's range."""
+    B = 16
+    out = np.zeros((12, B), np.int32)
+    cpu(compare_to_scalar, (1,), n, out, B)
+    x = np.arange(B, dtype=np.int64)
+    np.testing.assert_array_equal(out, comparisons(x + (2**31 - B), x - 2**31, n))
+
+
+@tile.kernel(num_warps=2)
+def compare_arange(n: ox.i64, out: DisjointSlice[i32, 2], B: Const[int]):
+    """`tile.arange(B) (+ 3) <op> n` both ways round: the frontend compares each element's
+    static offset with one per-thread room (`TileEmitter.compare_offsets`)."""
+    store_comparisons(out, tile.arange(B)[None, :], tile.arange(B) + 3, n)
+
+
 @pytest.mark.parametrize("B", [8, 256, 2048])
 @pytest.mark.parametrize("n", [0, 1, 5, 100, 255, 256, 257, 2050, -1, -3, 2**31 - 1, 2**31,
                                2**40, -(2**31), -(2**31) - 1, -(2**40)])
@@ -708,7 +704,4 @@ def test_arange_against_a_scalar(B, n):
     out = np.zeros((12, B), np.int32)
     cpu(compare_arange, (1,), n, out, B)
     x = np.arange(B, dtype=np.int64)
-    y = x + 3
-    want = [x < n, x <= n, x > n, x >= n, x == n, x != n,
-            n < y, n <= y, n > y, n >= y, n == y, n != y]
-    np.testing.assert_array_equal(out, np.array(want, dtype=np.int32))
+    np.testing.assert_array_equal(out, comparisons(x, x + 3, n))
