@@ -11,7 +11,7 @@ import pytest
 from fake_cuda import FakeDriver, Tensor, fake_torch, float64, int32, use_launch_flavor
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, f32, i32, thread
+from oxide import Const, DisjointSlice, Slice, f32, i32, thread, tile
 from oxide.runtime import gpu, gpu_devices
 
 
@@ -34,6 +34,12 @@ def blocked(x: Slice[f32], B: Const[int]):
     thread.index_1d()
 
 
+@tile.kernel
+def tile_copy(x: Slice[f32, 2], out: DisjointSlice[f32, 2], BN: Const[int]):
+    i = tile.bid(0)
+    tile.store(out, (i, 0), tile.load(x, (i, 0), (1, BN)))
+
+
 @pytest.fixture(params=["native", "ctypes"])
 def fake(request, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
     """The fake driver, with launches through the native trampoline or through ctypes."""
@@ -42,7 +48,7 @@ def fake(request, monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDri
     use_launch_flavor(monkeypatch, request.param)
     monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setitem(sys.modules, "torch", fake_torch(current_stream=0x77))
-    for k in (scale, grid2, blocked):
+    for k in (scale, grid2, blocked, tile_copy):
         k.__dict__.pop("_oxide_launchers", None)
         k.__dict__.pop("_oxide_bound", None)
     with ox.device(0):
@@ -272,3 +278,24 @@ def test_a_thread_without_a_current_context_gets_one_and_the_launch(fake, genera
     ox.launch(scale, CFG, Tensor(0x3000, (8,)), 3.0, Tensor(0x4000, (8,)))
     assert fake.ctx == 0x1000 and len(general) == 1
     assert [rec["args"][0] for rec in fake.launches] == [0x1000, 0x3000]
+
+
+def test_tile_binder_declines_rows_that_change_vector_fit(fake, general) -> None:
+    """A tile kernel's binder re-tests `fits_vectors` (ArrayType.vectors) on every launch:
+    a tensor whose rows stop fitting 16-byte vectors (a base 4 bytes off, a row of 63 f32)
+    takes the general path to its own specialization; the aligned one's binder stays."""
+    fake.formats = "QqqQqq"
+    ox.launch(tile_copy, 4, Tensor(0x1000, (4, 64)), Tensor(0x2000, (4, 64)), 64)
+    ox.launch(tile_copy, 4, Tensor(0x3000, (4, 64)), Tensor(0x4000, (4, 64)), 64)
+    assert len(general) == 1
+    ox.launch(tile_copy, 4, Tensor(0x1004, (4, 64)), Tensor(0x2000, (4, 64)), 64)
+    assert len(general) == 2
+    ox.launch(tile_copy, 4, Tensor(0x1000, (4, 63)), Tensor(0x2000, (4, 63)), 64)
+    assert len(general) == 3
+    ox.launch(tile_copy, 4, Tensor(0x5000, (4, 64)), Tensor(0x6000, (4, 64)), 64)
+    ox.launch(tile_copy, 4, Tensor(0x5004, (4, 64)), Tensor(0x6000, (4, 64)), 64)
+    assert len(general) == 3  # both kinds keep their binders under the one type key
+    assert [rec["args"][0] for rec in fake.launches] == [0x1000, 0x3000, 0x1004, 0x1000,
+                                                         0x5000, 0x5004]
+    vectors = {key[0][0].vectors for key in tile_copy._specializations}
+    assert vectors == {True, False}

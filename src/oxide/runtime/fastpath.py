@@ -69,7 +69,7 @@ from oxide.runtime.args import (
     check_no_self_overlap,
     scalar_value,
 )
-from oxide.runtime.array_view import fits_vectors
+from oxide.runtime.array_view import VECTOR_BYTES, fits_vectors
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, parse_device
 from oxide.runtime.overlap import self_overlap
@@ -226,11 +226,13 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
                     body += [f"if strides{i} is not None:",
                              "    return False"]
             if spec.vectors is not None:  # a tile kernel's specialization: ArrayType.vectors
-                env[f"item{i}"] = spec.dtype.itemsize
-                rows = (f"strides{i}" if strided or reader_of(type(a)) is not _torch
-                        else "None")
-                body += [f"if fits_vectors(ptr{i}, shape{i}, {rows}, item{i}) is not "
-                         f"{spec.vectors}:",
+                if not strided and reader_of(type(a)) is _torch:  # inline: a C-contiguous tensor
+                    row = f"s{i}_{spec.rank - 1} * {spec.dtype.itemsize}"
+                    test = f"((ptr{i} | {row}) & {VECTOR_BYTES - 1} == 0)"
+                else:
+                    env[f"item{i}"] = spec.dtype.itemsize
+                    test = f"fits_vectors(ptr{i}, shape{i}, strides{i}, item{i})"
+                body += [f"if {test} is not {spec.vectors}:",
                          "    return False"]
             if strided:
                 body += [f"if strides{i} is None:",
