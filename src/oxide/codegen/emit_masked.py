@@ -109,9 +109,12 @@ class MaskedAccessMixin:
         here, load_block, join = self.current, self.label(), self.label()
         self.raw(f"br i1 {mask}, label %{load_block}, label %{join}")
         self.start_block(load_block)
-        vec = f"<{count} x {dt.llvm}>"
-        v = self.ins(f"load {vec}, {ptr_t} {addr}, align {op.align.data}")
-        got = [self.ins(f"extractelement {vec} {v}, i32 {k}") for k in range(count)]
+        if count == 1:  # one element (a bool, an 8-bit one): a plain load, as LoadOp's
+            got = [self.ins(f"load {dt.llvm}, {ptr_t} {addr}")]
+        else:
+            vec = f"<{count} x {dt.llvm}>"
+            v = self.ins(f"load {vec}, {ptr_t} {addr}, align {op.align.data}")
+            got = [self.ins(f"extractelement {vec} {v}, i32 {k}") for k in range(count)]
         self.raw(f"br label %{join}")
         self.start_block(join)
         for r, x in zip(op.res, got, strict=True):
@@ -127,18 +130,7 @@ class MaskedAccessMixin:
         values = [self.v(x) for x in op.values]
         shape = self._words(op.array, dt, count)
         if shape is None:
-            ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])
-            addr = self.address(op.array, self.index_list(list(op.indices)))
-            store_block, join = self.label(), self.label()
-            self.raw(f"br i1 {mask}, label %{store_block}, label %{join}")
-            self.start_block(store_block)
-            vec = f"<{count} x {dt.llvm}>"
-            v = "poison"
-            for k, x in enumerate(values):
-                v = self.ins(f"insertelement {vec} {v}, {dt.llvm} {x}, i32 {k}")
-            self.raw(f"store {vec} {v}, {ptr_t} {addr}, align {op.align.data}")
-            self.raw(f"br label %{join}")
-            self.start_block(join)
+            self._branchy_store(op, dt, mask, values)
             return
         word, n = shape
         words = self._to_words(dt, values, word, n)
@@ -149,3 +141,21 @@ class MaskedAccessMixin:
         self.raw(f'call void asm sideeffect "@$1 st.global{vec}.b{word} [$0], {{{ins}}};", '
                  f'"l,b,{",".join([reg] * n)},~{{memory}}"(ptr addrspace(1) '
                  f"{self._global_address(op.array, op.indices)}, i1 {mask}, {args})")
+
+    def _branchy_store(self, op: ops.MaskedStoreOp, dt: Any, mask: str, values: list[str]
+                       ) -> None:
+        ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])
+        addr = self.address(op.array, self.index_list(list(op.indices)))
+        store_block, join = self.label(), self.label()
+        self.raw(f"br i1 {mask}, label %{store_block}, label %{join}")
+        self.start_block(store_block)
+        if len(values) == 1:
+            self.raw(f"store {dt.llvm} {values[0]}, {ptr_t} {addr}")
+        else:
+            vec = f"<{len(values)} x {dt.llvm}>"
+            v = "poison"
+            for k, x in enumerate(values):
+                v = self.ins(f"insertelement {vec} {v}, {dt.llvm} {x}, i32 {k}")
+            self.raw(f"store {vec} {v}, {ptr_t} {addr}, align {op.align.data}")
+        self.raw(f"br label %{join}")
+        self.start_block(join)
