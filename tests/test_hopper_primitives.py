@@ -440,6 +440,27 @@ def test_a_setmaxnreg_kernel_loads_as_ptx_for_the_driver_jit() -> None:
     assert plain.module_image == plain.cubin
 
 
+def test_oxide_driver_jit_loads_every_kernel_as_ptx(monkeypatch, tmp_path) -> None:
+    """`OXIDE_DRIVER_JIT=1`: any kernel's image is its PTX (the driver compiles it as a
+    whole program), under a disk-cache key of its own."""
+    from oxide.compiler import compile_kernel
+    from oxide.runtime import cache
+
+    monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("OXIDE_CACHE", raising=False)
+    key = cache.entry_key(asm_add, asm_add_sig(), "sm_80")
+    monkeypatch.setenv("OXIDE_DRIVER_JIT", "1")
+    ck = compile_kernel(asm_add, asm_add_sig(), "nvptx", "sm_80")  # not the memoized one
+    assert ck.module_image == ck.ptx.encode() + b"\0"
+    assert key is not None and cache.entry_key(asm_add, asm_add_sig(), "sm_80") != key
+
+
+def asm_add_sig() -> tuple:
+    from oxide.specialize import signature_from
+
+    return signature_from(asm_add, (RawSlice[u32], RawSlice[u32]))
+
+
 @pytest.mark.parametrize("body, message", [
     ("ox.setmaxnreg(20)", "24 to 256"),
     ("ox.setmaxnreg(100)", "multiple of 8"),

@@ -101,9 +101,14 @@ class CompiledKernel:
         driver's whole-program compile keeps it: gemm_hopper went from 743 to 775 TFLOPS
         at 4096^3 on the H200 (2026-12-03). The cubin is still built first, so ptxas's
         errors surface at compile time, without a GPU; the driver caches its own
-        compile (~0.1-0.3 s) across processes."""
+        compile (~0.1-0.3 s) across processes.
+
+        `OXIDE_DRIVER_JIT=1` loads every kernel's PTX this way: relocatable code also
+        costs registers (tile_layernorm f32: 90 through nvJitLink, 62 assembled as a whole
+        program by ptxas; docs/performance.md), so the switch is there to measure it."""
         cubin = self.cubin
-        if self.arch and self.arch.endswith("a") and "setmaxnreg" in self.ptx:
+        if os.environ.get("OXIDE_DRIVER_JIT") == "1" or (
+                self.arch and self.arch.endswith("a") and "setmaxnreg" in self.ptx):
             return self.ptx.encode() + b"\0"
         return cubin
 

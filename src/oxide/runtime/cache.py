@@ -264,6 +264,8 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
     h = hashlib.sha256(toolchain_fingerprint().encode())
     if os.environ.get("OXIDE_LINEINFO") == "1":  # line tables change the cubin
         arch += "+lineinfo"
+    if os.environ.get("OXIDE_DRIVER_JIT") == "1":  # the image is the PTX (module_image)
+        arch += "+driver-jit"
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())
     return h.hexdigest()
