@@ -6,7 +6,8 @@ Run on a machine with an NVIDIA GPU, torch and triton:
     python benchmarks/tile_bench.py --no-docs
 
 Issue 11's bars (same run): tile_vecadd >= 0.97x torch.add (2^28 f32); tile_softmax and
-tile_layernorm >= 1.0x Triton (8192x8192, f32 and bf16); tile_transpose >= 0.85x a copy (16384^2 f32);
+tile_layernorm >= 1.0x Triton (8192x8192, f32 and bf16; rows of 8,000 columns, where every tile
+crosses the edge, reported beside them); tile_transpose >= 0.85x a copy (16384^2 f32);
 tile_matmul bf16 >= 0.90x cuBLAS at 4096^3 and 8192^3 (the wgmma path it takes on sm_90;
 the mma.sync path reported beside it); tile_attention bf16 (B8 H16 S4096 D128) reported beside SDPA's flash and cuDNN.
 GPU times come from simt_bench.gpu_seconds (CUDA events around back-to-back launches
@@ -87,47 +88,62 @@ def rows() -> list[tuple[str, str, str, float, float, int, float | None]]:
         r = gpu_seconds(lambda: torch.add(a, b, out=c))
         out.append(("tile_vecadd", "2^28 f32", "torch.add", t, r, 12 * n, 0.97))
 
-    def softmax_of(dtype: Any, name: str, tol: float) -> None:
+    def shape_name(m: int, n: int) -> str:
+        return f"{m}^2" if m == n else f"{m}x{n} (ragged)"
+
+    def softmax_of(dtype: Any, name: str, tol: float, n: int = 8192) -> None:
+        """8192 rows of `n` columns, each row one tile of the next power of two: at
+        n = 8000 every tile crosses the array's edge (bars only at 8192)."""
         sm, _ = triton_kernels()
-        m = n = 8192
+        m, block = 8192, 1 << (n - 1).bit_length()
         x = torch.randn(m, n, device="cuda").to(dtype)
         y = torch.empty_like(x)
-        ox.launch(tile_softmax.tile_softmax, m, x, y, n)
+        ox.launch(tile_softmax.tile_softmax, m, x, y, block)
         want = torch.softmax(x.float(), 1)
         torch.testing.assert_close(y.float(), want, rtol=tol, atol=1e-6)
-        t = gpu_seconds(lambda: ox.launch(tile_softmax.tile_softmax, m, x, y, n))
-        r = gpu_seconds(lambda: sm[(m,)](x, y, n, BLOCK=n, num_warps=8))
-        torch_s = gpu_seconds(lambda: torch.softmax(x, 1))
+        t = gpu_seconds(lambda: ox.launch(tile_softmax.tile_softmax, m, x, y, block))
+        r = gpu_seconds(lambda: sm[(m,)](x, y, n, BLOCK=block, num_warps=8))
         nbytes = 2 * x.element_size() * m * n
-        out.append(("tile_softmax", f"8192^2 {name}", "Triton", t, r, nbytes, 1.0))
-        out.append(("tile_softmax", f"8192^2 {name}", "torch.softmax", t, torch_s, nbytes,
-                    None))
+        bar = 1.0 if n == block else None
+        out.append(("tile_softmax", f"{shape_name(m, n)} {name}", "Triton", t, r, nbytes, bar))
+        if n == block:
+            torch_s = gpu_seconds(lambda: torch.softmax(x, 1))
+            out.append(("tile_softmax", f"{shape_name(m, n)} {name}", "torch.softmax", t,
+                        torch_s, nbytes, None))
 
     def softmax() -> None:
         softmax_of(torch.float32, "f32", 1e-4)
         softmax_of(torch.bfloat16, "bf16", 2 ** -7)
+        softmax_of(torch.float32, "f32", 1e-4, n=8000)
+        softmax_of(torch.bfloat16, "bf16", 2 ** -7, n=8000)
 
-    def layernorm_of(dtype: Any, name: str, tol: float) -> None:
+    def layernorm_of(dtype: Any, name: str, tol: float, n: int = 8192) -> None:
+        """As `softmax_of`: 8192 rows of `n` columns (bars only at 8192)."""
         _, ln = triton_kernels()
-        m = n = 8192
+        m, block = 8192, 1 << (n - 1).bit_length()
         x = torch.randn(m, n, device="cuda").to(dtype)
         w, b = torch.randn(n, device="cuda").to(dtype), torch.randn(n, device="cuda").to(dtype)
         y = torch.empty_like(x)
-        args = (x, w, b, y, 1e-5, n)
+        args = (x, w, b, y, 1e-5, block)
         ox.launch(tile_layernorm.tile_layernorm, m, *args)
         want = torch.nn.functional.layer_norm(x.float(), (n,), w.float(), b.float(), 1e-5)
         torch.testing.assert_close(y.float(), want, rtol=tol, atol=tol)
         t = gpu_seconds(lambda: ox.launch(tile_layernorm.tile_layernorm, m, *args))
-        r = gpu_seconds(lambda: ln[(m,)](x, w, b, y, n, 1e-5, BLOCK=n, num_warps=8))
-        torch_s = gpu_seconds(lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5))
+        r = gpu_seconds(lambda: ln[(m,)](x, w, b, y, n, 1e-5, BLOCK=block, num_warps=8))
         nbytes = 2 * x.element_size() * m * n
-        out.append(("tile_layernorm", f"8192^2 {name}", "Triton", t, r, nbytes, 1.0))
-        out.append(("tile_layernorm", f"8192^2 {name}", "torch layer_norm", t, torch_s,
-                    nbytes, None))
+        bar = 1.0 if n == block else None
+        out.append(("tile_layernorm", f"{shape_name(m, n)} {name}", "Triton", t, r, nbytes,
+                    bar))
+        if n == block:
+            torch_s = gpu_seconds(lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5))
+            out.append(("tile_layernorm", f"{shape_name(m, n)} {name}", "torch layer_norm", t,
+                        torch_s, nbytes, None))
 
     def layernorm() -> None:
         layernorm_of(torch.float32, "f32", 1e-3)
         layernorm_of(torch.bfloat16, "bf16", 2 ** -6)
+        layernorm_of(torch.float32, "f32", 1e-3, n=8000)
+        layernorm_of(torch.bfloat16, "bf16", 2 ** -6, n=8000)
 
     def transpose() -> None:
         n = 16384
