@@ -1,0 +1,329 @@
+"""Tile kernel loops: `for k in range(...)`, the persistent `for t in tile.tiles(n)`, and
+`num_stages` software pipelining of the loads in a loop body.
+
+`TileLoopsMixin` is mixed into `tile/frontend.py`'s TileLowering (it uses its `env`,
+builder `b`, emitter `em` and expression evaluation). What a loop assumes: every thread
+runs every iteration (the bounds are block-uniform: Const values, scalars, extents, bids),
+so the barriers inside are reached by all. What it guarantees: the tiles the body rebinds
+keep their shape and dtype, carried in slots in the layout they had before the loop; a
+pipelined load reads only names the body does not assign, from an array the body does
+not store to, so issuing it iterations ahead reads the same values.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import copy
+from typing import Any
+
+from oxide import types as T
+from oxide.errors import CompileError, KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
+from oxide.ir import ops
+from oxide.ir.types import ir_type
+from oxide.tile import lang
+from oxide.tile.layout import mma_accumulator
+from oxide.tile.mma_lower import relayout
+from oxide.tile.values import Static, Tile, describe
+
+
+class TileLoopsMixin:
+    """`stmt_For` and the pipelining it does (mixed into TileLowering)."""
+
+    def _persistent_loop(self, it: ast.expr) -> bool:
+        """Whether `it` is `tile.tiles(n)` (the persistent loop)."""
+        if not (isinstance(it, ast.Call) and _is_dotted_name(it.func)):
+            return False
+        try:
+            fn = self.expr(it.func)  # a name or attribute lookup: no IR
+        except CompileError:
+            return False
+        return isinstance(fn, Static) and fn.obj is lang.tiles
+
+    def stmt_For(self, node: ast.For) -> None:
+        """`for k in range(start, stop, step)` with run-time bounds and a constant step.
+
+        `for t in tile.tiles(n)` is the persistent loop: `range(tile.bid(0), n,
+        tile.num_blocks(0))`, whose `t` is a TileIndex of grid axis 0 (each t in [0, n)
+        is visited by exactly one block, once), so a DisjointSlice is stored at `t` (or
+        at `tile.grouped(t, ...)`) as at `tile.bid(0)`.
+
+        The tiles the body rebinds are carried in slots, one per element a thread holds,
+        in the layout they had before the loop (a body value in another layout is
+        converted back), so the loop is one CFG loop over the SIMT IR. Every thread runs
+        every iteration: the bounds are block-uniform (Const, scalars, extents, bids).
+        """
+        if node.orelse:
+            raise self.error(UnsupportedFeatureError, node, "`for ... else` is not supported "
+                             "in tile kernels")
+        it = node.iter
+        persistent = self._persistent_loop(it)
+        if persistent and (it.keywords or len(it.args) != 1):
+            raise self.error(KernelTypeError, it, "`tile.tiles(n)` takes the number of tiles")
+        if not persistent and not (
+                isinstance(it, ast.Call) and isinstance(it.func, ast.Name)
+                and self.load_name(it.func.id, it.func) == Static(builtins.range)
+                and not it.keywords and 1 <= len(it.args) <= 3):
+            raise self.error(UnsupportedFeatureError, it, "tile kernels loop over `range(...)` "
+                             "only", hint="e.g. `for k in range(tile.num_tiles(a, 1, BK)):`")
+        if not isinstance(node.target, ast.Name):
+            raise self.error(KernelSyntaxError, node.target, "the loop variable is one name")
+        for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+            if isinstance(n, (ast.Break, ast.Continue, ast.Return)):
+                raise self.error(UnsupportedFeatureError, n,
+                                 f"`{type(n).__name__.lower()}` in a tile kernel loop is not "
+                                 "supported yet", hint="loop over the range you need")
+        args = [self.expr(a) for a in it.args]
+        start, stop, step = ((Static(0), args[0], Static(1)) if len(args) == 1 else
+                             (args[0], args[1], args[2] if len(args) == 3 else Static(1)))
+        if persistent:  # from this block's index, by the grid's size: each t in one block
+            start = self.scalar_tile(self.b.value(ops.RegisterOp("ctaid.x", ir_type(T.i32))),
+                                     T.i32)
+            step = self.scalar_tile(self.b.value(ops.RegisterOp("nctaid.x", ir_type(T.i32))),
+                                    T.i32)
+        step_node = it.args[2] if len(it.args) == 3 else it
+        if not persistent and not (isinstance(step.obj if isinstance(step, Static) else None,
+                                              int) and step.obj != 0):
+            raise self.error(UnsupportedFeatureError, step_node,
+                             "the step of a tile kernel loop is a non-zero constant")
+        for v, n in zip((start, stop), it.args if len(it.args) > 1 and not persistent
+                        else (it, it.args[0]), strict=False):
+            if not ((isinstance(v, Static) and isinstance(v.obj, int)
+                     and not isinstance(v.obj, bool))
+                    or (isinstance(v, Tile) and v.ndim == 0 and v.dtype.is_int)):
+                raise self.error(KernelTypeError, n, f"range() takes integers, not "
+                                 f"{describe(v)}")
+        dt = T.i32
+        for v in (start, stop):
+            if isinstance(v, Tile):
+                dt = self.promote(Tile(dt, v.layout, v.values), v, it)
+        if persistent:  # t + num_blocks must not wrap past a stop near 2**31
+            dt = T.i64
+        # the names the body rebinds that hold tiles now: carried in slots
+        assigned = _names_stored(node.body)
+        if not persistent and self.num_stages >= 2:
+            node = self._hoist_nested_loads(node, assigned)
+            assigned += [n for n in _names_stored(node.body) if n not in assigned]
+        piped = ([] if persistent or self.num_stages < 2 else
+                 self._pipelined_loads(node, assigned))
+        ahead = self.num_stages - 1
+        # the first iterations' tiles, loaded before the loop into names no code can spell
+        for stmt, name in piped:
+            for j in range(ahead):
+                first = self._with_index(node.target.id, start, step.obj * j, dt, stmt.value)
+                self.env[_ahead(name, j)] = first
+                assigned.append(_ahead(name, j))
+        carried: dict[str, tuple[Tile, list[Any]]] = {}
+        products = self._matmul_targets(node.body)
+        for name in assigned:
+            cur = self.env.get(name)
+            if isinstance(cur, Static) and isinstance(cur.obj, (bool, int, float)):
+                cur = self.as_tile(cur, node)  # `acc = 0.0` before the loop: a 0-d tile
+            if isinstance(cur, Tile) and name in products:
+                # `acc = tile.mma(a, b, acc)`: carried in the accumulator's layout, so its
+                # registers stay put across iterations (a constant start moves nothing)
+                acc_layout = mma_accumulator(cur.shape, self.num_warps)
+                if acc_layout is not None:
+                    cur = relayout(self.em, cur, acc_layout)
+            if isinstance(cur, Tile):
+                slots = [self.b.alloc(ops.SlotOp(ir_type(cur.dtype))) for _ in cur.values]
+                for slot, v in zip(slots, cur.values, strict=True):
+                    self.b.emit(ops.SlotWriteOp(slot, v))
+                carried[name] = (Tile(cur.dtype, cur.layout, cur.values), slots)
+            elif cur is not None and name != node.target.id:
+                raise self.error(UnsupportedFeatureError, node,
+                                 f"`{name}` is {describe(cur)}; only tiles can change in a loop")
+        counter = self.b.alloc(ops.SlotOp(ir_type(dt)))
+        self.b.emit(ops.SlotWriteOp(counter, self.as_tile(start, it, dt).scalar
+                                    if isinstance(start, Static) else self.b.cast(start.scalar, dt)))
+        stop_v = (self.as_tile(stop, it, dt).scalar if isinstance(stop, Static)
+                  else self.b.cast(stop.scalar, dt))
+        header, body, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
+        self.b.br(header)
+        self.b.set_block(header)
+        k = self.b.value(ops.SlotReadOp(counter))
+        ascending = persistent or step.obj > 0
+        go = self.b.value(ops.CompareOp("lt" if ascending else "gt", k, stop_v))
+        self.b.cond_br(go, body, done)
+        self.b.set_block(body)
+        outside = dict(self.env)
+        for name, (t, slots) in carried.items():
+            self.env[name] = Tile(t.dtype, t.layout, tuple(
+                self.b.value(ops.SlotReadOp(slot)) for slot in slots))
+        index = self.scalar_tile(k, dt)
+        self.env[node.target.id] = (Tile(dt, index.layout, index.values, witness=0)
+                                    if persistent else index)
+        skipped = set()
+        for stmt, name in piped:  # this iteration's tile, and a later one's load issued now
+            skipped.add(id(stmt))
+            self.env[name] = self.env[_ahead(name, 0)]
+            later = self._with_index(node.target.id, index, step.obj * ahead, dt, stmt.value)
+            for j in range(ahead - 1):
+                self.env[_ahead(name, j)] = self.env[_ahead(name, j + 1)]
+            self.env[_ahead(name, ahead - 1)] = later
+            self.env[node.target.id] = index
+        for stmt in node.body:
+            if id(stmt) not in skipped:
+                self.lower_stmt(stmt)
+        for name, (t, slots) in carried.items():
+            new = self.env.get(name)
+            if not isinstance(new, Tile) or new.shape != t.shape or new.dtype != t.dtype:
+                raise self.error(KernelTypeError, node,
+                                 f"`{name}` is {t.describe()} before the loop and "
+                                 f"{describe(new)} at the end of its body",
+                                 hint="a tile carried through a loop keeps its shape and "
+                                      "dtype: convert with `.astype(...)` or "
+                                      "`tile.broadcast_to(...)`")
+            new = self.em.convert(new, t.layout) if new.layout.key() != t.layout.key() else new
+            for slot, v in zip(slots, new.values, strict=True):
+                self.b.emit(ops.SlotWriteOp(slot, v))
+        step_v = (self.b.cast(step.scalar, dt) if persistent else self.em.const(step.obj, dt))
+        self.b.emit(ops.SlotWriteOp(counter, self.b.value(ops.BinaryOp("add", k, step_v))))
+        self.b.br(header)
+        self.b.set_block(done)
+        # after the loop: the carried tiles' last values; names first bound in the body
+        # are not visible (they may never have been assigned)
+        self.env = outside
+        for name, (t, slots) in carried.items():
+            self.env[name] = Tile(t.dtype, t.layout, tuple(
+                self.b.value(ops.SlotReadOp(slot)) for slot in slots))
+
+    def _hoist_nested_loads(self, node: ast.For, assigned: list[str]) -> ast.For:
+        """The loop with each `tile.load(...)` that sits inside a top-level statement's
+        expression (`acc = tile.mma(tile.load(a, ...), ..., acc)`) moved into a statement
+        of its own just before it, `<load k> = tile.load(...)` (a name no code can spell),
+        so that `_pipelined_loads` can issue it ahead like a named one. Only a load whose
+        arguments read the loop variable and names the body does not assign moves: it
+        reads the same values earlier, and a load has no effect but its result (it
+        cannot fault); one under a conditional expression stays put. The kernel's own
+        tree is not changed (its statements are copied)."""
+        loop_var = node.target.id  # type: ignore[attr-defined]
+        lowering = self
+
+        class Hoist(ast.NodeTransformer):
+            def __init__(self) -> None:
+                self.hoisted: list[ast.stmt] = []
+
+            def visit_IfExp(self, n: ast.IfExp) -> ast.AST:
+                return n  # evaluated only on one arm: stays put
+
+            def visit_Call(self, n: ast.Call) -> ast.AST:
+                if not lowering._calls(n, lang.load):
+                    return self.generic_visit(n)
+                reads = {r.id for r in ast.walk(n) if isinstance(r, ast.Name)}
+                if any(r != loop_var and r in assigned for r in reads):
+                    return n
+                name = f"load\0{count[0]}"
+                count[0] += 1
+                target = ast.copy_location(ast.Name(name, ast.Store()), n)
+                self.hoisted.append(ast.copy_location(ast.Assign([target], n), n))
+                return ast.copy_location(ast.Name(name, ast.Load()), n)
+
+        count = [0]
+        body: list[ast.stmt] = []
+        for stmt in node.body:
+            named = isinstance(stmt, ast.Assign) and self._calls(stmt.value, lang.load)
+            if named or isinstance(stmt, (ast.For, ast.If, ast.With)):
+                body.append(stmt)  # already `x = tile.load(...)`, or not a simple statement
+                continue
+            hoist = Hoist()
+            stmt = hoist.visit(copy.deepcopy(stmt))
+            body += hoist.hoisted + [stmt]
+        if not count[0]:
+            return node
+        return ast.copy_location(ast.For(node.target, node.iter, body, node.orelse,
+                                         node.type_comment), node)
+
+    def _calls(self, node: ast.AST, fn: Any) -> bool:
+        """Whether `node` is a call of the tile operation `fn`, by a name or attribute
+        lookup of its callee (which evaluates nothing and emits no IR)."""
+        if not (isinstance(node, ast.Call) and _is_dotted_name(node.func)):
+            return False
+        try:
+            found = self.expr(node.func)
+        except CompileError:
+            return False
+        return isinstance(found, Static) and found.obj is fn
+
+    def _pipelined_loads(self, node: ast.For, assigned: list[str]
+                         ) -> list[tuple[ast.Assign, str]]:
+        """The `x = tile.load(...)` statements at the top level of the loop body that
+        `num_stages` issues ahead: x assigned nowhere else in the body, the arguments
+        reading only the loop variable and names the body does not assign, and the array
+        one the body does not store to (a later iteration's tile read early could miss
+        this iteration's store: a RawSlice written in the loop)."""
+        loop_var = node.target.id  # type: ignore[attr-defined]
+        written = {n.args[0].id for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                   if self._calls(n, lang.store) and n.args and isinstance(n.args[0], ast.Name)}
+        out = []
+        for stmt in node.body:
+            if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                    and isinstance(stmt.targets[0], ast.Name) and self._calls(stmt.value,
+                                                                              lang.load)):
+                continue
+            name = stmt.targets[0].id
+            stores = sum(1 for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
+                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                         and n.id == name)
+            reads = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
+            array = stmt.value.args[0] if stmt.value.args else None
+            if isinstance(array, ast.Name) and array.id in written:
+                continue
+            if stores == 1 and name != loop_var and all(
+                    r == loop_var or r not in assigned for r in reads):
+                out.append((stmt, name))
+        return out
+
+    def _with_index(self, loop_var: str, base: Any, offset: int, dt: T.DType,
+                    expr: ast.expr) -> Any:
+        """`expr` evaluated with the loop variable bound to `base + offset` (a scalar)."""
+        saved = self.env.get(loop_var)
+        k = self.as_tile(base, expr, dt) if not isinstance(base, Tile) else base
+        k = self.em.cast(k, dt)
+        if offset:
+            k = self.em.binary("add", k, self.scalar_tile(self.em.const(offset, dt), dt))
+        self.env[loop_var] = k
+        try:
+            return self.expr(expr)
+        finally:
+            if saved is None:
+                self.env.pop(loop_var, None)
+            else:
+                self.env[loop_var] = saved
+
+    def _matmul_targets(self, body: list[ast.stmt]) -> set[str]:
+        """The names `body` assigns from an expression with a matrix product in it
+        (`acc = tile.mma(a, b, acc)`, `o = o * s + p @ v`): a loop carries those in the
+        accumulator layout, where the product leaves its result."""
+        out: set[str] = set()
+        for n in ast.walk(ast.Module(body=body, type_ignores=[])):
+            if isinstance(n, (ast.Assign, ast.AugAssign)) and self._has_matmul(n.value):
+                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+                out |= {t.id for t in targets if isinstance(t, ast.Name)}
+        return out
+
+    def _has_matmul(self, expr: ast.expr) -> bool:
+        return any((isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
+                   or self._calls(n, lang.mma) for n in ast.walk(expr))
+
+
+def _names_stored(body: list[ast.stmt]) -> list[str]:
+    """The names `body` assigns, in order of first assignment."""
+    out: list[str] = []
+    for n in ast.walk(ast.Module(body=body, type_ignores=[])):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in out:
+            out.append(n.id)
+    return out
+
+
+def _ahead(name: str, j: int) -> str:
+    """The loop-carried name of the tile `name` loads j + 1 iterations ahead (num_stages):
+    no Python name holds a NUL, so no user name can clash."""
+    return f"{name}\0ahead{j}"
+
+
+def _is_dotted_name(node: ast.expr) -> bool:
+    """`name` or `name.attr.attr`: looking it up evaluates nothing."""
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return isinstance(node, ast.Name)
