@@ -1,7 +1,8 @@
 """The tile frontend: a `@ox.tile.kernel` body (Python AST) into oxide SIMT IR.
 
 This module holds the statements, expressions and operators; `tile/calls.py` the
-`tile.*` operations and `tile/memory.py` loads and stores (both mixed in).
+`tile.*` operations, `tile/memory.py` loads and stores, and `tile/loops.py` `for` loops
+(all three mixed in).
 
 It evaluates the body as values (`tile/values.py`): tiles, arrays, and Python
 constants that fold as Python computes them. Tile ops are lowered as they are met by
