@@ -192,3 +192,22 @@ def test_the_specialization_is_straight_line_code(vectors, vector_accesses,
     assert ptx.count("ld.global.nc.v4.b32") == ptx.count("st.global.v4.b32") == vector_accesses
     assert ptx.count("ld.global.nc.b32") == ptx.count("st.global.b32") == element_accesses
     assert len(re.findall(r"@%p\d+ bra", ptx)) == branches
+
+
+@pytest.mark.parametrize("name", ["f32", "f64", "f16", "bf16", "i8", "u8", "i16", "i32", "i64",
+                                  "bool_"])
+@pytest.mark.parametrize("vectors", [True, False, None])
+def test_masked_accesses_assemble_for_every_element_type(name, vectors) -> None:
+    """The inline PTX of masked loads and stores (`codegen/emit_masked.py`: .b16 to .v4.b32
+    words, or a branch for bools) is accepted by ptxas for every element type, with the
+    vector path, the element path, and both (a compile from types)."""
+    from oxide.codegen.nvjitlink import ptx_to_cubin
+
+    dt = getattr(T, name)
+    x = T.ArrayType("slice", dt, 2, True, vectors=vectors)
+    out = T.ArrayType("disjoint", dt, 2, True, vectors=vectors)
+    for arch in ("sm_80", "sm_90"):
+        ptx = make_copy(dt).compile(x, out, 128, arch=arch).ptx
+        assert ptx_to_cubin(ptx, arch).startswith(b"\x7fELF")
+        if name != "bool_" and vectors is not False:
+            assert re.search(r"@%p\d+ ld\.global\.nc\.(v[24]\.)?b(16|32|64)", ptx)
