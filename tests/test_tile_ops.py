@@ -705,3 +705,20 @@ def test_arange_against_a_scalar(B, n):
     cpu(compare_arange, (1,), n, out, B)
     x = np.arange(B, dtype=np.int64)
     np.testing.assert_array_equal(out, comparisons(x, x + 3, n))
+
+
+@tile.kernel
+def compare_i8(n: ox.i32, out: DisjointSlice[i32, 2], B: Const[int]):
+    """An i8 tile against an i32 scalar (`narrow_compare`'s clamped path at i8's width)."""
+    x = (tile.arange(B) + -(B // 2)).astype(ox.i8)
+    store_comparisons(out, x[None, :], x, n)
+
+
+@pytest.mark.parametrize("n", [0, 5, -64, -128, -129, 127, 128, 1000, -1000, 2**31 - 1,
+                               -(2**31)])
+def test_narrow_i8_tile_against_i32_scalar(n):
+    B = 256  # x runs over all of i8: -128 ... 127
+    out = np.zeros((12, B), np.int32)
+    cpu(compare_i8, (1,), n, out, B)
+    x = np.arange(B, dtype=np.int64) - B // 2
+    np.testing.assert_array_equal(out, comparisons(x, x, n))
