@@ -88,8 +88,15 @@ def rows() -> list[tuple[str, str, str, float, float, int, float | None]]:
         r = gpu_seconds(lambda: torch.add(a, b, out=c))
         out.append(("tile_vecadd", "2^28 f32", "torch.add", t, r, 12 * n, 0.97))
 
-    def shape_name(m: int, n: int) -> str:
-        return f"{m}^2" if m == n else f"{m}x{n} (ragged)"
+    def add_rows(kernel: str, m: int, n: int, name: str, t: float, triton_s: float,
+                 nbytes: int, torch_label: str, torch_run: Any) -> None:
+        """Triton's row (with the bar where a row fills its power-of-two tile), then
+        torch's, timed only there; rows of other lengths are reported without a bar."""
+        full = n == 1 << (n - 1).bit_length()
+        problem = f"{m}^2 {name}" if m == n else f"{m}x{n} (ragged) {name}"
+        out.append((kernel, problem, "Triton", t, triton_s, nbytes, 1.0 if full else None))
+        if full:
+            out.append((kernel, problem, torch_label, t, gpu_seconds(torch_run), nbytes, None))
 
     def softmax_of(dtype: Any, name: str, tol: float, n: int = 8192) -> None:
         """8192 rows of `n` columns, each row one tile of the next power of two: at
@@ -103,13 +110,8 @@ def rows() -> list[tuple[str, str, str, float, float, int, float | None]]:
         torch.testing.assert_close(y.float(), want, rtol=tol, atol=1e-6)
         t = gpu_seconds(lambda: ox.launch(tile_softmax.tile_softmax, m, x, y, block))
         r = gpu_seconds(lambda: sm[(m,)](x, y, n, BLOCK=block, num_warps=8))
-        nbytes = 2 * x.element_size() * m * n
-        bar = 1.0 if n == block else None
-        out.append(("tile_softmax", f"{shape_name(m, n)} {name}", "Triton", t, r, nbytes, bar))
-        if n == block:
-            torch_s = gpu_seconds(lambda: torch.softmax(x, 1))
-            out.append(("tile_softmax", f"{shape_name(m, n)} {name}", "torch.softmax", t,
-                        torch_s, nbytes, None))
+        add_rows("tile_softmax", m, n, name, t, r, 2 * x.element_size() * m * n,
+                 "torch.softmax", lambda: torch.softmax(x, 1))
 
     def softmax() -> None:
         softmax_of(torch.float32, "f32", 1e-4)
@@ -130,14 +132,9 @@ def rows() -> list[tuple[str, str, str, float, float, int, float | None]]:
         torch.testing.assert_close(y.float(), want, rtol=tol, atol=tol)
         t = gpu_seconds(lambda: ox.launch(tile_layernorm.tile_layernorm, m, *args))
         r = gpu_seconds(lambda: ln[(m,)](x, w, b, y, n, 1e-5, BLOCK=block, num_warps=8))
-        nbytes = 2 * x.element_size() * m * n
-        bar = 1.0 if n == block else None
-        out.append(("tile_layernorm", f"{shape_name(m, n)} {name}", "Triton", t, r, nbytes,
-                    bar))
-        if n == block:
-            torch_s = gpu_seconds(lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5))
-            out.append(("tile_layernorm", f"{shape_name(m, n)} {name}", "torch layer_norm", t,
-                        torch_s, nbytes, None))
+        add_rows("tile_layernorm", m, n, name, t, r, 2 * x.element_size() * m * n,
+                 "torch layer_norm",
+                 lambda: torch.nn.functional.layer_norm(x, (n,), w, b, 1e-5))
 
     def layernorm() -> None:
         layernorm_of(torch.float32, "f32", 1e-3)
