@@ -211,10 +211,10 @@ def read_args(kernel: Any, args: Sequence[Any], device: Device
                                     "which is not an array")
             if copy_host and v.device == HOST:
                 key.append((type(a), v.dtype.name, len(v.shape), True, HOST,
-                            tile and _copy_fits_vectors(v)))
+                            tile and _fits_vectors(v, copied=True)))
             else:
                 key.append((type(a), v.dtype.name, len(v.shape), v.strides is None, v.device,
-                            tile and v.fits_vectors()))
+                            tile and _fits_vectors(v, copied=False)))
             views.append(v)
         elif kind == _SCALAR:
             key.append(type(a))
@@ -268,10 +268,12 @@ def _bind_typevar(tv: T.TypeVar, dt: T.DType, typevars: dict[T.TypeVar, T.DType]
                             f"bound {tv.name} = {bound.name}")
 
 
-def _copy_fits_vectors(v: ArrayView) -> bool:
-    """`fits_vectors` of the device copy of host array `v`: C-contiguous, at an address
-    the allocator aligns to 256 bytes."""
-    return fits_vectors(0, v.shape, None, v.dtype.itemsize)
+def _fits_vectors(v: ArrayView, copied: bool) -> bool:
+    """`ArrayType.vectors` of array `v`, or with `copied` of its device copy (a host array
+    copied in: C-contiguous, at an address the allocator aligns to 256 bytes)."""
+    if copied:
+        return fits_vectors(0, v.shape, None, v.dtype.itemsize)
+    return v.fits_vectors()
 
 
 def _array_plan(name: str, ann: T.ArrayType, v: ArrayView, device: Device,
@@ -299,9 +301,7 @@ def _array_plan(name: str, ann: T.ArrayType, v: ArrayView, device: Device,
     contiguous = True if copy_in else v.strides is None
     if ann.writable and v.strides is not None:
         check_no_self_overlap(name, v.shape, v.strides)
-    vectors = None
-    if tile:  # see ArrayType.vectors
-        vectors = _copy_fits_vectors(v) if copy_in else v.fits_vectors()
+    vectors = _fits_vectors(v, copy_in) if tile else None  # see ArrayType.vectors
     spec = T.ArrayType(ann.access, v.dtype, rank, contiguous, vectors=vectors)
     return ParamPlan(name, "array", spec, writable=ann.writable, copy_in=copy_in,
                      strided=not contiguous)
