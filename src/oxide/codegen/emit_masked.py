@@ -42,12 +42,17 @@ class MaskedAccessMixin:
         addr = self.address(array, self.index_list(list(indices)))
         return self.ins(f"addrspacecast {ptr_t} {addr} to ptr addrspace(1)")
 
-    def _to_words(self, dt: Any, values: list[str], word: int, n: int) -> list[str]:
-        """The elements `values` as `n` integer words of `word` bits."""
-        vec = f"<{len(values)} x {dt.llvm}>"
+    def _vector(self, ty: str, values: list[str]) -> tuple[str, str]:
+        """(vector type, value) of `values`, each of LLVM type `ty`."""
+        vec = f"<{len(values)} x {ty}>"
         v = "poison"
         for k, x in enumerate(values):
-            v = self.ins(f"insertelement {vec} {v}, {dt.llvm} {x}, i32 {k}")
+            v = self.ins(f"insertelement {vec} {v}, {ty} {x}, i32 {k}")
+        return vec, v
+
+    def _to_words(self, dt: Any, values: list[str], word: int, n: int) -> list[str]:
+        """The elements `values` as `n` integer words of `word` bits."""
+        vec, v = self._vector(dt.llvm, values)
         words = self.ins(f"bitcast {vec} {v} to <{n} x i{word}>")
         return [self.ins(f"extractelement <{n} x i{word}> {words}, i32 {k}") for k in range(n)]
 
@@ -56,7 +61,6 @@ class MaskedAccessMixin:
         truncation, not through a vector: then `astype(f32)` of a bf16 is one `shl` or one
         `and` of the word on the GPU (LLVM folds the shifts), where extracting from a
         vector first unpacks each pair into 16-bit registers."""
-        n = len(words)
         if dt.bits < word:
             out = []
             for w in words:
@@ -66,11 +70,9 @@ class MaskedAccessMixin:
                     out.append(bits if dt.is_int else
                                self.ins(f"bitcast i{dt.bits} {bits} to {dt.llvm}"))
             return out
-        v = "poison"
-        for k, w in enumerate(words):
-            v = self.ins(f"insertelement <{n} x i{word}> {v}, i{word} {w}, i32 {k}")
+        packed, v = self._vector(f"i{word}", words)
         vec = f"<{count} x {dt.llvm}>"
-        elems = self.ins(f"bitcast <{n} x i{word}> {v} to {vec}")
+        elems = self.ins(f"bitcast {packed} {v} to {vec}")
         return [self.ins(f"extractelement {vec} {elems}, i32 {k}") for k in range(count)]
 
     def op_MaskedLoadOp(self, op: ops.MaskedLoadOp) -> None:
@@ -152,10 +154,7 @@ class MaskedAccessMixin:
         if len(values) == 1:
             self.raw(f"store {dt.llvm} {values[0]}, {ptr_t} {addr}")
         else:
-            vec = f"<{len(values)} x {dt.llvm}>"
-            v = "poison"
-            for k, x in enumerate(values):
-                v = self.ins(f"insertelement {vec} {v}, {dt.llvm} {x}, i32 {k}")
+            vec, v = self._vector(dt.llvm, values)
             self.raw(f"store {vec} {v}, {ptr_t} {addr}, align {op.align.data}")
         self.raw(f"br label %{join}")
         self.start_block(join)
