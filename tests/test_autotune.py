@@ -457,8 +457,8 @@ def test_nvptx_min_blocks_becomes_minnctapersm(monkeypatch):
     from oxide.codegen.nvjitlink import ptx_to_cubin
 
     class ThreeBlocks(nvptx.NVPTXTarget):
-        def __init__(self, arch, max_threads, min_blocks=None):
-            super().__init__(arch, max_threads, 3)
+        def __init__(self, arch, max_threads, min_blocks=None, block_size=None):
+            super().__init__(arch, max_threads, 3, block_size)
 
     monkeypatch.setattr(nvptx, "NVPTXTarget", ThreeBlocks)
     k = tile.kernel(num_warps=8)(spin_kernel().fn)

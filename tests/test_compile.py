@@ -516,3 +516,38 @@ def test_chained_comparison_guard() -> None:
             out[i] = 1.0
 
     assert_assembles(chained.compile(DisjointSlice[f32], arch="sm_80"))
+
+
+def _warp_xor(block: tuple[int, int, int] | None) -> str:
+    """The PTX of a SIMT kernel whose lanes swap values over the full mask."""
+
+    @ox.kernel(block=block)
+    def swap(x: Slice[f32], out: DisjointSlice[f32]):
+        i = ox.thread.index_1d()
+        v = ox.warp.shuffle_xor(f32(i), 1, u32(0xFFFFFFFF))
+        if i in out:
+            out[i] = v
+
+    return swap.compile(Slice[f32], DisjointSlice[f32], arch="sm_90").ptx
+
+
+@pytest.mark.parametrize("block,whole", [((64, 1, 1), True), ((32, 4, 1), True),
+                                         ((48, 1, 1), False), (None, False)])
+def test_whole_warps_take_the_mask_as_it_is(block, whole) -> None:
+    """Where every block is a whole number of warps (a declared block shape), a warp
+    collective's member mask is its own mask: a constant full mask reaches `shfl.sync` as
+    an immediate; otherwise the lanes past a partial last warp are taken out at run time,
+    and the mask is a register."""
+    ptx = _warp_xor(block)
+    assert bool(re.search(r"shfl\.sync\.bfly\.b32\s+%r\d+, %r\d+, 1, 31, -1;", ptx)) == whole
+
+
+def test_tile_reductions_shuffle_over_the_full_mask() -> None:
+    """A tile kernel's block is `num_warps` whole warps: its row reductions' shuffles take
+    the immediate full mask."""
+    from oxide.examples.tile_softmax import tile_softmax
+
+    ptx = tile_softmax.compile(Slice[f32, 2], DisjointSlice[f32, 2], 1024, arch="sm_90").ptx
+    shuffles = re.findall(r"shfl\.sync\.\w+\.b32[^;]*;", ptx)
+    assert shuffles and all(s.endswith(", -1;") for s in shuffles), shuffles
+    assert "%ntid" not in ptx

@@ -150,6 +150,16 @@ def launch_bound(options: Any) -> int | None:
     return None
 
 
+def declared_block_size(options: Any) -> int | None:
+    """The threads of every block of this kernel, where the kernel fixes its block shape
+    (`block=`; a tile kernel's `num_warps`): launches with another shape are refused
+    (runtime/witness_rules.check_block_shape), so the GPU code may rely on it."""
+    if options.block is None:
+        return None
+    x, y, z = options.block
+    return x * y * z
+
+
 def _ranks_from_arguments(kernel: Any, sig: tuple[Any, ...]) -> str:
     """Say which arrays took a rank other than 1 from their arguments: a kernel written for
     vectors and launched with a matrix fails inside its body, and the error should say why
@@ -179,7 +189,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         from oxide.codegen.nvptx import NVPTXTarget
 
         tgt: Any = NVPTXTarget(arch or "sm_80", launch_bound(kernel.options),
-                                  getattr(kernel.options, "occupancy", None))
+                               getattr(kernel.options, "occupancy", None),
+                               declared_block_size(kernel.options))
     else:
         from oxide.codegen.cpu import CPUTarget
 
@@ -200,7 +211,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         if needs_arch_specific(func):
             arch = "sm_90a"
             tgt = NVPTXTarget(arch, launch_bound(kernel.options),
-                              getattr(kernel.options, "occupancy", None))
+                              getattr(kernel.options, "occupancy", None),
+                              declared_block_size(kernel.options))
     verify_ir = os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0")
     if verify_ir:
         # xDSL's verifier walks every op (a tenth of a big tile kernel's compile): the test

@@ -46,11 +46,13 @@ class NVPTXTarget:
     name = "nvptx"
     return_text = "ret void"
 
-    def __init__(self, arch: str, max_threads: int | None, min_blocks: int | None = None
-                 ) -> None:
+    def __init__(self, arch: str, max_threads: int | None, min_blocks: int | None = None,
+                 block_size: int | None = None) -> None:
         self.arch = check_arch(arch)
         self.max_threads = max_threads
         self.min_blocks = min_blocks  # `.minnctapersm`: @ox.tile.kernel(occupancy=N)
+        # every block's thread count where the kernel fixes it (compiler.declared_block_size)
+        self.block_size = block_size
         self.shared_count = 0
 
     @property
@@ -275,7 +277,14 @@ class NVPTXTarget:
         return self.reduce_members(em, op, dt, v, members)
 
     def members(self, em: Any, mask: str) -> str:
-        """`mask` without the lanes past the end of the block (its last warp may be partial)."""
+        """`mask` without the lanes past the end of the block (its last warp may be partial).
+
+        Where every block is a whole number of warps (a declared block shape, as every tile
+        kernel has), that is `mask` itself: a constant full mask then reaches `shfl.sync` as
+        an immediate, and ptxas emits no fallback for lanes that might be missing (a mask in
+        a register cost layernorm's reductions a WARPSYNC loop and registers)."""
+        if self.block_size is not None and self.block_size % 32 == 0:
+            return mask
         nx = em.intrinsic("llvm.nvvm.read.ptx.sreg.ntid.x", "i32", [])
         ny = em.intrinsic("llvm.nvvm.read.ptx.sreg.ntid.y", "i32", [])
         nz = em.intrinsic("llvm.nvvm.read.ptx.sreg.ntid.z", "i32", [])
