@@ -5,6 +5,7 @@ along each axis; and each kernel compiled to PTX and a cubin for sm_80 and sm_90
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -722,3 +723,54 @@ def test_narrow_i8_tile_against_i32_scalar(n):
     cpu(compare_i8, (1,), n, out, B)
     x = np.arange(B, dtype=np.int64) - B // 2
     np.testing.assert_array_equal(out, comparisons(x, x, n))
+
+
+U = ox.TypeVar("U")
+
+
+@tile.kernel(num_warps=2)
+def compare_row_length(x: Slice[U, 2], out: DisjointSlice[i32, 2], B: Const[int]):
+    """`tile.arange(B) (+ 3) <op> x.shape[1]`: where the launch specialized `x` on 16-byte
+    row vectors, the row length is a multiple of 16 bytes' worth of elements, and `lt` /
+    `ge` share one compare per aligned run (`TileEmitter.compare_offsets`)."""
+    store_comparisons(out, tile.arange(B)[None, :], tile.arange(B) + 3, x.shape[1])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8, np.float64])
+@pytest.mark.parametrize("B", [16, 256, 1024])
+@pytest.mark.parametrize("n", [16, 32, 48, 64, 112, 256, 496, 512, 1008, 1024, 2048, 17, 250])
+def test_arange_against_a_row_length(dtype, B, n):
+    """Shared compares give every element NumPy's answer, for row lengths inside the tile,
+    at its end and past it, with 1 to 16 elements a thread (lengths that are not multiples
+    of the vector take the unshared path)."""
+    from oxide.runtime.args import make_plan, read_args
+    from oxide.runtime.device import parse_device
+
+    x = np.zeros((1, n), dtype)
+    out = np.zeros((12, B), np.int32)
+    args = (x, out, B)
+    device = parse_device("cpu")
+    _key, views = read_args(compare_row_length, args, device)
+    fits = make_plan(compare_row_length, args, views, device).signature[0].vectors
+    assert fits == (n * x.itemsize % 16 == 0 and x.ctypes.data % 16 == 0)
+    cpu(compare_row_length, (1,), *args)
+    k = np.arange(B, dtype=np.int64)
+    np.testing.assert_array_equal(out, comparisons(k, k + 3, n))
+
+
+@pytest.mark.parametrize("vectors,shared", [(True, True), (False, False), (None, False)])
+def test_a_row_length_mask_takes_one_compare_per_vector(vectors, shared):
+    """`arange(B) < x.shape[1]` over 16 f32 a thread: one compare per 4 elements where
+    the launch knows the rows take 16-byte vectors, else one per element."""
+    from oxide import types as T
+
+    @tile.kernel(num_warps=2)
+    def masked(x: Slice[f32, 2], out: DisjointSlice[f32, 2], B: Const[int]):
+        t = tile.load(x, (0, 0), (1, B))
+        tile.store(out, (0, 0), tile.where(tile.arange(B)[None, :] < x.shape[1], t, 1.0))
+
+    arr = T.ArrayType("slice", f32, 2, True, vectors=vectors)
+    res = T.ArrayType("disjoint", f32, 2, True, vectors=vectors)
+    ptx = masked.compile(arr, res, 1024, arch="sm_90").ptx
+    compares = len(re.findall(r"setp\.\w+\.s32", ptx))
+    assert compares == (4 if shared else 16), ptx

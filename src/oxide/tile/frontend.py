@@ -42,7 +42,7 @@ from oxide.kernel_types import DeviceFunction
 from oxide.specialize import ConstValue
 from oxide.tile import lang
 from oxide.tile.calls import TileCallsMixin
-from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
+from oxide.tile.layout import VECTOR, VECTOR_BYTES, Layout, blocked, vector_elements
 from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
@@ -559,7 +559,8 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         if offsets is not None:
             # x lies strictly inside i32 (`as_offsets` checks it), so an n past either end
             # clamps to a value past every x: the compare is right as it is
-            return em.compare_offsets(pred, *offsets, clamped.scalar, a.layout)
+            return em.compare_offsets(pred, *offsets, clamped.scalar,
+                                      em.divisors.get(n.scalar, 1), a.layout)
         cmp = em.compare(pred, a, em.broadcast(clamped, a.layout))
         # where n lies outside x's range, the clamped compare is wrong at one end only
         fix = {"lt": ("or", "gt", hi_n), "le": ("and", "ge", lo_n),
@@ -703,7 +704,12 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         return Tile(dt, Layout((), (), self.num_warps), (ssa,))
 
     def extent(self, arr: TArray, d: int) -> Tile:
-        return self.scalar_tile(self.b.value(ops.ArrayDimOp(arr.ssa, d, ir_type(T.i64))), T.i64)
+        """`arr.shape[d]`; where the launch specialized on 16-byte row vectors, a row's
+        length is known to be a multiple of 16 bytes' worth of elements."""
+        ssa = self.b.value(ops.ArrayDimOp(arr.ssa, d, ir_type(T.i64)))
+        if arr.type.vectors and d == arr.type.rank - 1:
+            self.em.divisors[ssa] = VECTOR_BYTES // arr.type.dtype.itemsize
+        return self.scalar_tile(ssa, T.i64)
 
     def static_shape(self, v: Any, node: ast.AST, what: str) -> tuple[int, ...]:
         obj = v.obj if isinstance(v, Static) else None

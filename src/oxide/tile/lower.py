@@ -75,8 +75,12 @@ class TileEmitter(GlobalAccessMixin):
         self._base: dict[tuple[Any, int, int], SSAValue] = {}
         self._owner: dict[Any, SSAValue | None] = {}
         # coordinate bases (`coords`): a thread's first coordinate along a dimension, an i32
-        # in [0, extent); each slot's coordinate is the base plus a static offset
-        self._coordinate_base: dict[SSAValue, int] = {}
+        # in [0, extent) and a multiple of `align`; each slot's coordinate is the base plus
+        # a static offset. Maps base -> (extent, align).
+        self._coordinate_base: dict[SSAValue, tuple[int, int]] = {}
+        # scalars known to be multiples of a power of two (an array's row length where the
+        # launch specialized on 16-byte row vectors): `compare_offsets` shares compares
+        self.divisors: dict[SSAValue, int] = {}
         self.uses_barriers = False
 
     # -- values that every thread computes once, at the start ---------------------------
@@ -179,7 +183,9 @@ class TileEmitter(GlobalAccessMixin):
                     row.append(self.const(0, T.i32))
                     continue
                 base = self.base(layout, d)
-                self._coordinate_base[base] = layout.shape[d]
+                # `base` is a multiple of the thread's run of side-by-side elements
+                self._coordinate_base[base] = (layout.shape[d],
+                                               min(layout.dims[d].spt, layout.shape[d]))
                 row.append(base if off == 0 else
                            self.b.value(ops.BinaryOp("add", base, self.const(off, T.i32))))
             out.append(row)
@@ -246,10 +252,10 @@ class TileEmitter(GlobalAccessMixin):
         return Tile(T.bool_, a.layout, tuple(self.b.value(ops.CompareOp(pred, x, y))
                                              for x, y in zip(a.values, b.values, strict=True)))
 
-    def as_offsets(self, t: Tile) -> tuple[SSAValue, int, list[int]] | None:
-        """(base, its extent, offsets) where each of `t`'s i32 values is a coordinate base
-        (`coords`: an i32 in [0, extent)) plus a static offset, with no overflow possible;
-        else None."""
+    def as_offsets(self, t: Tile) -> tuple[SSAValue, int, int, list[int]] | None:
+        """(base, its extent, its alignment, offsets) where each of `t`'s i32 values is a
+        coordinate base (`coords`: an i32 in [0, extent), a multiple of the alignment) plus
+        a static offset, with no overflow possible; else None."""
         if t.dtype != T.i32 or not t.values:
             return None
         base, offsets = None, []
@@ -269,20 +275,30 @@ class TileEmitter(GlobalAccessMixin):
                 return None
             offsets.append(off)
         assert base is not None
-        extent = self._coordinate_base[base]
-        # every intermediate of `compare_offsets` must fit in i32 (and no value overflowed)
-        if min(offsets) - extent < -(1 << 31) or max(offsets) + extent > (1 << 31) - 2:
+        extent, align = self._coordinate_base[base]
+        if not _offsets_fit(offsets, extent):
             return None
-        return base, extent, offsets
+        return base, extent, align, offsets
 
-    def compare_offsets(self, pred: str, base: SSAValue, extent: int, offsets: list[int],
-                        c: SSAValue, layout: Layout) -> Tile:
+    def compare_offsets(self, pred: str, base: SSAValue, extent: int, align: int,
+                        offsets: list[int], c: SSAValue, divisor: int, layout: Layout) -> Tile:
         """`base + k <pred> c` (all i32) for each offset k, as `k <pred> room` with
         `room = c - base`: one subtraction for the thread, then one compare with a
         constant per element (the loads' "room" trick). The room is clamped to
         [min k - 1, max k + 1], which keeps every comparison's truth; `c` is clamped first
         to [min k - 1, max k + extent], which keeps the clamped room and the subtraction
-        in i32 (base is in [0, extent))."""
+        in i32 (base is in [0, extent)).
+
+        Where `base` and the true `c` are both multiples of g (`align`, and `divisor`: what
+        is known of `c` before any clamping), `base + k < c` holds exactly when
+        `base + (k - k mod g) < c` does (both sides of the second are multiples of g), so
+        for `lt` / `ge` the elements of one aligned run of g share one compare, as Triton's
+        divisibility analysis shares them (layernorm's mask: one compare per 16 bytes)."""
+        g = min(align, divisor)
+        if pred in ("lt", "ge") and g > 1:
+            shared = [k - k % g for k in offsets]
+            if _offsets_fit(shared, extent):
+                offsets = shared
         lo, hi = min(offsets) - 1, max(offsets) + 1
 
         def clamp(v: SSAValue, low: int, high: int) -> SSAValue:
@@ -291,8 +307,11 @@ class TileEmitter(GlobalAccessMixin):
 
         room = self.b.value(ops.BinaryOp("sub", clamp(c, lo, hi + extent - 1), base))
         room = clamp(room, lo, hi)
-        return Tile(T.bool_, layout, tuple(
-            self.b.value(ops.CompareOp(pred, self.const(k, T.i32), room)) for k in offsets))
+        by_offset: dict[int, SSAValue] = {}
+        for k in offsets:
+            if k not in by_offset:
+                by_offset[k] = self.b.value(ops.CompareOp(pred, self.const(k, T.i32), room))
+        return Tile(T.bool_, layout, tuple(by_offset[k] for k in offsets))
 
     def unary(self, kind: str, a: Tile) -> Tile:
         return Tile(a.dtype, a.layout, tuple(self.b.value(ops.UnaryOp(kind, v))
@@ -643,3 +662,9 @@ class TileEmitter(GlobalAccessMixin):
             for k, v in zip(slots, local[rk], strict=True):
                 out[k] = add(v, shift)
         return self.cast(Tile(dt, layout, tuple(out)), t.dtype)
+
+
+def _offsets_fit(offsets: list[int], extent: int) -> bool:
+    """Whether every intermediate of `compare_offsets` over a base in [0, extent) and
+    these static offsets fits in i32 (and no coordinate overflowed)."""
+    return min(offsets) - extent >= -(1 << 31) and max(offsets) + extent <= (1 << 31) - 2
