@@ -4,8 +4,10 @@ fixtures that several suites of the GPU launch path use."""
 from __future__ import annotations
 
 import atexit
+import gc
 import os
 import shutil
+import sys
 import tempfile
 
 import pytest
@@ -31,6 +33,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (none found)")
     for item in gpu_items:
         item.add_marker(skip)
+
+
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """After a GPU test, hand the memory its arrays held back to the device: with several
+    workers on one GPU (`pytest -n`), memory that torch's caching allocator keeps, or that
+    waits for a garbage collection, made other workers' large allocations fail."""
+    if not item.get_closest_marker("gpu"):
+        return
+    gc.collect()
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
 
 
 @pytest.fixture
