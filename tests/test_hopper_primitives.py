@@ -9,6 +9,7 @@ sm_90a when asked for sm_90. tests/test_gpu_hopper_primitives.py checks the resu
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -116,13 +117,13 @@ def test_asm_is_unsafe_and_gpu_only() -> None:
     assert "ox.asm" in err.span.text
 
 
-def asm_error(body: str) -> ox.CompileError:
+def asm_error(body: str, tmp: Path) -> ox.CompileError:
     ns: dict[str, Any] = {}
     src = ("import oxide as ox\nfrom oxide import *\n"
            "@ox.kernel\ndef k(x: RawSlice[u32], b: RawSlice[bool_], c: RawSlice[u8]):\n"
            "    with ox.unsafe():\n"
            f"        {body}\n")
-    path = f"/tmp/oxide_test_asm_{abs(hash(body))}.py"
+    path = str(tmp / "asm_kernel.py")  # a real file: diagnostics quote its lines
     with open(path, "w") as f:
         f.write(src)
     exec(compile(src, path, "exec"), ns)
@@ -145,8 +146,8 @@ def asm_error(body: str) -> ox.CompileError:
     ('x[0] = ox.asm("mov.u32 $0, $1;", u32, x[1], constraints="=r,l")', "does not fit input"),
     ('x[0] = ox.asm("mov.u32 $0, 1;", u32, bogus=1)', "unexpected keyword"),
 ])
-def test_asm_diagnostics(body: str, message: str) -> None:
-    err = asm_error(body)
+def test_asm_diagnostics(body: str, message: str, tmp_path: Path) -> None:
+    err = asm_error(body, tmp_path)
     assert isinstance(err, (ox.KernelTypeError, ox.KernelSyntaxError))
     assert err.span is not None
     import re
@@ -282,14 +283,15 @@ def test_ldmatrix_checks_the_row_it_reads() -> None:
     assert "@oxide.report" in ck.llvm_unoptimized
 
 
-def matrix_error(body: str, decl: str = "ox.shared.array(bf16, (16, 16))") -> ox.CompileError:
+def matrix_error(body: str, tmp: Path, decl: str = "ox.shared.array(bf16, (16, 16))"
+                 ) -> ox.CompileError:
     ns: dict[str, Any] = {}
     src = ("import oxide as ox\nfrom oxide import *\n"
            "@ox.kernel\ndef k(x: RawSlice[u32]):\n"
            f"    t = {decl}\n"
            "    with ox.unsafe():\n"
            f"        {body}\n")
-    path = f"/tmp/oxide_test_matrix_{abs(hash(body + decl))}.py"
+    path = str(tmp / "matrix_kernel.py")  # a real file: diagnostics quote its lines
     with open(path, "w") as f:
         f.write(src)
     exec(compile(src, path, "exec"), ns)
@@ -310,10 +312,10 @@ def matrix_error(body: str, decl: str = "ox.shared.array(bf16, (16, 16))") -> ox
     ("ox.mma_sync((x[0], x[1], x[2], x[3]), (x[0], x[1]), (0.0, 0.0, 0.0, 0.0), "
      "dtype=u32)", None, "bf16, f16 or f32"),
 ])
-def test_matrix_diagnostics(body: str, decl: str | None, message: str) -> None:
+def test_matrix_diagnostics(body: str, decl: str | None, message: str, tmp_path: Path) -> None:
     import re
 
-    err = matrix_error(body, decl or "ox.shared.array(bf16, (16, 16))")
+    err = matrix_error(body, tmp_path, decl or "ox.shared.array(bf16, (16, 16))")
     assert isinstance(err, ox.KernelTypeError), err
     assert re.search(message, err.message), err.message
 
@@ -381,11 +383,11 @@ def test_mbarrier_compiles() -> None:
     ("ox.mbarrier.try_wait_parity(b[0], f32(1.5))", "must be an integer"),
     ("ox.mbarrier.arrive(b[0], count=2)", "unexpected keyword"),
 ])
-def test_mbarrier_diagnostics(body: str, message: str) -> None:
+def test_mbarrier_diagnostics(body: str, message: str, tmp_path: Path) -> None:
     import re
 
     err = matrix_error(f"b = ox.shared.array(u64, 2)\n        f = ox.shared.array(u32, 2)"
-                       f"\n        {body}")
+                       f"\n        {body}", tmp_path)
     assert isinstance(err, (ox.KernelTypeError, ox.KernelSyntaxError)), err
     assert re.search(message, err.message), err.message
 
@@ -471,8 +473,8 @@ def asm_add_sig() -> tuple:
     ("ox.cluster.block_idx('w')", "'x', 'y' or 'z'"),
     ("ox.cluster.rank(0)", "takes 0"),
 ])
-def test_warp_group_diagnostics(body: str, message: str) -> None:
-    err = matrix_error(body)
+def test_warp_group_diagnostics(body: str, message: str, tmp_path: Path) -> None:
+    err = matrix_error(body, tmp_path)
     assert isinstance(err, (ox.KernelTypeError, ox.KernelSyntaxError)), err
     assert message in err.message, err.message
 
