@@ -658,3 +658,23 @@ def test_a_tampered_grid_factor_on_the_gpu_still_writes_every_output(tmp_path: P
     path.write_bytes(good.replace(b'"grid_x_factor":1', b'"grid_x_factor":4'))
     assert run() == 65536  # the tampered entry was refused and recompiled
     assert path.read_bytes() == good
+
+
+def test_a_driver_jit_entry_of_ptx_loads(cache_root: Path, kernel_module: Any,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kernel the driver JIT-compiles (setmaxnreg kernels; every kernel under
+    OXIDE_DRIVER_JIT=1) is stored as its NUL-terminated PTX, and a later process loads
+    that entry instead of finding it corrupt and compiling again."""
+    monkeypatch.setenv("OXIDE_DRIVER_JIT", "1")
+    kernel, plan = kernel_module.triple, plan_for(kernel_module.triple)
+    image = load_image(kernel, plan, "sm_90")
+    assert image.code.endswith(b"\0") and b".entry" in image.code
+    (path,) = (cache_root / "kernels").glob("*.oxk")
+    loaded = cache.load(path.stem, plan_sizes(plan))
+    assert loaded is not None and loaded.code == image.code
+    good = path.read_bytes()
+    header, ptx = good_header(path, good)
+    for bad in (ptx.replace(header["symbol"].encode(), b"x" * len(header["symbol"])),
+                ptx[:-1], ptx[:-1] + b"\0\0"):
+        forge(path, header, bad)
+        assert_recompiled(kernel, plan, path, good)

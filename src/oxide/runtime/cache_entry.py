@@ -4,8 +4,9 @@ Layout (format 2)::
 
     MAGIC | SHA-256 of everything after it (32 bytes) | header length (u32 LE) | header | code
 
-The code is a cubin for a GPU entry and an ELF object file for a CPU one (hosts whose
-objects are not ELF simply never hit). The checksum covers the header as well as the code: a header is code too (its
+The code is a cubin for a GPU entry (or NUL-terminated PTX, for a kernel the driver
+JIT-compiles: `CompiledKernel.module_image`) and an ELF object file for a CPU one (hosts
+whose objects are not ELF simply never hit). The checksum covers the header as well as the code: a header is code too (its
 `grid_x_factor` decides how many blocks a launch runs, so a flipped digit there made a
 GPU write half its outputs with no error). The header is a JSON object whose every
 field is checked for type and range here, so a damaged or foreign entry is reported as
@@ -122,9 +123,19 @@ def _checked(header: Any, cubin: bytes) -> EntryData:
             raise CorruptEntry("a site is not a well-formed check site")
         if min(site["line"], site["col"], site["end_col"]) < 0:
             raise CorruptEntry("a site has a negative position")
-    if not cubin.startswith(b"\x7fELF") or symbol.encode() + b"\0" not in cubin:
-        raise CorruptEntry("the code is not ELF code defining the entry's symbol")
+    if not _defines(cubin, symbol):
+        raise CorruptEntry("the code is neither ELF code nor PTX defining the entry's symbol")
     return EntryData(symbol, sizes, factor, ranks, tuple(sites), cubin)
+
+
+def _defines(code: bytes, symbol: str) -> bool:
+    """Whether `code` is ELF code naming `symbol`, or NUL-terminated PTX that declares
+    it as a kernel entry."""
+    if code.startswith(b"\x7fELF"):
+        return symbol.encode() + b"\0" in code
+    return (code.endswith(b"\0") and b"\0" not in code[:-1]
+            and re.search(rb"\.entry\s+" + re.escape(symbol.encode()) + rb"\s*\(", code)
+            is not None)
 
 
 def _ints(value: Any, name: str) -> tuple[int, ...]:
