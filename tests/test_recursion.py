@@ -470,6 +470,18 @@ def test_ptx_has_a_function_and_calls(arch: str) -> None:
     assert "oxide.call" in ck.ir and "oxide.func_return" in ck.ir
 
 
+def test_the_driver_jit_leaves_recursive_kernels_to_their_cubin(monkeypatch) -> None:
+    """Under OXIDE_DRIVER_JIT=1 a kernel that calls a recursive @ox.func still loads its
+    nvJitLink cubin: its stack and recursion limit are computed from that cubin's frames."""
+    from oxide.compiler import compile_kernel
+    from oxide.specialize import signature_from
+
+    monkeypatch.setenv("OXIDE_DRIVER_JIT", "1")
+    sig = signature_from(fibs, (Slice[i32], DisjointSlice[i32]))
+    ck = compile_kernel(fibs, sig, "nvptx", "sm_90")  # not the memoized one
+    assert ck.module_image == ck.cubin and ck.cubin.startswith(b"\x7fELF")
+
+
 @pytest.mark.parametrize("kernel,sig", [
     (ackermanns, (Slice[i32], Slice[i32], DisjointSlice[i32])),
     (parities, (Slice[i32], DisjointSlice[i32])),

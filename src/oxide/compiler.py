@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from oxide import types as T
-from oxide.codegen.abi import ParamABI
+from oxide.codegen.abi import RECURSIVE_SYMBOL_PREFIX, ParamABI
 from oxide.errors import CompileError, InternalCompilerError
 from oxide.frontend.builder import Site
 from oxide.runtime.witness_rules import grid_rule
@@ -103,12 +103,16 @@ class CompiledKernel:
         errors surface at compile time, without a GPU; the driver caches its own
         compile (~0.1-0.3 s) across processes.
 
-        `OXIDE_DRIVER_JIT=1` loads every kernel's PTX this way: relocatable code also
-        costs registers (tile_layernorm f32: 90 through nvJitLink, 62 assembled as a whole
-        program by ptxas; docs/performance.md), so the switch is there to measure it."""
+        `OXIDE_DRIVER_JIT=1` loads every kernel's PTX this way (relocatable code also
+        costs registers: tile_layernorm f32 90 through nvJitLink, 62 assembled as a whole
+        program by ptxas; docs/performance.md has what it measured), but for kernels that
+        call a recursive @ox.func: their stack and recursion limit come from the frame
+        sizes in the nvJitLink cubin (runtime/gpu.py), which the driver's code need not
+        share."""
         cubin = self.cubin
-        if os.environ.get("OXIDE_DRIVER_JIT") == "1" or (
-                self.arch and self.arch.endswith("a") and "setmaxnreg" in self.ptx):
+        if self.arch and self.arch.endswith("a") and "setmaxnreg" in self.ptx:
+            return self.ptx.encode() + b"\0"
+        if os.environ.get("OXIDE_DRIVER_JIT") == "1" and RECURSIVE_SYMBOL_PREFIX not in self.ptx:
             return self.ptx.encode() + b"\0"
         return cubin
 
