@@ -199,20 +199,26 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         from oxide.codegen.cpu import CPUTarget
 
         tgt = CPUTarget()
-    if getattr(kernel, "is_tile", False):  # @ox.tile.kernel: the tile frontend
+    is_tile_kernel = getattr(kernel, "is_tile", False)
+    if is_tile_kernel:  # @ox.tile.kernel: the tile frontend
         from oxide.tile.frontend import lower_tile_kernel
 
         lowered = lower_tile_kernel(kernel, sig, symbol)
     else:
         lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func
+    # a tile kernel needing more than 48 KiB of static shared memory (tile/frontend.py)
+    big_shared = getattr(lowered.ctx, "big_shared", None) if is_tile_kernel else None
+    if big_shared is not None and target == "nvptx" and arch not in ("sm_90", "sm_90a"):
+        raise big_shared
     if target == "nvptx" and arch == "sm_90":
         from oxide.codegen.hopper import needs_arch_specific
 
-        # A kernel using an instruction only sm_90a has (setmaxnreg; wgmma later) is
-        # compiled for sm_90a when asked for sm_90: its cubin still loads on the sm_90 GPU
-        # that asked; other GPUs get a TargetError at the call (codegen/hopper.py).
-        if needs_arch_specific(func):
+        # A kernel using an instruction only sm_90a has (setmaxnreg; wgmma later), or more
+        # static shared memory than 48 KiB, is compiled for sm_90a when asked for sm_90:
+        # its cubin still loads on the sm_90 GPU that asked; other GPUs get a TargetError
+        # at the call (codegen/hopper.py).
+        if needs_arch_specific(func) or big_shared is not None:
             arch = "sm_90a"
             tgt = NVPTXTarget(arch, launch_bound(kernel.options),
                               getattr(kernel.options, "occupancy", None),

@@ -51,6 +51,7 @@ from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, s
 # elements one thread may hold in one tile (registers: a larger tile spills, then fails)
 MAX_SLOTS = 256
 STATIC_SHARED_BYTES = 48 * 1024
+SM90A_STATIC_SHARED_BYTES = 227 * 1024  # static shared memory of an sm_90a kernel
 _BIN_KINDS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
               ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.BitAnd: "and", ast.BitOr: "or",
               ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
@@ -159,14 +160,27 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         return ast.get_source_segment(self.src.text, node) or ast.dump(node)
 
     def _reserve_shared(self, nbytes: int) -> None:
+        """Count `nbytes` of shared memory against the block's limit: 48 KiB of static
+        shared memory on every GPU, or 227 KiB where the kernel is compiled for sm_90a
+        (the compiler does that for an sm_90 target when the kernel needs more than 48
+        KiB, and refuses other targets then: `compiler._compile`)."""
         self.ctx.shared_bytes += nbytes
-        if self.ctx.shared_bytes > STATIC_SHARED_BYTES:
+        total = self.ctx.shared_bytes
+        if total <= STATIC_SHARED_BYTES:
+            return
+        message = (f"this tile kernel needs {total} bytes of shared memory for its layout "
+                   f"conversions, reductions and tensor-core operands; at most "
+                   f"{STATIC_SHARED_BYTES} are available")
+        hint = ("use smaller tiles, or more warps (`num_warps=`), so that reductions need "
+                "fewer cross-warp cells")
+        if total > SM90A_STATIC_SHARED_BYTES:
             raise self.error(UnsupportedFeatureError, self._node,
-                             f"this tile kernel needs {self.ctx.shared_bytes} bytes of shared "
-                             f"memory for its layout conversions and reductions; at most "
-                             f"{STATIC_SHARED_BYTES} are available",
-                             hint="use smaller tiles, or more warps (`num_warps=`), so that "
-                                  "reductions need fewer cross-warp cells")
+                             message + f" ({SM90A_STATIC_SHARED_BYTES} on sm_90)", hint=hint)
+        if self.ctx.big_shared is None:
+            self.ctx.big_shared = self.error(
+                UnsupportedFeatureError, self._node,
+                message + f" ({SM90A_STATIC_SHARED_BYTES} on sm_90, where the kernel is "
+                "compiled for sm_90a)", hint=hint)
 
     def blocked(self, shape: tuple[int, ...]) -> Layout:
         """The kernel's default layout of a tile of `shape` (`layout.blocked` with the
