@@ -198,6 +198,15 @@ def test_gpu_f64_to_f16_rounds_once() -> None:
     assert hp.same_f16(launch(hp.narrow_f64, a.size, a, np.zeros(a.size, np.float16))[-1], a)
 
 
+@pytest.mark.parametrize("dt", [np.int32, np.uint32, np.int64, np.uint64])
+def test_gpu_int_to_f16_overflows_before_widening(dt: Any) -> None:
+    a = np.array([0, 1, 3, 255, 1023, 1024, 1025, 2046, 2047, 4095, 6000], dt)
+    got = launch(hp.ints_through_f16, a.size, a, np.zeros(a.size, np.float32), 6)[-1]
+    with np.errstate(over="ignore"):
+        want = ((a.astype(np.int64) & 2047) << 6).astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(got, want)
+
+
 def test_gpu_bf16_subnormals_survive_compares_and_sign_ops() -> None:
     a = hp.bf16_cases()
     n = a.size

@@ -10,9 +10,24 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
+import pytest
 
 import oxide as ox
-from oxide import DisjointSlice, Slice, bf16, f16, f32, f64, i32, thread
+from oxide import (
+    Const,
+    DisjointSlice,
+    Slice,
+    TypeVar,
+    bf16,
+    f16,
+    f32,
+    f64,
+    i32,
+    i64,
+    thread,
+    u32,
+    u64,
+)
 
 BF16 = ml_dtypes.bfloat16
 
@@ -146,3 +161,31 @@ def test_bf16_subnormals_pass_through_a_select_on_the_cpu() -> None:
     with ox.device("cpu"):
         bf16_select[ox.LaunchConfig.for_num_elems(a.size)](a, k, out)
     assert out.view(np.uint16).tolist() == want
+
+
+Int = TypeVar("Int")
+
+
+@ox.kernel
+def ints_through_f16(a: Slice[Int], out: DisjointSlice[f32], S: Const[int]):
+    """f32(f16((a & 2047) << S)): at most 11 significant bits, which LLVM took as making
+    the f16 step exact (`fpext(sitofp)` folded into one `sitofp`) even where the value
+    is past f16's range (S = 6: 2047 << 6 = 131008 is inf in f16). Found by the tile
+    fuzzer (tools/tile_fuzz.py)."""
+    i = thread.index_1d()
+    if i in out:
+        out[i] = f32(f16((a[i] & 2047) << S))
+
+
+@pytest.mark.parametrize("shift", [5, 6])
+@pytest.mark.parametrize("dt", [i32, u32, i64, u64], ids=lambda d: d.name)
+def test_int_to_f16_overflows_before_widening_on_the_cpu(dt, shift: int) -> None:
+    a = np.array([0, 1, 3, 255, 1023, 1024, 1025, 2046, 2047, 4095, 6000], np.int64)
+    a = a.astype(dt.numpy)
+    out = np.zeros(a.size, np.float32)
+    with ox.device("cpu"):
+        ints_through_f16[ox.LaunchConfig.for_num_elems(a.size)](a, out, shift)
+    with np.errstate(over="ignore"):
+        want = ((a.astype(np.int64) & 2047) << shift).astype(np.float16).astype(np.float32)
+    np.testing.assert_array_equal(out, want)
+    assert np.isinf(want).any() == (shift == 6) and (want == 65504).any() == (shift == 5)

@@ -300,6 +300,8 @@ class ArithmeticMixin:
             return self.cast(self.cast(x, src, wide), wide, dst)
         if dst.is_float:
             op = "sitofp" if src.is_signed else "uitofp"
+            if dst.name == "f16" and src.bits >= 32:
+                x = self.clamp_to_f16_range(x, src)
             return self.ins(f"{op} {src.llvm} {x} to {dst.llvm}")
         if dst.bits < src.bits:
             return self.ins(f"trunc {src.llvm} {x} to {dst.llvm}")
@@ -307,6 +309,21 @@ class ArithmeticMixin:
             return x
         op = "sext" if src.is_signed else "zext"
         return self.ins(f"{op} {src.llvm} {x} to {dst.llvm}")
+
+    def clamp_to_f16_range(self, x: str, src: T.DType) -> str:
+        """`x` clamped to [-65520, 65520], which converts to f16 as `x` does: every
+        integer from 65520 up rounds to +inf (65520 is halfway to 2^16 and rounds to even).
+
+        Without it LLVM's InstCombine folds `fpext(sitofp x to half)` into `sitofp x to
+        float` whenever `x` has at most 11 significant bits, taking the f16 step as exact
+        even where the value overflows f16 (`f32(f16(1 << 16))` gave 65536.0, not inf). A
+        clamped value with at most 11 significant bits is at most 65504, which f16 holds,
+        so the fold is then right."""
+        t = src.llvm
+        if src.is_signed:
+            x = self.intrinsic(f"llvm.smax.{t}", t, [(t, x), (t, "-65520")])
+            return self.intrinsic(f"llvm.smin.{t}", t, [(t, x), (t, "65520")])
+        return self.intrinsic(f"llvm.umin.{t}", t, [(t, x), (t, "65520")])
 
     def int64_exact_in_f64(self, x: str, src: T.DType) -> str:
         """A 64-bit int as an f64 that rounds to bf16 (or f32) as the int itself would.

@@ -89,9 +89,10 @@ class TileEmitter(GlobalAccessMixin):
         return self.b.alloc(op)
 
     def const(self, value: int | float | bool, dt: T.DType) -> SSAValue:
-        """A constant, made once in the entry block (so it dominates every use)."""
-        key = (value if not isinstance(value, float) or not math.isnan(value) else "nan",
-               dt.name)
+        """A constant, made once in the entry block (so it dominates every use). Floats
+        are keyed by their bits' text (`float.hex`): `-0.0 == 0.0` in Python, and keying
+        by value made a kernel's first zero stand for both."""
+        key = (float(value).hex() if dt.is_float else int(value), dt.name)
         found = self._consts.get(key)
         if found is None:
             from xdsl.dialects.builtin import FloatAttr, IntegerAttr

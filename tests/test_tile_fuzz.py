@@ -1,0 +1,169 @@
+"""The Tile-model differential fuzzer (tools/tile_fuzz.py): its model's rules, that it
+catches a wrong result, a seeded CPU run, and the bugs it found."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, f16, f32, i32, tile
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.tile_fuzz import main  # noqa: E402
+from tools.tile_fuzzing import rules as R  # noqa: E402
+from tools.tile_fuzzing.generator import generate  # noqa: E402
+from tools.tile_fuzzing.model import Expected, Model, evaluate  # noqa: E402
+from tools.tile_fuzzing.program import Input, Node, Program  # noqa: E402
+from tools.tile_fuzzing.runner import Failure, compare, fuzz, run_program  # noqa: E402
+
+SEED = 2  # the seed that found the two bugs at the end of this file
+PROGRAMS = 250  # about 22 s with two workers on a 2-core machine
+
+
+@pytest.fixture(autouse=True)
+def _no_disk_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OXIDE_CACHE", "0")
+
+
+# -- the model follows docs/language.md --------------------------------------------------
+
+def test_conversions_saturate_truncate_and_round_once() -> None:
+    f = np.array([np.nan, 3e9, -3e9, -2.7, 2.7, np.inf], np.float32)
+    assert R.convert(f, "f32", "i32").tolist() == [0, 2**31 - 1, -(2**31), -2, 2, 2**31 - 1]
+    big = np.array([65519, 65520, -(2**31)], np.int32)
+    assert R.convert(big, "i32", "f16").tolist() == [65504.0, np.inf, -np.inf]
+    assert R.constant(0.1, "f16") == np.float16(0.1)
+    assert R.with_literal("i32", 0.5) == "f32" and R.with_literal("f16", 3) == "f16"
+    assert not R.literal_fits(1e5, "f16") and not R.literal_fits(2**31, "i32")
+    assert R.promote("i32", "f16") == "f16" and R.promote("f16", "f32") == "f32"
+
+
+def _program(index: int, want: str) -> Program:
+    """The first program from `index` on whose output has dtype `want` (`SEED`)."""
+    while generate(SEED, index).out_dtype != want:
+        index += 1
+    return generate(SEED, index)
+
+
+def test_programs_are_deterministic() -> None:
+    assert generate(SEED, 7).source() == generate(SEED, 7).source()
+    assert generate(SEED, 7).source() != generate(SEED + 1, 7).source()
+
+
+def test_reductions_see_the_padding_and_stores_clip() -> None:
+    """A ragged tile's row sum includes its padding; the store drops the outside."""
+    p = _program(0, "i32")
+    x = np.arange(6, dtype=np.int32).reshape(2, 3)
+    p.inputs = [Input("x0", "i32", (2, 3), (2, 4), ("BM", "BN"), ("i", "j"), 10, (2, 3),
+                      (0, 0))]
+    p.tile, p.out_shape, p.out_dtype, p.params = (2, 4), (2, 3), "i32", []
+    load = Node("v0", "load", (), 0, "i32", (2, 4))
+    total = Node("v1", "reduce", (load,), ("sum", 1, True), "i32", (2, 1))
+    root = Node("v2", "broadcast", (total,), None, "i32", (2, 4))
+    p.nodes, p.root = [load, total, root], root
+    e = Model(p, {"x0": x}).run()
+    assert e.value.tolist() == [[13] * 3, [22] * 3]  # 0+1+2+10, 3+4+5+10
+
+
+# -- the harness catches what is wrong --------------------------------------------------
+
+def test_a_wrong_model_value_is_reported() -> None:
+    """An off-by-one in the expected output must be reported: the check is not vacuous."""
+    p = _program(0, "i32")
+
+    def off_by_one(prog: Program, arrays: dict[str, np.ndarray]) -> Expected:
+        e = evaluate(prog, arrays)
+        e.value = e.value.copy()
+        e.value.flat[-1] += 1
+        return e
+
+    assert run_program(SEED, p.index, "cpu").failure is None
+    out = run_program(SEED, p.index, "cpu", model=off_by_one)
+    assert out.failure is not None and out.failure.kind == "mismatch"
+    report = out.failure.report()
+    assert "expected" in report and "def fuzz_kernel" in report and "launch:" in report
+
+
+def test_a_write_outside_the_view_is_reported() -> None:
+    p = _program(0, "f32")
+    buffer = np.zeros(p.out_buffer, np.float32)
+    e = Expected(np.zeros(p.out_shape, np.float32), np.zeros(p.out_shape, bool), None)
+    after = buffer.copy()
+    after[tuple(-1 for _ in p.out_buffer)] = 1.0
+    view = after[tuple(slice(o, o + n) for o, n in zip(p.out_offset, p.out_shape, strict=True))]
+    checked, detail = compare(p, e, view, buffer, after)
+    if p.out_buffer == p.out_shape:  # no room around the view: the write is inside it
+        assert detail is not None and "expected" in detail
+    else:
+        assert detail is not None and "outside the view" in detail
+
+
+def test_gpu_run_needs_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    from oxide.runtime.device import cuda_device_count
+
+    if cuda_device_count() > 0:
+        pytest.skip("a GPU is present")
+    assert main(["--device", "gpu", "--programs", "1"]) == 2
+    assert "needs an NVIDIA GPU" in capsys.readouterr().err
+
+
+# -- seeded runs ------------------------------------------------------------------------
+
+def _check(failures: list[Failure], line: str) -> None:
+    if failures:
+        pytest.fail(line + "\n\n" + "\n\n".join(f.report() for f in failures[:5]),
+                    pytrace=False)
+
+
+def test_seeded_cpu_run_agrees_with_the_model() -> None:
+    summary = fuzz(SEED, range(PROGRAMS), "cpu", jobs=2)
+    assert summary.programs == PROGRAMS and summary.checked > PROGRAMS * 100
+    _check(summary.failures, summary.line())
+
+
+@pytest.mark.gpu
+def test_seeded_gpu_run_agrees_with_the_model() -> None:
+    summary = fuzz(SEED, range(60), "gpu")
+    _check(summary.failures, summary.line())
+
+
+# -- bugs the fuzzer found --------------------------------------------------------------
+
+@tile.kernel
+def _pad_negative_zero(x: Slice[f32], o: DisjointSlice[f32], B: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(x, (i,), (B,), padding=-0.0)
+    tile.store(o, (i,), t / 0.0)
+
+
+def test_negative_zero_padding_does_not_change_the_literal_zero() -> None:
+    """Found by seed 2, program 132: `x / 0.0` was -inf for x > 0 once a load used
+    `padding=-0.0` (tile constants were cached by value, and 0.0 == -0.0)."""
+    x = np.array([2.0, -3.0, 1.0, 5.0], np.float32)
+    o = np.zeros(4, np.float32)
+    with ox.device("cpu"):
+        _pad_negative_zero[1](x, o, 4)
+    with np.errstate(divide="ignore"):
+        np.testing.assert_array_equal(o, x / np.float32(0.0))
+
+
+@tile.kernel
+def _shifted_to_f16(x: Slice[i32], o: DisjointSlice[f32], B: Const[int]):
+    i = tile.bid(0)
+    tile.store(o, (i,), (tile.load(x, (i,), (B,)) << 31).astype(f16).astype(f32))
+
+
+def test_i32_to_f16_overflows_to_infinity_before_widening() -> None:
+    """Found by seed 2, program 187: `(x << 31).astype(f16)` is 0 or -2**31, and f16
+    has no -2**31 (it rounds to -inf), but widened to f32 it read -2**31 (LLVM folded
+    the f16 step away: codegen `clamp_to_f16_range`; tests/test_half_precision.py)."""
+    x = np.array([1, 0, 3, 2], np.int32)
+    o = np.zeros(4, np.float32)
+    with ox.device("cpu"):
+        _shifted_to_f16[1](x, o, 4)
+    np.testing.assert_array_equal(o, [-np.inf, 0.0, -np.inf, 0.0])

@@ -1,0 +1,50 @@
+"""Input arrays for a program: views into larger buffers of mostly tame values with a
+sprinkling of edge values (signed zeros, infinities, NaN, the ends of i32)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tools.tile_fuzzing import rules as R
+from tools.tile_fuzzing.program import Program
+
+SPECIAL = {"f32": (0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e-40, 3e38),
+           "f16": (0.0, -0.0, np.inf, -np.inf, np.nan, 65504.0, 6e-8),
+           "i32": (0, -1, 1, 2**31 - 1, -(2**31))}
+SPECIAL_RATE = 0.02
+
+
+def values(dt: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Random `dt` values: small integers (sums of them are exact), normals of a few
+    scales, and rare edge values; i32 also takes its whole range."""
+    pick = rng.random(shape)
+    if R.is_float(dt):
+        scale = float(rng.choice((1.0, 8.0, 100.0)))
+        wide = np.where(pick < 0.4, rng.integers(-8, 9, shape).astype(np.float64),
+                        rng.standard_normal(shape) * scale)
+    else:
+        wide = np.where(pick < 0.7, rng.integers(-100, 101, shape),
+                        rng.integers(-(2**31), 2**31, shape))
+    special = np.array(SPECIAL[dt], np.float64 if R.is_float(dt) else np.int64)
+    wide = np.where(rng.random(shape) < SPECIAL_RATE, rng.choice(special, shape), wide)
+    return wide.astype(R.NP[dt])
+
+
+def sentinel(dt: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """Random bit patterns: what the output buffer holds before the launch."""
+    width = np.dtype(R.NP[dt]).itemsize * 8
+    raw = rng.integers(0, 2**width, shape, dtype=np.uint64).astype(f"u{width // 8}")
+    return raw.view(R.NP[dt])
+
+
+def view(buffer: np.ndarray, shape: tuple[int, ...], offset: tuple[int, ...]) -> np.ndarray:
+    return buffer[tuple(slice(o, o + n) for o, n in zip(offset, shape, strict=True))]
+
+
+def make_arrays(p: Program) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """(input views by name, the output's buffer, its view) for program `p`."""
+    rng = np.random.default_rng([p.seed & 0xFFFFFFFF, p.index])
+    inputs = {x.name: view(values(x.dtype, x.buffer, rng), x.shape, x.offset)
+              for x in p.inputs}
+    out = sentinel(p.out_dtype, p.out_buffer, rng)
+    return inputs, out, view(out, p.out_shape, p.out_offset)

@@ -1,0 +1,416 @@
+"""Random tile programs, deterministic from (seed, index).
+
+Type-directed and bottom-up: each new statement picks an op and operands among the
+earlier statements (recent ones more often, so most of the list feeds the result),
+and gets the dtype and shape docs/language.md gives it. Every tile shape broadcasts
+to the output's tile, so any two values can meet.
+
+Left out on purpose, because the page does not define them for tiles or because a
+NumPy model could not be exact: integer `/` (the page says it gives f32, not how it
+rounds), float `//` and `%`, division of integers by zero, bf16, the math functions,
+`arr.shape[d]` outside comparisons (it is i64), and adds of float products (tile
+kernels contract `a * b + c` into an FMA, and where is the target's choice).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable
+
+from tools.tile_fuzzing import rules as R
+from tools.tile_fuzzing.program import Input, Lit, Node, Operand, Program, Scalar
+
+INT_LITERALS = (0, 1, 2, 3, -1, 7, -8, 100, 255, 12345, 65504, 2**31 - 1, -(2**31))
+FLOAT_LITERALS = (0.0, -0.0, 0.5, 1.0, -1.0, 2.5, -3.0, 0.1, 1e-3, 1e5, 1e10, 3e38, 1e-40,
+                  65504.0, 6e-8)
+PADDING = {"f32": (0.0, 1.0, -2.5, -0.0, 1e30, math.inf, -math.inf),
+           "f16": (0.0, 1.0, -2.5, -0.0, 65504.0, math.inf, -math.inf),
+           "i32": (0, 1, -7, 2**31 - 1, -(2**31))}
+DTYPES = (("f32", 0.45), ("i32", 0.4), ("f16", 0.15))
+OPS = (("arith", 5.0), ("div", 1.5), ("intdiv", 1.0), ("bitwise", 1.0), ("shift", 0.7),
+       ("neg", 0.7), ("minmax", 1.5), ("compare", 2.0), ("boolop", 0.7), ("where", 2.0),
+       ("astype", 2.0), ("reduce", 2.0), ("source", 1.0))
+MAX_TILE = 2048  # elements of the output tile: keeps a CPU compile well under a second
+
+
+class Retry(Exception):
+    """The op picked cannot be built from the values at hand: pick another."""
+
+
+def _weighted(rng: random.Random, table: tuple[tuple[str, float], ...]) -> str:
+    return rng.choices([k for k, _ in table], [w for _, w in table])[0]
+
+
+def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """NumPy's broadcast of two tile shapes (the generator only builds ones that meet)."""
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
+    out = []
+    for x, y in zip(a, b, strict=True):
+        if x != y and 1 not in (x, y):
+            raise Retry
+        out.append(max(x, y))
+    return tuple(out)
+
+
+class Generator:
+    """Builds one Program; `rng` decides everything."""
+
+    def __init__(self, rng: random.Random, seed: int, index: int) -> None:
+        self.rng = rng
+        self.p = self._frame(seed, index)
+
+    # -- the frame: tile, grid, arrays, scalars ----------------------------------------
+
+    def _frame(self, seed: int, index: int) -> Program:
+        rng = self.rng
+        rank = 2 if rng.random() < 0.8 else 1
+        if rank == 2:
+            bm = rng.choice((1, 2, 4, 8, 16))
+            bn = rng.choice([n for n in (4, 8, 16, 32, 64, 128, 256) if bm * n <= MAX_TILE])
+            tile: tuple[int, ...] = (bm, bn)
+            grid = (rng.randint(1, 3), rng.randint(1, 3))
+        else:
+            tile = (rng.choice((4, 8, 16, 32, 64, 128, 256, 512, 1024)),)
+            grid = (rng.randint(1, 4),)
+        shape = tuple(self._extent(g, b) for g, b in zip(grid, tile, strict=True))
+        buffer, offset = self._buffer(shape)
+        p = Program(seed, index, rng.choice((1, 2, 4, 8)), "", shape, buffer, offset, tile,
+                    [], [])
+        p.inputs = [self._input(p, k) for k in range(rng.randint(1, 3))]
+        if rng.random() < 0.3:
+            p.params.append(Scalar("param", "f32", name="sf",
+                                   value=rng.choice((1.5, -0.0, 0.25, -3.0, 1e20))))
+        if rng.random() < 0.3:
+            p.params.append(Scalar("param", "i32", name="si",
+                                   value=rng.choice((0, 3, -5, 1000, 2**31 - 1))))
+        return p
+
+    def _extent(self, blocks: int, size: int) -> int:
+        """An array extent over `blocks` tiles of `size`: often ragged (the last tile
+        runs past the edge), sometimes exact."""
+        last = size if self.rng.random() < 0.3 else self.rng.randint(1, size)
+        return (blocks - 1) * size + last
+
+    def _buffer(self, shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The allocation an array is a view of: itself, or a larger one (a strided
+        view at an offset: what lies past the view is real memory, not padding)."""
+        if self.rng.random() < 0.6:
+            return shape, (0,) * len(shape)
+        offset = tuple(self.rng.randint(0, 3) for _ in shape)
+        extra = tuple(self.rng.randint(0, 5) for _ in shape)
+        return tuple(n + o + e for n, o, e in zip(shape, offset, extra, strict=True)), offset
+
+    def _input(self, p: Program, k: int) -> Input:
+        """Array `x<k>`, its dtype, shape and the load that reads it."""
+        rng = self.rng
+        dt = _weighted(rng, DTYPES)
+        grid, names = p.grid, p.tile_names
+        if p.rank == 1:
+            form = "vec"
+        else:
+            form = rng.choices(("2d", "row", "col", "vec_m", "vec_n"), (65, 10, 5, 10, 10))[0]
+        if form == "vec":
+            tile, text, index = p.tile, names, ("i",)
+        elif form == "2d":
+            tile, text = p.tile, names
+            index = rng.choices((("i", "j"), ("i", 0), (0, "j")), (8, 1, 1))[0]
+        elif form == "row":
+            tile, text, index = (1, p.tile[1]), ("1", "BN"), ("i", "j")
+        elif form == "col":
+            tile, text, index = (p.tile[0], 1), ("BM", "1"), ("i", "j")
+        elif form == "vec_m":
+            tile, text, index = (p.tile[0],), ("BM",), ("i",)
+        else:
+            tile, text, index = (p.tile[1],), ("BN",), ("j",)
+        shape = []
+        for size, at in zip(tile, index, strict=True):
+            blocks = grid["ij".index(at)] if isinstance(at, str) else 1
+            reach = self._extent(blocks, size)
+            shape.append(max(1, reach + rng.choice((0, 0, 0, -rng.randint(0, size),
+                                                    rng.randint(1, size + 2)))))
+        pad = None if rng.random() < 0.2 else rng.choice(PADDING[dt])
+        buffer, offset = self._buffer(tuple(shape))
+        return Input(f"x{k}", dt, tuple(shape), tile, text, index, pad, buffer, offset)
+
+    # -- statements ---------------------------------------------------------------------
+
+    def program(self) -> Program:
+        p, rng = self.p, self.rng
+        for k, x in enumerate(p.inputs):
+            v = self._add("load", (), k, x.dtype, x.tile)
+            if p.rank == 2 and len(x.tile) == 1 and (x.index == ("i",) or rng.random() < 0.5):
+                self._add("expand", (v,), 1 if x.index == ("i",) else 0, x.dtype,
+                          (x.tile[0], 1) if x.index == ("i",) else (1, x.tile[0]))
+        for _ in range(rng.randint(3, 10)):
+            for _attempt in range(20):
+                try:
+                    getattr(self, f"_op_{_weighted(rng, OPS)}")()
+                    break
+                except Retry:
+                    continue
+        root = self._absorb()
+        if root.dtype == "bool":
+            root = self._add("astype", (root,), None, "i32", root.shape)
+        if root.shape != p.tile:
+            root = self._add("broadcast", (root,), None, root.dtype, p.tile, approx=root.approx)
+        p.root, p.out_dtype = root, root.dtype
+        return p
+
+    def _absorb(self) -> Node:
+        """The last statement combined with every statement nothing uses yet, so each
+        one reaches the output (a dead value would test nothing)."""
+        p = self.p
+        used = {id(a) for n in p.nodes for a in n.args}
+        root = p.nodes[-1]
+        for d in [n for n in p.nodes[:-1] if id(n) not in used and self._fits(n)]:
+            if d.dtype == "bool":
+                if root.dtype == "bool":
+                    root = self._add("binary", (root, d), "xor", "bool",
+                                     self._shape(root, d))
+                else:
+                    root = self._add("where", (d, root, Lit(1)), None, root.dtype,
+                                     self._shape(d, root), product=root.product,
+                                     approx=root.approx)
+                continue
+            if root.dtype == "bool":
+                root = self._add("where", (root, d, Lit(1)), None, d.dtype,
+                                 self._shape(root, d), product=d.product, approx=d.approx)
+                continue
+            dt = R.promote(root.dtype, d.dtype)
+            ops = ["maximum", "minimum"]
+            if not (R.is_float(dt) and (root.product or d.product)):
+                ops += ["add", "sub"]
+            op = self.rng.choice(ops)
+            x, y = self._ordered(root, d)
+            if op in ("add", "sub"):
+                root = self._add("binary", (x, y), op, dt, self._shape(x, y),
+                                 approx=self._approx(x, y))
+            else:
+                root = self._add(op, (x, y), None, dt, self._shape(x, y),
+                                 approx=self._approx(x, y))
+        return root
+
+    def _add(self, op: str, args: tuple[Operand, ...], attr: object, dtype: str,
+             shape: tuple[int, ...], product: bool = False, approx: bool = False) -> Node:
+        n = Node(f"v{len(self.p.nodes)}", op, args, attr, dtype, shape, product, approx)
+        self.p.nodes.append(n)
+        return n
+
+    def _pick(self, ok: Callable[[Node], bool], avoid: Node | None = None) -> Node:
+        """An earlier statement that passes `ok` (other than `avoid` where there is
+        one), recent ones more likely."""
+        cands = [(k, n) for k, n in enumerate(self.p.nodes)
+                 if ok(n) and n is not avoid and self._fits(n)]
+        if not cands and avoid is not None and ok(avoid):
+            return avoid
+        if not cands:
+            raise Retry
+        return self.rng.choices([n for _, n in cands], [1 + k * k for k, _ in cands])[0]
+
+    def _fits(self, n: Node) -> bool:
+        """Whether `n` broadcasts to the output tile: a (BM,) tile must become (BM, 1)
+        first (its expand statement follows it)."""
+        try:
+            return _broadcast(n.shape, self.p.tile) == self.p.tile
+        except Retry:
+            return False
+
+    def _other(self, a: Node, ok: Callable[[Node], bool], literals: bool = True,
+               scalars: bool = True) -> Operand:
+        """A second operand for `a`: a statement, a weak literal, or a scalar."""
+        r = self.rng.random()
+        if literals and r < 0.3:
+            return Lit(self.rng.choice(FLOAT_LITERALS if self.rng.random() < 0.4
+                                       else INT_LITERALS))
+        if scalars and r < 0.4:
+            cands = [s for s in self._scalars() if ok(s)]  # type: ignore[arg-type]
+            if cands:
+                return self.rng.choice(cands)
+        return self._pick(ok, avoid=a)
+
+    def _scalars(self) -> list[Scalar]:
+        p = self.p
+        return [Scalar("bid", "i32", d) for d in range(p.rank)] + list(p.params)
+
+    def _typed(self, a: Operand, b: Operand) -> str:
+        """The dtype two operands meet in; a literal must fit it."""
+        if isinstance(a, Lit) or isinstance(b, Lit):
+            lit, other = (a, b) if isinstance(a, Lit) else (b, a)
+            assert not isinstance(other, Lit)
+            dt = R.with_literal(other.dtype, lit.value)
+            if not R.literal_fits(lit.value, dt):
+                raise Retry
+            return dt
+        return R.promote(a.dtype, b.dtype)
+
+    def _ordered(self, a: Node, b: Operand) -> tuple[Operand, Operand]:
+        return (b, a) if self.rng.random() < 0.3 else (a, b)
+
+    @staticmethod
+    def _shape(*xs: Operand) -> tuple[int, ...]:
+        shape: tuple[int, ...] = ()
+        for x in xs:
+            if isinstance(x, Node):
+                shape = _broadcast(shape, x.shape)
+        return shape
+
+    @staticmethod
+    def _approx(*xs: Operand) -> bool:
+        return any(isinstance(x, Node) and x.approx for x in xs)
+
+    # -- one method per op family (names from OPS) --------------------------------------
+
+    def _op_arith(self) -> None:
+        op = self.rng.choice(("add", "sub", "mul"))
+
+        def numeric(n: Node) -> bool:
+            return n.dtype in R.NUMERIC
+
+        a = self._pick(numeric)
+        x, y = self._ordered(a, self._other(a, numeric))
+        dt = self._typed(x, y)
+        if op != "mul" and R.is_float(dt) and any(isinstance(v, Node) and v.product
+                                                  for v in (x, y)):
+            raise Retry  # `a * b + c` may become an FMA
+        self._add("binary", (x, y), op, dt, self._shape(x, y), product=op == "mul" and
+                  R.is_float(dt), approx=self._approx(x, y))
+
+    def _op_div(self) -> None:
+        def exact(n: Node) -> bool:
+            return n.dtype in R.NUMERIC and not n.approx
+
+        a = self._pick(exact)
+        x, y = self._ordered(a, self._other(a, exact))
+        dt = self._typed(x, y)
+        if not R.is_float(dt):
+            raise Retry  # integer `/`: left out (see the module docstring)
+        self._add("binary", (x, y), "div", dt, self._shape(x, y))
+
+    def _op_intdiv(self) -> None:
+        a = self._pick(lambda n: n.dtype == "i32")
+        d = Lit(self.rng.choice((1, 2, 3, 5, 7, 16, 1000)))
+        self._add("binary", (a, d), self.rng.choice(("floordiv", "mod")), "i32", a.shape)
+
+    def _op_bitwise(self) -> None:
+        def i32(n: Node) -> bool:
+            return n.dtype == "i32"
+
+        a = self._pick(i32)
+        x, y = self._ordered(a, self._other(a, i32))
+        if isinstance(x, Lit) and isinstance(x.value, float) or \
+                isinstance(y, Lit) and isinstance(y.value, float):
+            raise Retry
+        self._add("binary", (x, y), self.rng.choice(("and", "or", "xor")), self._typed(x, y),
+                  self._shape(x, y))
+
+    def _op_shift(self) -> None:
+        a = self._pick(lambda n: n.dtype == "i32")
+        self._add("binary", (a, Lit(self.rng.choice((0, 1, 3, 8, 16, 31)))),
+                  self.rng.choice(("shl", "shr")), "i32", a.shape)
+
+    def _op_neg(self) -> None:
+        a = self._pick(lambda n: n.dtype in R.NUMERIC)
+        self._add("neg", (a,), None, a.dtype, a.shape, product=a.product, approx=a.approx)
+
+    def _op_minmax(self) -> None:
+        def numeric(n: Node) -> bool:
+            return n.dtype in R.NUMERIC
+
+        a = self._pick(numeric)
+        x, y = self._ordered(a, self._other(a, numeric))
+        self._add(self.rng.choice(("maximum", "minimum")), (x, y), None, self._typed(x, y),
+                  self._shape(x, y), approx=self._approx(x, y))
+
+    def _op_compare(self) -> None:
+        def exact(n: Node) -> bool:
+            return n.dtype in R.NUMERIC and not n.approx
+
+        a = self._pick(exact)
+        if self.rng.random() < 0.25:
+            b: Operand = self._shape_scalar()
+        else:
+            b = self._other(a, exact)
+        x, y = self._ordered(a, b)
+        self._typed(x, y)  # a literal must fit the type they meet in
+        op = self.rng.choice(("lt", "le", "gt", "ge", "eq", "ne"))
+        self._add("compare", (x, y), op, "bool", self._shape(x, y))
+
+    def _shape_scalar(self) -> Scalar:
+        """`x.shape[d]` of an array (or of `out`): an i64 0-d tile."""
+        p = self.p
+        arrays = [(x.name, x.shape) for x in p.inputs] + [("out", p.out_shape)]
+        name, shape = self.rng.choice(arrays)
+        d = self.rng.randrange(len(shape))
+        return Scalar("shape", "i64", d, name, shape[d])
+
+    def _op_boolop(self) -> None:
+        def boolean(n: Node) -> bool:
+            return n.dtype == "bool"
+
+        a = self._pick(boolean)
+        b = self._pick(boolean, avoid=a)
+        self._add("binary", (a, b), self.rng.choice(("and", "or", "xor")), "bool",
+                  self._shape(a, b))
+
+    def _op_where(self) -> None:
+        c = self._pick(lambda n: n.dtype == "bool")
+
+        def numeric(n: Node) -> bool:
+            return n.dtype in R.NUMERIC
+
+        a = self._pick(numeric)
+        x, y = self._ordered(a, self._other(a, numeric, scalars=False))
+        dt = self._typed(x, y)
+        self._add("where", (c, x, y), None, dt, self._shape(c, x, y),
+                  product=R.is_float(dt) and any(isinstance(v, Node) and v.product
+                                                 for v in (x, y)),
+                  approx=self._approx(x, y))
+
+    def _op_astype(self) -> None:
+        a = self._pick(lambda n: not n.approx)
+        dt = self.rng.choice([d for d in R.NUMERIC if d != a.dtype])
+        self._add("astype", (a,), None, dt, a.shape,
+                  product=a.product and R.is_float(dt))
+
+    def _op_reduce(self) -> None:
+        a = self._pick(lambda n: n.dtype in R.NUMERIC and len(n.shape) > 0)
+        kind = self.rng.choice(("sum", "max", "min"))
+        axis = self.rng.choice([*range(len(a.shape)), None])
+        keep = self.rng.random() < 0.6
+        if axis is None:
+            shape: tuple[int, ...] = (1,) * len(a.shape) if keep else ()
+        elif keep:
+            shape = tuple(1 if d == axis else s for d, s in enumerate(a.shape))
+        else:
+            shape = tuple(s for d, s in enumerate(a.shape) if d != axis)
+        approx = a.approx or (kind == "sum" and R.is_float(a.dtype))
+        r = self._add("reduce", (a,), (kind, axis, keep), a.dtype, shape, approx=approx)
+        if len(shape) == 1 and self.p.rank == 2 and (axis == 1 or self.rng.random() < 0.5):
+            # (BM,) must become (BM, 1) to meet the tile; (BN,) meets it either way
+            self._add("expand", (r,), 1 if axis == 1 else 0, a.dtype,
+                      (shape[0], 1) if axis == 1 else (1, shape[0]), approx=approx)
+
+    def _op_source(self) -> None:
+        p, rng = self.p, self.rng
+        form = rng.choice(("arange", "mask", "full"))
+        if form == "full":
+            dt = rng.choice(R.NUMERIC)
+            lit = Lit(rng.choice(FLOAT_LITERALS if R.is_float(dt) else INT_LITERALS))
+            if not R.literal_fits(lit.value, dt):
+                raise Retry
+            self._add("full", (lit,), None, dt, p.tile)
+            return
+        axis = rng.randrange(p.rank)
+        shape = tuple(s if d == axis else 1 for d, s in enumerate(p.tile))
+        glob = form == "mask" or rng.random() < 0.5
+        a = self._add("arange", (), (axis, glob), "i32", shape)
+        if form == "mask":  # the classic edge mask: global index < an extent
+            op = rng.choice(("lt", "le", "ge", "ne"))
+            self._add("compare", (a, self._shape_scalar()), op, "bool", shape)
+
+
+def generate(seed: int, index: int) -> Program:
+    """Program `index` of `seed`: the same on every run."""
+    return Generator(random.Random(f"oxide-tile-fuzz/{seed}/{index}"), seed, index).program()
