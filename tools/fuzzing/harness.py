@@ -16,14 +16,8 @@ Each batch runs in these launches per device:
 
 from __future__ import annotations
 
-import atexit
-import importlib.util
 import random
-import shutil
-import sys
-import tempfile
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +26,7 @@ from tools.fuzzing import semantics as S
 from tools.fuzzing.generator import Generator
 from tools.fuzzing.inputs import input_table
 from tools.fuzzing.nodes import TYPE_NAME, Function, coerce
+from tools.source_modules import import_source
 
 COLUMNS = 3  # input values per type per vector
 COARSEN_EVERY = 4
@@ -177,24 +172,10 @@ def reference(b: Batch) -> list[list[Expected]]:
     return out
 
 
-_MODULE_DIR: Path | None = None
-
-
 def load_kernel(b: Batch, source: str) -> Any:
-    """Write the module to a file (spans need one) and import its kernel."""
-    global _MODULE_DIR
-    if _MODULE_DIR is None:
-        _MODULE_DIR = Path(tempfile.mkdtemp(prefix="oxide-fuzz-"))
-        atexit.register(shutil.rmtree, _MODULE_DIR, True)
-    name = f"oxfuzz_{b.seed}_{b.index}_{abs(hash(source)) % 10**8}"
-    path = _MODULE_DIR / f"{name}.py"
-    path.write_text(source)
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module.fuzz_kernel
+    """Import the batch's kernel (from a real file: spans need one)."""
+    return import_source(f"oxfuzz_{b.seed}_{b.index}_{abs(hash(source)) % 10**8}",
+                         source).fuzz_kernel
 
 
 def _outputs(b: Batch) -> list[np.ndarray]:

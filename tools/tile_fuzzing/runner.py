@@ -8,20 +8,15 @@ buffer must be untouched.
 
 from __future__ import annotations
 
-import atexit
-import importlib.util
 import multiprocessing
 import os
-import shutil
-import sys
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from tools.source_modules import import_source
 from tools.tile_fuzzing import rules as R
 from tools.tile_fuzzing.data import make_arrays
 from tools.tile_fuzzing.generator import generate
@@ -72,25 +67,10 @@ def launch_description(p: Program) -> list[str]:
     return out
 
 
-_MODULE_DIR: Path | None = None
-
-
 def load_kernel(p: Program) -> Any:
-    """Write the program's module to a file (diagnostics and the frontend need real
-    source) and import its kernel."""
-    global _MODULE_DIR
-    if _MODULE_DIR is None:
-        _MODULE_DIR = Path(tempfile.mkdtemp(prefix="oxide-tile-fuzz-"))
-        atexit.register(shutil.rmtree, _MODULE_DIR, True)
-    name = f"oxtilefuzz_{p.seed}_{p.index}"
-    path = _MODULE_DIR / f"{name}.py"
-    path.write_text(p.source())
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module.fuzz_kernel
+    """Import the program's kernel (from a real file: diagnostics and the frontend need
+    its source)."""
+    return import_source(f"oxtilefuzz_{p.seed}_{p.index}", p.source()).fuzz_kernel
 
 
 def run_program(seed: int, index: int, device: str,
