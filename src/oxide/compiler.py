@@ -199,16 +199,16 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         from oxide.codegen.cpu import CPUTarget
 
         tgt = CPUTarget()
-    is_tile_kernel = getattr(kernel, "is_tile", False)
-    if is_tile_kernel:  # @ox.tile.kernel: the tile frontend
+    if getattr(kernel, "is_tile", False):  # @ox.tile.kernel: the tile frontend
         from oxide.tile.frontend import lower_tile_kernel
 
         lowered = lower_tile_kernel(kernel, sig, symbol)
     else:
         lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func
-    # a tile kernel needing more than 48 KiB of static shared memory (tile/frontend.py)
-    big_shared = getattr(lowered.ctx, "big_shared", None) if is_tile_kernel else None
+    # a kernel needing more than 48 KiB of static shared memory (frontend/parallel_calls.py,
+    # tile/frontend.py): on sm_90 it is compiled for sm_90a, which takes up to 227 KiB
+    big_shared = lowered.ctx.big_shared
     if big_shared is not None and target == "nvptx" and arch not in ("sm_90", "sm_90a"):
         raise big_shared
     if target == "nvptx" and arch == "sm_90":

@@ -342,12 +342,12 @@ class ParallelCallsMixin:
         message = (f"this {space} array needs {_kib(size)}{extra}; {space} arrays may use at "
                    f"most {_kib(limit)} {where}")
         if space == "shared" and limit < total <= SM90A_STATIC_SHARED_BYTES:
-            # a kernel compiled for sm_90a (one that uses wgmma or setmaxnreg) may use up
-            # to 227 KiB: decided once the whole body is lowered (frontend/entry.py)
+            # on sm_90 the kernel is compiled for sm_90a, which takes up to 227 KiB; other
+            # targets raise this (compiler._compile)
             if self.ctx.big_shared is None:
                 self.ctx.big_shared = self.error(
-                    KernelTypeError, node, message + " (227 KiB in a kernel compiled for "
-                    "sm_90a, one that uses ox.wgmma or ox.setmaxnreg)", hint=hint)
+                    KernelTypeError, node, message + " (227 KiB on sm_90, where the kernel "
+                    "is compiled for sm_90a)", hint=hint)
         elif total > limit:
             raise self.error(KernelTypeError, node, message, hint=hint)
         if space == "local":
