@@ -102,6 +102,16 @@ def test_static_shared_past_48k_launches() -> None:
     np.testing.assert_array_equal(out.to_numpy(), tg.big_shared_want())
 
 
+def test_static_shared_past_48k_without_wgmma_launches() -> None:
+    """A plain kernel with 64 KiB of static shared memory, compiled for sm_90a because of
+    it, launches and reads back what it wrote."""
+    import test_gemm_hopper as tg
+
+    out = ox.to_device(np.zeros(1, np.float32))
+    ox.launch(tg.plain_big, (1, 32), out)
+    assert out.to_numpy()[0] == 1.0
+
+
 def test_example_main_on_the_gpu() -> None:
     result = g.main(device=0)
     assert result.passed, str(result)
