@@ -23,24 +23,29 @@ if "OXIDE_CACHE_DIR" not in os.environ:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    global _GPU_TESTS_RUN
     gpu_items = [item for item in items if item.get_closest_marker("gpu")]
     if not gpu_items:
         return
     from oxide.runtime.device import cuda_device_count
 
     if cuda_device_count() > 0:
+        _GPU_TESTS_RUN = True
         return
     skip = pytest.mark.skip(reason="needs an NVIDIA GPU (none found)")
     for item in gpu_items:
         item.add_marker(skip)
 
 
+_GPU_TESTS_RUN = False  # set at collection where a GPU is found
+
+
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     """After a GPU test, hand the memory its arrays held back to the device: with several
     workers on one GPU (`pytest -n`), memory that torch's caching allocator keeps, or that
     waits for a garbage collection, made other workers' large allocations fail."""
-    if not item.get_closest_marker("gpu"):
-        return
+    if not (_GPU_TESTS_RUN and item.get_closest_marker("gpu")):
+        return  # a skipped test held nothing, and a full collection per test is slow
     gc.collect()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
