@@ -206,19 +206,18 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     else:
         lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func
-    # a kernel needing more than 48 KiB of static shared memory (frontend/parallel_calls.py,
-    # tile/frontend.py): on sm_90 it is compiled for sm_90a, which takes up to 227 KiB
-    big_shared = lowered.ctx.big_shared
-    if big_shared is not None and target == "nvptx" and arch not in ("sm_90", "sm_90a"):
-        raise big_shared
-    if target == "nvptx" and arch == "sm_90":
+    if target == "nvptx":
         from oxide.codegen.hopper import needs_arch_specific
 
-        # A kernel using an instruction only sm_90a has (setmaxnreg; wgmma later), or more
-        # static shared memory than 48 KiB, is compiled for sm_90a when asked for sm_90:
-        # its cubin still loads on the sm_90 GPU that asked; other GPUs get a TargetError
-        # at the call (codegen/hopper.py).
-        if needs_arch_specific(func) or big_shared is not None:
+        big_shared = lowered.ctx.big_shared  # the error for past 48 KiB of static shared memory
+        arch_specific = (arch == "sm_90" or big_shared is not None) and needs_arch_specific(func)
+        if big_shared is not None and not arch_specific and arch not in ("sm_90", "sm_90a"):
+            raise big_shared  # (a kernel with sm_90a instructions gets its TargetError first)
+        if arch == "sm_90" and (arch_specific or big_shared is not None):
+            # An instruction only sm_90a has (setmaxnreg, wgmma), or more static shared
+            # memory than 48 KiB (227 KiB there): compiled for sm_90a when asked for sm_90;
+            # its cubin still loads on the sm_90 GPU that asked (other GPUs: a TargetError
+            # at the call, codegen/hopper.py).
             arch = "sm_90a"
             tgt = NVPTXTarget(arch, launch_bound(kernel.options),
                               getattr(kernel.options, "occupancy", None),
