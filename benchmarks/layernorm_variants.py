@@ -1,8 +1,9 @@
 """Layer norm written several ways, side by side with tile_bench's Triton kernel, on one GPU.
 
-What it is for: issue 11's bf16 layernorm bar (>= 1.0x Triton at 8192x8192) is the one
-bandwidth bar still failing, and the cause is not yet known. Each variant changes one
-thing against the example (`oxide.examples.tile_layernorm`: 8 warps, `occupancy=4`):
+What it is for: locating what layernorm's speed depends on (it found issue 11's bf16 gap:
+the shuffles' register mask and the blocks an SM; docs/performance.md). Each variant
+changes one thing against the example (`oxide.examples.tile_layernorm`: 8 warps,
+`occupancy=4`):
 
 - occupancy None / 3, and 4 or 16 warps: how many blocks share an SM, and registers;
 - "no mask": the variance without `tile.where(arange < n, ...)` (right only when the row
