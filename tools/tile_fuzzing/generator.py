@@ -30,7 +30,8 @@ PADDING = {"f32": (0.0, 1.0, -2.5, -0.0, 1e30, math.inf, -math.inf),
 DTYPES = (("f32", 0.45), ("i32", 0.4), ("f16", 0.15))
 OPS = (("arith", 5.0), ("div", 1.5), ("intdiv", 1.0), ("bitwise", 1.0), ("shift", 0.7),
        ("neg", 0.7), ("minmax", 1.5), ("compare", 2.0), ("boolop", 0.7), ("where", 2.0),
-       ("astype", 2.0), ("reduce", 2.0), ("source", 1.0))
+       ("astype", 2.0), ("reduce", 2.0), ("source", 1.0), ("roundtrip", 0.7),
+       ("cumsum", 0.7), ("argreduce", 1.0))
 MAX_TILE = 2048  # elements of the output tile: keeps a CPU compile well under a second
 
 
@@ -386,11 +387,46 @@ class Generator:
         else:
             shape = tuple(s for d, s in enumerate(a.shape) if d != axis)
         approx = a.approx or (kind == "sum" and R.is_float(a.dtype))
-        r = self._add("reduce", (a,), (kind, axis, keep), a.dtype, shape, approx=approx)
+        # max/min of products is one of them (over an axis of one element, the product
+        # itself), which a later add could still contract
+        r = self._add("reduce", (a,), (kind, axis, keep), a.dtype, shape,
+                      product=a.product and kind != "sum", approx=approx)
         if len(shape) == 1 and self.p.rank == 2 and (axis == 1 or self.rng.random() < 0.5):
             # (BM,) must become (BM, 1) to meet the tile; (BN,) meets it either way
             self._add("expand", (r,), 1 if axis == 1 else 0, a.dtype,
-                      (shape[0], 1) if axis == 1 else (1, shape[0]), approx=approx)
+                      (shape[0], 1) if axis == 1 else (1, shape[0]), product=r.product,
+                      approx=approx)
+
+    def _op_roundtrip(self) -> None:
+        """`x.permute((1, 0)).permute((1, 0))` or `x.reshape((n,)).reshape(shape)`: the
+        same tile, through the layout conversions (shared memory) and reshapes."""
+        a = self._pick(lambda n: len(n.shape) == 2 and n.dtype != "bool")
+        kind = self.rng.choice(("permute", "reshape"))
+        self._add("roundtrip", (a,), kind, a.dtype, a.shape, product=a.product,
+                  approx=a.approx)
+
+    def _op_cumsum(self) -> None:
+        """Inclusive prefix sums of an i32 tile (exact: they wrap)."""
+        a = self._pick(lambda n: n.dtype == "i32" and len(n.shape) > 0)
+        axis = self.rng.randrange(len(a.shape))
+        self._add("cumsum", (a,), axis, "i32", a.shape)
+
+    def _op_argreduce(self) -> None:
+        """`tile.argmax/argmin(x, axis, keepdims)`: the i32 index of the first extreme."""
+        a = self._pick(lambda n: n.dtype in R.NUMERIC and len(n.shape) > 0 and not n.approx)
+        kind = self.rng.choice(("argmax", "argmin"))
+        axis = self.rng.choice([*range(len(a.shape)), None])
+        keep = self.rng.random() < 0.6
+        if axis is None:
+            shape: tuple[int, ...] = (1,) * len(a.shape) if keep else ()
+        elif keep:
+            shape = tuple(1 if d == axis else s for d, s in enumerate(a.shape))
+        else:
+            shape = tuple(s for d, s in enumerate(a.shape) if d != axis)
+        r = self._add("argreduce", (a,), (kind, axis, keep), "i32", shape)
+        if len(shape) == 1 and self.p.rank == 2 and (axis == 1 or self.rng.random() < 0.5):
+            self._add("expand", (r,), 1 if axis == 1 else 0, "i32",
+                      (shape[0], 1) if axis == 1 else (1, shape[0]))
 
     def _op_source(self) -> None:
         p, rng = self.p, self.rng

@@ -143,6 +143,8 @@ class Model:
             return self._unary(n)
         if n.op == "reduce":
             return self._reduce(n)
+        if n.op in ("roundtrip", "cumsum", "argreduce"):
+            return self._reorder(n)
         if n.op == "where":
             c = self.operand(n.args[0], "bool", rank)
             a, b = (self.operand(x, n.dtype, rank) for x in n.args[1:])
@@ -205,6 +207,36 @@ class Model:
         up = [None if a is None else self._lift(a, lift, len(n.shape))
               for a in (src.v, src.undef, src.err)]
         return self._done(n, up[0], up[1], up[2])  # type: ignore[arg-type]
+
+    def _reorder(self, n: Node) -> Value:
+        """A layout round trip (the same tile), an i32 `cumsum` (wraps), or `argmax` /
+        `argmin`: the index of the first extreme (NaN counts as one, as NumPy's), flat
+        over the tile for `axis=None`; an index whose run of elements holds an unspecified
+        one is unspecified."""
+        (x,) = n.args
+        assert isinstance(x, Node)
+        src = self.env[x.name]
+        if n.op == "roundtrip":
+            return self._done(n, src.v, src.undef, src.err)
+        if n.op == "cumsum":
+            axis = self.nb + n.attr  # type: ignore[operator]
+            return self._done(n, np.cumsum(src.v, axis=axis, dtype=np.int32),
+                              np.cumsum(src.undef, axis=axis) > 0)
+        kind, axis, keep = n.attr  # type: ignore[misc]
+        f = np.argmax if kind == "argmax" else np.argmin
+        if axis is None:  # over the flattened tile
+            flat = src.v.reshape(self.grid + (-1,))
+            v = f(flat, axis=-1).astype(np.int32)
+            undef = np.any(src.undef.reshape(self.grid + (-1,)), axis=-1)
+            if keep:
+                v = v.reshape(self.grid + (1,) * len(x.shape))
+                undef = undef.reshape(v.shape)
+            return self._done(n, v, undef)
+        v = f(src.v, axis=self.nb + axis).astype(np.int32)
+        undef = np.any(src.undef, axis=self.nb + axis)
+        if keep:
+            v, undef = np.expand_dims(v, self.nb + axis), np.expand_dims(undef, self.nb + axis)
+        return self._done(n, v, undef)
 
     def _reduce(self, n: Node) -> Value:
         kind, axis, keep = n.attr  # type: ignore[misc]

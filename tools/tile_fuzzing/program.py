@@ -175,6 +175,16 @@ def render_op(p: Program, n: Node) -> str:
     if n.op == "reduce":
         kind, axis, keep = n.attr  # type: ignore[misc]
         return f"tile.{kind}({a[0]}, {axis}, keepdims={keep})"
+    if n.op == "roundtrip":
+        if n.attr == "permute":
+            return f"{a[0]}.permute((1, 0)).permute((1, 0))"
+        m, k = n.shape
+        return f"{a[0]}.reshape(({m * k},)).reshape(({m}, {k}))"
+    if n.op == "cumsum":
+        return f"tile.cumsum({a[0]}, {n.attr})"
+    if n.op == "argreduce":
+        kind, axis, keep = n.attr  # type: ignore[misc]
+        return f"tile.{kind}({a[0]}, {axis}, keepdims={keep})"
     if n.op == "expand":
         return f"{a[0]}[:, None]" if n.attr == 1 else f"{a[0]}[None, :]"
     if n.op == "broadcast":
