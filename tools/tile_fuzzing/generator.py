@@ -378,6 +378,20 @@ class Generator:
     def _op_reduce(self) -> None:
         a = self._pick(lambda n: n.dtype in R.NUMERIC and len(n.shape) > 0)
         kind = self.rng.choice(("sum", "max", "min"))
+        # max/min of products is one of them (over an axis of one element, the product
+        # itself), which a later add could still contract
+        self._reduction("reduce", a, kind, a.dtype, product=a.product and kind != "sum",
+                        approx=a.approx or (kind == "sum" and R.is_float(a.dtype)))
+
+    def _op_argreduce(self) -> None:
+        """`tile.argmax/argmin(x, axis, keepdims)`: the i32 index of the first extreme."""
+        a = self._pick(lambda n: n.dtype in R.NUMERIC and len(n.shape) > 0 and not n.approx)
+        self._reduction("argreduce", a, self.rng.choice(("argmax", "argmin")), "i32")
+
+    def _reduction(self, op: str, a: Node, kind: str, dtype: str, product: bool = False,
+                   approx: bool = False) -> None:
+        """`tile.<kind>(a, axis, keepdims)` along a random axis (or all), then, where a
+        (BM,) result must meet a 2-d tile, `[:, None]`."""
         axis = self.rng.choice([*range(len(a.shape)), None])
         keep = self.rng.random() < 0.6
         if axis is None:
@@ -386,15 +400,12 @@ class Generator:
             shape = tuple(1 if d == axis else s for d, s in enumerate(a.shape))
         else:
             shape = tuple(s for d, s in enumerate(a.shape) if d != axis)
-        approx = a.approx or (kind == "sum" and R.is_float(a.dtype))
-        # max/min of products is one of them (over an axis of one element, the product
-        # itself), which a later add could still contract
-        r = self._add("reduce", (a,), (kind, axis, keep), a.dtype, shape,
-                      product=a.product and kind != "sum", approx=approx)
+        r = self._add(op, (a,), (kind, axis, keep), dtype, shape, product=product,
+                      approx=approx)
         if len(shape) == 1 and self.p.rank == 2 and (axis == 1 or self.rng.random() < 0.5):
             # (BM,) must become (BM, 1) to meet the tile; (BN,) meets it either way
-            self._add("expand", (r,), 1 if axis == 1 else 0, a.dtype,
-                      (shape[0], 1) if axis == 1 else (1, shape[0]), product=r.product,
+            self._add("expand", (r,), 1 if axis == 1 else 0, dtype,
+                      (shape[0], 1) if axis == 1 else (1, shape[0]), product=product,
                       approx=approx)
 
     def _op_roundtrip(self) -> None:
@@ -410,23 +421,6 @@ class Generator:
         a = self._pick(lambda n: n.dtype == "i32" and len(n.shape) > 0)
         axis = self.rng.randrange(len(a.shape))
         self._add("cumsum", (a,), axis, "i32", a.shape)
-
-    def _op_argreduce(self) -> None:
-        """`tile.argmax/argmin(x, axis, keepdims)`: the i32 index of the first extreme."""
-        a = self._pick(lambda n: n.dtype in R.NUMERIC and len(n.shape) > 0 and not n.approx)
-        kind = self.rng.choice(("argmax", "argmin"))
-        axis = self.rng.choice([*range(len(a.shape)), None])
-        keep = self.rng.random() < 0.6
-        if axis is None:
-            shape: tuple[int, ...] = (1,) * len(a.shape) if keep else ()
-        elif keep:
-            shape = tuple(1 if d == axis else s for d, s in enumerate(a.shape))
-        else:
-            shape = tuple(s for d, s in enumerate(a.shape) if d != axis)
-        r = self._add("argreduce", (a,), (kind, axis, keep), "i32", shape)
-        if len(shape) == 1 and self.p.rank == 2 and (axis == 1 or self.rng.random() < 0.5):
-            self._add("expand", (r,), 1 if axis == 1 else 0, "i32",
-                      (shape[0], 1) if axis == 1 else (1, shape[0]))
 
     def _op_source(self) -> None:
         p, rng = self.p, self.rng

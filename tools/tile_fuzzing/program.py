@@ -172,7 +172,7 @@ def render_op(p: Program, n: Node) -> str:
         return f"tile.where({a[0]}, {a[1]}, {a[2]})"
     if n.op == "astype":
         return f"{a[0]}.astype({TYPE_NAME[n.dtype]})"
-    if n.op == "reduce":
+    if n.op in ("reduce", "argreduce"):
         kind, axis, keep = n.attr  # type: ignore[misc]
         return f"tile.{kind}({a[0]}, {axis}, keepdims={keep})"
     if n.op == "roundtrip":
@@ -182,9 +182,6 @@ def render_op(p: Program, n: Node) -> str:
         return f"{a[0]}.reshape(({m * k},)).reshape(({m}, {k}))"
     if n.op == "cumsum":
         return f"tile.cumsum({a[0]}, {n.attr})"
-    if n.op == "argreduce":
-        kind, axis, keep = n.attr  # type: ignore[misc]
-        return f"tile.{kind}({a[0]}, {axis}, keepdims={keep})"
     if n.op == "expand":
         return f"{a[0]}[:, None]" if n.attr == 1 else f"{a[0]}[None, :]"
     if n.op == "broadcast":
