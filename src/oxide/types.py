@@ -126,6 +126,11 @@ def dtype_of(value: Any) -> DType:
 ACCESS_KINDS = ("slice", "disjoint", "atomic", "raw")
 
 
+# the widest global access, one `ld.global.v4.b32`: what `ArrayType.vectors` means by
+# a vector (runtime/array_view.fits_vectors; tile/layout.vector_elements)
+VECTOR_BYTES = 16
+
+
 @dataclass(frozen=True)
 class ArrayType:
     """An array parameter: element type, rank, access discipline and layout.

@@ -51,7 +51,7 @@ class ArrayView:
         return byte_range(self.ptr, self.shape, self.strides, self.dtype.itemsize)
 
 
-VECTOR_BYTES = 16  # the widest vector access (ld.global.v4.b32)
+VECTOR_BYTES = T.VECTOR_BYTES  # the widest vector access (ld.global.v4.b32)
 
 
 def fits_vectors(ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None,

@@ -34,6 +34,7 @@ from oxide.errors import (
 )
 from oxide.frontend.builder import IRBuilder
 from oxide.frontend.entry import KernelContext, LoweredKernel
+from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, STATIC_SHARED_BYTES
 from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source
 from oxide.ir import ops
@@ -42,7 +43,7 @@ from oxide.kernel_types import DeviceFunction
 from oxide.specialize import ConstValue
 from oxide.tile import lang
 from oxide.tile.calls import TileCallsMixin
-from oxide.tile.layout import VECTOR, VECTOR_BYTES, Layout, blocked, vector_elements
+from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
 from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
@@ -50,8 +51,6 @@ from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, s
 
 # elements one thread may hold in one tile (registers: a larger tile spills, then fails)
 MAX_SLOTS = 256
-STATIC_SHARED_BYTES = 48 * 1024
-SM90A_STATIC_SHARED_BYTES = 227 * 1024  # static shared memory of an sm_90a kernel
 _BIN_KINDS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
               ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.BitAnd: "and", ast.BitOr: "or",
               ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
@@ -722,7 +721,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         length is known to be a multiple of 16 bytes' worth of elements."""
         ssa = self.b.value(ops.ArrayDimOp(arr.ssa, d, ir_type(T.i64)))
         if arr.type.vectors and d == arr.type.rank - 1:
-            self.em.divisors[ssa] = VECTOR_BYTES // arr.type.dtype.itemsize
+            self.em.divisors[ssa] = T.VECTOR_BYTES // arr.type.dtype.itemsize
         return self.scalar_tile(ssa, T.i64)
 
     def static_shape(self, v: Any, node: ast.AST, what: str) -> tuple[int, ...]:

@@ -37,9 +37,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from oxide import types as T
+
 WARP_SIZE = 32
-# the widest global access, one `ld.global.v4.b32` (as runtime/array_view.VECTOR_BYTES)
-VECTOR_BYTES = 16
 # the fewest elements side by side in one thread along the innermost dimension: 4 x
 # 32-bit is one 128-bit access
 VECTOR = 4
@@ -161,7 +161,7 @@ def vector_elements(itemsizes: list[int]) -> int:
     layout of the kernel uses the same run, so tiles of different dtypes combine without
     conversions, and a bf16 tile moves in 16-byte accesses (8 elements) like an f32 one
     (4): with 4 bf16 a thread, bf16 layernorm ran at 0.70x Triton on the H200."""
-    return max(VECTOR, VECTOR_BYTES // min(itemsizes)) if itemsizes else VECTOR
+    return max(VECTOR, T.VECTOR_BYTES // min(itemsizes)) if itemsizes else VECTOR
 
 
 def blocked(shape: tuple[int, ...], num_warps: int, vector: int = VECTOR) -> Layout:
