@@ -42,6 +42,8 @@ class CompiledKernel:
         self.constants: list[tuple[str, Any]] = []
         # the `oxide.func`s of the recursive @ox.funcs the kernel calls (usually none)
         self.device_functions: list[Any] = []
+        # a tile kernel's tile-dialect IR after the layout pass, kept for OXIDE_DUMP=tile
+        self.tile: str | None = None
 
     @cached_property
     def ir(self) -> str:
@@ -202,7 +204,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     if getattr(kernel, "is_tile", False):  # @ox.tile.kernel: the tile frontend
         from oxide.tile.frontend import lower_tile_kernel
 
-        lowered = lower_tile_kernel(kernel, sig, symbol)
+        lowered = lower_tile_kernel(kernel, sig, symbol,
+                                    keep_tile_ir="tile" in os.environ.get("OXIDE_DUMP", ""))
     else:
         lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func
@@ -285,6 +288,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     ck = CompiledKernel(kernel, sig, target, arch, symbol, func, llvm_text, abi,
                         lowered.sites, lowered.ctx.uses_barriers)
     ck.device_functions = device_funcs
+    ck.tile = getattr(lowered, "tile_ir", None)
     # A coarsened kernel runs logical blocks F*b .. F*b+F-1 in block b and takes the logical
     # grid.x as a hidden last argument: the launcher divides grid.x by F.
     ck.grid_x_factor = factor
@@ -301,7 +305,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     return ck
 
 
-DUMP_STAGES = {"ir": ("cpu", "nvptx"), "llvm": ("cpu", "nvptx"), "ptx": ("nvptx",)}
+DUMP_STAGES = {"tile": ("cpu", "nvptx"), "ir": ("cpu", "nvptx"), "llvm": ("cpu", "nvptx"), "ptx": ("nvptx",)}
 
 
 def dump_stages(ck: CompiledKernel, spec: str) -> None:
@@ -317,6 +321,8 @@ def dump_stages(ck: CompiledKernel, spec: str) -> None:
         elif ck.target not in DUMP_STAGES[stage]:
             print(f"// ---- oxide {stage}: {ck.name}: none, compiled for the "
                   f"{'CPU' if ck.target == 'cpu' else ck.target} ----", file=sys.stderr)
+        elif stage == "tile" and ck.tile is None:
+            print(f"// ---- oxide tile: {ck.name}: none, a SIMT kernel ----", file=sys.stderr)
         else:
             print(f"// ---- oxide {stage}: {ck.name} ----", file=sys.stderr)
             print(getattr(ck, stage), file=sys.stderr)

@@ -22,7 +22,7 @@ from oxide import types as T
 from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile.layout import Layout
-from oxide.tile.values import Tile
+from oxide.tile.values import Slots
 
 
 class GlobalAccessMixin:
@@ -131,7 +131,7 @@ class GlobalAccessMixin:
         return [self.b.value(ops.SlotReadOp(slot)) for slot in slots]
 
     def load(self, arr: SSAValue, vectors: bool | None, dt: T.DType,
-             index: Sequence[SSAValue], layout: Layout, padding: SSAValue) -> Tile:
+             index: Sequence[SSAValue], layout: Layout, padding: SSAValue) -> Slots:
         """The tile at `index`, elements outside the array read as `padding`: masked
         loads (`ops.MaskedLoadOp`, predicated on the GPU), no branch per element, by
         vectors of up to 16 bytes where the rows take them, else one element at a time.
@@ -151,11 +151,11 @@ class GlobalAccessMixin:
                 values += got.res
             return values
 
-        return Tile(dt, layout, tuple(self._by_vectors(arr, vectors, len(index), dt, layout,
+        return Slots(dt, layout, tuple(self._by_vectors(arr, vectors, len(index), dt, layout,
                                                        access)))
 
     def store(self, arr: SSAValue, vectors: bool | None, index: Sequence[SSAValue],
-              t: Tile) -> None:
+              t: Slots) -> None:
         """Writes the elements this thread owns (no replica writes) that are inside the
         array: masked stores, by vectors where the rows take them, as `load` reads."""
         owner = self.owner(t.layout)

@@ -1,5 +1,5 @@
 """Calls of the `tile.*` operations in a tile kernel: typing, diagnostics, and the
-`tile/lower.py` call that emits each (mixed into `TileLowering`).
+tile op each becomes (mixed into `TileLowering`).
 
 Creation (`zeros`, `full`, `arange`), indices (`bid`, `num_blocks`, `cdiv`,
 `num_tiles`), math, `where`, reductions and scans, shape changes (`broadcast_to`,
@@ -17,8 +17,7 @@ from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
 from oxide.ir import ops
 from oxide.ir.types import ir_type
-from oxide.tile.layout import mma_accumulator
-from oxide.tile.mma_lower import accumulate_dtype, lower_mma
+from oxide.tile.mma_lower import accumulate_dtype
 from oxide.tile.values import Method, Static, TArray, Tile, describe, shape_text
 
 _REDUCE = {"sum": "add", "max": "max", "min": "min"}
@@ -51,7 +50,7 @@ class TileCallsMixin:
         axis = self._axis(a, node.args[0], "tile.bid")
         reg = self.b.value(ops.RegisterOp(f"ctaid.{'xyz'[axis]}", ir_type(T.i32)))
         t = self.scalar_tile(reg, T.i32)
-        return Tile(t.dtype, t.layout, t.values, witness=axis)
+        return Tile(t.dtype, t.shape, t.ssa, witness=axis)
 
     def call_tiles(self, node: ast.Call) -> Tile:
         raise self.error(KernelSyntaxError, node, "`tile.tiles(n)` is the iterable of a "
@@ -80,7 +79,7 @@ class TileCallsMixin:
                              f"scalar tile index, not {t.describe()}")
         pair = self._grouped(t, args[1:], node.args[1:])
         if t.witness != 0:  # a plain integer in, plain integers out
-            return tuple(Tile(p.dtype, p.layout, p.values) for p in pair)  # type: ignore[return-value]
+            return tuple(Tile(p.dtype, p.shape, p.ssa) for p in pair)  # type: ignore[return-value]
         return pair
 
     def _grouped(self, pid: Tile, args: list[Any], nodes: list[ast.expr]) -> tuple[Tile, Tile]:
@@ -91,10 +90,10 @@ class TileCallsMixin:
                 raise self.error(KernelTypeError, a, f"the sizes of the grouped order are "
                                  f"integer scalars, not {t.describe()}")
         dt = T.i64 if T.i64 in (pid.dtype, num_m.dtype, num_n.dtype, group.dtype) else T.i32
-        one = self.scalar_tile(self.em.const(1, dt), dt)
+        one = self.t.full((), 1, dt)
 
         def op(kind: str, a: Tile, b: Tile) -> Tile:
-            return self.em.binary(kind, self.em.cast(a, dt), self.em.cast(b, dt))
+            return self.t.binary(kind, self.t.cast(a, dt), self.t.cast(b, dt))
 
         g = op("max", group, one)
         per_group = op("mul", g, op("max", num_n, one))
@@ -103,8 +102,8 @@ class TileCallsMixin:
         r = op("mod", pid, per_group)
         row = op("add", first, op("mod", r, size))
         col = op("floordiv", r, size)
-        return (Tile(dt, row.layout, row.values, witness=("grouped", 0)),
-                Tile(dt, col.layout, col.values, witness=("grouped", 1)))
+        return (Tile(dt, row.shape, row.ssa, witness=("grouped", 0)),
+                Tile(dt, col.shape, col.ssa, witness=("grouped", 1)))
 
     def call_num_blocks(self, node: ast.Call) -> Tile:
         (a,) = self.positional(node, 1, "tile.num_blocks(axis)")
@@ -145,21 +144,20 @@ class TileCallsMixin:
         args = self.positional(node, (1, 2), "tile.zeros(shape, dtype=f32)", ("dtype",))
         dt = self._dtype_arg(node, 1) or T.f32
         shape = self.static_shape(args[0], node.args[0], "the shape of tile.zeros")
-        return self.em.full(self.blocked(shape), 0, dt)
+        return self.t.full(shape, 0, dt)
 
     def call_full(self, node: ast.Call) -> Tile:
         args = self.positional(node, (2, 3), "tile.full(shape, value, dtype=None)", ("dtype",))
         shape = self.static_shape(args[0], node.args[0], "the shape of tile.full")
         dt = self._dtype_arg(node, 2)
         value = args[1]
-        layout = self.blocked(shape)
         if isinstance(value, Static) and isinstance(value.obj, (bool, int, float)):
             if dt is None:
                 dt = self.as_tile(value, node.args[1]).dtype
             self.as_tile(value, node.args[1], dt)  # range check
-            return self.em.full(layout, value.obj, dt)
+            return self.t.full(shape, value.obj, dt)
         if isinstance(value, Tile) and value.ndim == 0:
-            return self.em.splat(layout, self.em.cast(value, dt or value.dtype))
+            return self.t.splat(self.t.cast(value, dt or value.dtype), shape)
         raise self.error(KernelTypeError, node.args[1], f"the value of tile.full is a number "
                          f"or a scalar, not {describe(value)}")
 
@@ -176,7 +174,7 @@ class TileCallsMixin:
         args = self.positional(node, (1, 2), "tile.arange(n, dtype=i32)", ("dtype",))
         (n,) = self.static_shape(args[0], node.args[0], "the length of tile.arange")
         dt = self._dtype_arg(node, 1) or T.i32
-        return self.em.arange(self.blocked((n,)), dt)
+        return self.t.arange(n, dt)
 
     def _math(self, fn: str, node: ast.Call) -> Tile:
         (x,) = self.positional(node, 1, f"tile.{fn}(x)")
@@ -186,7 +184,7 @@ class TileCallsMixin:
                              f"tile.{fn} takes floats, not {t.dtype.name}",
                              label=f"this is {t.describe()}",
                              hint="convert first: `x.astype(f32)`")
-        return self.em.math(fn, t)
+        return self.t.math(fn, t)
 
     def _minmax(self, kind: str, node: ast.Call) -> Any:
         a, b = self.positional(node, 2, f"tile.{kind}imum(a, b)")
@@ -198,7 +196,7 @@ class TileCallsMixin:
             raise self.error(KernelTypeError, node, f"tile.{kind}imum on bools",
                              hint="use `|` or `&`")
         ta, tb = self.operands(a, b, node, node.args[0], node.args[1], dt)
-        return self.em.binary(kind, ta, tb)
+        return self.t.binary(kind, ta, tb)
 
     def call_maximum(self, node: ast.Call) -> Any:
         return self._minmax("max", node)
@@ -220,12 +218,13 @@ class TileCallsMixin:
         else:
             dt = self.promote(a, b, node)
         ta, tb = self.as_tile(a, node.args[1], dt), self.as_tile(b, node.args[2], dt)
-        ta, tb = self.em.cast(ta, dt), self.em.cast(tb, dt)
+        ta, tb = self.t.cast(ta, dt), self.t.cast(tb, dt)
         shape = self.broadcast_shape(ta.shape, tb.shape, node)
         shape = self.broadcast_shape(ct.shape, shape, node, " (the condition and the values)")
-        layout = self.target_layout(shape, ta, tb, ct)
-        return self.em.where(self.em.broadcast(ct, layout), self.em.broadcast(ta, layout),
-                             self.em.broadcast(tb, layout))
+        like = (ta, tb, ct)  # the result's layout: the first of these of its shape
+        return self.t.where(self.t.broadcast(ct, shape, *like),
+                            self.t.broadcast(ta, shape, *like),
+                            self.t.broadcast(tb, shape, *like))
 
     def _reduce(self, name: str, node: ast.Call) -> Tile:
         args = self.positional(node, (1, 3), f"tile.{name}(x, axis=None, keepdims=False)",
@@ -237,7 +236,7 @@ class TileCallsMixin:
         axes, keepdims = self._axes(name, x, node)
         # reduce the highest axis first, so the others keep their numbers
         for axis in sorted(axes, reverse=True):
-            x = self.em.reduce(_REDUCE[name], x, axis, keepdims)
+            x = self.t.reduce(_REDUCE[name], x, axis, keepdims)
         return x
 
     def _argreduce(self, kind: str, node: ast.Call) -> Tile:
@@ -250,14 +249,13 @@ class TileCallsMixin:
                              hint="convert first: `x.astype(i32)`")
         axes, keepdims = self._axes(name, x, node)
         if not x.ndim:
-            return self.em.full(x.layout, 0, T.i32)
+            return self.t.full((), 0, T.i32)
         if len(axes) == 1:
-            _, idx = self.em.arg_reduce(kind, x, self.em.index_tile(x.layout, axes[0]), axes[0],
-                                        keepdims)
+            _, idx = self.t.arg_reduce(kind, x, self.t.index(x, axes[0]), axes[0], keepdims)
             return idx
-        idx = self.em.index_tile(x.layout, None)  # NumPy: the position in the flattened tile
+        idx = self.t.index(x, None)  # NumPy: the position in the flattened tile
         for axis in sorted(axes, reverse=True):
-            x, idx = self.em.arg_reduce(kind, x, idx, axis, keepdims)
+            x, idx = self.t.arg_reduce(kind, x, idx, axis, keepdims)
         return idx
 
     # -- matrix products ----------------------------------------------------------------
@@ -324,7 +322,7 @@ class TileCallsMixin:
                              label=f"this is {acc.describe()}",
                              hint=f"start from `tile.zeros({shape_text(want)}, {acc_dt.name})`"
                                   f"; convert the result afterwards (`.astype(...)`)")
-        return lower_mma(self.em, ta, tb, acc)
+        return self.t.mma(ta, tb, acc)
 
     def matmul(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST) -> Tile:
         """`a @ b`: the operands promoted to one dtype (as for `+`), multiplied with an f32
@@ -332,12 +330,10 @@ class TileCallsMixin:
         torch and cuTile's `ct.matmul`)."""
         ta, tb = self._mma_operands(a, b, node, na, nb, "`@`")
         dt = self.promote(ta, tb, node)
-        ta, tb = self.em.cast(ta, dt), self.em.cast(tb, dt)
+        ta, tb = self.t.cast(ta, dt), self.t.cast(tb, dt)
         shape = (ta.shape[0], tb.shape[1])
-        acc_dt = accumulate_dtype(dt)
-        layout = mma_accumulator(shape, self.num_warps) or self.blocked(shape)
-        out = lower_mma(self.em, ta, tb, self.em.full(layout, 0, acc_dt))
-        return self.em.cast(out, dt)
+        out = self.t.mma(ta, tb, self.t.full(shape, 0, accumulate_dtype(dt), layout="mma"))
+        return self.t.cast(out, dt)
 
     def call_cumsum(self, node: ast.Call) -> Tile:
         args = self.positional(node, (1, 2), "tile.cumsum(x, axis=0)", ("axis",))
@@ -354,9 +350,7 @@ class TileCallsMixin:
             raise self.error(KernelTypeError, axis_node or node,
                              f"the axis of tile.cumsum is a constant from {-x.ndim} to "
                              f"{x.ndim - 1} for {x.describe()}")
-        if not x.layout.is_blocked:  # the scan walks blocked layouts (an mma result)
-            x = self.em.convert(x, self.blocked(x.shape))
-        return self.em.cumsum(x, axis % x.ndim)
+        return self.t.cumsum(x, axis % x.ndim)
 
     def _axes(self, name: str, x: Tile, node: ast.Call) -> tuple[list[int], bool]:
         """The axes a reduction's `axis` names (all for None), and its `keepdims`."""
@@ -386,7 +380,7 @@ class TileCallsMixin:
             raise self.error(KernelTypeError, node,
                              f"cannot broadcast {shape_text(t.shape)} to {shape_text(shape)}",
                              hint="the target must be at least as large in every dimension")
-        return self.em.broadcast(t, self.blocked(shape))
+        return self.t.broadcast(t, shape)
 
     def call_reshape(self, node: ast.Call) -> Tile:
         x, s = self.positional(node, 2, "tile.reshape(x, shape)")
@@ -404,10 +398,9 @@ class TileCallsMixin:
             raise self.error(KernelTypeError, node,
                              f"cannot reshape {t.describe()} ({have} elements) to "
                              f"{shape_text(shape)} ({size} elements)")
-        layout = self.blocked(shape)
         if shape == t.shape:
-            return self.em.convert(t, layout)
-        return self.em.reshape(t, layout)
+            return self.t.convert(t, "blocked")
+        return self.t.reshape(t, shape)
 
     def call_permute(self, node: ast.Call) -> Tile:
         x, a = self.positional(node, 2, "tile.permute(x, axes)")
@@ -420,8 +413,7 @@ class TileCallsMixin:
                              f"the axes of tile.permute are a permutation of "
                              f"{tuple(range(t.ndim))} for {t.describe()}, not {describe(a)}",
                              hint="e.g. `tile.permute(x, (1, 0))` transposes")
-        shape = tuple(t.shape[k] for k in axes)
-        return self.em.permute(t, axes, self.blocked(shape))
+        return self.t.permute(t, axes)
 
     def call_method(self, m: Method, node: ast.Call) -> Tile:
         if m.name == "astype":
@@ -429,7 +421,7 @@ class TileCallsMixin:
             if not (isinstance(dt, Static) and isinstance(dt.obj, T.DType)):
                 raise self.error(KernelTypeError, node.args[0], f"astype takes a dtype, not "
                                  f"{describe(dt)}")
-            return self.em.cast(m.tile, dt.obj)
+            return self.t.cast(m.tile, dt.obj)
         if m.name == "reshape":
             (shape,) = self.positional(node, 1, "x.reshape(shape)")
             return self._reshape(m.tile, shape, node, node.args[0])

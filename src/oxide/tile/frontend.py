@@ -5,11 +5,13 @@ This module holds the statements, expressions and operators; `tile/calls.py` the
 (all three mixed in).
 
 It evaluates the body as values (`tile/values.py`): tiles, arrays, and Python
-constants that fold as Python computes them. Tile ops are lowered as they are met by
-`tile/lower.py`; this module does the typing (shapes, broadcasting, dtypes), the
-safety rules and the diagnostics. What it assumes: every statement runs in every
-thread of the block (tile code has no thread-dependent control flow), so the
-barriers of conversions and reductions are reached by all.
+constants that fold as Python computes them. Each tile operation becomes an op of the
+tile dialect (`ir/tile_ops.py`), between the scalar SIMT ops of the kernel's control
+flow; this module does the typing (shapes, broadcasting, dtypes), the safety rules and
+the diagnostics. Then two passes: `tile/layouts.py` picks every tile's layout and
+`tile/to_simt.py` lowers the tile ops into SIMT IR (`tile/lower.py`). What it assumes:
+every statement runs in every thread of the block (tile code has no thread-dependent
+control flow), so the barriers of conversions and reductions are reached by all.
 
 Safety: `tile.bid(axis)` is a TileIndex witness. A DisjointSlice is stored (and read)
 only at an index whose items are witnesses (each axis at most once) and constants,
@@ -32,7 +34,6 @@ from oxide.errors import (
     KernelTypeError,
     UnsupportedFeatureError,
 )
-from oxide.frontend.builder import IRBuilder
 from oxide.frontend.entry import KernelContext, LoweredKernel
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, STATIC_SHARED_BYTES
 from oxide.frontend.scope import Scope
@@ -42,11 +43,15 @@ from oxide.ir.types import array_ir_type, ir_type
 from oxide.kernel_types import DeviceFunction
 from oxide.specialize import ConstValue
 from oxide.tile import lang
+from oxide.tile.builder import TileBuilder
 from oxide.tile.calls import TileCallsMixin
 from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
+from oxide.tile.layouts import LayoutPass
 from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
+from oxide.tile.op_builder import TileOps
+from oxide.tile.to_simt import ToSIMT
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
 
 # elements one thread may hold in one tile (registers: a larger tile spills, then fails)
@@ -72,6 +77,7 @@ class TileLowered(LoweredKernel):
     (the others must be 1 at launch), or None when it stores no DisjointSlice."""
 
     grid_axes: frozenset[str] | None = None
+    tile_ir: str | None = None  # the tile dialect after the layout pass (OXIDE_DUMP=tile)
 
 
 @dataclass
@@ -86,13 +92,15 @@ def is_power_of_two(n: int) -> bool:
     return n >= 1 and n & (n - 1) == 0
 
 
-def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> TileLowered:
-    """Lower a tile kernel's body for one signature into oxide IR."""
+def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
+                      keep_tile_ir: bool = False) -> TileLowered:
+    """Lower a tile kernel's body for one signature into oxide IR; with `keep_tile_ir`,
+    keep the text of its tile-dialect form as the layout pass leaves it."""
     runtime = [(p, s) for p, s in zip(kernel.params, sig, strict=True)
                if not isinstance(s, ConstValue)]
     arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
                  for _, s in runtime]
-    b = IRBuilder(symbol, arg_types)
+    b = TileBuilder(symbol, arg_types)
     ctx = KernelContext({p.name for p in kernel.params}, kernel.options.checks)
     low = TileLowering(b, kernel.source, kernel.scope, ctx, kernel.tile_options.num_warps,
                        kernel.tile_options.num_stages)
@@ -108,12 +116,15 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str) -> TileLow
         else:
             low.env[p.name] = low.scalar_tile(next(args), s)
     low.lower_body(kernel.source.tree.body)
+    LayoutPass(b, low.num_warps, low.vector).run()
+    tile_ir = str(b.func) if keep_tile_ir else None
+    ToSIMT(b, low.em).run()
     ctx.uses_barriers = low.em.uses_barriers
     func = b.finish()
     axes = None
     if low.stores.axes is not None:
         axes = frozenset("xyz"[a] for a in low.stores.axes)
-    return TileLowered(func, b.sites, ctx, b, axes)
+    return TileLowered(func, b.sites, ctx, b, axes, tile_ir)
 
 
 def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DType]:
@@ -132,7 +143,7 @@ def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DTyp
 class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
-    def __init__(self, b: IRBuilder, source: Source, scope: Scope, ctx: KernelContext,
+    def __init__(self, b: TileBuilder, source: Source, scope: Scope, ctx: KernelContext,
                  num_warps: int, num_stages: int = 1) -> None:
         self.b = b
         self.num_stages = num_stages  # loop iterations of tile loads in flight (stmt_For)
@@ -143,7 +154,8 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         self.env: dict[str, Any] = {}
         self.typevars: dict[T.TypeVar, T.DType] = {}  # what `T` names in the body
         self.vector = VECTOR  # contiguous elements per thread of the default layouts
-        self.em = TileEmitter(b, num_warps, self._reserve_shared)
+        self.em = TileEmitter(b, num_warps, self._reserve_shared)  # used by the lowering
+        self.t = TileOps(b, lambda: self.src.span(self._node))
         self.stores = _Stores()
         self.unsafe_depth = 0
         self._node: ast.AST = source.tree
@@ -172,14 +184,14 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
                    f"{STATIC_SHARED_BYTES} are available")
         hint = ("use smaller tiles, or more warps (`num_warps=`), so that reductions need "
                 "fewer cross-warp cells")
+        span = self.b.span_now  # the statement of the tile op being lowered
         if total > SM90A_STATIC_SHARED_BYTES:
-            raise self.error(UnsupportedFeatureError, self._node,
-                             message + f" ({SM90A_STATIC_SHARED_BYTES} on sm_90)", hint=hint)
+            raise UnsupportedFeatureError(message + f" ({SM90A_STATIC_SHARED_BYTES} on sm_90)",
+                                          span, "", hint)
         if self.ctx.big_shared is None:
-            self.ctx.big_shared = self.error(
-                UnsupportedFeatureError, self._node,
+            self.ctx.big_shared = UnsupportedFeatureError(
                 message + f" ({SM90A_STATIC_SHARED_BYTES} on sm_90, where the kernel is "
-                "compiled for sm_90a)", hint=hint)
+                "compiled for sm_90a)", span, "", hint)
 
     def blocked(self, shape: tuple[int, ...]) -> Layout:
         """The kernel's default layout of a tile of `shape` (`layout.blocked` with the
@@ -305,7 +317,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
                                   "to a scalar first (`tile.max(x) > 0`)")
         if not cond.dtype.is_bool:
             zero = self.as_tile(Static(0), node.test, cond.dtype)
-            cond = self.em.compare("ne", cond, zero)
+            cond = self.t.compare("ne", cond, zero)
         self.branch(node, cond)
 
     def branch(self, node: ast.If, cond: Tile) -> None:
@@ -313,9 +325,10 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         parameter, a bid, a reduction's result), so the whole block takes one way and the
         barriers of conversions and reductions inside are reached by all or none. Names
         either arm rebinds are merged in slots at the join, as loops carry them."""
-        self.b.uniform.add(cond.scalar)  # for passes/uniformity.py: block-uniform
+        scalar = self.t.extract(cond)
+        self.b.uniform.add(scalar)  # for passes/uniformity.py: block-uniform
         then_b, else_b, join = self.b.new_block(), self.b.new_block(), self.b.new_block()
-        self.b.cond_br(cond.scalar, then_b, else_b)
+        self.b.cond_br(scalar, then_b, else_b)
         before = dict(self.env)
         ends = []
         for block, body in ((then_b, node.body), (else_b, node.orelse)):
@@ -346,15 +359,10 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
                                  f"{describe(ev)} after the other",
                                  hint="give it one shape and dtype in both arms (`.astype`, "
                                       "`tile.broadcast_to`)")
-            slots = [self.b.alloc(ops.SlotOp(ir_type(tv.dtype))) for _ in tv.values]
+            var = self.t.var(tv.shape, tv.dtype)  # in the then-arm's layout (tile/layouts.py)
             for end, v in ((then_end, tv), (else_end, ev)):
-                def write(v: Tile = v, slots: list[Any] = slots,
-                          layout: Layout = tv.layout) -> None:
-                    v = self.em.convert(v, layout)
-                    for slot, x in zip(slots, v.values, strict=True):
-                        self.b.emit(ops.SlotWriteOp(slot, x))
-                self._in_block(end, write)
-            merged[name] = (tv.dtype, tv.layout, slots)
+                self._in_block(end, lambda v=v, var=var: self.t.var_write(var, v))
+            merged[name] = (tv, var)
         for end in (then_end, else_end):
             self.b.set_block(end)
             self.b.br(join)
@@ -362,8 +370,8 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         self.env = dict(before)
         for name, v in merged.items():
             if isinstance(v, tuple):
-                dt, layout, slots = v
-                v = Tile(dt, layout, tuple(self.b.value(ops.SlotReadOp(s)) for s in slots))
+                like, var = v
+                v = self.t.var_read(var, like.shape, like.dtype)
             self.env[name] = v
 
     def _in_block(self, block: Any, emit: Any) -> Any:
@@ -481,11 +489,12 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
     def tile_subscript(self, t: Tile, node: ast.Subscript) -> Tile:
         """`x[:, None]`, `x[None, :]`, `x[None]`: new dimensions of extent 1."""
         items = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
-        layout = t.layout
+        shape, axes = t.shape, []
         d = 0
         for item in items:
             if isinstance(item, ast.Constant) and item.value is None:
-                layout = layout.insert(d)
+                shape = (*shape[:d], 1, *shape[d:])
+                axes.append(d)
                 d += 1
             elif isinstance(item, ast.Slice) and item.lower is None and item.upper is None \
                     and item.step is None:
@@ -498,11 +507,13 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
                                  "tiles are indexed only with `:` and `None` (new axes)",
                                  hint="elements of a tile are not addressable one by one; "
                                       "use reductions, `tile.where`, or store the tile")
-        kept = d - (len(layout.shape) - t.ndim)
+        kept = d - (len(shape) - t.ndim)
         if kept > t.ndim:
             raise self.error(KernelTypeError, node,
                              f"too many `:` for {t.describe()}")
-        return Tile(t.dtype, layout, t.values)
+        if not axes:
+            return Tile(t.dtype, t.shape, t.ssa)
+        return self.t.expand(t, tuple(axes), shape)
 
     def expr_BinOp(self, node: ast.BinOp) -> Any:
         return self.binop(node.op, self.expr(node.left), self.expr(node.right), node)
@@ -515,19 +526,20 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             return Static(f(v.obj))
         t = self.as_tile(v, node.operand)
         if isinstance(node.op, ast.UAdd):
-            return Tile(t.dtype, t.layout, t.values)
+            return Tile(t.dtype, t.shape, t.ssa)
         if isinstance(node.op, ast.USub):
             if t.dtype.is_bool:
                 raise self.error(KernelTypeError, node, "cannot negate a bool tile",
                                  hint="use `~x` for logical not")
-            return self.em.unary("neg", t)
+            return self.t.unary("neg", t)
         if isinstance(node.op, ast.Invert):
             if t.dtype.is_float:
                 raise self.error(KernelTypeError, node, f"`~` needs integers or bools, not "
                                  f"{t.dtype.name}")
             if t.dtype.is_bool:
-                return self.em.binary("xor", t, self.em.full(t.layout, True, T.bool_))
-            return self.em.unary("invert", t)
+                true = self.t.broadcast(self.t.full((), True, T.bool_), t.shape, t)
+                return self.t.binary("xor", t, true)
+            return self.t.unary("invert", t)
         raise self.error(KernelTypeError, node, "`not` needs a compile-time value in a tile "
                          "kernel", hint="use `~x` on bool tiles")
 
@@ -546,16 +558,13 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         if narrow is not None:
             return narrow
         ta, tb = self.operands(a, b, node, node.left, node.comparators[0])
-        return self.em.compare(_CMP[op], ta, tb)
+        return self.t.compare(_CMP[op], ta, tb)
 
     def narrow_compare(self, pred: str, a: Any, b: Any, node: ast.AST) -> Tile | None:
         """`x < n` of a narrow signed integer tile `x` and a wider signed 0-d `n` (as in
         `tile.arange(BN)[None, :] < x.shape[1]`: i32 against i64), computed in `x`'s
-        type: `n` is clamped into it once, and a block-uniform test of `n` against that
-        type's range fixes the ends, so each element costs one narrow compare instead of
-        a widening and a 64-bit compare; where `x` is a thread's coordinates plus static
-        offsets (`tile.arange`), each element compares its offset with one per-thread
-        room. The same truth values as the promoted compare; None where this does not
+        type (`tile/to_simt.py`'s `narrow_compare`): the same truth values as the
+        promoted compare, one narrow compare an element. None where this does not
         apply."""
         swap = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
         if isinstance(a, Tile) and a.ndim == 0 and isinstance(b, Tile) and b.ndim > 0:
@@ -564,29 +573,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
                 and a.dtype.is_int and b.dtype.is_int and a.dtype.is_signed
                 and b.dtype.is_signed and a.dtype.bits < b.dtype.bits):
             return None
-        lo, hi = -(1 << (a.dtype.bits - 1)), (1 << (a.dtype.bits - 1)) - 1
-        n, em = b, self.em
-        lo_n, hi_n = self.as_tile(Static(lo), node, n.dtype), self.as_tile(Static(hi), node, n.dtype)
-        clamped = em.cast(em.binary("min", em.binary("max", n, lo_n), hi_n), a.dtype)
-        offsets = em.as_offsets(a)  # `tile.arange(BN)`: each value a thread base + k
-        if offsets is not None:
-            # x lies strictly inside i32 (`as_offsets` checks it), so an n past either end
-            # clamps to a value past every x: the compare is right as it is
-            return em.compare_offsets(pred, *offsets, clamped.scalar,
-                                      em.divisors.get(n.scalar, 1), a.layout)
-        cmp = em.compare(pred, a, em.broadcast(clamped, a.layout))
-        # where n lies outside x's range, the clamped compare is wrong at one end only
-        fix = {"lt": ("or", "gt", hi_n), "le": ("and", "ge", lo_n),
-               "gt": ("or", "lt", lo_n), "ge": ("and", "le", hi_n)}
-        if pred in fix:
-            how, test, bound = fix[pred]
-            conds = [(how, em.compare(test, n, bound))]
-        else:  # eq / ne: n must be in range to equal any x
-            inside = em.binary("and", em.compare("ge", n, lo_n), em.compare("le", n, hi_n))
-            conds = [("and", inside)] if pred == "eq" else [("or", em.unary("not", inside))]
-        for how, cond in conds:
-            cmp = em.binary(how, cmp, em.broadcast(cond, a.layout))
-        return cmp
+        return self.t.narrow_compare(pred, a, b)  # lowered by tile/to_simt.py
 
     def expr_IfExp(self, node: ast.IfExp) -> Any:
         c = self.expr(node.test)
@@ -614,7 +601,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             (arg,) = self.positional(node, 1, f"{obj.name}(x)")
             if isinstance(arg, Static):
                 return Static(obj(arg.obj))
-            return self.em.cast(self.as_tile(arg, node.args[0]), obj)
+            return self.t.cast(self.as_tile(arg, node.args[0]), obj)
         if obj in (builtins.min, builtins.max) and all(
                 isinstance(self.expr(a), Static) for a in node.args):
             return Static(obj(*(self.expr(a).obj for a in node.args)))
@@ -673,6 +660,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
                              f"{len(node.args) + len(node.keywords)}")
         sub = TileLowering(self.b, f.source, f.scope, self.ctx, self.num_warps)
         sub.em, sub.stores, sub.unsafe_depth = self.em, self.stores, self.unsafe_depth
+        sub.vector = self.vector
         sub.call_stack = (*self.call_stack, f)
         sub.env = values
         body = list(tree.body)
@@ -714,15 +702,16 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         return None, None
 
     def scalar_tile(self, ssa: Any, dt: T.DType) -> Tile:
-        return Tile(dt, Layout((), (), self.num_warps), (ssa,))
+        return self.t.scalar(ssa, dt)
 
     def extent(self, arr: TArray, d: int) -> Tile:
         """`arr.shape[d]`; where the launch specialized on 16-byte row vectors, a row's
         length is known to be a multiple of 16 bytes' worth of elements."""
         ssa = self.b.value(ops.ArrayDimOp(arr.ssa, d, ir_type(T.i64)))
+        divisor = None
         if arr.type.vectors and d == arr.type.rank - 1:
-            self.em.divisors[ssa] = T.VECTOR_BYTES // arr.type.dtype.itemsize
-        return self.scalar_tile(ssa, T.i64)
+            divisor = T.VECTOR_BYTES // arr.type.dtype.itemsize
+        return self.t.scalar(ssa, T.i64, divisor)
 
     def static_shape(self, v: Any, node: ast.AST, what: str) -> tuple[int, ...]:
         obj = v.obj if isinstance(v, Static) else None
@@ -762,7 +751,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             if isinstance(v.obj, int) and dt.is_int and not _fits(v.obj, dt):
                 raise self.error(KernelTypeError, node, f"the literal {v.obj} does not fit in "
                                  f"{dt.name}")
-            return self.em.full(Layout((), (), self.num_warps), v.obj, dt)
+            return self.t.full((), v.obj, dt)
         raise self.error(KernelTypeError, node, f"expected a tile or a number, got "
                          f"{describe(v)}")
 
@@ -813,14 +802,6 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             out.append(x if y == 1 else y)
         return tuple(out)
 
-    def target_layout(self, shape: tuple[int, ...], *tiles: Tile) -> Layout:
-        """The layout an op's result takes: the first operand's already of the result's
-        shape (so the common case moves nothing), else the default one."""
-        for t in tiles:
-            if t.shape == shape:
-                return t.layout
-        return self.blocked(shape)
-
     def operands(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST,
                  dt: T.DType | None = None) -> tuple[Tile, Tile]:
         """Two operands as tiles of one dtype and one layout (broadcast)."""
@@ -832,10 +813,9 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         dt = dt or self.promote(a, b, node)
         ta, tb = self.as_tile(a, na, dt), self.as_tile(b, nb, dt)
         shape = self.broadcast_shape(ta.shape, tb.shape, node)
-        layout = self.target_layout(shape, ta, tb)
-        ta = self.em.broadcast(self.em.cast(ta, dt), layout)
-        tb = self.em.broadcast(self.em.cast(tb, dt), layout)
-        return ta, tb
+        # the result's layout: the first operand's of the result's shape (tile/layouts.py)
+        return (self.t.broadcast(self.t.cast(ta, dt), shape, ta, tb),
+                self.t.broadcast(self.t.cast(tb, dt), shape, ta, tb))
 
     def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:
         na = getattr(node, "left", node)
@@ -872,7 +852,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         site = None
         if kind in ("floordiv", "mod") and not dt.is_float:
             site = self.b.site("assert", self.src.span(node), "integer division by zero")
-        return self.em.binary(kind, ta, tb, site)
+        return self.t.binary(kind, ta, tb, site)
 
 def _fits(v: int, dt: T.DType) -> bool:
     if dt.is_bool:

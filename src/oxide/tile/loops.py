@@ -22,8 +22,6 @@ from oxide.errors import CompileError, KernelSyntaxError, KernelTypeError, Unsup
 from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile import lang
-from oxide.tile.layout import mma_accumulator
-from oxide.tile.mma_lower import relayout
 from oxide.tile.values import Static, Tile, describe
 
 
@@ -96,7 +94,7 @@ class TileLoopsMixin:
         dt = T.i32
         for v in (start, stop):
             if isinstance(v, Tile):
-                dt = self.promote(Tile(dt, v.layout, v.values), v, it)
+                dt = self.promote(Tile(dt, v.shape, v.ssa), v, it)
         if persistent:  # t + num_blocks must not wrap past a stop near 2**31
             dt = T.i64
         # the names the body rebinds that hold tiles now: carried in slots
@@ -113,7 +111,7 @@ class TileLoopsMixin:
                 first = self._with_index(node.target.id, start, step.obj * j, dt, stmt.value)
                 self.env[_ahead(name, j)] = first
                 assigned.append(_ahead(name, j))
-        carried: dict[str, tuple[Tile, list[Any]]] = {}
+        carried: dict[str, tuple[Tile, Any]] = {}  # name -> (its tile before, its variable)
         products = self._matmul_targets(node.body)
         for name in assigned:
             cur = self.env.get(name)
@@ -122,22 +120,21 @@ class TileLoopsMixin:
             if isinstance(cur, Tile) and name in products:
                 # `acc = tile.mma(a, b, acc)`: carried in the accumulator's layout, so its
                 # registers stay put across iterations (a constant start moves nothing)
-                acc_layout = mma_accumulator(cur.shape, self.num_warps)
-                if acc_layout is not None:
-                    cur = relayout(self.em, cur, acc_layout)
+                cur = self.t.convert(cur, "mma")
             if isinstance(cur, Tile):
-                slots = [self.b.alloc(ops.SlotOp(ir_type(cur.dtype))) for _ in cur.values]
-                for slot, v in zip(slots, cur.values, strict=True):
-                    self.b.emit(ops.SlotWriteOp(slot, v))
-                carried[name] = (Tile(cur.dtype, cur.layout, cur.values), slots)
+                # the variable keeps the layout of this first write (tile/layouts.py)
+                var = self.t.var(cur.shape, cur.dtype)
+                self.t.var_write(var, cur)
+                carried[name] = (cur, var)
             elif cur is not None and name != node.target.id:
                 raise self.error(UnsupportedFeatureError, node,
                                  f"`{name}` is {describe(cur)}; only tiles can change in a loop")
         counter = self.b.alloc(ops.SlotOp(ir_type(dt)))
-        self.b.emit(ops.SlotWriteOp(counter, self.as_tile(start, it, dt).scalar
-                                    if isinstance(start, Static) else self.b.cast(start.scalar, dt)))
-        stop_v = (self.as_tile(stop, it, dt).scalar if isinstance(stop, Static)
-                  else self.b.cast(stop.scalar, dt))
+        self.b.emit(ops.SlotWriteOp(counter, self.t.extract(self.as_tile(start, it, dt))
+                                    if isinstance(start, Static)
+                                    else self.b.cast(self.t.extract(start), dt)))
+        stop_v = (self.t.extract(self.as_tile(stop, it, dt)) if isinstance(stop, Static)
+                  else self.b.cast(self.t.extract(stop), dt))
         header, body, done = self.b.new_block(), self.b.new_block(), self.b.new_block()
         self.b.br(header)
         self.b.set_block(header)
@@ -147,11 +144,10 @@ class TileLoopsMixin:
         self.b.cond_br(go, body, done)
         self.b.set_block(body)
         outside = dict(self.env)
-        for name, (t, slots) in carried.items():
-            self.env[name] = Tile(t.dtype, t.layout, tuple(
-                self.b.value(ops.SlotReadOp(slot)) for slot in slots))
+        for name, (t, var) in carried.items():
+            self.env[name] = self.t.var_read(var, t.shape, t.dtype)
         index = self.scalar_tile(k, dt)
-        self.env[node.target.id] = (Tile(dt, index.layout, index.values, witness=0)
+        self.env[node.target.id] = (Tile(dt, index.shape, index.ssa, witness=0)
                                     if persistent else index)
         skipped = set()
         for stmt, name in piped:  # this iteration's tile, and a later one's load issued now
@@ -165,7 +161,7 @@ class TileLoopsMixin:
         for stmt in node.body:
             if id(stmt) not in skipped:
                 self.lower_stmt(stmt)
-        for name, (t, slots) in carried.items():
+        for name, (t, var) in carried.items():
             new = self.env.get(name)
             if not isinstance(new, Tile) or new.shape != t.shape or new.dtype != t.dtype:
                 raise self.error(KernelTypeError, node,
@@ -174,19 +170,17 @@ class TileLoopsMixin:
                                  hint="a tile carried through a loop keeps its shape and "
                                       "dtype: convert with `.astype(...)` or "
                                       "`tile.broadcast_to(...)`")
-            new = self.em.convert(new, t.layout) if new.layout.key() != t.layout.key() else new
-            for slot, v in zip(slots, new.values, strict=True):
-                self.b.emit(ops.SlotWriteOp(slot, v))
-        step_v = (self.b.cast(step.scalar, dt) if persistent else self.em.const(step.obj, dt))
+            self.t.var_write(var, new)  # converted to the variable's layout where it differs
+        step_v = (self.b.cast(self.t.extract(step), dt) if persistent
+                  else self.t.extract(self.t.full((), step.obj, dt)))
         self.b.emit(ops.SlotWriteOp(counter, self.b.value(ops.BinaryOp("add", k, step_v))))
         self.b.br(header)
         self.b.set_block(done)
         # after the loop: the carried tiles' last values; names first bound in the body
         # are not visible (they may never have been assigned)
         self.env = outside
-        for name, (t, slots) in carried.items():
-            self.env[name] = Tile(t.dtype, t.layout, tuple(
-                self.b.value(ops.SlotReadOp(slot)) for slot in slots))
+        for name, (t, var) in carried.items():
+            self.env[name] = self.t.var_read(var, t.shape, t.dtype)
 
     def _hoist_nested_loads(self, node: ast.For, assigned: list[str]) -> ast.For:
         """The loop with each `tile.load(...)` that sits inside a top-level statement's
@@ -279,9 +273,9 @@ class TileLoopsMixin:
         """`expr` evaluated with the loop variable bound to `base + offset` (a scalar)."""
         saved = self.env.get(loop_var)
         k = self.as_tile(base, expr, dt) if not isinstance(base, Tile) else base
-        k = self.em.cast(k, dt)
+        k = self.t.cast(k, dt)
         if offset:
-            k = self.em.binary("add", k, self.scalar_tile(self.em.const(offset, dt), dt))
+            k = self.t.binary("add", k, self.t.full((), offset, dt))
         self.env[loop_var] = k
         try:
             return self.expr(expr)

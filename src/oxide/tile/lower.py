@@ -35,7 +35,7 @@ from oxide.ir import ops
 from oxide.ir.types import SharedArrayType, ir_type
 from oxide.tile.access import GlobalAccessMixin
 from oxide.tile.layout import WARP_SIZE, Layout
-from oxide.tile.values import Tile
+from oxide.tile.values import Slots
 
 FULL_MASK = 0xFFFFFFFF
 # ops whose identity the reductions know: (float identity, signed int, unsigned int)
@@ -209,36 +209,36 @@ class TileEmitter(GlobalAccessMixin):
 
     # -- making tiles ---------------------------------------------------------------
 
-    def full(self, layout: Layout, value: int | float | bool, dt: T.DType) -> Tile:
+    def full(self, layout: Layout, value: int | float | bool, dt: T.DType) -> Slots:
         c = self.const(value, dt)
-        return Tile(dt, layout, (c,) * layout.slots)
+        return Slots(dt, layout, (c,) * layout.slots)
 
-    def splat(self, layout: Layout, scalar: Tile) -> Tile:
+    def splat(self, layout: Layout, scalar: Slots) -> Slots:
         """A 0-d tile (the same value in every thread) as a tile of `layout`."""
-        return Tile(scalar.dtype, layout, (scalar.scalar,) * layout.slots)
+        return Slots(scalar.dtype, layout, (scalar.scalar,) * layout.slots)
 
-    def arange(self, layout: Layout, dt: T.DType) -> Tile:
-        return Tile(dt, layout, tuple(self.b.cast(c[0], dt) for c in self.coords(layout)))
+    def arange(self, layout: Layout, dt: T.DType) -> Slots:
+        return Slots(dt, layout, tuple(self.b.cast(c[0], dt) for c in self.coords(layout)))
 
-    def index_tile(self, layout: Layout, axis: int | None) -> Tile:
+    def index_tile(self, layout: Layout, axis: int | None) -> Slots:
         """Each element's coordinate along `axis`, or its row-major position (None), as i32."""
         out = []
         for c in self.coords(layout):
             out.append(c[axis] if axis is not None else self.linear(c, layout.shape))
-        return Tile(T.i32, layout, tuple(out))
+        return Slots(T.i32, layout, tuple(out))
 
     # -- elementwise ------------------------------------------------------------------
 
-    def cast(self, t: Tile, dt: T.DType) -> Tile:
+    def cast(self, t: Slots, dt: T.DType) -> Slots:
         if dt == t.dtype:
-            return Tile(dt, t.layout, t.values)
+            return Slots(dt, t.layout, t.values)
         if dt.is_bool:  # nonzero test, as NumPy's astype(bool)
             zero = self.const(0.0 if t.dtype.is_float else 0, t.dtype)
-            return Tile(dt, t.layout, tuple(self.b.value(ops.CompareOp("ne", v, zero))
+            return Slots(dt, t.layout, tuple(self.b.value(ops.CompareOp("ne", v, zero))
                                             for v in t.values))
-        return Tile(dt, t.layout, tuple(self.b.cast(v, dt) for v in t.values))
+        return Slots(dt, t.layout, tuple(self.b.cast(v, dt) for v in t.values))
 
-    def binary(self, kind: str, a: Tile, b: Tile, site: int | None = None) -> Tile:
+    def binary(self, kind: str, a: Slots, b: Slots, site: int | None = None) -> Slots:
         assert a.layout.key() == b.layout.key() and a.dtype == b.dtype
         out = []
         for x, y in zip(a.values, b.values, strict=True):
@@ -246,14 +246,14 @@ class TileEmitter(GlobalAccessMixin):
             if site is not None:
                 op.properties["site"] = IntAttr(site)
             out.append(self.b.value(op))
-        return Tile(a.dtype, a.layout, tuple(out))
+        return Slots(a.dtype, a.layout, tuple(out))
 
-    def compare(self, pred: str, a: Tile, b: Tile) -> Tile:
+    def compare(self, pred: str, a: Slots, b: Slots) -> Slots:
         assert a.layout.key() == b.layout.key()
-        return Tile(T.bool_, a.layout, tuple(self.b.value(ops.CompareOp(pred, x, y))
+        return Slots(T.bool_, a.layout, tuple(self.b.value(ops.CompareOp(pred, x, y))
                                              for x, y in zip(a.values, b.values, strict=True)))
 
-    def as_offsets(self, t: Tile) -> tuple[SSAValue, int, int, list[int]] | None:
+    def as_offsets(self, t: Slots) -> tuple[SSAValue, int, int, list[int]] | None:
         """(base, its extent, its alignment, offsets) where each of `t`'s i32 values is a
         coordinate base (`coords`: an i32 in [0, extent), a multiple of the alignment) plus
         a static offset, with no overflow possible; else None."""
@@ -282,7 +282,7 @@ class TileEmitter(GlobalAccessMixin):
         return base, extent, align, offsets
 
     def compare_offsets(self, pred: str, base: SSAValue, extent: int, align: int,
-                        offsets: list[int], c: SSAValue, divisor: int, layout: Layout) -> Tile:
+                        offsets: list[int], c: SSAValue, divisor: int, layout: Layout) -> Slots:
         """`base + k <pred> c` (all i32) for each offset k, as `k <pred> room` with
         `room = c - base`: one subtraction for the thread, then one compare with a
         constant per element (the loads' "room" trick). The room is clamped to
@@ -312,13 +312,13 @@ class TileEmitter(GlobalAccessMixin):
         for k in offsets:
             if k not in by_offset:
                 by_offset[k] = self.b.value(ops.CompareOp(pred, self.const(k, T.i32), room))
-        return Tile(T.bool_, layout, tuple(by_offset[k] for k in offsets))
+        return Slots(T.bool_, layout, tuple(by_offset[k] for k in offsets))
 
-    def unary(self, kind: str, a: Tile) -> Tile:
-        return Tile(a.dtype, a.layout, tuple(self.b.value(ops.UnaryOp(kind, v))
+    def unary(self, kind: str, a: Slots) -> Slots:
+        return Slots(a.dtype, a.layout, tuple(self.b.value(ops.UnaryOp(kind, v))
                                              for v in a.values))
 
-    def math(self, fn: str, a: Tile) -> Tile:
+    def math(self, fn: str, a: Slots) -> Slots:
         """A math function; 16-bit floats compute in f32, as the SIMT frontend does."""
         compute = T.f32 if a.dtype.bits < 32 else a.dtype
         out = []
@@ -326,19 +326,19 @@ class TileEmitter(GlobalAccessMixin):
             x = self.b.cast(v, compute)
             y = self.b.value(ops.MathOp(fn, [x], ir_type(compute)))
             out.append(self.b.cast(y, a.dtype))
-        return Tile(a.dtype, a.layout, tuple(out))
+        return Slots(a.dtype, a.layout, tuple(out))
 
-    def where(self, c: Tile, a: Tile, b: Tile) -> Tile:
-        return Tile(a.dtype, a.layout, tuple(
+    def where(self, c: Slots, a: Slots, b: Slots) -> Slots:
+        return Slots(a.dtype, a.layout, tuple(
             self.b.value(ops.SelectOp(p, x, y))
             for p, x, y in zip(c.values, a.values, b.values, strict=True)))
 
     # -- data movement -------------------------------------------------------------
 
-    def broadcast(self, t: Tile, target: Layout) -> Tile:
+    def broadcast(self, t: Slots, target: Layout) -> Slots:
         """`t` (rank at most the target's, extents 1 or equal) in `target`'s layout."""
         while t.ndim < len(target.shape):  # NumPy: missing leading dimensions are 1
-            t = Tile(t.dtype, t.layout.insert(0), t.values, None)
+            t = Slots(t.dtype, t.layout.insert(0), t.values)
         bdims = [d for d, (n, m) in enumerate(zip(t.shape, target.shape, strict=True))
                  if n != m]
         need = target
@@ -347,13 +347,13 @@ class TileEmitter(GlobalAccessMixin):
         if t.layout.key() != need.key():
             t = self.convert(t, need)
         if not bdims:
-            return Tile(t.dtype, target, t.values)
+            return Slots(t.dtype, target, t.values)
         index = {offs: k for k, offs in enumerate(need.offsets())}
         out = []
         for offs in target.offsets():
             src = tuple(0 if d in bdims else o for d, o in enumerate(offs))
             out.append(t.values[index[src]])
-        return Tile(t.dtype, target, tuple(out))
+        return Slots(t.dtype, target, tuple(out))
 
     def shared(self, dt: T.DType, count: int) -> SSAValue:
         self.reserve_shared(count * max(1, dt.bits // 8))
@@ -364,15 +364,15 @@ class TileEmitter(GlobalAccessMixin):
         self.uses_barriers = True
         self.b.emit(ops.BarrierOp("block"))
 
-    def convert(self, t: Tile, target: Layout) -> Tile:
+    def convert(self, t: Slots, target: Layout) -> Slots:
         """`t` in another layout of the same shape, through shared memory."""
         assert t.shape == target.shape
         if t.layout.key() == target.key():
-            return Tile(t.dtype, target, t.values)
+            return Slots(t.dtype, target, t.values)
         return self.rearrange(t, target, lambda coords: coords)
 
-    def rearrange(self, t: Tile, target: Layout,
-                  source: Callable[[list[SSAValue]], list[SSAValue]]) -> Tile:
+    def rearrange(self, t: Slots, target: Layout,
+                  source: Callable[[list[SSAValue]], list[SSAValue]]) -> Slots:
         """A tile of `target`'s layout whose element at coordinates `c` is `t`'s element at
         `source(c)`: a layout conversion, a reshape (same row-major position) or a
         permutation, through one shared-memory copy of the tile."""
@@ -394,9 +394,9 @@ class TileEmitter(GlobalAccessMixin):
             if t.dtype.is_bool:
                 v = self.b.value(ops.CompareOp("ne", v, self.const(0, T.u8)))
             out.append(v)
-        return Tile(t.dtype, target, tuple(out))
+        return Slots(t.dtype, target, tuple(out))
 
-    def permute(self, t: Tile, axes: tuple[int, ...], target: Layout) -> Tile:
+    def permute(self, t: Slots, axes: tuple[int, ...], target: Layout) -> Slots:
         """`t` with its dimensions reordered: result dimension `k` is `t`'s `axes[k]`."""
         def source(coords: list[SSAValue]) -> list[SSAValue]:
             src: list[SSAValue] = [coords[0]] * len(axes)
@@ -406,7 +406,7 @@ class TileEmitter(GlobalAccessMixin):
 
         return self.rearrange(t, target, source)
 
-    def reshape(self, t: Tile, target: Layout) -> Tile:
+    def reshape(self, t: Slots, target: Layout) -> Slots:
         """`t`'s elements in row-major order, in a tile of `target`'s shape."""
         def source(coords: list[SSAValue]) -> list[SSAValue]:
             # the same row-major position: unravel the target position in t's shape
@@ -435,7 +435,7 @@ class TileEmitter(GlobalAccessMixin):
                               dt)
         return self.const(s if dt.is_signed else u, dt)
 
-    def reduce(self, kind: str, t: Tile, axis: int, keepdims: bool) -> Tile:
+    def reduce(self, kind: str, t: Slots, axis: int, keepdims: bool) -> Slots:
         """`sum`/`max`/`min` of `t` along `axis` (kind "add", "max", "min")."""
         dt = reduce_dtype(t.dtype)
         wide = self.cast(t, dt)
@@ -446,8 +446,8 @@ class TileEmitter(GlobalAccessMixin):
         (res,) = self.reduce_multi([wide], axis, keepdims, combine, (self.identity(kind, dt),))
         return self.cast(res, t.dtype)
 
-    def arg_reduce(self, kind: str, t: Tile, index: Tile, axis: int, keepdims: bool
-                   ) -> tuple[Tile, Tile]:
+    def arg_reduce(self, kind: str, t: Slots, index: Slots, axis: int, keepdims: bool
+                   ) -> tuple[Slots, Slots]:
         """(max or min, the index of its first occurrence) along `axis`: pairs reduced
         with ties going to the smaller index, so the result is NumPy's argmax/argmin."""
         dt = reduce_dtype(t.dtype)
@@ -477,10 +477,10 @@ class TileEmitter(GlobalAccessMixin):
         value, idx = self.reduce_multi([wide, index], axis, keepdims, combine, ident)
         return self.cast(value, t.dtype), idx
 
-    def reduce_multi(self, tiles: list[Tile], axis: int, keepdims: bool,
+    def reduce_multi(self, tiles: list[Slots], axis: int, keepdims: bool,
                      combine: Callable[[tuple[SSAValue, ...], tuple[SSAValue, ...]],
                                        tuple[SSAValue, ...]],
-                     identity: tuple[SSAValue, ...]) -> list[Tile]:
+                     identity: tuple[SSAValue, ...]) -> list[Slots]:
         """Reduce tuples of tiles of one layout along `axis` with an associative and
         commutative `combine`; replicas along the axis contribute `identity`."""
         layout = tiles[0].layout
@@ -547,12 +547,12 @@ class TileEmitter(GlobalAccessMixin):
             for offs in out_layout.offsets():
                 k = offs[:axis] + offs[axis + 1:] if keepdims else offs
                 res.append(by_key[k][c])
-            out.append(Tile(t.dtype, out_layout, tuple(res)))
+            out.append(Slots(t.dtype, out_layout, tuple(res)))
         return out
 
     # -- scans ------------------------------------------------------------------------
 
-    def cumsum(self, t: Tile, axis: int) -> Tile:
+    def cumsum(self, t: Slots, axis: int) -> Slots:
         """Inclusive prefix sums along `axis`, in `t`'s layout.
 
         In the thread, the `spt` side-by-side elements are scanned; across the lanes of the
@@ -662,7 +662,7 @@ class TileEmitter(GlobalAccessMixin):
             shift = add(excl[rk], carry[rk])
             for k, v in zip(slots, local[rk], strict=True):
                 out[k] = add(v, shift)
-        return self.cast(Tile(dt, layout, tuple(out)), t.dtype)
+        return self.cast(Slots(dt, layout, tuple(out)), t.dtype)
 
 
 def _offsets_fit(offsets: list[int], extent: int) -> bool:

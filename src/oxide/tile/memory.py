@@ -1,5 +1,5 @@
 """Tile loads and stores in a tile kernel: their arguments, the DisjointSlice rule, and
-the `tile/lower.py` call that emits them (mixed into `TileLowering`).
+the tile ops they become (mixed into `TileLowering`).
 
 A DisjointSlice is read and written only at a tile index built from the block's
 TileIndex witnesses (each grid axis once) and constants, with one tile shape per array;
@@ -43,14 +43,10 @@ class TileMemoryMixin:
                                  f"a tile index holds integer scalars, not {describe(i)}")
         return items
 
-    def _index_ssa(self, items: list[Any]) -> list[Any]:
-        out = []
-        for i in items:
-            if isinstance(i, Static):
-                out.append(self.em.const(i.obj, T.i64))
-            else:
-                out.append(self.b.cast(i.scalar, T.i64))
-        return out
+    def _index_i64(self, items: list[Any]) -> list[Tile]:
+        """The items of a tile index as i64 scalars."""
+        return [self.t.full((), i.obj, T.i64) if isinstance(i, Static) else
+                self.t.cast(i, T.i64) for i in items]
 
     def _tile_shape(self, arr: TArray, v: Any, node: ast.AST) -> tuple[int, ...]:
         shape = self.static_shape(v, node, "the tile shape")
@@ -156,7 +152,7 @@ class TileMemoryMixin:
         pad_v, pad_node = self.keyword(node, "padding", 3)
         dt = arr.dtype
         if pad_v is None:
-            pad = self.em.const(False if dt.is_bool else 0, dt)
+            pad = self.t.full((), False if dt.is_bool else 0, dt)
         elif isinstance(pad_v, Static) and isinstance(pad_v.obj, (bool, int, float)):
             if isinstance(pad_v.obj, float) and not dt.is_float and pad_v.obj == pad_v.obj \
                     and pad_v.obj not in (float("inf"), float("-inf")) \
@@ -166,18 +162,16 @@ class TileMemoryMixin:
             if not dt.is_float and isinstance(pad_v.obj, float):
                 raise self.error(KernelTypeError, pad_node,
                                  f"`{arr.name}` holds {dt.name}: the padding is an integer")
-            pad = self.as_tile(pad_v, pad_node, dt).scalar
+            pad = self.as_tile(pad_v, pad_node, dt)
         elif isinstance(pad_v, Tile) and pad_v.ndim == 0:
-            pad = self.b.cast(pad_v.scalar, dt)
+            pad = pad_v  # converted to the array's dtype as the load is lowered
         else:
             raise self.error(KernelTypeError, pad_node, f"the padding is a number or a "
                              f"scalar, not {describe(pad_v)}")
-        t = self.em.load(arr.ssa, arr.type.vectors, dt, self._index_ssa(items),
-                         self.blocked(shape), pad)
+        t = self.t.load(arr.ssa, arr.type.vectors, dt, pad, self._index_i64(items), shape)
         if order is None:
             return t
-        logical = tuple(shape[k] for k in order)
-        return self.em.permute(t, order, self.blocked(logical))
+        return self.t.permute(t, order)
 
     def call_store(self, node: ast.Call) -> None:
         args = self.positional(node, 3, "tile.store(arr, index, t)", ("order",))
@@ -210,8 +204,7 @@ class TileMemoryMixin:
         if order is not None:  # the tile in the array's dimension order, then stored
             items = _to_array_order(items, order)
             inverse = tuple(order.index(d) for d in range(len(order)))
-            shape = tuple(value.shape[k] for k in inverse)
-            value = self.em.permute(value, inverse, self.blocked(shape))
+            value = self.t.permute(value, inverse)
         if access == "disjoint":
             self._check_disjoint(arr, items, value.shape, node, node.args[1], "written")
         if value.dtype != arr.dtype:
@@ -219,7 +212,7 @@ class TileMemoryMixin:
                              f"`{arr.name}` holds {arr.dtype.name}; cannot store "
                              f"{value.describe()}",
                              hint=f"convert: `.astype({arr.dtype.name})`")
-        self.em.store(arr.ssa, arr.type.vectors, self._index_ssa(items), value)
+        self.t.store(arr.ssa, arr.type.vectors, value, self._index_i64(items))
 
 
 def _to_array_order(items: Any, order: tuple[int, ...]) -> Any:

@@ -36,7 +36,7 @@ from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile.layout import Layout, mma_accumulator
 from oxide.tile.lower import TileEmitter
-from oxide.tile.values import Tile
+from oxide.tile.values import Slots
 
 HALVES = ("bf16", "f16")
 MMA_K = 16
@@ -53,7 +53,7 @@ def accumulate_dtype(dt: T.DType) -> T.DType:
     return T.f32 if dt.name in HALVES else dt
 
 
-def constant_value(t: Tile) -> SSAValue | None:
+def constant_value(t: Slots) -> SSAValue | None:
     """The one constant every slot of `t` holds (`tile.zeros`, `tile.full(shape, 1.0)`),
     or None. Such a tile is the same in any layout, so re-laying it out moves nothing."""
     first = t.values[0] if t.values else None
@@ -62,23 +62,23 @@ def constant_value(t: Tile) -> SSAValue | None:
     return first if isinstance(first.owner, ops.ConstantOp) else None
 
 
-def relayout(em: TileEmitter, t: Tile, layout: Layout) -> Tile:
+def relayout(em: TileEmitter, t: Slots, layout: Layout) -> Slots:
     """`t` in `layout`: a constant tile is made again, anything else converted."""
     if t.layout.key() == layout.key():
-        return Tile(t.dtype, layout, t.values)
+        return Slots(t.dtype, layout, t.values)
     c = constant_value(t)
     if c is not None:
-        return Tile(t.dtype, layout, (c,) * layout.slots)
+        return Slots(t.dtype, layout, (c,) * layout.slots)
     return em.convert(t, layout)
 
 
-def result_layout(em: TileEmitter, shape: tuple[int, int], acc: Tile) -> Layout:
+def result_layout(em: TileEmitter, shape: tuple[int, int], acc: Slots) -> Layout:
     """The accumulator layout of an (M, N) result; the accumulator's own for tiles
     smaller than one instruction."""
     return mma_accumulator(shape, em.num_warps) or acc.layout
 
 
-def lower_mma(em: TileEmitter, a: Tile, b: Tile, acc: Tile) -> Tile:
+def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots) -> Slots:
     """`a @ b + acc`, in the accumulator layout (see the module docstring)."""
     (m, k), n = a.shape, b.shape[1]
     acc = relayout(em, acc, result_layout(em, (m, n), acc))
@@ -100,7 +100,7 @@ def _shared(em: TileEmitter, dt: T.DType, count: int, role: str) -> SSAValue:
     return arrays[key]
 
 
-def _to_shared(em: TileEmitter, t: Tile, stride: int, role: str) -> SSAValue:
+def _to_shared(em: TileEmitter, t: Slots, stride: int, role: str) -> SSAValue:
     """`t` written row-major into a new shared array whose rows are `stride` apart
     (called between two barriers). A thread's `spt` side-by-side elements of a row go in
     vector stores of up to 16 bytes: the array starts 16-byte aligned, `stride` keeps each
@@ -125,7 +125,7 @@ def _to_shared(em: TileEmitter, t: Tile, stride: int, role: str) -> SSAValue:
     return smem
 
 
-def _operands(em: TileEmitter, a: Tile, b: Tile, pad: int) -> tuple[SSAValue, SSAValue]:
+def _operands(em: TileEmitter, a: Slots, b: Slots, pad: int) -> tuple[SSAValue, SSAValue]:
     """Both operands in shared memory: a barrier first (the previous use of these arrays,
     an earlier loop iteration's reads, is over), the writes, a barrier after."""
     em.barrier()
@@ -158,7 +158,7 @@ def _ldmatrix(em: TileEmitter, smem: SSAValue, base: SSAValue, offset: int, num:
     return list(op.results)
 
 
-def _tensor_cores(em: TileEmitter, a: Tile, b: Tile, acc: Tile) -> Tile:
+def _tensor_cores(em: TileEmitter, a: Slots, b: Slots, acc: Slots) -> Slots:
     """Each warp's share of `acc += a @ b` with ldmatrix fragments and mma.sync."""
     (m, k), n = a.shape, b.shape[1]
     rows, cols = acc.layout.dims
@@ -211,12 +211,12 @@ def _tensor_cores(em: TileEmitter, a: Tile, b: Tile, acc: Tile) -> Tile:
                 em.b.emit(op)
                 for s, v in zip(ks, op.results, strict=True):
                     values[s] = v
-    return Tile(acc.dtype, acc.layout, tuple(values))
+    return Slots(acc.dtype, acc.layout, tuple(values))
 
 
 # -- exact multiply-add loops ------------------------------------------------------------
 
-def _fma_loop(em: TileEmitter, a: Tile, b: Tile, acc: Tile) -> Tile:
+def _fma_loop(em: TileEmitter, a: Slots, b: Slots, acc: Slots) -> Slots:
     """`acc += a @ b` as a run-time loop over k: each thread reads the a row and b column
     elements its slots need from shared memory (once per distinct row and column) and
     multiply-adds them in the accumulator's type."""
@@ -260,4 +260,4 @@ def _fma_loop(em: TileEmitter, a: Tile, b: Tile, acc: Tile) -> Tile:
                                                               em.const(1, T.i64)))))
     em.b.br(header)
     em.b.set_block(done)
-    return Tile(dt, layout, tuple(em.b.value(ops.SlotReadOp(s)) for s in slots))
+    return Slots(dt, layout, tuple(em.b.value(ops.SlotReadOp(s)) for s in slots))

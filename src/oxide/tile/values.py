@@ -1,8 +1,9 @@
 """What the tile frontend computes with: tiles, witnesses, arrays and static values.
 
-A `Tile` is immutable: a static power-of-two shape, a dtype and a layout
-(`tile/layout.py`), held as one SSA value per slot of the layout in every thread. A
-scalar is a 0-d tile (one slot, the same value in every thread). Python numbers and
+A `Tile` is immutable: a static power-of-two shape and a dtype, one value of the tile
+dialect; after the layout pass, `tile/to_simt.py` holds it as `Slots`, one SSA value
+per slot of its layout (`tile/layout.py`) in every thread. A scalar is a 0-d tile (one
+slot, the same value in every thread). Python numbers and
 Const parameters stay Python values (`Static`): weak literals that take the type of the
 tile they meet.
 """
@@ -20,7 +21,9 @@ from oxide.tile.layout import Layout
 
 @dataclass(frozen=True)
 class Tile:
-    """A tile value: `values[k]` is this thread's element at slot `k` of `layout`.
+    """A tile value of the frontend: its dtype, static shape and `ssa`, a `!tile.tile`
+    value of the tile dialect (`ir/tile_ops.py`), whose layout `tile/layouts.py` picks
+    later.
 
     `witness` is the grid axis when the tile is `tile.bid(axis)` itself (a TileIndex:
     unique to the block along that axis), or `("grouped", k)` for part k of
@@ -29,9 +32,29 @@ class Tile:
     """
 
     dtype: T.DType
+    shape: tuple[int, ...]
+    ssa: SSAValue
+    witness: int | tuple[str, int] | None = None
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def describe(self) -> str:
+        if not self.shape:
+            return f"a {self.dtype.name} scalar" + (" (a TileIndex)" if self.witness is not None
+                                                    else "")
+        return f"a tile of shape {shape_text(self.shape)} and dtype {self.dtype.name}"
+
+
+@dataclass(frozen=True)
+class Slots:
+    """A tile as one thread holds it (`tile/lower.py`): `values[k]` is this thread's
+    element at slot `k` of `layout`. A 0-d tile has one slot, the same in every thread."""
+
+    dtype: T.DType
     layout: Layout
     values: tuple[SSAValue, ...]
-    witness: int | tuple[str, int] | None = None
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -45,12 +68,6 @@ class Tile:
     def scalar(self) -> SSAValue:
         assert not self.layout.shape, "only 0-d tiles are scalars"
         return self.values[0]
-
-    def describe(self) -> str:
-        if not self.shape:
-            return f"a {self.dtype.name} scalar" + (" (a TileIndex)" if self.witness is not None
-                                                    else "")
-        return f"a tile of shape {shape_text(self.shape)} and dtype {self.dtype.name}"
 
 
 @dataclass(frozen=True)

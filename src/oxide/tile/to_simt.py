@@ -1,0 +1,217 @@
+"""The tile dialect into SIMT IR: each tile op replaced by the ops of one thread.
+
+It runs after `tile/layouts.py`, over the tile ops in the order the frontend built them
+(`TileBuilder.tile_ops`), and asks `tile/lower.py`'s TileEmitter for each: a tile value
+becomes `Slots`, one SSA value per slot of its layout. What it assumes: every tile type
+has its layout and elementwise operands agree (the layout pass). What it guarantees:
+no tile op is left; `tile.extract` results are replaced by the scalar each thread holds
+(and stay block-uniform for the uniformity pass); the SIMT ops stand where the tile op
+stood (`TileBuilder.lowering`), so the kernel is the one building them on the spot
+would have given.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from xdsl.ir import Operation, SSAValue
+
+from oxide import types as T
+from oxide.ir import ops
+from oxide.ir.tile_ops import TileType, TileVarType, kind_of
+from oxide.ir.types import ir_type
+from oxide.tile.builder import TileBuilder
+from oxide.tile.layouts import layout_of
+from oxide.tile.lower import TileEmitter
+from oxide.tile.mma_lower import lower_mma, relayout
+from oxide.tile.values import Slots
+
+
+class ToSIMT:
+    """Lowers one kernel's tile ops (see the module docstring)."""
+
+    def __init__(self, b: TileBuilder, em: TileEmitter) -> None:
+        self.b = b
+        self.em = em
+        self.slots: dict[SSAValue, Slots] = {}
+        self.vars: dict[SSAValue, list[SSAValue]] = {}
+
+    def run(self) -> None:
+        for op in list(self.b.tile_ops):
+            kind = kind_of(op)
+            lower: Callable[[Operation], Any] = getattr(self, f"_{kind}")
+            with self.b.lowering(op):
+                out = lower(op)
+            if isinstance(out, Slots):
+                out = (out,)
+            for r, s in zip(op.results, out or (), strict=False):
+                if isinstance(r.type, TileType):
+                    assert s.layout.key() == layout_of(r).key(), (
+                        f"{op.name}: lowered to another layout than the layout pass gave")
+                    self.slots[r] = s
+        for op in reversed(self.b.tile_ops):
+            op.detach()
+            op.erase(safe_erase=False)
+        self.b.tile_ops = []
+
+    def _in(self, v: SSAValue) -> Slots:
+        return self.slots[v]
+
+    def _dtype(self, op: Operation) -> T.DType:
+        t = op.results[0].type
+        assert isinstance(t, TileType)
+        return t.dtype
+
+    # -- one method per op --------------------------------------------------------------
+
+    def _full(self, op: Operation) -> Slots:
+        return self.em.full(layout_of(op.results[0]), op.param("value"), self._dtype(op))
+
+    def _splat(self, op: Operation) -> Slots:
+        return self.em.splat(layout_of(op.results[0]), self._in(op.operands[0]))
+
+    def _arange(self, op: Operation) -> Slots:
+        return self.em.arange(layout_of(op.results[0]), self._dtype(op))
+
+    def _index(self, op: Operation) -> Slots:
+        return self.em.index_tile(layout_of(op.results[0]), op.param("axis"))
+
+    def _cast(self, op: Operation) -> Slots:
+        return self.em.cast(self._in(op.operands[0]), self._dtype(op))
+
+    def _binary(self, op: Operation) -> Slots:
+        a, b = (self._in(v) for v in op.operands)
+        return self.em.binary(op.param("kind"), a, b, op.param("site"))
+
+    def _compare(self, op: Operation) -> Slots:
+        a, b = (self._in(v) for v in op.operands)
+        return self.em.compare(op.param("pred"), a, b)
+
+    def _unary(self, op: Operation) -> Slots:
+        return self.em.unary(op.param("kind"), self._in(op.operands[0]))
+
+    def _math(self, op: Operation) -> Slots:
+        return self.em.math(op.param("fn"), self._in(op.operands[0]))
+
+    def _where(self, op: Operation) -> Slots:
+        c, a, b = (self._in(v) for v in op.operands)
+        return self.em.where(c, a, b)
+
+    def _broadcast(self, op: Operation) -> Slots:
+        return self.em.broadcast(self._in(op.operands[0]), layout_of(op.results[0]))
+
+    def _convert(self, op: Operation) -> Slots:
+        x, target = self._in(op.operands[0]), layout_of(op.results[0])
+        if op.param("to") == "mma":  # a constant accumulator is made again, not moved
+            return relayout(self.em, x, target)
+        return self.em.convert(x, target)
+
+    def _expand(self, op: Operation) -> Slots:
+        x = self._in(op.operands[0])
+        return Slots(x.dtype, layout_of(op.results[0]), x.values)
+
+    def _permute(self, op: Operation) -> Slots:
+        return self.em.permute(self._in(op.operands[0]), op.param("axes"),
+                               layout_of(op.results[0]))
+
+    def _reshape(self, op: Operation) -> Slots:
+        return self.em.reshape(self._in(op.operands[0]), layout_of(op.results[0]))
+
+    def _reduce(self, op: Operation) -> Slots:
+        return self.em.reduce(op.param("kind"), self._in(op.operands[0]), op.param("axis"),
+                              op.param("keepdims"))
+
+    def _arg_reduce(self, op: Operation) -> tuple[Slots, Slots]:
+        x, index = (self._in(v) for v in op.operands)
+        return self.em.arg_reduce(op.param("kind"), x, index, op.param("axis"),
+                                  op.param("keepdims"))
+
+    def _cumsum(self, op: Operation) -> Slots:
+        return self.em.cumsum(self._in(op.operands[0]), op.param("axis"))
+
+    def _narrow_compare(self, op: Operation) -> Slots:
+        return narrow_compare(self.em, op.param("pred"), self._in(op.operands[0]),
+                              self._in(op.operands[1]))
+
+    def _load(self, op: Operation) -> Slots:
+        array, padding, *index = op.operands
+        dt = self._dtype(op)
+        pad = self.b.cast(self._in(padding).scalar, dt)
+        return self.em.load(array, op.param("vectors"), dt,
+                            [self._in(i).scalar for i in index], layout_of(op.results[0]), pad)
+
+    def _store(self, op: Operation) -> None:
+        array, value, *index = op.operands
+        self.em.store(array, op.param("vectors"), [self._in(i).scalar for i in index],
+                      self._in(value))
+
+    def _mma(self, op: Operation) -> Slots:
+        a, b, acc = (self._in(v) for v in op.operands)
+        return lower_mma(self.em, a, b, acc)
+
+    def _from_scalar(self, op: Operation) -> Slots:
+        v = op.operands[0]
+        divisor = op.param("divisor")
+        if divisor is not None:
+            self.em.divisors[v] = divisor
+        return Slots(self._dtype(op), layout_of(op.results[0]), (v,))
+
+    def _extract(self, op: Operation) -> None:
+        value, result = self._in(op.operands[0]).scalar, op.results[0]
+        if result in self.b.uniform:  # a branch condition: block-uniform
+            self.b.uniform.discard(result)
+            self.b.uniform.add(value)
+        result.replace_all_uses_with(value)
+
+    def _var(self, op: Operation) -> None:
+        t = op.results[0].type
+        assert isinstance(t, TileVarType)
+        layout = layout_of(op.results[0])
+        self.vars[op.results[0]] = [self.b.alloc(ops.SlotOp(ir_type(t.tile.dtype)))
+                                    for _ in range(layout.slots)]
+
+    def _var_write(self, op: Operation) -> None:
+        var, value = op.operands
+        for slot, v in zip(self.vars[var], self._in(value).values, strict=True):
+            self.b.emit(ops.SlotWriteOp(slot, v))
+
+    def _var_read(self, op: Operation) -> Slots:
+        var = op.operands[0]
+        t = var.type
+        assert isinstance(t, TileVarType)
+        return Slots(t.tile.dtype, layout_of(var), tuple(
+            self.b.value(ops.SlotReadOp(slot)) for slot in self.vars[var]))
+
+
+def narrow_compare(em: TileEmitter, pred: str, a: Slots, n: Slots) -> Slots:
+    """`a pred n` of a narrow signed integer tile `a` and a wider signed 0-d `n` (as in
+    `tile.arange(BN)[None, :] < x.shape[1]`: i32 against i64), computed in `a`'s type:
+    `n` is clamped into it once, and a block-uniform test of `n` against that type's
+    range fixes the ends, so each element costs one narrow compare instead of a widening
+    and a 64-bit compare; where `a` is a thread's coordinates plus static offsets
+    (`tile.arange`), each element compares its offset with one per-thread room. The same
+    truth values as the promoted compare."""
+    lo, hi = -(1 << (a.dtype.bits - 1)), (1 << (a.dtype.bits - 1)) - 1
+    scalar = n.layout
+    lo_n, hi_n = em.full(scalar, lo, n.dtype), em.full(scalar, hi, n.dtype)
+    clamped = em.cast(em.binary("min", em.binary("max", n, lo_n), hi_n), a.dtype)
+    offsets = em.as_offsets(a)  # `tile.arange(BN)`: each value a thread base + k
+    if offsets is not None:
+        # a lies strictly inside i32 (`as_offsets` checks it), so an n past either end
+        # clamps to a value past every element: the compare is right as it is
+        return em.compare_offsets(pred, *offsets, clamped.scalar,
+                                  em.divisors.get(n.scalar, 1), a.layout)
+    cmp = em.compare(pred, a, em.broadcast(clamped, a.layout))
+    # where n lies outside a's range, the clamped compare is wrong at one end only
+    fix = {"lt": ("or", "gt", hi_n), "le": ("and", "ge", lo_n),
+           "gt": ("or", "lt", lo_n), "ge": ("and", "le", hi_n)}
+    if pred in fix:
+        how, test, bound = fix[pred]
+        conds = [(how, em.compare(test, n, bound))]
+    else:  # eq / ne: n must be in range to equal any element
+        inside = em.binary("and", em.compare("ge", n, lo_n), em.compare("le", n, hi_n))
+        conds = [("and", inside)] if pred == "eq" else [("or", em.unary("not", inside))]
+    for how, cond in conds:
+        cmp = em.binary(how, cmp, em.broadcast(cond, a.layout))
+    return cmp

@@ -1,0 +1,130 @@
+"""The tile dialect (ir/tile_ops.py) and its two passes (tile/layouts.py, tile/to_simt.py):
+what the frontend builds, the layouts the pass gives, the conversions it inserts, and
+that no tile op survives the lowering."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from oxide import Const, DisjointSlice, Slice, bf16, f32, i32, tile
+from oxide.ir.tile_ops import TILE_OPS, TileOperation
+from oxide.tile.layout import blocked, mma_accumulator
+
+
+@tile.kernel
+def softmax_rows(x: Slice[f32, 2], out: DisjointSlice[f32, 2], BN: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(x, (i, 0), (1, BN), padding=-float("inf"))
+    e = tile.exp(t - tile.max(t, 1, keepdims=True))
+    tile.store(out, (i, 0), e / tile.sum(e, 1, keepdims=True))
+
+
+@tile.kernel
+def scan_of_product(a: Slice[f32, 2], b: Slice[f32, 2], out: DisjointSlice[f32, 2]):
+    c = tile.load(a, (0, 0), (32, 16)) @ tile.load(b, (0, 0), (16, 32))
+    tile.store(out, (0, 0), tile.cumsum(c, 0))
+
+
+@tile.kernel
+def carried(x: Slice[f32, 2], out: DisjointSlice[f32, 2], n: i32):
+    acc = tile.zeros((32, 32), f32)
+    for _ in range(n):
+        acc = acc + tile.permute(tile.load(x, (0, 0), (32, 32)), (1, 0))
+    tile.store(out, (0, 0), acc)
+
+
+@tile.kernel
+def bf16_matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], out: DisjointSlice[f32, 2]):
+    acc = tile.zeros((64, 64), f32)
+    for k in range(2):
+        acc = tile.mma(tile.load(a, (0, k), (64, 16)), tile.load(b, (k, 0), (16, 64)), acc)
+    tile.store(out, (0, 0), acc)
+
+
+def tile_ir(kernel, *args, monkeypatch, capfd) -> str:
+    monkeypatch.setenv("OXIDE_DUMP", "tile")
+    monkeypatch.setenv("OXIDE_CACHE", "0")
+    kernel.compile(*args, target="cpu")
+    err = capfd.readouterr().err
+    assert "// ---- oxide tile:" in err
+    return err
+
+
+def ops_of(text: str) -> list[str]:
+    return re.findall(r'"(tile\.\w+)"', text)
+
+
+def test_every_op_is_described_and_is_a_tile_operation() -> None:
+    from oxide.ir.tile_ops import OP_CLASSES
+
+    assert set(OP_CLASSES) == set(TILE_OPS)
+    for kind, cls in OP_CLASSES.items():
+        assert cls.name == f"tile.{kind}" and issubclass(cls, TileOperation)
+
+
+def test_the_frontend_builds_whole_tile_ops_with_layouts(monkeypatch, capfd) -> None:
+    x = np.zeros((4, 100), np.float32)
+    text = tile_ir(softmax_rows, x, np.empty_like(x), 128, monkeypatch=monkeypatch,
+                   capfd=capfd)
+    found = ops_of(text)
+    assert found.count("tile.reduce") == 2 and "tile.load" in found
+    assert "tile.store" in found and "tile.math" in found
+    assert "<?>" not in text, "the layout pass left a tile without a layout"
+    # the loaded row and the reductions' slice layouts share the row's lanes
+    assert "!tile.tile<1x128xf32, <1 x 1@5 x 1@0; 1 x 32@0 x 4@0>>" in text
+    assert "!tile.tile<1x1xf32, <1 x 1@5 x 1@0; 1 x 32@0 x 4@0>>" in text
+
+
+def test_the_layout_pass_converts_an_mma_result_before_a_scan(monkeypatch, capfd) -> None:
+    a = np.zeros((32, 16), np.float32)
+    b = np.zeros((16, 32), np.float32)
+    text = tile_ir(scan_of_product, a, b, np.zeros((32, 32), np.float32),
+                   monkeypatch=monkeypatch, capfd=capfd)
+    found = ops_of(text)
+    # the product is in the accumulator layout; the scan walks a blocked one
+    assert found.index("tile.mma") < found.index("tile.convert") < found.index("tile.cumsum")
+    acc = mma_accumulator((32, 32), 4)
+    assert acc is not None and not acc.is_blocked
+
+
+def test_a_loop_variable_keeps_its_first_layout(monkeypatch, capfd) -> None:
+    x = np.zeros((32, 32), np.float32)
+    text = tile_ir(carried, x, np.empty_like(x), 3, monkeypatch=monkeypatch, capfd=capfd)
+    found = ops_of(text)
+    assert found.count("tile.var") == 1 and found.count("tile.var_write") == 2
+    assert found.count("tile.var_read") == 2
+    assert "tile.convert" not in found  # zeros, permute and + are all blocked: no move
+
+
+def test_an_mma_accumulator_is_carried_in_the_mma_layout(monkeypatch, capfd) -> None:
+    from oxide.ir.tile_ops import _layout_text
+
+    text = tile_ir(bf16_matmul, Slice[bf16, 2], Slice[bf16, 2], DisjointSlice[f32, 2],
+                   monkeypatch=monkeypatch, capfd=capfd)
+    acc = mma_accumulator((64, 64), 4)
+    assert acc is not None
+    assert f"!tile.var<!tile.tile<64x64xf32, {_layout_text(acc)}>>" in text
+    # tile.zeros is made blocked (8-element runs: the kernel's narrowest array is bf16)
+    # and converted once, before the loop: a constant is made again, not moved
+    assert f"!tile.tile<64x64xf32, {_layout_text(blocked((64, 64), 4, 8))}>" in text
+    found = ops_of(text)
+    assert found.index("tile.full") < found.index("tile.convert") < found.index("tile.var_write")
+
+
+def test_no_tile_op_survives_the_lowering() -> None:
+    x = np.zeros((4, 100), np.float32)
+    ck = softmax_rows.compile(x, np.empty_like(x), 128, target="cpu")
+    assert "tile." not in ck.ir
+    assert "oxide.masked_load" in ck.ir or "oxide.load" in ck.ir
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_the_lowered_kernel_computes_softmax(rows: int) -> None:
+    x = np.random.default_rng(0).standard_normal((rows, 100)).astype(np.float32)
+    out = np.empty_like(x)
+    softmax_rows[rows](x, out, 128)
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-6)
