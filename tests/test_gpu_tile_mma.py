@@ -43,6 +43,13 @@ def test_mma_against_numpy_on_gpu(case):
     np.testing.assert_allclose(got, want, rtol=0, atol=tol)
 
 
+@pytest.mark.parametrize("case", tm.QKT_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_loop_invariant_a_and_transposed_b_on_gpu(case):
+    dt, *rest = case
+    got, want = tm.run_qkt(dt, *rest, run=gpu)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.sqrt(rest[2] * rest[-1]))
+
+
 def test_matmul_4096_bf16_exact_on_gpu():
     rng = np.random.default_rng(31)
     n = 4096

@@ -146,6 +146,70 @@ def test_mma_against_numpy(case):
     np.testing.assert_allclose(got, want, rtol=0, atol=tol * 4)
 
 
+def make_qkt(dt, warps):
+    """`acc += q @ k_j.T` over j: `q` made before the loop (the layout pass keeps it in
+    registers as A fragments) and the B operand a transposed load (folded into the
+    product: ldmatrix without `.trans` on the untransposed tile)."""
+    @tile.kernel(num_warps=warps)
+    def qkt(q: Slice[dt, 2], k: Slice[dt, 2], c: DisjointSlice[f32, 2], BM: Const[int],
+            BN: Const[int], D: Const[int], STEPS: Const[int]):
+        i = tile.bid(0)
+        qt = tile.load(q, (i, 0), (BM, D))
+        acc = tile.zeros((BM, BN), f32)
+        for j in range(STEPS):
+            acc = tile.mma(qt, tile.load(k, (j, 0), (BN, D)).permute((1, 0)), acc)
+        tile.store(c, (i, 0), acc)
+    return qkt
+
+
+def run_qkt(dt, warps, m, rows_k, d, bm, bn, width, steps, run=cpu):
+    """(result, f64 reference) of `make_qkt` over a (m, d) q and a (rows_k, d) k, tiles of
+    (bm, width) and (bn, width): rows and columns past the arrays are zero padding."""
+    q = rng.standard_normal((m, d)).astype(NP[dt.name])
+    k = rng.standard_normal((rows_k, d)).astype(NP[dt.name])
+    c = np.zeros((m, bn), np.float32)
+    run(make_qkt(dt, warps), tile.cdiv(m, bm), q, k, c, bm, bn, width, steps)
+    kp = np.zeros((steps * bn, d))
+    kp[:min(rows_k, steps * bn)] = k[:steps * bn].astype(np.float64)
+    ksum = kp.reshape(steps, bn, d).sum(0)
+    return c, q.astype(np.float64) @ ksum.T
+
+
+QKT_CASES = [  # dtype, warps, M, rows of k, D, BM, BN, D tile, steps
+    (bf16, 4, 64, 64, 32, 64, 32, 32, 2),    # warps 4 x 1: A rows split, B whole
+    (bf16, 8, 128, 96, 64, 128, 64, 64, 2),  # 4 x 2 warps (the N warps share A), ragged k
+    (f16, 4, 40, 48, 20, 32, 16, 32, 3),     # ragged q and D; one n8 tile a warp (x2)
+    (bf16, 1, 16, 8, 16, 16, 8, 16, 1),      # one warp, one instruction
+]
+
+
+@pytest.mark.parametrize("case", QKT_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_loop_invariant_a_and_transposed_b_against_numpy(case):
+    dt, *rest = case
+    got, want = run_qkt(dt, *rest)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-4 * np.sqrt(rest[2] * rest[-1]))
+
+
+def test_the_layout_pass_keeps_q_in_registers_and_folds_the_transpose(monkeypatch, capfd):
+    monkeypatch.setenv("OXIDE_DUMP", "tile")
+    monkeypatch.setenv("OXIDE_CACHE", "0")
+    make_qkt(bf16, 8).compile(Slice[bf16, 2], Slice[bf16, 2], DisjointSlice[f32, 2], 128,
+                              64, 64, 2, target="cpu")
+    text = capfd.readouterr().err
+    assert '"tile.permute"' not in text and "b_transposed=True" in text
+    # q's conversion to the A-fragment layout: once, before the loop (in the entry's
+    # successor block, not the loop body)
+    from oxide.ir.tile_ops import _layout_text
+    from oxide.tile.layout import mma_operand_a
+
+    wm, _ = mma_warps((128, 64), 8)  # no row reductions here: the default split
+    assert text.count(f"to={_layout_text(mma_operand_a((128, 64), wm, 8))}") == 1
+    ck = make_qkt(bf16, 8).compile(Slice[bf16, 2], Slice[bf16, 2], DisjointSlice[f32, 2],
+                                   128, 64, 64, 2, arch="sm_90")
+    assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in ck.ptx  # B without .trans
+    assert ".trans" not in ck.ptx
+
+
 @tile.kernel(num_warps=4)
 def matmul_operator(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
                     w: Slice[f32, 2], cw: DisjointSlice[f32, 2]):

@@ -247,15 +247,29 @@ def _as_i32(em: Any, dt: T.DType, v: str) -> str:
     return em.ins(f"bitcast float {v} to i32") if dt.name == "f32" else v
 
 
+def _mma_registers(em: Any, ab: list[tuple[T.DType, str]]) -> list[str]:
+    """mma.sync's A and B operands as its i32 registers: a 16-bit float and the one after
+    it packed into one (the lower index in the low bits), any other value as it is (a
+    register of ldmatrix, a tf32 bit pattern). The tile lowering passes A as halves
+    from registers and B as ldmatrix registers."""
+    regs, k = [], 0
+    while k < len(ab):
+        dt, v = ab[k]
+        if dt.bits == 16 and dt.is_float:
+            regs.append(_pack_halves(em, dt, v, ab[k + 1][1]))
+            k += 2
+        else:
+            regs.append(_as_i32(em, dt, v))
+            k += 1
+    return regs
+
+
 def _mma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     """One mma.sync: A and B as the intrinsic's registers (packed pairs of halves or
     tf32 bit patterns in i32; f16 pairs as <2 x half>), C as four floats."""
     args = [(dtype_of_ir(a.type), em.v(a)) for a in op.args]
     ab, c = args[:-4], args[-4:]
-    if len(ab) == 12:  # 8 + 4 halves: pack pairs, the lower index in the low bits
-        regs = [_pack_halves(em, ab[k][0], ab[k][1], ab[k + 1][1]) for k in range(0, 12, 2)]
-    else:
-        regs = [_as_i32(em, dt, v) for dt, v in ab]
+    regs = _mma_registers(em, ab)
     reg_t = "i32"
     if kind.endswith(".f16"):
         regs = [em.ins(f"bitcast i32 {r} to <2 x half>") for r in regs]
@@ -505,10 +519,7 @@ def _cpu_mma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     args = [(dtype_of_ir(a.type), em.v(a)) for a in op.args]
     ab, c = args[:-4], [v for _, v in args[-4:]]
     half = T.bf16 if kind.endswith("bf16") else T.f16
-    if len(ab) == 12:
-        regs = [_pack_halves(em, ab[k][0], ab[k][1], ab[k + 1][1]) for k in range(0, 12, 2)]
-    else:
-        regs = [_as_i32(em, dt, v) for dt, v in ab]
+    regs = _mma_registers(em, ab)
     a, b = regs[:4], regs[4:]
     _, g, t = _lane_parts(em)
     tf32 = kind.endswith("tf32")

@@ -78,6 +78,16 @@ class TileBuilder(IRBuilder):
         self.origins[op] = self.origins.get(before, ())
         self.tile_ops.insert(self.tile_ops.index(before), op)
 
+    def insert_tile_op_after(self, op: Operation, after: Operation) -> None:
+        """A tile op a pass adds just after `after`: lowered next, as part of it."""
+        block = after.parent_block()
+        assert block is not None
+        block.insert_op_after(op, after)
+        self.order[op] = self.order[after]
+        self.spans[op] = self.spans.get(after)
+        self.origins[op] = self.origins.get(after, ())
+        self.tile_ops.insert(self.tile_ops.index(after) + 1, op)
+
     # -- both -------------------------------------------------------------------------
 
     def emit(self, op: Operation) -> Operation:

@@ -205,12 +205,16 @@ def blocked(shape: tuple[int, ...], num_warps: int, vector: int = VECTOR) -> Lay
 MMA_M, MMA_N = 16, 8  # one mma.sync m16n8k16 covers 16 x 8 elements of the result
 
 
-def mma_warps(shape: tuple[int, int], num_warps: int) -> tuple[int, int]:
+def mma_warps(shape: tuple[int, int], num_warps: int, rows_only: bool = False
+              ) -> tuple[int, int]:
     """How the block's warps split an (M, N) result: warps double along the dimension
     where each warp's share is larger (M first on a tie), while a warp still covers at
     least one instruction tile (16 rows, 8 columns); 8 warps on 128 x 128 are 4 x 2.
-    Warps left over hold replicas."""
+    Warps left over hold replicas. `rows_only` (where the kernel reduces the product's
+    rows, `tile/layouts.py`): every warp takes whole rows, where there are 16 a warp."""
     m, n = shape
+    if rows_only and m // MMA_M >= num_warps:
+        return num_warps, 1
     wm = wn = 1
     while wm * wn < num_warps:
         can_m, can_n = m // (MMA_M * wm) >= 2, n // (MMA_N * wn) >= 2
@@ -223,7 +227,8 @@ def mma_warps(shape: tuple[int, int], num_warps: int) -> tuple[int, int]:
     return wm, wn
 
 
-def mma_accumulator(shape: tuple[int, ...], num_warps: int) -> Layout | None:
+def mma_accumulator(shape: tuple[int, ...], num_warps: int, rows_only: bool = False
+                    ) -> Layout | None:
     """The layout of mma.sync's accumulator over a whole (M, N) tile, or None where the
     tile is smaller than one instruction (M < 16 or N < 8).
 
@@ -233,8 +238,23 @@ def mma_accumulator(shape: tuple[int, ...], num_warps: int) -> Layout | None:
     if len(shape) != 2 or shape[0] < MMA_M or shape[1] < MMA_N:
         return None
     m, n = shape
-    wm, wn = mma_warps((m, n), num_warps)
+    wm, wn = mma_warps((m, n), num_warps, rows_only)
     rows = DimMap(spt=1, lane_shift=2, tpw=8, warp_shift=0, wpc=wm, inner=m // wm // 8)
-    cols = DimMap(spt=2, lane_shift=0, tpw=4, warp_shift=wm.bit_length() - 1, wpc=wn,
-                  inner=n // wn // 8)
+    # (no warp bits along N when one warp spans it: the A-operand layout's form, so a
+    # product's result can be the next product's A operand where it spans K, `p @ v`)
+    cols = DimMap(spt=2, lane_shift=0, tpw=4, warp_shift=wm.bit_length() - 1 if wn > 1 else 0,
+                  wpc=wn, inner=n // wn // 8)
     return Layout((m, n), (rows, cols), num_warps)
+
+
+def mma_operand_a(shape: tuple[int, int], wm: int, num_warps: int) -> Layout:
+    """The layout of an (M, K) tile as mma.sync's A operand of a product whose result
+    splits M over `wm` warps: each thread holds the A fragments its warp's rows need
+    (rows `g + 8 i`, columns `2t + s + 8 j`: registers a0..a3 of every m16n8k16 tile of
+    the share), so the product reads them from registers, not from shared memory. The
+    warps that split N hold replicas (each needs the same rows). With one warp along N
+    it is the accumulator layout of an (M, K) result: `p @ v` takes `p` as it is."""
+    m, k = shape
+    rows = DimMap(spt=1, lane_shift=2, tpw=8, warp_shift=0, wpc=wm, inner=m // wm // 8)
+    cols = DimMap(spt=2, lane_shift=0, tpw=4, inner=k // 8)
+    return Layout((m, k), (rows, cols), num_warps)

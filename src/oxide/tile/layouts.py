@@ -13,8 +13,15 @@ ops, so each op's operands already have their layouts, and gives each result one
   reduced dimension's bits become replicas, so broadcasting back moves nothing;
 - `mma` results (and `full(layout='mma')` accumulators, `convert(to='mma')` loop
   carries) take the tensor-core accumulator layout where the tile is at least one
-  instruction large (`mma_accumulator`); the operands' own layouts are what
-  `tile/mma_lower.py` stages through padded shared memory;
+  instruction large (`mma_accumulator`); where the kernel reduces a product's rows
+  (softmax over scores), every product splits only M over the warps (`rows_only`), so
+  those reductions stay in one warp and `p @ v` takes `p` from registers. Operands: `tile/mma_lower.py` stages them
+  through padded shared memory and reads fragments with ldmatrix, but an A operand made
+  outside the product's block (a loop-invariant `q`) is converted once, where it is
+  made, to the A-fragment layout (`mma_operand_a`), and stays in registers; and a
+  `permute((1, 0))` whose only use is the B operand is folded into the product
+  (`b_transposed`: the untransposed tile is staged and read as the instruction's
+  column-major B, no transpose through shared memory);
 - where two layouts must agree it inserts a `tile.convert` (through shared memory,
   `tile/lower.py`): a variable (an `if`'s merge, a loop's carry) keeps the layout of its
   first write, and `cumsum` scans a blocked layout.
@@ -29,9 +36,15 @@ from collections.abc import Callable
 
 from xdsl.ir import Operation, SSAValue
 
-from oxide.ir.tile_ops import TileType, TileVarType, kind_of, make
+from oxide.ir.tile_ops import StaticAttr, TileType, TileVarType, kind_of, make
 from oxide.tile.builder import TileBuilder
-from oxide.tile.layout import Layout, blocked, mma_accumulator
+from oxide.tile.layout import Layout, blocked, mma_accumulator, mma_operand_a
+
+# tensor cores take 16-bit floats, K in steps of 16 (`tile/mma_lower.py`)
+_HALVES = ("bf16", "f16")
+_MMA_K = 16
+# the most A-operand elements a thread keeps in registers across a loop (64 registers)
+_MAX_A_IN_REGISTERS = 128
 
 
 def layout_of(v: SSAValue) -> Layout:
@@ -53,6 +66,33 @@ def _set(v: SSAValue, layout: Layout) -> None:
         v._type = TileType.of(t.dims, t.dtype, layout)  # noqa: SLF001
 
 
+_ELEMENTWISE = ("binary", "unary", "math", "cast", "where", "broadcast", "compare", "convert")
+
+
+def _reduces_product_rows(op: Operation) -> bool:
+    """Whether `op` reduces the rows of a 2-d tile computed elementwise from a product
+    (`tile.max(q @ k.T, 1)`, softmax over scores): then every product of the kernel puts
+    whole rows in one warp (`mma_warps`'s rows_only), so such reductions stay within a
+    warp (shuffles, no shared memory) and a product's result, rows in one warp, can be
+    the next product's A operand as it is (`p @ v`, FlashAttention's arrangement)."""
+    if kind_of(op) not in ("reduce", "arg_reduce") or op.param("axis") != 1:
+        return False
+    seen: set[int] = set()
+    stack = [op.operands[0]]
+    while stack:
+        v = stack.pop()
+        owner = v.owner
+        if id(owner) in seen or not isinstance(owner, Operation):
+            continue
+        seen.add(id(owner))
+        kind = kind_of(owner)
+        if kind == "mma":
+            return True
+        if kind in _ELEMENTWISE:
+            stack.extend(owner.operands)
+    return False
+
+
 def _has_layout(v: SSAValue) -> bool:
     t = v.type
     if isinstance(t, TileVarType):
@@ -67,14 +107,18 @@ class LayoutPass:
         self.b = b
         self.num_warps = num_warps
         self.vector = vector
+        self._in_registers: dict[tuple[SSAValue, Layout], SSAValue] = {}
+        # the products' warps take whole rows (`mma_warps`): set by `run`
+        self.rows_only = False
 
     def blocked(self, shape: tuple[int, ...]) -> Layout:
         return blocked(shape, self.num_warps, self.vector)
 
     def mma(self, shape: tuple[int, ...], otherwise: Layout) -> Layout:
-        return mma_accumulator(shape, self.num_warps) or otherwise
+        return mma_accumulator(shape, self.num_warps, self.rows_only) or otherwise
 
     def run(self) -> None:
+        self.rows_only = any(_reduces_product_rows(op) for op in self.b.tile_ops)
         for op in list(self.b.tile_ops):
             kind = kind_of(op)
             assert kind is not None
@@ -166,7 +210,47 @@ class LayoutPass:
         return layout_of(op.operands[0])
 
     def _mma(self, op: Operation) -> Layout:
-        return self.mma(self._shape(op), layout_of(op.operands[2]))
+        shape = self._shape(op)
+        a, b = op.operands[0], op.operands[1]
+        at = a.type
+        assert isinstance(at, TileType)
+        m, k = at.dims
+        result = self.mma(shape, layout_of(op.operands[2]))
+        if at.dtype.name in _HALVES and k >= _MMA_K and mma_accumulator(shape,
+                                                                        self.num_warps):
+            self._fold_transpose(op, b)
+            target = mma_operand_a((m, k), result.dims[0].wpc, self.num_warps)
+            defined = a.owner
+            if (isinstance(defined, Operation) and defined.parent_block() is not op.parent_block()
+                    and target.slots <= _MAX_A_IN_REGISTERS):
+                op.operands[0] = self._converted_after(defined, a, target)
+        return result
+
+    def _fold_transpose(self, op: Operation, b: SSAValue) -> None:
+        """`mma(a, permute(x, (1, 0)), acc)`, the permute used only here: `mma(a, x, acc)`
+        with `b_transposed` (its lowering stages x and reads it as the column-major B)."""
+        permute = b.owner
+        if not (kind_of(permute) == "permute" and permute.param("axes") == (1, 0)
+                and b.has_one_use()):
+            return
+        op.operands[1] = permute.operands[0]
+        op.properties["params"] = StaticAttr(tuple(sorted(
+            (*op.params.data, ("b_transposed", True)))))  # type: ignore[attr-defined]
+        self.b.tile_ops.remove(permute)
+        permute.detach()
+        permute.erase()
+
+    def _converted_after(self, defined: Operation, v: SSAValue, target: Layout) -> SSAValue:
+        """`v` converted to `target` just after the op that makes it (once, however many
+        products use it)."""
+        key = (v, target)
+        if key not in self._in_registers:
+            t = v.type
+            assert isinstance(t, TileType)
+            conv = make("convert", [v], [TileType.of(t.dims, t.dtype, target)], to=target)
+            self.b.insert_tile_op_after(conv, defined)
+            self._in_registers[key] = conv.results[0]
+        return self._in_registers[key]
 
     def _nothing(self, op: Operation) -> None:
         return None

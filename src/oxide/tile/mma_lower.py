@@ -17,9 +17,13 @@ What it guarantees:
 - bf16/f16 with M >= 16, N >= 8, K >= 16: the operands are written once to shared
   memory, row-major with 8 extra elements per row (rows of 16-byte ldmatrix reads then
   fall in distinct banks), and read as fragments with `ldmatrix` (`.trans` for B, which
-  is K-major in memory); each warp multiplies its share of the (M, N) tile with
+  is K-major in memory; none for a `b_transposed` B, the (N, K) tile the layout pass
+  folded a transpose into); each warp multiplies its share of the (M, N) tile with
   `mma.sync.m16n8k16` (f32 accumulate), the same `oxide.hopper` ops `ox.mma_sync` and
-  `ox.ldmatrix` become, so the CPU target runs them through its exact emulation;
+  `ox.ldmatrix` become, so the CPU target runs them through its exact emulation. An A
+  operand already in the A-fragment layout (`layout.mma_operand_a`: a loop-invariant
+  one the layout pass converted once, or a product's result with whole rows in each
+  warp) goes to the instruction from registers, pairs of halves packed;
 - anything else (f32, f64, tiles smaller than an instruction): the operands go to shared
   memory and each thread runs a loop over k of multiply-adds for its own elements, in
   the accumulator's type: f32 inputs are computed in f32, never silently in TF32.
@@ -34,7 +38,7 @@ from xdsl.ir import SSAValue
 from oxide import types as T
 from oxide.ir import ops
 from oxide.ir.types import ir_type
-from oxide.tile.layout import Layout, mma_accumulator
+from oxide.tile.layout import Layout, mma_accumulator, mma_operand_a
 from oxide.tile.lower import TileEmitter
 from oxide.tile.values import Slots
 
@@ -72,18 +76,18 @@ def relayout(em: TileEmitter, t: Slots, layout: Layout) -> Slots:
     return em.convert(t, layout)
 
 
-def result_layout(em: TileEmitter, shape: tuple[int, int], acc: Slots) -> Layout:
-    """The accumulator layout of an (M, N) result; the accumulator's own for tiles
-    smaller than one instruction."""
-    return mma_accumulator(shape, em.num_warps) or acc.layout
-
-
-def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots) -> Slots:
-    """`a @ b + acc`, in the accumulator layout (see the module docstring)."""
-    (m, k), n = a.shape, b.shape[1]
-    acc = relayout(em, acc, result_layout(em, (m, n), acc))
+def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
+              b_transposed: bool = False) -> Slots:
+    """`a @ b + acc` in `layout`, the result's (the layout pass's choice: the accumulator
+    layout, or the accumulator's own for tiles smaller than one instruction; see the
+    module docstring). With `b_transposed`, `b` is the (N, K) tile whose transpose is the
+    product's B (the layout pass folds `permute(x, (1, 0))` into it where tensor cores
+    take the product)."""
+    (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
+    acc = relayout(em, acc, layout)
     if a.dtype.name in HALVES and k >= MMA_K and mma_accumulator((m, n), em.num_warps):
-        return _tensor_cores(em, a, b, acc)
+        return _tensor_cores(em, a, b, acc, b_transposed)
+    assert not b_transposed, "a transposed B only where tensor cores take the product"
     return _fma_loop(em, a, b, acc)
 
 
@@ -158,13 +162,22 @@ def _ldmatrix(em: TileEmitter, smem: SSAValue, base: SSAValue, offset: int, num:
     return list(op.results)
 
 
-def _tensor_cores(em: TileEmitter, a: Slots, b: Slots, acc: Slots) -> Slots:
-    """Each warp's share of `acc += a @ b` with ldmatrix fragments and mma.sync."""
-    (m, k), n = a.shape, b.shape[1]
+def _tensor_cores(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool
+                  ) -> Slots:
+    """Each warp's share of `acc += a @ b` with ldmatrix fragments and mma.sync. An `a`
+    already in the A-fragment layout (`mma_operand_a`) is read from registers."""
+    (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
     rows, cols = acc.layout.dims
     wm_tile, wn_tile = m // rows.wpc, n // cols.wpc
-    sa_stride, sb_stride = k + PAD, n + PAD
-    sa, sb = _operands(em, a, b, PAD)
+    sa_stride, sb_stride = k + PAD, (k if b_transposed else n) + PAD
+    a_in_registers = a.layout.key() == mma_operand_a((m, k), rows.wpc, em.num_warps).key()
+    if a_in_registers or b_transposed:
+        em.barrier()
+        sa = None if a_in_registers else _to_shared(em, a, sa_stride, "a")
+        sb = _to_shared(em, b, sb_stride, "b")
+        em.barrier()
+    else:
+        sa, sb = _operands(em, a, b, PAD)
     lane, warp = em._thread()
     warp_m = em._field(warp, rows.warp_shift, rows.wpc)
     warp_n = em._field(warp, cols.warp_shift, cols.wpc)
@@ -180,28 +193,42 @@ def _tensor_cores(em: TileEmitter, a: Slots, b: Slots, acc: Slots) -> Slots:
         "mul", warp_m, em.const(wm_tile, T.i32)))))
     a_col = _entry_i64(em, j_hi, 8)
     a_base = _entry_i64(em, a_row, sa_stride, a_col)
-    # B (K x N, row-major: K-major for the instruction, so `.trans`): matrices (k 0-7,
-    # n 0-7), (k 8-15, n 0-7) are b0, b1 of one n8 tile; x4 adds the next n8 tile
-    b_row = em._entry(ops.BinaryOp("add", r, em._entry(ops.BinaryOp("mul", j_lo, eight))))
-    b_col = em._entry(ops.BinaryOp("add", em._entry(ops.BinaryOp("mul", j_hi, eight)),
-                                   em._entry(ops.BinaryOp("mul", warp_n,
-                                                          em.const(wn_tile, T.i32)))))
-    b_base = _entry_i64(em, b_row, sb_stride, _entry_i64(em, b_col, 1))
+    if b_transposed:
+        # B^T (N x K, row-major: the instruction's column-major B, no `.trans`): matrices
+        # (n 0-7, k 0-7), (n 0-7, k 8-15) are b0, b1 of one n8 tile; x4 adds n 8-15
+        b_row = em._entry(ops.BinaryOp("add", r, em._entry(ops.BinaryOp("mul", j_hi, eight))))
+        b_row = em._entry(ops.BinaryOp("add", b_row, em._entry(ops.BinaryOp(
+            "mul", warp_n, em.const(wn_tile, T.i32)))))
+        b_base = _entry_i64(em, b_row, sb_stride, _entry_i64(em, j_lo, 8))
+    else:
+        # B (K x N, row-major: K-major for the instruction, so `.trans`): matrices (k 0-7,
+        # n 0-7), (k 8-15, n 0-7) are b0, b1 of one n8 tile; x4 adds the next n8 tile
+        b_row = em._entry(ops.BinaryOp("add", r, em._entry(ops.BinaryOp("mul", j_lo, eight))))
+        b_col = em._entry(ops.BinaryOp("add", em._entry(ops.BinaryOp("mul", j_hi, eight)),
+                                       em._entry(ops.BinaryOp("mul", warp_n,
+                                                              em.const(wn_tile, T.i32)))))
+        b_base = _entry_i64(em, b_row, sb_stride, _entry_i64(em, b_col, 1))
+    a_slot = {offs: s for s, offs in enumerate(a.layout.offsets())}
     slot = {offs: s for s, offs in enumerate(acc.layout.offsets())}
     values = list(acc.values)
     kind = f"mma.m16n8k16.{a.dtype.name}"
     n_mi, n_ni = wm_tile // 16, wn_tile // 8
     for kk in range(k // MMA_K):
-        a_frags = [_ldmatrix(em, sa, a_base, 16 * mi * sa_stride + 16 * kk, 4, False)
-                   for mi in range(n_mi)]
+        if sa is None:  # a0..a3: (row, k) offsets (0, 0), (8, 0), (0, 8), (8, 8), 2 each
+            a_frags = [[a.values[a_slot[(16 * mi + 8 * (r & 1), 16 * kk + 8 * (r >> 1) + s)]]
+                        for r in range(4) for s in range(2)] for mi in range(n_mi)]
+        else:
+            a_frags = [_ldmatrix(em, sa, a_base, 16 * mi * sa_stride + 16 * kk, 4, False)
+                       for mi in range(n_mi)]
         b_frags: list[list[SSAValue]] = []
         for nj in range(0, n_ni, 2):
-            offset = 16 * kk * sb_stride + 8 * nj
+            offset = (8 * nj * sb_stride + 16 * kk if b_transposed
+                      else 16 * kk * sb_stride + 8 * nj)
             if nj + 1 < n_ni:
-                regs = _ldmatrix(em, sb, b_base, offset, 4, True)
+                regs = _ldmatrix(em, sb, b_base, offset, 4, not b_transposed)
                 b_frags += [regs[:2], regs[2:]]
             else:
-                b_frags.append(_ldmatrix(em, sb, b_base, offset, 2, True))
+                b_frags.append(_ldmatrix(em, sb, b_base, offset, 2, not b_transposed))
         for mi in range(n_mi):
             for ni in range(n_ni):
                 # element e of the instruction tile: row 8 (e // 2) + g, column 2t + e % 2

@@ -148,7 +148,8 @@ class ToSIMT:
 
     def _mma(self, op: Operation) -> Slots:
         a, b, acc = (self._in(v) for v in op.operands)
-        return lower_mma(self.em, a, b, acc)
+        return lower_mma(self.em, a, b, acc, layout_of(op.results[0]),
+                         op.param("b_transposed", False))
 
     def _from_scalar(self, op: Operation) -> Slots:
         v = op.operands[0]
