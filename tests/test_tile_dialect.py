@@ -44,6 +44,19 @@ def bf16_matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], out: DisjointSlice[f32, 2]
     tile.store(out, (0, 0), acc)
 
 
+@tile.func
+def step(a, b, acc):
+    return acc + tile.mma(a, b, tile.zeros((64, 64), f32))
+
+
+@tile.kernel
+def through_a_helper(a: Slice[bf16, 2], b: Slice[bf16, 2], out: DisjointSlice[f32, 2]):
+    acc = tile.zeros((64, 64), f32)
+    for k in range(2):
+        acc = step(tile.load(a, (0, k), (64, 16)), tile.load(b, (k, 0), (16, 64)), acc)
+    tile.store(out, (0, 0), acc)
+
+
 def tile_ir(kernel, *args, monkeypatch, capfd) -> str:
     monkeypatch.setenv("OXIDE_DUMP", "tile")
     monkeypatch.setenv("OXIDE_CACHE", "0")
@@ -112,6 +125,22 @@ def test_an_mma_accumulator_is_carried_in_the_mma_layout(monkeypatch, capfd) -> 
     assert f"!tile.tile<64x64xf32, {_layout_text(blocked((64, 64), 4, 8))}>" in text
     found = ops_of(text)
     assert found.index("tile.full") < found.index("tile.convert") < found.index("tile.var_write")
+
+
+def test_a_product_carried_through_a_helper_keeps_the_mma_layout(monkeypatch, capfd) -> None:
+    """The layout pass sees the product inside the inlined @ox.tile.func (the name `acc`
+    is assigned from a call, not from an `@`): the loop carries it in the accumulator
+    layout, and no conversion runs inside the loop."""
+    from oxide.ir.tile_ops import _layout_text
+
+    text = tile_ir(through_a_helper, Slice[bf16, 2], Slice[bf16, 2], DisjointSlice[f32, 2],
+                   monkeypatch=monkeypatch, capfd=capfd)
+    acc = mma_accumulator((64, 64), 4)
+    assert acc is not None
+    assert f"!tile.var<!tile.tile<64x64xf32, {_layout_text(acc)}>>" in text
+    found = ops_of(text)
+    assert found.count("tile.convert") == 1  # the zeros, before the loop
+    assert found.index("tile.convert") < found.index("tile.mma")
 
 
 def test_no_tile_op_survives_the_lowering() -> None:

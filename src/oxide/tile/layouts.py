@@ -24,7 +24,11 @@ ops, so each op's operands already have their layouts, and gives each result one
   column-major B, no transpose through shared memory);
 - where two layouts must agree it inserts a `tile.convert` (through shared memory,
   `tile/lower.py`): a variable (an `if`'s merge, a loop's carry) keeps the layout of its
-  first write, and `cumsum` scans a blocked layout.
+  first write, but one that a later write computes from a product of its shape
+  (`acc = tile.mma(a, b, acc)`, `o = o * s + p @ v`, also inside an @ox.tile.func)
+  takes the accumulator layout, the first value converted once (a constant, made
+  again: nothing moves), so the product's registers stay put across iterations; and
+  `cumsum` scans a blocked layout.
 
 What it guarantees: `tile/to_simt.py` finds every tile type's layout set, and the
 operands of each elementwise op in one layout.
@@ -93,6 +97,28 @@ def _reduces_product_rows(op: Operation) -> bool:
     return False
 
 
+def _computed_from_product(v: SSAValue) -> bool:
+    """Whether `v` is computed elementwise from a product of its own shape."""
+    t = v.type
+    assert isinstance(t, TileType)
+    seen: set[int] = set()
+    stack = [v]
+    while stack:
+        w = stack.pop()
+        owner = w.owner
+        if id(owner) in seen or not isinstance(owner, Operation):
+            continue
+        seen.add(id(owner))
+        kind = kind_of(owner)
+        if kind == "mma":
+            rt = owner.results[0].type
+            if isinstance(rt, TileType) and rt.dims == t.dims:
+                return True
+        elif kind in _ELEMENTWISE:
+            stack.extend(owner.operands)
+    return False
+
+
 def _has_layout(v: SSAValue) -> bool:
     t = v.type
     if isinstance(t, TileVarType):
@@ -110,6 +136,8 @@ class LayoutPass:
         self._in_registers: dict[tuple[SSAValue, Layout], SSAValue] = {}
         # the products' warps take whole rows (`mma_warps`): set by `run`
         self.rows_only = False
+        # the variables some write computes from a product of their shape: set by `run`
+        self.carries_products: set[SSAValue] = set()
 
     def blocked(self, shape: tuple[int, ...]) -> Layout:
         return blocked(shape, self.num_warps, self.vector)
@@ -119,6 +147,9 @@ class LayoutPass:
 
     def run(self) -> None:
         self.rows_only = any(_reduces_product_rows(op) for op in self.b.tile_ops)
+        self.carries_products = {op.operands[0] for op in self.b.tile_ops
+                                 if kind_of(op) == "var_write"
+                                 and _computed_from_product(op.operands[1])}
         for op in list(self.b.tile_ops):
             kind = kind_of(op)
             assert kind is not None
@@ -128,14 +159,17 @@ class LayoutPass:
                 for r in op.results:
                     _set(r, layout)
 
-    def _convert_before(self, op: Operation, index: int, target: Layout) -> None:
-        """Operand `index` of `op` converted to `target` first, where its layout differs."""
+    def _convert_before(self, op: Operation, index: int, target: Layout,
+                        to: str | None = None) -> None:
+        """Operand `index` of `op` converted to `target` first, where its layout differs
+        (`to='mma'`: the accumulator layout, a constant made again rather than moved)."""
         v = op.operands[index]
         if layout_of(v).key() == target.key():
             return
         t = v.type
         assert isinstance(t, TileType)
-        conv = make("convert", [v], [TileType.of(t.dims, t.dtype, target)], to=target)
+        conv = make("convert", [v], [TileType.of(t.dims, t.dtype, target)],
+                    to=to or target)
         self.b.insert_tile_op_before(conv, op)
         op.operands[index] = conv.results[0]
 
@@ -260,7 +294,11 @@ class LayoutPass:
     def _var_write(self, op: Operation) -> None:
         var, value = op.operands
         if not _has_layout(var):  # the first write fixes the variable's layout
-            _set(var, layout_of(value))
+            if var in self.carries_products:
+                t = value.type
+                assert isinstance(t, TileType)
+                self._convert_before(op, 1, self.mma(t.dims, layout_of(value)), to="mma")
+            _set(var, layout_of(op.operands[1]))
         else:
             self._convert_before(op, 1, layout_of(var))
 

@@ -112,17 +112,13 @@ class TileLoopsMixin:
                 self.env[_ahead(name, j)] = first
                 assigned.append(_ahead(name, j))
         carried: dict[str, tuple[Tile, Any]] = {}  # name -> (its tile before, its variable)
-        products = self._matmul_targets(node.body)
         for name in assigned:
             cur = self.env.get(name)
             if isinstance(cur, Static) and isinstance(cur.obj, (bool, int, float)):
                 cur = self.as_tile(cur, node)  # `acc = 0.0` before the loop: a 0-d tile
-            if isinstance(cur, Tile) and name in products:
-                # `acc = tile.mma(a, b, acc)`: carried in the accumulator's layout, so its
-                # registers stay put across iterations (a constant start moves nothing)
-                cur = self.t.convert(cur, "mma")
             if isinstance(cur, Tile):
-                # the variable keeps the layout of this first write (tile/layouts.py)
+                # its layout: this first write's, or the accumulator layout where the body
+                # writes it from a product (tile/layouts.py)
                 var = self.t.var(cur.shape, cur.dtype)
                 self.t.var_write(var, cur)
                 carried[name] = (cur, var)
@@ -284,21 +280,6 @@ class TileLoopsMixin:
                 self.env.pop(loop_var, None)
             else:
                 self.env[loop_var] = saved
-
-    def _matmul_targets(self, body: list[ast.stmt]) -> set[str]:
-        """The names `body` assigns from an expression with a matrix product in it
-        (`acc = tile.mma(a, b, acc)`, `o = o * s + p @ v`): a loop carries those in the
-        accumulator layout, where the product leaves its result."""
-        out: set[str] = set()
-        for n in ast.walk(ast.Module(body=body, type_ignores=[])):
-            if isinstance(n, (ast.Assign, ast.AugAssign)) and self._has_matmul(n.value):
-                targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-                out |= {t.id for t in targets if isinstance(t, ast.Name)}
-        return out
-
-    def _has_matmul(self, expr: ast.expr) -> bool:
-        return any((isinstance(n, ast.BinOp) and isinstance(n.op, ast.MatMult))
-                   or self._calls(n, lang.mma) for n in ast.walk(expr))
 
 
 def _names_stored(body: list[ast.stmt]) -> list[str]:
