@@ -68,25 +68,19 @@ class TileBuilder(IRBuilder):
         self.spans[op] = span
         return op
 
-    def insert_tile_op_before(self, op: Operation, before: Operation) -> None:
-        """A tile op a pass adds just before `before`: lowered first, as part of it."""
-        block = before.parent_block()
+    def insert_tile_op(self, op: Operation, beside: Operation, after: bool = False) -> None:
+        """A tile op a pass adds just before (or `after`) `beside`: lowered just before
+        (after) it, as part of it (its declarations and blocks sort with beside's)."""
+        block = beside.parent_block()
         assert block is not None
-        block.insert_op_before(op, before)
-        self.order[op] = self.order[before]
-        self.spans[op] = self.spans.get(before)
-        self.origins[op] = self.origins.get(before, ())
-        self.tile_ops.insert(self.tile_ops.index(before), op)
-
-    def insert_tile_op_after(self, op: Operation, after: Operation) -> None:
-        """A tile op a pass adds just after `after`: lowered next, as part of it."""
-        block = after.parent_block()
-        assert block is not None
-        block.insert_op_after(op, after)
-        self.order[op] = self.order[after]
-        self.spans[op] = self.spans.get(after)
-        self.origins[op] = self.origins.get(after, ())
-        self.tile_ops.insert(self.tile_ops.index(after) + 1, op)
+        if after:
+            block.insert_op_after(op, beside)
+        else:
+            block.insert_op_before(op, beside)
+        self.order[op] = self.order[beside]
+        self.spans[op] = self.spans.get(beside)
+        self.origins[op] = self.origins.get(beside, ())
+        self.tile_ops.insert(self.tile_ops.index(beside) + (1 if after else 0), op)
 
     # -- both -------------------------------------------------------------------------
 

@@ -36,7 +36,7 @@ operands of each elementwise op in one layout.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from xdsl.ir import Operation, SSAValue
 
@@ -73,6 +73,22 @@ def _set(v: SSAValue, layout: Layout) -> None:
 _ELEMENTWISE = ("binary", "unary", "math", "cast", "where", "broadcast", "compare", "convert")
 
 
+def _products_feeding(v: SSAValue) -> Iterator[Operation]:
+    """The `tile.mma` ops `v` is computed from through elementwise ops only."""
+    seen: set[int] = set()
+    stack = [v]
+    while stack:
+        owner = stack.pop().owner
+        if id(owner) in seen or not isinstance(owner, Operation):
+            continue
+        seen.add(id(owner))
+        kind = kind_of(owner)
+        if kind == "mma":
+            yield owner
+        elif kind in _ELEMENTWISE:
+            stack.extend(owner.operands)
+
+
 def _reduces_product_rows(op: Operation) -> bool:
     """Whether `op` reduces the rows of a 2-d tile computed elementwise from a product
     (`tile.max(q @ k.T, 1)`, softmax over scores): then every product of the kernel puts
@@ -81,42 +97,15 @@ def _reduces_product_rows(op: Operation) -> bool:
     the next product's A operand as it is (`p @ v`, FlashAttention's arrangement)."""
     if kind_of(op) not in ("reduce", "arg_reduce") or op.param("axis") != 1:
         return False
-    seen: set[int] = set()
-    stack = [op.operands[0]]
-    while stack:
-        v = stack.pop()
-        owner = v.owner
-        if id(owner) in seen or not isinstance(owner, Operation):
-            continue
-        seen.add(id(owner))
-        kind = kind_of(owner)
-        if kind == "mma":
-            return True
-        if kind in _ELEMENTWISE:
-            stack.extend(owner.operands)
-    return False
+    return any(True for _ in _products_feeding(op.operands[0]))
 
 
 def _computed_from_product(v: SSAValue) -> bool:
     """Whether `v` is computed elementwise from a product of its own shape."""
     t = v.type
     assert isinstance(t, TileType)
-    seen: set[int] = set()
-    stack = [v]
-    while stack:
-        w = stack.pop()
-        owner = w.owner
-        if id(owner) in seen or not isinstance(owner, Operation):
-            continue
-        seen.add(id(owner))
-        kind = kind_of(owner)
-        if kind == "mma":
-            rt = owner.results[0].type
-            if isinstance(rt, TileType) and rt.dims == t.dims:
-                return True
-        elif kind in _ELEMENTWISE:
-            stack.extend(owner.operands)
-    return False
+    return any(isinstance(rt := p.results[0].type, TileType) and rt.dims == t.dims
+               for p in _products_feeding(v))
 
 
 def _has_layout(v: SSAValue) -> bool:
@@ -170,7 +159,7 @@ class LayoutPass:
         assert isinstance(t, TileType)
         conv = make("convert", [v], [TileType.of(t.dims, t.dtype, target)],
                     to=to or target)
-        self.b.insert_tile_op_before(conv, op)
+        self.b.insert_tile_op(conv, op)
         op.operands[index] = conv.results[0]
 
     # -- the rules, one per op: the result's layout -----------------------------------
@@ -282,7 +271,7 @@ class LayoutPass:
             t = v.type
             assert isinstance(t, TileType)
             conv = make("convert", [v], [TileType.of(t.dims, t.dtype, target)], to=target)
-            self.b.insert_tile_op_after(conv, defined)
+            self.b.insert_tile_op(conv, defined, after=True)
             self._in_registers[key] = conv.results[0]
         return self._in_registers[key]
 
