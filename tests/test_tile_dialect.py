@@ -157,3 +157,22 @@ def test_the_lowered_kernel_computes_softmax(rows: int) -> None:
     softmax_rows[rows](x, out, 128)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=1e-6)
+
+
+def test_the_layout_check_catches_what_the_pass_must_not_leave() -> None:
+    from oxide.ir.tile_ops import TileType, make
+    from oxide.tile.layouts import check_layouts
+
+    shape = (64, 64)
+    a, b = blocked(shape, 4), blocked(shape, 4, 8)  # 4 and 8 elements a thread side by side
+    assert a.key() != b.key()
+    fa = make("full", [], [TileType.of(shape, f32, a)], value=0.0)
+    fb = make("full", [], [TileType.of(shape, f32, b)], value=1.0)
+    check_layouts([fa, fb])
+    mixed = make("binary", [fa.results[0], fb.results[0]], [TileType.of(shape, f32, a)],
+                 kind="add")
+    with pytest.raises(AssertionError, match="different layouts"):
+        check_layouts([fa, fb, mixed])
+    bare = make("full", [], [TileType.of(shape, f32)], value=0.0)
+    with pytest.raises(AssertionError, match="without a layout"):
+        check_layouts([bare])

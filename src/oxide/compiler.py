@@ -204,8 +204,9 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     if getattr(kernel, "is_tile", False):  # @ox.tile.kernel: the tile frontend
         from oxide.tile.frontend import lower_tile_kernel
 
-        lowered = lower_tile_kernel(kernel, sig, symbol,
-                                    keep_tile_ir="tile" in os.environ.get("OXIDE_DUMP", ""))
+        lowered = lower_tile_kernel(
+            kernel, sig, symbol, keep_tile_ir="tile" in os.environ.get("OXIDE_DUMP", ""),
+            verify=os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0"))
     else:
         lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func

@@ -46,7 +46,7 @@ from oxide.tile import lang
 from oxide.tile.builder import TileBuilder
 from oxide.tile.calls import TileCallsMixin
 from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
-from oxide.tile.layouts import LayoutPass
+from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
@@ -93,9 +93,10 @@ def is_power_of_two(n: int) -> bool:
 
 
 def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
-                      keep_tile_ir: bool = False) -> TileLowered:
+                      keep_tile_ir: bool = False, verify: bool = False) -> TileLowered:
     """Lower a tile kernel's body for one signature into oxide IR; with `keep_tile_ir`,
-    keep the text of its tile-dialect form as the layout pass leaves it."""
+    keep the text of its tile-dialect form as the layout pass leaves it; with `verify`,
+    check what the layout pass guarantees (`check_layouts`)."""
     runtime = [(p, s) for p, s in zip(kernel.params, sig, strict=True)
                if not isinstance(s, ConstValue)]
     arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
@@ -117,6 +118,8 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
             low.env[p.name] = low.scalar_tile(next(args), s)
     low.lower_body(kernel.source.tree.body)
     LayoutPass(b, low.num_warps, low.vector).run()
+    if verify:
+        check_layouts(b.tile_ops)
     tile_ir = str(b.func) if keep_tile_ir else None
     ToSIMT(b, low.em).run()
     ctx.uses_barriers = low.em.uses_barriers

@@ -293,3 +293,24 @@ class LayoutPass:
 
     def _var_read(self, op: Operation) -> Layout:
         return layout_of(op.operands[0])
+
+
+def check_layouts(tile_ops: list[Operation]) -> None:
+    """What the pass guarantees, checked (where the IR is verified, `OXIDE_VERIFY_IR`:
+    the test suite): every tile value and variable has a layout of its shape, the
+    operands of each elementwise op share one, and a variable is written in its own."""
+    for op in tile_ops:
+        for v in (*op.operands, *op.results):
+            t = v.type
+            if isinstance(t, TileVarType):
+                t = t.tile
+            if isinstance(t, TileType):
+                layout = t.layout.data
+                if layout is None or layout.shape != t.dims:
+                    raise AssertionError(f"{op.name}: a tile without a layout of its shape")
+        kind = kind_of(op)
+        agree = {"binary": op.operands, "compare": op.operands, "where": op.operands,
+                 "var_write": op.operands}.get(kind or "", ())
+        if len({layout_of(v).key() for v in agree}) > 1:
+            raise AssertionError(f"{op.name}: operands in different layouts")
+
