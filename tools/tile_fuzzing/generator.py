@@ -31,7 +31,7 @@ DTYPES = (("f32", 0.45), ("i32", 0.4), ("f16", 0.15))
 OPS = (("arith", 5.0), ("div", 1.5), ("intdiv", 1.0), ("bitwise", 1.0), ("shift", 0.7),
        ("neg", 0.7), ("minmax", 1.5), ("compare", 2.0), ("boolop", 0.7), ("where", 2.0),
        ("astype", 2.0), ("reduce", 2.0), ("source", 1.0), ("roundtrip", 0.7),
-       ("cumsum", 0.7), ("argreduce", 1.0))
+       ("cumsum", 0.7), ("argreduce", 1.0), ("rowproduct", 1.5))
 MAX_TILE = 2048  # elements of the output tile: keeps a CPU compile well under a second
 
 
@@ -287,7 +287,10 @@ class Generator:
         dt = self._typed(x, y)
         if not R.is_float(dt):
             raise Retry  # integer `/`: left out (see the module docstring)
-        self._add("binary", (x, y), "div", dt, self._shape(x, y))
+        # a product divided by a constant may still be one: LLVM turns `x / -1.0` into
+        # `-x` (and `x / 2.0` into `x * 0.5`), and an add of it can then contract
+        self._add("binary", (x, y), "div", dt, self._shape(x, y),
+                  product=isinstance(x, Node) and x.product and isinstance(y, Lit))
 
     def _op_intdiv(self) -> None:
         a = self._pick(lambda n: n.dtype == "i32")
@@ -421,6 +424,25 @@ class Generator:
         a = self._pick(lambda n: n.dtype == "i32" and len(n.shape) > 0)
         axis = self.rng.randrange(len(a.shape))
         self._add("cumsum", (a,), axis, "i32", a.shape)
+
+    def _op_rowproduct(self) -> None:
+        """`tile.sum(tile.mma(s(a), s(b).permute((1, 0)), zeros), 1, keepdims=True)` of two
+        i32 tiles mapped to small integers (`s(x) = (x % 7 - 3)` as bf16 or f16): a
+        tensor-core product where the tile takes one (BM 16, BN >= 16: the A and B
+        fragments, the transpose folded into the B operand, the row sum in the layout
+        the layout pass picks for reduced products), else the FMA loop; its f32 sums are
+        of integers, exact in any order."""
+        p = self.p
+        if p.rank != 2 or p.tile[1] > 64:
+            raise Retry  # a longer K only adds compile time (the CPU emulates each lane)
+
+        def whole(n: Node) -> bool:
+            return n.dtype == "i32" and n.shape == p.tile
+
+        a = self._pick(whole)
+        b = self._pick(whole)
+        self._add("rowproduct", (a, b), self.rng.choice(("bf16", "f16")), "f32",
+                  (p.tile[0], 1))
 
     def _op_source(self) -> None:
         p, rng = self.p, self.rng

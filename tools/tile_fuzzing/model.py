@@ -143,6 +143,8 @@ class Model:
             return self._unary(n)
         if n.op == "reduce":
             return self._reduce(n)
+        if n.op == "rowproduct":
+            return self._rowproduct(n)
         if n.op in ("roundtrip", "cumsum", "argreduce"):
             return self._reorder(n)
         if n.op == "where":
@@ -207,6 +209,18 @@ class Model:
         up = [None if a is None else self._lift(a, lift, len(n.shape))
               for a in (src.v, src.undef, src.err)]
         return self._done(n, up[0], up[1], up[2])  # type: ignore[arg-type]
+
+    def _rowproduct(self, n: Node) -> Value:
+        """The row sums of `s(a) @ s(b).T`, `s(x) = x % 7 - 3` (Python's `%`): products
+        and sums of small integers, exact in f32 in any order. A row depends on its row of
+        `a` and on all of `b`."""
+        x, y = n.args
+        assert isinstance(x, Node) and isinstance(y, Node)
+        a, b = self.env[x.name], self.env[y.name]
+        sa, sb = ((np.mod(t.v.astype(np.int64), 7) - 3).astype(np.float64) for t in (a, b))
+        v = np.matmul(sa, np.swapaxes(sb, -1, -2)).sum(axis=-1, keepdims=True)
+        undef = a.undef.any(axis=-1, keepdims=True) | b.undef.any(axis=(-2, -1), keepdims=True)
+        return self._done(n, v.astype(np.float32), np.broadcast_to(undef, v.shape))
 
     def _reorder(self, n: Node) -> Value:
         """A layout round trip (the same tile), an i32 `cumsum` (wraps), or `argmax` /
