@@ -15,13 +15,14 @@ ops, so each op's operands already have their layouts, and gives each result one
   carries) take the tensor-core accumulator layout where the tile is at least one
   instruction large (`mma_accumulator`); where the kernel reduces a product's rows
   (softmax over scores), every product splits only M over the warps (`rows_only`), so
-  those reductions stay in one warp and `p @ v` takes `p` from registers. Operands: `tile/mma_lower.py` stages them
-  through padded shared memory and reads fragments with ldmatrix, but an A operand made
-  outside the product's block (a loop-invariant `q`) is converted once, where it is
-  made, to the A-fragment layout (`mma_operand_a`), and stays in registers; and a
-  `permute((1, 0))` whose only use is the B operand is folded into the product
-  (`b_transposed`: the untransposed tile is staged and read as the instruction's
-  column-major B, no transpose through shared memory);
+  those reductions stay in one warp and `p @ v` takes `p` from registers;
+- mma operands: `tile/mma_lower.py` stages them through padded shared memory and reads
+  fragments with ldmatrix, but an A operand made outside the product's block (a
+  loop-invariant `q`) is converted once, where it is made, to the A-fragment layout
+  (`mma_operand_a`) and stays in registers; and a `permute((1, 0))` whose only use is
+  the B operand is folded into the product (`b_transposed`: the untransposed tile is
+  staged and read as the instruction's column-major B, no transpose through shared
+  memory);
 - where two layouts must agree it inserts a `tile.convert` (through shared memory,
   `tile/lower.py`): a variable (an `if`'s merge, a loop's carry) keeps the layout of its
   first write, but one that a later write computes from a product of its shape
@@ -31,7 +32,8 @@ ops, so each op's operands already have their layouts, and gives each result one
   `cumsum` scans a blocked layout.
 
 What it guarantees: `tile/to_simt.py` finds every tile type's layout set, and the
-operands of each elementwise op in one layout.
+operands of each elementwise op in one layout (`check_layouts` checks it where the IR
+is verified).
 """
 
 from __future__ import annotations
