@@ -45,10 +45,8 @@ from xdsl.ir import Operation, SSAValue
 from oxide.ir.tile_ops import StaticAttr, TileType, TileVarType, kind_of, make
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, blocked, mma_accumulator, mma_operand_a
+from oxide.tile.mma_lower import HALVES, MMA_K
 
-# tensor cores take 16-bit floats, K in steps of 16 (`tile/mma_lower.py`)
-_HALVES = ("bf16", "f16")
-_MMA_K = 16
 # the most A-operand elements a thread keeps in registers across a loop (64 registers)
 _MAX_A_IN_REGISTERS = 128
 
@@ -241,7 +239,7 @@ class LayoutPass:
         assert isinstance(at, TileType)
         m, k = at.dims
         result = self.mma(shape, layout_of(op.operands[2]))
-        if at.dtype.name in _HALVES and k >= _MMA_K and mma_accumulator(shape,
+        if at.dtype.name in HALVES and k >= MMA_K and mma_accumulator(shape,
                                                                         self.num_warps):
             self._fold_transpose(op, b)
             target = mma_operand_a((m, k), result.dims[0].wpc, self.num_warps)
