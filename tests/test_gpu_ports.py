@@ -77,6 +77,20 @@ def test_threadfence_reduction(n: int, blocks: int) -> None:
     tp.check_threadfence(n, blocks, seed=n)
 
 
+@pytest.mark.parametrize("reuse_counter", [True, False])
+def test_threadfence_natural_shared_flag(reuse_counter: bool) -> None:
+    """The sample's `__shared__ bool amLast` form, barriers under the shared flag."""
+    data = np.random.default_rng(2).integers(-1000, 1000, 1 << 18).astype(np.int32)
+    blocks = 64
+    d_partial = ox.to_device(np.zeros(blocks, np.int32))
+    d_count = ox.to_device(np.zeros(1, np.uint32))
+    for _ in range(3):
+        tf.natural_shared_flag(reuse_counter)[blocks, tf.BLOCK](ox.to_device(data), d_partial,
+                                                               d_count)
+        assert int(d_partial.copy_to_host()[0]) == int(data.sum(dtype=np.int64))
+        assert int(d_count.copy_to_host()[0]) == 0
+
+
 def test_threadfence_reduction_repeated_launches() -> None:
     """200 launches with one counter on the device: each must give the exact sum and
     leave the counter at 0 (a missing fence or a wrong ticket shows up here)."""

@@ -16,7 +16,7 @@ from oxide import types as T
 from oxide.codegen.abi import RECURSIVE_SYMBOL_PREFIX, ParamABI
 from oxide.errors import CompileError, InternalCompilerError
 from oxide.frontend.builder import Site
-from oxide.runtime.witness_rules import grid_rule
+from oxide.runtime.witness_rules import WHOLE_WARP_ROWS, grid_rule
 from oxide.specialize import ConstValue
 
 
@@ -242,13 +242,20 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     is_tile = getattr(kernel, "is_tile", False)
     lanes_proved = kernel.options.block is not None and not is_tile
     divergent = None
+    launch_rules: tuple[int, ...] = ()
     if not is_tile or verify_ir:
         # tile code is block-uniform by construction (its scalars are 0-d tiles every
         # thread holds alike, tile/frontend.py), so the pass that checks its barriers is a
         # check of the compiler itself there: run where the IR is verified (the tests),
         # not in every compile (a tenth of a big tile kernel's)
-        divergent = check_barrier_uniformity(func, lowered.builder.origins,
-                                             lowered.builder.uniform, lanes_proved=lanes_proved)
+        declared = kernel.options.block
+        uniformity = check_barrier_uniformity(
+            func, lowered.builder.origins, lowered.builder.uniform, lanes_proved=lanes_proved,
+            whole_warp_rows=True if is_tile else
+            None if declared is None else declared[0] % 32 == 0)
+        divergent = uniformity.deferred
+        if uniformity.needs_whole_warp_rows:
+            launch_rules = (WHOLE_WARP_ROWS,)
     # tile kernels: the grid axes their DisjointSlice stores tell blocks apart by
     grid_axes = getattr(lowered, "grid_axes", None)
     if lanes_proved and (divergent is not None or needs_proof(func)):
@@ -295,7 +302,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     ck.grid_x_factor = factor
     # The witness ranks the kernel creates: a launch must keep them unique
     # (runtime/witness_rules.py checks the grid and block before anything runs).
-    ck.thread_index_ranks = thread_index_ranks(func) + grid_rule(grid_axes)
+    ck.thread_index_ranks = thread_index_ranks(func) + grid_rule(grid_axes) + launch_rules
     ck.constants = list(lowered.ctx.constants)
     # what the body resolved from outside it: the disk cache checks its key covered these
     ck.folded = dict(lowered.ctx.folded)

@@ -70,7 +70,10 @@ class CompileError(OxideError):
             lines.append(f"{pad} | {caret} {self.label}".rstrip())
         if self.hint:
             pad = " " * (len(str(self.span.line)) if self.span else 0)
-            lines.append(f"{pad} = help: {self.hint}")
+            # a hint of several lines (a rewrite) keeps them under its first one
+            first, *rest = self.hint.split("\n")
+            lines.append(f"{pad} = help: {first}")
+            lines.extend(f"{pad}         {line}" for line in rest)
         return "\n".join(lines)
 
     def __str__(self) -> str:

@@ -533,8 +533,10 @@ def barrier_in_for_range_of_the_thread():
     return k
 
 
-@bad(SE, pattern=divergent(r"i >= len\(x\)"))
+@bad(SE, pattern=r"may read `sh\[.*which no live thread has written.*return early")
 def return_before_barrier():
+    # The early return itself is fine (the barrier does not wait for threads that
+    # returned); reading the mirror cell is not: its thread may have returned unwritten.
     @ox.kernel(block=B)
     def k(x: Slice[f32], out: RawSlice[f32]):
         sh = ox.shared.array(f32, B)
@@ -543,9 +545,25 @@ def return_before_barrier():
         if i >= len(x):
             return
         sh[t] = x[i]
-        ox.sync_threads()  # <-
+        ox.sync_threads()
+        v = sh[B - 1 - t]  # <-
         with ox.unsafe():
-            out[i] = sh[B - 1 - t]
+            out[i] = v
+    return k
+
+
+@bad(SE, pattern=divergent(r"t < n"))
+def barrier_skipped_by_threads_that_run_on():
+    # threads with t >= n skip the barrier and run on to the end: live, not returned
+    @ox.kernel(block=B)
+    def k(x: Slice[f32], out: RawSlice[f32], n: i32):
+        sh = ox.shared.array(f32, B)
+        t = ox.thread_idx.x
+        if t < n:
+            sh[t] = x[t]
+            ox.sync_threads()  # <-
+        with ox.unsafe():
+            out[t] = x[t]
     return k
 
 

@@ -10,17 +10,14 @@ Integers, so the result must equal NumPy's sum exactly.
 Friction met while porting:
 
 - The sample broadcasts "am I the last block" through `__shared__ bool amLast`, written
-  by thread 0 before a barrier and read by all after it. In oxide the read comes from a
-  shared array, which the uniformity pass counts as thread-dependent, so the barriers of
-  the final reduction under `if last:` are a SafetyError. Misleading: when the tree
-  loop's counter `s` is reused under `if last:` (as the sample's `reduceBlock` does with
-  its unrolled steps, and as a port naturally does), the error lands on the *first*
-  tree loop, at a barrier the flag has nothing to do with, and blames its condition
-  `s > 0` without saying that `s` became thread-dependent because it is assigned again
-  under `if last:`. With a fresh name the error points at the right barrier, but its
-  hint does not suggest a block-uniform way to share the flag.
-- The workaround is `last = ox.sync_threads_or(is_last)` (thread 0 votes): one barrier
-  that returns the same value in every thread, which the pass knows is uniform.
+  by thread 0 before a barrier and read by all after it. This compiles as written
+  (`natural_shared_flag`): a shared cell read at a uniform index in a phase no write
+  shares is the same in every thread (passes/shared_phases.py), and a name reused
+  under `if last:` no longer makes the first tree loop's counter thread-dependent
+  (variables are followed write by write, passes/slot_reaching.py). Until issue 27 both
+  were SafetyErrors.
+- `last = ox.sync_threads_or(is_last)` (thread 0 votes) is the other way: one barrier
+  that returns the same value in every thread; `reduce_single_pass` uses it.
 - `ox.atomic.inc(count, 0, ox.grid_dim.x)` is a KernelTypeError ("`count` holds u32;
   the value is i32"), and `ticket == ox.grid_dim.x - 1` mixes `u32` and `i32`: CUDA's
   `atomicInc` is unsigned while oxide's thread registers are `i32`, so each needs a

@@ -202,6 +202,8 @@ class CPUTarget:
     # -- synchronization -------------------------------------------------------------
 
     def barrier(self, em: Any, kind: str) -> None:
+        if kind == "block.after_exit":  # the scheduler never waits for finished threads
+            kind = "block"
         if kind in ("block", "warp"):
             self.coroutine = True
             cpu_sync.barrier(em, kind)

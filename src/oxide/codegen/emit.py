@@ -381,7 +381,9 @@ class Emitter(ArithmeticMixin, MemoryMixin, MaskedAccessMixin, CoarseningMixin):
         self.t.printf(self, op.format.data, [(dtype_of_ir(a.type), self.v(a)) for a in op.args])
 
     def op_BarrierOp(self, op: ops.BarrierOp) -> None:
-        self.t.barrier(self, op.kind.data)
+        kind = op.kind.data
+        self.t.barrier(self, "block.after_exit" if kind == "block" and op.is_after_exit()
+                       else kind)
 
     def op_WarpOp(self, op: ops.WarpOp) -> None:
         args = [(dtype_of_ir(a.type), self.v(a)) for a in op.args]

@@ -206,6 +206,8 @@ class NVPTXTarget:
     def barrier(self, em: Any, kind: str) -> None:
         if kind == "block":
             em.intrinsic("llvm.nvvm.barrier.cta.sync.aligned.all", "void", [("i32", "0")])
+        elif kind == "block.after_exit":  # some threads may have returned: not `.aligned`
+            em.intrinsic("llvm.nvvm.barrier.cta.sync.all", "void", [("i32", "0")])
         elif kind == "warp":
             em.intrinsic("llvm.nvvm.bar.warp.sync", "void", [("i32", "-1")])
         elif kind == "grid":  # ox.grid.sync(): codegen/grid_sync.py

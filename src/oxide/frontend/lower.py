@@ -364,7 +364,7 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
                 if not (isinstance(value, Static) and value.obj is None):
                     raise self.error(KernelTypeError, node.value, "kernels cannot return a value",
                                      hint="write results into a DisjointSlice parameter")
-            self.b.emit(ops.ReturnOp())
+            self.b.emit(ops.ReturnOp(early=True))
             self.leave_path()
             return
         value = self.expr(node.value) if node.value is not None else Static(None)

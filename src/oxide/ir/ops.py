@@ -479,13 +479,23 @@ class SlotWriteOp(IRDLOperation):
 
 @irdl_op_definition
 class BarrierOp(IRDLOperation):
-    """`sync_threads` (kind "block"), `sync_warp` ("warp") or a fence ("fence.gl"...)."""
+    """`sync_threads` (kind "block"), `sync_warp` ("warp") or a fence ("fence.gl"...).
+
+    `after_exit` (set by passes/uniformity.py): a block barrier some threads of the block
+    may reach after others returned early. PTX's `.aligned` barrier (what
+    `__syncthreads()` is) assumes every thread of the block evaluated the conditions
+    around it alike, so such a barrier is the plain `barrier.sync`, which waits for the
+    threads that have not exited."""
 
     name = "oxide.barrier"
     kind = prop_def(StringAttr)
+    after_exit = opt_prop_def(IntAttr)
 
     def __init__(self, kind: str) -> None:
         super().__init__(properties={"kind": StringAttr(kind)})
+
+    def is_after_exit(self) -> bool:
+        return self.after_exit is not None and bool(self.after_exit.data)
 
 
 @irdl_op_definition
@@ -553,11 +563,19 @@ class CondBranchOp(IRDLOperation):
 
 @irdl_op_definition
 class ReturnOp(IRDLOperation):
+    """Leaves the kernel. `early`: a `return` statement the user wrote (the block barriers
+    after it do not wait for a thread that took it, passes/uniformity.py), rather than the
+    end of the kernel's body."""
+
     name = "oxide.return"
+    early = opt_prop_def(IntAttr)
     traits = traits_def(IsTerminator())
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, early: bool = False) -> None:
+        super().__init__(properties={"early": IntAttr(1)} if early else {})
+
+    def is_early(self) -> bool:
+        return self.early is not None and bool(self.early.data)
 
 
 @irdl_op_definition

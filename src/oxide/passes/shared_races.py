@@ -54,6 +54,7 @@ from oxide.passes.cfg import (
     reverse_postorder,
     successors,
 )
+from oxide.passes.exit_reads import Bound, ExitReads, comparison
 from oxide.passes.lane_values import (
     Lanes,
     affine,
@@ -65,7 +66,7 @@ from oxide.passes.lane_values import (
 )
 from oxide.passes.race_check import Access, Atoms, RaceChecker, is_shared
 from oxide.passes.race_check import memory as _memory_of
-from oxide.passes.uniformity import control_dependents, is_warp_wide
+from oxide.passes.uniformity import control_dependents, from_library, is_warp_wide
 
 _MAX_WORLDS = 64  # whole-block splits on uniform unknowns
 _MAX_LANE_COPIES = 4  # virtual threads per real thread
@@ -138,6 +139,10 @@ class _World:
     # arm assigns): at the join those slots become unknown for those threads
     pending: dict[Block, tuple[np.ndarray, set[SSAValue]]] = field(default_factory=dict)
     phase: int = 0  # barriers passed
+    # the shared cells each lane has written, and the bounds its path took on unknowns
+    # (passes/exit_reads.py: reads of what a thread that returned early never wrote)
+    hist: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    bounds: dict[Operation, Bound] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -151,7 +156,8 @@ class _World:
                       {k: v.copy() for k, v in self.symbolic.items()}, list(self.records),
                       list(self.mapped), {k: v.copy() for k, v in self.snaps.items()},
                       {k: (m.copy(), set(f)) for k, (m, f) in self.pending.items()},
-                      self.phase)
+                      self.phase, self.hist.copy(),
+                      {k: b.take(slice(None)) for k, b in self.bounds.items()})
 
     def take(self, idx: np.ndarray) -> None:
         """Keep (or duplicate) lanes: lane k of the result is lane idx[k] now."""
@@ -163,6 +169,8 @@ class _World:
         self.symbolic = {k: v[idx] for k, v in self.symbolic.items()}
         self.snaps = {k: v.take(idx) for k, v in self.snaps.items()}
         self.pending = {k: (m[idx], f) for k, (m, f) in self.pending.items()}
+        self.hist = self.hist[idx]
+        self.bounds = {k: b.take(idx) for k, b in self.bounds.items()}
 
 
 class _Prover:
@@ -176,6 +184,10 @@ class _Prover:
         self.unsafe_written = {_memory_of(op.array) for op in func.walk()
                                if isinstance(op, (ops.StoreOp, ops.AtomicOp))
                                and is_shared(op.array) and _unsafe(op)}
+        # shared memories written where the run cannot see (inline PTX, TMA, calls...)
+        opaque = {_memory_of(v) for op in func.walk() for v in op.operands if is_shared(v)
+                  and not (isinstance(op, (ops.LoadOp, ops.StoreOp, ops.AtomicOp,
+                                           ops.ArrayDimOp)) and v is op.array)}
         self.uniform_cells: dict[Any, int] = {}  # (memory, cell, phase) -> its value's atom
         self.sites = sites
         self.origins = origins
@@ -186,6 +198,8 @@ class _Prover:
         self.index = {b: i for i, b in enumerate(self.order)}
         self.unknowns = Atoms()
         self.checker = RaceChecker(sites, block, self.unknowns)
+        self.exits = ExitReads(func, sites, origins, self.unsafe_written | opaque,
+                               self.checker.thread_name)
         # DisjointSlices written at index maps: all their writes are checked together
         self.mapped_arrays = {op.array for op in func.walk()
                               if _is_mapped_write(op) and not _unsafe(op)}
@@ -317,7 +331,7 @@ class _Prover:
     def run(self) -> frozenset[str] | None:
         n = self.threads
         first = _World(np.arange(n), np.zeros(n, np.int64), np.zeros(n, np.int64),
-                       np.zeros(n, bool))
+                       np.zeros(n, bool), hist=np.zeros(n, np.int64))
         worlds = [first]
         started = 1
         while worlds:
@@ -353,11 +367,24 @@ class _Prover:
                 return forks
 
     def _release(self, w: _World) -> None:
-        """Every live thread waits at a barrier: they must all wait at the same one, and
-        none may have left the kernel (it would never arrive)."""
+        """Every live thread waits at a barrier: they must all wait at the same one. A
+        thread that has left the kernel is not waited for (`bar.sync` counts the threads
+        that have not exited, CUDA's rule since Volta)."""
         live = w.blk >= 0
         places = {(int(b), int(p)) for b, p in zip(w.blk[live], w.pos[live], strict=True)}
-        if len(places) > 1 or not live.all():
+        if (w.blk == -2).any():  # a thread ran on to the end past the others' barrier
+            if self.divergent is not None:
+                raise self.divergent
+            b, p = min(places)
+            barrier = list(self.order[b].ops)[p - 1]
+            raise self._give_up(barrier, "some threads of the block skip this barrier and "
+                                         "run on to the end of the kernel")
+        if not live.all() and len(places) == 1:
+            b, p = next(iter(places))
+            barrier = list(self.order[b].ops)[p - 1]
+            if from_library(barrier, self.origins):  # ox.block.*: every thread takes part
+                raise self._collective_after_exit(barrier, w)
+        if len(places) > 1:
             if self.divergent is not None:
                 raise self.divergent
             b, p = min(places)
@@ -387,6 +414,9 @@ class _Prover:
             else:
                 first[t] = lane
         a, b = np.array(pairs_a), np.array(pairs_b)
+        self.exits.merged(w.hist, a, b)
+        for bound in w.bounds.values():
+            bound.side[a[bound.side[a] != bound.side[b]]] = 0
         for store in (w.env, w.slots):
             for v in store.values():
                 differ = ~v.lanes_equal(a, b)
@@ -411,8 +441,9 @@ class _Prover:
             if is_warp_wide(op):
                 self._whole_warps(w, op, mask)
             if op is block.last_op:
+                keep = self._branch_operands(op)
                 for dead in [v for v in w.env if v.owner.parent_block() is block
-                             and v not in self.escaping and v is not getattr(op, "cond", None)]:
+                             and v not in self.escaping and v not in keep]:
                     del w.env[dead]
                 return self._branch(w, block, op, mask)
             self._eval(w, op, mask)
@@ -539,7 +570,10 @@ class _Prover:
             self._goto(w, block, op.successors[0], mask)
             return None
         if not isinstance(op, ops.CondBranchOp):  # return, unreachable
-            w.blk[mask] = -1
+            # -1: left by a `return` statement (barriers do not wait for it); -2: ran to
+            # the end of the body, so if others wait at a barrier, it skipped theirs
+            early = isinstance(op, ops.ReturnOp) and op.is_early()
+            w.blk[mask] = -1 if early else -2
             return None
         then, other = op.successors[0], op.successors[1]
         c = w.env[op.cond]
@@ -592,6 +626,8 @@ class _Prover:
         w.take(np.concatenate([np.arange(n), lanes]))
         copies = np.zeros(w.size, bool)
         copies[n:] = True
+        if self.exits.enabled:
+            self._bound(w, op, np.concatenate([unknown, np.zeros(len(lanes), bool)]), copies)
         self._goto(w, block, ways[0], np.concatenate([unknown, np.zeros(len(lanes), bool)]))
         self._goto(w, block, ways[1], copies)
         return None
@@ -756,6 +792,79 @@ class _Prover:
             index = [self._value(w, i).take(idx) for i in indices]
         access = Access(op.array, kind, op.site.data, w.tid[idx].tolist(), index)
         (w.records if shared else w.mapped).append(access)
+        if shared and self.exits.enabled:
+            memory = _memory_of(op.array)
+            if kind == "read":
+                self.exits.check_read(w, self.order, memory, op.site.data, index, idx)
+            else:
+                self.exits.wrote(w.hist, memory, op.site.data, index, idx)
+
+    def _collective_after_exit(self, barrier: Operation, w: _World) -> SafetyError:
+        spans = self.origins.get(barrier, ())
+        user = next((s for s in reversed(spans) if s is not None
+                     and "/oxide/lang/" not in s.file.replace("\\", "/")), None)
+        gone = self.checker.thread_name(int(w.tid[np.flatnonzero(w.blk < 0)[0]]))
+        what = f"`{user.text[user.col:user.end_col].strip()}`" if user is not None else \
+            "a block collective"
+        return SafetyError(
+            f"{what} combines a value from every thread of the block, but threads such as "
+            f"{gone} may have returned before it", user,
+            label="threads that returned early never reach this",
+            hint="let every thread call it: instead of `return`, put the work under the "
+                 "condition (`if i < n: ...`) and give the collective a neutral value "
+                 "(`ox.block.reduce_add(x[i] if i < n else 0.0)`)")
+
+    def _branch_operands(self, term: Operation) -> set[SSAValue]:
+        """The values a branch's bound is read from (kept past the end of their block)."""
+        cond = getattr(term, "cond", None)
+        if cond is None:
+            return set()
+        got = comparison(cond)
+        return {cond} if got is None else {cond, got[1], got[2]}
+
+    def _bound(self, w: _World, op: Operation, taken: np.ndarray, other: np.ndarray) -> None:
+        """Record the bound the undecided lanes took at branch `op` (exit_reads.py): lanes
+        `taken` found its condition true, lanes `other` false."""
+        terms = self._bound_terms(w, op.cond)  # type: ignore[attr-defined]
+        if terms is None:
+            return
+        parts, negated = terms
+        lanes = np.flatnonzero(taken | other)
+        preds, concs = [], []
+        for pred, d in parts:
+            if d.is_float or d.top[lanes].any():
+                return
+            sigs = {d.signature(int(k)) for k in lanes}
+            if len(sigs) != 1:
+                return
+            preds.append((pred, sigs.pop()))
+            concs.append(d.conc.astype(np.int64))
+        side = np.zeros(w.size, np.int8)
+        side[taken] = -1 if negated else 1
+        side[other] = 1 if negated else -1
+        w.bounds[op] = Bound(preds, side, concs)
+
+    def _bound_terms(self, w: _World, cond: SSAValue
+                     ) -> tuple[list[tuple[str, Lanes]], bool] | None:
+        """A branch condition as terms `(pred, a - b)` whose conjunction it is, and whether
+        it is negated: a comparison, or `w in arr` for a ThreadIndex `w`."""
+        negated = False
+        owner = cond.owner
+        if isinstance(owner, ops.UnaryOp) and owner.kind.data == "not":
+            negated, owner = True, owner.operand.owner
+        got = comparison(cond)
+        if got is not None:
+            pred, a, b, negated = got
+            if a not in w.env or b not in w.env:
+                return None
+            return [(pred, affine("sub", w.env[a], w.env[b]))], negated
+        if isinstance(owner, ops.InBoundsOp):
+            rank = owner.witness.type.rank.data  # type: ignore[attr-defined]
+            axes = "x" if rank == 1 else "yx"
+            return [("lt", affine("sub", self._witness_axis(axis, w),
+                                  self._atom(("dim", owner.array, d), w.size)))
+                    for d, axis in enumerate(axes)], negated
+        return None
 
     def _give_up(self, op: Operation | None, why: str) -> SafetyError:
         spans = self.origins.get(op, ()) if op is not None else ()

@@ -1,110 +1,84 @@
-"""Uniformity: every block barrier is reached by every thread of the block, or none.
+"""Uniformity: every block barrier is reached by every live thread of the block, or none.
 
 `ox.sync_threads()` and the block collectives (`ox.block.*`, which contain it)
-wait for all threads of the block. Under a condition that differs between the
-threads of a block, some threads never arrive: on the GPU that is undefined
-behaviour (wrong results or a hang), so DESIGN.md makes it a compile error.
+wait for all threads of the block that have not exited. Under a condition that differs
+between the threads of a block, some live threads never arrive: on the GPU that is
+undefined behaviour (wrong results or a hang), so DESIGN.md makes it a compile error.
 There is no `ox.unsafe()` escape: no schedule makes such a barrier correct.
 
-The analysis, on oxide IR:
+Which values and blocks may differ between threads is passes/divergence.py's fixpoint
+(thread-dependent values, variables through their reaching writes, shared-memory flags
+read in a phase no write shares, divergent blocks by control dependence). Here:
 
-- Thread-dependent ("varying") values: `thread_idx`, `lane_id()`, `warp_id()`,
-  the lanemasks (`ox.warp.lanemask_*()`), a ThreadIndex, warp collectives (and
-  `ox.warp.activemask()`) and atomics, and anything computed from a
-  varying value. A load is varying unless it reads an array no thread writes
-  during the launch (a `Slice` or an `ox.ConstantArray`) at uniform indices:
-  writable arrays (DisjointSlice, RawSlice, shared and local memory) can hold
-  different values for different threads at the same index. The exception the
-  frontend vouches for is the result of `ox.block.reduce_*`, which every thread
-  reads from one shared slot after a barrier. `block_idx`, `block_dim`,
-  `grid_dim`, kernel parameters, array extents and constants are uniform.
-- A variable (slot) is varying when any assignment stores a varying value, or
-  happens in a divergent block (below): after `if tid < 3: x = 1`, threads
-  disagree on `x`.
-- Divergent blocks: those control-dependent on a branch whose condition is
-  varying, or on a branch inside a divergent block. Control dependence is the
-  classic one (Ferrante, Ottenstein and Warren) from post-dominators, so a
-  block after a thread-dependent early `return`, `break` or loop exit counts,
-  and the code after a thread-dependent `if` or loop has rejoined does not.
-
-A block barrier in a divergent block is a SafetyError pointing at the barrier
-(or at the `ox.block.*` call that inlined it) and naming the condition.
-
-`ox.grid.sync()` waits for every thread of the launch, so the same analysis runs
-one level up: `block_idx` varies too, and so do the results of the block
-collectives (each block has its own), while parameters, `grid_dim`,
-`block_dim`, extents, constants and reads of read-only arrays at such indices
-stay uniform. A grid barrier under a condition on any of the varying values is
-a SafetyError; on the GPU it would hang the launch.
-
-Warp collectives get the same analysis one level down. `ox.sync_warp()` and a
-warp collective (`ox.warp.*`) whose mask is the full warp (the default) wait
-for every lane of the warp: CUDA leaves it undefined when one does not arrive.
-So they must not sit under a condition that can differ between the lanes of one
-warp. Warp-uniform, beyond everything block-uniform: `warp_id()`, the results
-of full-mask `ballot`, `any`, `all` and `reduce_*` (every member gets the same
-value), a full-mask `shuffle` from lane 0, and anything computed only from
-these. `thread_idx` stays lane-varying even where `thread_idx.x // 32` would
-be warp-uniform: that depends on the launch's block shape. A collective with
-an explicit mask that is not the constant full mask (from `ballot`,
-`match_any`, a parameter, a constant naming some lanes) is the user's statement
-of which lanes take part, and is not checked; `ox.sync_warp(mask)` likewise.
-`ox.warp.activemask()` is no collective (it has no mask) and is never checked. A
-full-mask `match_all` gives every lane the same result; a shuffle with a `width`
-operand reads lane 0 of each group, so it is not warp-uniform.
+- **Early exit.** CUDA's rule since Volta (Independent Thread Scheduling):
+  `bar.sync` waits for the threads of the block that have not exited. So a thread that
+  returns early is not waited for: `if i >= n: return` then `ox.sync_threads()` is
+  defined. For block barriers, control dependence is taken on the graph without the
+  blocks from which no path reaches a barrier (a thread that enters them only leaves the
+  kernel), so the code after an early return is not divergent. Warp collectives and
+  `ox.grid.sync()` keep the whole graph: a lane that has exited is still named in a
+  full mask, and the block-uniform rule for shared memory (shared_races.py) checks that
+  nothing reads what an exited thread would have written.
+- A block barrier in a divergent block is a SafetyError pointing at the barrier (or at
+  the `ox.block.*` call that inlined it) and naming the condition.
+- `ox.grid.sync()` waits for every thread of the launch, so the same analysis runs one
+  level up: `block_idx` varies too, and so do the results of the block collectives,
+  while parameters, `grid_dim`, `block_dim`, extents, constants and reads of read-only
+  arrays at such indices stay uniform.
+- Warp collectives get the same analysis one level down. `ox.sync_warp()` and a warp
+  collective whose mask is the full warp (the default) wait for every lane of the warp:
+  CUDA leaves it undefined when one does not arrive. Warp-uniform, beyond everything
+  block-uniform: `warp_id()`, the results of full-mask `ballot`, `any`, `all` and
+  `reduce_*`, a full-mask `shuffle` from lane 0, and, in a block whose x extent is a
+  multiple of 32, `thread_idx.y`/`.z` and conditions such as `thread_idx.x < 32 * k` or
+  `thread_idx.x // 32 == c` (divergence.py's split values). A kernel that needs that
+  extent and does not declare its block shape records a launch rule
+  (runtime/witness_rules.py), checked before anything runs. A collective with an
+  explicit mask that is not the constant full mask is the user's statement of which
+  lanes take part, and is not checked; `ox.warp.activemask()` is no collective.
 """
 
 from __future__ import annotations
 
-from xdsl.dialects.builtin import IntegerAttr
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from xdsl.dialects.builtin import IntAttr
 from xdsl.ir import Block, Operation, SSAValue
 
 from oxide.errors import SafetyError, Span
 from oxide.ir import ops
-from oxide.ir.types import ArrayType, SharedArrayType
 from oxide.passes.cfg import reverse_postorder, successors
-
-_LANEMASKS = ("lanemask.lt", "lanemask.le", "lanemask.eq", "lanemask.gt", "lanemask.ge")
-_VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid", "warpid", *_LANEMASKS)
-_LANE_VARYING_REGISTERS = ("tid.x", "tid.y", "tid.z", "laneid", *_LANEMASKS)
-_GRID_VARYING_REGISTERS = (*_VARYING_REGISTERS, "ctaid.x", "ctaid.y", "ctaid.z")
-# Full-mask warp collectives whose result is the same in every lane of the warp.
-_WARP_UNIFORM_RESULTS = ("ballot", "any", "all", "reduce_add", "reduce_min", "reduce_max",
-                         "match_all")
-FULL_MASK = 0xFFFFFFFF
+from oxide.passes.divergence import Divergence, has_full_mask
+from oxide.passes.shared_phases import clean_shared_loads
+from oxide.passes.slot_reaching import reaching_writes
 
 
-def _constant_int(value: SSAValue) -> int | None:
-    """The integer `value` holds when an `oxide.constant` defines it, else None."""
-    owner = value.owner
-    if isinstance(owner, ops.ConstantOp) and isinstance(owner.value, IntegerAttr):
-        return int(owner.value.value.data)
-    return None
+def leaving_blocks(func: ops.FuncOp) -> set[Block]:
+    """The blocks a thread only leaves the kernel from by a `return` statement: no path
+    from them reaches a block barrier or the end of the kernel's body. A thread there has,
+    for the barriers after it, exited; one that skips a barrier and runs on to the end of
+    the body has not (it is a live thread that skipped it)."""
+    blocks = list(func.body.blocks)
+    preds: dict[Block, list[Block]] = {b: [] for b in blocks}
+    for b in blocks:
+        for s in successors(b):
+            preds[s].append(b)
+    stays = {b for b in blocks
+             if any(isinstance(op, ops.BarrierOp) and op.kind.data in ("block", "grid")
+                    for op in b.ops)
+             or (isinstance(b.last_op, ops.ReturnOp) and not b.last_op.is_early())}
+    stack = list(stays)
+    while stack:
+        for p in preds[stack.pop()]:
+            if p not in stays:
+                stays.add(p)
+                stack.append(p)
+    return set(blocks) - stays
 
 
-def has_full_mask(op: ops.WarpOp) -> bool:
-    """Whether the collective's mask (its last operand) is the constant full warp.
-    `activemask` has none: any lanes may call it, so it is never checked."""
-    if not op.args:
-        return False
-    mask = _constant_int(op.args[-1])
-    return mask is not None and mask & FULL_MASK == FULL_MASK
-
-
-def _warp_uniform_result(op: ops.WarpOp) -> bool:
-    """Whether every lane of the warp gets the same result from `op` (reached by all lanes)."""
-    if not has_full_mask(op):
-        return False
-    kind = op.kind.data
-    if kind in _WARP_UNIFORM_RESULTS:
-        return True
-    # lane 0 exists in every warp, partial last warps too, so every lane reads it (with a
-    # `width` operand, lanes read lane 0 of their own group instead)
-    source = _constant_int(op.args[1]) if kind == "shuffle" and len(op.args) == 3 else None
-    return source is not None and source & 31 == 0
-
-
-def control_dependents(func: ops.FuncOp) -> dict[Block, set[Block]]:
+def control_dependents(func: ops.FuncOp, exits_leave: bool = False
+                       ) -> dict[Block, set[Block]]:
     """For each conditional branch's block A, the blocks control-dependent on A: those
     post-dominating a successor of A without strictly post-dominating A.
 
@@ -112,11 +86,25 @@ def control_dependents(func: ops.FuncOp) -> dict[Block, set[Block]]:
     `n`) that every `return` reaches. Blocks from which no path returns (a loop
     without exit) get an edge to the exit too, so every block has
     post-dominators; that only makes the analysis more cautious in such loops.
+
+    `exits_leave`: the graph as block barriers see it, where the edges into the blocks a
+    thread only leaves from by a `return` statement (`leaving_blocks`) lead straight out
+    (PTX's barriers do not wait for exited threads), and a branch with one way left into
+    the rest of the kernel is no branch.
     """
     blocks = list(func.body.blocks)
     index = {id(b): k for k, b in enumerate(blocks)}
     n = len(blocks)
-    succ = [[index[id(s)] for s in dict.fromkeys(successors(b))] or [n] for b in blocks]
+    live = set(blocks) - leaving_blocks(func) if exits_leave else None
+    succ = []
+    branching = []  # still a choice of two ways
+    for b in blocks:
+        targets = list(dict.fromkeys(successors(b)))
+        kept = [t for t in targets if live is None or b not in live or t in live]
+        branching.append(len(kept) >= 2)
+        # a way into the exit-only blocks leads, for the barriers, out of the kernel
+        succ.append([index[id(t)] for t in kept] + ([n] if len(kept) < len(targets)
+                                                       or not targets else []))
     reaches = 1 << n
     changed = True
     while changed:
@@ -146,7 +134,7 @@ def control_dependents(func: ops.FuncOp) -> dict[Block, set[Block]]:
                 changed = True
     out: dict[Block, set[Block]] = {}
     for k, a in enumerate(blocks):
-        if not isinstance(a.last_op, ops.CondBranchOp):
+        if not isinstance(a.last_op, ops.CondBranchOp) or not branching[k]:
             continue
         deps = 0
         for s in succ[k]:
@@ -156,93 +144,48 @@ def control_dependents(func: ops.FuncOp) -> dict[Block, set[Block]]:
     return out
 
 
-class _Uniformity:
-    """The fixpoint of varying values, varying slots and divergent blocks.
+class _Facts:
+    """What every question about one kernel shares: reaching writes, clean shared loads,
+    the two control-dependence graphs; and the questions (`Divergence`) asked so far."""
 
-    `lanes=False` asks whether threads of one block may disagree; `lanes=True`
-    whether lanes of one warp may (warp ids and full-mask votes and reductions
-    are then uniform).
-    """
+    def __init__(self, func: ops.FuncOp, uniform: set[SSAValue]) -> None:
+        self.func = func
+        self.uniform = uniform
+        self.reaching = reaching_writes(func)
+        self.clean = clean_shared_loads(func)
+        self.cd = control_dependents(func)
+        self._cd_exits: dict[Block, set[Block]] | None = None
 
-    def __init__(self, func: ops.FuncOp, uniform: set[SSAValue],
-                 cd: dict[Block, set[Block]], lanes: bool = False, grid: bool = False) -> None:
-        self.blocks = list(func.body.blocks)
-        self.uniform = set() if grid else uniform  # block collectives differ between blocks
-        self.cd = cd
-        self.lanes = lanes
-        self.registers = (_GRID_VARYING_REGISTERS if grid else
-                          _LANE_VARYING_REGISTERS if lanes else _VARYING_REGISTERS)
-        self.varying: set[SSAValue] = set()
-        self.varying_slots: set[SSAValue] = set()
-        self.divergent: set[Block] = set()
-        self.because: dict[Block, Block] = {}  # divergent block -> the branch block why
-        self._solve()
+    @property
+    def cd_exits(self) -> dict[Block, set[Block]]:
+        if self._cd_exits is None:
+            self._cd_exits = control_dependents(self.func, exits_leave=True)
+        return self._cd_exits
 
-    def _solve(self) -> None:
-        """A worklist: each op once, then again whenever something it reads changes."""
-        work = [op for block in self.blocks for op in block.ops]
-        work.reverse()
-        while work:
-            work.extend(self._visit(work.pop()))
+    def block(self, exits_leave: bool = True) -> Divergence:
+        """Threads of one block, with early exits leaving (the question `ox.sync_threads()`
+        asks) or not (the one oxide's block collectives ask)."""
+        return Divergence(self.func, self.uniform, self.cd_exits if exits_leave else self.cd,
+                          self.reaching, self.clean)
 
-    def _visit(self, op: Operation) -> list[Operation]:
-        """Update the facts `op` decides; return the ops to revisit."""
-        block = op.parent_block()
-        if isinstance(op, ops.SlotWriteOp):
-            if op.slot not in self.varying_slots and (
-                    op.value in self.varying or block in self.divergent):
-                self.varying_slots.add(op.slot)
-                return [use.operation for use in op.slot.uses]
-            return []
-        if isinstance(op, ops.CondBranchOp):
-            if op.cond in self.varying or block in self.divergent:
-                new = self.cd.get(block, set()) - self.divergent  # type: ignore[arg-type]
-                for d in new:
-                    self.because[d] = block  # type: ignore[assignment]
-                self.divergent |= new
-                return [o for d in new for o in d.ops
-                        if isinstance(o, (ops.SlotWriteOp, ops.CondBranchOp))]
-            return []
-        revisit: list[Operation] = []
-        for r in op.results:
-            if r not in self.varying and r not in self.uniform and self._is_varying(op):
-                self.varying.add(r)
-                revisit.extend(use.operation for use in r.uses)
-        return revisit
+    def lanes(self, aligned: bool) -> Divergence:
+        return Divergence(self.func, self.uniform, self.cd, self.reaching, self.clean,
+                          lanes=True, aligned=aligned)
 
-    def _is_varying(self, op: Operation) -> bool:
-        if isinstance(op, ops.RegisterOp):
-            return op.reg.data in self.registers
-        if isinstance(op, ops.WarpOp):
-            return not (self.lanes and _warp_uniform_result(op))
-        if isinstance(op, (ops.ThreadIndexOp, ops.AtomicOp)):
-            return True
-        if isinstance(op, (ops.InlineAsmOp, ops.HopperOp)):
-            return op.varies_per_thread() or any(o in self.varying for o in op.operands)
-        if isinstance(op, ops.SlotReadOp):
-            return op.slot in self.varying_slots
-        if isinstance(op, (ops.LoadOp, ops.MaskedLoadOp)):
-            t = op.array.type
-            read_only = ((isinstance(t, ArrayType) and t.access.data == "slice")
-                         or (isinstance(t, SharedArrayType) and t.space.data == "constant"))
-            # through a choice of arrays (`a if c else b`, a rebound name), which array
-            # is read can differ between threads too
-            return not read_only or any(o in self.varying for o in op.operands)
-        return any(o in self.varying for o in op.operands)
+    def grid(self) -> Divergence:
+        return Divergence(self.func, self.uniform, self.cd, self.reaching, self.clean,
+                          grid=True)
 
-    def culprit(self, block: Block) -> Block:
-        """The branch whose thread-dependent condition makes `block` divergent."""
-        seen: set[Block] = set()
-        branch = self.because[block]
-        while branch not in seen:
-            seen.add(branch)
-            term = branch.last_op
-            if isinstance(term, ops.CondBranchOp) and term.cond in self.varying:
-                return branch
-            if branch not in self.because:
-                return branch
-            branch = self.because[branch]
-        return branch
+
+@dataclass
+class UniformityResult:
+    """What the compile does next: `deferred`, a block barrier this analysis could not
+    show every thread reaches, left to the lane-by-lane run of shared_races.py; and
+    whether the warp collectives are proved only for blocks whose x extent is a multiple
+    of 32 (a launch rule, runtime/witness_rules.py)."""
+
+    deferred: SafetyError | None = None
+    needs_whole_warp_rows: bool = False
 
 
 def _user_span(chain: tuple[Span, ...]) -> Span | None:
@@ -254,12 +197,19 @@ def _user_span(chain: tuple[Span, ...]) -> Span | None:
     return chain[-1] if chain else None
 
 
+def from_library(op: Operation, origins: dict[Operation, tuple[Span, ...]]) -> bool:
+    """Whether `op` was inlined from oxide's own @ox.func library (the block
+    collectives), rather than written by the user."""
+    return any("/oxide/lang/" in span.file.replace("\\", "/")
+               for span in origins.get(op, ()) if span is not None)
+
+
 def _snippet(span: Span) -> str:
     text = span.text[span.col:span.end_col].strip()
     return text if text and span.end_col <= len(span.text) else span.text.strip()
 
 
-def _condition_label(u: _Uniformity, block: Block, origins: dict[Operation, tuple[Span, ...]],
+def _condition_label(u: Divergence, block: Block, origins: dict[Operation, tuple[Span, ...]],
                      who: str, default: str) -> str:
     """The label naming the condition that makes `block` divergent, where it is known."""
     branch = u.culprit(block)
@@ -271,9 +221,9 @@ def _condition_label(u: _Uniformity, block: Block, origins: dict[Operation, tupl
 
 
 def varying_values(func: ops.FuncOp, uniform: set[SSAValue]) -> set[SSAValue]:
-    """The values that may differ between the threads of one block (the rest are the
+    """The values that may differ between the live threads of one block (the rest are the
     same in every thread at any one point of the run)."""
-    return _Uniformity(func, uniform, control_dependents(func)).varying
+    return _Facts(func, uniform).block().varying
 
 
 def is_warp_wide(op: Operation) -> bool:
@@ -285,56 +235,124 @@ def is_warp_wide(op: Operation) -> bool:
 
 
 def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Span, ...]],
-                             uniform: set[SSAValue], lanes_proved: bool = False
-                             ) -> SafetyError | None:
-    """Raise SafetyError for a block barrier that some threads of a block may not reach,
-    or a full-warp collective (`ox.sync_warp()`, `ox.warp.*` without an explicit mask)
-    that some lanes of a warp may not reach. `lanes_proved`: the kernel declares its block
-    shape, and passes/shared_races.py checks its warp collectives lane by lane instead
-    (so `if thread_idx.x < 32: ox.warp.reduce_add(v)` passes where warps are whole), and
-    a block barrier this analysis cannot show uniform is returned, not raised: the
-    lane-by-lane run decides it (a flag every thread reads from one shared cell is the
-    same in all of them), and raises this error if the threads do split."""
+                             uniform: set[SSAValue], lanes_proved: bool = False,
+                             whole_warp_rows: bool | None = None) -> UniformityResult:
+    """Raise SafetyError for a block barrier that some live threads of a block may not
+    reach, or a full-warp collective (`ox.sync_warp()`, `ox.warp.*` without an explicit
+    mask) that some lanes of a warp may not reach.
+
+    `lanes_proved`: the kernel declares its block shape, and passes/shared_races.py checks
+    its warp collectives lane by lane instead (so `if thread_idx.x < 32:
+    ox.warp.reduce_add(v)` passes where warps are whole), and a block barrier this
+    analysis cannot show uniform is returned, not raised: the lane-by-lane run decides it
+    (a flag every thread reads from one shared cell is the same in all of them), and
+    raises this error if the threads do split. `whole_warp_rows`: whether the declared
+    block's x extent is a multiple of 32 (None: not declared, so a launch rule may ask
+    for it)."""
     barriers = [(block, op) for block in func.body.blocks for op in block.ops
                 if isinstance(op, ops.BarrierOp) and op.kind.data == "block"]
     warp_wide = [] if lanes_proved else [(block, op) for block in func.body.blocks
                                          for op in block.ops if is_warp_wide(op)]
     grid_wide = [(block, op) for block in func.body.blocks for op in block.ops
                  if isinstance(op, ops.BarrierOp) and op.kind.data == "grid"]
+    result = UniformityResult()
     if not barriers and not warp_wide and not grid_wide:
-        return None
-    cd = control_dependents(func)
+        return result
+    facts = _Facts(func, uniform)
     if grid_wide:
-        _check_grid_barriers(_Uniformity(func, uniform, cd, grid=True), grid_wide, origins)
-    deferred = None
+        _check_grid_barriers(facts.grid(), grid_wide, origins)
     if barriers:
+        # oxide's own block collectives (`ox.block.*`, `ox.sync_threads_or`) shuffle with
+        # masks naming every thread and read every thread's slot: no thread may have left
+        plain = [(b, op) for b, op in barriers if not from_library(op, origins)]
+        library = [(b, op) for b, op in barriers if from_library(op, origins)]
         try:
-            _check_block_barriers(_Uniformity(func, uniform, cd), barriers, origins)
+            _check_block_barriers(facts.block(), plain, origins)
+            _mark_after_exit(facts, plain)
+            _refuse_divergent(
+                facts.block(exits_leave=False), library, origins, "a block collective",
+                "not every thread of the block reaches this",
+                "waits for every thread of the block, but it sits under a condition that "
+                "depends on the thread",
+                "oxide's block collectives (`ox.block.*`, `ox.sync_threads_and/or/count`) "
+                "combine a value from every thread of the block, so every thread must call "
+                "them, also those that would return early: instead of `return`, put the work "
+                "under the condition (`if i < n: ...`) and give the collective a neutral value "
+                "(`ox.block.reduce_add(x[i] if i < n else 0.0)`)")
         except SafetyError as exc:
             if not lanes_proved:
                 raise
-            deferred = exc
+            result.deferred = exc
     if warp_wide:
-        _check_warp_collectives(_Uniformity(func, uniform, cd, lanes=True), warp_wide,
-                                origins)
-    return deferred
+        plain = facts.lanes(aligned=False)
+        if any(block in plain.divergent for block, _ in warp_wide) \
+                and whole_warp_rows is not False:
+            # Whole warps in rows of the block: conditions such as `thread_idx.x < 32`
+            # are the same in every lane of a warp. Where that proves what the plain
+            # question could not, the launch must give such blocks.
+            aligned = facts.lanes(aligned=True)
+            if not any(block in aligned.divergent for block, _ in warp_wide):
+                result.needs_whole_warp_rows = whole_warp_rows is None
+                return result
+        _check_warp_collectives(plain, warp_wide, origins)
+    return result
 
 
-def _check_block_barriers(u: _Uniformity, barriers: list[tuple[Block, Operation]],
+def _mark_after_exit(facts: _Facts, barriers: list[tuple[Block, Operation]]) -> None:
+    """Barriers that some threads may reach after others returned: PTX's plain
+    `barrier.sync` rather than `.aligned` (ops.BarrierOp)."""
+    if not barriers or not leaving_blocks(facts.func):
+        return
+    whole = facts.block(exits_leave=False)
+    for block, op in barriers:
+        if block in whole.divergent:
+            op.properties["after_exit"] = IntAttr(1)
+
+
+def _check_block_barriers(u: Divergence, barriers: list[tuple[Block, Operation]],
                           origins: dict[Operation, tuple[Span, ...]]) -> None:
     _refuse_divergent(
         u, barriers, origins, "a block barrier", "not every thread of the block reaches this",
         "waits for every thread of the block, but it sits under a condition that depends on "
-        "the thread",
-        "a condition on thread_idx, lane_id(), a ThreadIndex or a value loaded per thread (an "
-        "early `return`, `break` or loop bound too) differs between threads; let every "
-        "thread reach the barrier or block collective, and put only the work under the "
-        "condition. A flag the block must agree on (a value read from shared memory counts "
-        "as per-thread) comes uniform from `ox.sync_threads_or(flag)` or "
-        "`ox.block.reduce_max(...)`")
+        "the thread", _hoist_hint)
 
 
-def _check_grid_barriers(u: _Uniformity, barriers: list[tuple[Block, Operation]],
+def _hoist_hint(u: Divergence, block: Block, origins: dict[Operation, tuple[Span, ...]],
+                what: str) -> str:
+    """The rewrite for a barrier under a thread-dependent condition: hoisted out of the
+    `if` (or a loop every thread runs alike), with the condition's own text."""
+    branch = u.culprit(block)
+    span = _user_span(origins.get(branch.last_op, ()))  # type: ignore[arg-type]
+    cond = _snippet(span) if span is not None else "cond"
+    barrier = what.strip("`") if what.startswith("`") else "ox.sync_threads()"
+    if _in_cycle(branch):
+        return (f"every thread must run the loop the same number of times to reach "
+                f"`{barrier}` together: loop to a bound that is the same in the whole block "
+                f"and test `{cond}` inside, around the work only. A thread that is done may "
+                "also `return` before the barrier (barriers do not wait for exited threads)")
+    return (f"move `{barrier}` out of the `if`, so that every thread reaches it, and keep "
+            f"only the work under the condition:\n    if {cond}:\n        ...\n    "
+            f"{barrier}\nA thread that is done may `return` early instead (barriers do not "
+            "wait for exited threads). A flag the block must agree on comes uniform from "
+            "`ox.sync_threads_or(flag)`, or from a shared cell written before a barrier and "
+            "read after it")
+
+
+def _in_cycle(block: Block) -> bool:
+    """Whether `block` can reach itself (a loop's test)."""
+    seen: set[Block] = set()
+    stack = list(successors(block))
+    while stack:
+        b = stack.pop()
+        if b is block:
+            return True
+        if b not in seen:
+            seen.add(b)
+            stack.extend(successors(b))
+    return False
+
+
+def _check_grid_barriers(u: Divergence, barriers: list[tuple[Block, Operation]],
                          origins: dict[Operation, tuple[Span, ...]]) -> None:
     _refuse_divergent(
         u, barriers, origins, "ox.grid.sync()", "not every thread of the launch reaches this",
@@ -346,10 +364,11 @@ def _check_grid_barriers(u: _Uniformity, barriers: list[tuple[Block, Operation]]
         "the condition (conditions on parameters, grid_dim and block_dim are fine)")
 
 
-def _refuse_divergent(u: _Uniformity, barriers: list[tuple[Block, Operation]],
+def _refuse_divergent(u: Divergence, barriers: list[tuple[Block, Operation]],
                       origins: dict[Operation, tuple[Span, ...]], default: str, label: str,
-                      waits: str, hint: str) -> None:
-    """SafetyError at the first barrier some of the threads it waits for may not reach."""
+                      waits: str, hint: str | Callable[..., str]) -> None:
+    """SafetyError at the first barrier some of the threads it waits for may not reach.
+    `hint` may be a function of (analysis, block, origins, the barrier's text)."""
     for block, op in barriers:
         if block not in u.divergent:
             continue
@@ -357,9 +376,10 @@ def _refuse_divergent(u: _Uniformity, barriers: list[tuple[Block, Operation]],
         what = f"`{_snippet(where)}`" if where is not None else default
         raise SafetyError(f"{what} {waits}", where,
                           label=_condition_label(u, block, origins, "thread", label),
-                          hint=hint)
+                          hint=hint if isinstance(hint, str) else hint(u, block, origins, what))
 
-def _check_warp_collectives(u: _Uniformity, collectives: list[tuple[Block, Operation]],
+
+def _check_warp_collectives(u: Divergence, collectives: list[tuple[Block, Operation]],
                             origins: dict[Operation, tuple[Span, ...]]) -> None:
     for block, op in collectives:
         if block not in u.divergent:
@@ -378,7 +398,9 @@ def _check_warp_collectives(u: _Uniformity, collectives: list[tuple[Block, Opera
         else:
             hint = ("let every lane of the warp reach it and put only the work under the "
                     "condition, or name the lanes that take part: `m = ox.warp.ballot(cond)` "
-                    "before the `if`, then pass `m` as the mask inside it")
+                    "before the `if`, then pass `m` as the mask inside it; or, for the lanes "
+                    "that got here together (the aggregated-atomics idiom), "
+                    "`m = ox.warp.activemask()` inside the `if` and `m` as the mask")
         raise SafetyError(
             f"{what} needs every lane of the warp (its mask is the full warp), but it sits "
             "under a condition that can differ between the lanes of a warp: undefined "

@@ -25,6 +25,10 @@ _COVERED_AXES = {1: "x", 2: "xy"}
 # `thread_index_ranks` field as the ranks, through the disk cache and bundles.
 GRID_RULE_BASE = 10
 GRID_RULES = frozenset(range(GRID_RULE_BASE, GRID_RULE_BASE + 8))
+# A kernel whose full-warp collectives are proved reached by whole warps only where the
+# block's x extent is a multiple of 32 (`if thread_idx.x < 32:` around a shuffle, in a
+# kernel that does not declare its block shape: passes/uniformity.py).
+WHOLE_WARP_ROWS = 20
 
 
 def grid_rule(axes: frozenset[str] | None) -> tuple[int, ...]:
@@ -41,6 +45,9 @@ def check_witness_config(kernel_name: str, ranks: Iterable[int], cfg: LaunchConf
     >>> check_witness_config("k", (2,), LaunchConfig(grid=(4, 4), block=(16, 16)))
     """
     for rank in sorted(set(ranks)):
+        if rank == WHOLE_WARP_ROWS:
+            _check_whole_warp_rows(kernel_name, cfg)
+            continue
         if rank in GRID_RULES:
             _check_grid_rule(kernel_name, rank - GRID_RULE_BASE, cfg)
             continue
@@ -90,3 +97,14 @@ def _check_grid_rule(kernel_name: str, mask: int, cfg: LaunchConfig) -> None:
             f"by {', '.join(used) if used else 'nothing (every block writes the same elements)'}"
             f"; this launch has {', '.join(bad)}, so several blocks would write one element. "
             "Launch with those grid dimensions at 1, or make the index use them")
+
+
+def _check_whole_warp_rows(kernel_name: str, cfg: LaunchConfig) -> None:
+    x = cfg.block[0]
+    if x % 32:
+        raise LaunchError(
+            f"`{kernel_name}` runs warp collectives under conditions such as "
+            f"`thread_idx.x < 32`, which whole warps take together only when the block's x "
+            f"extent is a multiple of 32; this launch has block {cfg.block}. Launch with "
+            f"block.x a multiple of 32 (e.g. {max(32, (x + 31) // 32 * 32)}), or declare the "
+            "block shape with `@ox.kernel(block=...)` to have it checked at compile time")
