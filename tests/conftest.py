@@ -17,6 +17,12 @@ import pytest
 # every compile in the tests checks the IR it produced (off by default: it costs time)
 os.environ.setdefault("OXIDE_VERIFY_IR", "1")
 
+# JAX takes 75% of the GPU's memory when it first touches it and keeps it for the life of
+# the process: one pytest worker that ran the JAX interop test starved the others (`-n 6`
+# on the H200 failed 256 MiB-1 GiB allocations in four examples, and the GPU fuzz test's
+# launches, with CUDA_ERROR_OUT_OF_MEMORY). Allocate on demand instead.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+
 if "OXIDE_CACHE_DIR" not in os.environ:
     os.environ["OXIDE_CACHE_DIR"] = tempfile.mkdtemp(prefix="oxide-test-cache-")
     atexit.register(shutil.rmtree, os.environ["OXIDE_CACHE_DIR"], True)
@@ -42,14 +48,18 @@ _GPU_TESTS_RUN = False  # set at collection where a GPU is found
 
 def pytest_runtest_teardown(item: pytest.Item) -> None:
     """After a GPU test, hand the memory its arrays held back to the device: with several
-    workers on one GPU (`pytest -n`), memory that torch's caching allocator keeps, or that
-    waits for a garbage collection, made other workers' large allocations fail."""
+    workers on one GPU (`pytest -n`), memory that torch's or CuPy's caching allocators
+    keep, or that waits for a garbage collection, made other workers' large allocations
+    fail."""
     if not (_GPU_TESTS_RUN and item.get_closest_marker("gpu")):
         return  # a skipped test held nothing, and a full collection per test is slow
     gc.collect()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
+    cupy = sys.modules.get("cupy")
+    if cupy is not None:  # CuPy's pool keeps freed blocks too
+        cupy.get_default_memory_pool().free_all_blocks()
 
 
 @pytest.fixture
