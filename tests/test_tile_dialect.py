@@ -58,9 +58,11 @@ def through_a_helper(a: Slice[bf16, 2], b: Slice[bf16, 2], out: DisjointSlice[f3
 
 
 def tile_ir(kernel, *args, monkeypatch, capfd) -> str:
+    """The tile dialect after the layout pass, as the GPU target runs it (tensor-core
+    layouts; the CPU runs every product as an FMA loop)."""
     monkeypatch.setenv("OXIDE_DUMP", "tile")
     monkeypatch.setenv("OXIDE_CACHE", "0")
-    kernel.compile(*args, target="cpu")
+    kernel.compile(*args, arch="sm_90")
     err = capfd.readouterr().err
     assert "// ---- oxide tile:" in err
     return err

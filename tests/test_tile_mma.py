@@ -193,8 +193,9 @@ def test_loop_invariant_a_and_transposed_b_against_numpy(case):
 def test_the_layout_pass_keeps_q_in_registers_and_folds_the_transpose(monkeypatch, capfd):
     monkeypatch.setenv("OXIDE_DUMP", "tile")
     monkeypatch.setenv("OXIDE_CACHE", "0")
+    # the layout pass as the GPU target runs it (the CPU runs every product as an FMA loop)
     make_qkt(bf16, 8).compile(Slice[bf16, 2], Slice[bf16, 2], DisjointSlice[f32, 2], 128,
-                              64, 64, 2, target="cpu")
+                              64, 64, 2, arch="sm_90")
     text = capfd.readouterr().err
     assert '"tile.permute"' not in text and "b_transposed=True" in text
     # q's conversion to the A-fragment layout: once, before the loop (in the entry's
@@ -403,3 +404,29 @@ def test_attention_against_numpy(causal):
         32, 16, d, causal)
     want = ta.reference(q, k, v, heads, causal)
     np.testing.assert_allclose(o.astype(np.float32), want, rtol=2e-2, atol=2e-2)
+
+
+@tile.kernel(num_warps=2)
+def wide_product(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2]):
+    i, j = tile.bid(0), tile.bid(1)
+    tile.store(c, (i, j), (tile.load(a, (i, 0), (128, 64)) @ tile.load(b, (0, j), (64, 128)))
+               .astype(bf16))
+
+
+def test_the_cpu_runs_products_as_fma_loops_and_the_gpu_on_tensor_cores() -> None:
+    """Issue 29: the CPU target lowers `tile.mma` as a loop over k per thread (what LLVM
+    vectorizes), not the lane-by-lane mma.sync emulation, which took minutes to compile
+    for a (128, 64) @ (64, 128) product on 2 warps. Same bits: products of halves are
+    exact, and both add them to the accumulator in k order."""
+    import ml_dtypes
+
+    sig = (Slice[bf16, 2], Slice[bf16, 2], DisjointSlice[bf16, 2])
+    assert "mma.m16n8k16" not in wide_product.compile(*sig, arch="cpu").ir
+    assert "mma.m16n8k16" in wide_product.compile(*sig, arch="sm_90").ir
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((200, 64)).astype(ml_dtypes.bfloat16)
+    b = rng.standard_normal((64, 300)).astype(ml_dtypes.bfloat16)
+    c = np.zeros((200, 300), ml_dtypes.bfloat16)
+    cpu(wide_product, (2, 3), a, b, c)
+    want = a.astype(np.float32) @ b.astype(np.float32)
+    np.testing.assert_allclose(c.astype(np.float32), want, rtol=1e-2, atol=1e-2)

@@ -206,7 +206,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
 
         lowered = lower_tile_kernel(
             kernel, sig, symbol, keep_tile_ir="tile" in os.environ.get("OXIDE_DUMP", ""),
-            verify=os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0"))
+            verify=os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0"),
+            tensor_cores=target == "nvptx")
     else:
         lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func

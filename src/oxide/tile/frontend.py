@@ -93,10 +93,12 @@ def is_power_of_two(n: int) -> bool:
 
 
 def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
-                      keep_tile_ir: bool = False, verify: bool = False) -> TileLowered:
+                      keep_tile_ir: bool = False, verify: bool = False,
+                      tensor_cores: bool = True) -> TileLowered:
     """Lower a tile kernel's body for one signature into oxide IR; with `keep_tile_ir`,
     keep the text of its tile-dialect form as the layout pass leaves it; with `verify`,
-    check what the layout pass guarantees (`check_layouts`)."""
+    check what the layout pass guarantees (`check_layouts`). Without `tensor_cores` (the
+    CPU target), every product is an FMA loop (tile/mma_lower.py)."""
     runtime = [(p, s) for p, s in zip(kernel.params, sig, strict=True)
                if not isinstance(s, ConstValue)]
     arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
@@ -117,7 +119,8 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
         else:
             low.env[p.name] = low.scalar_tile(next(args), s)
     low.lower_body(kernel.source.tree.body)
-    LayoutPass(b, low.num_warps, low.vector).run()
+    low.em.tensor_cores = tensor_cores
+    LayoutPass(b, low.num_warps, low.vector, tensor_cores).run()
     if verify:
         check_layouts(b.tile_ops)
     tile_ir = str(b.func) if keep_tile_ir else None

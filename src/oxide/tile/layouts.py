@@ -118,10 +118,13 @@ def _has_layout(v: SSAValue) -> bool:
 class LayoutPass:
     """Assigns layouts to one kernel's tile ops (see the module docstring)."""
 
-    def __init__(self, b: TileBuilder, num_warps: int, vector: int) -> None:
+    def __init__(self, b: TileBuilder, num_warps: int, vector: int,
+                 tensor_cores: bool = True) -> None:
         self.b = b
         self.num_warps = num_warps
         self.vector = vector
+        # the target has tensor cores (the GPU); the CPU runs every product as an FMA loop
+        self.tensor_cores = tensor_cores
         self._in_registers: dict[tuple[SSAValue, Layout], SSAValue] = {}
         # the products' warps take whole rows (`mma_warps`): set by `run`
         self.rows_only = False
@@ -132,6 +135,8 @@ class LayoutPass:
         return blocked(shape, self.num_warps, self.vector)
 
     def mma(self, shape: tuple[int, ...], otherwise: Layout) -> Layout:
+        if not self.tensor_cores:
+            return otherwise
         return mma_accumulator(shape, self.num_warps, self.rows_only) or otherwise
 
     def run(self) -> None:
@@ -239,8 +244,8 @@ class LayoutPass:
         assert isinstance(at, TileType)
         m, k = at.dims
         result = self.mma(shape, layout_of(op.operands[2]))
-        if at.dtype.name in HALVES and k >= MMA_K and mma_accumulator(shape,
-                                                                        self.num_warps):
+        if self.tensor_cores and at.dtype.name in HALVES and k >= MMA_K and \
+                mma_accumulator(shape, self.num_warps):
             self._fold_transpose(op, b)
             target = mma_operand_a((m, k), result.dims[0].wpc, self.num_warps)
             defined = a.owner

@@ -24,9 +24,13 @@ What it guarantees:
   operand already in the A-fragment layout (`layout.mma_operand_a`: a loop-invariant
   one the layout pass converted once, or a product's result with whole rows in each
   warp) goes to the instruction from registers, pairs of halves packed;
-- anything else (f32, f64, tiles smaller than an instruction): the operands go to shared
-  memory and each thread runs a loop over k of multiply-adds for its own elements, in
-  the accumulator's type: f32 inputs are computed in f32, never silently in TF32.
+- anything else (f32, f64, tiles smaller than an instruction), and every product on the
+  CPU target: the operands go to shared memory and each thread runs a loop over k of
+  multiply-adds for its own elements, in the accumulator's type: f32 inputs are computed
+  in f32, never silently in TF32. On the CPU this gives the bits the mma.sync emulation
+  gave (products of halves are exact, and both add them to the accumulator one by one in
+  k order) at a fraction of the compile time: LLVM vectorizes a loop, where the
+  emulation was one warp collective per lane per instruction.
 """
 
 from __future__ import annotations
@@ -85,7 +89,8 @@ def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
     take the product)."""
     (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
     acc = relayout(em, acc, layout)
-    if a.dtype.name in HALVES and k >= MMA_K and mma_accumulator((m, n), em.num_warps):
+    if em.tensor_cores and a.dtype.name in HALVES and k >= MMA_K and \
+            mma_accumulator((m, n), em.num_warps):
         return _tensor_cores(em, a, b, acc, b_transposed)
     assert not b_transposed, "a transposed B only where tensor cores take the product"
     return _fma_loop(em, a, b, acc)
