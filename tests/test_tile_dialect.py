@@ -9,6 +9,7 @@ import re
 import numpy as np
 import pytest
 
+import oxide as ox
 from oxide import Const, DisjointSlice, Slice, bf16, f32, i32, tile
 from oxide.ir.tile_ops import TILE_OPS, TileOperation
 from oxide.tile.layout import blocked, mma_accumulator
@@ -178,3 +179,33 @@ def test_the_layout_check_catches_what_the_pass_must_not_leave() -> None:
     bare = make("full", [], [TileType.of(shape, f32)], value=0.0)
     with pytest.raises(AssertionError, match="without a layout"):
         check_layouts([bare])
+
+
+def test_the_engine_pass_puts_products_of_halves_on_tensor_cores_only_on_the_gpu(
+        monkeypatch, capfd) -> None:
+    """tile/mma_choice.py, the first pass: mma.sync where the GPU's tensor cores take the
+    product, an FMA loop on the CPU and for f32."""
+    import ml_dtypes
+
+    a = np.zeros((128, 64), ml_dtypes.bfloat16)
+    b = np.zeros((64, 128), ml_dtypes.bfloat16)
+    c = np.zeros((128, 128), np.float32)
+    for arch, engine in (("sm_90", "mma.sync"), ("cpu", "fma")):
+        monkeypatch.setenv("OXIDE_DUMP", "tile")
+        monkeypatch.setenv("OXIDE_CACHE", "0")
+        product_of.compile(a, b, c, arch=arch)
+        text = capfd.readouterr().err
+        assert f"engine='{engine}'" in text
+    product_of.compile(a.astype(np.float32), b.astype(np.float32), c, arch="sm_90")
+    assert "engine='fma'" in capfd.readouterr().err
+
+
+T = ox.TypeVar("T")
+
+
+@tile.kernel(num_warps=4)
+def product_of(a: Slice[T, 2], b: Slice[T, 2], c: DisjointSlice[f32, 2]):
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((128, 128), f32)
+    acc = tile.mma(tile.load(a, (i, 0), (128, 64)), tile.load(b, (0, j), (64, 128)), acc)
+    tile.store(c, (i, j), acc)

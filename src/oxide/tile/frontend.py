@@ -46,12 +46,11 @@ from oxide.tile import lang
 from oxide.tile.builder import TileBuilder
 from oxide.tile.calls import TileCallsMixin
 from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
-from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
 from oxide.tile.op_builder import TileOps
-from oxide.tile.to_simt import ToSIMT
+from oxide.tile.pipeline import Target, run_passes
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
 
 # elements one thread may hold in one tile (registers: a larger tile spills, then fails)
@@ -95,10 +94,10 @@ def is_power_of_two(n: int) -> bool:
 def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
                       keep_tile_ir: bool = False, verify: bool = False,
                       tensor_cores: bool = True) -> TileLowered:
-    """Lower a tile kernel's body for one signature into oxide IR; with `keep_tile_ir`,
-    keep the text of its tile-dialect form as the layout pass leaves it; with `verify`,
-    check what the layout pass guarantees (`check_layouts`). Without `tensor_cores` (the
-    CPU target), every product is an FMA loop (tile/mma_lower.py)."""
+    """Lower a tile kernel's body for one signature into oxide IR through the passes of
+    tile/pipeline.py; with `keep_tile_ir`, keep the text of its tile-dialect form as the
+    layout pass leaves it; with `verify`, check what the layout pass guarantees. Without
+    `tensor_cores` (the CPU target), every product is an FMA loop."""
     runtime = [(p, s) for p, s in zip(kernel.params, sig, strict=True)
                if not isinstance(s, ConstValue)]
     arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
@@ -119,12 +118,9 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
         else:
             low.env[p.name] = low.scalar_tile(next(args), s)
     low.lower_body(kernel.source.tree.body)
-    low.em.tensor_cores = tensor_cores
-    LayoutPass(b, low.num_warps, low.vector, tensor_cores).run()
-    if verify:
-        check_layouts(b.tile_ops)
-    tile_ir = str(b.func) if keep_tile_ir else None
-    ToSIMT(b, low.em).run()
+    dump: list[str] | None = [] if keep_tile_ir else None
+    run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores), verify, dump)
+    tile_ir = dump[0] if dump else None
     ctx.uses_barriers = low.em.uses_barriers
     func = b.finish()
     axes = None

@@ -45,7 +45,7 @@ from xdsl.ir import Operation, SSAValue
 from oxide.ir.tile_ops import StaticAttr, TileType, TileVarType, kind_of, make
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, blocked, mma_accumulator, mma_operand_a
-from oxide.tile.mma_lower import HALVES, MMA_K
+from oxide.tile.mma_choice import engine_of
 
 # the most A-operand elements a thread keeps in registers across a loop (64 registers)
 _MAX_A_IN_REGISTERS = 128
@@ -244,8 +244,7 @@ class LayoutPass:
         assert isinstance(at, TileType)
         m, k = at.dims
         result = self.mma(shape, layout_of(op.operands[2]))
-        if self.tensor_cores and at.dtype.name in HALVES and k >= MMA_K and \
-                mma_accumulator(shape, self.num_warps):
+        if engine_of(op) == "mma.sync":
             self._fold_transpose(op, b)
             target = mma_operand_a((m, k), result.dims[0].wpc, self.num_warps)
             defined = a.owner

@@ -68,7 +68,6 @@ class TileEmitter(GlobalAccessMixin):
                  ) -> None:
         self.b = b
         self.num_warps = num_warps
-        self.tensor_cores = True  # products on mma.sync (the GPU); else FMA loops
         self.reserve_shared = reserve_shared  # counts bytes against the per-block limit
         self._lane: SSAValue | None = None
         self._warp: SSAValue | None = None

@@ -42,12 +42,11 @@ from xdsl.ir import SSAValue
 from oxide import types as T
 from oxide.ir import ops
 from oxide.ir.types import ir_type
-from oxide.tile.layout import Layout, mma_accumulator, mma_operand_a
+from oxide.tile.layout import Layout, mma_operand_a
 from oxide.tile.lower import TileEmitter
+from oxide.tile.mma_choice import HALVES, MMA_K
 from oxide.tile.values import Slots
 
-HALVES = ("bf16", "f16")
-MMA_K = 16
 # each kernel's operand arrays, by (dtype, elements, role): see `_shared`
 _ARRAYS: WeakKeyDictionary[TileEmitter, dict[tuple[str, int, str], SSAValue]] = \
     WeakKeyDictionary()
@@ -81,16 +80,14 @@ def relayout(em: TileEmitter, t: Slots, layout: Layout) -> Slots:
 
 
 def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
-              b_transposed: bool = False) -> Slots:
+              engine: str, b_transposed: bool = False) -> Slots:
     """`a @ b + acc` in `layout`, the result's (the layout pass's choice: the accumulator
     layout, or the accumulator's own for tiles smaller than one instruction; see the
-    module docstring). With `b_transposed`, `b` is the (N, K) tile whose transpose is the
-    product's B (the layout pass folds `permute(x, (1, 0))` into it where tensor cores
-    take the product)."""
-    (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
+    module docstring), on `engine` (tile/mma_choice.py). With `b_transposed`, `b` is the
+    (N, K) tile whose transpose is the product's B (the layout pass folds
+    `permute(x, (1, 0))` into it where tensor cores take the product)."""
     acc = relayout(em, acc, layout)
-    if em.tensor_cores and a.dtype.name in HALVES and k >= MMA_K and \
-            mma_accumulator((m, n), em.num_warps):
+    if engine == "mma.sync":
         return _tensor_cores(em, a, b, acc, b_transposed)
     assert not b_transposed, "a transposed B only where tensor cores take the product"
     return _fma_loop(em, a, b, acc)

@@ -24,6 +24,7 @@ from oxide.ir.types import ir_type
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import layout_of
 from oxide.tile.lower import TileEmitter
+from oxide.tile.mma_choice import engine_of
 from oxide.tile.mma_lower import lower_mma, relayout
 from oxide.tile.values import Slots
 
@@ -148,7 +149,7 @@ class ToSIMT:
 
     def _mma(self, op: Operation) -> Slots:
         a, b, acc = (self._in(v) for v in op.operands)
-        return lower_mma(self.em, a, b, acc, layout_of(op.results[0]),
+        return lower_mma(self.em, a, b, acc, layout_of(op.results[0]), engine_of(op),
                          op.param("b_transposed", False))
 
     def _from_scalar(self, op: Operation) -> Slots:

@@ -1,0 +1,58 @@
+"""Choosing the instruction each product runs on: the first pass over the tile dialect.
+
+What it assumes: the frontend built the kernel's tile ops (`TileBuilder.tile_ops`) and
+checked each `tile.mma`'s shapes and dtypes. What it guarantees: every `tile.mma` op
+carries an `engine` parameter that the later passes read instead of deciding again:
+
+- `"mma.sync"`: 16-bit float operands, K >= 16 and an (M, N) tile at least one
+  m16n8k16 instruction large for the kernel's warps (`layout.mma_accumulator`), on a
+  target with tensor cores (the GPU). The layout pass gives the result the accumulator
+  layout; `tile/mma_lower.py` stages the operands and reads them with `ldmatrix`.
+- `"fma"`: everything else (f32 and f64, tiles smaller than an instruction) and every
+  product on the CPU target: a loop over k of multiply-adds per thread, the same bits
+  (products of halves are exact; both add them to the accumulator in k order).
+
+wgmma (sm_90a, issue 26) is not chosen yet: every sm_90 product runs on mma.sync.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from xdsl.ir import Operation
+
+from oxide.ir.tile_ops import StaticAttr, TileType, kind_of
+from oxide.tile.layout import mma_accumulator
+
+HALVES = ("bf16", "f16")
+MMA_K = 16
+ENGINES = ("mma.sync", "fma")
+
+
+def engine_for(a: TileType, shape: tuple[int, ...], num_warps: int, tensor_cores: bool) -> str:
+    """The engine of a product of `a` (M, K) into an (M, N) `shape`."""
+    k = a.dims[1]
+    if tensor_cores and a.dtype.name in HALVES and k >= MMA_K and \
+            mma_accumulator(shape, num_warps):
+        return "mma.sync"
+    return "fma"
+
+
+def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: bool) -> None:
+    """Set `engine` on every `tile.mma` of the kernel (see the module docstring)."""
+    for op in tile_ops:
+        if kind_of(op) != "mma":
+            continue
+        a, result = op.operands[0].type, op.results[0].type
+        assert isinstance(a, TileType) and isinstance(result, TileType)
+        engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores)
+        params = dict(op.params.data)  # type: ignore[attr-defined]
+        params["engine"] = engine
+        op.properties["params"] = StaticAttr(tuple(sorted(params.items())))
+
+
+def engine_of(op: Operation) -> str:
+    """The engine `choose_engines` set on a `tile.mma` op."""
+    engine = op.param("engine")  # type: ignore[attr-defined]
+    assert engine in ENGINES, f"tile.mma without an engine: {op}"
+    return engine  # type: ignore[no-any-return]

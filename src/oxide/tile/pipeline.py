@@ -1,0 +1,47 @@
+"""The tile compiler's passes, in the order they run: the one place that names them.
+
+The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
+(ir/tile_ops.py); then, over `TileBuilder.tile_ops`:
+
+1. `choose_engines` (tile/mma_choice.py): each `tile.mma` gets the instruction it runs
+   on (mma.sync on tensor cores, or an FMA loop; the CPU target has no tensor cores);
+2. `LayoutPass` (tile/layouts.py): every tile value gets its layout, and conversions
+   stand where layouts must agree;
+3. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
+   guarantees, checked;
+4. `ToSIMT` (tile/to_simt.py): each tile op becomes the SIMT ops of one thread.
+
+Each file's docstring says what its pass assumes and guarantees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from oxide.tile.builder import TileBuilder
+from oxide.tile.layouts import LayoutPass, check_layouts
+from oxide.tile.lower import TileEmitter
+from oxide.tile.mma_choice import choose_engines
+from oxide.tile.to_simt import ToSIMT
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the passes need to know of the target and the kernel's options."""
+
+    num_warps: int
+    vector: int  # elements per thread along rows (16-byte accesses where they fit)
+    tensor_cores: bool  # the GPU: products of halves on mma.sync
+
+
+def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = False,
+               dump: list[str] | None = None) -> None:
+    """Run the passes over `b`'s tile ops; with `dump`, append the dialect's text as the
+    layout pass leaves it (OXIDE_DUMP=tile)."""
+    choose_engines(b.tile_ops, target.num_warps, target.tensor_cores)
+    LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
+    if verify:
+        check_layouts(b.tile_ops)
+    if dump is not None:
+        dump.append(str(b.func))
+    ToSIMT(b, em).run()
