@@ -1,0 +1,159 @@
+"""Time to first result: each shipped tile kernel's first call in a fresh process, with an
+empty compile cache and with a warm one, and where the cold call's time goes.
+
+Issue 29's bars (H200 host): a cold first call of tile_softmax and tile_layernorm in
+0.4 s, of tile_attention in 1.0 s, and a warm-cache first call of every example in
+0.1 s. The clock starts after CUDA is initialized (torch's context and oxide's device),
+with the inputs on the GPU, and stops when the result is there (`torch.cuda.synchronize`).
+
+The breakdown comes from a third, profiled cold run (cProfile's cumulative times of the
+stage functions; profiling inflates them, so read them as shares): the frontend with the
+tile passes, the safety passes, the LLVM IR text, LLVM O3 + NVPTX, nvJitLink, loading
+the module, and what is left (imports, the launch path, the runtime's first-launch work).
+
+    python benchmarks/first_call.py [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+
+SETUP = {
+    "tile_softmax": """
+        from oxide.examples.tile_softmax import tile_softmax
+        x = torch.randn(8192, 8192, device="cuda"); out = torch.empty_like(x)
+        call = lambda: ox.launch(tile_softmax, 8192, x, out, 8192)
+    """,
+    "tile_layernorm": """
+        from oxide.examples.tile_layernorm import tile_layernorm
+        x = torch.randn(8192, 8192, device="cuda"); out = torch.empty_like(x)
+        w = torch.randn(8192, device="cuda"); b = torch.randn(8192, device="cuda")
+        call = lambda: ox.launch(tile_layernorm, 8192, x, w, b, out, 1e-5, 8192)
+    """,
+    "tile_attention": """
+        from oxide.examples import tile_attention as m
+        bm, bn = m.GPU_BLOCK
+        q, k, v = (torch.randn(16 * 4096, 64, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        o = torch.empty_like(q)
+        call = lambda: ox.launch(m.tile_attention, 16 * 4096 // bm, q, k, v, o, 4096,
+                                 0.125, bm, bn, 64, True)
+    """,
+    "tile_matmul": """
+        from oxide.examples import tile_matmul as m
+        bm, bn, bk = m.GPU_TILE
+        a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
+        c = torch.empty(4096, 4096, device="cuda", dtype=torch.bfloat16)
+        call = lambda: ox.launch(m.tile_matmul, m.grid(4096, 4096, bm, bn), a, b, c, bm, bn, bk)
+    """,
+    "vecadd (SIMT)": """
+        from oxide.examples.vecadd import vecadd
+        a = torch.randn(1 << 24, device="cuda"); b = torch.randn_like(a)
+        c = torch.empty_like(a)
+        call = lambda: vecadd[ox.LaunchConfig.for_num_elems(a.numel())](a, b, c)
+    """,
+}
+
+# stage -> the functions whose cumulative time it is (file suffix, function name)
+STAGES = {
+    "frontend + tile passes": [("frontend/entry.py", "lower_kernel"),
+                               ("tile/frontend.py", "lower_tile_kernel")],
+    "safety passes": [("passes/safety.py", "check_disjoint_writes"),
+                      ("passes/disjoint_reads.py", "check_disjoint_reads"),
+                      ("passes/uniformity.py", "check_barrier_uniformity"),
+                      ("passes/shared_races.py", "check_shared_races")],
+    "LLVM IR text": [("codegen/emit.py", "emit")],
+    "LLVM O3 + NVPTX": [("codegen/llvm.py", "to_ptx")],
+    "nvJitLink": [("codegen/nvjitlink.py", "ptx_to_cubin")],
+    "module load": [("runtime/cuda_driver.py", "load_module")],
+}
+
+PROBE = """
+import cProfile, json, pstats, sys, time
+import torch
+import oxide as ox
+from oxide.runtime.gpu import gpu_device
+{setup}
+gpu_device(0)
+torch.cuda.synchronize()
+prof = cProfile.Profile() if {profile} else None
+start = time.perf_counter()
+if prof: prof.enable()
+call()
+torch.cuda.synchronize()
+if prof: prof.disable()
+first = time.perf_counter() - start
+start = time.perf_counter()
+call()
+torch.cuda.synchronize()
+second = time.perf_counter() - start
+stages = {{}}
+if prof:
+    stats = pstats.Stats(prof).stats
+    for name, funcs in {stages!r}.items():
+        stages[name] = sum(max([v[3] for (f, _, fn), v in stats.items()
+                                if f.replace("\\\\", "/").endswith(suffix) and fn == func],
+                               default=0.0) for suffix, func in funcs)
+print(json.dumps({{"first": first, "second": second, "stages": stages}}))
+"""
+
+
+def probe(name: str, cache: Path, profile: bool) -> dict[str, Any]:
+    code = PROBE.format(setup=textwrap.dedent(SETUP[name]), profile=profile, stages=STAGES)
+    with tempfile.TemporaryDirectory() as work:
+        script = Path(work) / "probe.py"
+        script.write_text(code)
+        env = {**os.environ, "OXIDE_CACHE_DIR": str(cache),
+               "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"),
+                                                         os.environ.get("PYTHONPATH", "")) if p)}
+        done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                              text=True, timeout=600)
+    if done.returncode:
+        raise RuntimeError(f"{name}: {done.stderr.strip()[-800:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="write the figures here too")
+    args = parser.parse_args()
+    results: dict[str, Any] = {}
+    for name in SETUP:
+        with tempfile.TemporaryDirectory() as cache_dir:
+            cache = Path(cache_dir)
+            cold = probe(name, cache, profile=False)
+            warm = probe(name, cache, profile=False)
+        with tempfile.TemporaryDirectory() as cache_dir:
+            profiled = probe(name, Path(cache_dir), profile=True)
+        results[name] = {"cold": cold["first"], "warm": warm["first"],
+                         "second": cold["second"], "profiled": profiled["first"],
+                         "stages": profiled["stages"]}
+    print(f"{'kernel':<16} {'cold first call':>16} {'warm cache':>11} {'2nd call':>9}")
+    for name, r in results.items():
+        print(f"{name:<16} {r['cold'] * 1e3:>13.0f} ms {r['warm'] * 1e3:>8.0f} ms "
+              f"{r['second'] * 1e3:>6.2f} ms")
+    print("\nwhere a cold first call goes (cProfile, shares of the profiled call):")
+    stages = list(STAGES) + ["rest"]
+    print(f"{'kernel':<16} " + " ".join(f"{s[:14]:>14}" for s in stages))
+    for name, r in results.items():
+        total = r["profiled"]
+        shares = [r["stages"].get(s, 0.0) for s in STAGES]
+        shares.append(max(0.0, total - sum(shares)))
+        print(f"{name:<16} " + " ".join(f"{v * 1e3:>11.0f} ms" for v in shares))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
