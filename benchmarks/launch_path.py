@@ -141,6 +141,21 @@ def main() -> None:
             figures[name].append(per_call(fn) - nothing)
     for name, (native_us, ctypes_us) in figures.items():
         print(f"  {name:<56} {native_us:7.2f} {ctypes_us:7.2f}")
+    use("native")  # where `empty[cfg](t)` goes: the parts alone
+    from oxide.runtime.device import parse_device
+
+    dev = parse_device(0)
+    binder = empty.__dict__["_oxide_launchers"].last
+    launcher = binder.launcher
+    bound = empty[cfg]
+    parts = [("  the bound launch alone: bound(t)", lambda: bound(t)),
+             ("  its binder alone: binder(cfg, (t,), None, dev)",
+              lambda: binder(cfg, (t,), None, dev)),
+             ("  the trampoline alone (no-op driver)",
+              lambda: launcher.native(launcher.native_address, cfg.dims, 0, 0x10000, 1024)),
+             ("  empty[cfg] alone", lambda: empty[cfg])]
+    for name, fn in parts:
+        print(f"  {name:<56} {per_call(fn) - nothing:7.2f}")
     for name, fn in [("LaunchConfig(grid=1, block=32) alone",
                       lambda: ox.LaunchConfig(grid=1, block=32)),
                      ("LaunchConfig(grid=(4, 2), block=(16, 16)) alone",
