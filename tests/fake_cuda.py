@@ -27,7 +27,9 @@ class FakeDriver:
         "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 227 * 1024,
     }
 
-    def __init__(self) -> None:
+    def __init__(self, devices: int = 1) -> None:
+        self.devices = devices  # how many GPUs the fake has (contexts 0x1000 + ordinal)
+        self.peer_access: list[tuple[int, int]] = []  # (current context, peer context)
         self.buffers: dict[int, Any] = {}
         self.launches: list[dict[str, Any]] = []
         self.function_attributes = {"MAX_THREADS_PER_BLOCK": 1024, "NUM_REGS": 16,
@@ -53,10 +55,10 @@ class FakeDriver:
                      "module_global", "host_alloc_mapped", "launch_function", "launch_address",
                      "synchronize_context",
                      "synchronize_stream", "mem_alloc", "mem_free", "memcpy_htod", "memcpy_dtoh",
-                     "memset_zero", "error_text"):
+                     "memset_zero", "error_text", "can_access_peer", "enable_peer_access"):
             monkeypatch.setattr(cuda_driver, name, getattr(self, name))
-        monkeypatch.setattr(device, "cuda_device_count", lambda: 1)
-        monkeypatch.setattr(gpu_devices, "cuda_device_count", lambda: 1)
+        monkeypatch.setattr(device, "cuda_device_count", lambda: self.devices)
+        monkeypatch.setattr(gpu_devices, "cuda_device_count", lambda: self.devices)
         monkeypatch.setattr(gpu_devices, "_devices", {})
         monkeypatch.setattr(gpu_devices._tls, "ctx", None, raising=False)
 
@@ -76,6 +78,12 @@ class FakeDriver:
 
     def set_current_context(self, ctx: int) -> None:
         self.ctx = ctx
+
+    def can_access_peer(self, dev: int, peer: int) -> bool:
+        return dev != peer
+
+    def enable_peer_access(self, peer_ctx: int) -> None:
+        self.peer_access.append((self.ctx, peer_ctx))
 
     def device_attribute(self, dev: int, name: str) -> int:
         return self.ATTRIBUTES[name]
@@ -184,7 +192,8 @@ class FakeDriver:
         for fmt, ptr in zip(formats, pointers, strict=True):
             size = struct.calcsize(fmt)
             values.append(struct.unpack(fmt, ctypes.string_at(ptr, size))[0])
-        record = {"function": self.functions[fn], "grid": (gx, gy, gz), "block": (bx, by, bz),
+        record = {"function": self.functions[fn], "context": self.ctx,
+                  "grid": (gx, gy, gz), "block": (bx, by, bz),
                   "shmem": shmem, "stream": stream, "args": values[:len(self.formats)],
                   "error_record": values[len(self.formats)],
                   "hidden": values[len(self.formats) + 1:]}
@@ -261,6 +270,9 @@ class Tensor:
     @property
     def is_cuda(self) -> bool:
         return self._device >= 0
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        return (2, self._device) if self._device >= 0 else (1, 0)
 
     def element_size(self) -> int:
         return _ITEMSIZE[self.dtype.name]

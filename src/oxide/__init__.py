@@ -82,6 +82,7 @@ from oxide.runtime.config import LaunchConfig
 from oxide.runtime.constant import ConstantArray
 from oxide.runtime.device import device, set_device
 from oxide.runtime.launch import launch, synchronize
+from oxide.runtime.peers import enable_peer_access
 from oxide.types import (
     AtomicSlice,
     Const,
@@ -111,7 +112,8 @@ __all__ = [
     "AliasingError", "ArgumentError", "atomic", "AtomicSlice", "autotune", "Config", "bf16",
     "block", "block_dim",
     "block_idx", "bool_", "brev", "byte_perm", "clz", "CompileError", "Const", "ConstantArray",
-    "device", "DeviceArray", "DeviceError", "DisjointSlice", "DType", "empty", "f16", "f32",
+    "device", "DeviceArray", "DeviceError", "DisjointSlice", "DType", "empty",
+    "enable_peer_access", "f16", "f32",
     "f64", "ffs", "func", "grid", "grid_dim", "i16", "i32", "i64", "i8", "InternalCompilerError",
     "Kernel", "kernel", "KernelAssertionError", "KernelIndexError", "KernelOptions",
     "KernelSyntaxError", "KernelTypeError", "lane_id", "launch", "LaunchConfig", "LaunchError",

@@ -32,6 +32,7 @@ from oxide.errors import AliasingError, ArgumentError
 from oxide.runtime.array_view import fits_vectors
 from oxide.runtime.device import Device
 from oxide.runtime.overlap import DISJOINT, UNPROVED, self_overlap
+from oxide.runtime.peers import reaches
 from oxide.runtime.views import HOST, ArrayView, BadArray, view_of
 from oxide.specialize import ConstValue, const_value
 from oxide.specialize import short_repr as _short
@@ -296,8 +297,11 @@ def _array_plan(name: str, ann: T.ArrayType, v: ArrayView, device: Device,
             raise ArgumentError(f"`{name}` is a host array oxide cannot copy to {device}; "
                                 "move it to the GPU first")
         copy_in = True
-    elif v.device is not None and v.device != device.index:
-        raise ArgumentError(f"`{name}` is on cuda:{v.device}, but this launch runs on {device}")
+    elif v.device is not None and not reaches(device.index, v.device):
+        raise ArgumentError(
+            f"`{name}` is on cuda:{v.device}, but this launch runs on {device}: move it there, "
+            f"launch on cuda:{v.device} (`with ox.device({v.device}):`), or let {device} reach "
+            f"it with `ox.enable_peer_access({device.index}, {v.device})`")
     contiguous = True if copy_in else v.strides is None
     if ann.writable and v.strides is not None:
         check_no_self_overlap(name, v.shape, v.strides)

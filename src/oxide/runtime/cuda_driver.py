@@ -135,6 +135,18 @@ def set_current_context(ctx: Any) -> None:
     call(drv.cuCtxSetCurrent, ctx)
 
 
+def can_access_peer(dev: Any, peer: Any) -> bool:
+    """Whether device `dev` can read and write memory of device `peer` (NVLink or PCIe)."""
+    return bool(call(drv.cuDeviceCanAccessPeer, dev, peer))
+
+
+def enable_peer_access(peer_ctx: Any) -> None:
+    """Let the current context reach `peer_ctx`'s memory; enabling it twice is fine."""
+    (err,) = drv.cuCtxEnablePeerAccess(peer_ctx, 0)
+    if err and err != drv.CUresult.CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED:
+        raise fail(err, "enabling peer access")
+
+
 def synchronize_context() -> None:
     call(drv.cuCtxSynchronize, what="synchronizing the device")
 

@@ -61,6 +61,7 @@ class _State(threading.local):
 _state = _State()
 _announced = False
 _default: Device | None = None  # what default_device() found (it does not change)
+_several = False  # several CUDA GPUs: a launch with no device chosen follows its arrays
 
 
 @functools.cache
@@ -98,10 +99,11 @@ def parse_device(spec: object) -> Device:
 
 def default_device() -> Device:
     """The first CUDA GPU, else the CPU (said once); found once, then kept in `_default`."""
-    global _announced, _default
+    global _announced, _default, _several
     if _default is not None:
         return _default
     if cuda_device_count() > 0:
+        _several = cuda_device_count() > 1
         _default = _GPUS[0]
         return _default
     if not _announced:
@@ -120,6 +122,24 @@ def quiet_cpu_notice() -> None:
 
 def current_device() -> Device:
     return _state.current or _default or default_device()
+
+
+def launch_device(args: tuple[object, ...]) -> Device:
+    """Where a launch with no device chosen runs (no `device=`, `ox.device` or
+    `ox.set_device`): the GPU its first GPU array lives on, on a machine with several (a
+    torch tensor on cuda:1 launches on GPU 1); else the default device. The launch path
+    calls this only where `_several` is set, so one GPU pays nothing for it."""
+    for a in args:
+        where = getattr(a, "__dlpack_device__", None)
+        if where is None:
+            continue
+        try:
+            kind, index = where()
+        except Exception:  # not an array after all: the argument checks will say so
+            continue
+        if int(kind) == 2:  # kDLCUDA
+            return _gpu(int(index))
+    return current_device()
 
 
 def set_device(spec: object) -> Device:

@@ -194,8 +194,9 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
             arrays.append((i, p.writable, strided, spec.dtype.itemsize))
             if reader_of(type(a)) is _torch:
                 env[f"dtype{i}"] = a.dtype
+                # the device it was on (another GPU's where peer access lets it be)
                 on_device = (f"not a{i}.is_cuda" if gdev.single
-                             else f"a{i}.get_device() != {index}")
+                             else f"a{i}.get_device() != {a.get_device()}")
                 dims = [f"s{i}_{d}" for d in range(spec.rank)]
                 body += [f"if a{i}.dtype is not dtype{i} or {on_device}:",
                          "    return False",

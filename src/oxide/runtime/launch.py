@@ -57,10 +57,12 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: 
             stream = cfg_stream
     # First try: the binder of the kernel's last launch (runtime/fastpath.py), which
     # declines (False) anything unlike that launch, a CPU device included.
-    if device is None:
-        dev = _state.current or _device._default or default_device()
-    else:
+    if device is not None:
         dev = parse_device(device)
+    else:
+        dev = _state.current or _device._default or default_device()
+        if _device._several and _state.current is None:  # follow the arrays' GPU
+            dev = _device.launch_device(args)
     template = kernel.__dict__.get("_oxide_template")
     if template is not None and template(config, args, stream, dev):
         return
@@ -162,6 +164,8 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
         if stream is None:
             stream = cfg_stream
         dev = _state.current or _device._default or default_device()  # as in `launch`
+        if _device._several and _state.current is None:
+            dev = _device.launch_device(args)
         template = kernel.__dict__.get("_oxide_template")
         if template is not None and template(cfg, args, stream, dev):
             return
