@@ -59,11 +59,12 @@ def through_a_helper(a: Slice[bf16, 2], b: Slice[bf16, 2], out: DisjointSlice[f3
 
 
 def tile_ir(kernel, *args, monkeypatch, capfd) -> str:
-    """The tile dialect after the layout pass, as the GPU target runs it (tensor-core
-    layouts; the CPU runs every product as an FMA loop)."""
+    """The tile dialect after the layout pass, as an sm_80 GPU runs it (the mma.sync
+    engine's layouts: the CPU runs every product as an FMA loop, and sm_90 takes wgmma
+    where a warp group owns 64 rows)."""
     monkeypatch.setenv("OXIDE_DUMP", "tile")
     monkeypatch.setenv("OXIDE_CACHE", "0")
-    kernel.compile(*args, arch="sm_90")
+    kernel.compile(*args, arch="sm_80")
     err = capfd.readouterr().err
     assert "// ---- oxide tile:" in err
     return err
@@ -208,4 +209,28 @@ def product_of(a: Slice[T, 2], b: Slice[T, 2], c: DisjointSlice[f32, 2]):
     i, j = tile.bid(0), tile.bid(1)
     acc = tile.zeros((128, 128), f32)
     acc = tile.mma(tile.load(a, (i, 0), (128, 64)), tile.load(b, (0, j), (64, 128)), acc)
+    tile.store(c, (i, j), acc)
+
+
+def test_the_engine_pass_takes_wgmma_where_a_warp_group_owns_64_rows(monkeypatch, capfd):
+    """sm_90 and M = 16 * num_warps (here 64 on 4 warps): wgmma; sm_80: mma.sync."""
+    import ml_dtypes
+
+    a = np.zeros((64, 64), ml_dtypes.bfloat16)
+    b = np.zeros((64, 128), ml_dtypes.bfloat16)
+    c = np.zeros((64, 128), np.float32)
+    monkeypatch.setenv("OXIDE_DUMP", "tile")
+    monkeypatch.setenv("OXIDE_CACHE", "0")
+    for arch, engine in (("sm_90", "wgmma"), ("sm_80", "mma.sync"), ("cpu", "fma")):
+        ck = wgmma_sized.compile(a, b, c, arch=arch)
+        assert f"engine='{engine}'" in capfd.readouterr().err
+        if arch == "sm_90":
+            assert ck.arch == "sm_90a" and ck.ptx.count("wgmma.mma_async") == 4
+
+
+@tile.kernel(num_warps=4)
+def wgmma_sized(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2]):
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.mma(tile.load(a, (i, 0), (64, 64)), tile.load(b, (0, j), (64, 128)),
+                   tile.zeros((64, 128), f32))
     tile.store(c, (i, j), acc)

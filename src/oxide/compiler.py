@@ -207,7 +207,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         lowered = lower_tile_kernel(
             kernel, sig, symbol, keep_tile_ir="tile" in os.environ.get("OXIDE_DUMP", ""),
             verify=os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0"),
-            tensor_cores=target == "nvptx")
+            tensor_cores=target == "nvptx",
+            wgmma=target == "nvptx" and arch in ("sm_90", "sm_90a") and _wgmma_enabled())
     else:
         lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func
@@ -335,6 +336,12 @@ def dump_stages(ck: CompiledKernel, spec: str) -> None:
         else:
             print(f"// ---- oxide {stage}: {ck.name} ----", file=sys.stderr)
             print(getattr(ck, stage), file=sys.stderr)
+
+
+def _wgmma_enabled() -> bool:
+    """Whether tile products may take the wgmma engine on sm_90 (OXIDE_TILE_WGMMA=0 keeps
+    them on mma.sync, to compare the two)."""
+    return os.environ.get("OXIDE_TILE_WGMMA", "1") != "0"
 
 
 def thread_index_ranks(func: Any) -> tuple[int, ...]:

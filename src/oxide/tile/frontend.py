@@ -93,7 +93,7 @@ def is_power_of_two(n: int) -> bool:
 
 def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
                       keep_tile_ir: bool = False, verify: bool = False,
-                      tensor_cores: bool = True) -> TileLowered:
+                      tensor_cores: bool = True, wgmma: bool = False) -> TileLowered:
     """Lower a tile kernel's body for one signature into oxide IR through the passes of
     tile/pipeline.py; with `keep_tile_ir`, keep the text of its tile-dialect form as the
     layout pass leaves it; with `verify`, check what the layout pass guarantees. Without
@@ -119,7 +119,8 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
             low.env[p.name] = low.scalar_tile(next(args), s)
     low.lower_body(kernel.source.tree.body)
     dump: list[str] | None = [] if keep_tile_ir else None
-    run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores), verify, dump)
+    run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma), verify,
+               dump)
     tile_ir = dump[0] if dump else None
     ctx.uses_barriers = low.em.uses_barriers
     func = b.finish()

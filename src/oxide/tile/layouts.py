@@ -140,7 +140,10 @@ class LayoutPass:
         return mma_accumulator(shape, self.num_warps, self.rows_only) or otherwise
 
     def run(self) -> None:
-        self.rows_only = any(_reduces_product_rows(op) for op in self.b.tile_ops)
+        # wgmma's accumulator is the mma layout with every warp on whole rows
+        self.rows_only = any(_reduces_product_rows(op) or (kind_of(op) == "mma" and
+                                                           engine_of(op) == "wgmma")
+                             for op in self.b.tile_ops)
         self.carries_products = {op.operands[0] for op in self.b.tile_ops
                                  if kind_of(op) == "var_write"
                                  and _computed_from_product(op.operands[1])}
@@ -244,7 +247,9 @@ class LayoutPass:
         assert isinstance(at, TileType)
         m, k = at.dims
         result = self.mma(shape, layout_of(op.operands[2]))
-        if engine_of(op) == "mma.sync":
+        if engine_of(op) == "wgmma":
+            self._fold_transpose(op, b)  # a K-major B, staged as it is
+        elif engine_of(op) == "mma.sync":
             self._fold_transpose(op, b)
             target = mma_operand_a((m, k), result.dims[0].wpc, self.num_warps)
             defined = a.owner

@@ -8,11 +8,16 @@ carries an `engine` parameter that the later passes read instead of deciding aga
   m16n8k16 instruction large for the kernel's warps (`layout.mma_accumulator`), on a
   target with tensor cores (the GPU). The layout pass gives the result the accumulator
   layout; `tile/mma_lower.py` stages the operands and reads them with `ldmatrix`.
+- `"wgmma"`: the same on an sm_90 target where the shapes fit one m64nNk16 instruction
+  per warp group and k step (`tile/wgmma_lower.py`'s `supports`: M = 16 * num_warps,
+  N a multiple of 64 up to 256, K of 16, 32 or a multiple of 64). The layout pass gives
+  the result the accumulator layout with every warp on whole rows (wgmma's own);
 - `"fma"`: everything else (f32 and f64, tiles smaller than an instruction) and every
   product on the CPU target: a loop over k of multiply-adds per thread, the same bits
   (products of halves are exact; both add them to the accumulator in k order).
 
-wgmma (sm_90a, issue 26) is not chosen yet: every sm_90 product runs on mma.sync.
+The wgmma engine stages its operands through shared memory with the threads; TMA rings,
+pipelining across k and warp specialization are issue 26's next steps.
 """
 
 from __future__ import annotations
@@ -23,29 +28,34 @@ from xdsl.ir import Operation
 
 from oxide.ir.tile_ops import StaticAttr, TileType, kind_of
 from oxide.tile.layout import mma_accumulator
+from oxide.tile.wgmma_lower import supports
 
 HALVES = ("bf16", "f16")
 MMA_K = 16
-ENGINES = ("mma.sync", "fma")
+ENGINES = ("wgmma", "mma.sync", "fma")
 
 
-def engine_for(a: TileType, shape: tuple[int, ...], num_warps: int, tensor_cores: bool) -> str:
+def engine_for(a: TileType, shape: tuple[int, ...], num_warps: int, tensor_cores: bool,
+               wgmma: bool = False) -> str:
     """The engine of a product of `a` (M, K) into an (M, N) `shape`."""
     k = a.dims[1]
     if tensor_cores and a.dtype.name in HALVES and k >= MMA_K and \
             mma_accumulator(shape, num_warps):
+        if wgmma and supports(shape[0], shape[1], k, num_warps):
+            return "wgmma"
         return "mma.sync"
     return "fma"
 
 
-def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: bool) -> None:
+def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: bool,
+                   wgmma: bool = False) -> None:
     """Set `engine` on every `tile.mma` of the kernel (see the module docstring)."""
     for op in tile_ops:
         if kind_of(op) != "mma":
             continue
         a, result = op.operands[0].type, op.results[0].type
         assert isinstance(a, TileType) and isinstance(result, TileType)
-        engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores)
+        engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores, wgmma)
         params = dict(op.params.data)  # type: ignore[attr-defined]
         params["engine"] = engine
         op.properties["params"] = StaticAttr(tuple(sorted(params.items())))

@@ -46,6 +46,7 @@ from oxide.tile.layout import Layout, mma_operand_a
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import HALVES, MMA_K
 from oxide.tile.values import Slots
+from oxide.tile.wgmma_lower import lower_wgmma
 
 # each kernel's operand arrays, by (dtype, elements, role): see `_shared`
 _ARRAYS: WeakKeyDictionary[TileEmitter, dict[tuple[str, int, str], SSAValue]] = \
@@ -87,6 +88,8 @@ def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
     (N, K) tile whose transpose is the product's B (the layout pass folds
     `permute(x, (1, 0))` into it where tensor cores take the product)."""
     acc = relayout(em, acc, layout)
+    if engine == "wgmma":
+        return lower_wgmma(em, a, b, acc, b_transposed)
     if engine == "mma.sync":
         return _tensor_cores(em, a, b, acc, b_transposed)
     assert not b_transposed, "a transposed B only where tensor cores take the product"

@@ -4,7 +4,8 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
 (ir/tile_ops.py); then, over `TileBuilder.tile_ops`:
 
 1. `choose_engines` (tile/mma_choice.py): each `tile.mma` gets the instruction it runs
-   on (mma.sync on tensor cores, or an FMA loop; the CPU target has no tensor cores);
+   on (wgmma on sm_90, mma.sync on tensor cores, or an FMA loop; the CPU target has no
+   tensor cores);
 2. `LayoutPass` (tile/layouts.py): every tile value gets its layout, and conversions
    stand where layouts must agree;
 3. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
@@ -32,13 +33,14 @@ class Target:
     num_warps: int
     vector: int  # elements per thread along rows (16-byte accesses where they fit)
     tensor_cores: bool  # the GPU: products of halves on mma.sync
+    wgmma: bool = False  # an sm_90 GPU: on wgmma where the shapes fit
 
 
 def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = False,
                dump: list[str] | None = None) -> None:
     """Run the passes over `b`'s tile ops; with `dump`, append the dialect's text as the
     layout pass leaves it (OXIDE_DUMP=tile)."""
-    choose_engines(b.tile_ops, target.num_warps, target.tensor_cores)
+    choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
     if verify:
         check_layouts(b.tile_ops)

@@ -1,0 +1,215 @@
+"""Tile products as users write them, compiled (no template), side by side in one run.
+
+Issue 26's kernels: a bf16 GEMM with a bias + GELU epilogue (against a Triton kernel of
+the same math autotuned over 3 configs, and torch), an f16 GEMM against a transposed
+(N x K) weight (against cuBLAS through torch), each oxide kernel with its products on
+wgmma (the sm_90 default) and on mma.sync (OXIDE_TILE_WGMMA=0), over a few tile shapes.
+Also tile_attention on both engines. triton.testing.do_bench medians; inputs random.
+
+    python benchmarks/tile_products.py [--sizes 4096 8192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from typing import Any
+
+os.environ.setdefault("OXIDE_CACHE", "0")  # each variant compiled afresh under its engine
+
+import oxide as ox  # noqa: E402
+from oxide import Const, DisjointSlice, Slice, TypeVar, f32, tile  # noqa: E402
+
+T = TypeVar("T")
+C = math.sqrt(2.0 / math.pi)
+
+
+def make_linear_gelu(warps: int) -> Any:
+    @tile.kernel(num_warps=warps)
+    def linear_gelu(x: Slice[T, 2], w: Slice[T, 2], b: Slice[T], y: DisjointSlice[T, 2],
+                    BM: Const[int], BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(x, 1, BK)):
+            acc = tile.mma(tile.load(x, (i, k), (BM, BK)), tile.load(w, (k, j), (BK, BN)), acc)
+        z = acc + tile.load(b, (j,), (BN,)).astype(f32)[None, :]
+        tile.store(y, (i, j), (0.5 * z * (1.0 + tile.tanh(C * (z + 0.044715 * z * z * z))))
+                   .astype(T))
+    return linear_gelu
+
+
+def make_linear_t(warps: int) -> Any:
+    @tile.kernel(num_warps=warps)
+    def linear_t(x: Slice[T, 2], w: Slice[T, 2], y: DisjointSlice[T, 2],
+                 BM: Const[int], BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(x, 1, BK)):
+            acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
+                           tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
+        tile.store(y, (i, j), acc.astype(T))
+    return linear_t
+
+
+SHAPES = [(128, 128, 64, 8), (128, 256, 64, 8), (64, 256, 64, 4)]
+
+
+def triton_linear_gelu() -> Any:
+    import triton
+    import triton.language as tl
+
+    configs = [triton.Config({"BM": bm, "BN": bn, "BK": 64}, num_warps=w, num_stages=s)
+               for bm, bn, w, s in ((128, 128, 8, 3), (128, 256, 8, 3), (64, 256, 4, 4))]
+
+    @triton.autotune(configs=configs, key=["M", "N", "K"])
+    @triton.jit
+    def kernel(x_ptr, w_ptr, b_ptr, y_ptr, M, N, K, BM: tl.constexpr, BN: tl.constexpr,
+               BK: tl.constexpr):
+        pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+        rm = pid_m * BM + tl.arange(0, BM)
+        rn = pid_n * BN + tl.arange(0, BN)
+        rk = tl.arange(0, BK)
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for k in range(0, K, BK):
+            a = tl.load(x_ptr + rm[:, None] * K + (k + rk)[None, :],
+                        mask=(rm[:, None] < M) & ((k + rk)[None, :] < K), other=0.0)
+            b = tl.load(w_ptr + (k + rk)[:, None] * N + rn[None, :],
+                        mask=((k + rk)[:, None] < K) & (rn[None, :] < N), other=0.0)
+            acc += tl.dot(a, b)
+        z = acc + tl.load(b_ptr + rn, mask=rn < N, other=0.0).to(tl.float32)[None, :]
+        inner = 0.7978845608028654 * (z + 0.044715 * z * z * z)
+        t = 2.0 / (1.0 + tl.exp(-2.0 * inner)) - 1.0  # tanh
+        y = 0.5 * z * (1.0 + t)
+        tl.store(y_ptr + rm[:, None] * N + rn[None, :], y.to(tl.bfloat16),
+                 mask=(rm[:, None] < M) & (rn[None, :] < N))
+
+    def run(x: Any, w: Any, b: Any, y: Any) -> None:
+        m, k = x.shape
+        n = w.shape[1]
+        grid = lambda meta: (triton.cdiv(m, meta["BM"]), triton.cdiv(n, meta["BN"]))  # noqa: E731
+        kernel[grid](x, w, b, y, m, n, k)
+
+    return run
+
+
+def attention_rows(do_bench: Any) -> list[tuple[str, float, str]]:
+    """tile_attention (B8 H16 S4096 D128 bf16, its GPU block) on each engine, against
+    torch SDPA's flash backend; the example module is loaded anew per engine."""
+    import importlib
+
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    b, h, s, d = 8, 16, 4096, 128
+    q, k, v = (torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.empty_like(q)
+    flat = [x.view(b * h * s, d) for x in (q, k, v, o)]
+    rows = []
+    for causal in (False, True):
+        flops = 4.0 * b * h * s * s * d * (0.5 if causal else 1.0)
+        ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            flash = do_bench(lambda c=causal: torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=c), return_mode="median")
+        rows.append((f"attention S4096 D128{' causal' if causal else ''}  SDPA flash",
+                     flops / flash / 1e9, ""))
+        for engine in ("1", "0"):
+            os.environ["OXIDE_TILE_WGMMA"] = engine
+            m = importlib.reload(importlib.import_module("oxide.examples.tile_attention"))
+            bm, bn = m.GPU_BLOCK
+            args = (*flat, s, 1 / d ** 0.5, bm, bn, d, causal)
+            grid = b * h * s // bm
+            ox.launch(m.tile_attention, grid, *args)
+            err = float((o - ref).abs().max())
+            ms = do_bench(lambda m=m, args=args, grid=grid: ox.launch(m.tile_attention, grid,
+                                                                        *args),
+                          return_mode="median")
+            name = "wgmma" if engine == "1" else "mma.sync"
+            rows.append((f"attention S4096 D128{' causal' if causal else ''}  oxide {name}",
+                         flops / ms / 1e9, f"{flash / ms:.2f}x flash, max err {err:.3f}"))
+    return rows
+
+
+def gelu_rows(n: int, tri: Any, do_bench: Any) -> list[tuple[str, float, str]]:
+    """The bf16 GEMM + bias + GELU at n^3: Triton, torch, oxide on both engines."""
+    import torch
+
+    x = torch.randn(n, n, device="cuda", dtype=torch.bfloat16) / 8
+    w = torch.randn(n, n, device="cuda", dtype=torch.bfloat16) / 8
+    b = torch.randn(n, device="cuda", dtype=torch.bfloat16)
+    want = torch.nn.functional.gelu(x.float() @ w.float() + b.float(), approximate="tanh")
+    y = torch.empty_like(x)
+    tri(x, w, b, y)
+    triton_ms = do_bench(lambda: tri(x, w, b, y), return_mode="median")
+    torch_ms = do_bench(lambda: torch.nn.functional.gelu(torch.addmm(b, x, w),
+                                                         approximate="tanh"),
+                        return_mode="median")
+    rows = [(f"bf16 GEMM+bias+GELU {n}^3  triton (autotuned, 3 configs)",
+             tflops(n, triton_ms), ""),
+            (f"bf16 GEMM+bias+GELU {n}^3  torch addmm + gelu", tflops(n, torch_ms), "")]
+    for engine in ("1", "0"):
+        os.environ["OXIDE_TILE_WGMMA"] = engine
+        for bm, bn, bk, warps in SHAPES:
+            k = make_linear_gelu(warps)
+            grid = (tile.cdiv(n, bm), tile.cdiv(n, bn))
+            args = (x, w, b, y, bm, bn, bk)
+            ox.launch(k, grid, *args)
+            err = float((y.float() - want).abs().max())
+            ms = do_bench(lambda k=k, grid=grid, args=args: ox.launch(k, grid, *args),
+                          return_mode="median")
+            name = "wgmma" if engine == "1" else "mma.sync"
+            rows.append((f"bf16 GEMM+bias+GELU {n}^3  oxide {name} {bm}x{bn}x{bk} {warps}w",
+                         tflops(n, ms), f"{triton_ms / ms:.2f}x triton, max err {err:.3f}"))
+    return rows
+
+
+def transposed_rows(n: int, do_bench: Any) -> list[tuple[str, float, str]]:
+    """The f16 GEMM against a transposed (N x K) weight: cuBLAS, oxide on both engines."""
+    import torch
+
+    x = torch.randn(n, n, device="cuda", dtype=torch.float16) / 8
+    w = torch.randn(n, n, device="cuda", dtype=torch.float16) / 8  # N x K, a Linear's weight
+    y = torch.empty_like(x)
+    cublas_ms = do_bench(lambda: torch.nn.functional.linear(x, w), return_mode="median")
+    rows = [(f"f16 GEMM x @ w.T {n}^3  cuBLAS", tflops(n, cublas_ms), "")]
+    want = x.float() @ w.float().T
+    for engine in ("1", "0"):
+        os.environ["OXIDE_TILE_WGMMA"] = engine
+        for bm, bn, bk, warps in SHAPES:
+            k = make_linear_t(warps)
+            grid = (tile.cdiv(n, bm), tile.cdiv(n, bn))
+            args = (x, w, y, bm, bn, bk)
+            ox.launch(k, grid, *args)
+            err = float((y.float() - want).abs().max())
+            ms = do_bench(lambda k=k, grid=grid, args=args: ox.launch(k, grid, *args),
+                          return_mode="median")
+            name = "wgmma" if engine == "1" else "mma.sync"
+            rows.append((f"f16 GEMM x @ w.T {n}^3  oxide {name} {bm}x{bn}x{bk} {warps}w",
+                         tflops(n, ms), f"{cublas_ms / ms:.2f}x cuBLAS, max err {err:.3f}"))
+    return rows
+
+
+def tflops(n: int, ms: float) -> float:
+    return 2 * n ** 3 / ms / 1e9
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
+    args = parser.parse_args()
+    from triton.testing import do_bench
+
+    rows: list[tuple[str, float, str]] = []
+    tri = triton_linear_gelu()
+    for n in args.sizes:
+        rows += gelu_rows(n, tri, do_bench)
+    rows += transposed_rows(4096, do_bench)
+    rows += attention_rows(do_bench)
+    print(f"{'kernel':<62} {'TFLOPS':>8}  notes")
+    for name, t, note in rows:
+        print(f"{name:<62} {t:>8.1f}  {note}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,164 @@
+"""`tile.mma` on Hopper's warp-group tensor cores (wgmma), as the tile compiler emits it.
+
+What it assumes (tile/mma_choice.py chose the `"wgmma"` engine only then): an sm_90
+target; 16-bit float operands `a` (M, K) and `b` (K, N), or `b` as the (N, K) tile whose
+transpose is the product's B (`b_transposed`, folded by the layout pass); the block's
+warps in whole warp groups with M = 16 * num_warps (warp group g owns rows 64g..64g+63,
+one m64nNk16 instruction per k step); N a multiple of 64 up to 256; K of 16, 32 or a
+multiple of 64; the accumulator in `layout.mma_accumulator(..., rows_only=True)`, which is
+wgmma's own fragment layout (warp w holds rows 16w + g and 16w + g + 8, columns 2t, 2t + 1
+of every 8-column group).
+
+What it does, per product:
+- a barrier (the previous product's reads of the operand arrays are over); each thread
+  writes its elements of A and B into shared memory in the layout wgmma's descriptors
+  read: rows of 32, 64 or 128 bytes with the matching swizzle (16-byte chunk `c` of row
+  `r` stored at `c ^ (r * row_bytes / 128 % (swizzle / 16))`, what a TMA copy with that
+  swizzle writes), K-major for A (and a transposed B), and for B as `a @ b` has it
+  (K x N row-major: MN-major for the instruction) slabs of 64 columns, each K rows of
+  128 bytes;
+- `fence.proxy.async` (the generic-proxy stores become visible to the tensor cores'
+  async proxy) and a barrier;
+- `wgmma.fence`, one `wgmma.mma_async` per 16-element k step with descriptors that walk
+  the rows, `wgmma.commit_group`, `wgmma.wait_group 0`.
+The operands are staged by the threads (no TMA ring, no pipelining yet: issue 26).
+
+What it guarantees: the result in the accumulator's layout, `acc + a @ b` with f32
+accumulation, as the mma.sync engine gives it (the bits may differ from mma.sync's and
+the CPU's in the last place: tensor cores sum a k step's products at their own precision).
+"""
+
+from __future__ import annotations
+
+from weakref import WeakKeyDictionary
+
+from xdsl.ir import SSAValue
+
+from oxide import types as T
+from oxide.ir import ops
+from oxide.ir.types import ir_type
+from oxide.tile.lower import TileEmitter
+from oxide.tile.values import Slots
+
+SLAB = 64  # elements of a 128-byte swizzle row of 16-bit floats
+_SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout field (bits 62-63)
+# each kernel's staging arrays, by (dtype, elements, role)
+_ARRAYS: WeakKeyDictionary[TileEmitter, dict[tuple[str, int, str], SSAValue]] = \
+    WeakKeyDictionary()
+
+
+def row_elements(k: int) -> int:
+    """Elements per shared row of a K-major operand with K columns: all of K up to a
+    128-byte row, else 128-byte slabs."""
+    return min(k, SLAB)
+
+
+def supports(m: int, n: int, k: int, num_warps: int) -> bool:
+    """Whether this lowering takes an (M, K) @ (K, N) product on `num_warps` warps."""
+    return (num_warps % 4 == 0 and m == 16 * num_warps and n % SLAB == 0 and n <= 256
+            and (k in (16, 32) or k % SLAB == 0))
+
+
+def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool) -> Slots:
+    """`acc + a @ b` on wgmma (see the module docstring)."""
+    (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
+    em.barrier()
+    width_a = row_elements(k)
+    sa = _stage(em, a, width_a, "wa")
+    if b_transposed:
+        sb = _stage(em, b, width_a, "wb")
+    else:
+        sb = _stage(em, b, SLAB, "wb")
+    em.b.emit(ops.HopperOp("fence.proxy_async", [], []))
+    em.barrier()
+    _, warp = em._thread()
+    group = em._entry(ops.BinaryOp("shr", warp, em.const(2, T.i32)))
+    # warp group g's 64 rows of A start at row 64 g of every slab
+    a_row0 = em._entry(ops.CastOp(em._entry(ops.BinaryOp(
+        "mul", group, em.const(64 * width_a, T.i32))), ir_type(T.i64)))
+    slot = {offs: s for s, offs in enumerate(acc.layout.offsets())}
+    order = [slot[(8 * (e // 2), 8 * j + e % 2)] for j in range(n // 8) for e in range(4)]
+    values = list(acc.values)
+    regs = [values[s] for s in order]
+    em.b.emit(ops.HopperOp("wgmma.fence", [], []))
+    one = em.const(1, T.i32)
+    kind = f"wgmma.m64n{n}k16.{a.dtype.name}.ss"
+    for kk in range(k // 16):
+        col = 16 * kk
+        a_at = _add(em, a_row0, (col // width_a) * m * width_a + col % width_a)
+        da = _descriptor(em, sa, a_at, 2 * width_a, lbo=16, sbo=16 * width_a)
+        if b_transposed:  # (N, K) K-major, like A, every warp group reads all N rows
+            db = _descriptor(em, sb, em.const((col // width_a) * n * width_a + col % width_a,
+                                              T.i64), 2 * width_a, lbo=16, sbo=16 * width_a)
+        else:  # K rows of 64-column slabs: MN-major, the next slab `lbo` further
+            db = _descriptor(em, sb, em.const(col * SLAB, T.i64), 128, lbo=k * 128, sbo=1024)
+        op = ops.HopperOp(kind, [da, db, one, *regs], [ir_type(T.f32)] * len(regs),
+                          imm=(0, 0 if b_transposed else 1))
+        em.b.emit(op)
+        regs = list(op.results)
+    em.b.emit(ops.HopperOp("wgmma.commit", [], []))
+    wait = ops.HopperOp("wgmma.wait", regs, [ir_type(T.f32)] * len(regs), imm=(0,))
+    em.b.emit(wait)
+    for s, v in zip(order, wait.results, strict=True):
+        values[s] = v
+    return Slots(acc.dtype, acc.layout, tuple(values))
+
+
+def _add(em: TileEmitter, x: SSAValue, offset: int) -> SSAValue:
+    return x if offset == 0 else em.b.value(ops.BinaryOp("add", x, em.const(offset, T.i64)))
+
+
+def _descriptor(em: TileEmitter, smem: SSAValue, at: SSAValue, row_bytes: int, lbo: int,
+                sbo: int) -> SSAValue:
+    """The shared-memory matrix descriptor of the operand starting at element `at`: rows
+    of `row_bytes` with that swizzle, `lbo`/`sbo` in bytes (codegen/hopper.py encodes it
+    and aligns the array to the swizzle's 1024 bytes)."""
+    op = ops.HopperOp("wgmma.desc", [], [ir_type(T.u64)], smem, [at],
+                      imm=(_SWIZZLE_CODE[row_bytes], lbo >> 4, sbo >> 4))
+    em.b.emit(op)
+    return op.results[0]
+
+
+def _shared(em: TileEmitter, dt: T.DType, count: int, role: str) -> SSAValue:
+    """The kernel's staging array of this size and role, shared by its products (each
+    writes it only after a barrier every earlier product's reads come before)."""
+    arrays = _ARRAYS.setdefault(em, {})
+    key = (dt.name, count, role)
+    if key not in arrays:
+        arrays[key] = em.shared(dt, count)
+    return arrays[key]
+
+
+def _stage(em: TileEmitter, t: Slots, width: int, role: str) -> SSAValue:
+    """`t` (rows, cols) into shared memory in slabs of `width` columns, each slab `rows`
+    rows of `width` elements with the swizzle of that row size; a thread's side-by-side
+    elements go in vector stores within one 16-byte chunk (the swizzle moves whole
+    chunks)."""
+    rows, cols = t.shape
+    smem = _shared(em, t.dtype, rows * cols, role)
+    size = max(1, t.dtype.bits // 8)
+    row_bytes = width * size
+    phases = row_bytes // 16  # chunks the swizzle rotates: 2, 4 or 8
+    run = max(1, min(t.layout.dims[1].spt, 16 // size, width))
+    coords = em.coords(t.layout)
+    for k in range(0, len(t.values), run):
+        r, c = (em.b.cast(x, T.i64) for x in coords[k])
+        slab = em.b.value(ops.BinaryOp("shr", c, em.const(width.bit_length() - 1, T.i64))) \
+            if cols > width else None
+        c_in = em.b.value(ops.BinaryOp("and", c, em.const(width - 1, T.i64))) \
+            if cols > width else c
+        # chunk bits of the row: (r * row_bytes / 128) % phases, times 8 bytes' elements
+        rot = em.b.value(ops.BinaryOp("shr", em.b.value(ops.BinaryOp(
+            "mul", r, em.const(row_bytes, T.i64))), em.const(7, T.i64)))
+        rot = em.b.value(ops.BinaryOp("and", rot, em.const(phases - 1, T.i64)))
+        rot = em.b.value(ops.BinaryOp("mul", rot, em.const(16 // size, T.i64)))
+        at = em.b.value(ops.BinaryOp("add", em.b.value(ops.BinaryOp(
+            "mul", r, em.const(width, T.i64))), em.b.value(ops.BinaryOp("xor", c_in, rot))))
+        if slab is not None:
+            at = em.b.value(ops.BinaryOp("add", at, em.b.value(ops.BinaryOp(
+                "mul", slab, em.const(rows * width, T.i64)))))
+        if run == 1:
+            em.b.emit(ops.StoreOp(smem, [at], t.values[k], 0, False, True))
+        else:
+            em.b.emit(ops.VectorStoreOp(smem, [at], t.values[k:k + run], run * size))
+    return smem
