@@ -266,6 +266,8 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         arch += "+lineinfo"
     if os.environ.get("OXIDE_DRIVER_JIT") == "1":  # the image is the PTX (module_image)
         arch += "+driver-jit"
+    if os.environ.get("OXIDE_TILE_WGMMA", "1") == "0":  # tile products stay on mma.sync
+        arch += "+no-wgmma"
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())
     return h.hexdigest()
