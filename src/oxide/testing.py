@@ -21,6 +21,8 @@ import numpy as np
 from oxide.errors import ArgumentError
 from oxide.runtime.device import current_device, parse_device
 
+__all__ = ["do_bench"]
+
 FLUSH_BYTES = 256 << 20  # larger than any L2 (the H200's is 50 MiB)
 _RETURN_MODES = ("min", "max", "mean", "median", "all")
 
@@ -86,3 +88,8 @@ def _gpu_timer(index: int, flush_l2: bool) -> Callable[[Callable[[], Any], int],
         return gpu.time_on_stream(index, fn, flush, runs)
 
     return times
+
+
+def __dir__() -> list[str]:
+    """`dir()` lists the API (`__all__`), not the modules and typing names it is built from."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})
