@@ -143,7 +143,8 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
     bound = bind(kernel, args, CPU)
     entry = _entry(kernel, bound.plan)
     if entry.thread_index_ranks:
-        check_witness_config(kernel.__name__, entry.thread_index_ranks, cfg)
+        check_witness_config(kernel.__name__, entry.thread_index_ranks, cfg,
+                             getattr(kernel, "block_threads", None))
     for i in entry.writable:
         a = args[i]
         if isinstance(a, np.ndarray) and not a.flags.writeable:

@@ -250,6 +250,7 @@ class Launcher:
         self.grid_x_factor = image.grid_x_factor
         self.thread_index_ranks = image.thread_index_ranks
         self.block_shape: tuple[int, int, int] | None = None  # `@ox.kernel(block=...)`
+        self.tile_block: int | None = None  # a tile kernel's threads per block
         formats = plan.formats + ["Q"] + (["I"] if self.grid_x_factor > 1 else [])
         offsets = [struct.calcsize("@" + "".join(formats[:i + 1])) - struct.calcsize(formats[i])
                    for i in range(len(formats))]
@@ -332,7 +333,8 @@ class Launcher:
                 raise LaunchError(f"cluster={cfg.cluster} needs an sm_90 GPU; {gdev} is "
                                   f"{gdev.arch}")
         if self.thread_index_ranks:
-            check_witness_config(self.kernel_name, self.thread_index_ranks, cfg)
+            check_witness_config(self.kernel_name, self.thread_index_ranks, cfg,
+                                 self.tile_block)
         shm = cfg.shared_mem_bytes
         if shm > self.dynamic_smem_limit:
             total = self.static_smem + shm
@@ -574,6 +576,7 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
         launcher = launchers[(device.index, key)] = Launcher(
             gdev, kernel.__name__, plan, image, _stream_source(args, views))
         launcher.block_shape = getattr(getattr(kernel, "options", None), "block", None)
+        launcher.tile_block = getattr(kernel, "block_threads", None)  # a tile kernel's
         stack = stack_bytes(kernel, image.code)
         if stack:
             gdev.reserve_stack(stack)
