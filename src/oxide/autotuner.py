@@ -49,9 +49,11 @@ from oxide.errors import (
     KernelSyntaxError,
     KernelTypeError,
     LaunchError,
+    OxideError,
 )
 from oxide.kernel import Kernel, _caller_span
 from oxide.specialize import array_info
+from oxide.tracebacks import user_frames_only
 
 FORMAT = 1  # of the JSON files: a file of another format is ignored (and re-tuned)
 TILE_OPTIONS = ("num_warps", "occupancy", "num_stages")
@@ -167,7 +169,11 @@ class Autotuner:
         ones) and `stream=`, which launches the chosen config."""
 
         def launch_tuned(*args: Any, stream: Any = None, **kwargs: Any) -> None:
-            self.autotuned_launch(grid, args, kwargs, stream, None)
+            try:
+                self.autotuned_launch(grid, args, kwargs, stream, None)
+            except OxideError as exc:  # the user's frames and the diagnostic
+                user_frames_only(exc)
+                raise
 
         return launch_tuned
 
@@ -202,16 +208,24 @@ class Autotuner:
     def best(self, *args: Any, **kwargs: Any) -> Config | None:
         """The config a launch with these arguments (tuned ones left out) would use: from
         this process's tuning or the disk; None when it is not tuned yet."""
-        values = self._bind(args, kwargs)
-        dev = _launch_device(None)
+        try:
+            values = self._bind(args, kwargs)
+            dev = _launch_device(None)
+        except OxideError as exc:
+            user_frames_only(exc)
+            raise
         key = self._key(values, dev)
         result = self.results.get(key) or self._load(key, dev)
         return None if result is None else result.best
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise LaunchError(f"`{self.__name__}` is an autotuned kernel: launch it with "
-                          f"`{self.__name__}[grid](...)`, the tuned parameters "
-                          f"({', '.join(self.tuned) or 'none'}) left out")
+        try:  # raised, then re-raised without this frame: the user's call is the last one
+            raise LaunchError(f"`{self.__name__}` is an autotuned kernel: launch it with "
+                              f"`{self.__name__}[grid](...)`, the tuned parameters "
+                              f"({', '.join(self.tuned) or 'none'}) left out")
+        except LaunchError as exc:
+            user_frames_only(exc)
+            raise
 
     def __repr__(self) -> str:
         return f"<oxide.autotune {self.__qualname__} over {len(self.configs)} configs>"
@@ -408,31 +422,40 @@ def autotune(configs: Sequence[Config], key: Sequence[str] = (), warmup: float =
     ... def add(a: Slice[f32], c: DisjointSlice[f32], n: i32, BLOCK: Const[int]): ...
     >>> add[lambda c: tile.cdiv(n, c.BLOCK)](a, c, n)  # doctest: +SKIP
     """
-    configs = tuple(configs) if isinstance(configs, (list, tuple)) else configs
-    if (not isinstance(configs, tuple) or not configs
-            or not all(isinstance(c, Config) for c in configs)):
-        raise KernelTypeError(f"ox.autotune's `configs` must be a non-empty list of ox.Config, "
-                              f"not {configs!r}", _caller_span(1, "configs"),
-                              hint="e.g. `configs=[ox.Config(BLOCK=128), ox.Config(BLOCK=256)]`")
-    names = {"key": key, "reset_to_zero": reset_to_zero}
-    for what, value in names.items():
-        if isinstance(value, str) or not all(isinstance(n, str) for n in value):
-            raise KernelTypeError(f"ox.autotune's `{what}` must be a list of parameter names, "
-                                  f"not {value!r}", _caller_span(1, what),
-                                  hint=f'e.g. `{what}=["n"]`')
-    for what, value in (("warmup", warmup), ("rep", rep)):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not ok or value < 0 or (what == "rep" and value == 0):
-            raise KernelTypeError(f"ox.autotune's `{what}` must be milliseconds (a number "
-                                  f"{'> 0' if what == 'rep' else '>= 0'}), not {value!r}",
-                                  _caller_span(1, what))
-    key_names, zero_names = tuple(key), tuple(reset_to_zero)
+    try:
+        configs = tuple(configs) if isinstance(configs, (list, tuple)) else configs
+        if (not isinstance(configs, tuple) or not configs
+                or not all(isinstance(c, Config) for c in configs)):
+            raise KernelTypeError(f"ox.autotune's `configs` must be a non-empty list of "
+                                  f"ox.Config, not {configs!r}", _caller_span(1, "configs"),
+                                  hint="e.g. `configs=[ox.Config(BLOCK=128), "
+                                       "ox.Config(BLOCK=256)]`")
+        names = {"key": key, "reset_to_zero": reset_to_zero}
+        for what, value in names.items():
+            if isinstance(value, str) or not all(isinstance(n, str) for n in value):
+                raise KernelTypeError(f"ox.autotune's `{what}` must be a list of parameter "
+                                      f"names, not {value!r}", _caller_span(1, what),
+                                      hint=f'e.g. `{what}=["n"]`')
+        for what, value in (("warmup", warmup), ("rep", rep)):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not ok or value < 0 or (what == "rep" and value == 0):
+                raise KernelTypeError(f"ox.autotune's `{what}` must be milliseconds (a number "
+                                      f"{'> 0' if what == 'rep' else '>= 0'}), not {value!r}",
+                                      _caller_span(1, what))
+        key_names, zero_names = tuple(key), tuple(reset_to_zero)
 
-    def decorate(kernel: Any) -> Autotuner:
-        _check(kernel, configs, key_names, zero_names)
-        return Autotuner(kernel, configs, key_names, float(warmup), float(rep), zero_names)
+        def decorate(kernel: Any) -> Autotuner:
+            try:
+                _check(kernel, configs, key_names, zero_names)
+            except OxideError as exc:
+                user_frames_only(exc)
+                raise
+            return Autotuner(kernel, configs, key_names, float(warmup), float(rep), zero_names)
 
-    return decorate
+        return decorate
+    except OxideError as exc:  # the user's frames and the diagnostic
+        user_frames_only(exc)
+        raise
 
 
 def _check(kernel: Any, configs: tuple[Config, ...], key: tuple[str, ...],

@@ -18,8 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from oxide.errors import ArgumentError
+from oxide.errors import ArgumentError, OxideError
 from oxide.runtime.device import current_device, parse_device
+from oxide.tracebacks import user_frames_only
 
 __all__ = ["do_bench"]
 
@@ -37,16 +38,28 @@ def do_bench(fn: Callable[[], Any], warmup: float = 25.0, rep: float = 100.0,
     `return_mode` is "median" (default), "mean", "min", "max" or "all" (every run).
     `device` (default: the current one) says where `fn`'s launches run.
     """
+    try:
+        return _measure(fn, warmup, rep, quantiles, return_mode, device, flush_l2)
+    except OxideError as exc:  # the user's frames and the diagnostic (oxide/tracebacks.py)
+        user_frames_only(exc)
+        raise
+
+
+def _measure(fn: Callable[[], Any], warmup: float, rep: float,
+             quantiles: Sequence[float] | None, return_mode: str, device: Any,
+             flush_l2: bool) -> Any:
     if return_mode not in _RETURN_MODES:
         raise ArgumentError(f"return_mode must be one of {', '.join(_RETURN_MODES)}, "
                             f"not {return_mode!r}")
     if quantiles is not None and not all(0.0 <= q <= 1.0 for q in quantiles):
         raise ArgumentError(f"quantiles are numbers in [0, 1]; got {list(quantiles)}")
     if warmup < 0 or rep <= 0:
-        raise ArgumentError(f"warmup must be >= 0 and rep > 0 (milliseconds); got {warmup}, {rep}")
+        raise ArgumentError(f"warmup must be >= 0 and rep > 0 (milliseconds); got {warmup}, "
+                            f"{rep}")
     dev = current_device() if device is None else parse_device(device)
     timer = _cpu_times if dev.is_cpu else _gpu_timer(dev.index, flush_l2)
-    estimate = max(statistics.median(timer(fn, 5)), 1e-4)  # the first call compiles: not in it
+    # the first call compiles: not in the estimate
+    estimate = max(statistics.median(timer(fn, 5)), 1e-4)
     warm_runs = int(warmup / estimate)
     if warm_runs:
         timer(fn, warm_runs)
