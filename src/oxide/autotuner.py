@@ -22,8 +22,9 @@ run and before the launch that follows, so they must start at zero as such array
 
 A config that does not compile or cannot launch (too much shared memory, a bad
 `num_warps`) is skipped and its reason kept in `results`; if none runs, the launch
-raises, naming each config's reason. While it times, a spinner on stderr names the
-config being timed (on a terminal only: piped or captured stderr gets nothing).
+raises, naming each config's reason. A tuning that lasts over a second shows the config
+being timed on the progress line (oxide/progress.py: on a terminal only, and not with
+`OXIDE_PROGRESS=0`).
 
 On disk the choice is one JSON file, `<cache dir>/autotune/<sha256>.json`, keyed by the
 kernel's source (and what it reaches, as the compile cache keys it), oxide's compiler,
@@ -52,6 +53,7 @@ from oxide.errors import (
     OxideError,
 )
 from oxide.kernel import Kernel, _caller_span
+from oxide.progress import activity
 from oxide.specialize import array_info
 from oxide.tracebacks import user_frames_only
 
@@ -59,7 +61,6 @@ FORMAT = 1  # of the JSON files: a file of another format is ignored (and re-tun
 TILE_OPTIONS = ("num_warps", "occupancy", "num_stages")
 SIMT_OPTIONS = ("block",)
 MAX_FILE_BYTES = 1 << 20
-PROGRESS_DELAY_S: float | None = None  # None: the CLI's (cli/progress.py DELAY_S)
 
 
 class Config(Mapping[str, Any]):
@@ -313,20 +314,18 @@ class Autotuner:
     # -- tuning --------------------------------------------------------------------------
 
     def _tune(self, key: tuple[Any, ...], grid: Any, values: list[Any], dev: Any) -> TuneResult:
-        from oxide.cli.progress import DELAY_S, shown_after
         from oxide.runtime.launch import launch, synchronize
         from oxide.testing import do_bench
 
-        console = _console()
-        delay = DELAY_S if PROGRESS_DELAY_S is None else PROGRESS_DELAY_S
         zero = [(values[s], self.free[s].name) for s in self._zero_slots]
         times: dict[Config, float] = {}
         failures: dict[Config, str] = {}
         errors: list[CompileError | LaunchError] = []
         synchronize(dev)  # the inputs may still be written on another stream
-        for n, config in enumerate(self.configs, 1):
-            text = f"autotuning `{self.__name__}`: config {n} of {len(self.configs)}, {config}"
-            with shown_after(console, text, delay):
+        with activity(f"autotuning `{self.__name__}`") as step:
+            for n, config in enumerate(self.configs, 1):
+                step.text = (f"autotuning `{self.__name__}`: config {n} of "
+                             f"{len(self.configs)}, {config}")
                 try:
                     kernel = self._variant(config)
                     cfg = self._grid(grid, config)
@@ -618,13 +617,6 @@ def _device_name(dev: Any) -> str:
 
     gdev = gpu_device(dev.index)
     return f"{gdev.name} {gdev.arch}"
-
-
-def _console() -> Any:
-    """stderr, for the spinner (it shows only where stderr is a terminal)."""
-    from rich.console import Console
-
-    return Console(stderr=True)
 
 
 def _reason(exc: BaseException) -> str:

@@ -39,7 +39,6 @@ from rich.console import Console
 from rich.markup import escape
 
 from oxide.cli.loading import load_kernel
-from oxide.cli.progress import compile_progress, shown_after
 from oxide.cli.signatures import SignatureError, compile_args, parse_consts, parse_types
 
 console = Console(highlight=False, soft_wrap=True)
@@ -401,6 +400,7 @@ def _time(kernel: Any, work: Workload, dev: Any, where: str, warmup: float, rep:
 
     import oxide as ox
     from oxide.examples import _harness
+    from oxide.progress import activity
     from oxide.runtime.device import device as use_device
     from oxide.testing import do_bench
 
@@ -412,10 +412,9 @@ def _time(kernel: Any, work: Workload, dev: Any, where: str, warmup: float, rep:
         def fn() -> None:
             launch(*args)
 
-        with compile_progress(err_console):
-            fn()  # compiles (or loads from the disk cache), and checks that it runs
-            ox.synchronize(dev)
-        with shown_after(err_console, f"timing `{kernel.__name__}` on {where}"):
+        fn()  # compiles (or loads from the disk cache), and checks that it runs
+        ox.synchronize(dev)
+        with activity(f"timing `{kernel.__name__}` on {where}"):
             times = do_bench(fn, warmup=warmup, rep=rep, return_mode="all", device=dev)
             ox.synchronize(dev)
     median = statistics.median(times)

@@ -23,7 +23,6 @@ from rich.markup import escape
 
 from oxide import examples
 from oxide.cli.loading import example_source, kernels_in, load_module
-from oxide.cli.progress import compile_progress
 from oxide.errors import DeviceError, OxideError
 from oxide.examples import _harness
 from oxide.runtime.device import quiet_cpu_notice
@@ -93,7 +92,7 @@ def run(
     quiet_cpu_notice()
     dev = None
     try:
-        with _harness.running_on(device) as dev, compile_progress(err_console):
+        with _harness.running_on(device) as dev:
             result = entry(**{k: v for k, v in options.items() if k in accepted})
             where = _harness.describe(dev)
     except OxideError as exc:  # a kernel's diagnostic says all there is to say

@@ -26,6 +26,7 @@ import numpy as np
 
 from oxide import types as T
 from oxide.errors import ArgumentError, LaunchError
+from oxide.progress import activity
 from oxide.runtime.args import Plan, bind
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import CPU
@@ -60,8 +61,9 @@ class _Entry:
     def __init__(self, kernel: Any, plan: Plan) -> None:
         constants: list[tuple[str, Any]] = []
         if not _from_disk_cache(self, kernel, plan):
-            ck = kernel.compile(*plan.signature, target="cpu")
-            self.host, self.sites = ck.host, list(ck.sites)
+            with activity(f"compiling `{kernel.__name__}` for the CPU"):  # to machine code
+                ck = kernel.compile(*plan.signature, target="cpu")
+                self.host, self.sites = ck.host, list(ck.sites)
             self.symbol = ck.name
             self.object_code = ck.host_object[0]
             self.thread_index_ranks = tuple(ck.thread_index_ranks)

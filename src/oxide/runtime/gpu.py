@@ -33,6 +33,7 @@ from oxide import types as T
 from oxide.codegen.abi import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL, RECURSIVE_SYMBOL_PREFIX
 from oxide.codegen.grid_sync import counter_symbol as grid_counter_symbol
 from oxide.errors import InternalCompilerError, LaunchError
+from oxide.progress import activity
 from oxide.runtime import cuda_driver as cd
 from oxide.runtime import gpu_devices, native_launch
 from oxide.runtime.args import (
@@ -187,8 +188,9 @@ def load_image(kernel: Any, plan: Plan, arch: str) -> KernelImage:
             image = cache.load(cache_key, plan_sizes(plan))
             if image is not None:
                 return image
-    ck = kernel.compile(*plan.signature, arch=arch)
-    image = KernelImage.from_compiled(ck)
+    with activity(f"compiling `{kernel.__name__}` for {arch}"):  # to the cubin
+        ck = kernel.compile(*plan.signature, arch=arch)
+        image = KernelImage.from_compiled(ck)
     if image.arg_sizes != plan_sizes(plan):
         raise InternalCompilerError(
             f"`{kernel.__name__}`: the compiled kernel takes arguments of {image.arg_sizes} "
