@@ -41,7 +41,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from oxide.cli.loading import load_kernel
+from oxide.cli.loading import device_spec, load_kernel
 from oxide.cli.signatures import SignatureError, compile_args, parse_consts, parse_types
 
 console = Console(highlight=False, soft_wrap=True)
@@ -382,9 +382,10 @@ def bench(
     Runs on GPU 0 (arrays copied there first), else on the CPU with a note.
     Example: oxide bench kernels.py::saxpy --shape 16M --arg a=2.0
     """
+    from oxide.checked_runs import describe_device
     from oxide.errors import DeviceError, OxideError
-    from oxide.examples import _harness
-    from oxide.runtime.device import current_device, quiet_cpu_notice
+    from oxide.runtime.device import current_device, parse_device, quiet_cpu_notice
+    from oxide.runtime.device import device as use_device
 
     kernel = load_kernel(target)
     module = sys.modules.get(kernel.fn.__module__)
@@ -392,10 +393,10 @@ def bench(
     hook = getattr(module, hook_name, None)
     quiet_cpu_notice()  # the report names the device, with the no-GPU fallback said once
     try:
-        dev = _harness.resolve(device) if device is not None else current_device()
+        dev = current_device() if device is None else parse_device(device_spec(device))
     except DeviceError as exc:
         raise _fail(str(exc), 2) from None
-    where = _harness.describe(dev)
+    where = describe_device(dev)
     try:
         if callable(hook):
             given = [f"--{n}" for n, v in (("types", types), ("const", const), ("shape", shape),
@@ -405,7 +406,7 @@ def bench(
                 raise BenchSpecError(f"{target} defines {hook_name}(), which gives the inputs "
                                      f"and the launch: drop {', '.join(given)} (or rename the "
                                      "hook to use generated inputs)")
-            with _harness.running_on(device):
+            with use_device(dev):
                 work = hook_workload(hook, hook_name, size, dev)
         else:
             if size is not None:
@@ -437,7 +438,7 @@ def _time(kernel: Any, work: Workload, dev: Any, where: str, warmup: float, rep:
     import numpy as np
 
     import oxide as ox
-    from oxide.examples import _harness
+    from oxide.checked_runs import describe_device
     from oxide.progress import activity
     from oxide.runtime.device import device as use_device
     from oxide.testing import do_bench
@@ -458,7 +459,7 @@ def _time(kernel: Any, work: Workload, dev: Any, where: str, warmup: float, rep:
     median = statistics.median(times)
     return {"median_ms": median, "min_ms": min(times), "runs": len(times),
             "gb_per_s": work.nbytes / (median * 1e-3) / 1e9 if work.nbytes else None,
-            "device": _harness.describe(dev)}
+            "device": describe_device(dev)}
 
 
 def _report(target: str, kernel: Any, work: Workload, where: str, stats: dict[str, Any],

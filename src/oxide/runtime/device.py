@@ -151,11 +151,12 @@ def set_device(spec: object) -> Device:
 
 
 def device(spec: object) -> contextlib.AbstractContextManager[Device]:
-    """Run the launches inside the block on `spec` ("cpu", 0, "cuda:1").
+    """Run the launches inside the block on `spec` ("cpu", 0, "cuda:1"); None keeps the
+    current device (so a function with an optional `device=` passes it straight on).
 
     The device is checked here, not on entering the block, so a bad one fails at once.
     """
-    return _selected(parse_device(spec))
+    return _selected(current_device() if spec is None else parse_device(spec))
 
 
 @contextlib.contextmanager
