@@ -62,7 +62,8 @@ def test_show_output_runs_as_a_file(tmp_path: Path) -> None:
 # the modules an example may import: oxide's public ones (tests/test_public_namespaces.py)
 PUBLIC_MODULES = {"oxide", "oxide.testing", "oxide.tile", "oxide.kernels.hopper_gemm"}
 # a fresh process imports this checkout's oxide, whatever its working directory
-SRC = str(Path(ox.__file__).resolve().parent.parent)
+SRC = os.pathsep.join([str(Path(ox.__file__).resolve().parent.parent),
+                       os.environ.get("PYTHONPATH", "")])
 
 
 def oxide_imports(source: str) -> set[str]:

@@ -26,7 +26,8 @@ from oxide.kernel import Kernel
 
 CLEAR = "\r\x1b[2K"
 # subprocesses import this oxide, whatever their working directory
-SRC_ENV = {"PYTHONPATH": str(Path(ox.__file__).resolve().parent.parent)}
+SRC_ENV = {"PYTHONPATH": os.pathsep.join([str(Path(ox.__file__).resolve().parent.parent),
+                                          os.environ.get("PYTHONPATH", "")])}
 
 
 class Terminal(io.StringIO):

@@ -20,8 +20,9 @@ from oxide.runtime.device import cuda_device_count
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(cuda_device_count() == 0, reason="needs a CUDA GPU")]
 
+# a fresh process imports this checkout's oxide (and what PYTHONPATH held), from anywhere
 SRC = str(Path(ox.__file__).resolve().parent.parent)
-ENV = {**os.environ, "PYTHONPATH": SRC}
+ENV = {**os.environ, "PYTHONPATH": os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")])}
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

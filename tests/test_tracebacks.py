@@ -75,7 +75,9 @@ def run_script(tmp_path: Path, case: str, **env: str) -> subprocess.CompletedPro
     script.write_text(PRELUDE + "\n" + textwrap.dedent(CASES[case][0]) + "\n")
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "OXIDE_FORCE_CPU": "1",
-                                            "PYTHONPATH": str(PACKAGE.parent), **env})
+                                            "PYTHONPATH": os.pathsep.join(
+                                                [str(PACKAGE.parent),
+                                                 os.environ.get("PYTHONPATH", "")]), **env})
 
 
 def frame_files(stderr: str) -> list[Path]:
