@@ -28,7 +28,9 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tools/
 from simt_bench import environment, gpu_seconds, update_docs  # noqa: E402
+from tools.ptxas_report import ptxas_report  # noqa: E402
 
 from oxide.examples import gemm_hopper as g  # noqa: E402
 
@@ -230,7 +232,7 @@ def resource_table(variants: list[str]) -> str:
             try:
                 ck = g.gemm_hopper.compile(*g.signature(cfg), arch="sm_90")
                 # what is loaded: the driver JIT's compile for a setmaxnreg kernel
-                rep = g.ptxas_report(ck.ptx, ck.arch, jit=ck.module_image != ck.cubin)
+                rep = ptxas_report(ck.ptx, ck.arch, jit=ck.module_image != ck.cubin)
                 lines.append(f"| {label} | {'K x N' if b_mn else 'N x K'} | {cfg.bm}x{cfg.bn}"
                              f"x{g.BK}, {cfg.stages} | {rep['registers']} | "
                              f"{rep['spill_stores']} / {rep['spill_loads']} | {rep['smem']:,} "

@@ -20,7 +20,6 @@ import numpy as np
 import pytest
 
 import oxide as ox
-import oxide.autotuner as autotuner
 import oxide.testing
 from oxide import AtomicSlice, Const, DisjointSlice, Slice, f32, i32, thread, tile
 
@@ -281,13 +280,18 @@ def test_another_process_reads_the_choice_from_disk(own_cache, tmp_path):
 # -- progress ------------------------------------------------------------------------------
 
 
-def test_progress_shows_on_a_terminal(monkeypatch):
-    from rich.console import Console
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
 
-    shown = io.StringIO()
-    monkeypatch.setattr(autotuner, "_console",
-                        lambda: Console(file=shown, force_terminal=True, width=200))
-    monkeypatch.setattr(autotuner, "PROGRESS_DELAY_S", 0.0)
+
+def test_progress_shows_on_a_terminal(monkeypatch):
+    from oxide import progress
+
+    shown = _Terminal()
+    monkeypatch.setattr(sys, "stderr", shown)
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
+    monkeypatch.setattr(progress, "INTERVAL_S", 0.01)  # a frame for each config's timing
     tuned = tuned_spin()
     x = np.ones(256, np.float32)
     cpu(tuned[1], x, np.zeros_like(x), 256)
@@ -297,9 +301,9 @@ def test_progress_shows_on_a_terminal(monkeypatch):
 
 
 def test_no_progress_where_stderr_is_not_a_terminal(monkeypatch, capfd):
-    monkeypatch.setattr(autotuner, "PROGRESS_DELAY_S", 0.0)
-    monkeypatch.delenv("TTY_COMPATIBLE", raising=False)
-    monkeypatch.delenv("FORCE_COLOR", raising=False)
+    from oxide import progress
+
+    monkeypatch.setattr(progress, "DELAY_S", 0.0)
     tuned = tuned_spin()
     x = np.ones(256, np.float32)
     cpu(tuned[1], x, np.zeros_like(x), 256)

@@ -200,6 +200,87 @@ def test_a_hook_returning_something_else_is_refused(tmp_path: Path) -> None:
     assert "must return (config, args)" in said(out + err)
 
 
+# -- tile kernels: one block per output tile (issue 29, item 1) -------------------------------
+
+TILE_KERNELS = textwrap.dedent("""
+    import oxide as ox
+    from oxide import Const, DisjointSlice, Slice, f32, tile
+
+    @tile.kernel
+    def swizzled(a: Slice[f32, 2], out: DisjointSlice[f32, 2], B: Const[int]):
+        i, j = tile.grouped_bid(tile.cdiv(out.shape[0], B), tile.cdiv(out.shape[1], B), 2)
+        tile.store(out, (i, j), tile.load(a, (i, j), (B, B)))
+""")
+
+
+@pytest.fixture()
+def tile_file(tmp_path: Path) -> Path:
+    path = tmp_path / "bench_tiles.py"
+    path.write_text(TILE_KERNELS)
+    yield path
+    sys.modules.pop("bench_tiles", None)
+
+
+def test_a_tile_kernel_gets_one_block_per_output_tile() -> None:
+    """The newcomer's command: 8192 blocks of 128 threads before, 1024 tiles of 1024."""
+    data = _json("tile_vecadd", "--shape", "1M", "--const", "B=1024")
+    assert data["grid"] == [1024, 1, 1]
+    assert data["block"] == [128, 1, 1]  # num_warps=4
+    assert data["grid_from"] == ("one block per output tile (tile.bid(0): `out` dim 0, "
+                                 "1048576 / 1024 = 1024 tiles)")
+
+
+def test_a_tile_grid_covers_a_partial_last_tile_and_runs() -> None:
+    from oxide.examples.tile_vecadd import tile_vecadd
+
+    sig = compile_args(tile_vecadd, None, {"B": 256})
+    work = bench.generated_workload(tile_vecadd, sig, ["1000"], [], None, None, 0, seed=2)
+    assert work.config.grid == (4, 1, 1) and work.config.block == (128, 1, 1)
+    a, b, out, size = work.args
+    with ox.device("cpu"):
+        tile_vecadd[work.config.grid](a, b, out, size)
+    np.testing.assert_array_equal(out, a + b)
+
+
+def test_a_2d_tile_grid_follows_each_axis_to_its_dimension() -> None:
+    data = _json("tile_transpose", "--const", "B=32", "--shape", "100x70")
+    # tile.store(out, (j, i), ...): tile.bid(0) walks out's columns, tile.bid(1) its rows
+    assert data["grid"] == [3, 4, 1]
+    assert "tile.bid(0): `out` dim 1, 70 / 32 = 3 tiles" in data["grid_from"]
+    assert "tile.bid(1): `out` dim 0, 100 / 32 = 4 tiles" in data["grid_from"]
+    data = _json("tile_matmul::tile_matmul_f32", "--const", "BM=32", "--const", "BN=16",
+                 "--const", "BK=16", "--shape", "64x40")
+    assert data["grid"] == [2, 3, 1] and data["block"] == [256, 1, 1]
+
+
+def test_a_row_per_block_takes_one_block_per_row() -> None:
+    data = _json("tile_softmax", "--const", "BN=128", "--shape", "50x100")
+    assert data["grid"] == [50, 1, 1]  # tiles of (1, BN) at (row, 0)
+
+
+def test_a_tile_grid_the_stores_do_not_give_needs_grid(tile_file: Path) -> None:
+    code, out, err = _bench(f"{tile_file}::swizzled", "--const", "B=16", "--shape", "64x64",
+                            *FAST)
+    assert code == 2
+    assert "its grid does not follow from its stores: it hands out tiles with " \
+           "tile.grouped_bid(...); give it with --grid" in said(out + err)
+    data = _json(f"{tile_file}::swizzled", "--const", "B=16", "--shape", "64x64",
+                 "--grid", "16")
+    assert data["grid"] == [16, 1, 1] and data["grid_from"] == "--grid"
+
+
+def test_a_tile_kernel_takes_no_block() -> None:
+    code, out, err = _bench("tile_vecadd", "--const", "B=1024", "--block", "256", *FAST)
+    assert code == 2
+    assert "its block is num_warps * 32 = 128 threads; drop --block" in said(out + err)
+
+
+def test_simt_grids_say_how_they_were_chosen() -> None:
+    assert _json("vecadd", "--shape", "4K")["grid_from"] == \
+        "one thread per element of the largest array (4096)"
+    assert _json("vecadd", "--shape", "4K", "--grid", "3")["grid_from"] == "--grid"
+
+
 def test_parse_dims() -> None:
     assert bench.parse_dims("16M") == (16 << 20,)
     assert bench.parse_dims("4Kx3") == (4096, 3)

@@ -4,6 +4,7 @@ a mistyped example name, `oxide inspect EXAMPLE`, the no-GPU notice said once,
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -56,6 +57,41 @@ def test_show_output_runs_as_a_file(tmp_path: Path) -> None:
     ran = oxide("run", str(tmp_path / "mine.py"), "--size", "3000")
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert "PASS" in ran.stdout
+
+
+# the modules an example may import: oxide's public ones (tests/test_public_namespaces.py)
+PUBLIC_MODULES = {"oxide", "oxide.testing", "oxide.tile", "oxide.kernels.hopper_gemm"}
+# a fresh process imports this checkout's oxide, whatever its working directory
+SRC = os.pathsep.join([str(Path(ox.__file__).resolve().parent.parent),
+                       os.environ.get("PYTHONPATH", "")])
+
+
+def oxide_imports(source: str) -> set[str]:
+    """The oxide modules a file imports, at any depth of its code."""
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.split(".")[0] == "oxide"}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "oxide":
+            found.add(node.module)
+    return found
+
+
+@pytest.mark.parametrize("name", examples.NAMES)
+def test_show_output_is_a_script_of_its_own(name: str, tmp_path: Path) -> None:
+    """`oxide show NAME > mine.py; python mine.py` runs: the example imports only public
+    API, and its `__main__` block runs it (here on the CPU) and says PASS."""
+    done = oxide("show", name)
+    assert done.returncode == 0, done.stderr
+    assert oxide_imports(done.stdout) <= PUBLIC_MODULES, oxide_imports(done.stdout)
+    script = tmp_path / "mine.py"
+    script.write_text(done.stdout)
+    ran = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600, check=False,
+                         env={**CPU_ENV, "PYTHONPATH": SRC})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert ran.stdout.startswith(f"PASS {name}: "), ran.stdout
+    assert "on CPU" in ran.stdout
 
 
 def test_show_unknown_example_lists_the_names() -> None:

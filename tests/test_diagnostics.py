@@ -1547,8 +1547,8 @@ def test_design_example_rendering() -> None:
     assert text[3].endswith("out[i + 1] = x[i]  # <-")
     assert text[4].endswith("^^^^^ `i + 1` is a plain integer; arithmetic drops the "
                             "uniqueness guarantee")
-    assert text[5].strip() == ("= help: write `out[i]` with `i = thread.index_1d()`, or take "
-                               "responsibility with `with ox.unsafe():`")
+    assert text[5].strip() == ("= help: write `out[i]`, or take responsibility with "
+                               "`with ox.unsafe():`")
     # A traceback names the class as the public API spells it.
     shown = traceback.format_exception_only(type(err), err)[0]
     assert shown.startswith("oxide.SafetyError: `out` is a DisjointSlice")

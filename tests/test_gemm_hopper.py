@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -17,8 +19,11 @@ import pytest
 
 import oxide as ox
 from oxide import Const, RawSlice, f32, i32, u16, u64
-from oxide.examples import _harness as h
 from oxide.examples import gemm_hopper as g
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from tools.ptxas_report import ptxas_report  # noqa: E402
 
 
 def compiled(cfg: g.Config, arch: str = "sm_90") -> Any:
@@ -54,7 +59,7 @@ def test_ptx_holds_the_recipe(b_mn: bool) -> None:
 
 
 def test_default_build_has_no_spills() -> None:
-    report = g.ptxas_report(compiled(g.DEFAULT).ptx, "sm_90a")
+    report = ptxas_report(compiled(g.DEFAULT).ptx, "sm_90a")
     assert (report["spill_stores"], report["spill_loads"]) == (0, 0), report["log"]
     assert 0 < report["registers"] <= 168, report["log"]  # 384 threads in 64K registers
     assert report["smem"] >= 4 * 48 * 1024
@@ -69,7 +74,7 @@ def test_default_build_has_no_spills() -> None:
 ], ids=lambda c: c.label().replace(" ", "-"))
 def test_other_variants_assemble(cfg: g.Config) -> None:
     ck = compiled(cfg)
-    report = g.ptxas_report(ck.ptx, ck.arch)
+    report = ptxas_report(ck.ptx, ck.arch)
     assert report["spill_stores"] == 0, report["log"]
     assert f"m64n{cfg.bn}k16" in ck.ptx
     assert ("setmaxnreg" in ck.ptx) == cfg.setmaxnreg
@@ -92,7 +97,7 @@ def test_tma_store_epilogue() -> None:
     for text in ("cp.async.bulk.commit_group", "cp.async.bulk.wait_group.read"):
         assert text in ptx, text
     assert re.search(r"cp\.async\.bulk\.wait_group\s+0;", ptx)
-    report = g.ptxas_report(ptx, ck.arch)
+    report = ptxas_report(ptx, ck.arch)
     assert report["spill_stores"] == 0, report["log"]
     assert cfg.shared_bytes <= 227 * 1024 <= g.replace(cfg, stages=4).shared_bytes
     with pytest.raises(ox.TargetError, match="named_barrier_sync.*runs only on NVIDIA GPUs"):
@@ -112,7 +117,7 @@ def test_cluster_variant(b_mn: bool) -> None:
     assert ck.ptx.count("mapa.shared::cluster.u32") == 2 * (cfg.stages + 1)  # unrolled pre-arrivals
     assert ck.ptx.count("barrier.cluster.arrive") >= 2 and "%cluster_ctarank" in ck.ptx
     assert "call" not in ck.ptx
-    report = g.ptxas_report(ck.ptx, ck.arch)
+    report = ptxas_report(ck.ptx, ck.arch)
     assert report["spill_stores"] == 0 and "C7509" not in report["notes"], report["log"]
     lc = g.launch_config(1000, 1500, cfg, sms=132)
     assert lc.cluster == (2, 1, 1) and lc.grid[0] == 2 * 4 * 6  # 8 x 6 tiles in 4 x 6 pairs
@@ -156,7 +161,7 @@ CPU_CASES = [
 def test_cpu_matches_numpy(cfg: g.Config, size: tuple[int, int, int]) -> None:
     m, n, k = size
     with ox.device("cpu"):
-        passed, _ = g.check(h.resolve("cpu"), m, n, k, cfg, seed=m + n + k, repeats=1)
+        passed, _ = g.check("cpu", m, n, k, cfg, seed=m + n + k, repeats=1)
     assert passed
 
 

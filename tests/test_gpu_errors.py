@@ -74,7 +74,7 @@ def test_index_error_then_a_correct_launch() -> None:
     with pytest.raises(ox.KernelIndexError) as info:
         ox.synchronize()
     message = str(info.value)
-    assert "index 1000 is out of bounds for `x` (length 1000) in kernel `shift_read`" in message
+    assert "index 1000 is out of bounds for axis 0 of `x` (length 1000) in kernel `shift_read`" in message
     assert "test_gpu_errors.py:" in message and "x[i + 1]" in message
     assert info.value.index == 1000 and info.value.length == 1000
     copy[cfg(n)](x, out)  # the record was reset and the context is healthy

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import oxide as ox
-from oxide.examples import _harness as h
 from oxide.examples import gemm_hopper as g
 
 pytestmark = pytest.mark.gpu
@@ -24,6 +23,11 @@ pytestmark = pytest.mark.gpu
 def _gpu() -> Iterator[None]:
     with ox.device(0):
         yield
+
+
+def gpu0_sms() -> int:
+    with ox.device(0) as dev:
+        return g.sm_count(dev)
 
 
 D = g.DEFAULT
@@ -51,13 +55,13 @@ SIZES = [(1000, 1500, 700), (128, 256, 64), (1, 8, 8), (257, 129, 1000), (2048, 
 @pytest.mark.parametrize("name", list(VARIANTS))
 def test_variant_matches_numpy(name: str, size: tuple[int, int, int]) -> None:
     m, n, k = size
-    passed, _ = g.check(h.resolve(0), m, n, k, VARIANTS[name], seed=m + n + k, repeats=1)
+    passed, _ = g.check(0, m, n, k, VARIANTS[name], seed=m + n + k, repeats=1)
     assert passed
 
 
 @pytest.mark.parametrize("b_mn", [True, False], ids=["b_kxn", "b_nxk"])
 def test_4096_cubed(b_mn: bool) -> None:
-    passed, seconds = g.check(h.resolve(0), 4096, 4096, 4096, g.replace(D, b_mn=b_mn), seed=3)
+    passed, seconds = g.check(0, 4096, 4096, 4096, g.replace(D, b_mn=b_mn), seed=3)
     assert passed
     print(f"4096^3 {'K x N' if b_mn else 'N x K'} B: {2 * 4096 ** 3 / seconds / 1e12:.0f} TFLOPS")
 
@@ -72,7 +76,7 @@ def test_exact_for_small_integers() -> None:
     b = rng.integers(-2, 3, (k, n)).astype(ml_dtypes.bfloat16)
     d_a, d_b = ox.to_device(g.padded(a)), ox.to_device(g.padded(b))
     d_c = ox.to_device(np.full((m, n), np.nan, ml_dtypes.bfloat16))
-    g.matmul(d_a, d_b, d_c, m, n, k, D, sms=g.sm_count(h.resolve(0)))
+    g.matmul(d_a, d_b, d_c, m, n, k, D, sms=gpu0_sms())
     np.testing.assert_array_equal(d_c.to_numpy().astype(np.float32),
                                   a.astype(np.float32) @ b.astype(np.float32))
 
@@ -87,7 +91,7 @@ def test_torch_tensors_against_torch_matmul() -> None:
     want = torch.matmul(a, b).float()
     for cfg, b_in in ((D, b), (g.replace(D, b_mn=False), b.t().contiguous())):
         c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
-        g.matmul(a, b_in, c, m, n, k, cfg, sms=g.sm_count(h.resolve(0)))
+        g.matmul(a, b_in, c, m, n, k, cfg, sms=gpu0_sms())
         torch.cuda.synchronize()
         torch.testing.assert_close(c.float(), want, rtol=1 / 64, atol=1e-1)
 

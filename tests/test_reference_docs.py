@@ -1,22 +1,25 @@
-"""The user documentation's examples run (issue 16, item 1).
+"""The user documentation's examples run (issue 16, item 1; issue 29, item 3).
 
-Every ```python block of docs/reference.md, docs/quickstart.md and the "oxide for ... users"
-pages is executed here, on the CPU target, in page order: the blocks of one page share a
-namespace, as a reader who pastes them one after another would. Each block is written to
-its own file first, since oxide compiles a kernel from its source file.
+Every ```python block of README.md, docs/reference.md, docs/quickstart.md and the "oxide
+for ... users" pages is executed here, on the CPU target, in page order: the blocks of one
+page share a namespace (a fresh one per page), as a reader who pastes them one after
+another would. Each block is written to its own file first, since oxide compiles a kernel
+from its source file.
 
-A block's info string says what it is:
+Every code fence of these pages says what it holds, by its language word, and that word
+alone decides what happens to it:
 
 - ```python            runs here;
 - ```python-gpu        needs a GPU; parsed here, run by nobody (the text says so);
 - ```python-other      another library's code (numba, Triton, cuTile), shown for
-                       comparison; parsed here, never run.
+                       comparison; parsed here, never run;
+- ```bash, ```console  shell commands; ```text output, diagrams: not run.
 
 (One word each, so that Markdown, and `mkdocs build`, still see a code block.)
 
-Any other ```python tag is an error, so no block is skipped silently. The reference must
-also name every public name of `oxide` (`oxide.__all__`) and every `ox.math`, `ox.warp`,
-`ox.atomic`, `ox.block`, `ox.shared`, `ox.local` and `thread` member.
+A fence without a word, or with any other, is an error, so no block is skipped silently.
+The reference must also name every public name of `oxide` (`oxide.__all__`) and every
+`ox.math`, `ox.warp`, `ox.atomic`, `ox.block`, `ox.shared`, `ox.local` and `thread` member.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import ast
 import contextlib
 import io
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,22 +37,61 @@ import oxide as ox
 from oxide import lang
 from oxide.lang.intrinsic import Intrinsic
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = ROOT / "docs"
 PAGES = ("reference.md", "quickstart.md", "for-numba-users.md", "for-triton-users.md",
          "for-cutile-users.md")
+RUN_PAGES = ("../README.md", *PAGES)  # relative to docs/
 KINDS = ("", "gpu", "other")
-FENCE = re.compile(r"^```python(?P<tag>[^\n]*)\n(?P<body>.*?)^```\s*$", re.M | re.S)
+NOT_PYTHON = ("bash", "console", "text")  # shell commands and output: never run
+
+
+def fences(page: str) -> list[tuple[int, str, str]]:
+    """(line, language word, code) of every fenced block of a page, in order."""
+    found: list[tuple[int, str, str]] = []
+    opened: tuple[int, str] | None = None
+    body: list[str] = []
+    lines = (DOCS / page).read_text(encoding="utf-8").splitlines()
+    for number, line in enumerate(lines, 1):
+        if opened is None and line.startswith("```"):
+            opened, body = (number, line[3:].strip()), []
+        elif opened is not None and line.strip() == "```":
+            found.append((opened[0], opened[1], "\n".join(body) + "\n"))
+            opened = None
+        elif opened is not None:
+            body.append(line)
+    assert opened is None, f"{page}:{opened[0]}: a fence is never closed"
+    return found
 
 
 def blocks(page: str) -> list[tuple[int, str, str]]:
-    """(line, tag, code) of each ```python block of a page."""
-    text = (DOCS / page).read_text(encoding="utf-8")
-    return [(text.count("\n", 0, m.start()) + 1, m.group("tag").strip().lstrip("-"),
-             m.group("body"))
-            for m in FENCE.finditer(text)]
+    """(line, tag, code) of each ```python block of a page: tag "" runs, "gpu" and
+    "other" are parsed only."""
+    return [(line, word.removeprefix("python").lstrip("-"), code)
+            for line, word, code in fences(page) if word.startswith("python")]
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", RUN_PAGES)
+def test_every_fence_says_what_it_holds(page: str) -> None:
+    for line, word, _ in fences(page):
+        known = word in NOT_PYTHON or (word.startswith("python")
+                                       and word.removeprefix("python").lstrip("-") in KINDS)
+        assert known, (f"{page}:{line}: the fence ```{word} says nothing this test knows: "
+                       f"use python, python-gpu, python-other, {', '.join(NOT_PYTHON)}")
+
+
+def test_the_fence_rule_reads_tags_as_written(tmp_path: Path, monkeypatch) -> None:
+    (tmp_path / "page.md").write_text("```python\nx = 1\n```\n\n```\nbare\n```\n"
+                                      "```python-gpu\ny = 2\n```\n```text\nout\n```\n")
+    monkeypatch.setattr(sys.modules[__name__], "DOCS", tmp_path)
+    assert [(w, c) for _, w, c in fences("page.md")] == [
+        ("python", "x = 1\n"), ("", "bare\n"), ("python-gpu", "y = 2\n"), ("text", "out\n")]
+    assert [(t, c) for _, t, c in blocks("page.md")] == [("", "x = 1\n"), ("gpu", "y = 2\n")]
+    with pytest.raises(AssertionError, match="page.md:5: the fence ``` says nothing"):
+        test_every_fence_says_what_it_holds("page.md")
+
+
+@pytest.mark.parametrize("page", RUN_PAGES)
 def test_every_block_is_tagged_and_parses(page: str) -> None:
     found = blocks(page)
     assert found, f"{page} has no python examples"
@@ -57,14 +100,15 @@ def test_every_block_is_tagged_and_parses(page: str) -> None:
         ast.parse(code, filename=f"{page}:{line}")
 
 
-@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.parametrize("page", RUN_PAGES)
 def test_examples_run_on_the_cpu(page: str, tmp_path: Path) -> None:
-    namespace: dict[str, object] = {"__name__": f"docs_{Path(page).stem.replace('-', '_')}"}
+    stem = Path(page).stem.replace("-", "_")
+    namespace: dict[str, object] = {"__name__": f"docs_{stem}"}
     ran = 0
     for line, tag, code in blocks(page):
         if tag:
             continue
-        file = tmp_path / f"{Path(page).stem.replace('-', '_')}_line{line}.py"
+        file = tmp_path / f"{stem}_line{line}.py"
         file.write_text(code, encoding="utf-8")
         out = io.StringIO()
         try:

@@ -110,7 +110,7 @@ def test_index_error_is_raised_at_the_next_launch_then_cleared(fake: FakeDriver)
     with pytest.raises(ox.KernelIndexError) as info:
         checked[cfg(8)](x, y)
     message = str(info.value)
-    assert "index 8 is out of bounds for `x` (length 8) in kernel `checked`" in message
+    assert "index 8 is out of bounds for axis 0 of `x` (length 8) in kernel `checked`" in message
     assert f"test_runtime_gpu_host.py:{ck.sites[site].span.line}" in message
     assert info.value.index == 8 and info.value.length == 8
     n = len(fake.launches)
@@ -263,7 +263,7 @@ def test_error_record_formatting_without_a_site() -> None:
     assert not rec.failed and rec.take() is None
     write_record(rec.address, 1, 5, 1, 3, 2)
     assert rec.failed
-    with pytest.raises(ox.KernelIndexError, match="index 3 is out of bounds for dimension 1"):
+    with pytest.raises(ox.KernelIndexError, match="index 3 is out of bounds for axis 1 of"):
         rec.raise_if_failed("k", [])
     assert not rec.failed
 

@@ -9,8 +9,6 @@
 ...         out[i] = x[i] * a
 """
 
-from __future__ import annotations
-
 from oxide.autotuner import Config, autotune
 from oxide.errors import (
     AliasingError,
@@ -149,3 +147,10 @@ def __getattr__(name: str) -> object:
 
         return oxide.testing
     raise AttributeError(f"module 'oxide' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """`dir(oxide)` lists the API (`__all__`), not the submodules it is built from: a name
+    that tab completion offers is one to use."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})
+

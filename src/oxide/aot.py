@@ -35,6 +35,8 @@ from oxide.runtime.bundle import (
     spec_to_json,
 )
 
+__all__ = ["Job", "build_bundle"]
+
 CPU = "cpu"
 
 
@@ -225,3 +227,8 @@ def _write_one_file(path: Path, files: dict[str, bytes], manifest: bytes) -> Pat
         tmp.unlink(missing_ok=True)
         raise
     return path
+
+
+def __dir__() -> list[str]:
+    """`dir()` lists the API (`__all__`), not the modules and typing names it is built from."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})

@@ -22,8 +22,9 @@ run and before the launch that follows, so they must start at zero as such array
 
 A config that does not compile or cannot launch (too much shared memory, a bad
 `num_warps`) is skipped and its reason kept in `results`; if none runs, the launch
-raises, naming each config's reason. While it times, a spinner on stderr names the
-config being timed (on a terminal only: piped or captured stderr gets nothing).
+raises, naming each config's reason. A tuning that lasts over a second shows the config
+being timed on the progress line (oxide/progress.py: on a terminal only, and not with
+`OXIDE_PROGRESS=0`).
 
 On disk the choice is one JSON file, `<cache dir>/autotune/<sha256>.json`, keyed by the
 kernel's source (and what it reaches, as the compile cache keys it), oxide's compiler,
@@ -49,15 +50,17 @@ from oxide.errors import (
     KernelSyntaxError,
     KernelTypeError,
     LaunchError,
+    OxideError,
 )
 from oxide.kernel import Kernel, _caller_span
+from oxide.progress import activity
 from oxide.specialize import array_info
+from oxide.tracebacks import user_frames_only
 
 FORMAT = 1  # of the JSON files: a file of another format is ignored (and re-tuned)
 TILE_OPTIONS = ("num_warps", "occupancy", "num_stages")
 SIMT_OPTIONS = ("block",)
 MAX_FILE_BYTES = 1 << 20
-PROGRESS_DELAY_S: float | None = None  # None: the CLI's (cli/progress.py DELAY_S)
 
 
 class Config(Mapping[str, Any]):
@@ -167,7 +170,11 @@ class Autotuner:
         ones) and `stream=`, which launches the chosen config."""
 
         def launch_tuned(*args: Any, stream: Any = None, **kwargs: Any) -> None:
-            self.autotuned_launch(grid, args, kwargs, stream, None)
+            try:
+                self.autotuned_launch(grid, args, kwargs, stream, None)
+            except OxideError as exc:  # the user's frames and the diagnostic
+                user_frames_only(exc)
+                raise
 
         return launch_tuned
 
@@ -202,16 +209,24 @@ class Autotuner:
     def best(self, *args: Any, **kwargs: Any) -> Config | None:
         """The config a launch with these arguments (tuned ones left out) would use: from
         this process's tuning or the disk; None when it is not tuned yet."""
-        values = self._bind(args, kwargs)
-        dev = _launch_device(None)
+        try:
+            values = self._bind(args, kwargs)
+            dev = _launch_device(None)
+        except OxideError as exc:
+            user_frames_only(exc)
+            raise
         key = self._key(values, dev)
         result = self.results.get(key) or self._load(key, dev)
         return None if result is None else result.best
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        raise LaunchError(f"`{self.__name__}` is an autotuned kernel: launch it with "
-                          f"`{self.__name__}[grid](...)`, the tuned parameters "
-                          f"({', '.join(self.tuned) or 'none'}) left out")
+        try:  # raised, then re-raised without this frame: the user's call is the last one
+            raise LaunchError(f"`{self.__name__}` is an autotuned kernel: launch it with "
+                              f"`{self.__name__}[grid](...)`, the tuned parameters "
+                              f"({', '.join(self.tuned) or 'none'}) left out")
+        except LaunchError as exc:
+            user_frames_only(exc)
+            raise
 
     def __repr__(self) -> str:
         return f"<oxide.autotune {self.__qualname__} over {len(self.configs)} configs>"
@@ -299,20 +314,18 @@ class Autotuner:
     # -- tuning --------------------------------------------------------------------------
 
     def _tune(self, key: tuple[Any, ...], grid: Any, values: list[Any], dev: Any) -> TuneResult:
-        from oxide.cli.progress import DELAY_S, shown_after
         from oxide.runtime.launch import launch, synchronize
         from oxide.testing import do_bench
 
-        console = _console()
-        delay = DELAY_S if PROGRESS_DELAY_S is None else PROGRESS_DELAY_S
         zero = [(values[s], self.free[s].name) for s in self._zero_slots]
         times: dict[Config, float] = {}
         failures: dict[Config, str] = {}
         errors: list[CompileError | LaunchError] = []
         synchronize(dev)  # the inputs may still be written on another stream
-        for n, config in enumerate(self.configs, 1):
-            text = f"autotuning `{self.__name__}`: config {n} of {len(self.configs)}, {config}"
-            with shown_after(console, text, delay):
+        with activity(f"autotuning `{self.__name__}`") as step:
+            for n, config in enumerate(self.configs, 1):
+                step.text = (f"autotuning `{self.__name__}`: config {n} of "
+                             f"{len(self.configs)}, {config}")
                 try:
                     kernel = self._variant(config)
                     cfg = self._grid(grid, config)
@@ -408,31 +421,40 @@ def autotune(configs: Sequence[Config], key: Sequence[str] = (), warmup: float =
     ... def add(a: Slice[f32], c: DisjointSlice[f32], n: i32, BLOCK: Const[int]): ...
     >>> add[lambda c: tile.cdiv(n, c.BLOCK)](a, c, n)  # doctest: +SKIP
     """
-    configs = tuple(configs) if isinstance(configs, (list, tuple)) else configs
-    if (not isinstance(configs, tuple) or not configs
-            or not all(isinstance(c, Config) for c in configs)):
-        raise KernelTypeError(f"ox.autotune's `configs` must be a non-empty list of ox.Config, "
-                              f"not {configs!r}", _caller_span(1, "configs"),
-                              hint="e.g. `configs=[ox.Config(BLOCK=128), ox.Config(BLOCK=256)]`")
-    names = {"key": key, "reset_to_zero": reset_to_zero}
-    for what, value in names.items():
-        if isinstance(value, str) or not all(isinstance(n, str) for n in value):
-            raise KernelTypeError(f"ox.autotune's `{what}` must be a list of parameter names, "
-                                  f"not {value!r}", _caller_span(1, what),
-                                  hint=f'e.g. `{what}=["n"]`')
-    for what, value in (("warmup", warmup), ("rep", rep)):
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        if not ok or value < 0 or (what == "rep" and value == 0):
-            raise KernelTypeError(f"ox.autotune's `{what}` must be milliseconds (a number "
-                                  f"{'> 0' if what == 'rep' else '>= 0'}), not {value!r}",
-                                  _caller_span(1, what))
-    key_names, zero_names = tuple(key), tuple(reset_to_zero)
+    try:
+        configs = tuple(configs) if isinstance(configs, (list, tuple)) else configs
+        if (not isinstance(configs, tuple) or not configs
+                or not all(isinstance(c, Config) for c in configs)):
+            raise KernelTypeError(f"ox.autotune's `configs` must be a non-empty list of "
+                                  f"ox.Config, not {configs!r}", _caller_span(1, "configs"),
+                                  hint="e.g. `configs=[ox.Config(BLOCK=128), "
+                                       "ox.Config(BLOCK=256)]`")
+        names = {"key": key, "reset_to_zero": reset_to_zero}
+        for what, value in names.items():
+            if isinstance(value, str) or not all(isinstance(n, str) for n in value):
+                raise KernelTypeError(f"ox.autotune's `{what}` must be a list of parameter "
+                                      f"names, not {value!r}", _caller_span(1, what),
+                                      hint=f'e.g. `{what}=["n"]`')
+        for what, value in (("warmup", warmup), ("rep", rep)):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not ok or value < 0 or (what == "rep" and value == 0):
+                raise KernelTypeError(f"ox.autotune's `{what}` must be milliseconds (a number "
+                                      f"{'> 0' if what == 'rep' else '>= 0'}), not {value!r}",
+                                      _caller_span(1, what))
+        key_names, zero_names = tuple(key), tuple(reset_to_zero)
 
-    def decorate(kernel: Any) -> Autotuner:
-        _check(kernel, configs, key_names, zero_names)
-        return Autotuner(kernel, configs, key_names, float(warmup), float(rep), zero_names)
+        def decorate(kernel: Any) -> Autotuner:
+            try:
+                _check(kernel, configs, key_names, zero_names)
+            except OxideError as exc:
+                user_frames_only(exc)
+                raise
+            return Autotuner(kernel, configs, key_names, float(warmup), float(rep), zero_names)
 
-    return decorate
+        return decorate
+    except OxideError as exc:  # the user's frames and the diagnostic
+        user_frames_only(exc)
+        raise
 
 
 def _check(kernel: Any, configs: tuple[Config, ...], key: tuple[str, ...],
@@ -595,13 +617,6 @@ def _device_name(dev: Any) -> str:
 
     gdev = gpu_device(dev.index)
     return f"{gdev.name} {gdev.arch}"
-
-
-def _console() -> Any:
-    """stderr, for the spinner (it shows only where stderr is a terminal)."""
-    from rich.console import Console
-
-    return Console(stderr=True)
 
 
 def _reason(exc: BaseException) -> str:

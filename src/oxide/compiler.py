@@ -16,6 +16,7 @@ from oxide import types as T
 from oxide.codegen.abi import RECURSIVE_SYMBOL_PREFIX, ParamABI
 from oxide.errors import CompileError, InternalCompilerError
 from oxide.frontend.builder import Site
+from oxide.progress import activity
 from oxide.runtime.witness_rules import WHOLE_WARP_ROWS, grid_rule
 from oxide.specialize import ConstValue
 
@@ -51,12 +52,17 @@ class CompiledKernel:
         the recursive @ox.funcs it calls, if any."""
         return "\n".join(str(f) for f in (self._func, *self.device_functions))
 
+    def compiling(self) -> str:
+        """What the progress line says while a stage of this kernel is made."""
+        return compiling(self.kernel, self.target, self.arch)
+
     @cached_property
     def _ptx_stage(self) -> tuple[str, str]:
         from oxide.codegen.llvm import to_ptx
 
-        return to_ptx(self.llvm_unoptimized, self.arch or "sm_80",
-                      "@__nv_" in self.llvm_unoptimized)
+        with activity(self.compiling()):
+            return to_ptx(self.llvm_unoptimized, self.arch or "sm_80",
+                          "@__nv_" in self.llvm_unoptimized)
 
     @property
     def llvm(self) -> str:
@@ -72,7 +78,8 @@ class CompiledKernel:
             raise AttributeError("host code exists only for the CPU target (target='cpu')")
         from oxide.codegen.host import compile_object
 
-        return compile_object(self.llvm_unoptimized)
+        with activity(self.compiling()):
+            return compile_object(self.llvm_unoptimized)
 
     @cached_property
     def host(self) -> Any:
@@ -92,7 +99,8 @@ class CompiledKernel:
     def cubin(self) -> bytes:
         from oxide.codegen.nvjitlink import ptx_to_cubin
 
-        return ptx_to_cubin(self.ptx, self.arch or "sm_80", self.name)
+        with activity(self.compiling()):
+            return ptx_to_cubin(self.ptx, self.arch or "sm_80", self.name)
 
     @cached_property
     def module_image(self) -> bytes:
@@ -129,11 +137,19 @@ def mangle(kernel: Any, sig: tuple[Any, ...]) -> str:
     return f"{kernel.__name__}_{hashlib.sha1(key.encode()).hexdigest()[:10]}"
 
 
+def compiling(kernel: Any, target: str, arch: str | None) -> str:
+    """"compiling `k` for the CPU" / "... for sm_90": a compile, as the progress line
+    (oxide/progress.py) names it."""
+    where = "the CPU" if target == "cpu" else arch or "sm_80"
+    return f"compiling `{kernel.__name__}` for {where}"
+
+
 def compile_kernel(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None
                    ) -> CompiledKernel:
     """Run the pipeline for one specialization. Every failure is a CompileError."""
     try:
-        return _compile(kernel, sig, target, arch)
+        with activity(compiling(kernel, target, arch)):
+            return _compile(kernel, sig, target, arch)
     except CompileError as exc:
         note = _ranks_from_arguments(kernel, sig)
         if note and exc.span is not None and note not in exc.hint:

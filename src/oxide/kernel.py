@@ -15,7 +15,7 @@ from oxide.codegen.abi import (  # noqa: F401 - public here too
     RECURSION_LIMIT_SYMBOL,
     RECURSIVE_SYMBOL_PREFIX,
 )
-from oxide.errors import KernelTypeError
+from oxide.errors import KernelTypeError, OxideError
 from oxide.kernel_types import (  # noqa: F401 - oxide.kernel's names, as before
     DeviceFunction,
     KernelBase,
@@ -32,6 +32,7 @@ from oxide.kernel_types import (  # noqa: F401 - oxide.kernel's names, as before
     func,
 )
 from oxide.runtime.launch import bind_launch
+from oxide.tracebacks import user_frames_only
 
 _MAX_BLOCK_THREADS = 1024  # threads per block, on every CUDA architecture
 
@@ -51,18 +52,22 @@ class Kernel(KernelBase):
         from oxide.compiler import compile_kernel
         from oxide.specialize import signature_from
 
-        sig = signature_from(self, args)
-        if arch is not None and not (isinstance(arch, str) and arch):
-            from oxide.errors import TargetError
+        try:
+            sig = signature_from(self, args)
+            if arch is not None and not (isinstance(arch, str) and arch):
+                from oxide.errors import TargetError
 
-            raise TargetError(f"arch must be a name such as \"sm_90\", got {arch!r}")
-        tgt = target or ("cpu" if arch == "cpu" else "nvptx")
-        key = (sig, tgt, arch)
-        ck = self._specializations.get(key)
-        if ck is None:
-            ck = compile_kernel(self, sig, tgt, arch)
-            self._specializations[key] = ck
-        return ck
+                raise TargetError(f"arch must be a name such as \"sm_90\", got {arch!r}")
+            tgt = target or ("cpu" if arch == "cpu" else "nvptx")
+            key = (sig, tgt, arch)
+            ck = self._specializations.get(key)
+            if ck is None:
+                ck = compile_kernel(self, sig, tgt, arch)
+                self._specializations[key] = ck
+            return ck
+        except OxideError as exc:  # the user's frames and the diagnostic (oxide/tracebacks.py)
+            user_frames_only(exc)
+            raise
 
     def __getitem__(self, config: Any) -> Any:
         bound = self.__dict__.get("_oxide_bound")  # bind_launch's first test, inlined
@@ -143,16 +148,24 @@ def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contrac
     >>> @ox.kernel  # doctest: +SKIP
     ... def scale(x: Slice[f32], a: f32, out: DisjointSlice[f32]): ...
     """
-    options = KernelOptions(checks=checks, contract=contract, max_threads=max_threads,
-                            coarsen=coarsen, lineinfo=lineinfo, block=_block_option(block, 1),
-                            stack_size=stack_size)
-    _check_options(options, 1)
-    _check_stack_size(stack_size, 1)
-    if fn is None:
-        def decorate(f: Callable[..., Any]) -> Kernel:
-            _require_function(f, "@ox.kernel", 1)
-            return Kernel(f, options, _decorator_locals(1))
+    try:
+        options = KernelOptions(checks=checks, contract=contract, max_threads=max_threads,
+                                coarsen=coarsen, lineinfo=lineinfo,
+                                block=_block_option(block, 1), stack_size=stack_size)
+        _check_options(options, 1)
+        _check_stack_size(stack_size, 1)
+        if fn is None:
+            def decorate(f: Callable[..., Any]) -> Kernel:
+                try:
+                    _require_function(f, "@ox.kernel", 1)
+                    return Kernel(f, options, _decorator_locals(1))
+                except OxideError as exc:
+                    user_frames_only(exc)
+                    raise
 
-        return decorate
-    _require_function(fn, "@ox.kernel", 1)
-    return Kernel(fn, options, _decorator_locals(1))
+            return decorate
+        _require_function(fn, "@ox.kernel", 1)
+        return Kernel(fn, options, _decorator_locals(1))
+    except OxideError as exc:
+        user_frames_only(exc)
+        raise

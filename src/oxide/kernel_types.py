@@ -21,10 +21,18 @@ from functools import cached_property
 from typing import Any
 
 from oxide import types as T
-from oxide.errors import CompileError, KernelSyntaxError, KernelTypeError, LaunchError, Span
+from oxide.errors import (
+    CompileError,
+    KernelSyntaxError,
+    KernelTypeError,
+    LaunchError,
+    OxideError,
+    Span,
+)
 from oxide.frontend.scope import Scope
 from oxide.frontend.source import Source, load_source
 from oxide.frontend.values import py_name
+from oxide.tracebacks import user_frames_only
 
 
 @dataclass(frozen=True)
@@ -279,5 +287,9 @@ def _require_function(fn: Any, decorator: str, depth: int) -> None:
 
 def func(fn: Callable[..., Any]) -> DeviceFunction:
     """Declare a device function, callable from kernels and other @ox.func."""
-    _require_function(fn, "@ox.func", 1)
-    return DeviceFunction(fn, _decorator_locals(1))
+    try:
+        _require_function(fn, "@ox.func", 1)
+        return DeviceFunction(fn, _decorator_locals(1))
+    except OxideError as exc:  # the user's frames and the diagnostic (oxide/tracebacks.py)
+        user_frames_only(exc)
+        raise

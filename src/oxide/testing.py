@@ -1,4 +1,6 @@
-"""Timing kernels the way Triton's `do_bench` does: `ox.testing.do_bench(fn)`.
+"""Timing and checking kernels: `ox.testing.do_bench(fn)`, as Triton's `do_bench` times,
+and what a script needs to run a kernel as the shipped examples do (`RunResult`,
+`seconds_per_launch`, `describe_device`, `check_arch`: oxide/checked_runs.py).
 
     ms = ox.testing.do_bench(lambda: saxpy[cfg](a, x, y, out))
 
@@ -18,8 +20,12 @@ from typing import Any
 
 import numpy as np
 
-from oxide.errors import ArgumentError
+from oxide.checked_runs import RunResult, check_arch, describe_device, seconds_per_launch
+from oxide.errors import ArgumentError, OxideError
 from oxide.runtime.device import current_device, parse_device
+from oxide.tracebacks import user_frames_only
+
+__all__ = ["RunResult", "check_arch", "describe_device", "do_bench", "seconds_per_launch"]
 
 FLUSH_BYTES = 256 << 20  # larger than any L2 (the H200's is 50 MiB)
 _RETURN_MODES = ("min", "max", "mean", "median", "all")
@@ -35,16 +41,28 @@ def do_bench(fn: Callable[[], Any], warmup: float = 25.0, rep: float = 100.0,
     `return_mode` is "median" (default), "mean", "min", "max" or "all" (every run).
     `device` (default: the current one) says where `fn`'s launches run.
     """
+    try:
+        return _measure(fn, warmup, rep, quantiles, return_mode, device, flush_l2)
+    except OxideError as exc:  # the user's frames and the diagnostic (oxide/tracebacks.py)
+        user_frames_only(exc)
+        raise
+
+
+def _measure(fn: Callable[[], Any], warmup: float, rep: float,
+             quantiles: Sequence[float] | None, return_mode: str, device: Any,
+             flush_l2: bool) -> Any:
     if return_mode not in _RETURN_MODES:
         raise ArgumentError(f"return_mode must be one of {', '.join(_RETURN_MODES)}, "
                             f"not {return_mode!r}")
     if quantiles is not None and not all(0.0 <= q <= 1.0 for q in quantiles):
         raise ArgumentError(f"quantiles are numbers in [0, 1]; got {list(quantiles)}")
     if warmup < 0 or rep <= 0:
-        raise ArgumentError(f"warmup must be >= 0 and rep > 0 (milliseconds); got {warmup}, {rep}")
+        raise ArgumentError(f"warmup must be >= 0 and rep > 0 (milliseconds); got {warmup}, "
+                            f"{rep}")
     dev = current_device() if device is None else parse_device(device)
     timer = _cpu_times if dev.is_cpu else _gpu_timer(dev.index, flush_l2)
-    estimate = max(statistics.median(timer(fn, 5)), 1e-4)  # the first call compiles: not in it
+    # the first call compiles: not in the estimate
+    estimate = max(statistics.median(timer(fn, 5)), 1e-4)
     warm_runs = int(warmup / estimate)
     if warm_runs:
         timer(fn, warm_runs)
@@ -86,3 +104,8 @@ def _gpu_timer(index: int, flush_l2: bool) -> Callable[[Callable[[], Any], int],
         return gpu.time_on_stream(index, fn, flush, runs)
 
     return times
+
+
+def __dir__() -> list[str]:
+    """`dir()` lists the API (`__all__`), not the modules and typing names it is built from."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})

@@ -58,7 +58,10 @@ class DType:
 
                 return np.dtype(ml_dtypes.bfloat16)
             except ImportError as exc:  # pragma: no cover - depends on environment
-                raise TypeError("bf16 host values need the `ml_dtypes` package") from exc
+                raise TypeError(
+                    f"oxide.{self.name} values on the host (NumPy arrays and scalars) take "
+                    "the NumPy dtype `ml_dtypes.bfloat16`, since NumPy has no bfloat16 of "
+                    "its own: install it with `pip install ml-dtypes`") from exc
         return np.dtype(self.numpy_name)
 
     def __call__(self, value: Any) -> Any:

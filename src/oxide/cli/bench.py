@@ -10,7 +10,10 @@ Two ways to say what to launch:
   scalar takes `--arg NAME=VALUE` (default 1 for integers, 0.5 for floats, False). The
   launch covers the largest array with one thread per element: 1-D blocks of 256, or
   16x16 blocks over (cols, rows) for a kernel that calls `thread.index_2d()`; `--block`
-  and `--grid` override either part.
+  and `--grid` override either part. A tile kernel's block is its own (num_warps * 32),
+  and its grid has one block per tile of its DisjointSlice stores, along each axis
+  `tile.bid(axis)` indexes (`oxide.tile.grid`); where the stores do not say (a
+  persistent loop, no store at a `tile.bid`), `--grid` is required.
 * **A hook in the file**: `def bench_KERNEL(size=None, device=None)` returning
   `(config, args)` or `(config, args, nbytes)`. It wins over generated inputs, for
   kernels whose inputs must mean something (indices, a matrix shape the config depends
@@ -38,8 +41,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from oxide.cli.loading import load_kernel
-from oxide.cli.progress import compile_progress, shown_after
+from oxide.cli.loading import device_spec, load_kernel
 from oxide.cli.signatures import SignatureError, compile_args, parse_consts, parse_types
 
 console = Console(highlight=False, soft_wrap=True)
@@ -65,6 +67,7 @@ class Workload:
     nbytes: int | None  # bytes the GB/s figure counts; None: not counted
     lines: list[str] = field(default_factory=list)  # what each argument is, for the report
     origin: str = "generated inputs"
+    grid_from: str = ""  # how the grid was chosen, for the report and the JSON
 
 
 # ---------------------------------------------------------------------------
@@ -193,11 +196,42 @@ def generated_workload(kernel: Any, sig: tuple[Any, ...], shapes: list[str],
             args.append(value)
             lines.append(f"{p.name} = {value.item()!r} ({spec.name}"
                          + (")" if p.name in given else f", default; --arg {p.name}=VALUE)"))
-    two_d = uses_index_2d(kernel)
-    config = launch_config(kernel, largest.shape if largest is not None else (1,),
-                           two_d, grid, block, shared_mem)
+    if getattr(kernel, "is_tile", False):
+        shapes = {p.name: a.shape for p, a in zip(params, args, strict=True)
+                  if isinstance(a, np.ndarray)}
+        config, how = tile_launch_config(kernel, sig, shapes, grid, block, shared_mem)
+    else:
+        extent = largest.shape if largest is not None else (1,)
+        config = launch_config(kernel, extent, uses_index_2d(kernel), grid, block, shared_mem)
+        how = "--grid" if grid is not None else \
+            f"one thread per element of the largest array ({'x'.join(map(str, extent))})"
     nbytes = sum(a.nbytes for a in args if isinstance(a, np.ndarray))
-    return Workload(config, args, nbytes or None, lines)
+    return Workload(config, args, nbytes or None, lines, grid_from=how)
+
+
+def tile_launch_config(kernel: Any, sig: tuple[Any, ...], shapes: dict[str, tuple[int, ...]],
+                       grid: str | None, block: str | None, shared_mem: int
+                       ) -> tuple[Any, str]:
+    """A tile kernel's launch: its own block (num_warps * 32 threads) and one block per
+    output tile (tile/grid.py), or `--grid`; (config, how the grid was chosen)."""
+    from oxide.runtime.config import LaunchConfig
+    from oxide.tile.grid import GridUnknown, output_grid
+
+    threads = kernel.block_threads
+    if block is not None:
+        raise BenchSpecError(f"`{kernel.__name__}` is a tile kernel: its block is num_warps * "
+                             f"32 = {threads} threads; drop --block")
+    if grid is not None:
+        g, how = parse_dim3(grid, "grid"), "--grid"
+    else:
+        try:
+            derived = output_grid(kernel, sig, shapes)
+        except GridUnknown as exc:
+            raise BenchSpecError(f"`{kernel.__name__}` is a tile kernel, and its grid does not "
+                                 f"follow from its stores: {exc}; give it with --grid") from None
+        g = derived.grid
+        how = "one block per output tile (" + "; ".join(derived.reasons) + ")"
+    return LaunchConfig(grid=g, block=threads, shared_mem_bytes=shared_mem), how
 
 
 def uses_index_2d(kernel: Any) -> bool:
@@ -270,7 +304,7 @@ def hook_workload(hook: Callable[..., Any], name: str, size: int | None, dev: An
     nbytes = result[2] if len(result) == 3 else sum(
         int(getattr(a, "nbytes", 0)) for a in args if hasattr(a, "shape"))
     lines = [f"arg {i}: {_describe(a)}" for i, a in enumerate(args)]
-    return Workload(config, list(args), int(nbytes) or None, lines, f"{name}()")
+    return Workload(config, list(args), int(nbytes) or None, lines, f"{name}()", f"{name}()")
 
 
 def _describe(value: Any) -> str:
@@ -314,11 +348,13 @@ def bench(
         help="NAME=VALUE for a scalar parameter (repeatable). Default: 1, 0.5 or False.")
     ] = None,
     grid: Annotated[str | None, typer.Option(
-        help="Blocks, like 4096 or 64x64. Default: enough to cover the largest array.")
+        help="Blocks, like 4096 or 64x64. Default: enough to cover the largest array; for a "
+             "tile kernel, one block per tile of its DisjointSlice stores.")
     ] = None,
     block: Annotated[str | None, typer.Option(
         help="Threads per block, like 256 or 16x16. Default: 256, or 16x16 for a kernel "
-             "that calls thread.index_2d().")] = None,
+             "that calls thread.index_2d(). Tile kernels take none (num_warps * 32).")
+    ] = None,
     shared_mem: Annotated[int, typer.Option(
         "--shared-mem", help="Dynamic shared memory per block, in bytes.", min=0)] = 0,
     size: Annotated[int | None, typer.Option(
@@ -336,7 +372,8 @@ def bench(
     Inputs come from the kernel's signature (--types/--const as for `oxide inspect`):
     arrays of --shape filled with random data of their dtype (floats in [0, 1), integers
     in [0, 128)), scalars from --arg. The launch covers the largest array, one thread per
-    element (--grid/--block override it).
+    element (--grid/--block override it); a tile kernel gets one block per tile it stores
+    (or asks for --grid where its stores do not say).
 
     Or the file defines `bench_KERNEL(size=None, device=None)` returning
     `(config, args)` or `(config, args, nbytes)`: those are used instead (--size goes to
@@ -345,9 +382,10 @@ def bench(
     Runs on GPU 0 (arrays copied there first), else on the CPU with a note.
     Example: oxide bench kernels.py::saxpy --shape 16M --arg a=2.0
     """
+    from oxide.checked_runs import describe_device
     from oxide.errors import DeviceError, OxideError
-    from oxide.examples import _harness
-    from oxide.runtime.device import current_device, quiet_cpu_notice
+    from oxide.runtime.device import current_device, parse_device, quiet_cpu_notice
+    from oxide.runtime.device import device as use_device
 
     kernel = load_kernel(target)
     module = sys.modules.get(kernel.fn.__module__)
@@ -355,10 +393,10 @@ def bench(
     hook = getattr(module, hook_name, None)
     quiet_cpu_notice()  # the report names the device, with the no-GPU fallback said once
     try:
-        dev = _harness.resolve(device) if device is not None else current_device()
+        dev = current_device() if device is None else parse_device(device_spec(device))
     except DeviceError as exc:
         raise _fail(str(exc), 2) from None
-    where = _harness.describe(dev)
+    where = describe_device(dev)
     try:
         if callable(hook):
             given = [f"--{n}" for n, v in (("types", types), ("const", const), ("shape", shape),
@@ -368,7 +406,7 @@ def bench(
                 raise BenchSpecError(f"{target} defines {hook_name}(), which gives the inputs "
                                      f"and the launch: drop {', '.join(given)} (or rename the "
                                      "hook to use generated inputs)")
-            with _harness.running_on(device):
+            with use_device(dev):
                 work = hook_workload(hook, hook_name, size, dev)
         else:
             if size is not None:
@@ -400,7 +438,8 @@ def _time(kernel: Any, work: Workload, dev: Any, where: str, warmup: float, rep:
     import numpy as np
 
     import oxide as ox
-    from oxide.examples import _harness
+    from oxide.checked_runs import describe_device
+    from oxide.progress import activity
     from oxide.runtime.device import device as use_device
     from oxide.testing import do_bench
 
@@ -412,16 +451,15 @@ def _time(kernel: Any, work: Workload, dev: Any, where: str, warmup: float, rep:
         def fn() -> None:
             launch(*args)
 
-        with compile_progress(err_console):
-            fn()  # compiles (or loads from the disk cache), and checks that it runs
-            ox.synchronize(dev)
-        with shown_after(err_console, f"timing `{kernel.__name__}` on {where}"):
+        fn()  # compiles (or loads from the disk cache), and checks that it runs
+        ox.synchronize(dev)
+        with activity(f"timing `{kernel.__name__}` on {where}"):
             times = do_bench(fn, warmup=warmup, rep=rep, return_mode="all", device=dev)
             ox.synchronize(dev)
     median = statistics.median(times)
     return {"median_ms": median, "min_ms": min(times), "runs": len(times),
             "gb_per_s": work.nbytes / (median * 1e-3) / 1e9 if work.nbytes else None,
-            "device": _harness.describe(dev)}
+            "device": describe_device(dev)}
 
 
 def _report(target: str, kernel: Any, work: Workload, where: str, stats: dict[str, Any],
@@ -429,7 +467,8 @@ def _report(target: str, kernel: Any, work: Workload, where: str, stats: dict[st
     cfg = work.config
     if as_json:
         print(json.dumps({"kernel": kernel.__name__, "target": target, "inputs": work.origin,
-                          "grid": list(cfg.grid), "block": list(cfg.block),
+                          "grid": list(cfg.grid), "grid_from": work.grid_from,
+                          "block": list(cfg.block),
                           "shared_mem_bytes": cfg.shared_mem_bytes, "bytes": work.nbytes,
                           **stats}))
         return
@@ -438,7 +477,7 @@ def _report(target: str, kernel: Any, work: Workload, where: str, stats: dict[st
     for line in work.lines:
         console.print(f"  {escape(line)}")
     shm = f", shared_mem {cfg.shared_mem_bytes:,} B" if cfg.shared_mem_bytes else ""
-    console.print(f"  grid {cfg.grid}, block {cfg.block}{shm}")
+    console.print(f"  grid {cfg.grid}, block {cfg.block}{shm}: {escape(work.grid_from)}")
     rate = (f", {stats['gb_per_s']:,.2f} GB/s ({_size(work.nbytes or 0)}: every array "
             "argument once)") if stats["gb_per_s"] is not None else ""
     console.print(f"median {stats['median_ms']:.4f} ms, min {stats['min_ms']:.4f} ms "

@@ -108,3 +108,9 @@ def _sole_kernel(file: str) -> Any:
         raise typer.BadParameter(f"{file} defines no @ox.kernel")
     choices = ", ".join(f"{file}::{k}" for k in kernels)
     raise typer.BadParameter(f"{file} has several kernels; name one: {choices}")
+
+
+def device_spec(text: str | None) -> str | int | None:
+    """`--device` as `ox.device` takes it: "0" (as a command line gives an ordinal) is 0;
+    "cpu", "cuda:1" and None stay as they are."""
+    return int(text) if text is not None and text.isdigit() else text

@@ -22,10 +22,10 @@ from rich.console import Console
 from rich.markup import escape
 
 from oxide import examples
-from oxide.cli.loading import example_source, kernels_in, load_module
-from oxide.cli.progress import compile_progress
+from oxide.checked_runs import RunResult, describe_device
+from oxide.cli.loading import device_spec, example_source, kernels_in, load_module
 from oxide.errors import DeviceError, OxideError
-from oxide.examples import _harness
+from oxide.runtime.device import device as use_device
 from oxide.runtime.device import quiet_cpu_notice
 
 console = Console(highlight=False, soft_wrap=True)
@@ -74,7 +74,7 @@ def run(
         console.print(f"[red]error:[/red] {escape(target)} defines no main() to run "
                       f"(its kernels: {escape(kernels)}); see `oxide inspect` and `oxide build`")
         raise typer.Exit(2)
-    options = {"device": device, "arch": arch, "size": size, "out": out}
+    options = {"device": device_spec(device), "arch": arch, "size": size, "out": out}
     accepted = inspect.signature(entry).parameters
     ignored = [k for k, v in options.items()
                if v is not None and k not in accepted and k != "device"]
@@ -82,20 +82,19 @@ def run(
         console.print(f"[red]error:[/red] {escape(target)}'s main() takes no "
                       f"{', '.join('--' + k for k in ignored)}")
         raise typer.Exit(2)
-    try:
-        if device is not None:
-            _harness.resolve(device)
-    except DeviceError as exc:  # --device names no device here: a usage error
-        console.print(f"[red]error:[/red] {escape(str(exc))}")
-        raise typer.Exit(2) from None
     # The result line says where the launches ran, `CPU (no CUDA GPU found)` included, so
     # the runtime's own no-GPU notice (on stderr) would say it a second time.
     quiet_cpu_notice()
+    try:
+        selected = use_device(options["device"])  # checked now: a bad one is a usage error
+    except DeviceError as exc:  # --device names no device here
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
     dev = None
     try:
-        with _harness.running_on(device) as dev, compile_progress(err_console):
+        with selected as dev:
             result = entry(**{k: v for k, v in options.items() if k in accepted})
-            where = _harness.describe(dev)
+            where = describe_device(dev)
     except OxideError as exc:  # a kernel's diagnostic says all there is to say
         console.print(escape(f"{type(exc).__module__}.{type(exc).__name__}: {exc}"))
         console.print(f"[bold red]FAIL[/bold red] {escape(target)}")
@@ -113,7 +112,7 @@ def _ran_on(dev: Any) -> None:
     """The `ran on` line after a failure, where the device is known: it is the only place
     `oxide run` says the launches fell back to the CPU (see quiet_cpu_notice)."""
     if dev is not None:
-        console.print(f"  ran on {escape(_harness.describe(dev))}")
+        console.print(f"  ran on {escape(describe_device(dev))}")
 
 
 def verdict(result: Any) -> tuple[bool, str]:
@@ -151,7 +150,7 @@ def _shown(value: Any, with_value: bool = True) -> str:
 
 def report(target: str, result: Any, where: str) -> None:
     """Prints the PASS/FAIL line and exits 1 on FAIL."""
-    if isinstance(result, _harness.ExampleResult):
+    if isinstance(result, RunResult):
         passed = result.passed
         line = f"{escape(result.name)}: {escape(result.problem)}; {result.figure}"
         where = result.device

@@ -2,7 +2,9 @@
 
 Each example is a module with a `main(device=None, arch=None, size=None)` that
 allocates its inputs, launches, checks the result against NumPy and returns an
-`ExampleResult` (PASS/FAIL, a time and throughput, the device it ran on).
+`ox.testing.RunResult` (PASS/FAIL, a time and throughput, the device it ran on). Each
+imports only public API (`oxide`, `oxide.testing`, `oxide.kernels.hopper_gemm`) and
+NumPy, so `oxide show NAME > mine.py` is a script that runs on its own.
 """
 
 from __future__ import annotations

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 import oxide as ox
 from oxide import AtomicSlice, Slice, i64, u8, u32
-from oxide.examples import _harness as h
-from oxide.examples._occupancy import resident_blocks
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 BINS = 256
 BLOCK = 256  # one thread per bin for clearing and merging the block's counts
@@ -33,23 +34,35 @@ def histogram(data: Slice[u8], bins: AtomicSlice[u32]):
         ox.atomic.add(bins, t, c)
 
 
+def resident_blocks(dev: Any, per_sm: int) -> int:
+    """`per_sm` blocks on each SM of a GPU (a grid-stride kernel then keeps every SM busy
+    and has the fewest block-level steps), 64 on the CPU."""
+    if dev.is_cpu:
+        return 64
+    from cuda.core import Device
+
+    return Device(dev.index).properties.multiprocessor_count * per_sm
+
+
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Counts `size` random bytes (skewed, so some bins are hot) and checks np.bincount."""
-    with h.running_on(device) as dev:
-        n = h.pick_size(dev, size, cpu=1 << 20, gpu=1 << 28)
+    with ox.device(device) as dev:
+        n = size or (1 << 20 if dev.is_cpu else 1 << 28)
         rng = np.random.default_rng(9)
         data = np.minimum(rng.exponential(40.0, n), BINS - 1).astype(np.uint8)
         bins = np.zeros(BINS, np.uint32)
-        d_data, d_bins = h.to_device(dev, data, bins)
+        d_data, d_bins = [ox.to_device(arr) for arr in (data, bins)]
         config = ox.LaunchConfig(grid=resident_blocks(dev, 2048 // BLOCK), block=BLOCK)
         ox.launch(histogram, config, d_data, d_bins)
-        passed = np.array_equal(h.to_numpy(d_bins), np.bincount(data, minlength=BINS))
-        seconds = h.time_launch(dev, lambda: ox.launch(histogram, config, d_data, d_bins))
-        return h.ExampleResult("histogram", passed, h.describe(dev), f"n = {n:,} u8", seconds,
-                               work=n, unit="GB/s",
-                               detail=h.check_arch(histogram, arch, data, bins))
+        passed = np.array_equal(d_bins.to_numpy(), np.bincount(data, minlength=BINS))
+        seconds = seconds_per_launch(lambda: ox.launch(histogram, config, d_data, d_bins), dev)
+        return RunResult("histogram", passed, describe_device(dev), f"n = {n:,} u8", seconds,
+                         work=n, unit="GB/s",
+                         detail=check_arch(histogram, arch, data, bins))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

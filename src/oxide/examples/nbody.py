@@ -6,7 +6,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import DisjointSlice, Slice, f32, thread
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 
 @ox.kernel
@@ -61,10 +61,10 @@ def relative_error(got: np.ndarray, want: np.ndarray, before: np.ndarray) -> flo
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Steps `size` random bodies once and checks positions and velocities against NumPy."""
-    with h.running_on(device) as dev:
-        n = h.pick_size(dev, size, cpu=1024, gpu=16384)
+    with ox.device(device) as dev:
+        n = size or (1024 if dev.is_cpu else 16384)
         rng = np.random.default_rng(4)
         pos = rng.standard_normal((3, n), dtype=np.float32)
         vel = 0.1 * rng.standard_normal((3, n), dtype=np.float32)
@@ -72,27 +72,29 @@ def main(device: str | int | None = None, arch: str | None = None,
         dt, eps2 = np.float32(0.01), np.float32(0.01)
         state = [pos[0].copy(), pos[1].copy(), pos[2].copy(), vel[0].copy(), vel[1].copy(),
                  vel[2].copy()]
-        d_x, d_y, d_z, d_vx, d_vy, d_vz = h.to_device(dev, *state)
-        (d_mass,) = h.to_device(dev, mass)
+        d_x, d_y, d_z, d_vx, d_vy, d_vz = [ox.to_device(arr) for arr in state]
+        d_mass = ox.to_device(mass)
         config = ox.LaunchConfig.for_num_elems(n, block=128)
         ox.launch(accelerate, config, d_x, d_y, d_z, d_mass, dt, eps2, d_vx, d_vy, d_vz)
         ox.launch(drift, config, d_vx, d_vy, d_vz, dt, d_x, d_y, d_z)
-        got = np.stack([h.to_numpy(a) for a in (d_x, d_y, d_z, d_vx, d_vy, d_vz)])
+        got = np.stack([a.to_numpy() for a in (d_x, d_y, d_z, d_vx, d_vy, d_vz)])
         # Time further kicks on copies (the kernel updates velocities in place).
-        scratch = h.to_device(dev, vel[0].copy(), vel[1].copy(), vel[2].copy())
-        seconds = h.time_launch(dev, lambda: ox.launch(
-            accelerate, config, d_x, d_y, d_z, d_mass, dt, eps2, *scratch))
+        scratch = [ox.to_device(arr) for arr in (vel[0].copy(), vel[1].copy(), vel[2].copy())]
+        seconds = seconds_per_launch(lambda: ox.launch(
+            accelerate, config, d_x, d_y, d_z, d_mass, dt, eps2, *scratch), dev)
         bodies = np.arange(0, n, max(1, n // 128))  # check at most ~128 bodies: O(n) each
         want_pos, want_vel = reference(pos, vel, mass, float(dt), float(eps2), bodies)
         error = max(relative_error(got[:3, bodies], want_pos, pos[:, bodies]),
                     relative_error(got[3:, bodies], want_vel, vel[:, bodies]))
-        return h.ExampleResult(
-            "nbody", error <= 1e-3, h.describe(dev), f"{n:,} bodies, f32", seconds,
+        return RunResult(
+            "nbody", error <= 1e-3, describe_device(dev), f"{n:,} bodies, f32", seconds,
             work=float(n) * n, unit="G interactions/s",
-            detail=h.join(f"max relative error {error:.1e}",
-                          h.check_arch(accelerate, arch, *state[:3], mass, dt, eps2,
-                                       *state[3:])))
+            detail="; ".join(filter(None, (
+                f"max relative error {error:.1e}",
+                check_arch(accelerate, arch, *state[:3], mass, dt, eps2, *state[3:])))))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 import oxide as ox
 from oxide import AtomicSlice, Slice, f32, i64
-from oxide.examples import _harness as h
-from oxide.examples._occupancy import resident_blocks
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 UNROLL = 8  # independent loads in flight per thread: what keeps HBM busy
 BLOCK = 256
@@ -50,25 +51,38 @@ def reduce_sum(a: object, partials: object, out: object, blocks: int) -> None:
     ox.launch(partial_sums, ox.LaunchConfig(grid=1, block=BLOCK), partials, out)
 
 
+def resident_blocks(dev: Any, per_sm: int) -> int:
+    """`per_sm` blocks on each SM of a GPU (a grid-stride kernel then keeps every SM busy
+    and has the fewest block-level steps), 64 on the CPU."""
+    if dev.is_cpu:
+        return 64
+    from cuda.core import Device
+
+    return Device(dev.index).properties.multiprocessor_count * per_sm
+
+
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Sums `size` uniform floats and checks against NumPy's float64 sum."""
-    with h.running_on(device) as dev:
-        n = h.pick_size(dev, size, cpu=1 << 20, gpu=1 << 28)
+    with ox.device(device) as dev:
+        n = size or (1 << 20 if dev.is_cpu else 1 << 28)
         blocks = min(resident_blocks(dev, 2048 // BLOCK), -(-n // (UNROLL * BLOCK)))
         a = np.random.default_rng(5).random(n, dtype=np.float32)
         partials = np.zeros(blocks, np.float32)
         out = np.zeros(1, np.float32)
-        d_a, d_partials, d_out = h.to_device(dev, a, partials, out)
-        seconds = h.time_launch(dev, lambda: reduce_sum(d_a, d_partials, d_out, blocks))
-        got = float(h.to_numpy(d_out)[0])
+        d_a, d_partials, d_out = [ox.to_device(arr) for arr in (a, partials, out)]
+        seconds = seconds_per_launch(lambda: reduce_sum(d_a, d_partials, d_out, blocks), dev)
+        got = float(d_out.to_numpy()[0])
         want = float(a.sum(dtype=np.float64))
         passed = abs(got - want) <= 1e-5 * want
-        return h.ExampleResult("reduction", passed, h.describe(dev), f"n = {n:,} f32", seconds,
-                               work=4 * n, unit="GB/s",
-                               detail=h.join(f"sum {got:.6g} (NumPy {want:.6g})",
-                                             h.check_arch(partial_sums, arch, a, partials)))
+        return RunResult("reduction", passed, describe_device(dev), f"n = {n:,} f32", seconds,
+                         work=4 * n, unit="GB/s",
+                         detail="; ".join(filter(None, (
+                             f"sum {got:.6g} (NumPy {want:.6g})",
+                             check_arch(partial_sums, arch, a, partials)))))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

@@ -6,7 +6,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import DisjointSlice, Slice, f32, thread
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 
 @ox.kernel
@@ -17,21 +17,23 @@ def scale(input: Slice[f32], factor: f32, out: DisjointSlice[f32]):
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Scales a random vector by 2.5 with `kernel[grid, block](...)` and checks it against NumPy."""
-    with h.running_on(device) as dev:
-        n = h.pick_size(dev, size, cpu=1 << 20, gpu=1 << 24)
+    with ox.device(device) as dev:
+        n = size or (1 << 20 if dev.is_cpu else 1 << 24)
         x = np.random.default_rng(1).standard_normal(n, dtype=np.float32)
         y = np.zeros(n, dtype=np.float32)
-        d_x, d_y = h.to_device(dev, x, y)
+        d_x, d_y = [ox.to_device(arr) for arr in (x, y)]
         block = 256
         grid = (n + block - 1) // block
-        seconds = h.time_launch(dev, lambda: scale[grid, block](d_x, 2.5, d_y))
-        passed = np.array_equal(h.to_numpy(d_y), x * np.float32(2.5))
-        return h.ExampleResult("scale", passed, h.describe(dev), f"n = {n:,} f32", seconds,
-                               work=2 * 4 * n, unit="GB/s",
-                               detail=h.check_arch(scale, arch, x, 2.5, y))
+        seconds = seconds_per_launch(lambda: scale[grid, block](d_x, 2.5, d_y), dev)
+        passed = np.array_equal(d_y.to_numpy(), x * np.float32(2.5))
+        return RunResult("scale", passed, describe_device(dev), f"n = {n:,} f32", seconds,
+                         work=2 * 4 * n, unit="GB/s",
+                         detail=check_arch(scale, arch, x, 2.5, y))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

@@ -6,7 +6,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import AtomicSlice, DisjointSlice, Slice, i32, thread
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 BLOCK = 1024  # two levels of 1024 cover 2^20 elements
 
@@ -40,10 +40,10 @@ def exclusive_scan(x: object, partial: object, totals: object, offsets: object, 
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Scans `size` (at most 2^20) small integers and checks against NumPy's cumsum."""
-    with h.running_on(device) as dev:
-        n = h.pick_size(dev, size, cpu=100_000, gpu=1 << 20)
+    with ox.device(device) as dev:
+        n = size or (100_000 if dev.is_cpu else 1 << 20)
         if n > BLOCK * BLOCK:
             raise ValueError(f"this two-level scan handles up to {BLOCK * BLOCK:,} elements")
         blocks = -(-n // BLOCK)
@@ -51,14 +51,16 @@ def main(device: str | int | None = None, arch: str | None = None,
         partial, out = np.zeros(n, np.int32), np.zeros(n, np.int32)
         totals, offsets = np.zeros(blocks, np.int32), np.zeros(blocks, np.int32)
         spare = np.zeros(1, np.int32)
-        args = h.to_device(dev, x, partial, totals, offsets, spare, out)
-        seconds = h.time_launch(dev, lambda: exclusive_scan(*args, n))
+        args = [ox.to_device(arr) for arr in (x, partial, totals, offsets, spare, out)]
+        seconds = seconds_per_launch(lambda: exclusive_scan(*args, n), dev)
         want = np.concatenate(([0], np.cumsum(x)[:-1])).astype(np.int32)
-        passed = np.array_equal(h.to_numpy(args[-1]), want)
-        return h.ExampleResult("scan", passed, h.describe(dev), f"n = {n:,} i32", seconds,
-                               work=2 * 4 * n, unit="GB/s",
-                               detail=h.check_arch(scan_blocks, arch, x, partial, totals))
+        passed = np.array_equal(args[-1].to_numpy(), want)
+        return RunResult("scan", passed, describe_device(dev), f"n = {n:,} i32", seconds,
+                         work=2 * 4 * n, unit="GB/s",
+                         detail=check_arch(scan_blocks, arch, x, partial, totals))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

@@ -6,7 +6,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import DisjointSlice, Slice, f32, i32
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 BM = 128  # block tile: BM x BN of C, stepping BK along K
 BN = 128
@@ -93,24 +93,26 @@ def launch_config(m: int, n: int) -> ox.LaunchConfig:
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Multiplies `size` x (`size`+3) by (`size`+3) x (`size`+1) f32 and checks against NumPy."""
-    with h.running_on(device) as dev:
-        m = h.pick_size(dev, size, cpu=200, gpu=4096)
+    with ox.device(device) as dev:
+        m = size or (200 if dev.is_cpu else 4096)
         k, n = m + 3, m + 1  # ragged: no dimension a multiple of its tile
         rng = np.random.default_rng(8)
         a = rng.standard_normal((m, k), dtype=np.float32)
         b = rng.standard_normal((k, n), dtype=np.float32)
         c = np.zeros((m, n), np.float32)
-        d_a, d_b, d_c = h.to_device(dev, a, b, c)
+        d_a, d_b, d_c = [ox.to_device(arr) for arr in (a, b, c)]
         config = launch_config(m, n)
-        seconds = h.time_launch(dev, lambda: ox.launch(sgemm, config, d_a, d_b, d_c))
+        seconds = seconds_per_launch(lambda: ox.launch(sgemm, config, d_a, d_b, d_c), dev)
         want = a.astype(np.float64) @ b.astype(np.float64)
-        passed = bool(np.allclose(h.to_numpy(d_c), want, rtol=1e-3, atol=1e-3 * np.sqrt(k)))
-        return h.ExampleResult("sgemm", passed, h.describe(dev), f"{m:,} x {k:,} x {n:,} f32",
-                               seconds, work=2.0 * m * n * k, unit="GFLOP/s",
-                               detail=h.check_arch(sgemm, arch, a, b, c))
+        passed = bool(np.allclose(d_c.to_numpy(), want, rtol=1e-3, atol=1e-3 * np.sqrt(k)))
+        return RunResult("sgemm", passed, describe_device(dev), f"{m:,} x {k:,} x {n:,} f32",
+                         seconds, work=2.0 * m * n * k, unit="GFLOP/s",
+                         detail=check_arch(sgemm, arch, a, b, c))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

@@ -8,7 +8,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import DisjointSlice, Slice, f32, i32
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 BLOCK = 256
 NEG_INF = -math.inf
@@ -35,23 +35,25 @@ def softmax(x: Slice[f32, 2], out: DisjointSlice[f32, 2]):
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Softmax of a `size` x (`size` + 7) matrix, checked against NumPy."""
-    with h.running_on(device) as dev:
-        rows = h.pick_size(dev, size, cpu=256, gpu=8192)
+    with ox.device(device) as dev:
+        rows = size or (256 if dev.is_cpu else 8192)
         cols = rows + 7
         x = (np.random.default_rng(6).standard_normal((rows, cols), dtype=np.float32) * 4)
         out = np.zeros_like(x)
-        d_x, d_out = h.to_device(dev, x, out)
+        d_x, d_out = [ox.to_device(arr) for arr in (x, out)]
         config = ox.LaunchConfig(grid=rows, block=BLOCK)
-        seconds = h.time_launch(dev, lambda: ox.launch(softmax, config, d_x, d_out))
+        seconds = seconds_per_launch(lambda: ox.launch(softmax, config, d_x, d_out), dev)
         e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
         want = e / e.sum(axis=1, keepdims=True)
-        passed = bool(np.allclose(h.to_numpy(d_out), want, rtol=1e-4, atol=1e-7))
-        return h.ExampleResult("softmax", passed, h.describe(dev), f"{rows:,} x {cols:,} f32",
-                               seconds, work=2 * 4 * rows * cols, unit="GB/s",
-                               detail=h.check_arch(softmax, arch, x, out))
+        passed = bool(np.allclose(d_out.to_numpy(), want, rtol=1e-4, atol=1e-7))
+        return RunResult("softmax", passed, describe_device(dev), f"{rows:,} x {cols:,} f32",
+                         seconds, work=2 * 4 * rows * cols, unit="GB/s",
+                         detail=check_arch(softmax, arch, x, out))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

@@ -8,7 +8,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import Const, DisjointSlice, Slice, bf16, f32, i32, tile
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 LOG2E = math.log2(math.e)
 # query rows per block and key rows per step. Each block reads every key and value of its
@@ -79,35 +79,37 @@ def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int, causal: b
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Two heads of `size` rows (rounded up to the block), D = 32 on the CPU and 64 on a GPU, causal (timed) and not."""
-    with h.running_on(device) as dev:
+    with ox.device(device) as dev:
         bm, bn = CPU_BLOCK if dev.is_cpu else GPU_BLOCK
-        seq = h.pick_size(dev, size, cpu=64, gpu=4096)
+        seq = size or (64 if dev.is_cpu else 4096)
         seq = -(-seq // max(bm, bn)) * max(bm, bn)
         heads, d = (2, 32) if dev.is_cpu else (16, 64)
         rng = np.random.default_rng(13)
         q, k, v = (rng.standard_normal((heads * seq, d)).astype(bf16.numpy) for _ in range(3))
         o, o_full = np.zeros_like(q), np.zeros_like(q)
-        d_q, d_k, d_v, d_o, d_full = h.to_device(dev, q, k, v, o, o_full)
+        d_q, d_k, d_v, d_o, d_full = [ox.to_device(arr) for arr in (q, k, v, o, o_full)]
         scale = np.float32(1 / math.sqrt(d))
         grid = heads * seq // bm
         args = (seq, scale, bm, bn, d)
-        seconds = h.time_launch(dev, lambda: ox.launch(tile_attention, grid, d_q, d_k, d_v,
-                                                       d_o, *args, True))
+        seconds = seconds_per_launch(lambda: ox.launch(tile_attention, grid, d_q, d_k, d_v,
+                                                       d_o, *args, True), dev)
         ox.launch(tile_attention, grid, d_q, d_k, d_v, d_full, *args, False)
         passed = True
         for got, causal in ((d_o, True), (d_full, False)):
             want = reference(q, k, v, heads, causal)
-            passed &= bool(np.allclose(h.to_numpy(got).astype(np.float32), want, rtol=2e-2,
+            passed &= bool(np.allclose(got.to_numpy().astype(np.float32), want, rtol=2e-2,
                                        atol=2e-2))
         flops = 4.0 * heads * seq * seq * d / 2  # causal: half the score matrix
-        return h.ExampleResult("tile_attention", passed, h.describe(dev),
-                               f"{heads} heads x {seq:,} rows x D={d} bf16, causal", seconds,
-                               work=flops, unit="GFLOP/s",
-                               detail=h.check_arch(tile_attention, arch, q, k, v, o, seq,
-                                                   scale, bm, bn, d, True))
+        return RunResult("tile_attention", passed, describe_device(dev),
+                         f"{heads} heads x {seq:,} rows x D={d} bf16, causal", seconds,
+                         work=flops, unit="GFLOP/s",
+                         detail=check_arch(tile_attention, arch, q, k, v, o, seq,
+                                           scale, bm, bn, d, True))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

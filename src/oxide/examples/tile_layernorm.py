@@ -6,7 +6,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import Const, DisjointSlice, Slice, TypeVar, f32, tile
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 EPS = 1e-5
 T = TypeVar("T")  # f32, or a 16-bit float (bf16, f16): the math is in f32 either way
@@ -35,10 +35,10 @@ def tile_layernorm(x: Slice[T, 2], w: Slice[T], b: Slice[T], out: DisjointSlice[
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Layer norm of a `size` x (`size` + 5) matrix with weight and bias, against NumPy."""
-    with h.running_on(device) as dev:
-        rows = h.pick_size(dev, size, cpu=256, gpu=8192)
+    with ox.device(device) as dev:
+        rows = size or (256 if dev.is_cpu else 8192)
         cols = rows + 5
         block = 1 << (cols - 1).bit_length()
         rng = np.random.default_rng(7)
@@ -46,21 +46,23 @@ def main(device: str | int | None = None, arch: str | None = None,
         w = rng.standard_normal(cols, dtype=np.float32)
         bias = rng.standard_normal(cols, dtype=np.float32)
         out = np.zeros_like(x)
-        d_x, d_w, d_b, d_out = h.to_device(dev, x, w, bias, out)
+        d_x, d_w, d_b, d_out = [ox.to_device(arr) for arr in (x, w, bias, out)]
         eps = np.float32(EPS)
-        seconds = h.time_launch(dev, lambda: ox.launch(tile_layernorm, rows, d_x, d_w, d_b,
-                                                       d_out, eps, block))
+        seconds = seconds_per_launch(lambda: ox.launch(tile_layernorm, rows, d_x, d_w, d_b,
+                                                       d_out, eps, block), dev)
         x64 = x.astype(np.float64)
         mean = x64.mean(axis=1, keepdims=True)
         var = ((x64 - mean) ** 2).mean(axis=1, keepdims=True)
         want = (x64 - mean) / np.sqrt(var + EPS) * w + bias
-        passed = bool(np.allclose(h.to_numpy(d_out), want, rtol=1e-4, atol=1e-4))
-        return h.ExampleResult("tile_layernorm", passed, h.describe(dev),
-                               f"{rows:,} x {cols:,} f32", seconds, work=2 * 4 * rows * cols,
-                               unit="GB/s",
-                               detail=h.check_arch(tile_layernorm, arch, x, w, bias, out, eps,
-                                                   block))
+        passed = bool(np.allclose(d_out.to_numpy(), want, rtol=1e-4, atol=1e-4))
+        return RunResult("tile_layernorm", passed, describe_device(dev),
+                         f"{rows:,} x {cols:,} f32", seconds, work=2 * 4 * rows * cols,
+                         unit="GB/s",
+                         detail=check_arch(tile_layernorm, arch, x, w, bias, out, eps,
+                                           block))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

@@ -6,7 +6,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 # the GPU tile: 128 x 128 outputs per block of 8 warps (4 x 2, each 32 x 64), k by 32;
 # on the CPU a smaller one (the CPU emulates each warp's mma.sync lane by lane, and its
@@ -51,11 +51,11 @@ def grid(m: int, n: int, bm: int, bn: int) -> tuple[int, int]:
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """`size` x (`size` + 24) x (`size` + 8) in bf16 (timed) and in f32, against NumPy.
     No dimension is a multiple of its tile unless `size` makes it one."""
-    with h.running_on(device) as dev:
-        m = h.pick_size(dev, size, cpu=136, gpu=4096)
+    with ox.device(device) as dev:
+        m = size or (136 if dev.is_cpu else 4096)
         k, n = m + 24, m + 8
         bm, bn, bk = CPU_TILE if dev.is_cpu else GPU_TILE
         rng = np.random.default_rng(12)
@@ -64,25 +64,27 @@ def main(device: str | int | None = None, arch: str | None = None,
         a, b = a32.astype(bf16.numpy), b32.astype(bf16.numpy)
         c = np.zeros((m, n), bf16.numpy)
         c32 = np.zeros((m, n), np.float32)
-        d_a, d_b, d_c, d_a32, d_b32, d_c32 = h.to_device(dev, a, b, c, a32, b32, c32)
+        d_a, d_b, d_c, d_a32, d_b32, d_c32 = [ox.to_device(arr) for arr in (a, b, c, a32, b32, c32)]
         g = grid(m, n, bm, bn)
-        seconds = h.time_launch(dev, lambda: ox.launch(tile_matmul, g, d_a, d_b, d_c,
-                                                       bm, bn, bk))
+        seconds = seconds_per_launch(lambda: ox.launch(tile_matmul, g, d_a, d_b, d_c,
+                                                       bm, bn, bk), dev)
         ox.launch(tile_matmul_f32, g, d_a32, d_b32, d_c32, bm, bn, bk)
         # the inputs are bf16 exactly, their products exact in f32: the reference is
         # the f32 product of the same values, the result rounded once to bf16
         want = a.astype(np.float32) @ b.astype(np.float32)
-        got = h.to_numpy(d_c).astype(np.float32)
+        got = d_c.to_numpy().astype(np.float32)
         scale = np.sqrt(k)
         ok_bf16 = np.allclose(got, want, rtol=1e-2, atol=1e-3 * scale)
         want32 = a32.astype(np.float64) @ b32.astype(np.float64)
-        ok_f32 = np.allclose(h.to_numpy(d_c32), want32, rtol=1e-4, atol=1e-5 * scale)
-        detail = h.join(h.check_arch(tile_matmul, arch, a, b, c, bm, bn, bk),
-                        "" if ok_f32 else "the f32 product differs from NumPy's")
-        return h.ExampleResult("tile_matmul", bool(ok_bf16 and ok_f32), h.describe(dev),
-                               f"{m:,} x {k:,} x {n:,} bf16 -> f32 accumulate", seconds,
-                               work=2.0 * m * n * k, unit="GFLOP/s", detail=detail)
+        ok_f32 = np.allclose(d_c32.to_numpy(), want32, rtol=1e-4, atol=1e-5 * scale)
+        detail = "; ".join(filter(None, (check_arch(tile_matmul, arch, a, b, c, bm, bn, bk),
+                                         "" if ok_f32 else "the f32 product differs from NumPy's")))
+        return RunResult("tile_matmul", bool(ok_bf16 and ok_f32), describe_device(dev),
+                         f"{m:,} x {k:,} x {n:,} bf16 -> f32 accumulate", seconds,
+                         work=2.0 * m * n * k, unit="GFLOP/s", detail=detail)
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

@@ -8,7 +8,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import Const, DisjointSlice, Slice, TypeVar, f32, tile
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 T = TypeVar("T")  # f32, or a 16-bit float (bf16, f16): the math is in f32 either way
 LOG2E = math.log2(math.e)
@@ -33,23 +33,25 @@ def tile_softmax(x: Slice[T, 2], out: DisjointSlice[T, 2], BN: Const[int]):
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Softmax of a `size` x (`size` + 7) matrix, checked against NumPy."""
-    with h.running_on(device) as dev:
-        rows = h.pick_size(dev, size, cpu=256, gpu=8192)
+    with ox.device(device) as dev:
+        rows = size or (256 if dev.is_cpu else 8192)
         cols = rows + 7
         block = 1 << (cols - 1).bit_length()  # the row in one power-of-two tile
         x = np.random.default_rng(6).standard_normal((rows, cols), dtype=np.float32) * 4
         out = np.zeros_like(x)
-        d_x, d_out = h.to_device(dev, x, out)
-        seconds = h.time_launch(dev, lambda: ox.launch(tile_softmax, rows, d_x, d_out, block))
+        d_x, d_out = [ox.to_device(arr) for arr in (x, out)]
+        seconds = seconds_per_launch(lambda: ox.launch(tile_softmax, rows, d_x, d_out, block), dev)
         e = np.exp(x.astype(np.float64) - x.max(axis=1, keepdims=True))
         want = e / e.sum(axis=1, keepdims=True)
-        passed = bool(np.allclose(h.to_numpy(d_out), want, rtol=1e-4, atol=1e-7))
-        return h.ExampleResult("tile_softmax", passed, h.describe(dev),
-                               f"{rows:,} x {cols:,} f32", seconds, work=2 * 4 * rows * cols,
-                               unit="GB/s", detail=h.check_arch(tile_softmax, arch, x, out, block))
+        passed = bool(np.allclose(d_out.to_numpy(), want, rtol=1e-4, atol=1e-7))
+        return RunResult("tile_softmax", passed, describe_device(dev),
+                         f"{rows:,} x {cols:,} f32", seconds, work=2 * 4 * rows * cols,
+                         unit="GB/s", detail=check_arch(tile_softmax, arch, x, out, block))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

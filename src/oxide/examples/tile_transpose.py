@@ -6,7 +6,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import Const, DisjointSlice, Slice, f32, tile
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 TILE = 32
 
@@ -20,21 +20,23 @@ def tile_transpose(x: Slice[f32, 2], out: DisjointSlice[f32, 2], B: Const[int]):
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Transposes a `size` x (`size` + 9) matrix, checked against NumPy."""
-    with h.running_on(device) as dev:
-        rows = h.pick_size(dev, size, cpu=1000, gpu=16384)
+    with ox.device(device) as dev:
+        rows = size or (1000 if dev.is_cpu else 16384)
         cols = rows + 9
         x = np.random.default_rng(8).standard_normal((rows, cols), dtype=np.float32)
         out = np.zeros((cols, rows), np.float32)
-        d_x, d_out = h.to_device(dev, x, out)
+        d_x, d_out = [ox.to_device(arr) for arr in (x, out)]
         grid = (tile.cdiv(rows, TILE), tile.cdiv(cols, TILE))
-        seconds = h.time_launch(dev, lambda: ox.launch(tile_transpose, grid, d_x, d_out, TILE))
-        passed = np.array_equal(h.to_numpy(d_out), x.T)
-        return h.ExampleResult("tile_transpose", passed, h.describe(dev),
-                               f"{rows:,} x {cols:,} f32", seconds, work=2 * 4 * rows * cols,
-                               unit="GB/s", detail=h.check_arch(tile_transpose, arch, x, out, TILE))
+        seconds = seconds_per_launch(lambda: ox.launch(tile_transpose, grid, d_x, d_out, TILE), dev)
+        passed = np.array_equal(d_out.to_numpy(), x.T)
+        return RunResult("tile_transpose", passed, describe_device(dev),
+                         f"{rows:,} x {cols:,} f32", seconds, work=2 * 4 * rows * cols,
+                         unit="GB/s", detail=check_arch(tile_transpose, arch, x, out, TILE))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

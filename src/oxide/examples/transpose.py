@@ -6,7 +6,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import DisjointSlice, Slice, f32, i32
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 TILE = 32
 ROWS = 8  # a block is TILE x ROWS threads; each moves TILE // ROWS elements
@@ -48,21 +48,23 @@ def launch_config(rows: int, cols: int) -> ox.LaunchConfig:
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Transposes a `size` x (`size` + 5) matrix (a ragged edge) and checks against NumPy."""
-    with h.running_on(device) as dev:
-        rows = h.pick_size(dev, size, cpu=500, gpu=16384)
+    with ox.device(device) as dev:
+        rows = size or (500 if dev.is_cpu else 16384)
         cols = rows + 5
         a = np.random.default_rng(2).standard_normal((rows, cols), dtype=np.float32)
         out = np.zeros((cols, rows), np.float32)
-        d_a, d_out = h.to_device(dev, a, out)
+        d_a, d_out = [ox.to_device(arr) for arr in (a, out)]
         config = launch_config(rows, cols)
-        seconds = h.time_launch(dev, lambda: ox.launch(transpose, config, d_a, d_out))
-        passed = np.array_equal(h.to_numpy(d_out), a.T)
-        return h.ExampleResult("transpose", passed, h.describe(dev), f"{rows:,} x {cols:,} f32",
-                               seconds, work=2 * 4 * rows * cols, unit="GB/s",
-                               detail=h.check_arch(transpose, arch, a, out))
+        seconds = seconds_per_launch(lambda: ox.launch(transpose, config, d_a, d_out), dev)
+        passed = np.array_equal(d_out.to_numpy(), a.T)
+        return RunResult("transpose", passed, describe_device(dev), f"{rows:,} x {cols:,} f32",
+                         seconds, work=2 * 4 * rows * cols, unit="GB/s",
+                         detail=check_arch(transpose, arch, a, out))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

@@ -6,7 +6,7 @@ import numpy as np
 
 import oxide as ox
 from oxide import DisjointSlice, Slice, f32, thread
-from oxide.examples import _harness as h
+from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
 
 
 @ox.kernel
@@ -17,22 +17,24 @@ def vecadd(a: Slice[f32], b: Slice[f32], out: DisjointSlice[f32]):
 
 
 def main(device: str | int | None = None, arch: str | None = None,
-         size: int | None = None) -> h.ExampleResult:
+         size: int | None = None) -> RunResult:
     """Adds two random vectors of `size` floats and checks the sum against NumPy."""
-    with h.running_on(device) as dev:
-        n = h.pick_size(dev, size, cpu=1 << 20, gpu=1 << 24)
+    with ox.device(device) as dev:
+        n = size or (1 << 20 if dev.is_cpu else 1 << 24)
         rng = np.random.default_rng(0)
         a = rng.standard_normal(n, dtype=np.float32)
         b = rng.standard_normal(n, dtype=np.float32)
         out = np.zeros(n, dtype=np.float32)
-        d_a, d_b, d_out = h.to_device(dev, a, b, out)
+        d_a, d_b, d_out = [ox.to_device(arr) for arr in (a, b, out)]
         config = ox.LaunchConfig.for_num_elems(n)
-        seconds = h.time_launch(dev, lambda: ox.launch(vecadd, config, d_a, d_b, d_out))
-        passed = np.array_equal(h.to_numpy(d_out), a + b)
-        return h.ExampleResult("vecadd", passed, h.describe(dev), f"n = {n:,} f32", seconds,
-                               work=3 * 4 * n, unit="GB/s",
-                               detail=h.check_arch(vecadd, arch, a, b, out))
+        seconds = seconds_per_launch(lambda: ox.launch(vecadd, config, d_a, d_b, d_out), dev)
+        passed = np.array_equal(d_out.to_numpy(), a + b)
+        return RunResult("vecadd", passed, describe_device(dev), f"n = {n:,} f32", seconds,
+                         work=3 * 4 * n, unit="GB/s",
+                         detail=check_arch(vecadd, arch, a, b, out))
 
 
 if __name__ == "__main__":
-    print(main())
+    result = main()
+    print(result)
+    raise SystemExit(not result.passed)  # exit status 1 on FAIL

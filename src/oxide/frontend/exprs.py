@@ -22,6 +22,7 @@ from oxide.frontend.constfold import (
     precheck,
     to_float,
 )
+from oxide.frontend.hint_names import witness_name
 from oxide.frontend.promote import (
     PromotionError,
     bitwise_dtype,
@@ -615,9 +616,13 @@ class ExprMixin:
     def compare(self, op: ast.cmpop, a: Any, b: Any, node: ast.AST) -> Any:
         if isinstance(op, (ast.In, ast.NotIn)):
             if not isinstance(a, Witness) or not isinstance(b, (Array, FixedArray)):
+                array = b.name if isinstance(b, Array) else "ARRAY"
+                rank = b.type.rank if isinstance(b, Array) and b.type.rank <= 2 else 1
+                name, bound = witness_name(self.src.tree, rank)
+                where = "" if bound else f" with `{name} = thread.index_{rank}d()`"
                 raise self.error(KernelTypeError, node,
                                  "`in` tests whether a ThreadIndex lies inside an array",
-                                 hint="write `if i in out:` with i = thread.index_1d()")
+                                 hint=f"write `if {name} in {array}:`{where}")
             if isinstance(b, FixedArray):
                 raise self.error(UnsupportedFeatureError, node,
                                  "`in` guards kernel array parameters, not shared arrays")
@@ -718,7 +723,8 @@ class ExprMixin:
             if attr == "ndim":
                 return Lit(base.type.rank)
             raise self.error(KernelSyntaxError, node,
-                             f"arrays in kernels have `.shape` and `.ndim`, not `.{attr}`")
+                             f"arrays in kernels have `.shape` and `.ndim`, not `.{attr}`",
+                             hint=_array_attribute_hint(base, attr))
         if isinstance(base, FixedArray):
             if attr == "shape":
                 return Tup(tuple(self.fixed_dim(base, d) for d in range(len(base.shape))))
@@ -738,6 +744,22 @@ _PORTING_HINTS = {
     "syncthreads": "use `ox.sync_threads()`",
     "gridsize": "the grid's size in threads is `ox.grid_dim.x * ox.block_dim.x`",
 }
+
+
+def _array_attribute_hint(arr: Array, attr: str) -> str:
+    """What to write for NumPy's or torch's array attributes that kernels lack: the size
+    from `len()` and `.shape`, the element type from the annotation."""
+    name, rank = arr.name, arr.type.rank
+    if attr in ("size", "numel", "length"):
+        if rank == 1:
+            return f"its length is `len({name})` (or `{name}.shape[0]`)"
+        dims = " * ".join(f"{name}.shape[{d}]" for d in range(rank))
+        return f"its element count is `{dims}`; `len({name})` is `{name}.shape[0]`"
+    if attr in ("dtype", "itemsize"):
+        return (f"its element type is the annotation's, `{arr.type.dtype.name}`: convert a "
+                f"value to it with `{arr.type.dtype.name}(...)`")
+    close = difflib.get_close_matches(attr, ["shape", "ndim"], n=1, cutoff=0.6)
+    return f"did you mean `{name}.{close[0]}`?" if close else ""
 
 
 def _did_you_mean(attr: str, obj: Any) -> str:

@@ -32,6 +32,7 @@ from oxide.frontend.definite import (
     meet_paths,
 )
 from oxide.frontend.exprs import ExprMixin
+from oxide.frontend.hint_names import WITNESS_NAMES, free_name
 from oxide.frontend.loops import LoopsMixin, LoopTargets
 from oxide.frontend.promote import literal_fits
 from oxide.frontend.return_target import ReturnTarget
@@ -500,11 +501,13 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
         if isinstance(value, (Witness, Array, FixedArray, Static)):
             if isinstance(current, Slot):
                 if isinstance(value, Witness):
+                    fresh_name = free_name(self.src.tree, WITNESS_NAMES[value.rank])
                     raise self.error(
                         SafetyError, node,
                         f"`{name}` is a plain {current.dtype.name} variable; storing a "
                         "ThreadIndex in it drops the uniqueness guarantee",
-                        hint="bind the ThreadIndex to a fresh name: `i = thread.index_1d()`")
+                        hint=f"bind the ThreadIndex to a name of its own: `{fresh_name} = "
+                             f"thread.index_{value.rank}d()`")
                 raise self.error(KernelTypeError, node,
                                  f"`{name}` is {current.dtype.name}; cannot rebind it to "
                                  f"{describe(value)}")

@@ -285,7 +285,14 @@ class ParallelCallsMixin:
         args = self.args_exact(node, 2, f"ox.{space}.array(dtype, shape)")
         dt_v, shape_v = args
         if not (isinstance(dt_v, Static) and isinstance(dt_v.obj, T.DType)):
-            raise self.error(KernelTypeError, node.args[0], "the first argument is a dtype")
+            hint = ""
+            if isinstance(shape_v, Static) and isinstance(shape_v.obj, T.DType):
+                hint = (f"the dtype comes first: `ox.{space}.array({self.text(node.args[1])}, "
+                        f"{self.text(node.args[0])})` (numba's order, shape then dtype, is "
+                        "the other way round)")
+            raise self.error(KernelTypeError, node.args[0],
+                             f"the first argument of ox.{space}.array is the dtype",
+                             hint=hint)
         shape = self._fixed_shape(shape_v, node.args[1], space)
         self._reserve_fixed_bytes(dt_v.obj, shape, space, node)
         t = SharedArrayType(ir_type(dt_v.obj), _str_attr("x".join(map(str, shape))),

@@ -12,6 +12,7 @@ from typing import Any
 
 from oxide import types as T
 from oxide.errors import KernelTypeError, SafetyError
+from oxide.frontend.hint_names import witness_name
 from oxide.frontend.values import (
     Array,
     FixedArray,
@@ -103,7 +104,8 @@ class SubscriptMixin:
         if arr.type.access == "atomic":
             raise self.error(SafetyError, node,
                              f"`{arr.name}` is an AtomicSlice: access it through ox.atomic.*",
-                             hint="read the current value with `ox.atomic.add(arr, i, 0)`")
+                             hint=f"read the current value with `ox.atomic.add({arr.name}, "
+                                  f"{self.text(node.slice)}, 0)`")
         idx = self.index_ssa(self.index_values(arr, index, node, write=False), node.slice)
         site = self.b.site("index", self.src.span(node), arr.name)
         checked = self.ctx.checks
@@ -129,8 +131,8 @@ class SubscriptMixin:
         if access == "atomic":
             raise self.error(SafetyError, node,
                              f"`{arr.name}` is an AtomicSlice: plain writes would race",
-                             hint=f"use ox.atomic.exch({arr.name}, i, v), or another "
-                                  "ox.atomic operation")
+                             hint=f"use `ox.atomic.exch({arr.name}, {self.text(node.slice)}, "
+                                  "value)`, or another ox.atomic operation")
         if access == "raw" and not self.unsafe_depth:
             raise self.error(SafetyError, node,
                              f"`{arr.name}` is a RawSlice: writing it needs `with ox.unsafe():`",
@@ -174,9 +176,16 @@ class SubscriptMixin:
             label = notes[0] if notes else "indices built from integers, not a ThreadIndex"
         elif isinstance(index, Lit):
             label = "a constant index: every thread would write it"
+        rank = arr.type.rank
+        if rank <= 2:
+            name, bound = witness_name(self.src.tree, rank)
+            where = "" if bound else f" with `{name} = thread.index_{rank}d()`"
+            hint = (f"write `{arr.name}[{name}]`{where}, or take responsibility with "
+                    "`with ox.unsafe():`")
+        else:
+            hint = ("there is no 3-D ThreadIndex: write it inside `with ox.unsafe():`, or "
+                    "declare the block shape (`@ox.kernel(block=...)`) to have the index proved")
         raise self.error(
             SafetyError, node.slice,
             f"`{arr.name}` is a DisjointSlice: it can only be written at a ThreadIndex",
-            label=label,
-            hint=f"write `{arr.name}[i]` with `i = thread.index_{arr.type.rank}d()`, or take "
-                 "responsibility with `with ox.unsafe():`")
+            label=label, hint=hint)

@@ -338,3 +338,8 @@ def matmul(a: Any, b: Any, c: Any, m: int, n: int, k: int, cfg: Config = FASTEST
 
 __all__ = ["BK", "Config", "DEFAULT", "FASTEST", "CPU", "tile_origin", "gemm_hopper",
            "signature", "boxes", "tensor_maps", "launch_config", "matmul", "replace"]
+
+
+def __dir__() -> list[str]:
+    """`dir()` lists the API (`__all__`), not the modules and typing names it is built from."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})

@@ -18,6 +18,7 @@ from oxide.errors import SafetyError
 from oxide.ir import ops
 from oxide.ir.sites import Site
 from oxide.ir.types import ArrayType, ThreadIndexType
+from oxide.passes.safety import written_index
 
 
 def _written_disjoint_arrays(func: ops.FuncOp) -> set[SSAValue]:
@@ -59,10 +60,22 @@ def check_disjoint_reads(func: ops.FuncOp, sites: list[Site]) -> None:
             continue
         site = sites[op.site.data]
         name = site.detail
+        w = _witness_text(func, op.array, sites)
+        at = f"`{name}[{w}]`, at the ThreadIndex `{w}`" if w else \
+            f"`{name}` at this thread's ThreadIndex"
         raise SafetyError(
             f"`{name}` is a DisjointSlice this kernel writes: it can only be read at this "
             "thread's ThreadIndex",
             site.span,
             label="another thread may be writing this element",
-            hint=f"read `{name}[i]` with the ThreadIndex `i`; to read other elements, pass "
-                 "them in a separate Slice (or take responsibility with `with ox.unsafe():`)")
+            hint=f"read {at}; to read other elements, pass them in a separate Slice (or "
+                 "take responsibility with `with ox.unsafe():`)")
+
+
+def _witness_text(func: ops.FuncOp, array: SSAValue, sites: list[Site]) -> str | None:
+    """The ThreadIndex a write of `array` uses, as the source spells it (`tid`)."""
+    for op in func.walk():
+        if (isinstance(op, ops.StoreOp) and op.array == array and len(op.indices) == 1
+                and isinstance(op.indices[0].type, ThreadIndexType)):
+            return written_index(sites[op.site.data].span)
+    return None

@@ -8,13 +8,27 @@ and removing bounds checks on reads the same guards prove.
 
 from __future__ import annotations
 
+import ast
+
 from xdsl.dialects.builtin import IntAttr
 
-from oxide.errors import SafetyError
+from oxide.errors import SafetyError, Span
 from oxide.ir import ops
 from oxide.ir.sites import Site
 from oxide.ir.types import ArrayType, ThreadIndexType
 from oxide.passes.guards import analyze
+
+
+def written_index(span: Span | None) -> str | None:
+    """The index the write at `span` (`out[tid]`) uses, as the user wrote it (`tid`): the
+    name a hint's guard must test. None where the span holds no plain subscript."""
+    if span is None:
+        return None
+    try:
+        node = ast.parse(span.text[span.col:span.end_col].strip(), mode="eval").body
+    except SyntaxError:
+        return None
+    return ast.unparse(node.slice) if isinstance(node, ast.Subscript) else None
 
 
 def check_disjoint_writes(func: ops.FuncOp, sites: list[Site]) -> None:
@@ -41,11 +55,12 @@ def check_disjoint_writes(func: ops.FuncOp, sites: list[Site]) -> None:
                     and not op.unsafe.data and not proven and witness is not None):
                 site = sites[op.site.data]
                 name = site.detail
-                hint = (f"guard it: `if i in {name}:` (or `if i < len({name}):`, or return "
-                        f"early when `i >= len({name})`)")
+                w = written_index(site.span) or ("i" if arr_type.rank.data == 1 else "ij")
+                hint = (f"guard it: `if {w} in {name}:` (or `if {w} < len({name}):`, or "
+                        f"return early when `{w} >= len({name})`)")
                 if arr_type.rank.data >= 2:  # a row/col test does not name the array guarded
-                    hint = (f"guard it with the ThreadIndex itself: `if ij in {name}:`, or "
-                            f"return early: `if ij not in {name}: return` (a test of its "
+                    hint = (f"guard it with the ThreadIndex itself: `if {w} in {name}:`, or "
+                            f"return early: `if {w} not in {name}: return` (a test of its "
                             f"`.row`/`.col` against other bounds does not guard `{name}`)")
                 raise SafetyError(
                     f"write to DisjointSlice `{name}` is not bounds-guarded",

@@ -26,6 +26,7 @@ import numpy as np
 
 from oxide import types as T
 from oxide.errors import ArgumentError, LaunchError
+from oxide.progress import activity
 from oxide.runtime.args import Plan, bind
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import CPU
@@ -60,8 +61,9 @@ class _Entry:
     def __init__(self, kernel: Any, plan: Plan) -> None:
         constants: list[tuple[str, Any]] = []
         if not _from_disk_cache(self, kernel, plan):
-            ck = kernel.compile(*plan.signature, target="cpu")
-            self.host, self.sites = ck.host, list(ck.sites)
+            with activity(f"compiling `{kernel.__name__}` for the CPU"):  # to machine code
+                ck = kernel.compile(*plan.signature, target="cpu")
+                self.host, self.sites = ck.host, list(ck.sites)
             self.symbol = ck.name
             self.object_code = ck.host_object[0]
             self.thread_index_ranks = tuple(ck.thread_index_ranks)
@@ -143,7 +145,8 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
     bound = bind(kernel, args, CPU)
     entry = _entry(kernel, bound.plan)
     if entry.thread_index_ranks:
-        check_witness_config(kernel.__name__, entry.thread_index_ranks, cfg)
+        check_witness_config(kernel.__name__, entry.thread_index_ranks, cfg,
+                             getattr(kernel, "block_threads", None))
     for i in entry.writable:
         a = args[i]
         if isinstance(a, np.ndarray) and not a.flags.writeable:

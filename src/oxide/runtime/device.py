@@ -151,10 +151,14 @@ def set_device(spec: object) -> Device:
 
 
 def device(spec: object) -> contextlib.AbstractContextManager[Device]:
-    """Run the launches inside the block on `spec` ("cpu", 0, "cuda:1").
+    """Run the launches inside the block on `spec` ("cpu", 0, "cuda:1"); None selects
+    nothing and yields the current device (so a function with an optional `device=`
+    passes it straight on; with several GPUs, launches still follow their arrays).
 
     The device is checked here, not on entering the block, so a bad one fails at once.
     """
+    if spec is None:
+        return contextlib.nullcontext(current_device())
     return _selected(parse_device(spec))
 
 

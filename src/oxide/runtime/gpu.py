@@ -33,6 +33,7 @@ from oxide import types as T
 from oxide.codegen.abi import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL, RECURSIVE_SYMBOL_PREFIX
 from oxide.codegen.grid_sync import counter_symbol as grid_counter_symbol
 from oxide.errors import InternalCompilerError, LaunchError
+from oxide.progress import activity
 from oxide.runtime import cuda_driver as cd
 from oxide.runtime import gpu_devices, native_launch
 from oxide.runtime.args import (
@@ -187,8 +188,9 @@ def load_image(kernel: Any, plan: Plan, arch: str) -> KernelImage:
             image = cache.load(cache_key, plan_sizes(plan))
             if image is not None:
                 return image
-    ck = kernel.compile(*plan.signature, arch=arch)
-    image = KernelImage.from_compiled(ck)
+    with activity(f"compiling `{kernel.__name__}` for {arch}"):  # to the cubin
+        ck = kernel.compile(*plan.signature, arch=arch)
+        image = KernelImage.from_compiled(ck)
     if image.arg_sizes != plan_sizes(plan):
         raise InternalCompilerError(
             f"`{kernel.__name__}`: the compiled kernel takes arguments of {image.arg_sizes} "
@@ -250,6 +252,7 @@ class Launcher:
         self.grid_x_factor = image.grid_x_factor
         self.thread_index_ranks = image.thread_index_ranks
         self.block_shape: tuple[int, int, int] | None = None  # `@ox.kernel(block=...)`
+        self.tile_block: int | None = None  # a tile kernel's threads per block
         formats = plan.formats + ["Q"] + (["I"] if self.grid_x_factor > 1 else [])
         offsets = [struct.calcsize("@" + "".join(formats[:i + 1])) - struct.calcsize(formats[i])
                    for i in range(len(formats))]
@@ -332,7 +335,8 @@ class Launcher:
                 raise LaunchError(f"cluster={cfg.cluster} needs an sm_90 GPU; {gdev} is "
                                   f"{gdev.arch}")
         if self.thread_index_ranks:
-            check_witness_config(self.kernel_name, self.thread_index_ranks, cfg)
+            check_witness_config(self.kernel_name, self.thread_index_ranks, cfg,
+                                 self.tile_block)
         shm = cfg.shared_mem_bytes
         if shm > self.dynamic_smem_limit:
             total = self.static_smem + shm
@@ -574,6 +578,7 @@ def launch_gpu(kernel: Any, cfg: LaunchConfig, args: Sequence[Any], stream: Any,
         launcher = launchers[(device.index, key)] = Launcher(
             gdev, kernel.__name__, plan, image, _stream_source(args, views))
         launcher.block_shape = getattr(getattr(kernel, "options", None), "block", None)
+        launcher.tile_block = getattr(kernel, "block_threads", None)  # a tile kernel's
         stack = stack_bytes(kernel, image.code)
         if stack:
             gdev.reserve_stack(stack)

@@ -78,8 +78,8 @@ def kernel_error(kernel: str, sites: Sequence[Any], kind: int, site: int, dim: i
     detail = getattr(info, "detail", "")
     exc: OxideError
     if kind == KIND_INDEX:
-        where = f"dimension {dim} of " if dim else ""
-        msg = (f"index {index} is out of bounds for {where}`{detail}` (length {length}) "
+        # one form for every axis, the first included (NumPy's "for axis 0 with size 4")
+        msg = (f"index {index} is out of bounds for axis {dim} of `{detail}` (length {length}) "
                f"in kernel `{kernel}`")
         exc = KernelIndexError(render(msg, span))
         exc.index, exc.length, exc.dim, exc.array = index, length, dim, detail  # type: ignore[attr-defined]

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from oxide.errors import DeviceError, LaunchError
+from oxide.errors import DeviceError, LaunchError, OxideError
 from oxide.runtime import device as _device
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, _state, current_device, default_device, parse_device
+from oxide.tracebacks import user_frames_only
 
 # what launching a bundled kernel that has GPU code only says on the CPU (runtime/bundle.py)
 CPU_ERROR = ("the bundle holds GPU code only: launching needs a CUDA GPU (launch inside "
@@ -42,33 +43,37 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: 
     >>> ox.launch(scale, ox.LaunchConfig.for_num_elems(n), x, 2.5, y)  # doctest: +SKIP
     >>> ox.launch(scale, cfg, x, 2.5, y, device="cpu")                 # doctest: +SKIP
     """
-    tuned = getattr(kernel, "autotuned_launch", None)
-    if tuned is not None:  # ox.autotune: it picks the config for these arguments, then launches
-        return tuned(config, args, kwargs, stream, device)
-    if kwargs:
-        args = _keywords(kernel, args, kwargs)
-    if getattr(kernel, "is_tile", False):  # a tile kernel's launch gives its grid only
-        config, cfg_stream = kernel.tile_config(config)
-        if stream is None:
-            stream = cfg_stream
-    elif config.__class__ is not LaunchConfig:
-        config, cfg_stream = as_config(config)
-        if stream is None:
-            stream = cfg_stream
-    # First try: the binder of the kernel's last launch (runtime/fastpath.py), which
-    # declines (False) anything unlike that launch, a CPU device included.
-    if device is not None:
-        dev = parse_device(device)
-    else:
-        dev = _state.current or _device._default or default_device()
-        if _device._several and _state.current is None:  # follow the arrays' GPU
-            dev = _device.launch_device(args)
-    template = kernel.__dict__.get("_oxide_template")
-    if template is not None and template(config, args, stream, dev):
-        return
-    launchers = kernel.__dict__.get("_oxide_launchers")
-    if launchers is None or not launchers.last(config, args, stream, dev):
-        _launch(kernel, config, args, stream, dev)
+    try:
+        tuned = getattr(kernel, "autotuned_launch", None)
+        if tuned is not None:  # ox.autotune: it picks the config for these arguments
+            return tuned(config, args, kwargs, stream, device)
+        if kwargs:
+            args = _keywords(kernel, args, kwargs)
+        if getattr(kernel, "is_tile", False):  # a tile kernel's launch gives its grid only
+            config, cfg_stream = kernel.tile_config(config)
+            if stream is None:
+                stream = cfg_stream
+        elif config.__class__ is not LaunchConfig:
+            config, cfg_stream = as_config(config)
+            if stream is None:
+                stream = cfg_stream
+        # First try: the binder of the kernel's last launch (runtime/fastpath.py), which
+        # declines (False) anything unlike that launch, a CPU device included.
+        if device is not None:
+            dev = parse_device(device)
+        else:
+            dev = _state.current or _device._default or default_device()
+            if _device._several and _state.current is None:  # follow the arrays' GPU
+                dev = _device.launch_device(args)
+        template = kernel.__dict__.get("_oxide_template")
+        if template is not None and template(config, args, stream, dev):
+            return
+        launchers = kernel.__dict__.get("_oxide_launchers")
+        if launchers is None or not launchers.last(config, args, stream, dev):
+            _launch(kernel, config, args, stream, dev)
+    except OxideError as exc:  # the user's frames and the diagnostic (oxide/tracebacks.py)
+        user_frames_only(exc)
+        raise
 
 
 def _keywords(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:
@@ -140,9 +145,13 @@ def synchronize(device: Any = None) -> None:
 
     >>> ox.synchronize()  # doctest: +SKIP
     """
-    dev = current_device() if device is None else parse_device(device)
-    if not dev.is_cpu:
-        _gpu().synchronize_device(dev.index)
+    try:
+        dev = current_device() if device is None else parse_device(device)
+        if not dev.is_cpu:
+            _gpu().synchronize_device(dev.index)
+    except OxideError as exc:
+        user_frames_only(exc)
+        raise
 
 
 def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
@@ -156,22 +165,30 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
     last = kernel.__dict__.get("_oxide_bound")
     if last is not None and last.config is config:
         return last  # type: ignore[no-any-return]
-    cfg, cfg_stream = as_config(config)
+    try:
+        cfg, cfg_stream = as_config(config)
+    except OxideError as exc:
+        user_frames_only(exc)
+        raise
 
     def launch_bound(*args: Any, stream: Any = None, **kwargs: Any) -> None:
-        if kwargs:
-            args = _keywords(kernel, args, kwargs)
-        if stream is None:
-            stream = cfg_stream
-        dev = _state.current or _device._default or default_device()  # as in `launch`
-        if _device._several and _state.current is None:
-            dev = _device.launch_device(args)
-        template = kernel.__dict__.get("_oxide_template")
-        if template is not None and template(cfg, args, stream, dev):
-            return
-        launchers = kernel.__dict__.get("_oxide_launchers")
-        if launchers is None or not launchers.last(cfg, args, stream, dev):
-            _launch(kernel, cfg, args, stream, dev)
+        try:  # free unless something is raised (Python 3.11's zero-cost exceptions)
+            if kwargs:
+                args = _keywords(kernel, args, kwargs)
+            if stream is None:
+                stream = cfg_stream
+            dev = _state.current or _device._default or default_device()  # as in `launch`
+            if _device._several and _state.current is None:
+                dev = _device.launch_device(args)
+            template = kernel.__dict__.get("_oxide_template")
+            if template is not None and template(cfg, args, stream, dev):
+                return
+            launchers = kernel.__dict__.get("_oxide_launchers")
+            if launchers is None or not launchers.last(cfg, args, stream, dev):
+                _launch(kernel, cfg, args, stream, dev)
+        except OxideError as exc:
+            user_frames_only(exc)
+            raise
 
     launch_bound.config = config  # type: ignore[attr-defined]
     kernel.__dict__["_oxide_bound"] = launch_bound

@@ -38,8 +38,10 @@ def grid_rule(axes: frozenset[str] | None) -> tuple[int, ...]:
     return (GRID_RULE_BASE + sum(1 << "xyz".index(a) for a in axes),)
 
 
-def check_witness_config(kernel_name: str, ranks: Iterable[int], cfg: LaunchConfig) -> None:
+def check_witness_config(kernel_name: str, ranks: Iterable[int], cfg: LaunchConfig,
+                         tile_block: int | None = None) -> None:
     """Raise LaunchError when `cfg` would give two threads one witness of a rank in `ranks`.
+    `tile_block` is a tile kernel's threads per block (None for SIMT kernels).
 
     >>> check_witness_config("k", (1,), LaunchConfig(grid=4, block=256))
     >>> check_witness_config("k", (2,), LaunchConfig(grid=(4, 4), block=(16, 16)))
@@ -49,7 +51,7 @@ def check_witness_config(kernel_name: str, ranks: Iterable[int], cfg: LaunchConf
             _check_whole_warp_rows(kernel_name, cfg)
             continue
         if rank in GRID_RULES:
-            _check_grid_rule(kernel_name, rank - GRID_RULE_BASE, cfg)
+            _check_grid_rule(kernel_name, rank - GRID_RULE_BASE, cfg, tile_block)
             continue
         covered = _COVERED_AXES.get(rank)
         if covered is None:
@@ -87,16 +89,32 @@ def check_block_shape(kernel_name: str, declared: tuple[int, int, int] | None,
         f"Launch with block={spelled}, or change the kernel's `block=`")
 
 
-def _check_grid_rule(kernel_name: str, mask: int, cfg: LaunchConfig) -> None:
+def _check_grid_rule(kernel_name: str, mask: int, cfg: LaunchConfig,
+                     tile_block: int | None) -> None:
     bad = [f"grid.{axis} = {n}" for i, (axis, n) in enumerate(zip("xyz", cfg.grid, strict=True))
            if not mask >> i & 1 and n != 1]
-    if bad:
-        used = [f"block_idx.{a}" for i, a in enumerate("xyz") if mask >> i & 1]
+    if not bad:
+        return
+    used = [f"block_idx.{a}" for i, a in enumerate("xyz") if mask >> i & 1]
+    if tile_block is not None:
+        # `k[4, 128]`, numba's [blocks, threads], is a grid of 4 x 128 blocks to a tile kernel
+        axes = [f"tile.bid({i})" for i in range(3) if mask >> i & 1]
+        dims = list(cfg.grid)
+        while len(dims) > 1 and dims[-1] == 1:
+            dims.pop()
+        spelled = ", ".join(map(str, dims))
         raise LaunchError(
-            f"`{kernel_name}` writes a DisjointSlice at an index map that tells blocks apart "
-            f"by {', '.join(used) if used else 'nothing (every block writes the same elements)'}"
-            f"; this launch has {', '.join(bad)}, so several blocks would write one element. "
-            "Launch with those grid dimensions at 1, or make the index use them")
+            f"`{kernel_name}` is a tile kernel: `{kernel_name}[{spelled}]` is a grid of "
+            f"({spelled}) blocks, not numba's `[blocks, threads]`: a tile kernel takes only "
+            f"its grid, and its blocks are num_warps * 32 = {tile_block} threads. Its stores "
+            f"tell blocks apart by {', '.join(axes) if axes else 'nothing'} only, so this "
+            f"launch ({', '.join(bad)}) would have several blocks write one element. Launch "
+            "with those grid dimensions at 1, or make the store index use them")
+    raise LaunchError(
+        f"`{kernel_name}` writes a DisjointSlice at an index map that tells blocks apart "
+        f"by {', '.join(used) if used else 'nothing (every block writes the same elements)'}"
+        f"; this launch has {', '.join(bad)}, so several blocks would write one element. "
+        "Launch with those grid dimensions at 1, or make the index use them")
 
 
 def _check_whole_warp_rows(kernel_name: str, cfg: LaunchConfig) -> None:

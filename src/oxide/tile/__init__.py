@@ -49,3 +49,8 @@ __all__ = ["TileKernel", "TileOptions", "arange", "argmax", "argmin", "bid", "br
            "cumsum", "exp", "exp2", "full", "func", "grouped", "grouped_bid", "kernel", "load", "log", "max", "maximum",
            "min", "minimum", "mma", "num_blocks", "num_tiles", "permute", "reshape", "rsqrt",
            "sqrt", "store", "sum", "tanh", "tiles", "where", "zeros"]
+
+
+def __dir__() -> list[str]:
+    """`dir()` lists the API (`__all__`), not the modules and typing names it is built from."""
+    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})

@@ -85,6 +85,11 @@ class _Stores:
 
     shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     axes: frozenset[int] | None = None
+    # for `oxide bench`'s grid: grid axis -> (array, its dimension, the tile's extent there)
+    # of each store at `tile.bid(axis)`; whether a store used tile.grouped_bid's pair
+    tiled: dict[int, set[tuple[str, int, int]]] = field(default_factory=dict)
+    grouped: bool = False
+    persistent: bool = False  # a `for t in tile.tiles(...)` loop hands out the tiles
 
 
 def is_power_of_two(n: int) -> bool:
@@ -98,6 +103,23 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     tile/pipeline.py; with `keep_tile_ir`, keep the text of its tile-dialect form as the
     layout pass leaves it; with `verify`, check what the layout pass guarantees. Without
     `tensor_cores` (the CPU target), every product is an FMA loop."""
+    b, low, ctx = evaluate_body(kernel, sig, symbol)
+    dump: list[str] | None = [] if keep_tile_ir else None
+    run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma), verify,
+               dump)
+    tile_ir = dump[0] if dump else None
+    ctx.uses_barriers = low.em.uses_barriers
+    func = b.finish()
+    axes = None
+    if low.stores.axes is not None:
+        axes = frozenset("xyz"[a] for a in low.stores.axes)
+    return TileLowered(func, b.sites, ctx, b, axes, tile_ir)
+
+
+def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str
+                  ) -> tuple[TileBuilder, TileLowering, KernelContext]:
+    """The body evaluated for one signature: its tile ops in the builder, before the
+    passes, and what its stores used (`TileLowering.stores`)."""
     runtime = [(p, s) for p, s in zip(kernel.params, sig, strict=True)
                if not isinstance(s, ConstValue)]
     arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
@@ -118,16 +140,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
         else:
             low.env[p.name] = low.scalar_tile(next(args), s)
     low.lower_body(kernel.source.tree.body)
-    dump: list[str] | None = [] if keep_tile_ir else None
-    run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma), verify,
-               dump)
-    tile_ir = dump[0] if dump else None
-    ctx.uses_barriers = low.em.uses_barriers
-    func = b.finish()
-    axes = None
-    if low.stores.axes is not None:
-        axes = frozenset("xyz"[a] for a in low.stores.axes)
-    return TileLowered(func, b.sites, ctx, b, axes, tile_ir)
+    return b, low, ctx
 
 
 def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DType]:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from oxide.errors import KernelTypeError, LaunchError
+from oxide.errors import KernelTypeError, LaunchError, OxideError
 from oxide.kernel import (
     Kernel,
     KernelOptions,
@@ -25,6 +25,7 @@ from oxide.runtime.config import LaunchConfig
 from oxide.runtime.launch import bind_launch
 from oxide.tile.func_def import TileFunctionDef
 from oxide.tile.layout import WARP_SIZE
+from oxide.tracebacks import user_frames_only
 
 _MAX_STAGES = 4  # iterations of loads in flight: each adds a tile of registers
 
@@ -78,7 +79,11 @@ class TileKernel(Kernel):
         bound = self.__dict__.get("_oxide_bound")
         if bound is not None and bound.config is config:
             return bound
-        cfg, stream = self.tile_config(config)
+        try:
+            cfg, stream = self.tile_config(config)
+        except OxideError as exc:  # the user's frames and the diagnostic (oxide/tracebacks.py)
+            user_frames_only(exc)
+            raise
         launch = bind_launch(self, (cfg.grid, cfg.block, stream) if stream is not None else cfg)
         launch.config = config  # the next `kernel[same grid]` reuses it
         return launch
@@ -179,19 +184,31 @@ def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int = 4,
     ...     i = tile.bid(0)
     ...     tile.store(c, (i,), tile.load(a, (i,), (B,)) + tile.load(b, (i,), (B,)))
     """
-    options = tile_options(num_warps, occupancy, lineinfo, depth=1, num_stages=num_stages)
-    if fn is None:
-        def decorate(f: Callable[..., Any]) -> TileKernel:
-            _require_function(f, "@ox.tile.kernel", 1)
-            return TileKernel(f, options, _decorator_locals(1))
+    try:
+        options = tile_options(num_warps, occupancy, lineinfo, depth=1, num_stages=num_stages)
+        if fn is None:
+            def decorate(f: Callable[..., Any]) -> TileKernel:
+                try:
+                    _require_function(f, "@ox.tile.kernel", 1)
+                    return TileKernel(f, options, _decorator_locals(1))
+                except OxideError as exc:
+                    user_frames_only(exc)
+                    raise
 
-        return decorate
-    _require_function(fn, "@ox.tile.kernel", 1)
-    return TileKernel(fn, options, _decorator_locals(1))
+            return decorate
+        _require_function(fn, "@ox.tile.kernel", 1)
+        return TileKernel(fn, options, _decorator_locals(1))
+    except OxideError as exc:
+        user_frames_only(exc)
+        raise
 
 
 def func(fn: Callable[..., Any]) -> TileFunctionDef:
     """`@ox.tile.func`: a helper of tile kernels. It takes tiles, arrays and numbers,
     and returns a value with a final `return` (or nothing)."""
-    _require_function(fn, "@ox.tile.func", 1)
-    return TileFunctionDef(fn, _decorator_locals(1))
+    try:
+        _require_function(fn, "@ox.tile.func", 1)
+        return TileFunctionDef(fn, _decorator_locals(1))
+    except OxideError as exc:
+        user_frames_only(exc)
+        raise

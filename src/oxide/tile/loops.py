@@ -145,6 +145,7 @@ class TileLoopsMixin:
         index = self.scalar_tile(k, dt)
         self.env[node.target.id] = (Tile(dt, index.shape, index.ssa, witness=0)
                                     if persistent else index)
+        self.stores.persistent |= persistent
         skipped = set()
         for stmt, name in piped:  # this iteration's tile, and a later one's load issued now
             skipped.add(id(stmt))

@@ -62,6 +62,11 @@ class TileMemoryMixin:
         axes: list[int] = []
         grouped: list[int] = []  # the parts of tile.grouped_bid's pair used
         for k, i in enumerate(items):
+            if verb == "written" and isinstance(i, Tile) and i.witness is not None:
+                if isinstance(i.witness, tuple):
+                    self.stores.grouped = True
+                else:
+                    self.stores.tiled.setdefault(i.witness, set()).add((arr.name, k, shape[k]))
             if isinstance(i, Tile) and isinstance(i.witness, tuple):
                 if i.witness[1] in grouped:
                     raise self.error(SafetyError, index_node,
