@@ -189,8 +189,8 @@ class TileCallsMixin:
     def _minmax(self, kind: str, node: ast.Call) -> Any:
         a, b = self.positional(node, 2, f"tile.{kind}imum(a, b)")
         if isinstance(a, Static) and isinstance(b, Static):
-            return Static(builtins.max(a.obj, b.obj) if kind == "max" else
-                          builtins.min(a.obj, b.obj))
+            return self.fold(builtins.max if kind == "max" else builtins.min, (a.obj, b.obj),
+                             node)
         dt = self.promote(a, b, node)
         if dt.is_bool:
             raise self.error(KernelTypeError, node, f"tile.{kind}imum on bools",

@@ -34,6 +34,7 @@ from oxide.errors import (
     KernelTypeError,
     UnsupportedFeatureError,
 )
+from oxide.frontend.constfold import FoldError, convert, evaluate, negative_shift
 from oxide.frontend.entry import KernelContext, LoweredKernel
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, STATIC_SHARED_BYTES
 from oxide.frontend.scope import Scope
@@ -539,7 +540,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         if isinstance(v, Static) and isinstance(v.obj, (int, float, bool)):
             f = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
                  ast.Invert: operator.invert}[type(node.op)]
-            return Static(f(v.obj))
+            return self.fold(f, (v.obj,), node)
         t = self.as_tile(v, node.operand)
         if isinstance(node.op, ast.UAdd):
             return Tile(t.dtype, t.shape, t.ssa)
@@ -569,7 +570,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             raise self.error(UnsupportedFeatureError, node, "tiles compare with <, <=, >, >=, "
                              "==, !=")
         if isinstance(a, Static) and isinstance(b, Static):
-            return Static(_PY_CMP[op](a.obj, b.obj))
+            return self.fold(_PY_CMP[op], (a.obj, b.obj), node)
         narrow = self.narrow_compare(_CMP[op], a, b, node)
         if narrow is not None:
             return narrow
@@ -616,19 +617,16 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         if isinstance(obj, T.DType):
             (arg,) = self.positional(node, 1, f"{obj.name}(x)")
             if isinstance(arg, Static):
-                return Static(obj(arg.obj))
+                return self.t.full((), self.convert_constant(arg, obj, node), obj)
             return self.t.cast(self.as_tile(arg, node.args[0]), obj)
         if obj in (builtins.min, builtins.max) and all(
                 isinstance(self.expr(a), Static) for a in node.args):
-            return Static(obj(*(self.expr(a).obj for a in node.args)))
+            return self.fold(obj, tuple(self.expr(a).obj for a in node.args), node)
         if obj in (builtins.float, builtins.int, builtins.bool) and len(node.args) == 1 \
                 and not node.keywords:
             arg = self.expr(node.args[0])
             if isinstance(arg, Static):
-                try:
-                    return Static(obj(arg.obj))
-                except Exception as exc:  # noqa: BLE001 - Python's own message, with a span
-                    raise self.error(KernelTypeError, node, f"{self.text(node)}: {exc}") from None
+                return self.fold(obj, (arg.obj,), node)
             raise self.error(KernelTypeError, node,
                              f"`{obj.__name__}(...)` converts compile-time values only",
                              hint="convert tiles with `.astype(dtype)`")
@@ -695,6 +693,29 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         return result
 
     # -- helpers ----------------------------------------------------------------------
+
+    def fold(self, fn: Any, values: tuple[Any, ...], node: ast.AST) -> Static:
+        """An operator (or builtin) on compile-time values, as Python computes it, with the
+        SIMT frontend's bounds (frontend/constfold.py): where Python raises, or the result
+        would be too large to compute (`2 ** 2 ** 40`), a diagnostic at `node`."""
+        try:
+            return Static(evaluate(fn, values))
+        except FoldError as exc:
+            raise self.error(KernelTypeError, node,
+                             f"constant expression `{self.text(node)}` {exc}",
+                             hint=exc.hint) from None
+
+    def convert_constant(self, v: Static, dt: T.DType, node: ast.AST) -> bool | int | float:
+        """`dt(c)` on a compile-time number, as the SIMT frontend converts one
+        (frontend/constfold.py `convert`): `i32(NAN)` and `i32(3e10)` are errors."""
+        if not isinstance(v.obj, (bool, int, float)):
+            raise self.error(KernelTypeError, node, f"`{dt.name}(...)` converts numbers and "
+                             f"tiles, not {describe(v)}")
+        try:
+            return convert(v.obj, dt)
+        except FoldError as exc:
+            raise self.error(KernelTypeError, node, f"the constant {v.obj!r} {exc}",
+                             hint=exc.hint) from None
 
     def positional(self, node: ast.Call, n: int | tuple[int, int], what: str,
                    keywords: tuple[str, ...] = ()) -> list[Any]:
@@ -837,10 +858,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         na = getattr(node, "left", node)
         nb = getattr(node, "right", getattr(node, "value", node))
         if isinstance(a, Static) and isinstance(b, Static):
-            try:
-                return Static(_PY_BIN[type(op)](a.obj, b.obj))
-            except Exception as exc:  # noqa: BLE001 - Python's own error, with the span
-                raise self.error(KernelTypeError, node, f"{self.text(node)}: {exc}") from None
+            return self.fold(_PY_BIN[type(op)], (a.obj, b.obj), node)
         symbol = _SYMBOL.get(type(op), "?")
         if isinstance(op, ast.MatMult):
             return self.matmul(a, b, node, na, nb)
@@ -848,6 +866,13 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             raise self.error(UnsupportedFeatureError, node, "`**` on tiles is not supported",
                              hint="multiply (`x * x`), or use `tile.exp2(y * tile.log2(x))`")
         kind = _BIN_KINDS[type(op)]
+        if isinstance(b, Static) and negative_shift(kind, b.obj):
+            raise self.error(KernelTypeError, nb,
+                             f"`{self.text(node)}` shifts by a negative constant ({b.obj}): "
+                             "Python raises ValueError (negative shift count)",
+                             label="a negative shift amount",
+                             hint=f"shift the other way: `{'>>' if kind == 'shl' else '<<'}` by "
+                                  f"{-b.obj}")
         dt = self.promote(a, b, node) if isinstance(a, Tile) or isinstance(b, Tile) else None
         if not isinstance(a, Tile) and not isinstance(b, Tile):
             raise self.error(KernelTypeError, node, f"`{symbol}` needs tiles or numbers, got "
