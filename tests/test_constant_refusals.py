@@ -1,4 +1,4 @@
-"""Issue 27 (items 5 and 6): constants the compiler folds mean what Python means by them.
+"""Issue 27: constants the compiler folds mean what Python means by them.
 
 Where Python raises on a constant expression, the compiler raises a diagnostic with a
 span, in SIMT and tile kernels alike, and the tile frontend folds with the SIMT one's

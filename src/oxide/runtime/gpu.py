@@ -68,6 +68,7 @@ from oxide.runtime.gpu_devices import (  # noqa: F401 - this module's names too
     zero_device_memory,
 )
 from oxide.runtime.kernel_image import _LLVM_SIZES, KernelImage  # noqa: F401 - public here too
+from oxide.runtime.streams import stream_handle as explicit_stream
 from oxide.runtime.views import ArrayView
 from oxide.runtime.witness_rules import check_block_shape, check_witness_config
 
@@ -512,25 +513,15 @@ def _torch_stream(index: int) -> int:
 
 def stream_handle(stream: Any, source: str | None, index: int) -> int:
     """The raw CUstream for `stream=`; None means the current stream of the arrays' framework
-    (torch, CuPy), else the legacy default stream."""
+    (torch, CuPy), else the legacy default stream. Anything that is no stream is an
+    ArgumentError (runtime/streams.py)."""
     if stream is None:
         if source == "torch":
             return _torch_stream(index)
         if source == "cupy":
             return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
         return 0
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
-    proto = getattr(stream, "__cuda_stream__", None)
-    if proto is not None:
-        value = proto() if callable(proto) else proto
-        return int(value[1])
-    for attr in ("cuda_stream", "ptr", "handle"):
-        handle = getattr(stream, attr, None)
-        if handle is not None:
-            return int(handle)
-    raise LaunchError(f"stream= takes a cuda.core Stream, an object with __cuda_stream__ "
-                      f"(torch, CuPy) or a raw handle; got {type(stream).__name__}")
+    return explicit_stream(stream)
 
 
 # ---------------------------------------------------------------------------

@@ -121,6 +121,7 @@ def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str
                   ) -> tuple[TileBuilder, TileLowering, KernelContext]:
     """The body evaluated for one signature: its tile ops in the builder, before the
     passes, and what its stores used (`TileLowering.stores`)."""
+    _refuse_other_parameters(kernel, sig)
     runtime = [(p, s) for p, s in zip(kernel.params, sig, strict=True)
                if not isinstance(s, ConstValue)]
     arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
@@ -142,6 +143,25 @@ def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str
             low.env[p.name] = low.scalar_tile(next(args), s)
     low.lower_body(kernel.source.tree.body)
     return b, low, ctx
+
+
+def _refuse_other_parameters(kernel: Any, sig: tuple[Any, ...]) -> None:
+    """Tile kernels take arrays, scalars and Const values; any other parameter type
+    (`ox.TensorMap`, which SIMT kernels hand to `ox.tma.*`) is an error at its
+    annotation, not an internal error where the body first meets it."""
+    for p, s in zip(kernel.params, sig, strict=True):
+        if isinstance(s, (ConstValue, T.ArrayType, T.DType)):
+            continue
+        tree = kernel.source.tree
+        arg = next((a for a in (*tree.args.posonlyargs, *tree.args.args) if a.arg == p.name),
+                   tree)
+        where = getattr(arg, "annotation", None) or arg
+        hint = ("tile loads and stores choose their own memory instructions: pass the array "
+                "itself (a Slice), or use ox.tma.* in a SIMT kernel"
+                if isinstance(s, T.TensorMapType) else
+                "pass arrays (Slice, DisjointSlice, RawSlice), scalars or Const values")
+        raise UnsupportedFeatureError(f"tile kernels do not take `{p.name}: {s!r}` parameters",
+                                      kernel.source.span(where), hint=hint)
 
 
 def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DType]:
