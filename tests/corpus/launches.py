@@ -872,3 +872,15 @@ def numpy_float_tile_grid():
         tile.store(out, (tile.bid(0),), tile.zeros((32,), f32))
 
     k[np.float64(1.0)](np.zeros(32, np.float32))
+
+
+@ox.kernel
+def mma_anywhere(a: Slice[u32], out: RawSlice[f32]):
+    d = ox.mma_sync((a[0], a[1], a[2], a[3]), (a[4], a[5]), (0.0, 0.0, 0.0, 0.0))
+    with ox.unsafe():
+        out[ox.thread_idx.x] = d[0]
+
+
+@bad(LE, pattern=r"mma_sync.*last warp is partial", launch=True)
+def mma_sync_launched_in_a_block_of_16():
+    mma_anywhere[1, 16](np.zeros(8, np.uint32), np.zeros(16, np.float32))
