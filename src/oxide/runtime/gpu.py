@@ -138,12 +138,20 @@ def frame_sizes(cubin: bytes) -> dict[str, int] | None:
         return None
 
 
+STACK_MARGIN = 256  # bytes of a thread's stack the depth guard leaves unused
+
+
 def recursion_limit(cubin: bytes, stack: int) -> int | None:
     """The deepest recursive call a thread's `stack` bytes hold: one frame of the largest
-    recursive @ox.func per level (a level is one device function call), after the largest
-    other frame (the kernel's) and a margin. No limit where no recursive function has a
-    frame: one that makes a real call saves its return address in its frame, so without
-    frames LLVM has turned the recursion into loops. None where the frames cannot be read."""
+    recursive @ox.func per level (a level is one device function call), after the frames
+    of every other function (the kernel's, and those of non-recursive functions it or
+    the recursion calls, each at most once in a chain of calls) and a margin. The guard
+    runs in the callee, whose frame is then on the stack already, hence one level less
+    (0: one frame fits, and the first call reports); -1 where the stack holds no frame
+    at all, which the kernel checks before its calls (codegen/emit.py `op_CallOp`), so
+    no call is made. No limit where no recursive function has a frame:
+    one that makes a real call saves its return address in its frame, so without frames
+    LLVM has turned the recursion into loops. None where the frames cannot be read."""
     frames = frame_sizes(cubin)
     if frames is None:
         return None
@@ -151,9 +159,9 @@ def recursion_limit(cubin: bytes, stack: int) -> int | None:
                      if name.startswith(RECURSIVE_SYMBOL_PREFIX)), default=0)
     if recursive == 0:
         return 2**31 - 1
-    other = max((size for name, size in frames.items()
-                 if not name.startswith(RECURSIVE_SYMBOL_PREFIX)), default=0)
-    return max(1, (stack - 256 - other) // recursive - 1)
+    other = sum(size for name, size in frames.items()
+                if not name.startswith(RECURSIVE_SYMBOL_PREFIX))
+    return max(-1, (stack - STACK_MARGIN - other) // recursive - 1)
 
 
 def write_recursion_limit(module: Any, cubin: bytes, stack: int) -> None:
