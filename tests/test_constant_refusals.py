@@ -112,3 +112,36 @@ def test_the_folding_limits_are_checked_before_evaluating() -> None:
                        (operator.pow, (3, 2**40)), (operator.lshift, (1, 2**40))):
         with pytest.raises(constfold.FoldError, match="too (long|large)"):
             constfold.evaluate(fn, values)
+
+
+def test_tile_full_converts_a_float_to_its_integer_dtype_as_numpy_does() -> None:
+    @tile.kernel(num_warps=1)
+    def k(out: DisjointSlice[i32]):
+        tile.store(out, (tile.bid(0),), tile.full((32,), 2.7, i32) + tile.full((32,), -2.7, i32)
+                   * 10)
+
+    out = np.zeros(32, np.int32)
+    k[1](out)
+    assert (out == 2 - 20).all()
+
+
+@pytest.mark.parametrize("expr,words", [
+    ("tile.full((16,), NAN, i64)", "NaN is no integer"),
+    ("tile.full((16,), 1e30, i64)", "does not fit in i64"),
+    ("tile.grouped(1.5, 2, 2, 2)[0]", "the literal 1.5 is not an integer"),
+])
+def test_tile_floats_where_integers_go_are_diagnostics(expr: str, words: str) -> None:
+    """A float literal met by an integer type is an error, as in SIMT kernels (it was
+    truncated silently, or raised Python's ValueError for NaN)."""
+    import linecache
+
+    src = ("def k(out: DisjointSlice[i64]):\n"
+           f"    v = {expr}\n"
+           "    tile.store(out, (tile.bid(0),), tile.full((16,), 1, i64))\n")
+    path = f"<constant-refusals-{abs(hash(src))}>"
+    linecache.cache[path] = (len(src), None, src.splitlines(True), path)
+    ns: dict[str, object] = {}
+    exec(compile(src, path, "exec"), {**globals(), "NAN": NAN}, ns)
+    with pytest.raises(ox.KernelTypeError, match=words) as info:
+        tile.kernel(ns["k"]).compile(DisjointSlice[i64])
+    assert info.value.span is not None and info.value.span.line == 2

@@ -154,6 +154,9 @@ class TileCallsMixin:
         if isinstance(value, Static) and isinstance(value.obj, (bool, int, float)):
             if dt is None:
                 dt = self.as_tile(value, node.args[1]).dtype
+            if isinstance(value.obj, float) and not dt.is_float:
+                # `dtype=` converts, as NumPy's np.full does: truncated, NaN refused
+                return self.t.full(shape, self.convert_constant(value, dt, node.args[1]), dt)
             self.as_tile(value, node.args[1], dt)  # range check
             return self.t.full(shape, value.obj, dt)
         if isinstance(value, Tile) and value.ndim == 0:

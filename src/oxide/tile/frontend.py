@@ -808,6 +808,10 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             if isinstance(v.obj, int) and dt.is_int and not _fits(v.obj, dt):
                 raise self.error(KernelTypeError, node, f"the literal {v.obj} does not fit in "
                                  f"{dt.name}")
+            if isinstance(v.obj, float) and not dt.is_float:  # as SIMT kernels' literals
+                raise self.error(KernelTypeError, node, f"the literal {v.obj!r} is not "
+                                 f"{'a bool' if dt.is_bool else 'an integer'} ({dt.name})",
+                                 hint=f"convert explicitly: `{dt.name}({v.obj!r})`")
             return self.t.full((), v.obj, dt)
         raise self.error(KernelTypeError, node, f"expected a tile or a number, got "
                          f"{describe(v)}")
