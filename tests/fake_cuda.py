@@ -25,6 +25,7 @@ class FakeDriver:
         "MAX_BLOCK_DIM_Z": 64, "MAX_GRID_DIM_X": 2**31 - 1, "MAX_GRID_DIM_Y": 65535,
         "MAX_GRID_DIM_Z": 65535, "MAX_SHARED_MEMORY_PER_BLOCK": 48 * 1024,
         "MAX_SHARED_MEMORY_PER_BLOCK_OPTIN": 227 * 1024,
+        "MULTIPROCESSOR_COUNT": 132, "MAX_THREADS_PER_MULTIPROCESSOR": 2048,
     }
 
     def __init__(self, devices: int = 1) -> None:

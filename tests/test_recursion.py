@@ -94,6 +94,17 @@ def alternating(a, n):
 
 
 @ox.func
+def big_frame(n: i32) -> f32:
+    """A recursion with an 8 KiB frame (a local array indexed at run time stays in local
+    memory): the default 4 KiB stack does not hold even one level."""
+    t = ox.local.array(f32, 2048)
+    t[(n * 7) % 2048] = f32(n)
+    if n <= 0:
+        return t[0]
+    return big_frame(n - 1) + t[(n * 7) % 2048]
+
+
+@ox.func
 def fib_counted(n, calls):
     ox.atomic.add(calls, 0, 1)
     if n < 2:
@@ -455,6 +466,7 @@ def test_runaway_recursion_is_reported_not_a_crash(cpu) -> None:
     assert "def runaway(n):" in str(info.value)
     ck = runaways.compile(DisjointSlice[i32], target="cpu")
     limit = int(ck.llvm_unoptimized.split("icmp ugt i32 %oxide.depth, ")[1].split()[0])
+    assert f"icmp slt i32 {limit}, 0" in ck.llvm_unoptimized  # the kernel's check of room
     assert limit >= 2000 and limit * 256 <= host_stack_bytes()
     assert out.tolist() == [limit] * 4  # the deepest call returned 0, every level added 1
 
@@ -759,26 +771,103 @@ def fib_beside_a_local_table(ns: Slice[i32], out: DisjointSlice[i32]):
         out[i] = table[(n * 7) % 256]
 
 
+def _other_frames(frames: dict[str, int]) -> int:
+    return sum(size for name, size in frames.items() if not name.startswith("oxide_recursive_"))
+
+
 def test_recursion_limit() -> None:
-    from oxide.runtime.gpu import frame_sizes, recursion_limit
+    """The guard is checked before each call, so every level up to the limit, the
+    kernel's frame and the other functions' frames fit in the stack, less a margin."""
+    from oxide.runtime.gpu import STACK_MARGIN, frame_sizes, recursion_limit
 
     cubin = fibs.compile(Slice[i32], DisjointSlice[i32], arch="sm_90").cubin
-    frame = frame_sizes(cubin)["oxide_recursive_fib_0"]
-    assert frame > 0
-    assert recursion_limit(cubin, 4096) == (4096 - 256) // frame - 1
-    assert recursion_limit(cubin, 65536) == (65536 - 256) // frame - 1
+    frames = frame_sizes(cubin)
+    frame = frames["oxide_recursive_fib_0"]
+    assert frame > 0 and STACK_MARGIN == 256
+    other = _other_frames(frames)
+    assert recursion_limit(cubin, 4096) == (4096 - 256 - other) // frame - 1
+    assert recursion_limit(cubin, 65536) == (65536 - 256 - other) // frame - 1
     # the kernel's frame is taken once, the recursive function's once per level
     ck = fib_beside_a_local_table.compile(Slice[i32], DisjointSlice[i32], arch="sm_90")
     frames = frame_sizes(ck.cubin)
     own = frames[ck.name]
     assert own >= 1024 and frames["oxide_recursive_fib_0"] == frame
-    assert recursion_limit(ck.cubin, 8192) == (8192 - 256 - own) // frame - 1
+    other = _other_frames(frames)
+    assert other >= own
+    limit = recursion_limit(ck.cubin, 8192)
+    assert limit == (8192 - 256 - other) // frame - 1
+    # the frame of the call the guard refuses (at limit + 1) fits too; one more does not
+    assert other + (limit + 1) * frame <= 8192 - 256 < other + (limit + 2) * frame
     # LLVM made factorial's tail recursion a loop: no frame, so no stack to run out of
     cubin = factorials.compile(Slice[i64], DisjointSlice[i64], arch="sm_90").cubin
     assert not any(size for name, size in frame_sizes(cubin).items()
                    if name.startswith("oxide_recursive_"))
     assert recursion_limit(cubin, 4096) == 2**31 - 1
     assert recursion_limit(b"not an ELF image", 4096) is None
+
+
+@ox.kernel
+def big_frames(ns: Slice[i32], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(ns):
+        out[i] = big_frame(ns[i])
+
+
+@ox.kernel(stack_size=64 * 1024)
+def big_frames_roomy(ns: Slice[i32], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(ns):
+        out[i] = big_frame(ns[i])
+
+
+def py_big_frame(n: int) -> float:
+    return float(sum(range(1, n + 1)))  # each level adds its own n; the base case 0
+
+
+def test_a_frame_larger_than_the_stack_allows_no_call() -> None:
+    """An 8 KiB frame in the default 4 KiB stack: the limit is -1, so the kernel's first
+    call is not made (a KernelAssertionError), where the limit was once at least 1 and
+    the calls ran past the stack (CUDA_ERROR_ILLEGAL_ADDRESS on an H200)."""
+    from oxide.kernel import DEFAULT_STACK_SIZE
+    from oxide.runtime.gpu import frame_sizes, recursion_limit
+
+    cubin = big_frames.compile(Slice[i32], DisjointSlice[f32], arch="sm_90").cubin
+    frames = frame_sizes(cubin)
+    frame = max(size for name, size in frames.items() if name.startswith("oxide_recursive_"))
+    assert frame >= 8192
+    assert recursion_limit(cubin, DEFAULT_STACK_SIZE) == -1  # not one frame fits
+    assert recursion_limit(cubin, 256 + _other_frames(frames) + frame) == 0  # one fits
+    roomy = recursion_limit(cubin, 64 * 1024)
+    assert roomy == (64 * 1024 - 256 - _other_frames(frames)) // frame - 1 >= 5
+
+
+def test_big_frames_on_the_cpu(cpu) -> None:
+    ns = np.array([0, 1, 5, 30], np.int32)
+    out = np.zeros(4, np.float32)
+    big_frames[1, 4](ns, out)
+    assert out.tolist() == [py_big_frame(int(n)) for n in ns]
+
+
+def test_a_limit_of_zero_refuses_the_first_call(cpu, monkeypatch) -> None:
+    """A stack that holds one frame and no more: the first call is reported (by the
+    callee, whose frame fits) and gives 0 (the CPU's limit is 0 where the stack is below
+    1 MiB plus a frame)."""
+    from oxide.codegen import cpu as cpu_target
+
+    monkeypatch.setattr(cpu_target, "host_stack_bytes", lambda: 1 << 20)
+
+    @ox.kernel
+    def k(ns: Slice[i32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i < len(out) and i < len(ns):
+            out[i] = big_frame(ns[i])
+
+    ck = k.compile(Slice[i32], DisjointSlice[f32], target="cpu")
+    assert "icmp ugt i32 %oxide.depth, 0" in ck.llvm_unoptimized
+    out = np.full(2, 9.0, np.float32)
+    with pytest.raises(ox.KernelAssertionError, match="`big_frame` recursed deeper"):
+        k[1, 2](np.array([0, 3], np.int32), out)
+    assert out.tolist() == [0.0, 0.0]
 
 
 @pytest.fixture
@@ -791,14 +880,23 @@ def fake(monkeypatch: pytest.MonkeyPatch, tmp_path) -> Iterator[FakeDriver]:
     monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path / "cache"))
     limits = {"STACK_SIZE": 1024}
     driver.limit_sets = []  # type: ignore[attr-defined]
+    # what the driver refuses: past the per-thread maximum, INVALID_VALUE (523712 bytes on
+    # an H200, driver 580); past what the device's memory holds, OUT_OF_MEMORY
+    driver.stack_max = None  # type: ignore[attr-defined]
+    driver.stack_memory = None  # type: ignore[attr-defined]
 
-    def set_limit(name: str, value: int) -> None:
+    def set_limit(name: str, value: int) -> str | None:
         driver.limit_sets.append((name, value))  # type: ignore[attr-defined]
+        if driver.stack_max is not None and value > driver.stack_max:  # type: ignore[attr-defined]
+            return "CUDA_ERROR_INVALID_VALUE"
+        if driver.stack_memory is not None and value > driver.stack_memory:  # type: ignore[attr-defined]
+            return "CUDA_ERROR_OUT_OF_MEMORY"
         limits[name] = value
+        return None
 
     monkeypatch.setattr(cuda_driver, "context_limit", lambda name: limits[name])
     monkeypatch.setattr(cuda_driver, "set_context_limit", set_limit)
-    for k in (fibs, doubles):
+    for k in (fibs, doubles, fibs_on_the_largest_stack):
         k.__dict__.pop("_oxide_launchers", None)
     with ox.device(0):
         yield driver
@@ -845,3 +943,45 @@ def doubles(a: Slice[i32], out: DisjointSlice[i32]):
     i = thread.index_1d()
     if i < len(out) and i < len(a):
         out[i] = a[i] * 2
+
+
+@ox.kernel(stack_size=512 * 1024)
+def fibs_on_the_largest_stack(ns: Slice[i32], out: DisjointSlice[i32]):
+    i = thread.index_1d()
+    if i < len(out) and i < len(ns):
+        out[i] = fib(ns[i])
+
+
+def test_a_stack_beyond_the_devices_maximum_is_clamped(fake: FakeDriver, monkeypatch) -> None:
+    """`stack_size=512 * 1024` is more than an H200 takes per thread (the driver says
+    CUDA_ERROR_INVALID_VALUE above 523712 bytes): the runtime finds the largest it takes
+    and the depth guard counts with that, where the launch once failed."""
+    import ctypes
+
+    from oxide.runtime import cuda_driver
+    from oxide.runtime.gpu import recursion_limit
+
+    cell = ctypes.c_int32(-1)
+    monkeypatch.setattr(cuda_driver, "module_global",
+                        lambda module, name: (ctypes.addressof(cell), 4))
+    fake.stack_max = 523712  # type: ignore[attr-defined]
+    ns, out = ox.empty(8, i32), ox.empty(8, i32)
+    fake.formats = "QqQq"
+    fibs_on_the_largest_stack[1, 8](ns, out)
+    assert len(fake.launches) == 1
+    sets = [v for _, v in fake.limit_sets]  # type: ignore[attr-defined]
+    assert sets[0] == 512 * 1024 and sets[-1] == 523712 and len(sets) < 20
+    assert cuda_driver.context_limit("STACK_SIZE") == 523712
+    cubin = fibs_on_the_largest_stack.compile(Slice[i32], DisjointSlice[i32],
+                                              arch="sm_90").cubin
+    assert cell.value == recursion_limit(cubin, 523712)
+
+
+def test_a_stack_the_device_memory_cannot_hold_is_a_launch_error(fake: FakeDriver) -> None:
+    fake.stack_memory = 100_000  # type: ignore[attr-defined]
+    ns, out = ox.empty(8, i32), ox.empty(8, i32)
+    fake.formats = "QqQq"
+    with pytest.raises(ox.LaunchError, match=r"could not give each thread 524288 bytes of "
+                       r"stack.*CUDA_ERROR_OUT_OF_MEMORY.*270336 threads.*stack_size="):
+        fibs_on_the_largest_stack[1, 8](ns, out)
+    assert fake.launches == []

@@ -196,6 +196,32 @@ def test_streams(fake: FakeDriver) -> None:
         scale[cfg(8)](x, 1.0, y, stream="default")
 
 
+class _BrokenProtocol:
+    def __cuda_stream__(self) -> tuple[int, int]:
+        raise RuntimeError("no stream here")
+
+
+class _FloatHandle:
+    cuda_stream = 1.5
+
+
+GARBAGE_STREAMS = ["default", 1.5, -1, 2**64, True, np.float64(3.0), object(), [0],
+                   _BrokenProtocol(), _FloatHandle()]
+
+
+@pytest.mark.parametrize("stream", GARBAGE_STREAMS, ids=lambda s: type(s).__name__)
+def test_garbage_streams_are_argument_errors(fake: FakeDriver, stream: object) -> None:
+    """Issue 27: what is no stream is an ArgumentError before anything runs, on the first
+    launch (the general path) and on a relaunch (the binder of runtime/fastpath.py)."""
+    x, y = ox.zeros(8), ox.zeros(8)
+    fake.formats = "QqfQq"
+    for _ in range(2):
+        with pytest.raises(ox.ArgumentError, match="stream= takes"):
+            scale[cfg(8)](x, 1.0, y, stream=stream)
+        scale[cfg(8)](x, 1.0, y, stream=np.uint64(0x42))  # a NumPy integer handle is fine
+    assert [launch["stream"] for launch in fake.launches] == [0x42, 0x42]
+
+
 def test_host_arrays_are_copied_in_and_back_with_one_warning(fake: FakeDriver,
                                                              monkeypatch) -> None:
     from oxide.runtime import args

@@ -17,7 +17,12 @@ from oxide.codegen.abi import RECURSIVE_SYMBOL_PREFIX, ParamABI
 from oxide.errors import CompileError, InternalCompilerError
 from oxide.frontend.builder import Site
 from oxide.progress import activity
-from oxide.runtime.witness_rules import WHOLE_WARP_ROWS, grid_rule
+from oxide.runtime.witness_rules import (
+    WHOLE_WARP_GROUPS,
+    WHOLE_WARP_ROWS,
+    WHOLE_WARPS,
+    grid_rule,
+)
 from oxide.specialize import ConstValue
 
 
@@ -205,6 +210,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     from oxide.passes.safety import check_disjoint_writes
     from oxide.passes.shared_races import check_shared_races, needs_proof
     from oxide.passes.uniformity import check_barrier_uniformity, varying_values
+    from oxide.passes.whole_warps import launch_group
 
     symbol = mangle(kernel, sig)
     if target == "nvptx":
@@ -274,6 +280,10 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         divergent = uniformity.deferred
         if uniformity.needs_whole_warp_rows:
             launch_rules = (WHOLE_WARP_ROWS,)
+    if not is_tile:  # tensor-core and warp-group instructions need whole warps (groups)
+        group = launch_group(func, lowered.builder.origins, kernel.options.block)
+        if group:
+            launch_rules += (WHOLE_WARPS if group == 32 else WHOLE_WARP_GROUPS,)
     # tile kernels: the grid axes their DisjointSlice stores tell blocks apart by
     grid_axes = getattr(lowered, "grid_axes", None)
     if lanes_proved and (divergent is not None or needs_proof(func)):
@@ -320,7 +330,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     ck.grid_x_factor = factor
     # The witness ranks the kernel creates: a launch must keep them unique
     # (runtime/witness_rules.py checks the grid and block before anything runs).
-    ck.thread_index_ranks = thread_index_ranks(func) + grid_rule(grid_axes) + launch_rules
+    ck.thread_index_ranks = tuple(sorted(set(
+        thread_index_ranks(func) + grid_rule(grid_axes) + launch_rules)))
     ck.constants = list(lowered.ctx.constants)
     # what the body resolved from outside it: the disk cache checks its key covered these
     ck.folded = dict(lowered.ctx.folded)

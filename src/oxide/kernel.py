@@ -31,6 +31,7 @@ from oxide.kernel_types import (  # noqa: F401 - oxide.kernel's names, as before
     _require_function,
     func,
 )
+from oxide.runtime.config import as_int
 from oxide.runtime.launch import bind_launch
 from oxide.tracebacks import user_frames_only
 
@@ -117,11 +118,18 @@ def _check_stack_size(stack_size: Any, depth: int) -> None:
                                "bytes in kernels that call recursive @ox.funcs")
 
 
+def _int_option(value: Any) -> Any:
+    """An integer option as a plain int (NumPy integers too: sizes often come from
+    NumPy); anything else unchanged, for the option's check to report."""
+    n = as_int(value)
+    return value if n is None else n
+
+
 def _block_option(block: Any, depth: int) -> tuple[int, int, int] | None:
     """`block=256` or `block=(32, 8)` as (x, y, z), or a diagnostic at the decorator."""
     if block is None:
         return None
-    dims = block if isinstance(block, tuple) else (block,)
+    dims = tuple(_int_option(d) for d in (block if isinstance(block, tuple) else (block,)))
     ok = 1 <= len(dims) <= 3 and all(isinstance(d, int) and not isinstance(d, bool) and d >= 1
                                       for d in dims)
     if ok:
@@ -149,6 +157,7 @@ def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contrac
     ... def scale(x: Slice[f32], a: f32, out: DisjointSlice[f32]): ...
     """
     try:
+        max_threads, stack_size = _int_option(max_threads), _int_option(stack_size)
         options = KernelOptions(checks=checks, contract=contract, max_threads=max_threads,
                                 coarsen=coarsen, lineinfo=lineinfo,
                                 block=_block_option(block, 1), stack_size=stack_size)

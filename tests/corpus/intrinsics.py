@@ -6,7 +6,7 @@ arity, operand kinds or types."""
 from __future__ import annotations
 
 import oxide as ox
-from oxide import AtomicSlice, DisjointSlice, Slice, f32, i32, thread
+from oxide import AtomicSlice, DisjointSlice, RawSlice, Slice, f32, i32, thread, u32
 
 from . import bad
 
@@ -249,4 +249,27 @@ def warp_reduce_with_empty_constant_mask():
         s = ox.warp.reduce_add(a, 0)  # <-
         if i in out:
             out[i] = s
+    return k
+
+
+# -- issue 27: tensor-core and warp-group instructions need whole warps
+
+
+@bad(SE, pattern=r"ox\.mma_sync.*32 threads of a warp.*block=16 has 16 threads")
+def mma_sync_in_a_declared_block_of_16():
+    @ox.kernel(block=16)
+    def k(a: Slice[u32], out: RawSlice[f32]):
+        d = ox.mma_sync((a[0], a[1], a[2], a[3]), (a[4], a[5]), (0.0, 0.0, 0.0, 0.0))  # <-
+        with ox.unsafe():
+            out[ox.thread_idx.x] = d[0]
+    return k
+
+
+@bad(SE, pattern=r"ox\.setmaxnreg.*warp group.*96 threads")
+def setmaxnreg_in_a_declared_block_of_3_warps():
+    @ox.kernel(block=96)
+    def k(out: RawSlice[u32]):
+        with ox.unsafe():
+            ox.setmaxnreg(232)  # <-
+            out[ox.thread_idx.x] = u32(1)
     return k

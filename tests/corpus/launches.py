@@ -848,3 +848,39 @@ def constant_array_set_out_of_range():
 @bad(ox.OxideError, pattern=r"nan|i32|integer", launch=True)
 def constant_array_set_nan_into_ints():
     ox.ConstantArray(i32, 2).set([float("nan"), 1.0])
+
+
+# -- issue 27: what a launch takes besides its arguments
+
+
+@bad(AE, pattern=r"stream= takes.*'default'", launch=True)
+def string_for_a_stream():
+    scale[1, 8](np.ones(8, np.float32), 2.0, np.zeros(8, np.float32), stream="default")
+
+
+@bad(AE, pattern=r"stream= takes.*not a 64-bit pointer", launch=True)
+def negative_stream_handle():
+    scale[1, 8, -1](np.ones(8, np.float32), 2.0, np.zeros(8, np.float32))
+
+
+@bad(LE, pattern=r"grid", launch=True)
+def numpy_float_tile_grid():
+    from oxide import tile
+
+    @tile.kernel(num_warps=1)
+    def k(out: DisjointSlice[f32]):
+        tile.store(out, (tile.bid(0),), tile.zeros((32,), f32))
+
+    k[np.float64(1.0)](np.zeros(32, np.float32))
+
+
+@ox.kernel
+def mma_anywhere(a: Slice[u32], out: RawSlice[f32]):
+    d = ox.mma_sync((a[0], a[1], a[2], a[3]), (a[4], a[5]), (0.0, 0.0, 0.0, 0.0))
+    with ox.unsafe():
+        out[ox.thread_idx.x] = d[0]
+
+
+@bad(LE, pattern=r"mma_sync.*last warp is partial", launch=True)
+def mma_sync_launched_in_a_block_of_16():
+    mma_anywhere[1, 16](np.zeros(8, np.uint32), np.zeros(16, np.float32))

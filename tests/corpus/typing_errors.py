@@ -7,7 +7,23 @@ from __future__ import annotations
 import numpy as np
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, f16, f32, f64, i8, i32, i64, thread, u8, u64
+from oxide import (
+    Const,
+    DisjointSlice,
+    Slice,
+    TensorMap,
+    bf16,
+    f16,
+    f32,
+    f64,
+    i8,
+    i32,
+    i64,
+    thread,
+    tile,
+    u8,
+    u64,
+)
 
 from . import bad
 
@@ -376,4 +392,12 @@ def func_parameter_annotation_typo():
         i = thread.index_1d()
         if i in out:
             out[i] = half(a)  # <-
+    return k
+
+
+@bad(UFE, pattern=r"tile kernels do not take `tm: TensorMap\[bf16, 2\]`.*ox\.tma")
+def tensor_map_parameter_of_a_tile_kernel():
+    @tile.kernel
+    def k(a: Slice[f32], tm: TensorMap[bf16, 2], out: DisjointSlice[f32]):  # <-
+        tile.store(out, (tile.bid(0),), tile.load(a, (tile.bid(0),), (16,)))
     return k

@@ -235,7 +235,7 @@ class CPUTarget:
         """The deepest call allowed: the OS thread's stack, less 1 MiB for the kernel, the
         launch driver and Python below it, over a generous frame bound (codegen/emit.py
         `frame_estimate`). A deeper call is reported instead of crashing the process."""
-        return str(max(1, (host_stack_bytes() - (1 << 20)) // max(frame_bound, 1)))
+        return str(max(0, (host_stack_bytes() - (1 << 20)) // max(frame_bound, 1)))
 
     # -- the module ------------------------------------------------------------------
 

@@ -116,6 +116,8 @@ class Emitter(ArithmeticMixin, MemoryMixin, MaskedAccessMixin, CoarseningMixin):
         for i, block in enumerate(blocks):
             self.labels[block] = "entry" if i == 0 else f"bb{i}"
         body_start = len(self.lines)
+        # the depth guards (`op_CallOp`, `depth_guard`) divide the CPU's stack by this
+        self.frame_bound = max((frame_estimate(f) for f in self.device_functions), default=0)
         for block in blocks:
             self.start_block(self.labels[block])
             for op in block.ops:
@@ -123,7 +125,6 @@ class Emitter(ArithmeticMixin, MemoryMixin, MaskedAccessMixin, CoarseningMixin):
                 self.emit_op(op)
         self.dbg = ""
         body = self.lines[body_start:]
-        self.frame_bound = max((frame_estimate(f) for f in self.device_functions), default=0)
         for f in self.device_functions:
             self.function_texts.append(FunctionEmitter(self, f).function_text())
         if self.prefetch:
@@ -403,7 +404,39 @@ class Emitter(ArithmeticMixin, MemoryMixin, MaskedAccessMixin, CoarseningMixin):
     def op_CallOp(self, op: ops.CallOp) -> None:
         """A call of a recursive @ox.func: arrays flattened as in the kernel ABI (pointer,
         extents, strides), then the error record and what the target adds (the CPU's
-        registers); several results come back as a struct."""
+        registers); several results come back as a struct.
+
+        The callee checks its own depth (`depth_guard`), after its frame is on the stack.
+        So the kernel's calls first check that the stack holds a frame at all: where the
+        limit is negative (a frame larger than the stack left), the call is not made; it
+        is reported as the callee's guard reports it, and gives zeros."""
+        if self.depth_next != "1":
+            value = self.emit_call(op)
+            if value is not None:
+                self.bind_results(op, value)
+            return
+        limit = self.t.recursion_limit(self, self.frame_bound)
+        no_room = self.ins(f"icmp slt i32 {limit}, 0")
+        deep, call, join = self.label(), self.label(), self.label()
+        self.raw(f"br i1 {no_room}, label %{deep}, label %{call}, !prof !1")
+        self.start_block(deep)
+        callee = next(f for f in self.device_functions if f.sym_name.data == op.callee.data)
+        self.call_report(2, callee.attributes[DEPTH_SITE].data, "0", "0")  # type: ignore[attr-defined]
+        deep_end = self.current
+        self.raw(f"br label %{join}")
+        self.start_block(call)
+        value = self.emit_call(op)
+        call_end = self.current
+        self.raw(f"br label %{join}")
+        self.start_block(join)
+        if value is None:
+            return
+        ret = return_type([r.type for r in op.res])
+        self.bind_results(op, self.ins(
+            f"phi {ret} [ zeroinitializer, %{deep_end} ], [ {value}, %{call_end} ]"))
+
+    def emit_call(self, op: ops.CallOp) -> str | None:
+        """The `call`; its value (a scalar or a struct), or None for no result."""
         args: list[str] = []
         for a in op.args:
             if a in self.arrays:
@@ -419,11 +452,15 @@ class Emitter(ArithmeticMixin, MemoryMixin, MaskedAccessMixin, CoarseningMixin):
         call = f"call {ret} @{op.callee.data}({', '.join(args)})"
         if not op.res:
             self.raw(call)
-            return
-        value = self.ins(call)
+            return None
+        return self.ins(call)
+
+    def bind_results(self, op: ops.CallOp, value: str) -> None:
+        """`op`'s results from the call's value: itself, or the items of its struct."""
         if len(op.res) == 1:
             self.names[op.res[0]] = value
             return
+        ret = return_type([r.type for r in op.res])
         for k, r in enumerate(op.res):
             self.names[r] = self.ins(f"extractvalue {ret} {value}, {k}")
 

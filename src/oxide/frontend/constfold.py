@@ -9,10 +9,14 @@ that could build a huge one (`**`, `<<`) are refused *before* Python evaluates
 them. 128 bits leave room for idioms such as `(1 << 64) - 1` (u64's maximum); a
 value still has to fit its kernel type where it is used (64 bits at most).
 
-Conversions of constants (`i32(NAN)`, `f32(1e300)`) follow the run-time
-conversions of docs/language.md, so folding never changes a result:
-float-to-integer saturates and NaN gives 0; conversions to a float type round
-to the nearest value of the type and overflow to infinity.
+A constant expression means what Python means by it, so where Python raises
+(`1 << -1`, `7 / 0`, `int(NAN)`) folding raises too: a `FoldError` the frontends
+(SIMT and tile alike) turn into a diagnostic at the expression. Conversions of
+constants follow the host's meaning of the dtypes (NumPy's): to an integer type
+the value is truncated and must fit (`i32(NAN)`, `i64(INF)`, `i32(3e10)` are
+errors, as `np.int32(...)` raises); to a float type it is rounded to the nearest
+value of the type and overflows to infinity (`f32(1e300)` is inf, as NumPy
+gives), but an integer beyond every float's range is an error.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import numpy as np
 from oxide import types as T
 
 FOLD_BITS = 128  # the widest integer a constant expression may produce along the way
+MAX_SEQUENCE_ITEMS = 1024  # compile-time tuples (and strings): more than any shape needs
 
 _NP_FLOAT = {"f16": np.float16, "f32": np.float32, "f64": np.float64}
 
@@ -50,11 +55,40 @@ def _too_big(bits: int) -> FoldError:
                      "intermediate values; use floats for larger magnitudes")
 
 
-def precheck(fn: Callable[..., object], values: tuple[object, ...]) -> None:
-    """Refuses, without evaluating them, `**` and `<<` whose result would exceed FOLD_BITS."""
+def evaluate(fn: Callable[..., object], values: tuple[object, ...]) -> object:
+    """`fn(*values)` as Python computes it, for an operator (or builtin) on compile-time
+    values; a FoldError (message and hint for the diagnostic) where Python raises, and
+    where the result would be too large to compute (checked before evaluating).
+
+    >>> evaluate(operator.lshift, (1, 4))
+    16
+    """
+    _precheck(fn, values)
+    try:
+        result = fn(*values)
+    except OverflowError:
+        raise FoldError("overflows: its value is beyond the range of f64",
+                        hint="constants fold as Python evaluates them; write `math.inf` if "
+                             "infinity is meant") from None
+    except (ArithmeticError, TypeError, ValueError) as exc:
+        raise FoldError(f"fails: {exc}",
+                        hint="constant expressions are computed at compile time, as Python "
+                             "computes them, and Python raises here") from None
+    _check_result(result)
+    return result
+
+
+def _precheck(fn: Callable[..., object], values: tuple[object, ...]) -> None:
+    """Refuses, without evaluating them, `**` and `<<` whose result would exceed FOLD_BITS
+    and a sequence repeated past MAX_SEQUENCE_ITEMS (`(0,) * 2**40`)."""
     if len(values) != 2:
         return
     a, b = values
+    if fn is operator.mul:
+        seq, n = (a, b) if isinstance(a, (tuple, str)) else (b, a)
+        if isinstance(seq, (tuple, str)) and _int(n) and n * len(seq) > MAX_SEQUENCE_ITEMS:
+            raise FoldError(f"is too long: it would hold {n * len(seq)} items",
+                            hint=f"compile-time tuples hold at most {MAX_SEQUENCE_ITEMS}")
     if fn is operator.pow and _int(a) and _int(b) and b > 0 and abs(a) > 1:
         try:
             bits = int(b * math.log2(abs(a))) + 1
@@ -68,7 +102,7 @@ def precheck(fn: Callable[..., object], values: tuple[object, ...]) -> None:
             raise _too_big(bits)
 
 
-def check_result(result: object) -> None:
+def _check_result(result: object) -> None:
     """Refuses a folded integer wider than FOLD_BITS (module constants can be any size)."""
     if _int(result) and result.bit_length() > FOLD_BITS:
         raise _too_big(result.bit_length())
@@ -85,15 +119,59 @@ def int_division_by_zero(kind: str, a: object, b: object) -> bool:
             and b == 0)  # bools are integers here, as in Python
 
 
-def float_to_int(value: float, dt: T.DType) -> int:
-    """A float constant converted to integer type `dt` as at run time: truncated toward
-    zero, saturated at the type's limits, NaN to 0 (PTX's `cvt.rzi.sat`)."""
-    lo, hi = (-(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1) - 1) if dt.is_signed else (0, 2**dt.bits - 1)
-    if math.isnan(value):
-        return 0
-    if math.isinf(value):
-        return hi if value > 0 else lo
-    return max(lo, min(hi, int(value)))
+def convert(value: bool | int | float, dt: T.DType) -> bool | int | float:
+    """`dt(value)` on a constant, as the host computes it (`ox.i32(x)` is NumPy's
+    `np.int32(x)`): a FoldError where that raises.
+
+    To an integer type a float is truncated toward zero (Python's `int`) and must then
+    fit, as an integer must: NaN (ValueError in Python), an infinity (OverflowError)
+    and a value beyond the type's range (`i32(3e10)`, `u8(-3.7)`: NumPy's OverflowError)
+    are errors, not the saturated value a run-time conversion gives. To a float type,
+    `to_float`.
+
+    >>> convert(2.9, T.i32), convert(-2.9, T.i32)
+    (2, -2)
+    """
+    if dt.is_bool:
+        return bool(value)
+    if dt.is_float:
+        return to_float(value, dt)
+    if isinstance(value, float):
+        if math.isnan(value):
+            raise FoldError(f"cannot be converted to {dt.name}: NaN is no integer (`int(nan)` "
+                            f"raises ValueError in Python, and `ox.{dt.name}(nan)` on the host)",
+                            hint="write the integer meant (a run-time NaN converts to 0)")
+        if math.isinf(value):
+            raise FoldError(f"cannot be converted to {dt.name}: an infinity is no integer "
+                            f"(`int({value!r})` raises OverflowError in Python, and "
+                            f"`ox.{dt.name}({value!r})` on the host)",
+                            hint=f"write the integer meant, e.g. the type's limit "
+                                 f"`{_limit_text(dt, value > 0)}`")
+        value = int(value)
+    if not _fits(int(value), dt):
+        raise FoldError(f"does not fit in {dt.name} (from {_limit_text(dt, False)} to "
+                        f"{_limit_text(dt, True)}; `ox.{dt.name}(...)` raises OverflowError on "
+                        "the host)", hint="write a value in the range, or convert to a wider "
+                                          "type")
+    return int(value)
+
+
+def _fits(value: int, dt: T.DType) -> bool:
+    lo, hi = (-(2 ** (dt.bits - 1)), 2 ** (dt.bits - 1)) if dt.is_signed else (0, 2**dt.bits)
+    return lo <= value < hi
+
+
+def _limit_text(dt: T.DType, top: bool) -> str:
+    if top:
+        return f"2**{dt.bits - 1} - 1" if dt.is_signed else f"2**{dt.bits} - 1"
+    return f"-2**{dt.bits - 1}" if dt.is_signed else "0"
+
+
+def negative_shift(kind: str, amount: object) -> bool:
+    """Whether `kind` ("shl"/"shr") shifts by a constant negative `amount`: Python raises
+    ValueError ("negative shift count") whatever the value shifted, so a kernel's
+    constant one is refused too (a run-time negative amount reads as unsigned)."""
+    return kind in ("shl", "shr") and _int(amount) and amount < 0  # type: ignore[operator]
 
 
 def to_float(value: int | float, dt: T.DType) -> float:

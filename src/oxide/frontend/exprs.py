@@ -15,12 +15,12 @@ from xdsl.dialects.builtin import IntAttr
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
 from oxide.frontend.constfold import (
+    MAX_SEQUENCE_ITEMS,
     FoldError,
-    check_result,
-    float_to_int,
+    convert,
+    evaluate,
     int_division_by_zero,
-    precheck,
-    to_float,
+    negative_shift,
 )
 from oxide.frontend.hint_names import witness_name
 from oxide.frontend.promote import (
@@ -44,6 +44,7 @@ from oxide.frontend.values import (
     Tup,
     Val,
     Witness,
+    constant_int,
     describe,
     literal_text,
     unpack_hint,
@@ -64,7 +65,6 @@ _PY_BINOPS = {
 }
 _SYMBOLS = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod": "%",
             "pow": "**", "and": "&", "or": "|", "xor": "^", "shl": "<<", "shr": ">>"}
-MAX_TUPLE_ITEMS = 1024  # compile-time tuples: far more than any shape or unpacking needs
 _CMPOPS = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _PY_CMPOPS = {"lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
               "eq": operator.eq, "ne": operator.ne}
@@ -322,23 +322,12 @@ class ExprMixin:
 
     def convert_constant(self, value: int | float | bool, dt: T.DType,
                          node: ast.AST) -> int | float | bool:
-        """`dt(value)` on a constant, as the run-time conversion computes it
-        (docs/language.md): float-to-integer saturates and NaN gives 0, a float type
-        rounds (to infinity beyond its range). An integer constant outside an integer
-        type, or beyond every float's range (`f32(2**2000)`), is an error: it is a
-        literal that does not fit."""
-        if dt.is_bool:
-            return bool(value)
-        if dt.is_int:
-            if isinstance(value, float):
-                return float_to_int(value, dt)
-            if not literal_fits(value, dt):
-                raise self.error(KernelTypeError, node,
-                                 f"the constant {literal_text(value)} does not fit in "
-                                 f"{dt.name}")
-            return int(value)
+        """`dt(value)` on a constant, as the host computes it (constfold.convert): a
+        float type rounds (to infinity beyond its range); an integer type truncates,
+        and a value it cannot hold (NaN, an infinity, `i32(3e10)`) is an error, as
+        it is in Python and NumPy."""
         try:
-            return to_float(value, dt)
+            return convert(value, dt)
         except FoldError as exc:
             raise self.error(KernelTypeError, node,
                              f"the constant {literal_text(value)} {exc}",
@@ -363,22 +352,11 @@ class ExprMixin:
         error at `node` -- never an exception escaping the compiler.
         """
         try:
-            precheck(fn, values)
-            result = fn(*values)
-            check_result(result)
+            result = evaluate(fn, values)
         except FoldError as exc:
             raise self.error(KernelTypeError, node,
                              f"constant expression `{self.text(node)}` {exc}",
                              hint=exc.hint) from None
-        except OverflowError:
-            raise self.error(KernelTypeError, node,
-                             f"constant expression `{self.text(node)}` overflows: its value is "
-                             "beyond the range of f64",
-                             hint="constants fold as Python evaluates them; write `math.inf` "
-                                  "if infinity is meant") from None
-        except (ArithmeticError, TypeError, ValueError) as exc:
-            raise self.error(KernelTypeError, node,
-                             f"constant expression `{self.text(node)}` fails: {exc}") from None
         if not isinstance(result, (bool, int, float)):
             raise self.error(KernelTypeError, node,
                              f"constant expression `{self.text(node)}` gives a "
@@ -402,6 +380,15 @@ class ExprMixin:
             if not isinstance(v, (Lit, Val, Witness)):
                 raise self.error(KernelTypeError, node,
                                  f"`{_SYMBOLS[kind]}` needs numbers, not {describe(v)}")
+        amount = constant_int(b)
+        if isinstance(amount, Lit) and negative_shift(kind, amount.value) and not (
+                isinstance(b, Val) and not b.dtype.is_signed):
+            raise self.error(KernelTypeError, getattr(node, "right", getattr(node, "value", node)),
+                             f"`{self.text(node)}` shifts by a negative constant "
+                             f"({amount.value}): Python raises ValueError (negative shift count)",
+                             label="a negative shift amount",
+                             hint=f"shift the other way: `{'>>' if kind == 'shl' else '<<'}` by "
+                                  f"{-amount.value}")
         dt = (self.shift_dtype(kind, a, b, node) or self.bitwise_mixed_dtype(kind, a, b)
               or self.common_dtype([a, b], node))
         if dt.is_bool and kind not in ("and", "or", "xor"):
@@ -475,7 +462,7 @@ class ExprMixin:
         """`t + u` and `t * n` on compile-time tuples, as in Python (`(n,) * 3` as a shape).
 
         The repeat count must be a constant integer, and the result at most
-        MAX_TUPLE_ITEMS long: `(0,) * 2**40` is a diagnostic, not a compiler that
+        MAX_SEQUENCE_ITEMS long: `(0,) * 2**40` is a diagnostic, not a compiler that
         runs out of memory.
         """
         if kind == "add":
@@ -491,10 +478,10 @@ class ExprMixin:
                                  f"a tuple repeats a constant integer number of times, not "
                                  f"{describe(count)}", hint="write `(n,) * 3`")
             size = len(tup.items) * max(0, count.value)
-        if size > MAX_TUPLE_ITEMS:
+        if size > MAX_SEQUENCE_ITEMS:
             raise self.error(KernelTypeError, node,
                              f"`{self.text(node)}` would have {literal_text(size)} items; "
-                             f"kernel tuples have at most {MAX_TUPLE_ITEMS}")
+                             f"kernel tuples have at most {MAX_SEQUENCE_ITEMS}")
         if kind == "add":
             return Tup(a.items + b.items)
         return Tup(tup.items * max(0, count.value))

@@ -16,6 +16,7 @@ from xdsl.ir import Block, SSAValue
 
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
+from oxide.frontend.builder import IRBuilder
 from oxide.frontend.definite import LoopAssignments, copy_assigned, meet_paths
 from oxide.frontend.values import Lit, ShapeOf, SlotTuple, Tup, Val, describe
 from oxide.ir import ops
@@ -51,6 +52,34 @@ def _trips(start: Any, stop: Any, step: Any) -> int:
         return -1
     a, b, s = start.value, stop.value, step.value  # len(range()) overflows past 2**63
     return max(0, (b - a + s - (1 if s > 0 else -1)) // s) if s else 0
+
+
+def next_counter(b: IRBuilder, iv: SSAValue, stop: SSAValue, step: int | None,
+                 step_v: SSAValue, dt: T.DType) -> SSAValue:
+    """A `range` counter's next value: `iv + step`, or `stop` where that would pass it, so
+    a loop runs as many times as Python's `range` (SIMT and tile loops alike).
+
+    `iv + step` may wrap around the type (`range(120, i8(127), i8(5))` would run 155
+    times, `range(0, 2**31 - 1, 2**30)` in i32 forever), so the step is compared first
+    with the distance left, which is exact as an unsigned number (the counter is still
+    short of `stop` here). A step of 1 or -1 (`step`, where it is a constant) cannot
+    pass `stop` without meeting it: the plain increment.
+    """
+    nxt = b.value(ops.BinaryOp("add", iv, step_v))
+    if step in (1, -1):
+        return nxt
+    udt = T.SCALARS[f"u{dt.bits}"]
+    ahead = b.value(ops.BinaryOp("sub", stop, iv))
+    behind = b.value(ops.BinaryOp("sub", iv, stop))
+    back = b.value(ops.UnaryOp("neg", step_v)) if dt.is_signed else step_v
+    if step is not None:
+        left, stride = (ahead, step_v) if step > 0 else (behind, back)
+    else:
+        up = b.value(ops.CompareOp("gt", step_v, b.constant(0, dt)))
+        left = b.value(ops.SelectOp(up, ahead, behind))
+        stride = b.value(ops.SelectOp(up, step_v, back))
+    done = b.value(ops.CompareOp("le", b.cast(left, udt), b.cast(stride, udt)))
+    return b.value(ops.SelectOp(done, stop, nxt))
 
 
 @dataclass
@@ -214,30 +243,14 @@ class LoopsMixin:
 
     def range_next(self, counter: SSAValue, stop: SSAValue, step: Any, step_v: SSAValue,
                    dt: T.DType, may_wrap: bool) -> SSAValue:
-        """The counter's next value: `counter + step`, or `stop` where that would pass it.
-
-        `counter + step` may wrap around the type (`range(120, i8(127), i8(5))` would run
-        155 times), so the step is compared first with the distance left, which is exact
-        as an unsigned number (the counter is still short of `stop` here). A step of 1 or
-        -1, or a constant range whose last increment fits (`may_wrap` false), cannot wrap
-        and keeps the plain increment LLVM's loop analyses (and full unrolling) know.
-        """
+        """The counter's next value (`next_counter`). A constant range whose last
+        increment fits (`may_wrap` false) keeps the plain increment LLVM's loop analyses
+        (and full unrolling) know."""
         iv = self.b.value(ops.SlotReadOp(counter))
-        nxt = self.b.value(ops.BinaryOp("add", iv, step_v))
-        if not may_wrap or (isinstance(step, Lit) and step.value in (1, -1)):
-            return nxt
-        udt = T.SCALARS[f"u{dt.bits}"]
-        ahead = self.b.value(ops.BinaryOp("sub", stop, iv))
-        behind = self.b.value(ops.BinaryOp("sub", iv, stop))
-        back = self.b.value(ops.UnaryOp("neg", step_v)) if dt.is_signed else step_v
-        if isinstance(step, Lit):
-            left, stride = (ahead, step_v) if step.value > 0 else (behind, back)
-        else:
-            up = self.b.value(ops.CompareOp("gt", step_v, self.b.constant(0, dt)))
-            left = self.b.value(ops.SelectOp(up, ahead, behind))
-            stride = self.b.value(ops.SelectOp(up, step_v, back))
-        done = self.b.value(ops.CompareOp("le", self.b.cast(left, udt), self.b.cast(stride, udt)))
-        return self.b.value(ops.SelectOp(done, stop, nxt))
+        if not may_wrap:
+            return self.b.value(ops.BinaryOp("add", iv, step_v))
+        return next_counter(self.b, iv, stop, step.value if isinstance(step, Lit) else None,
+                            step_v, dt)
 
     def stmt_Break(self, node: ast.Break) -> None:
         if not self.loops:

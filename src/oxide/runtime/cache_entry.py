@@ -33,7 +33,8 @@ MAX_HEADER_BYTES = 16 << 20
 # codegen/coarsen.py's FACTOR, or 1 (not imported from there: that module imports xdsl);
 # tests/test_trust_cli_cache.py checks the two agree.
 GRID_X_FACTORS = frozenset({1, 4})
-THREAD_INDEX_RANKS = frozenset({1, 2, 3, 20}) | frozenset(range(10, 18))  # witness_rules.py
+# witness_rules.py's codes: witness ranks, grid rules and whole-warp rules
+THREAD_INDEX_RANKS = frozenset({1, 2, 3, 20, 21, 22}) | frozenset(range(10, 18))
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]{0,1023}")
 _FIELDS = frozenset({"key", "symbol", "arg_sizes", "grid_x_factor", "thread_index_ranks",

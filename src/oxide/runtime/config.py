@@ -31,13 +31,13 @@ def as_dim3(value: Any, what: str) -> Dim3:
         if not 1 <= len(value) <= 3:
             raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
         items: tuple[Any, ...] = tuple(value)
-    elif _as_int(value) is None:
+    elif as_int(value) is None:
         raise LaunchError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
     else:
         items = (value,)
     dims = []
     for v in items:
-        n = _as_int(v)
+        n = as_int(v)
         if n is None or n < 1:
             raise LaunchError(f"{what} dimensions must be positive ints, got {value!r}")
         dims.append(n)
@@ -45,7 +45,7 @@ def as_dim3(value: Any, what: str) -> Dim3:
     return (x, y, z)
 
 
-def _as_int(value: Any) -> int | None:
+def as_int(value: Any) -> int | None:
     """A plain int for any integer (`operator.index`: NumPy integers too), else None.
 
     Bools are not sizes (`True` is a mistake more often than a 1), nor are floats."""
@@ -103,7 +103,7 @@ class LaunchConfig:
         g = (grid, 1, 1) if grid.__class__ is int and grid > 0 else as_dim3(grid, "grid")
         b = (block, 1, 1) if block.__class__ is int and block > 0 else as_dim3(block, "block")
         if shared_mem_bytes.__class__ is not int:
-            smem = _as_int(shared_mem_bytes)
+            smem = as_int(shared_mem_bytes)
             if smem is None:
                 raise LaunchError(f"shared_mem_bytes must be a non-negative int, "
                                   f"got {shared_mem_bytes!r}")
@@ -133,7 +133,7 @@ class LaunchConfig:
     @classmethod
     def for_num_elems(cls, n: int, block: int = 256) -> LaunchConfig:
         """One thread per element, `block` threads per block, enough blocks to cover `n`."""
-        count, size = _as_int(n), _as_int(block)
+        count, size = as_int(n), as_int(block)
         if count is None or count < 0:
             raise LaunchError(f"n must be a non-negative int, got {n!r}")
         if size is None or size < 1:

@@ -31,6 +31,7 @@ from oxide.runtime.args import Plan, bind
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import CPU
 from oxide.runtime.kernel_errors import ErrorRecord
+from oxide.runtime.streams import stream_handle
 from oxide.runtime.witness_rules import check_block_shape, check_witness_config
 
 # Splitting a grid across OS threads pays off only for enough work.
@@ -139,10 +140,15 @@ def _entry(kernel: Any, plan: Plan) -> _Entry:
     return entry
 
 
-def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
-    """Run `kernel` over `cfg` on the CPU; raises what the kernel reported, after it ran."""
+def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...], stream: Any = None
+               ) -> None:
+    """Run `kernel` over `cfg` on the CPU; raises what the kernel reported, after it ran.
+    The CPU has no streams, but a `stream` a GPU would refuse is refused here too, after
+    the arguments (as the GPU runtime checks them)."""
     _check_config(kernel, cfg)
     bound = bind(kernel, args, CPU)
+    if stream is not None:
+        stream_handle(stream)
     entry = _entry(kernel, bound.plan)
     if entry.thread_index_ranks:
         check_witness_config(kernel.__name__, entry.thread_index_ranks, cfg,

@@ -160,10 +160,15 @@ def context_limit(name: str) -> int:
     return int(call(drv.cuCtxGetLimit, getattr(drv.CUlimit, "CU_LIMIT_" + name)))
 
 
-def set_context_limit(name: str, value: int) -> None:
-    """Set a limit of the current context; waits for the work queued on it."""
-    call(drv.cuCtxSetLimit, getattr(drv.CUlimit, "CU_LIMIT_" + name), value,
-         what=f"setting the context's {name.lower()} to {value}")
+def set_context_limit(name: str, value: int) -> str | None:
+    """Set a limit of the current context; waits for the work queued on it. None when
+    it is set, else the driver's error name (`CUDA_ERROR_INVALID_VALUE` for a stack
+    beyond the per-thread maximum, `CUDA_ERROR_OUT_OF_MEMORY` for one the device's
+    memory cannot hold): the caller decides what a refusal means."""
+    (err,) = drv.cuCtxSetLimit(getattr(drv.CUlimit, "CU_LIMIT_" + name), value)
+    if not err:
+        return None
+    return error_text(err).split(":", 1)[0]
 
 
 def load_module(image: bytes) -> Any:

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from oxide.errors import DeviceError
+from oxide.runtime.config import as_int
 
 
 @dataclass(frozen=True)
@@ -86,15 +87,25 @@ def parse_device(spec: object) -> Device:
         return CPU if spec.is_cpu else parse_device(spec.index)
     if spec == "cpu":
         return CPU
-    if isinstance(spec, str) and spec.startswith("cuda"):
-        spec = int(spec.split(":")[1]) if ":" in spec else 0
-    if isinstance(spec, int) and not isinstance(spec, bool):
+    index = _cuda_index(spec)
+    if index is not None:
         count = cuda_device_count()
-        if not 0 <= spec < count:
-            raise DeviceError(f"CUDA device {spec} does not exist "
+        if not 0 <= index < count:
+            raise DeviceError(f"CUDA device {index} does not exist "
                               f"({count} CUDA device{'s' if count != 1 else ''} found)")
-        return _gpu(spec)
+        return _gpu(index)
     raise DeviceError(f"unknown device {spec!r}: use \"cpu\", an int, or \"cuda:N\"")
+
+
+def _cuda_index(spec: object) -> int | None:
+    """The ordinal `spec` names: an integer (NumPy's too, not a bool), "cuda" (0) or
+    "cuda:N"; None for anything else."""
+    if isinstance(spec, str):
+        if spec == "cuda":
+            return 0
+        head, _, tail = spec.partition(":")
+        return int(tail) if head == "cuda" and tail.isdigit() else None
+    return as_int(spec)
 
 
 def default_device() -> Device:

@@ -68,6 +68,7 @@ from oxide.runtime.gpu_devices import (  # noqa: F401 - this module's names too
     zero_device_memory,
 )
 from oxide.runtime.kernel_image import _LLVM_SIZES, KernelImage  # noqa: F401 - public here too
+from oxide.runtime.streams import stream_handle as explicit_stream
 from oxide.runtime.views import ArrayView
 from oxide.runtime.witness_rules import check_block_shape, check_witness_config
 
@@ -137,12 +138,20 @@ def frame_sizes(cubin: bytes) -> dict[str, int] | None:
         return None
 
 
+STACK_MARGIN = 256  # bytes of a thread's stack the depth guard leaves unused
+
+
 def recursion_limit(cubin: bytes, stack: int) -> int | None:
     """The deepest recursive call a thread's `stack` bytes hold: one frame of the largest
-    recursive @ox.func per level (a level is one device function call), after the largest
-    other frame (the kernel's) and a margin. No limit where no recursive function has a
-    frame: one that makes a real call saves its return address in its frame, so without
-    frames LLVM has turned the recursion into loops. None where the frames cannot be read."""
+    recursive @ox.func per level (a level is one device function call), after the frames
+    of every other function (the kernel's, and those of non-recursive functions it or
+    the recursion calls, each at most once in a chain of calls) and a margin. The guard
+    runs in the callee, whose frame is then on the stack already, hence one level less
+    (0: one frame fits, and the first call reports); -1 where the stack holds no frame
+    at all, which the kernel checks before its calls (codegen/emit.py `op_CallOp`), so
+    no call is made. No limit where no recursive function has a frame:
+    one that makes a real call saves its return address in its frame, so without frames
+    LLVM has turned the recursion into loops. None where the frames cannot be read."""
     frames = frame_sizes(cubin)
     if frames is None:
         return None
@@ -150,9 +159,9 @@ def recursion_limit(cubin: bytes, stack: int) -> int | None:
                      if name.startswith(RECURSIVE_SYMBOL_PREFIX)), default=0)
     if recursive == 0:
         return 2**31 - 1
-    other = max((size for name, size in frames.items()
-                 if not name.startswith(RECURSIVE_SYMBOL_PREFIX)), default=0)
-    return max(1, (stack - 256 - other) // recursive - 1)
+    other = sum(size for name, size in frames.items()
+                if not name.startswith(RECURSIVE_SYMBOL_PREFIX))
+    return max(-1, (stack - STACK_MARGIN - other) // recursive - 1)
 
 
 def write_recursion_limit(module: Any, cubin: bytes, stack: int) -> None:
@@ -512,25 +521,15 @@ def _torch_stream(index: int) -> int:
 
 def stream_handle(stream: Any, source: str | None, index: int) -> int:
     """The raw CUstream for `stream=`; None means the current stream of the arrays' framework
-    (torch, CuPy), else the legacy default stream."""
+    (torch, CuPy), else the legacy default stream. Anything that is no stream is an
+    ArgumentError (runtime/streams.py)."""
     if stream is None:
         if source == "torch":
             return _torch_stream(index)
         if source == "cupy":
             return int(sys.modules["cupy"].cuda.get_current_stream().ptr)
         return 0
-    if isinstance(stream, int) and not isinstance(stream, bool):
-        return stream
-    proto = getattr(stream, "__cuda_stream__", None)
-    if proto is not None:
-        value = proto() if callable(proto) else proto
-        return int(value[1])
-    for attr in ("cuda_stream", "ptr", "handle"):
-        handle = getattr(stream, attr, None)
-        if handle is not None:
-            return int(handle)
-    raise LaunchError(f"stream= takes a cuda.core Stream, an object with __cuda_stream__ "
-                      f"(torch, CuPy) or a raw handle; got {type(stream).__name__}")
+    return explicit_stream(stream)
 
 
 # ---------------------------------------------------------------------------

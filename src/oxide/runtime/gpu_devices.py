@@ -17,10 +17,12 @@ from typing import Any
 
 import numpy as np
 
-from oxide.errors import DeviceError
+from oxide.errors import DeviceError, LaunchError
 from oxide.runtime import cuda_driver as cd
 from oxide.runtime.device import cuda_device_count
 from oxide.runtime.kernel_errors import ErrorRecord
+
+_TOO_LARGE = "CUDA_ERROR_INVALID_VALUE"  # cuCtxSetLimit: beyond the per-thread maximum
 
 _RECORD_BYTES = 32
 _POOL_BYTES = 4096
@@ -93,15 +95,49 @@ class GPUDevice:
         lower; never lower it (a kernel loaded earlier may need it). Called once per loaded
         kernel that needs a stack (recursive @ox.funcs), so other launches pay nothing.
         The driver reserves the stack for every thread the GPU holds at once, and waits
-        for the work queued on the context before changing it."""
+        for the work queued on the context before changing it.
+
+        A stack beyond the device's per-thread maximum (CUDA_ERROR_INVALID_VALUE: 523712
+        bytes, 512 KiB less 576, on an H200 with driver 580) is clamped to that maximum,
+        found by bisection: the depth guard then counts with the stack the thread has.
+        One the device's memory cannot hold is a LaunchError naming the bytes."""
         if nbytes <= self.stack_size:
             return
         self.enter()
         current = cd.context_limit("STACK_SIZE")
         if current < nbytes:
-            cd.set_context_limit("STACK_SIZE", nbytes)
+            error = cd.set_context_limit("STACK_SIZE", nbytes)
+            if error == _TOO_LARGE:
+                self._largest_stack(current, nbytes)
+            elif error:
+                raise self._stack_error(nbytes, error)
             current = cd.context_limit("STACK_SIZE")
         self.stack_size = current
+
+    def _largest_stack(self, fits: int, too_large: int) -> None:
+        """Set the largest stack from `fits` up (which the context has) below
+        `too_large` that the driver takes, to 16 bytes (its granularity)."""
+        while too_large - fits > 16:
+            mid = (fits + too_large) // 2 // 16 * 16
+            error = cd.set_context_limit("STACK_SIZE", mid)
+            if error is None:
+                fits = mid
+            elif error == _TOO_LARGE:
+                too_large = mid
+            else:
+                raise self._stack_error(mid, error)
+        if cd.set_context_limit("STACK_SIZE", fits) is not None:
+            raise DeviceError(f"{self}: could not set the stack back to {fits} bytes")
+
+    def _stack_error(self, nbytes: int, error: str) -> LaunchError:
+        threads = (self.attribute("MULTIPROCESSOR_COUNT")
+                   * self.attribute("MAX_THREADS_PER_MULTIPROCESSOR"))
+        return LaunchError(
+            f"{self} could not give each thread {nbytes} bytes of stack for recursive "
+            f"@ox.funcs ({error}): the driver reserves it for all {threads} threads the GPU "
+            f"holds at once, {nbytes * threads / 2**30:.1f} GiB. Ask for less with "
+            "`@ox.kernel(stack_size=...)` (depth x frame bytes, plus a margin), or free "
+            "device memory")
 
     def __str__(self) -> str:
         return f"cuda:{self.index} ({self.name})"

@@ -97,7 +97,7 @@ def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: An
         raise LaunchError(f"ox.launch takes an @ox.kernel; `{name}` is a "
                           f"{type(kernel).__name__} (decorate it with @ox.kernel)")
     if dev.kind == "cpu":
-        _launch_cpu(kernel, config, args)
+        _launch_cpu(kernel, config, args, stream)
         return
     if "_oxide_template" not in kernel.__dict__:  # the first GPU launch: look for one
         make = getattr(kernel, "gpu_template", None)
@@ -107,12 +107,12 @@ def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: An
     (_fast_module or _fastpath()).launch(kernel, config, args, stream, dev)
 
 
-def _launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...]) -> None:
+def _launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...], stream: Any) -> None:
     if getattr(kernel, "gpu_only", False):  # a bundled kernel: no source to compile
         raise DeviceError(CPU_ERROR)
     from oxide.runtime.cpu import launch_cpu
 
-    launch_cpu(kernel, cfg, args)
+    launch_cpu(kernel, cfg, args, stream)
 
 
 def _gpu() -> Any:

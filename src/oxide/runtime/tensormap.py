@@ -28,6 +28,7 @@ from typing import Any
 
 from oxide import types as T
 from oxide.errors import ArgumentError
+from oxide.runtime.config import as_int
 
 # CUtensorMapDataType of each dtype TMA moves (signedness does not matter to a copy)
 DATA_TYPES = {"u8": 0, "i8": 0, "u16": 1, "i16": 1, "u32": 2, "i32": 3, "u64": 4, "i64": 5,
@@ -147,12 +148,11 @@ class TensorMap:
 
 
 def _box(box: Any, rank: int) -> tuple[int, ...]:
-    items = tuple(box) if isinstance(box, (tuple, list)) else (box,)
-    if len(items) != rank or not all(isinstance(b, int) and not isinstance(b, bool)
-                                     for b in items):
+    items = tuple(as_int(b) for b in (box if isinstance(box, (tuple, list)) else (box,)))
+    if len(items) != rank or None in items:
         raise ArgumentError(f"ox.TensorMap: box= is a tuple of {rank} ints (one per "
                             f"dimension of the array, outermost first); got {box!r}")
-    return items
+    return items  # type: ignore[return-value]
 
 
 def check(dtype: T.DType, shape: tuple[int, ...], strides: tuple[int, ...],

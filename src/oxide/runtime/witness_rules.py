@@ -29,6 +29,14 @@ GRID_RULES = frozenset(range(GRID_RULE_BASE, GRID_RULE_BASE + 8))
 # block's x extent is a multiple of 32 (`if thread_idx.x < 32:` around a shuffle, in a
 # kernel that does not declare its block shape: passes/uniformity.py).
 WHOLE_WARP_ROWS = 20
+# A kernel that runs instructions needing every lane of a warp (mma.sync, ldmatrix,
+# stmatrix, elect.sync: 21) or of a warp group of 128 threads (wgmma, setmaxnreg: 22)
+# and does not declare its block shape (passes/whole_warps.py): a launch whose threads per
+# block are not a multiple of that size would run them in a partial warp, undefined on
+# the GPU.
+WHOLE_WARPS = 21
+WHOLE_WARP_GROUPS = 22
+GROUP_THREADS = {WHOLE_WARPS: 32, WHOLE_WARP_GROUPS: 128}
 
 
 def grid_rule(axes: frozenset[str] | None) -> tuple[int, ...]:
@@ -49,6 +57,9 @@ def check_witness_config(kernel_name: str, ranks: Iterable[int], cfg: LaunchConf
     for rank in sorted(set(ranks)):
         if rank == WHOLE_WARP_ROWS:
             _check_whole_warp_rows(kernel_name, cfg)
+            continue
+        if rank in GROUP_THREADS:
+            _check_whole_groups(kernel_name, GROUP_THREADS[rank], cfg)
             continue
         if rank in GRID_RULES:
             _check_grid_rule(kernel_name, rank - GRID_RULE_BASE, cfg, tile_block)
@@ -126,3 +137,16 @@ def _check_whole_warp_rows(kernel_name: str, cfg: LaunchConfig) -> None:
             f"extent is a multiple of 32; this launch has block {cfg.block}. Launch with "
             f"block.x a multiple of 32 (e.g. {max(32, (x + 31) // 32 * 32)}), or declare the "
             "block shape with `@ox.kernel(block=...)` to have it checked at compile time")
+
+
+def _check_whole_groups(kernel_name: str, size: int, cfg: LaunchConfig) -> None:
+    threads = cfg.threads_per_block
+    if threads % size:
+        unit, ops = (("warp", "ox.mma_sync, ox.ldmatrix, ox.stmatrix or ox.elect_sync")
+                     if size == 32 else ("warp group", "ox.wgmma or ox.setmaxnreg"))
+        raise LaunchError(
+            f"`{kernel_name}` runs {ops}, which the {size} threads of a {unit} execute "
+            f"together; this launch's block {cfg.block} has {threads} threads, so its last "
+            f"{unit} is partial. Launch blocks of a multiple of {size} threads (e.g. "
+            f"{max(size, -(-threads // size) * size)}), or declare the block shape with "
+            "`@ox.kernel(block=...)` to have it checked at compile time")

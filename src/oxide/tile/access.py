@@ -47,19 +47,29 @@ class GlobalAccessMixin:
         return [s if o == 0 else self.b.value(ops.BinaryOp("add", s, self.const(o, T.i64)))
                 for s, o in zip(starts, offs, strict=True)]
 
-    def _rooms(self, arr: SSAValue, index: Sequence[SSAValue], starts: Sequence[SSAValue]
-               ) -> list[SSAValue]:
+    def _rooms(self, arr: SSAValue, index: Sequence[SSAValue], starts: Sequence[SSAValue],
+               layout: Layout) -> list[SSAValue]:
         """Per dimension, how many elements from this thread's start on are inside the
-        array (0 where the tile index is negative: all its elements are then below 0), so a
-        slot at offset `o` is inside iff `o < room` along every dimension: one compare with
-        a constant per slot and dimension, and no per-slot coordinates kept in registers."""
+        array, so a slot at offset `o` is inside iff `o < room` along every dimension: one
+        compare with a constant per slot and dimension, and no per-slot coordinates kept
+        in registers.
+
+        The room is 0 unless the tile index `i` lies in [0, extent / n] (n the tile's
+        extent there, a power of two): a negative index has all its elements below 0, a
+        larger one all of them past the end. Only inside that range is `i * n` (the
+        start) free of 64-bit wraparound, since extents are below 2**63: a tile index of
+        2**54 times 1024 wraps to 0, and must not read element 0."""
         rooms = []
         zero = self.const(0, T.i64)
-        for d, (i, s) in enumerate(zip(index, starts, strict=True)):
+        for d, (i, s, n) in enumerate(zip(index, starts, layout.shape, strict=True)):
             extent = self.b.value(ops.ArrayDimOp(arr, d, ir_type(T.i64)))
             left = self.b.value(ops.BinaryOp("sub", extent, s))
+            last = extent if n == 1 else self.b.value(
+                ops.BinaryOp("shr", extent, self.const(n.bit_length() - 1, T.i64)))
             ahead = self.b.value(ops.CompareOp("ge", i, zero))
-            rooms.append(self.b.value(ops.SelectOp(ahead, left, zero)))
+            within = self.b.value(ops.CompareOp("le", i, last))
+            ok = self.b.value(ops.BinaryOp("and", ahead, within))
+            rooms.append(self.b.value(ops.SelectOp(ok, left, zero)))
         return rooms
 
     def _slot_inside(self, rooms: Sequence[SSAValue], offs: Sequence[int]) -> SSAValue:
@@ -139,7 +149,7 @@ class GlobalAccessMixin:
         per dimension); in a tile wholly inside the array every mask holds."""
         offsets = layout.offsets()
         starts = self._starts(index, layout)
-        rooms = self._rooms(arr, index, starts)
+        rooms = self._rooms(arr, index, starts, layout)
         size = max(1, dt.bits // 8)
 
         def access(width: int) -> list[SSAValue]:
@@ -161,7 +171,7 @@ class GlobalAccessMixin:
         owner = self.owner(t.layout)
         offsets = t.layout.offsets()
         starts = self._starts(index, t.layout)
-        rooms = self._rooms(arr, index, starts)
+        rooms = self._rooms(arr, index, starts, t.layout)
         size = max(1, t.dtype.bits // 8)
 
         def access(width: int) -> list[SSAValue]:

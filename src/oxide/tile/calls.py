@@ -154,6 +154,9 @@ class TileCallsMixin:
         if isinstance(value, Static) and isinstance(value.obj, (bool, int, float)):
             if dt is None:
                 dt = self.as_tile(value, node.args[1]).dtype
+            if isinstance(value.obj, float) and not dt.is_float:
+                # `dtype=` converts, as NumPy's np.full does: truncated, NaN refused
+                return self.t.full(shape, self.convert_constant(value, dt, node.args[1]), dt)
             self.as_tile(value, node.args[1], dt)  # range check
             return self.t.full(shape, value.obj, dt)
         if isinstance(value, Tile) and value.ndim == 0:
@@ -189,8 +192,8 @@ class TileCallsMixin:
     def _minmax(self, kind: str, node: ast.Call) -> Any:
         a, b = self.positional(node, 2, f"tile.{kind}imum(a, b)")
         if isinstance(a, Static) and isinstance(b, Static):
-            return Static(builtins.max(a.obj, b.obj) if kind == "max" else
-                          builtins.min(a.obj, b.obj))
+            return self.fold(builtins.max if kind == "max" else builtins.min, (a.obj, b.obj),
+                             node)
         dt = self.promote(a, b, node)
         if dt.is_bool:
             raise self.error(KernelTypeError, node, f"tile.{kind}imum on bools",

@@ -34,6 +34,7 @@ from oxide.errors import (
     KernelTypeError,
     UnsupportedFeatureError,
 )
+from oxide.frontend.constfold import FoldError, convert, evaluate, negative_shift
 from oxide.frontend.entry import KernelContext, LoweredKernel
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, STATIC_SHARED_BYTES
 from oxide.frontend.scope import Scope
@@ -120,6 +121,7 @@ def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str
                   ) -> tuple[TileBuilder, TileLowering, KernelContext]:
     """The body evaluated for one signature: its tile ops in the builder, before the
     passes, and what its stores used (`TileLowering.stores`)."""
+    _refuse_other_parameters(kernel, sig)
     runtime = [(p, s) for p, s in zip(kernel.params, sig, strict=True)
                if not isinstance(s, ConstValue)]
     arg_types = [array_ir_type(s) if isinstance(s, T.ArrayType) else ir_type(s)
@@ -141,6 +143,25 @@ def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str
             low.env[p.name] = low.scalar_tile(next(args), s)
     low.lower_body(kernel.source.tree.body)
     return b, low, ctx
+
+
+def _refuse_other_parameters(kernel: Any, sig: tuple[Any, ...]) -> None:
+    """Tile kernels take arrays, scalars and Const values; any other parameter type
+    (`ox.TensorMap`, which SIMT kernels hand to `ox.tma.*`) is an error at its
+    annotation, not an internal error where the body first meets it."""
+    for p, s in zip(kernel.params, sig, strict=True):
+        if isinstance(s, (ConstValue, T.ArrayType, T.DType)):
+            continue
+        tree = kernel.source.tree
+        arg = next((a for a in (*tree.args.posonlyargs, *tree.args.args) if a.arg == p.name),
+                   tree)
+        where = getattr(arg, "annotation", None) or arg
+        hint = ("tile loads and stores choose their own memory instructions: pass the array "
+                "itself (a Slice), or use ox.tma.* in a SIMT kernel"
+                if isinstance(s, T.TensorMapType) else
+                "pass arrays (Slice, DisjointSlice, RawSlice), scalars or Const values")
+        raise UnsupportedFeatureError(f"tile kernels do not take `{p.name}: {s!r}` parameters",
+                                      kernel.source.span(where), hint=hint)
 
 
 def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DType]:
@@ -539,7 +560,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         if isinstance(v, Static) and isinstance(v.obj, (int, float, bool)):
             f = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
                  ast.Invert: operator.invert}[type(node.op)]
-            return Static(f(v.obj))
+            return self.fold(f, (v.obj,), node)
         t = self.as_tile(v, node.operand)
         if isinstance(node.op, ast.UAdd):
             return Tile(t.dtype, t.shape, t.ssa)
@@ -569,7 +590,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             raise self.error(UnsupportedFeatureError, node, "tiles compare with <, <=, >, >=, "
                              "==, !=")
         if isinstance(a, Static) and isinstance(b, Static):
-            return Static(_PY_CMP[op](a.obj, b.obj))
+            return self.fold(_PY_CMP[op], (a.obj, b.obj), node)
         narrow = self.narrow_compare(_CMP[op], a, b, node)
         if narrow is not None:
             return narrow
@@ -616,19 +637,16 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         if isinstance(obj, T.DType):
             (arg,) = self.positional(node, 1, f"{obj.name}(x)")
             if isinstance(arg, Static):
-                return Static(obj(arg.obj))
+                return self.t.full((), self.convert_constant(arg, obj, node), obj)
             return self.t.cast(self.as_tile(arg, node.args[0]), obj)
         if obj in (builtins.min, builtins.max) and all(
                 isinstance(self.expr(a), Static) for a in node.args):
-            return Static(obj(*(self.expr(a).obj for a in node.args)))
+            return self.fold(obj, tuple(self.expr(a).obj for a in node.args), node)
         if obj in (builtins.float, builtins.int, builtins.bool) and len(node.args) == 1 \
                 and not node.keywords:
             arg = self.expr(node.args[0])
             if isinstance(arg, Static):
-                try:
-                    return Static(obj(arg.obj))
-                except Exception as exc:  # noqa: BLE001 - Python's own message, with a span
-                    raise self.error(KernelTypeError, node, f"{self.text(node)}: {exc}") from None
+                return self.fold(obj, (arg.obj,), node)
             raise self.error(KernelTypeError, node,
                              f"`{obj.__name__}(...)` converts compile-time values only",
                              hint="convert tiles with `.astype(dtype)`")
@@ -695,6 +713,29 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         return result
 
     # -- helpers ----------------------------------------------------------------------
+
+    def fold(self, fn: Any, values: tuple[Any, ...], node: ast.AST) -> Static:
+        """An operator (or builtin) on compile-time values, as Python computes it, with the
+        SIMT frontend's bounds (frontend/constfold.py): where Python raises, or the result
+        would be too large to compute (`2 ** 2 ** 40`), a diagnostic at `node`."""
+        try:
+            return Static(evaluate(fn, values))
+        except FoldError as exc:
+            raise self.error(KernelTypeError, node,
+                             f"constant expression `{self.text(node)}` {exc}",
+                             hint=exc.hint) from None
+
+    def convert_constant(self, v: Static, dt: T.DType, node: ast.AST) -> bool | int | float:
+        """`dt(c)` on a compile-time number, as the SIMT frontend converts one
+        (frontend/constfold.py `convert`): `i32(NAN)` and `i32(3e10)` are errors."""
+        if not isinstance(v.obj, (bool, int, float)):
+            raise self.error(KernelTypeError, node, f"`{dt.name}(...)` converts numbers and "
+                             f"tiles, not {describe(v)}")
+        try:
+            return convert(v.obj, dt)
+        except FoldError as exc:
+            raise self.error(KernelTypeError, node, f"the constant {v.obj!r} {exc}",
+                             hint=exc.hint) from None
 
     def positional(self, node: ast.Call, n: int | tuple[int, int], what: str,
                    keywords: tuple[str, ...] = ()) -> list[Any]:
@@ -767,6 +808,10 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             if isinstance(v.obj, int) and dt.is_int and not _fits(v.obj, dt):
                 raise self.error(KernelTypeError, node, f"the literal {v.obj} does not fit in "
                                  f"{dt.name}")
+            if isinstance(v.obj, float) and not dt.is_float:  # as SIMT kernels' literals
+                raise self.error(KernelTypeError, node, f"the literal {v.obj!r} is not "
+                                 f"{'a bool' if dt.is_bool else 'an integer'} ({dt.name})",
+                                 hint=f"convert explicitly: `{dt.name}({v.obj!r})`")
             return self.t.full((), v.obj, dt)
         raise self.error(KernelTypeError, node, f"expected a tile or a number, got "
                          f"{describe(v)}")
@@ -837,10 +882,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         na = getattr(node, "left", node)
         nb = getattr(node, "right", getattr(node, "value", node))
         if isinstance(a, Static) and isinstance(b, Static):
-            try:
-                return Static(_PY_BIN[type(op)](a.obj, b.obj))
-            except Exception as exc:  # noqa: BLE001 - Python's own error, with the span
-                raise self.error(KernelTypeError, node, f"{self.text(node)}: {exc}") from None
+            return self.fold(_PY_BIN[type(op)], (a.obj, b.obj), node)
         symbol = _SYMBOL.get(type(op), "?")
         if isinstance(op, ast.MatMult):
             return self.matmul(a, b, node, na, nb)
@@ -848,6 +890,13 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             raise self.error(UnsupportedFeatureError, node, "`**` on tiles is not supported",
                              hint="multiply (`x * x`), or use `tile.exp2(y * tile.log2(x))`")
         kind = _BIN_KINDS[type(op)]
+        if isinstance(b, Static) and negative_shift(kind, b.obj):
+            raise self.error(KernelTypeError, nb,
+                             f"`{self.text(node)}` shifts by a negative constant ({b.obj}): "
+                             "Python raises ValueError (negative shift count)",
+                             label="a negative shift amount",
+                             hint=f"shift the other way: `{'>>' if kind == 'shl' else '<<'}` by "
+                                  f"{-b.obj}")
         dt = self.promote(a, b, node) if isinstance(a, Tile) or isinstance(b, Tile) else None
         if not isinstance(a, Tile) and not isinstance(b, Tile):
             raise self.error(KernelTypeError, node, f"`{symbol}` needs tiles or numbers, got "

@@ -21,7 +21,7 @@ from oxide.kernel import (
     _decorator_locals,
     _require_function,
 )
-from oxide.runtime.config import LaunchConfig
+from oxide.runtime.config import LaunchConfig, as_int
 from oxide.runtime.launch import bind_launch
 from oxide.tile.func_def import TileFunctionDef
 from oxide.tile.layout import WARP_SIZE
@@ -66,10 +66,10 @@ class TileKernel(Kernel):
         stream = None
         grid = config
         if (isinstance(config, tuple) and len(config) == 2
-                and not isinstance(config[1], int)):  # (grid, stream)
+                and as_int(config[1]) is None):  # (grid, stream): a stream is no size
             grid, stream = config
-        if isinstance(grid, int) or (isinstance(grid, tuple) and 1 <= len(grid) <= 3
-                                     and all(isinstance(g, int) for g in grid)):
+        if as_int(grid) is not None or (isinstance(grid, tuple) and 1 <= len(grid) <= 3
+                                         and all(as_int(g) is not None for g in grid)):
             return LaunchConfig(grid=grid, block=self.block_threads), stream
         raise LaunchError(f"launch the tile kernel `{self.__name__}` with its grid: "
                           f"`{self.__name__}[grid](...)`, grid an int or a tuple of 1 to 3 "
@@ -111,8 +111,9 @@ _MAX_OCCUPANCY = 32  # blocks per SM: the most any CUDA GPU holds (sm_80 and lat
 
 
 def _num_warps(n: Any, depth: int | None) -> int:
-    if isinstance(n, int) and not isinstance(n, bool) and n in (1, 2, 4, 8, 16, 32):
-        return n
+    count = as_int(n)
+    if count is not None and count in (1, 2, 4, 8, 16, 32):
+        return count
     raise KernelTypeError(f"@ox.tile.kernel option `num_warps` must be 1, 2, 4, 8, 16 or 32, "
                           f"not {n!r}", _span(depth, "num_warps"),
                           hint="a block is num_warps * 32 threads (at most 1024)")
@@ -124,8 +125,9 @@ def _occupancy(n: Any, warps: int, depth: int | None) -> int | None:
     if n is None:
         return None
     limit = min(_MAX_OCCUPANCY, 2048 // (warps * WARP_SIZE))
-    if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= limit:
-        return n
+    count = as_int(n)
+    if count is not None and 1 <= count <= limit:
+        return count
     raise KernelTypeError(f"@ox.tile.kernel option `occupancy` must be an int from 1 to {limit} "
                           f"for blocks of {warps} warps, not {n!r}", _span(depth, "occupancy"),
                           hint="it is the fewest blocks per SM the kernel should reach; an SM "
@@ -140,8 +142,9 @@ def _span(depth: int | None, needle: str) -> Any:
 def _num_stages(n: Any, depth: int | None) -> int:
     if n is None:
         return 1
-    if isinstance(n, int) and not isinstance(n, bool) and 1 <= n <= _MAX_STAGES:
-        return n
+    count = as_int(n)
+    if count is not None and 1 <= count <= _MAX_STAGES:
+        return count
     raise KernelTypeError(f"@ox.tile.kernel option `num_stages` must be an int from 1 to "
                           f"{_MAX_STAGES}, not {n!r}", _span(depth, "num_stages"),
                           hint="it is how many loop iterations' tile loads are in flight: 2 "

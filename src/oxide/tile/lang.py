@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from oxide.errors import ArgumentError
+from oxide.runtime.config import as_int
+
 
 class TileFunction:
     """A tile operation; `tile/frontend.py` lowers calls to it in `@ox.tile.kernel` bodies."""
@@ -24,11 +27,19 @@ class TileFunction:
 
 
 class _HostCdiv(TileFunction):
-    def __call__(self, a: Any, b: Any) -> Any:  # type: ignore[override]
-        """`cdiv(a, b)` on the host: `-(-a // b)` for Python integers (a grid size)."""
-        if isinstance(a, int) and isinstance(b, int):
-            return -(-a // b)
-        return super().__call__(a, b)
+    def __call__(self, a: Any, b: Any) -> int:  # type: ignore[override]
+        """`cdiv(a, b)` on the host: `-(-a // b)` for integers, NumPy's too (a grid size,
+        often computed from an array's shape); an ArgumentError for anything else.
+
+        >>> cdiv(10, 4)
+        3
+        """
+        n, d = as_int(a), as_int(b)
+        if n is None or d is None:
+            raise ArgumentError(f"tile.cdiv takes integers, got {a!r} and {b!r}")
+        if d == 0:
+            raise ArgumentError("tile.cdiv: the divisor is 0")
+        return -(-n // d)
 
 
 def _f(name: str, doc: str) -> TileFunction:

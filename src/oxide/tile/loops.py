@@ -19,6 +19,7 @@ from typing import Any
 
 from oxide import types as T
 from oxide.errors import CompileError, KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
+from oxide.frontend.loops import next_counter
 from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile import lang
@@ -95,6 +96,9 @@ class TileLoopsMixin:
         for v in (start, stop):
             if isinstance(v, Tile):
                 dt = self.promote(Tile(dt, v.shape, v.ssa), v, it)
+        if dt == T.i32 and any(isinstance(v, Static) and not -(2**31) <= v.obj < 2**31
+                               for v in (start, stop, step)):
+            dt = T.i64  # `range(0, n, 2**40)`: counted in i64, as Python counts it
         if persistent:  # t + num_blocks must not wrap past a stop near 2**31
             dt = T.i64
         # the names the body rebinds that hold tiles now: carried in slots
@@ -169,8 +173,11 @@ class TileLoopsMixin:
                                       "`tile.broadcast_to(...)`")
             self.t.var_write(var, new)  # converted to the variable's layout where it differs
         step_v = (self.b.cast(self.t.extract(step), dt) if persistent
-                  else self.t.extract(self.t.full((), step.obj, dt)))
-        self.b.emit(ops.SlotWriteOp(counter, self.b.value(ops.BinaryOp("add", k, step_v))))
+                  else self.t.extract(self.as_tile(step, step_node, dt)))
+        # `k + step` may wrap past `stop` (`range(0, 2**31 - 1, 2**30)` in i32 would run
+        # forever): the next value is `stop` where the step would pass it, as in SIMT loops
+        self.b.emit(ops.SlotWriteOp(counter, next_counter(
+            self.b, k, stop_v, None if persistent else step.obj, step_v, dt)))
         self.b.br(header)
         self.b.set_block(done)
         # after the loop: the carried tiles' last values; names first bound in the body

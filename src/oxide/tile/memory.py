@@ -43,9 +43,10 @@ class TileMemoryMixin:
                                  f"a tile index holds integer scalars, not {describe(i)}")
         return items
 
-    def _index_i64(self, items: list[Any]) -> list[Tile]:
-        """The items of a tile index as i64 scalars."""
-        return [self.t.full((), i.obj, T.i64) if isinstance(i, Static) else
+    def _index_i64(self, items: list[Any], node: ast.AST) -> list[Tile]:
+        """The items of a tile index as i64 scalars (a constant beyond i64, `2**64`, is
+        an error, as it is in a SIMT kernel's index)."""
+        return [self.as_tile(i, node, T.i64) if isinstance(i, Static) else
                 self.t.cast(i, T.i64) for i in items]
 
     def _tile_shape(self, arr: TArray, v: Any, node: ast.AST) -> tuple[int, ...]:
@@ -173,7 +174,7 @@ class TileMemoryMixin:
         else:
             raise self.error(KernelTypeError, pad_node, f"the padding is a number or a "
                              f"scalar, not {describe(pad_v)}")
-        t = self.t.load(arr.ssa, arr.type.vectors, dt, pad, self._index_i64(items), shape)
+        t = self.t.load(arr.ssa, arr.type.vectors, dt, pad, self._index_i64(items, node.args[1]), shape)
         if order is None:
             return t
         return self.t.permute(t, order)
@@ -217,7 +218,7 @@ class TileMemoryMixin:
                              f"`{arr.name}` holds {arr.dtype.name}; cannot store "
                              f"{value.describe()}",
                              hint=f"convert: `.astype({arr.dtype.name})`")
-        self.t.store(arr.ssa, arr.type.vectors, value, self._index_i64(items))
+        self.t.store(arr.ssa, arr.type.vectors, value, self._index_i64(items, node.args[1]))
 
 
 def _to_array_order(items: Any, order: tuple[int, ...]) -> Any:
