@@ -13,6 +13,7 @@ indices. tests/test_gpu_robustness.py runs them on a GPU.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -186,17 +187,22 @@ def simt_write(a: RawSlice[f32, 2], i: I, j: I):
 
 
 @pytest.mark.parametrize("dtype", list(BY_DTYPE), ids=lambda d: d.__name__)
-def test_simt_accesses_at_extreme_indices_are_index_errors(dtype: type) -> None:
+def test_simt_accesses_at_extreme_indices_are_index_errors(
+        dtype: type, place: Any = lambda x: x, fetch: Any = lambda x: x) -> None:
     """No wraparound reaches an address: each extreme index fails its check (a
-    KernelIndexError), the read gives 0 and the write is skipped."""
-    a = np.arange(1, 65, dtype=np.float32).reshape(8, 8)
+    KernelIndexError), the read gives 0 and the write is skipped. `place`/`fetch` put the
+    arrays where the launch runs and read them back (on a GPU: device arrays, since host
+    arrays are not copied back after a launch that reported an error)."""
+    a = place(np.arange(1, 65, dtype=np.float32).reshape(8, 8))
     for value in BY_DTYPE[dtype]:
         for i, j in ((value, 0), (1, value)):
-            out = np.full(1, SENTINEL, np.float32)
+            out = place(np.full(1, SENTINEL, np.float32))
             with pytest.raises(ox.KernelIndexError):
                 simt_read[1, 1](a, dtype(i), dtype(j), out)
-            assert out[0] == 0.0
-            target = np.full((8, 8), SENTINEL, np.float32)
+                ox.synchronize()
+            assert fetch(out)[0] == 0.0
+            target = place(np.full((8, 8), SENTINEL, np.float32))
             with pytest.raises(ox.KernelIndexError):
                 simt_write[1, 1](target, dtype(i), dtype(j))
-            assert (target == SENTINEL).all()
+                ox.synchronize()
+            assert (fetch(target) == SENTINEL).all()

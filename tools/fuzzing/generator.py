@@ -49,6 +49,17 @@ ARITH = ("add", "sub", "mul")
 BITWISE = ("and", "or", "xor")
 
 
+def _constant(e: object) -> bool:
+    """Whether an expression reads no variable and calls nothing: the compiler folds it."""
+    if isinstance(e, (Var, Call)):
+        return False
+    if isinstance(e, Expr):
+        return all(_constant(v) for v in vars(e).values())
+    if isinstance(e, (list, tuple)):
+        return all(_constant(v) for v in e)
+    return True
+
+
 def literal_fits(v: int | float, ty: str) -> bool:
     """Whether a weak literal can take `ty` (docs/language.md: a literal must fit)."""
     if S.is_float(ty):
@@ -175,8 +186,18 @@ class Generator:
                        if literal_fits(a, ty)]
             b: Expr = Lit(self.rng.choice(amounts), ty)
         else:
-            b = self.expr(ty, depth)
+            b = self.shift_amount(self.expr(ty, depth), ty)
         return Bin(kind, self.expr(ty, depth), b, ty, ty)
+
+    def shift_amount(self, amount: Expr, ty: str) -> Expr:
+        """`amount`, unless it is a negative literal: Python refuses `x << -1`, and so do
+        kernels, where the amount is a constant (a negative amount computed from a
+        variable at run time is still generated)."""
+        if isinstance(amount, Lit) and amount.value < 0:
+            return Lit(1 if not literal_fits(-amount.value, ty) else -amount.value, ty)
+        if not isinstance(amount, Lit) and _constant(amount):
+            return Lit(3, ty)  # `-(c)`, `c1 - c2`: folds to a constant of either sign
+        return amount
 
     def unary(self, ty: str, depth: int) -> Expr:
         kinds = ["neg", "abs"] + (["invert"] if S.is_int(ty) else [])
@@ -279,6 +300,8 @@ class Generator:
             kinds = ARITH + ("floordiv", "mod") + (BITWISE + ("shl", "shr") if S.is_int(ty) else ())
             kind = self.rng.choice(kinds)
             value = self.divisor(ty, 2) if kind in ("floordiv", "mod") else self.operand(ty, 2)
+            if kind in ("shl", "shr"):
+                value = self.shift_amount(value, ty)
             return Assign(name, ty, value, aug=kind)
         return Assign(name, ty, self.operand(ty, 3))
 
