@@ -8,7 +8,8 @@ It evaluates the body as values (`tile/values.py`): tiles, arrays, and Python
 constants that fold as Python computes them. Each tile operation becomes an op of the
 tile dialect (`ir/tile_ops.py`), between the scalar SIMT ops of the kernel's control
 flow; this module does the typing (shapes, broadcasting, dtypes), the safety rules and
-the diagnostics. Then two passes: `tile/layouts.py` picks every tile's layout and
+the diagnostics. Then the passes of `tile/pipeline.py`: `tile/layouts.py` picks every
+tile's layout, `tile/ordering.py` orders the block's accesses of each array, and
 `tile/to_simt.py` lowers the tile ops into SIMT IR (`tile/lower.py`). What it assumes:
 every statement runs in every thread of the block (tile code has no thread-dependent
 control flow), so the barriers of conversions and reductions are reached by all.
@@ -79,7 +80,7 @@ class TileLowered(LoweredKernel):
     (the others must be 1 at launch), or None when it stores no DisjointSlice."""
 
     grid_axes: frozenset[str] | None = None
-    tile_ir: str | None = None  # the tile dialect after the layout pass (OXIDE_DUMP=tile)
+    tile_ir: str | None = None  # the tile dialect before lowering (OXIDE_DUMP=tile)
 
 
 def is_power_of_two(n: int) -> bool:
@@ -91,7 +92,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
                       tensor_cores: bool = True, wgmma: bool = False) -> TileLowered:
     """Lower a tile kernel's body for one signature into oxide IR through the passes of
     tile/pipeline.py; with `keep_tile_ir`, keep the text of its tile-dialect form as the
-    layout pass leaves it; with `verify`, check what the layout pass guarantees. Without
+    layout and ordering passes leave it; with `verify`, check what the layout pass guarantees. Without
     `tensor_cores` (the CPU target), every product is an FMA loop."""
     b, low, ctx = evaluate_body(kernel, sig, symbol)
     dump: list[str] | None = [] if keep_tile_ir else None
