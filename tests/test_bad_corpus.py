@@ -129,7 +129,8 @@ def test_corpus_size_and_reach() -> None:
     assert len(CASES) >= 150, len(CASES)
     assert len({c.id for c in CASES}) == len(CASES), "case ids must be unique"
     assert {c.theme for c in CASES} == {"syntax", "typing_errors", "safety", "memory",
-                                       "constants", "intrinsics", "launches", "shared_races"}
+                                       "constants", "intrinsics", "launches", "shared_races",
+                                       "tile_safety"}
     assert sum(c.theme == "shared_races" for c in CASES) >= 40  # issue 13's bar
     assert sum(c.launch for c in CASES) >= 40
     for c in CASES:

@@ -39,9 +39,10 @@ def store_at_computed_index(a: Slice[f32], o: DisjointSlice[f32]):
 
 
 @tile.kernel
-def witness_twice(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
-    i = tile.bid(0)
-    tile.store(o, (i, i), tile.load(a, (i, 0), (8, 8)))  # <-
+def witnesses_swapped(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
+    i, j = tile.bid(0), tile.bid(1)
+    tile.store(o, (i, j), tile.load(a, (i, j), (8, 8)))
+    tile.store(o, (j, i), tile.load(a, (j, i), (8, 8)))  # <-
 
 
 @tile.kernel
@@ -273,7 +274,7 @@ CASES = [
     (broadcast_mismatch, (M, M), ox.KernelTypeError, r"cannot broadcast shapes \(4, 8\) and \(4, 16\)"),
     (not_power_of_two, (V, V), ox.KernelTypeError, r"powers of two; \(100,\) has 100"),
     (store_at_computed_index, (V, V), ox.SafetyError, r"DisjointSlice: it is written only at a tile index built from"),
-    (witness_twice, (M, M), ox.SafetyError, r"uses tile.bid\(0\) twice"),
+    (witnesses_swapped, (M, M), ox.SafetyError, r"`o` is a DisjointSlice written at `\(j, i\)` and accessed at `\(i, j\)` on line \d+: their TileIndex witnesses index different dimensions"),
     (two_tile_shapes, (V, V), ox.SafetyError, r"tiles of shape \(64,\); this tile is \(32,\)"),
     (store_to_slice, (V,), ox.SafetyError, r"`a` is a Slice: kernels only read it"),
     (raw_store_outside_unsafe, (V, V), ox.SafetyError, r"RawSlice: storing to it needs `with ox.unsafe\(\):`"),

@@ -59,9 +59,9 @@ def through_a_helper(a: Slice[bf16, 2], b: Slice[bf16, 2], out: DisjointSlice[f3
 
 
 def tile_ir(kernel, *args, monkeypatch, capfd) -> str:
-    """The tile dialect after the layout pass, as an sm_80 GPU runs it (the mma.sync
-    engine's layouts: the CPU runs every product as an FMA loop, and sm_90 takes wgmma
-    where a warp group owns 64 rows)."""
+    """The tile dialect as the layout and ordering passes leave it, as an sm_80 GPU runs
+    it (the mma.sync engine's layouts: the CPU runs every product as an FMA loop, and
+    sm_90 takes wgmma where a warp group owns 64 rows)."""
     monkeypatch.setenv("OXIDE_DUMP", "tile")
     monkeypatch.setenv("OXIDE_CACHE", "0")
     kernel.compile(*args, arch="sm_80")

@@ -18,7 +18,7 @@ from tools.tile_fuzz import main  # noqa: E402
 from tools.tile_fuzzing import rules as R  # noqa: E402
 from tools.tile_fuzzing.generator import generate  # noqa: E402
 from tools.tile_fuzzing.model import Expected, Model, evaluate  # noqa: E402
-from tools.tile_fuzzing.program import Input, Node, Program  # noqa: E402
+from tools.tile_fuzzing.program import Input, Lit, Node, Program, Scratch  # noqa: E402
 from tools.tile_fuzzing.runner import Failure, compare, fuzz, run_program  # noqa: E402
 
 SEED = 2  # the seed that found the two bugs at the end of this file
@@ -103,6 +103,44 @@ def test_a_write_outside_the_view_is_reported() -> None:
         assert detail is not None and "expected" in detail
     else:
         assert detail is not None and "outside the view" in detail
+
+
+def test_a_scratch_load_is_the_last_tile_stored() -> None:
+    """The scratch rule: `tile.store(s0, ...)` of a constant tile, then of a row maximum
+    (its slice layout), then `tile.load(s0, ...)`: the model gives the maximum."""
+    p = _program(0, "i32")
+    x = np.arange(8, dtype=np.int32).reshape(2, 4)
+    p.inputs = [Input("x0", "i32", (2, 4), (2, 4), ("BM", "BN"), ("i", "j"), None, (2, 4),
+                      (0, 0))]
+    p.tile, p.out_shape, p.out_dtype, p.params = (2, 4), (2, 4), "i32", []
+    p.scratch = [Scratch("s0", "i32", (2, 1), (2, 1))]
+    load = Node("v0", "load", (), 0, "i32", (2, 4))
+    top = Node("v1", "reduce", (load,), ("max", 1, True), "i32", (2, 1))
+    back = Node("v2", "scratch", (Lit(-7), top), 0, "i32", (2, 1))
+    root = Node("v3", "broadcast", (back,), None, "i32", (2, 4))
+    p.nodes, p.root = [load, top, back, root], root
+    assert Model(p, {"x0": x}).run().value.tolist() == [[3] * 4, [7] * 4]
+    assert "tile.store(s0, (i, j), tile.full((2, 1), (-7), dtype=i32))" in p.source()
+
+
+def test_the_scratch_rule_finds_a_missing_barrier(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without tile/ordering.py's barriers, some early program of seed 27 that stores and
+    loads back a scratch tile reads a stale tile on the CPU (its threads run in turn):
+    the rule can fail. With them, the same program agrees with the model."""
+    import oxide.tile.pipeline as pipeline
+
+    def missed() -> int | None:
+        for index in range(60):
+            if generate(27, index).scratch and run_program(27, index, "cpu").failure:
+                return index
+        return None
+
+    real = pipeline.place_barriers
+    monkeypatch.setattr(pipeline, "place_barriers", lambda b: None)
+    index = missed()
+    assert index is not None
+    monkeypatch.setattr(pipeline, "place_barriers", real)
+    assert run_program(27, index, "cpu").failure is None
 
 
 def test_gpu_run_needs_a_gpu(capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,8 +3,9 @@
     python tools/tile_fuzz.py --seed 1 --programs 300 --jobs 2
 
 Generates tile kernels (loads with padding at ragged edges, elementwise ops with
-promotion and weak literals, masks, `tile.where`, conversions, broadcasting and
-reductions; tools/tile_fuzzing/generator.py), runs each through oxide on the chosen
+promotion and weak literals, masks, `tile.where`, conversions, broadcasting,
+reductions, products, and tiles stored to a scratch array and loaded back in another
+layout; tools/tile_fuzzing/generator.py), runs each through oxide on the chosen
 device, and checks the output against an independent NumPy model of
 docs/language.md's Tile model (tools/tile_fuzzing/model.py, whose docstring gives the
 comparison rules). Prints one summary line, then each failing program: its source,

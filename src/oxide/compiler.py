@@ -48,7 +48,7 @@ class CompiledKernel:
         self.constants: list[tuple[str, Any]] = []
         # the `oxide.func`s of the recursive @ox.funcs the kernel calls (usually none)
         self.device_functions: list[Any] = []
-        # a tile kernel's tile-dialect IR after the layout pass, kept for OXIDE_DUMP=tile
+        # a tile kernel's tile-dialect IR before lowering, kept for OXIDE_DUMP=tile
         self.tile: str | None = None
 
     @cached_property

@@ -1,8 +1,9 @@
 """The bad-input corpus of issue 14: bad kernels and bad launches, each refused cleanly.
 
 Each theme module (`syntax`, `typing_errors`, `safety`, `memory`, `constants`,
-`intrinsics`, `launches`) registers cases with `@bad(...)`. A case is a builder: for a
-compile case it returns the kernel (or `(kernel, compile_args)`), and the test compiles
+`intrinsics`, `launches`, `shared_races`, `tile_safety`) registers cases with
+`@bad(...)`. A case is a builder: for a compile case it returns the kernel (or
+`(kernel, compile_args)`), and the test compiles
 it for `sm_90` (the whole pipeline, through nvJitLink); for a launch case it launches
 on the CPU itself. Either way the builder must raise one of the case's `ox.*Error`
 classes, never an `InternalCompilerError`, a bare Python exception, a crash or a hang,
@@ -105,6 +106,7 @@ def load_all() -> list[Case]:
         safety,
         shared_races,
         syntax,
+        tile_safety,
         typing_errors,
     )
 

@@ -48,3 +48,10 @@ def make_arrays(p: Program) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarr
               for x in p.inputs}
     out = sentinel(p.out_dtype, p.out_buffer, rng)
     return inputs, out, view(out, p.out_shape, p.out_offset)
+
+
+def make_scratch(p: Program) -> list[np.ndarray]:
+    """The scratch arrays, full of random bits: a load that missed its block's store
+    reads garbage, not a plausible value."""
+    rng = np.random.default_rng([p.seed & 0xFFFFFFFF, p.index, 1])
+    return [sentinel(s.dtype, s.shape, rng) for s in p.scratch]

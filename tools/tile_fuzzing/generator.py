@@ -19,7 +19,7 @@ import random
 from collections.abc import Callable
 
 from tools.tile_fuzzing import rules as R
-from tools.tile_fuzzing.program import Input, Lit, Node, Operand, Program, Scalar
+from tools.tile_fuzzing.program import Input, Lit, Node, Operand, Program, Scalar, Scratch
 
 INT_LITERALS = (0, 1, 2, 3, -1, 7, -8, 100, 255, 12345, 65504, 2**31 - 1, -(2**31))
 FLOAT_LITERALS = (0.0, -0.0, 0.5, 1.0, -1.0, 2.5, -3.0, 0.1, 1e-3, 1e5, 1e10, 3e38, 1e-40,
@@ -31,8 +31,10 @@ DTYPES = (("f32", 0.45), ("i32", 0.4), ("f16", 0.15))
 OPS = (("arith", 5.0), ("div", 1.5), ("intdiv", 1.0), ("bitwise", 1.0), ("shift", 0.7),
        ("neg", 0.7), ("minmax", 1.5), ("compare", 2.0), ("boolop", 0.7), ("where", 2.0),
        ("astype", 2.0), ("reduce", 2.0), ("source", 1.0), ("roundtrip", 0.7),
-       ("cumsum", 0.7), ("argreduce", 1.0), ("rowproduct", 1.5))
+       ("cumsum", 0.7), ("argreduce", 1.0), ("rowproduct", 1.5), ("scratch", 1.0))
 MAX_TILE = 2048  # elements of the output tile: keeps a CPU compile well under a second
+# ops whose results (or their broadcasts) often sit in another layout than a load's
+OTHER_LAYOUTS = ("reduce", "argreduce", "expand", "rowproduct", "broadcast", "cumsum")
 
 
 class Retry(Exception):
@@ -68,7 +70,7 @@ class Generator:
         rng = self.rng
         rank = 2 if rng.random() < 0.8 else 1
         if rank == 2:
-            bm = rng.choice((1, 2, 4, 8, 16))
+            bm = rng.choice((1, 2, 4, 8, 16, 32))
             bn = rng.choice([n for n in (4, 8, 16, 32, 64, 128, 256) if bm * n <= MAX_TILE])
             tile: tuple[int, ...] = (bm, bn)
             grid = (rng.randint(1, 3), rng.randint(1, 3))
@@ -443,6 +445,57 @@ class Generator:
         b = self._pick(whole)
         self._add("rowproduct", (a, b), self.rng.choice(("bf16", "f16")), "f32",
                   (p.tile[0], 1))
+
+    def _op_scratch(self) -> None:
+        """A tile stored to a scratch DisjointSlice at the block's index and loaded back:
+        the load must see the block's store whichever layouts the two use (a reduction's
+        slice layout, a product's, a blocked one: tile/ordering.py's barrier). Often
+        another tile of the same shape and dtype is stored there first (a constant, in the
+        blocked layout, or an earlier value in whatever layout it has): the last store
+        wins."""
+        p = self.p
+
+        def whole(n: Node) -> bool:
+            return n.dtype in R.NUMERIC and len(n.shape) == p.rank
+
+        pick = self.rng.random()
+        try:  # mostly a value whose layout is not the load's: a reduction's, a product's
+            if pick < 0.4:  # a new row or column reduction, in its slice layout
+                x = self._pick(lambda n: n.dtype in R.NUMERIC and n.shape == p.tile)
+                axis, kind = self.rng.randrange(p.rank), self.rng.choice(("max", "min"))
+                a = self._add("reduce", (x,), (kind, axis, True), x.dtype,
+                              tuple(1 if d == axis else s for d, s in enumerate(x.shape)),
+                              product=x.product, approx=x.approx)
+            elif pick < 0.7:
+                a = self._pick(lambda n: whole(n) and n.op in OTHER_LAYOUTS)
+            else:
+                raise Retry
+        except Retry:
+            a = self._pick(whole)
+        stored: tuple[Operand, ...] = (a,)
+        how = self.rng.random()
+        # `tile.full(shape, lit)`: a blocked tile, whatever `a`'s layout, stored before `a`
+        # or after it (on the CPU a block's threads run in turn, and a blocked tile's
+        # owners come first: a missing barrier shows where the blocked access is last)
+        lit = Lit(self.rng.choice((0, 1, -7) if a.dtype == "i32" else (0.0, -2.5)))
+        if how < 0.3:
+            stored = (lit, a)
+        elif how < 0.6:
+            stored = (a, lit)
+        elif how < 0.8:
+            try:
+                b = self._pick(lambda n: whole(n) and n.dtype == a.dtype
+                               and n.shape == a.shape, avoid=a)
+            except Retry:
+                b = a
+            if b is not a:
+                stored = (b, a)
+        shape = tuple(g * s for g, s in zip(p.grid, a.shape, strict=True))
+        p.scratch.append(Scratch(f"s{len(p.scratch)}", a.dtype, shape, a.shape))
+        last = stored[-1]
+        self._add("scratch", stored, len(p.scratch) - 1, a.dtype, a.shape,
+                  product=isinstance(last, Node) and last.product,
+                  approx=isinstance(last, Node) and last.approx)
 
     def _op_source(self) -> None:
         p, rng = self.p, self.rng

@@ -7,6 +7,8 @@ Values are evaluated for every block at once: an array of shape `grid + tile sha
   element outside the array reads `p` (converted to the array's dtype; 0 without it).
 - `tile.store(out, (i, j), t)` writes only the elements inside `out`: the rest of the
   tile, and everything around the view `out` is of its buffer, is left as it was.
+- A tile loaded from a scratch array after the block stored tiles at that index is the
+  last tile stored (a block sees its own stores, in program order).
 - Reductions see the whole tile, padding included (the page: elements outside read
   `padding`; a reduction reduces the tile), so a row of a ragged tile sums its padding.
 - Dtypes: operands are converted to the dtype the node was typed with (rules.py) and
@@ -141,6 +143,14 @@ class Model:
             return Value(self._full(R.constant(lit.value, n.dtype), n.shape), np.zeros(full, bool))
         if n.op in ("neg", "astype", "expand", "broadcast"):
             return self._unary(n)
+        if n.op == "scratch":  # stored in turn and loaded back: the last one stored
+            last = n.args[-1]
+            if isinstance(last, Lit):  # `tile.full(shape, lit)`
+                v = self._full(R.constant(last.value, n.dtype), n.shape)
+                return self._done(n, v, np.zeros(full, bool))
+            assert isinstance(last, Node)
+            src = self.env[last.name]
+            return self._done(n, src.v, src.undef, src.err)
         if n.op == "reduce":
             return self._reduce(n)
         if n.op == "rowproduct":

@@ -4,7 +4,9 @@ shared as in a DAG) and the kernel source they render to.
 Every statement is `vK = <one tile op>`; operands are earlier statements, weak
 literals, or scalars (`tile.bid(d)`, `x.shape[d]`, a scalar parameter). Each node
 carries the dtype and tile shape docs/language.md gives it, which the NumPy model
-(model.py) computes in.
+(model.py) computes in. A `scratch` node is a few statements: its operands (statements,
+or a literal for a constant tile) stored in turn to a scratch DisjointSlice at the
+block's index, then the tile loaded back.
 """
 
 from __future__ import annotations
@@ -90,6 +92,17 @@ class Input:
     offset: tuple[int, ...]
 
 
+@dataclass(frozen=True)
+class Scratch:
+    """A DisjointSlice the program stores tiles of `tile`'s shape to and loads them back
+    from, one tile per block: `shape` is the grid times the tile (no ragged edge)."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    tile: tuple[int, ...]
+
+
 @dataclass
 class Program:
     """One generated kernel and its launch: `tile` is the output's tile shape (named by
@@ -107,6 +120,7 @@ class Program:
     params: list[Scalar]
     nodes: list[Node] = field(default_factory=list)
     root: Node | None = None
+    scratch: list[Scratch] = field(default_factory=list)
 
     @property
     def rank(self) -> int:
@@ -127,6 +141,8 @@ class Program:
         """The module: imports and the one `@tile.kernel fuzz_kernel`."""
         params = [f"{x.name}: Slice[{TYPE_NAME[x.dtype]}, {len(x.shape)}]" for x in self.inputs]
         params.append(f"out: DisjointSlice[{TYPE_NAME[self.out_dtype]}, {self.rank}]")
+        params += [f"{s.name}: DisjointSlice[{TYPE_NAME[s.dtype]}, {self.rank}]"
+                   for s in self.scratch]
         params += [f"{p.name}: {TYPE_NAME[p.dtype]}" for p in self.params]
         params += [f"{n}: Const[int]" for n in self.tile_names]
         bids = "i, j = tile.bid(0), tile.bid(1)" if self.rank == 2 else "i = tile.bid(0)"
@@ -134,11 +150,23 @@ class Program:
                  "from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, i32, tile", "", "",
                  f"@tile.kernel(num_warps={self.warps})",
                  f"def fuzz_kernel({', '.join(params)}):", f"    {bids}"]
-        lines += [f"    {n.name} = {render_op(self, n)}" for n in self.nodes]
-        assert self.root is not None
         where = "(i, j)" if self.rank == 2 else "(i,)"
+        for n in self.nodes:
+            if n.op == "scratch":  # the stores, then `vK = tile.load(...)` below
+                s = self.scratch[n.attr]  # type: ignore[index]
+                lines += [f"    tile.store({s.name}, {where}, {_stored(s, a)})" for a in n.args]
+            lines.append(f"    {n.name} = {render_op(self, n)}")
+        assert self.root is not None
         lines.append(f"    tile.store(out, {where}, {self.root.name})")
         return "\n".join(lines) + "\n"
+
+
+def _stored(s: Scratch, a: Operand) -> str:
+    """A tile stored to a scratch array: a statement, or a constant tile of its shape."""
+    if isinstance(a, Lit):
+        return f"tile.full({_tuple([str(d) for d in s.tile])}, {a.render()}, " \
+               f"dtype={TYPE_NAME[s.dtype]})"
+    return a.render()
 
 
 def _padding(p: int | float) -> str:
@@ -188,6 +216,10 @@ def render_op(p: Program, n: Node) -> str:
                 f"tile.zeros((BM, BM), f32)), 1, keepdims=True)")
     if n.op == "expand":
         return f"{a[0]}[:, None]" if n.attr == 1 else f"{a[0]}[None, :]"
+    if n.op == "scratch":
+        s = p.scratch[n.attr]  # type: ignore[index]
+        where = "(i, j)" if p.rank == 2 else "(i,)"
+        return f"tile.load({s.name}, {where}, {_tuple([str(d) for d in s.tile])})"
     if n.op == "broadcast":
         return f"tile.broadcast_to({a[0]}, {_tuple(names)})"
     if n.op == "arange":  # attr: the tile axis it runs along; with an offset, the global one

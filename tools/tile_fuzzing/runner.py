@@ -18,7 +18,7 @@ import numpy as np
 
 from tools.source_modules import import_source
 from tools.tile_fuzzing import rules as R
-from tools.tile_fuzzing.data import make_arrays
+from tools.tile_fuzzing.data import make_arrays, make_scratch
 from tools.tile_fuzzing.generator import generate
 from tools.tile_fuzzing.model import Expected, evaluate
 from tools.tile_fuzzing.program import Program
@@ -62,6 +62,7 @@ def launch_description(p: Program) -> list[str]:
         out.append(f"{x.name}={x.dtype}{list(x.shape)}{v} (padding={x.padding})")
     v = "" if p.out_buffer == p.out_shape else f" view of {p.out_buffer} at {p.out_offset}"
     out.append(f"out={p.out_dtype}{list(p.out_shape)}{v}")
+    out += [f"{s.name}={s.dtype}{list(s.shape)}" for s in p.scratch]
     out += [f"{s.name}={s.dtype}({s.value!r})" for s in p.params]
     out += [f"{n}={v}" for n, v in zip(p.tile_names, p.tile, strict=True)]
     return out
@@ -83,7 +84,8 @@ def run_program(seed: int, index: int, device: str,
     inputs, buffer, out = make_arrays(p)
     before = buffer.copy()
     expected = model(p, inputs)
-    args = [*inputs.values(), out, *(R.NP[s.dtype](s.value) for s in p.params), *p.tile]
+    args = [*inputs.values(), out, *make_scratch(p), *(R.NP[s.dtype](s.value) for s in p.params),
+            *p.tile]
     try:
         kernel = load_kernel(p)
         with ox.device("cpu") if device == "cpu" else ox.device(0):

@@ -2,11 +2,13 @@
 
 The tile frontend (`tile/frontend.py`) builds these ops; their values are tiles of a
 static shape and dtype (`!tile.tile`), in the same control-flow graph as the kernel's
-scalar `oxide.*` ops (loop counters, branches, array extents). Two passes then run in
-order:
+scalar `oxide.*` ops (loop counters, branches, array extents). Passes then run in
+order (`tile/pipeline.py`):
 
 - `tile/layouts.py` gives every tile value its layout (which thread holds which
   element, `tile/layout.py`) and inserts `tile.convert` where two layouts must agree;
+- `tile/ordering.py` inserts `tile.barrier` where two accesses of one array hand an
+  element between threads;
 - `tile/to_simt.py` replaces each tile op by the SIMT ops of one thread
   (`tile/lower.py`), so codegen, the CPU target and the runtime are the SIMT kernel's.
 
@@ -140,6 +142,8 @@ TILE_OPS: dict[str, str] = {
             "array read as padding [shape, vectors]",
     "store": "(array, value, *index) the owned elements inside the array written [vectors]",
     "mma": "(a, b, acc) a @ b + acc on tensor cores where the shapes allow",
+    "barrier": "a block barrier: orders the block's global accesses before it against "
+               "those after it (tile/ordering.py places it)",
     "from_scalar": "(scalar) a scalar SIMT value as a 0-d tile [dtype, divisor]",
     "extract": "(x) a 0-d tile's value, for the kernel's scalar SIMT ops",
     "var": "a tile variable (declared in the entry block)",

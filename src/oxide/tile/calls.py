@@ -18,7 +18,17 @@ from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureE
 from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile.mma_lower import accumulate_dtype
-from oxide.tile.values import Method, Static, TArray, Tile, describe, shape_text
+from oxide.tile.uniform import uniform_key
+from oxide.tile.values import (
+    Method,
+    Static,
+    TArray,
+    Tile,
+    Witness,
+    describe,
+    keeps_witness,
+    shape_text,
+)
 
 _REDUCE = {"sum": "add", "max": "max", "min": "min"}
 _MATH = ("exp", "exp2", "log", "sqrt", "rsqrt", "tanh")
@@ -49,8 +59,7 @@ class TileCallsMixin:
         (a,) = self.positional(node, 1, "tile.bid(axis)")
         axis = self._axis(a, node.args[0], "tile.bid")
         reg = self.b.value(ops.RegisterOp(f"ctaid.{'xyz'[axis]}", ir_type(T.i32)))
-        t = self.scalar_tile(reg, T.i32)
-        return Tile(t.dtype, t.shape, t.ssa, witness=axis)
+        return self.witness(self.scalar_tile(reg, T.i32), Witness(axis))
 
     def call_tiles(self, node: ast.Call) -> Tile:
         raise self.error(KernelSyntaxError, node, "`tile.tiles(n)` is the iterable of a "
@@ -59,7 +68,8 @@ class TileCallsMixin:
     def call_grouped_bid(self, node: ast.Call) -> tuple[Tile, Tile]:
         """`tile.grouped_bid(num_m, num_n, group)`: `tile.grouped(tile.bid(0), ...)`."""
         args = self.positional(node, 3, "tile.grouped_bid(num_m, num_n, group)")
-        pid = self.scalar_tile(self.b.value(ops.RegisterOp("ctaid.x", ir_type(T.i32))), T.i32)
+        reg = self.b.value(ops.RegisterOp("ctaid.x", ir_type(T.i32)))
+        pid = self.witness(self.scalar_tile(reg, T.i32), Witness(0))
         return self._grouped(pid, args, node.args)
 
     def call_grouped(self, node: ast.Call) -> tuple[Tile, Tile]:
@@ -67,20 +77,21 @@ class TileCallsMixin:
         tile `t` in grouped order (Triton's: `group` tile rows take turns on each column,
         so the column's tiles stay in L2).
 
-        The pair is a function of `t` that no two values of `t` share, for any num_m,
-        num_n and group (divisors are clamped to at least 1; a `t` past num_m * num_n gets
-        a row or column past num_m/num_n, whose tiles stores clip). So where `t` is a
-        TileIndex of grid axis 0 (`tile.bid(0)`, or the variable of `for t in
-        tile.tiles(n)`), the pair together is one: a DisjointSlice is indexed with both."""
+        For t >= 0 and any one num_m, num_n and group, no two values of `t` share a pair:
+        `row // group` gives back t's group and then `row % group` and `col` its place in
+        the group (divisors are clamped to at least 1, `group * num_n` to what its type
+        holds, which every t below it divides alike; a `t` past num_m * num_n gets a row
+        or column past num_m/num_n, whose tiles stores clip). So where `t` is a TileIndex
+        (`tile.bid(0)`, or the variable of `for t in tile.tiles(n)`) and the sizes are
+        the same in every block (`tile/uniform.py`), the pair together is one: a
+        DisjointSlice is indexed with both. Sizes that can differ between blocks give
+        two blocks two different functions, whose pairs can meet: plain integers then."""
         args = self.positional(node, 4, "tile.grouped(t, num_m, num_n, group)")
         t = self.as_tile(args[0], node.args[0], T.i32)
         if t.ndim or not t.dtype.is_int:
             raise self.error(KernelTypeError, node.args[0], f"tile.grouped takes an integer "
                              f"scalar tile index, not {t.describe()}")
-        pair = self._grouped(t, args[1:], node.args[1:])
-        if t.witness != 0:  # a plain integer in, plain integers out
-            return tuple(Tile(p.dtype, p.shape, p.ssa) for p in pair)  # type: ignore[return-value]
-        return pair
+        return self._grouped(t, args[1:], node.args[1:])
 
     def _grouped(self, pid: Tile, args: list[Any], nodes: list[ast.expr]) -> tuple[Tile, Tile]:
         num_m, num_n, group = (self.as_tile(v, a, T.i32) for v, a in zip(args, nodes,
@@ -95,15 +106,38 @@ class TileCallsMixin:
         def op(kind: str, a: Tile, b: Tile) -> Tile:
             return self.t.binary(kind, self.t.cast(a, dt), self.t.cast(b, dt))
 
-        g = op("max", group, one)
-        per_group = op("mul", g, op("max", num_n, one))
+        g, n = op("max", group, one), op("max", num_n, one)
+        # g * n where it fits dt, else dt's largest value: above every t, as the product is
+        top = self.t.full((), (1 << (dt.bits - 1)) - 1, dt)
+        fits = self.t.compare("le", g, op("floordiv", top, n))
+        per_group = self.t.where(fits, op("mul", g, n), top)
         first = op("mul", op("floordiv", pid, per_group), g)
         size = op("max", op("min", op("sub", num_m, first), g), one)
         r = op("mod", pid, per_group)
         row = op("add", first, op("mod", r, size))
         col = op("floordiv", r, size)
-        return (Tile(dt, row.shape, row.ssa, witness=("grouped", 0)),
-                Tile(dt, col.shape, col.ssa, witness=("grouped", 1)))
+        w = pid.witness
+        if w is None or w.part is not None:
+            return row, col  # a plain integer in, plain integers out
+        keys = [uniform_key(x.ssa, self.b.entry) for x in (num_m, num_n, group)]
+        if None in keys:
+            at = nodes[keys.index(None)]
+            why = (f"`{self.text(at)}` is not launch-uniform: it can differ between blocks "
+                   "(read from data, or changing in a loop)")
+            for x in (row, col):
+                self.stores.notes[x.ssa] = (why, at)
+            return row, col
+        sizes = tuple(keys)
+        return (self.witness(row, Witness(w.axis, 0, sizes)),
+                self.witness(col, Witness(w.axis, 1, sizes)))
+
+    def cast(self, t: Tile, dt: T.DType) -> Tile:
+        """`t.astype(dt)`, `dt(t)`: a TileIndex stays one where the cast keeps its values
+        (`values.keeps_witness`: to an integer type at least as wide)."""
+        out = self.t.cast(t, dt)
+        if t.witness is not None and keeps_witness(t.dtype, dt):
+            return self.witness(out, t.witness)
+        return out
 
     def call_num_blocks(self, node: ast.Call) -> Tile:
         (a,) = self.positional(node, 1, "tile.num_blocks(axis)")
@@ -424,7 +458,7 @@ class TileCallsMixin:
             if not (isinstance(dt, Static) and isinstance(dt.obj, T.DType)):
                 raise self.error(KernelTypeError, node.args[0], f"astype takes a dtype, not "
                                  f"{describe(dt)}")
-            return self.t.cast(m.tile, dt.obj)
+            return self.cast(m.tile, dt.obj)
         if m.name == "reshape":
             (shape,) = self.positional(node, 1, "x.reshape(shape)")
             return self._reshape(m.tile, shape, node, node.args[0])

@@ -8,15 +8,17 @@ It evaluates the body as values (`tile/values.py`): tiles, arrays, and Python
 constants that fold as Python computes them. Each tile operation becomes an op of the
 tile dialect (`ir/tile_ops.py`), between the scalar SIMT ops of the kernel's control
 flow; this module does the typing (shapes, broadcasting, dtypes), the safety rules and
-the diagnostics. Then two passes: `tile/layouts.py` picks every tile's layout and
+the diagnostics. Then the passes of `tile/pipeline.py`: `tile/layouts.py` picks every
+tile's layout, `tile/ordering.py` orders the block's accesses of each array, and
 `tile/to_simt.py` lowers the tile ops into SIMT IR (`tile/lower.py`). What it assumes:
 every statement runs in every thread of the block (tile code has no thread-dependent
 control flow), so the barriers of conversions and reductions are reached by all.
 
 Safety: `tile.bid(axis)` is a TileIndex witness. A DisjointSlice is stored (and read)
-only at an index whose items are witnesses (each axis at most once) and constants,
-with one tile shape per array; the grid axes that no such store uses must be 1 at
-launch (`runtime/witness_rules.py`'s grid rule), so no two blocks write one element.
+only at indices whose witnesses tell blocks apart, the same way in every access of the
+array, with one tile shape per array (`tile/disjoint.py`); the grid axes they do not
+cover must be 1 at launch (`runtime/witness_rules.py`'s grid rule), so no two blocks
+touch one element. Within a block, `tile/ordering.py` orders the accesses.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import ast
 import builtins
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from oxide import types as T
@@ -46,6 +48,7 @@ from oxide.specialize import ConstValue
 from oxide.tile import lang
 from oxide.tile.builder import TileBuilder
 from oxide.tile.calls import TileCallsMixin
+from oxide.tile.disjoint import DisjointUses, TileDisjointMixin
 from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
 from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
@@ -77,20 +80,7 @@ class TileLowered(LoweredKernel):
     (the others must be 1 at launch), or None when it stores no DisjointSlice."""
 
     grid_axes: frozenset[str] | None = None
-    tile_ir: str | None = None  # the tile dialect after the layout pass (OXIDE_DUMP=tile)
-
-
-@dataclass
-class _Stores:
-    """What the DisjointSlice stores of a kernel have used so far."""
-
-    shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
-    axes: frozenset[int] | None = None
-    # for `oxide bench`'s grid: grid axis -> (array, its dimension, the tile's extent there)
-    # of each store at `tile.bid(axis)`; whether a store used tile.grouped_bid's pair
-    tiled: dict[int, set[tuple[str, int, int]]] = field(default_factory=dict)
-    grouped: bool = False
-    persistent: bool = False  # a `for t in tile.tiles(...)` loop hands out the tiles
+    tile_ir: str | None = None  # the tile dialect before lowering (OXIDE_DUMP=tile)
 
 
 def is_power_of_two(n: int) -> bool:
@@ -102,7 +92,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
                       tensor_cores: bool = True, wgmma: bool = False) -> TileLowered:
     """Lower a tile kernel's body for one signature into oxide IR through the passes of
     tile/pipeline.py; with `keep_tile_ir`, keep the text of its tile-dialect form as the
-    layout pass leaves it; with `verify`, check what the layout pass guarantees. Without
+    layout and ordering passes leave it; with `verify`, check what the layout pass guarantees. Without
     `tensor_cores` (the CPU target), every product is an FMA loop."""
     b, low, ctx = evaluate_body(kernel, sig, symbol)
     dump: list[str] | None = [] if keep_tile_ir else None
@@ -111,9 +101,8 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     tile_ir = dump[0] if dump else None
     ctx.uses_barriers = low.em.uses_barriers
     func = b.finish()
-    axes = None
-    if low.stores.axes is not None:
-        axes = frozenset("xyz"[a] for a in low.stores.axes)
+    covered = low.stores.grid_axes()
+    axes = None if covered is None else frozenset("xyz"[a] for a in covered)
     return TileLowered(func, b.sites, ctx, b, axes, tile_ir)
 
 
@@ -177,7 +166,7 @@ def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DTyp
     return bound
 
 
-class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
+class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoopsMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
     def __init__(self, b: TileBuilder, source: Source, scope: Scope, ctx: KernelContext,
@@ -193,7 +182,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
         self.vector = VECTOR  # contiguous elements per thread of the default layouts
         self.em = TileEmitter(b, num_warps, self._reserve_shared)  # used by the lowering
         self.t = TileOps(b, lambda: self.src.span(self._node))
-        self.stores = _Stores()
+        self.stores = DisjointUses()
         self.unsafe_depth = 0
         self._node: ast.AST = source.tree
         self.call_stack: tuple[Any, ...] = ()  # the @ox.tile.funcs being inlined
@@ -638,7 +627,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileLoopsMixin):
             (arg,) = self.positional(node, 1, f"{obj.name}(x)")
             if isinstance(arg, Static):
                 return self.t.full((), self.convert_constant(arg, obj, node), obj)
-            return self.t.cast(self.as_tile(arg, node.args[0]), obj)
+            return self.cast(self.as_tile(arg, node.args[0]), obj)
         if obj in (builtins.min, builtins.max) and all(
                 isinstance(self.expr(a), Static) for a in node.args):
             return self.fold(obj, tuple(self.expr(a).obj for a in node.args), node)

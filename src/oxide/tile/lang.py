@@ -51,14 +51,16 @@ bid = _f("bid", "`tile.bid(axis)`: this block's tile index along grid axis 0, 1 
 num_blocks = _f("num_blocks", "`tile.num_blocks(axis)`: the grid's extent along `axis`.")
 grouped = _f("grouped", "`tile.grouped(t, num_m, num_n, group)`: the (row, column) tile "
              "index of linear tile `t` in grouped order; a TileIndex pair where `t` is one "
-             "of grid axis 0 (`tile.bid(0)`, a `tile.tiles` loop variable).")
+             "(`tile.bid(0)`, a `tile.tiles` loop variable) and the sizes are the same in "
+             "every block.")
 tiles = _f("tiles", "`for t in tile.tiles(n):` the persistent loop, `range(tile.bid(0), n, "
            "tile.num_blocks(0))`: each t in [0, n) in exactly one block, so `t` is a "
            "TileIndex of grid axis 0.")
 grouped_bid = _f("grouped_bid", "`tile.grouped_bid(num_m, num_n, group)`: this block's (row, "
                  "column) tile index in grouped order, from a 1-d grid over num_m * num_n "
                  "tiles: `group` tile rows take turns on each column, so the column's tiles "
-                 "stay in L2. The pair together is a TileIndex of grid axis 0.")
+                 "stay in L2. With sizes the same in every block, the pair together is a "
+                 "TileIndex of grid axis 0.")
 cdiv = _HostCdiv("cdiv", "`tile.cdiv(a, b)`: the ceiling of a / b for integers.")
 num_tiles = _f("num_tiles", "`tile.num_tiles(arr, axis, size)`: tiles of `size` that cover "
                "`arr` along `axis` (`cdiv(arr.shape[axis], size)`).")
@@ -67,7 +69,8 @@ load = _f("load", "`tile.load(arr, index, shape, padding=0)`: the tile of `shape
           "read `padding`.")
 store = _f("store", "`tile.store(arr, index, t)`: writes tile `t` at tile index `index`; "
            "elements outside the array are dropped. A DisjointSlice is written only at an "
-           "index built from the block's TileIndex witnesses and constants.")
+           "index whose TileIndex witnesses tell blocks apart, in the same dimensions in "
+           "every access of it; its other items may be any integers.")
 zeros = _f("zeros", "`tile.zeros(shape, dtype=f32)`")
 full = _f("full", "`tile.full(shape, value, dtype=None)`")
 arange = _f("arange", "`tile.arange(n, dtype=i32)`: 0, 1, ..., n - 1 (n a power of two).")

@@ -23,7 +23,7 @@ from oxide.frontend.loops import next_counter
 from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile import lang
-from oxide.tile.values import Static, Tile, describe
+from oxide.tile.values import Static, Tile, Witness, describe
 
 
 class TileLoopsMixin:
@@ -147,8 +147,7 @@ class TileLoopsMixin:
         for name, (t, var) in carried.items():
             self.env[name] = self.t.var_read(var, t.shape, t.dtype)
         index = self.scalar_tile(k, dt)
-        self.env[node.target.id] = (Tile(dt, index.shape, index.ssa, witness=0)
-                                    if persistent else index)
+        self.env[node.target.id] = (self.witness(index, Witness(0)) if persistent else index)
         self.stores.persistent |= persistent
         skipped = set()
         for stmt, name in piped:  # this iteration's tile, and a later one's load issued now

@@ -82,6 +82,7 @@ class TileEmitter(GlobalAccessMixin):
         # launch specialized on 16-byte row vectors): `compare_offsets` shares compares
         self.divisors: dict[SSAValue, int] = {}
         self.uses_barriers = False
+        self.barriers = 0  # block barriers emitted so far (tile/to_simt.py checks some)
 
     # -- values that every thread computes once, at the start ---------------------------
 
@@ -362,6 +363,7 @@ class TileEmitter(GlobalAccessMixin):
 
     def barrier(self) -> None:
         self.uses_barriers = True
+        self.barriers += 1
         self.b.emit(ops.BarrierOp("block"))
 
     def convert(self, t: Slots, target: Layout) -> Slots:

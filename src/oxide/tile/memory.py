@@ -1,9 +1,6 @@
-"""Tile loads and stores in a tile kernel: their arguments, the DisjointSlice rule, and
-the tile ops they become (mixed into `TileLowering`).
-
-A DisjointSlice is read and written only at a tile index built from the block's
-TileIndex witnesses (each grid axis once) and constants, with one tile shape per array;
-the axes the stores use are recorded for the launch rule (the others must be 1).
+"""Tile loads and stores in a tile kernel: their arguments and the tile ops they become
+(mixed into `TileLowering`). A DisjointSlice access is checked by `tile/disjoint.py`,
+with its index items in the array's dimension order (`order=` applied).
 """
 
 from __future__ import annotations
@@ -24,6 +21,13 @@ class TileMemoryMixin:
             raise self.error(KernelTypeError, node, f"{what} takes an array parameter, not "
                              f"{describe(v)}")
         return v
+
+    def _item_nodes(self, index_node: ast.AST, rank: int) -> list[ast.AST]:
+        """The source of each item of a tile index (the whole index where it is not
+        written as a tuple)."""
+        if isinstance(index_node, ast.Tuple) and len(index_node.elts) == rank:
+            return list(index_node.elts)
+        return [index_node] * rank
 
     def _index(self, arr: TArray, v: Any, node: ast.AST) -> list[Any]:
         items = list(v.obj) if isinstance(v, Static) and isinstance(v.obj, tuple) else (
@@ -57,68 +61,6 @@ class TileMemoryMixin:
                              f"{shape_text(shape)} has {len(shape)} dimensions")
         return shape
 
-    def _check_disjoint(self, arr: TArray, items: list[Any], shape: tuple[int, ...],
-                        node: ast.Call, index_node: ast.AST, verb: str) -> None:
-        """A DisjointSlice access at a witness-built index, one tile shape per array."""
-        axes: list[int] = []
-        grouped: list[int] = []  # the parts of tile.grouped_bid's pair used
-        for k, i in enumerate(items):
-            if verb == "written" and isinstance(i, Tile) and i.witness is not None:
-                if isinstance(i.witness, tuple):
-                    self.stores.grouped = True
-                else:
-                    self.stores.tiled.setdefault(i.witness, set()).add((arr.name, k, shape[k]))
-            if isinstance(i, Tile) and isinstance(i.witness, tuple):
-                if i.witness[1] in grouped:
-                    raise self.error(SafetyError, index_node,
-                                     f"`{arr.name}` is a DisjointSlice: its tile index uses the "
-                                     f"same part of tile.grouped_bid's pair twice",
-                                     hint="index with both parts: `i, j = tile.grouped_bid(...)`"
-                                          ", then `(i, j)`")
-                grouped.append(i.witness[1])
-            elif isinstance(i, Tile) and i.witness is not None:
-                if i.witness in axes:
-                    raise self.error(SafetyError, index_node,
-                                     f"`{arr.name}` is a DisjointSlice: its tile index uses "
-                                     f"tile.bid({i.witness}) twice",
-                                     hint="use each block's TileIndex once, e.g. "
-                                          "`(tile.bid(0), tile.bid(1))`")
-                axes.append(i.witness)
-            elif not isinstance(i, Static):
-                item_node = (index_node.elts[k] if isinstance(index_node, ast.Tuple)
-                             else index_node)
-                raise self.error(SafetyError, item_node,
-                                 f"`{arr.name}` is a DisjointSlice: it is {verb} only at a tile "
-                                 "index built from this block's TileIndex witnesses "
-                                 "(tile.bid(axis)) and constants",
-                                 label=f"`{self.text(item_node)}` is a computed integer; "
-                                       "arithmetic drops the uniqueness guarantee",
-                                 hint="write at `(tile.bid(0), ...)`, or take responsibility "
-                                      "with a RawSlice and `with ox.unsafe():`")
-        if grouped:
-            if len(grouped) != 2:
-                raise self.error(SafetyError, index_node,
-                                 f"`{arr.name}` is a DisjointSlice: its tile index uses one part "
-                                 "of tile.grouped_bid's pair; only the two together are unique "
-                                 "to the block",
-                                 hint="index with both parts: `(i, j)` from "
-                                      "`i, j = tile.grouped_bid(...)`")
-            if 0 in axes:
-                raise self.error(SafetyError, index_node,
-                                 f"`{arr.name}` is a DisjointSlice: tile.grouped_bid's pair and "
-                                 "tile.bid(0) come from the same grid axis",
-                                 hint="use the pair alone for grid axis 0")
-            axes.append(0)
-        known = self.stores.shapes.setdefault(arr.name, shape)
-        if known != shape:
-            raise self.error(SafetyError, node,
-                             f"`{arr.name}` is a DisjointSlice already accessed with tiles of "
-                             f"shape {shape_text(known)}; this tile is {shape_text(shape)}, so "
-                             "two blocks' tiles could overlap",
-                             hint="use one tile shape per DisjointSlice")
-        used = frozenset(axes)
-        self.stores.axes = used if self.stores.axes is None else self.stores.axes & used
-
     def _order(self, node: ast.Call, rank: int) -> tuple[int, ...] | None:
         """`order=`: for each tile dimension, the array dimension it walks ("C" is the
         identity, "F" the reverse); None for the identity."""
@@ -148,10 +90,12 @@ class TileMemoryMixin:
         items = self._index(arr, args[1], node.args[1])
         shape = self._tile_shape(arr, args[2], node.args[2])
         order = self._order(node, arr.type.rank)
+        nodes = self._item_nodes(node.args[1], arr.type.rank)
         if order is not None:
             items, shape = _to_array_order(items, order), _to_array_order(shape, order)
+            nodes = _to_array_order(nodes, order)
         if arr.type.access == "disjoint":
-            self._check_disjoint(arr, items, shape, node, node.args[1], "read")
+            self.check_disjoint(arr, items, nodes, shape, node, node.args[1], "read", order)
         elif arr.type.access == "atomic":
             raise self.error(UnsupportedFeatureError, node.args[0],
                              "AtomicSlice tiles are not supported yet")
@@ -207,12 +151,14 @@ class TileMemoryMixin:
                              "`with ox.unsafe():`",
                              hint="declare it DisjointSlice[...] and store at the block's "
                                   "TileIndex, or wrap the store in `with ox.unsafe():`")
+        nodes = self._item_nodes(node.args[1], arr.type.rank)
         if order is not None:  # the tile in the array's dimension order, then stored
-            items = _to_array_order(items, order)
+            items, nodes = _to_array_order(items, order), _to_array_order(nodes, order)
             inverse = tuple(order.index(d) for d in range(len(order)))
             value = self.t.permute(value, inverse)
         if access == "disjoint":
-            self._check_disjoint(arr, items, value.shape, node, node.args[1], "written")
+            self.check_disjoint(arr, items, nodes, value.shape, node, node.args[1], "written",
+                                order)
         if value.dtype != arr.dtype:
             raise self.error(KernelTypeError, node.args[2],
                              f"`{arr.name}` holds {arr.dtype.name}; cannot store "

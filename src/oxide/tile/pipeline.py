@@ -10,7 +10,9 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
    stand where layouts must agree;
 3. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
    guarantees, checked;
-4. `ToSIMT` (tile/to_simt.py): each tile op becomes the SIMT ops of one thread.
+4. `place_barriers` (tile/ordering.py): block barriers where two accesses of one array
+   hand an element between threads (a load after a store in another layout);
+5. `ToSIMT` (tile/to_simt.py): each tile op becomes the SIMT ops of one thread.
 
 Each file's docstring says what its pass assumes and guarantees.
 """
@@ -23,6 +25,7 @@ from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import choose_engines
+from oxide.tile.ordering import place_barriers
 from oxide.tile.to_simt import ToSIMT
 
 
@@ -39,11 +42,12 @@ class Target:
 def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = False,
                dump: list[str] | None = None) -> None:
     """Run the passes over `b`'s tile ops; with `dump`, append the dialect's text as the
-    layout pass leaves it (OXIDE_DUMP=tile)."""
+    layout and ordering passes leave it (OXIDE_DUMP=tile)."""
     choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
     if verify:
         check_layouts(b.tile_ops)
+    place_barriers(b)
     if dump is not None:
         dump.append(str(b.func))
     ToSIMT(b, em).run()

@@ -5,7 +5,8 @@ It runs after `tile/layouts.py`, over the tile ops in the order the frontend bui
 becomes `Slots`, one SSA value per slot of its layout. What it assumes: every tile type
 has its layout and elementwise operands agree (the layout pass). What it guarantees:
 no tile op is left; `tile.extract` results are replaced by the scalar each thread holds
-(and stay block-uniform for the uniformity pass); the SIMT ops stand where the tile op
+(and stay block-uniform for the uniformity pass); an op `tile/ordering.py` counts on
+for a barrier (`syncs_block`) emitted one; the SIMT ops stand where the tile op
 stood (`TileBuilder.lowering`), so the kernel is the one building them on the spot
 would have given.
 """
@@ -26,6 +27,7 @@ from oxide.tile.layouts import layout_of
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import engine_of
 from oxide.tile.mma_lower import lower_mma, relayout
+from oxide.tile.ordering import syncs_block
 from oxide.tile.values import Slots
 
 
@@ -42,8 +44,11 @@ class ToSIMT:
         for op in list(self.b.tile_ops):
             kind = kind_of(op)
             lower: Callable[[Operation], Any] = getattr(self, f"_{kind}")
+            relied, before = syncs_block(op), self.em.barriers
             with self.b.lowering(op):
                 out = lower(op)
+            assert not relied or self.em.barriers > before, (
+                f"{op.name}: tile/ordering.py counts on a barrier its lowering did not emit")
             if isinstance(out, Slots):
                 out = (out,)
             for r, s in zip(op.results, out or (), strict=False):
@@ -146,6 +151,9 @@ class ToSIMT:
         array, value, *index = op.operands
         self.em.store(array, op.param("vectors"), [self._in(i).scalar for i in index],
                       self._in(value))
+
+    def _barrier(self, op: Operation) -> None:
+        self.em.barrier()
 
     def _mma(self, op: Operation) -> Slots:
         a, b, acc = (self._in(v) for v in op.operands)

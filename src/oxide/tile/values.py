@@ -10,6 +10,7 @@ tile they meet.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,21 +21,44 @@ from oxide.tile.layout import Layout
 
 
 @dataclass(frozen=True)
+class Witness:
+    """What makes a 0-d integer tile a TileIndex: two blocks that differ along grid axis
+    `axis` never hold one value of it. `tile.bid(axis)` is one; so is the variable of `for
+    t in tile.tiles(n)` for axis 0 (a block's values are its `tile.bid(0)` plus multiples
+    of the grid's size, so they are never another block's `tile.bid(0)` or `t` either:
+    both are the same witness). A witness is never negative.
+
+    `part` is 0 or 1 for the row or column of `tile.grouped`'s pair: a function of a
+    witness that no two of its values share, for the sizes `sizes` (the launch-uniform
+    sizes' keys, `tile/uniform.py`); only the two parts of one pair together tell blocks
+    apart.
+    """
+
+    axis: int
+    part: int | None = None
+    sizes: Hashable = None
+
+    def describe(self) -> str:
+        if self.part is None:
+            return f"a TileIndex of grid axis {self.axis}"
+        return f"the {('row', 'column')[self.part]} of a tile.grouped pair"
+
+
+@dataclass(frozen=True)
 class Tile:
     """A tile value of the frontend: its dtype, static shape and `ssa`, a `!tile.tile`
     value of the tile dialect (`ir/tile_ops.py`), whose layout `tile/layouts.py` picks
     later.
 
-    `witness` is the grid axis when the tile is `tile.bid(axis)` itself (a TileIndex:
-    unique to the block along that axis), or `("grouped", k)` for part k of
-    `tile.grouped_bid`'s (row, column) pair (unique to the block together, from grid axis
-    0); any arithmetic on it drops it.
+    `witness`: set where the tile is a TileIndex (`Witness`). Arithmetic drops it, and so
+    does a narrowing cast (it can wrap); a cast to an integer type at least as wide keeps
+    it (`tile.bid(0).astype(i64)`: a witness is never negative, so sign does not matter).
     """
 
     dtype: T.DType
     shape: tuple[int, ...]
     ssa: SSAValue
-    witness: int | tuple[str, int] | None = None
+    witness: Witness | None = None
 
     @property
     def ndim(self) -> int:
@@ -45,6 +69,12 @@ class Tile:
             return f"a {self.dtype.name} scalar" + (" (a TileIndex)" if self.witness is not None
                                                     else "")
         return f"a tile of shape {shape_text(self.shape)} and dtype {self.dtype.name}"
+
+
+def keeps_witness(src: T.DType, dst: T.DType) -> bool:
+    """Whether a cast from `src` to `dst` keeps a witness's values: to an integer type at
+    least as wide (a witness is never negative and fits `src`'s signed range)."""
+    return dst.is_int and not dst.is_bool and dst.bits >= src.bits
 
 
 @dataclass(frozen=True)
