@@ -129,6 +129,9 @@ class Divergence:
         self.clean_loads = set() if grid else clean_loads
         self.lanes = lanes
         self.aligned = lanes and aligned
+        # residues mod 32 matter only for split values (aligned lanes): elsewhere every
+        # uniform value is just UNIFORM, and facts settle in one change
+        self.residues = self.aligned
         self.registers = (_GRID_VARYING_REGISTERS if grid else
                           _LANE_VARYING_REGISTERS if lanes else VARYING_REGISTERS)
         self.facts: dict[SSAValue, int] = {}
@@ -146,11 +149,18 @@ class Divergence:
         return not is_uniform(self.facts.get(v))
 
     def _solve(self) -> None:
-        """A worklist: each op once, then again whenever something it reads changes."""
+        """A worklist: each op once, then again whenever something it reads changes (an
+        op already waiting is not queued twice)."""
         work = [op for block in self.blocks for op in block.ops]
         work.reverse()
+        waiting = set(work)
         while work:
-            work.extend(self._visit(work.pop()))
+            op = work.pop()
+            waiting.discard(op)
+            for again in self._visit(op):
+                if again not in waiting:
+                    waiting.add(again)
+                    work.append(again)
 
     def _visit(self, op: Operation) -> list[Operation]:
         """Update the facts `op` decides; return the ops to revisit."""
@@ -198,7 +208,7 @@ class Divergence:
         """The fact of `op`'s result from its operands' facts (None: nothing known yet)."""
         if isinstance(op, ops.ConstantOp):
             value = constant_int(op.result)
-            return value % 32 if value is not None else UNIFORM
+            return value % 32 if value is not None and self.residues else UNIFORM
         if isinstance(op, ops.RegisterOp):
             reg = op.reg.data
             if self.aligned and reg == "tid.x":

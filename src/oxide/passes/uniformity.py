@@ -154,27 +154,40 @@ class _Facts:
         self.reaching = reaching_writes(func)
         self.clean = clean_shared_loads(func)
         self.cd = control_dependents(func)
+        self.early_exits = bool(leaving_blocks(func))
         self._cd_exits: dict[Block, set[Block]] | None = None
+        self._asked: dict[tuple[str, bool], Divergence] = {}
 
     @property
     def cd_exits(self) -> dict[Block, set[Block]]:
         if self._cd_exits is None:
-            self._cd_exits = control_dependents(self.func, exits_leave=True)
+            self._cd_exits = (control_dependents(self.func, exits_leave=True)
+                              if self.early_exits else self.cd)
         return self._cd_exits
+
+    def _ask(self, key: tuple[str, bool], make: Callable[[], Divergence]) -> Divergence:
+        found = self._asked.get(key)
+        if found is None:
+            found = self._asked[key] = make()
+        return found
 
     def block(self, exits_leave: bool = True) -> Divergence:
         """Threads of one block, with early exits leaving (the question `ox.sync_threads()`
-        asks) or not (the one oxide's block collectives ask)."""
-        return Divergence(self.func, self.uniform, self.cd_exits if exits_leave else self.cd,
-                          self.reaching, self.clean)
+        asks) or not (the one oxide's block collectives ask); the same question where the
+        kernel has no early `return`."""
+        leave = exits_leave and self.early_exits
+        return self._ask(("block", leave), lambda: Divergence(
+            self.func, self.uniform, self.cd_exits if leave else self.cd, self.reaching,
+            self.clean))
 
     def lanes(self, aligned: bool) -> Divergence:
-        return Divergence(self.func, self.uniform, self.cd, self.reaching, self.clean,
-                          lanes=True, aligned=aligned)
+        return self._ask(("lanes", aligned), lambda: Divergence(
+            self.func, self.uniform, self.cd, self.reaching, self.clean, lanes=True,
+            aligned=aligned))
 
     def grid(self) -> Divergence:
-        return Divergence(self.func, self.uniform, self.cd, self.reaching, self.clean,
-                          grid=True)
+        return self._ask(("grid", False), lambda: Divergence(
+            self.func, self.uniform, self.cd, self.reaching, self.clean, grid=True))
 
 
 @dataclass
@@ -301,7 +314,7 @@ def check_barrier_uniformity(func: ops.FuncOp, origins: dict[Operation, tuple[Sp
 def _mark_after_exit(facts: _Facts, barriers: list[tuple[Block, Operation]]) -> None:
     """Barriers that some threads may reach after others returned: PTX's plain
     `barrier.sync` rather than `.aligned` (ops.BarrierOp)."""
-    if not barriers or not leaving_blocks(facts.func):
+    if not barriers or not facts.early_exits:
         return
     whole = facts.block(exits_leave=False)
     for block, op in barriers:
