@@ -81,14 +81,17 @@ def test_mma_sync_in_a_partial_warp_is_refused_on_the_gpu() -> None:
 
 
 def test_a_frame_larger_than_the_stack_is_reported_not_a_fault() -> None:
-    """8 KiB frames in the default 4 KiB stack: not one call fits, so none is made; the
-    context lives on (it once died with CUDA_ERROR_ILLEGAL_ADDRESS)."""
+    """8 KiB frames in a small stack: the calls past it are not made (a KernelAssertionError,
+    not a fault), and the context lives on (it once died with CUDA_ERROR_ILLEGAL_ADDRESS).
+    How many levels fit depends on the context's stack, which an earlier test in this
+    process may have raised (it is never lowered), so only n = 0, which calls nothing, has
+    a value to check; a thread whose call was refused holds no defined result."""
     ns = np.array([0, 1, 3], np.int32)
     out = ox.to_device(np.full(3, 9.0, np.float32))  # host arrays: not copied back after it
     with pytest.raises(ox.KernelAssertionError, match="`big_frame` recursed deeper"):
         tr.big_frames[1, 3](ns, out)
         ox.synchronize()
-    assert out.to_numpy().tolist() == [0.0, 0.0, 0.0]
+    assert out.to_numpy()[0] == 0.0
     fibs_out = np.zeros(10, np.int32)
     tr.fibs[1, 10](np.arange(10, dtype=np.int32), fibs_out)  # the context survived
     assert fibs_out.tolist() == [tr.py_fib(n) for n in range(10)]
