@@ -148,19 +148,8 @@ def gelu_rows(n: int, tri: Any, do_bench: Any) -> list[tuple[str, float, str]]:
     rows = [(f"bf16 GEMM+bias+GELU {n}^3  triton (autotuned, 3 configs)",
              tflops(n, triton_ms), ""),
             (f"bf16 GEMM+bias+GELU {n}^3  torch addmm + gelu", tflops(n, torch_ms), "")]
-    for engine in ("1", "0"):
-        os.environ["OXIDE_TILE_WGMMA"] = engine
-        for bm, bn, bk, warps in SHAPES:
-            k = make_linear_gelu(warps)
-            grid = (tile.cdiv(n, bm), tile.cdiv(n, bn))
-            args = (x, w, b, y, bm, bn, bk)
-            ox.launch(k, grid, *args)
-            err = float((y.float() - want).abs().max())
-            ms = do_bench(lambda k=k, grid=grid, args=args: ox.launch(k, grid, *args),
-                          return_mode="median")
-            name = "wgmma" if engine == "1" else "mma.sync"
-            rows.append((f"bf16 GEMM+bias+GELU {n}^3  oxide {name} {bm}x{bn}x{bk} {warps}w",
-                         tflops(n, ms), f"{triton_ms / ms:.2f}x triton, max err {err:.3f}"))
+    rows += engine_rows(f"bf16 GEMM+bias+GELU {n}^3", make_linear_gelu, (x, w, b), y, want, n,
+                        triton_ms, "triton", do_bench)
     return rows
 
 
@@ -174,19 +163,28 @@ def transposed_rows(n: int, do_bench: Any) -> list[tuple[str, float, str]]:
     cublas_ms = do_bench(lambda: torch.nn.functional.linear(x, w), return_mode="median")
     rows = [(f"f16 GEMM x @ w.T {n}^3  cuBLAS", tflops(n, cublas_ms), "")]
     want = x.float() @ w.float().T
+    return rows + engine_rows(f"f16 GEMM x @ w.T {n}^3", make_linear_t, (x, w), y, want, n,
+                              cublas_ms, "cuBLAS", do_bench)
+
+
+def engine_rows(what: str, make: Any, inputs: tuple[Any, ...], y: Any, want: Any, n: int,
+                peer_ms: float, peer: str, do_bench: Any) -> list[tuple[str, float, str]]:
+    """`make(warps)`'s kernel over each tile shape, on wgmma and on mma.sync: checked
+    against `want`, timed, and set beside the peer's time."""
+    rows = []
     for engine in ("1", "0"):
         os.environ["OXIDE_TILE_WGMMA"] = engine
         for bm, bn, bk, warps in SHAPES:
-            k = make_linear_t(warps)
+            k = make(warps)
             grid = (tile.cdiv(n, bm), tile.cdiv(n, bn))
-            args = (x, w, y, bm, bn, bk)
+            args = (*inputs, y, bm, bn, bk)
             ox.launch(k, grid, *args)
             err = float((y.float() - want).abs().max())
             ms = do_bench(lambda k=k, grid=grid, args=args: ox.launch(k, grid, *args),
                           return_mode="median")
             name = "wgmma" if engine == "1" else "mma.sync"
-            rows.append((f"f16 GEMM x @ w.T {n}^3  oxide {name} {bm}x{bn}x{bk} {warps}w",
-                         tflops(n, ms), f"{cublas_ms / ms:.2f}x cuBLAS, max err {err:.3f}"))
+            rows.append((f"{what}  oxide {name} {bm}x{bn}x{bk} {warps}w", tflops(n, ms),
+                         f"{peer_ms / ms:.2f}x {peer}, max err {err:.3f}"))
     return rows
 
 

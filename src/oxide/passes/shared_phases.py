@@ -58,8 +58,8 @@ def clean_shared_loads(func: ops.FuncOp) -> set[Operation]:
         return set()
     if not writes:
         return set(candidates)
-    before = _written_since_barrier(func, writes)
-    after = _written_until_barrier(func, writes)
+    before = _written(func, writes, forward=True)
+    after = _written(func, writes, forward=False)
     return {op for op in candidates
             if memory_of(op.array) not in before[op] | after[op]}  # type: ignore[attr-defined]
 
@@ -68,50 +68,35 @@ def _is_barrier(op: Operation) -> bool:
     return isinstance(op, ops.BarrierOp) and op.kind.data in ("block", "grid")
 
 
-def _written_since_barrier(func: ops.FuncOp, writes: dict[Operation, Any]
-                           ) -> dict[Operation, frozenset[Any]]:
-    """Per op, the memories some path may have written since the last barrier before it."""
+def _written(func: ops.FuncOp, writes: dict[Operation, Any], forward: bool
+             ) -> dict[Operation, frozenset[Any]]:
+    """Per op, the memories some path may write, since the last barrier before it
+    (`forward`) or after it, before the next barrier (backward)."""
     blocks = list(func.body.blocks)
-    preds = predecessors(func)
+    if forward:
+        preds = predecessors(func)
+        flows_in = {b: preds[b] for b in blocks}
+    else:
+        flows_in = {b: list(successors(b)) for b in blocks}
+
+    def in_order(block: Block) -> list[Operation]:
+        return list(block.ops) if forward else list(reversed(list(block.ops)))
+
     out: dict[Block, frozenset[Any]] = {b: frozenset() for b in blocks}
     changed = True
     while changed:
         changed = False
-        for block in blocks:
-            state = frozenset().union(*(out[p] for p in preds[block]))
-            for op in block.ops:
+        for block in blocks if forward else reversed(blocks):
+            state = frozenset().union(*(out[p] for p in flows_in[block]))
+            for op in in_order(block):
                 state = _step(op, state, writes)
             if state != out[block]:
                 out[block] = state
                 changed = True
     at: dict[Operation, frozenset[Any]] = {}
     for block in blocks:
-        state = frozenset().union(*(out[p] for p in preds[block]))
-        for op in block.ops:
-            at[op] = state
-            state = _step(op, state, writes)
-    return at
-
-
-def _written_until_barrier(func: ops.FuncOp, writes: dict[Operation, Any]
-                           ) -> dict[Operation, frozenset[Any]]:
-    """Per op, the memories some path may write after it, before the next barrier."""
-    blocks = list(func.body.blocks)
-    into: dict[Block, frozenset[Any]] = {b: frozenset() for b in blocks}
-    changed = True
-    while changed:
-        changed = False
-        for block in reversed(blocks):
-            state = frozenset().union(*(into[s] for s in successors(block)))
-            for op in reversed(list(block.ops)):
-                state = _step(op, state, writes)
-            if state != into[block]:
-                into[block] = state
-                changed = True
-    at: dict[Operation, frozenset[Any]] = {}
-    for block in blocks:
-        state = frozenset().union(*(into[s] for s in successors(block)))
-        for op in reversed(list(block.ops)):
+        state = frozenset().union(*(out[p] for p in flows_in[block]))
+        for op in in_order(block):
             at[op] = state
             state = _step(op, state, writes)
     return at

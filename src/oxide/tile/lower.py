@@ -69,6 +69,7 @@ class TileEmitter(GlobalAccessMixin):
         self.b = b
         self.num_warps = num_warps
         self.reserve_shared = reserve_shared  # counts bytes against the per-block limit
+        self._staging: dict[tuple[str, int, str], SSAValue] = {}  # `staging`'s arrays
         self._lane: SSAValue | None = None
         self._warp: SSAValue | None = None
         self._consts: dict[tuple[Any, str], SSAValue] = {}
@@ -360,6 +361,15 @@ class TileEmitter(GlobalAccessMixin):
         self.reserve_shared(count * max(1, dt.bits // 8))
         ty = SharedArrayType(ir_type(dt), StringAttr(str(count)), StringAttr("shared"))
         return self.b.alloc(ops.FixedArrayOp(ty))
+
+    def staging(self, dt: T.DType, count: int, role: str) -> SSAValue:
+        """The kernel's shared array for a product operand of this size and `role` ("a",
+        "b", "wa", "wb"): every product reuses it, which is safe because each writes its
+        operands only after a barrier that every earlier product's reads come before."""
+        key = (dt.name, count, role)
+        if key not in self._staging:
+            self._staging[key] = self.shared(dt, count)
+        return self._staging[key]
 
     def barrier(self) -> None:
         self.uses_barriers = True

@@ -35,8 +35,6 @@ What it guarantees:
 
 from __future__ import annotations
 
-from weakref import WeakKeyDictionary
-
 from xdsl.ir import SSAValue
 
 from oxide import types as T
@@ -48,9 +46,6 @@ from oxide.tile.mma_choice import HALVES, MMA_K
 from oxide.tile.values import Slots
 from oxide.tile.wgmma_lower import lower_wgmma
 
-# each kernel's operand arrays, by (dtype, elements, role): see `_shared`
-_ARRAYS: WeakKeyDictionary[TileEmitter, dict[tuple[str, int, str], SSAValue]] = \
-    WeakKeyDictionary()
 # extra elements at the end of each shared-memory row of an operand (16 bytes of halves):
 # the 8 rows one ldmatrix matrix reads then start in 8 different groups of 4 banks
 PAD = 8
@@ -98,24 +93,13 @@ def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
 
 # -- shared memory ---------------------------------------------------------------------
 
-def _shared(em: TileEmitter, dt: T.DType, count: int, role: str) -> SSAValue:
-    """The kernel's shared array for an operand of this size (`role` "a" or "b"): every
-    product reuses it, which is safe because each writes its operands only after a
-    barrier that every earlier product's reads come before."""
-    arrays = _ARRAYS.setdefault(em, {})
-    key = (dt.name, count, role)
-    if key not in arrays:
-        arrays[key] = em.shared(dt, count)
-    return arrays[key]
-
-
 def _to_shared(em: TileEmitter, t: Slots, stride: int, role: str) -> SSAValue:
     """`t` written row-major into a new shared array whose rows are `stride` apart
     (called between two barriers). A thread's `spt` side-by-side elements of a row go in
     vector stores of up to 16 bytes: the array starts 16-byte aligned, `stride` keeps each
     row's start a multiple of the vector (`PAD` and the power-of-two extents), and the
     run starts at a multiple of `spt`. Replicas write the same value to the same cell."""
-    smem = _shared(em, t.dtype, t.shape[0] * stride, role)
+    smem = em.staging(t.dtype, t.shape[0] * stride, role)
     size = max(1, t.dtype.bits // 8)
     width = 1
     if t.shape[1] > 1:

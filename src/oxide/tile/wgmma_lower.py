@@ -30,8 +30,6 @@ the CPU's in the last place: tensor cores sum a k step's products at their own p
 
 from __future__ import annotations
 
-from weakref import WeakKeyDictionary
-
 from xdsl.ir import SSAValue
 
 from oxide import types as T
@@ -42,9 +40,6 @@ from oxide.tile.values import Slots
 
 SLAB = 64  # elements of a 128-byte swizzle row of 16-bit floats
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout field (bits 62-63)
-# each kernel's staging arrays, by (dtype, elements, role)
-_ARRAYS: WeakKeyDictionary[TileEmitter, dict[tuple[str, int, str], SSAValue]] = \
-    WeakKeyDictionary()
 
 
 def row_elements(k: int) -> int:
@@ -119,23 +114,13 @@ def _descriptor(em: TileEmitter, smem: SSAValue, at: SSAValue, row_bytes: int, l
     return op.results[0]
 
 
-def _shared(em: TileEmitter, dt: T.DType, count: int, role: str) -> SSAValue:
-    """The kernel's staging array of this size and role, shared by its products (each
-    writes it only after a barrier every earlier product's reads come before)."""
-    arrays = _ARRAYS.setdefault(em, {})
-    key = (dt.name, count, role)
-    if key not in arrays:
-        arrays[key] = em.shared(dt, count)
-    return arrays[key]
-
-
 def _stage(em: TileEmitter, t: Slots, width: int, role: str) -> SSAValue:
     """`t` (rows, cols) into shared memory in slabs of `width` columns, each slab `rows`
     rows of `width` elements with the swizzle of that row size; a thread's side-by-side
     elements go in vector stores within one 16-byte chunk (the swizzle moves whole
     chunks)."""
     rows, cols = t.shape
-    smem = _shared(em, t.dtype, rows * cols, role)
+    smem = em.staging(t.dtype, rows * cols, role)
     size = max(1, t.dtype.bits // 8)
     row_bytes = width * size
     phases = row_bytes // 16  # chunks the swizzle rotates: 2, 4 or 8
