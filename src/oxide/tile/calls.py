@@ -361,16 +361,43 @@ class TileCallsMixin:
                                   f"; convert the result afterwards (`.astype(...)`)")
         return self.t.mma(ta, tb, acc)
 
-    def matmul(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST) -> Tile:
-        """`a @ b`: the operands promoted to one dtype (as for `+`), multiplied with an f32
-        accumulator for 16-bit floats, and the result in the promoted dtype (as NumPy,
-        torch and cuTile's `ct.matmul`)."""
+    def matmul(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST,
+               acc: Tile | None = None) -> Tile:
+        """`a @ b`: the operands promoted to one dtype (as for `+`) and multiplied in the
+        type they accumulate in, which is the result's: f32 for 16-bit floats (exact
+        products, f32 sums, as Triton's `tl.dot`; a bf16 result is one `.astype(bf16)`
+        away, rounded once), the promoted dtype otherwise. With `acc` (a tile of the
+        result's shape and dtype, `acc + a @ b`), the sums start from it: `tile.mma(a, b,
+        acc)`, as Triton folds `acc += tl.dot(a, b)` into the dot."""
         ta, tb = self._mma_operands(a, b, node, na, nb, "`@`")
         dt = self.promote(ta, tb, node)
         ta, tb = self.t.cast(ta, dt), self.t.cast(tb, dt)
         shape = (ta.shape[0], tb.shape[1])
-        out = self.t.mma(ta, tb, self.t.full(shape, 0, accumulate_dtype(dt), layout="mma"))
-        return self.t.cast(out, dt)
+        if acc is None:
+            acc = self.t.full(shape, 0, accumulate_dtype(dt), layout="mma")
+        return self.t.mma(ta, tb, acc)
+
+    def add_product(self, node: ast.AST, product: ast.BinOp, acc_node: ast.expr | None,
+                    acc_first: bool, acc: Any = None) -> Any:
+        """`acc + a @ b` (`acc_first`), `a @ b + acc` or `acc += a @ b` (`acc` given, the
+        target's value): where `acc` is a tile of the product's shape and dtype, one
+        `tile.mma(a, b, acc)`, so the three spellings equal the explicit one bit for bit
+        (Triton folds `acc += tl.dot(a, b)` into its dot the same way); otherwise the
+        product, then `+`. Operands are evaluated in Python's order."""
+        if acc_first and acc_node is not None:
+            acc = self.expr(acc_node)
+        a, b = self.expr(product.left), self.expr(product.right)
+        if not acc_first and acc_node is not None:
+            acc = self.expr(acc_node)
+        if (isinstance(a, Tile) and isinstance(b, Tile) and isinstance(acc, Tile)
+                and a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]
+                and a.dtype.is_float and b.dtype.is_float
+                and acc.shape == (a.shape[0], b.shape[1])
+                and acc.dtype == accumulate_dtype(self.promote(a, b, product))):
+            return self.matmul(a, b, product, product.left, product.right, acc)
+        p = self.matmul(a, b, product, product.left, product.right)
+        return self.binop(ast.Add(), acc, p, node) if acc_first else \
+            self.binop(ast.Add(), p, acc, node)
 
     def call_cumsum(self, node: ast.Call) -> Tile:
         args = self.positional(node, (1, 2), "tile.cumsum(x, axis=0)", ("axis",))

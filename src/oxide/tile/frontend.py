@@ -282,7 +282,10 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
                              "tiles are immutable values: only names can be updated",
                              hint="store into arrays with `tile.store(arr, index, t)`")
         current = self.load_name(node.target.id, node.target)
-        value = self.binop(node.op, current, self.expr(node.value), node)
+        if isinstance(node.op, ast.Add) and _is_product(node.value):
+            value = self.add_product(node, node.value, None, True, current)
+        else:
+            value = self.binop(node.op, current, self.expr(node.value), node)
         self.assign(node.target, value, node)
 
     def assign(self, target: ast.expr, value: Any, node: ast.AST) -> None:
@@ -542,6 +545,11 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
         return self.t.expand(t, tuple(axes), shape)
 
     def expr_BinOp(self, node: ast.BinOp) -> Any:
+        if isinstance(node.op, ast.Add):
+            if _is_product(node.right):
+                return self.add_product(node, node.right, node.left, True)
+            if _is_product(node.left):
+                return self.add_product(node, node.left, node.right, False)
         return self.binop(node.op, self.expr(node.left), self.expr(node.right), node)
 
     def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
@@ -907,6 +915,11 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
         if kind in ("floordiv", "mod") and not dt.is_float:
             site = self.b.site("assert", self.src.span(node), "integer division by zero")
         return self.t.binary(kind, ta, tb, site)
+
+def _is_product(node: ast.expr) -> bool:
+    """Whether `node` is written `a @ b` (a temporary no other code can name)."""
+    return isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult)
+
 
 def _fits(v: int, dt: T.DType) -> bool:
     if dt.is_bool:
