@@ -126,7 +126,7 @@ TILE_OPS: dict[str, str] = {
     "narrow_compare": "(x, n) `x pred n` of a narrow signed int tile and a wider signed "
                       "scalar, computed in x's type [pred]",
     "unary": "(a) elementwise `kind` [kind]",
-    "math": "(a) elementwise float function `fn` [fn]",
+    "math": "(*operands) ox.math's `fn` elementwise, operands of one layout and dtype [fn]",
     "where": "(cond, a, b) elementwise select",
     "broadcast": "(x, *candidates) x broadcast to `shape`; its layout is the first "
                  "candidate's of that shape, else the default [shape]",

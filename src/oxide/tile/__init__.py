@@ -12,20 +12,28 @@ from __future__ import annotations
 
 from oxide.tile.kernel import TileKernel, TileOptions, func, kernel
 from oxide.tile.lang import (
+    abs,
     arange,
     argmax,
     argmin,
     bid,
     broadcast_to,
     cdiv,
+    ceil,
+    cos,
     cumsum,
+    erf,
     exp,
     exp2,
+    floor,
+    fma,
     full,
     grouped,
     grouped_bid,
     load,
     log,
+    log1p,
+    log2,
     max,
     maximum,
     min,
@@ -34,21 +42,27 @@ from oxide.tile.lang import (
     num_blocks,
     num_tiles,
     permute,
+    pow,
     reshape,
     rsqrt,
+    sigmoid,
+    sin,
     sqrt,
     store,
     sum,
+    tan,
     tanh,
     tiles,
     where,
     zeros,
 )
 
-__all__ = ["TileKernel", "TileOptions", "arange", "argmax", "argmin", "bid", "broadcast_to", "cdiv",
-           "cumsum", "exp", "exp2", "full", "func", "grouped", "grouped_bid", "kernel", "load", "log", "max", "maximum",
-           "min", "minimum", "mma", "num_blocks", "num_tiles", "permute", "reshape", "rsqrt",
-           "sqrt", "store", "sum", "tanh", "tiles", "where", "zeros"]
+__all__ = ["TileKernel", "TileOptions", "abs", "arange", "argmax", "argmin", "bid",
+           "broadcast_to", "cdiv", "ceil", "cos", "cumsum", "erf", "exp", "exp2", "floor",
+           "fma", "full", "func", "grouped", "grouped_bid", "kernel", "load", "log", "log1p",
+           "log2", "max", "maximum", "min", "minimum", "mma", "num_blocks", "num_tiles",
+           "permute", "pow", "reshape", "rsqrt", "sigmoid", "sin", "sqrt", "store", "sum",
+           "tan", "tanh", "tiles", "where", "zeros"]
 
 
 def __dir__() -> list[str]:

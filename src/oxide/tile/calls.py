@@ -10,13 +10,13 @@ Creation (`zeros`, `full`, `arange`), indices (`bid`, `num_blocks`, `cdiv`,
 from __future__ import annotations
 
 import ast
-import builtins
 from typing import Any
 
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
 from oxide.ir import ops
 from oxide.ir.types import ir_type
+from oxide.tile.elementwise import TILE_ELEMENTWISE
 from oxide.tile.mma_lower import accumulate_dtype
 from oxide.tile.uniform import uniform_key
 from oxide.tile.values import (
@@ -31,17 +31,17 @@ from oxide.tile.values import (
 )
 
 _REDUCE = {"sum": "add", "max": "max", "min": "min"}
-_MATH = ("exp", "exp2", "log", "sqrt", "rsqrt", "tanh")
 
 
 class TileCallsMixin:
     """The `call_<name>` methods for `tile.<name>(...)`."""
 
     def call_tile(self, name: str, node: ast.Call) -> Any:
-        """`tile.<name>(...)`: the math functions and reductions share one lowering each;
+        """`tile.<name>(...)`: the math functions (tile/elementwise.py) and reductions share
+        one lowering each;
         every other function has its own `call_<name>`."""
-        if name in _MATH:
-            return self._math(name, node)
+        if name in TILE_ELEMENTWISE:
+            return self.call_tile_math(name, node)
         if name in _REDUCE:
             return self._reduce(name, node)
         if name in ("argmax", "argmin"):
@@ -213,33 +213,13 @@ class TileCallsMixin:
         dt = self._dtype_arg(node, 1) or T.i32
         return self.t.arange(n, dt)
 
-    def _math(self, fn: str, node: ast.Call) -> Tile:
-        (x,) = self.positional(node, 1, f"tile.{fn}(x)")
-        t = self.as_tile(x, node.args[0], T.f32)
-        if not t.dtype.is_float:
-            raise self.error(KernelTypeError, node.args[0],
-                             f"tile.{fn} takes floats, not {t.dtype.name}",
-                             label=f"this is {t.describe()}",
-                             hint="convert first: `x.astype(f32)`")
-        return self.t.math(fn, t)
-
-    def _minmax(self, kind: str, node: ast.Call) -> Any:
-        a, b = self.positional(node, 2, f"tile.{kind}imum(a, b)")
-        if isinstance(a, Static) and isinstance(b, Static):
-            return self.fold(builtins.max if kind == "max" else builtins.min, (a.obj, b.obj),
-                             node)
-        dt = self.promote(a, b, node)
-        if dt.is_bool:
-            raise self.error(KernelTypeError, node, f"tile.{kind}imum on bools",
-                             hint="use `|` or `&`")
-        ta, tb = self.operands(a, b, node, node.args[0], node.args[1], dt)
-        return self.t.binary(kind, ta, tb)
-
     def call_maximum(self, node: ast.Call) -> Any:
-        return self._minmax("max", node)
+        a, b = self.positional(node, 2, "tile.maximum(a, b)")
+        return self.minimum_maximum("max", a, b, node, node.args[0], node.args[1])
 
     def call_minimum(self, node: ast.Call) -> Any:
-        return self._minmax("min", node)
+        a, b = self.positional(node, 2, "tile.minimum(a, b)")
+        return self.minimum_maximum("min", a, b, node, node.args[0], node.args[1])
 
     def call_where(self, node: ast.Call) -> Tile:
         c, a, b = self.positional(node, 3, "tile.where(cond, a, b)")

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import math as pymath
 import operator
 from dataclasses import dataclass
 from typing import Any
@@ -44,11 +45,13 @@ from oxide.frontend.source import Source
 from oxide.ir import ops
 from oxide.ir.types import array_ir_type, ir_type
 from oxide.kernel_types import DeviceFunction
+from oxide.lang.intrinsic import Intrinsic
 from oxide.specialize import ConstValue
 from oxide.tile import lang
 from oxide.tile.builder import TileBuilder
 from oxide.tile.calls import TileCallsMixin
 from oxide.tile.disjoint import DisjointUses, TileDisjointMixin
+from oxide.tile.elementwise import TileMathMixin
 from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
 from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
@@ -166,7 +169,8 @@ def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DTyp
     return bound
 
 
-class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoopsMixin):
+class TileLowering(TileCallsMixin, TileMathMixin, TileMemoryMixin, TileDisjointMixin,
+                   TileLoopsMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
     def __init__(self, b: TileBuilder, source: Source, scope: Scope, ctx: KernelContext,
@@ -636,9 +640,15 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
             if isinstance(arg, Static):
                 return self.t.full((), self.convert_constant(arg, obj, node), obj)
             return self.cast(self.as_tile(arg, node.args[0]), obj)
-        if obj in (builtins.min, builtins.max) and all(
-                isinstance(self.expr(a), Static) for a in node.args):
-            return self.fold(obj, tuple(self.expr(a).obj for a in node.args), node)
+        if obj in (builtins.min, builtins.max):
+            return self.builtin_min_max(obj, node)
+        if obj is builtins.abs:
+            (x,) = self.positional(node, 1, "abs(x)")
+            return self.tile_abs(x, node.args[0])
+        if isinstance(obj, Intrinsic) and obj.name.startswith("math."):
+            return self.call_ox_math(obj.name[5:], node, "ox.math")
+        if getattr(obj, "__self__", None) is pymath:
+            return self.call_ox_math(obj.__name__, node, "math")
         if obj in (builtins.float, builtins.int, builtins.bool) and len(node.args) == 1 \
                 and not node.keywords:
             arg = self.expr(node.args[0])
@@ -658,8 +668,6 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
         hint = ""
         if isinstance(obj, DeviceFunction):
             hint = "@ox.func is for SIMT kernels; write tile helpers with @ox.tile.func"
-        elif obj in (builtins.min, builtins.max):
-            hint = "use `tile.minimum`/`tile.maximum` (elementwise) or `tile.min`/`tile.max`"
         raise self.error(UnsupportedFeatureError, node,
                          f"`{self.text(node.func)}` ({name}) cannot be called in a tile kernel",
                          hint=hint or "tile kernels call the `tile.*` operations")
@@ -884,8 +892,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
         if isinstance(op, ast.MatMult):
             return self.matmul(a, b, node, na, nb)
         if isinstance(op, ast.Pow):
-            raise self.error(UnsupportedFeatureError, node, "`**` on tiles is not supported",
-                             hint="multiply (`x * x`), or use `tile.exp2(y * tile.log2(x))`")
+            return self.power(a, b, node, na, nb)
         kind = _BIN_KINDS[type(op)]
         if isinstance(b, Static) and negative_shift(kind, b.obj):
             raise self.error(KernelTypeError, nb,

@@ -80,6 +80,20 @@ log = _f("log", "`tile.log(x)`, elementwise (floats)")
 sqrt = _f("sqrt", "`tile.sqrt(x)`, elementwise (floats)")
 rsqrt = _f("rsqrt", "`tile.rsqrt(x)`: 1 / sqrt(x), elementwise (floats)")
 tanh = _f("tanh", "`tile.tanh(x)`, elementwise (floats)")
+abs = _f("abs", "`tile.abs(x)`: elementwise magnitude (floats and integers; integers "  # noqa: A001
+        "wrap, so abs(MIN) is MIN)")
+log2 = _f("log2", "`tile.log2(x)`, elementwise (floats)")
+log1p = _f("log1p", "`tile.log1p(x)`: log(1 + x), accurate near 0, elementwise (floats)")
+sin = _f("sin", "`tile.sin(x)`, elementwise (floats)")
+cos = _f("cos", "`tile.cos(x)`, elementwise (floats)")
+tan = _f("tan", "`tile.tan(x)`, elementwise (floats)")
+erf = _f("erf", "`tile.erf(x)`, elementwise (floats)")
+floor = _f("floor", "`tile.floor(x)`: rounded down, elementwise (floats; same dtype)")
+ceil = _f("ceil", "`tile.ceil(x)`: rounded up, elementwise (floats; same dtype)")
+sigmoid = _f("sigmoid", "`tile.sigmoid(x)`: 1 / (1 + exp(-x)), elementwise (floats)")
+pow = _f("pow", "`tile.pow(x, y)`: x ** y, elementwise with broadcasting (floats)")  # noqa: A001
+fma = _f("fma", "`tile.fma(a, b, c)`: a * b + c rounded once, elementwise with broadcasting "
+         "(floats)")
 maximum = _f("maximum", "`tile.maximum(a, b)`, elementwise with broadcasting")
 minimum = _f("minimum", "`tile.minimum(a, b)`, elementwise with broadcasting")
 where = _f("where", "`tile.where(cond, a, b)`, elementwise with broadcasting")
@@ -100,7 +114,8 @@ mma = _f("mma", "`tile.mma(a, b, acc)`: `a @ b + acc` for `a` (M, K) and `b` (K,
          "f32; f64 for f64). bf16/f16 run on tensor cores (mma.sync); f32 is exact f32, "
          "never TF32.")
 
-FUNCTIONS = (bid, grouped_bid, grouped, tiles, num_blocks, cdiv, num_tiles, load, store, zeros, full, arange, exp, exp2,
-             log, sqrt, rsqrt, tanh, maximum, minimum, where, sum, max, min, broadcast_to,
-             argmax, argmin, cumsum, reshape, permute, mma)
+FUNCTIONS = (bid, grouped_bid, grouped, tiles, num_blocks, cdiv, num_tiles, load, store, zeros,
+             full, arange, exp, exp2, log, sqrt, rsqrt, tanh, abs, log2, log1p, sin, cos, tan,
+             erf, floor, ceil, sigmoid, pow, fma, maximum, minimum, where, sum, max, min,
+             broadcast_to, argmax, argmin, cumsum, reshape, permute, mma)
 NOT_BUILT: set[str] = set()

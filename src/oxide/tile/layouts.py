@@ -319,7 +319,7 @@ def check_layouts(tile_ops: list[Operation]) -> None:
                     raise AssertionError(f"{op.name}: a tile without a layout of its shape")
         kind = kind_of(op)
         agree = {"binary": op.operands, "compare": op.operands, "where": op.operands,
-                 "var_write": op.operands}.get(kind or "", ())
+                 "math": op.operands, "var_write": op.operands}.get(kind or "", ())
         if len({layout_of(v).key() for v in agree}) > 1:
             raise AssertionError(f"{op.name}: operands in different layouts")
 

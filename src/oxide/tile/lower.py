@@ -320,15 +320,14 @@ class TileEmitter(GlobalAccessMixin):
         return Slots(a.dtype, a.layout, tuple(self.b.value(ops.UnaryOp(kind, v))
                                              for v in a.values))
 
-    def math(self, fn: str, a: Slots) -> Slots:
-        """A math function; 16-bit floats compute in f32, as the SIMT frontend does."""
-        compute = T.f32 if a.dtype.bits < 32 else a.dtype
-        out = []
-        for v in a.values:
-            x = self.b.cast(v, compute)
-            y = self.b.value(ops.MathOp(fn, [x], ir_type(compute)))
-            out.append(self.b.cast(y, a.dtype))
-        return Slots(a.dtype, a.layout, tuple(out))
+    def math(self, fn: str, args: Sequence[Slots], dt: T.DType) -> Slots:
+        """ox.math's `fn` slot by slot, as a SIMT kernel's MathOp: operands in one layout
+        and the type it computes in (the frontend converts 16-bit floats to f32 first);
+        `dt` is the result's type."""
+        layout = args[0].layout
+        assert all(a.layout.key() == layout.key() for a in args)
+        return Slots(dt, layout, tuple(self.b.value(ops.MathOp(fn, list(vs), ir_type(dt)))
+                                       for vs in zip(*(a.values for a in args), strict=True)))
 
     def where(self, c: Slots, a: Slots, b: Slots) -> Slots:
         return Slots(a.dtype, a.layout, tuple(

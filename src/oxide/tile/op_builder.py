@@ -83,8 +83,10 @@ class TileOps:
     def unary(self, kind: str, a: Tile) -> Tile:
         return self.make("unary", [a], a.shape, a.dtype, kind=kind)
 
-    def math(self, fn: str, a: Tile) -> Tile:
-        return self.make("math", [a], a.shape, a.dtype, fn=fn)
+    def math(self, fn: str, operands: Sequence[Tile], dt: T.DType) -> Tile:
+        """ox.math's `fn` elementwise on operands of one shape, layout and dtype (the type
+        it computes in); `dt` is the result's (bool for the predicates)."""
+        return self.make("math", list(operands), operands[0].shape, dt, fn=fn)
 
     def where(self, c: Tile, a: Tile, b: Tile) -> Tile:
         return self.make("where", [c, a, b], a.shape, a.dtype)

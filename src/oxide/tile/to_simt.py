@@ -98,7 +98,8 @@ class ToSIMT:
         return self.em.unary(op.param("kind"), self._in(op.operands[0]))
 
     def _math(self, op: Operation) -> Slots:
-        return self.em.math(op.param("fn"), self._in(op.operands[0]))
+        return self.em.math(op.param("fn"), [self._in(v) for v in op.operands],
+                            self._dtype(op))
 
     def _where(self, op: Operation) -> Slots:
         c, a, b = (self._in(v) for v in op.operands)

@@ -1,0 +1,110 @@
+"""Issue 28's tile language on the GPU: the CPU suites' kernels (tests/test_tile_math.py,
+test_tile_product_f32.py, test_tile_control.py, test_tile_shapes.py, test_tile_random.py,
+test_tile_scalars_atomics.py) against NumPy, within the same bounds; the random bits
+against the CPU's, bit for bit."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide import bf16, tile
+
+pytestmark = pytest.mark.gpu
+rng = np.random.default_rng(2800)
+
+
+def gpu(kernel, grid, *args):
+    """Run on device 0 with the arrays copied in; returns the arrays as NumPy."""
+    dev = [ox.to_device(a) if isinstance(a, np.ndarray) else a for a in args]
+    with ox.device(0):
+        kernel[grid](*dev)
+    return [d.to_numpy() if isinstance(a, np.ndarray) else a for a, d in zip(args, dev,
+                                                                            strict=True)]
+
+
+# -- item 7: `@` of halves is f32 ----------------------------------------------------------
+
+
+def test_products_of_halves_are_f32_on_the_gpu():
+    from test_tile_product_f32 import _layer, linear_aug, linear_mma, linear_spelled
+
+    x, w, want = _layer(100, 72, 90)
+    grid = (tile.cdiv(100, 64), tile.cdiv(90, 64))
+    (_, _, y, *_) = gpu(linear_aug, grid, x, w, np.zeros((100, 90), np.float32), 64, 64, 32)
+    assert np.abs(y - want).max() < 1e-4
+    (_, _, ym, *_) = gpu(linear_mma, grid, x, w, np.zeros((100, 90), np.float32), 64, 64, 32)
+    (_, _, ys, ys2, o16, *_) = gpu(linear_spelled, grid, x, w,
+                                   np.zeros((100, 90), np.float32),
+                                   np.zeros((100, 90), np.float32),
+                                   np.zeros((100, 90), bf16.numpy), 64, 64, 32)
+    np.testing.assert_array_equal(y, ym)
+    np.testing.assert_array_equal(ys, ym)
+    np.testing.assert_array_equal(ys2, ym)
+    np.testing.assert_array_equal(o16, ym.astype(bf16.numpy))
+
+
+# -- item 1: elementwise math ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["exp", "exp2", "log", "log2", "log1p", "sqrt", "rsqrt",
+                                  "tanh", "sin", "cos", "tan", "erf", "floor", "ceil", "abs",
+                                  "sigmoid"])
+def test_unary_function_on_the_gpu(name):
+    from test_tile_math import UNARY, UNARY_KERNELS, assert_within
+
+    ref, bound, (lo, hi) = UNARY[name]
+    n, B = 1000, 256
+    x = rng.uniform(lo, hi, n).astype(np.float32)
+    _, o, _, so, _ = gpu(UNARY_KERNELS[name], tile.cdiv(n, B), x, np.zeros(n, np.float32),
+                         np.float32(x[3]), np.zeros(n, np.float32), B)
+    assert_within(o, ref(x.astype(np.float64)), np.float32, bound)
+    assert_within(so, np.full(n, ref(np.float64(x[3]))), np.float32, bound)
+
+
+def test_16_bit_math_on_the_gpu():
+    import math
+
+    from test_tile_math import assert_within, halves
+
+    n, B = 200, 64
+    x = rng.uniform(-4, 4, n).astype(np.float16)
+    y = rng.uniform(-4, 4, n).astype(bf16.numpy)
+    _, _, o16, oy, _ = gpu(halves, tile.cdiv(n, B), x, y, np.zeros((3, n), np.float16),
+                           np.zeros((3, n), bf16.numpy), B)
+    x64, y64 = x.astype(np.float64), y.astype(np.float64)
+    assert_within(o16[0], np.exp(x64), np.float16, 0.5)
+    assert_within(o16[1], 1 / (1 + np.exp(-x64)), np.float16, 0.5)
+    assert_within(o16[2], np.abs(x64) ** 1.5, np.float16, 0.5)
+    assert_within(oy[0], np.sin(y64), bf16.numpy, 0.5)
+    assert_within(oy[1], np.vectorize(math.erf)(y64), bf16.numpy, 0.5)
+    np.testing.assert_array_equal(oy[2], (y64 * y64 + y64).astype(np.float32)
+                                  .astype(bf16.numpy))
+
+
+def test_binary_math_and_integer_ops_on_the_gpu():
+    from test_tile_math import assert_within, binary, integer_ops
+
+    M, N = 37, 70
+    x = rng.uniform(-3, 3, (M, N)).astype(np.float32)
+    y = rng.uniform(-2, 2, N).astype(np.float32)
+    _, _, o, *_ = gpu(binary, (tile.cdiv(M, 16), tile.cdiv(N, 32)), x, y,
+                      np.zeros((8, M, N), np.float32), 16, 32)
+    a, b = x.astype(np.float64), y.astype(np.float64)[None, :]
+    assert_within(o[0], np.abs(a) ** b, np.float32, 4)
+    np.testing.assert_array_equal(o[1], (a * b + 0.5).astype(np.float32))
+    assert_within(o[2], np.arctan2(a, b), np.float32, 3)
+    assert_within(o[3], np.hypot(a, b), np.float32, 3)
+    np.testing.assert_array_equal(o[4], np.maximum(np.maximum(x, y[None, :]), 0))
+    np.testing.assert_array_equal(o[5], np.minimum(x, np.float32(0.25)))
+    assert_within(o[7], 2.0 ** a, np.float32, 2)
+    n = 70
+    xi = rng.integers(-2**31, 2**31, n, dtype=np.int64).astype(np.int32)
+    yi = rng.integers(-128, 128, n).astype(np.int8)
+    _, _, oi, oy, _ = gpu(integer_ops, tile.cdiv(n, 32), xi, yi, np.zeros((5, n), np.int32),
+                          np.zeros((2, n), np.int8), 32)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(oi[0], np.abs(xi))
+        np.testing.assert_array_equal(oi[1], xi * xi * xi)
+        np.testing.assert_array_equal(oy[1], yi * yi)
