@@ -108,3 +108,45 @@ def test_binary_math_and_integer_ops_on_the_gpu():
         np.testing.assert_array_equal(oi[0], np.abs(xi))
         np.testing.assert_array_equal(oi[1], xi * xi * xi)
         np.testing.assert_array_equal(oy[1], yi * yi)
+
+
+# -- item 3: control flow and booleans ------------------------------------------------------
+
+
+@pytest.mark.parametrize("k", [0, 3])
+def test_boolean_operators_on_the_gpu(k):
+    from test_tile_control import scalar_logic
+
+    M, N, BN = 9, 37, 64
+    x = rng.standard_normal((M, N)).astype(np.float32)
+    x[2] = np.abs(x[2]) + 1
+    _, _, o, v, _ = gpu(scalar_logic, M, x, np.int32(k), np.zeros((M, 5), np.int32),
+                        np.zeros((M, BN * 2), np.float32), BN)
+    s, m = x.sum(1, dtype=np.float64), x.max(1)
+    np.testing.assert_array_equal(o[:, 0], (s > 0) & (m < 1.5))
+    np.testing.assert_array_equal(o[:, 1], (s > 0) | ~(m < 1.5))
+    np.testing.assert_array_equal(o[:, 3], np.full(M, k != 0 and 100 // k > 3))
+    np.testing.assert_array_equal(o[:, 4], np.full(M, 100 // k if k else -1))
+    np.testing.assert_array_equal(v[:, BN:BN + N], np.where(m[:, None] > 1.0, x * 2, x))
+
+
+def test_while_loops_on_the_gpu():
+    from test_tile_control import chunked_while, for_carries_scalars, newton_rsqrt
+
+    M, N, BN = 5, 1000, 64
+    x = rng.standard_normal((M, N)).astype(np.float32)
+    _, sums, steps, _, _ = gpu(chunked_while, M, x, np.zeros(M, np.float32),
+                               np.zeros(M, np.int32), np.int64(1000), BN)
+    np.testing.assert_allclose(sums, x.sum(1, dtype=np.float64) / -(-N // BN), rtol=1e-5,
+                               atol=1e-5)
+    np.testing.assert_array_equal(steps, np.full(M, 9))
+    xs = rng.uniform(0.5, 2.0, 300).astype(np.float32)
+    _, o, iters, _ = gpu(newton_rsqrt, 3, xs, np.zeros(300, np.float32), np.zeros(3, np.int32),
+                         128)
+    np.testing.assert_allclose(o, 1 / np.sqrt(xs), rtol=2e-6)
+    assert (iters > 0).all() and (iters < 100).all()
+    y = rng.standard_normal((6, 200)).astype(np.float32)
+    _, o4, _ = gpu(for_carries_scalars, 6, y, np.zeros((6, 4), np.float32), 64)
+    np.testing.assert_allclose(o4[:, 0], y.sum(1, dtype=np.float64), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(o4[:, 1], y.max(1))
+    np.testing.assert_array_equal(o4[:, 2], (y > 0).sum(1))

@@ -50,6 +50,7 @@ from oxide.specialize import ConstValue
 from oxide.tile import lang
 from oxide.tile.builder import TileBuilder
 from oxide.tile.calls import TileCallsMixin
+from oxide.tile.control import TileControlMixin
 from oxide.tile.disjoint import DisjointUses, TileDisjointMixin
 from oxide.tile.elementwise import TileMathMixin
 from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
@@ -169,8 +170,8 @@ def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DTyp
     return bound
 
 
-class TileLowering(TileCallsMixin, TileMathMixin, TileMemoryMixin, TileDisjointMixin,
-                   TileLoopsMixin):
+class TileLowering(TileCallsMixin, TileMathMixin, TileControlMixin, TileMemoryMixin,
+                   TileDisjointMixin, TileLoopsMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
     def __init__(self, b: TileBuilder, source: Source, scope: Scope, ctx: KernelContext,
@@ -337,85 +338,6 @@ class TileLowering(TileCallsMixin, TileMathMixin, TileMemoryMixin, TileDisjointM
         finally:
             self.unsafe_depth -= 1
 
-    def stmt_If(self, node: ast.If) -> None:
-        cond = self.expr(node.test)
-        if isinstance(cond, Static) and isinstance(cond.obj, (bool, int, float)):
-            for stmt in (node.body if cond.obj else node.orelse):
-                self.lower_stmt(stmt)
-            return
-        if not (isinstance(cond, Tile) and cond.ndim == 0):
-            raise self.error(KernelTypeError, node.test,
-                             f"`if` needs a scalar condition, not {describe(cond)}",
-                             hint="select elementwise with `tile.where(cond, a, b)`, or reduce "
-                                  "to a scalar first (`tile.max(x) > 0`)")
-        if not cond.dtype.is_bool:
-            zero = self.as_tile(Static(0), node.test, cond.dtype)
-            cond = self.t.compare("ne", cond, zero)
-        self.branch(node, cond)
-
-    def branch(self, node: ast.If, cond: Tile) -> None:
-        """`if` on a 0-d tile. Every 0-d tile holds the same value in every thread (a
-        parameter, a bid, a reduction's result), so the whole block takes one way and the
-        barriers of conversions and reductions inside are reached by all or none. Names
-        either arm rebinds are merged in slots at the join, as loops carry them."""
-        scalar = self.t.extract(cond)
-        self.b.uniform.add(scalar)  # for passes/uniformity.py: block-uniform
-        then_b, else_b, join = self.b.new_block(), self.b.new_block(), self.b.new_block()
-        self.b.cond_br(scalar, then_b, else_b)
-        before = dict(self.env)
-        ends = []
-        for block, body in ((then_b, node.body), (else_b, node.orelse)):
-            self.env = dict(before)
-            self.b.set_block(block)
-            for stmt in body:
-                self.lower_stmt(stmt)
-            ends.append((self.b.block, self.env))
-        merged: dict[str, Any] = {}
-        (then_end, then_env), (else_end, else_env) = ends
-        for name in then_env:
-            if name not in else_env:
-                continue
-            tv, ev = then_env[name], else_env[name]
-            if tv is ev or (isinstance(tv, Static) and isinstance(ev, Static)
-                            and type(tv.obj) is type(ev.obj) and tv.obj == ev.obj):
-                merged[name] = tv
-                continue
-            if isinstance(tv, Static) and isinstance(tv.obj, (bool, int, float)):
-                tv = self._in_block(then_end, lambda tv=tv, ev=ev: self.as_tile(
-                    tv, node, ev.dtype if isinstance(ev, Tile) else None))
-            if isinstance(ev, Static) and isinstance(ev.obj, (bool, int, float)):
-                ev = self._in_block(else_end, lambda tv=tv, ev=ev: self.as_tile(ev, node, tv.dtype))
-            if not (isinstance(tv, Tile) and isinstance(ev, Tile) and tv.shape == ev.shape
-                    and tv.dtype == ev.dtype):
-                raise self.error(KernelTypeError, node,
-                                 f"`{name}` is {describe(tv)} after one arm of this `if` and "
-                                 f"{describe(ev)} after the other",
-                                 hint="give it one shape and dtype in both arms (`.astype`, "
-                                      "`tile.broadcast_to`)")
-            var = self.t.var(tv.shape, tv.dtype)  # in the then-arm's layout (tile/layouts.py)
-            for end, v in ((then_end, tv), (else_end, ev)):
-                self._in_block(end, lambda v=v, var=var: self.t.var_write(var, v))
-            merged[name] = (tv, var)
-        for end in (then_end, else_end):
-            self.b.set_block(end)
-            self.b.br(join)
-        self.b.set_block(join)
-        self.env = dict(before)
-        for name, v in merged.items():
-            if isinstance(v, tuple):
-                like, var = v
-                v = self.t.var_read(var, like.shape, like.dtype)
-            self.env[name] = v
-
-    def _in_block(self, block: Any, emit: Any) -> Any:
-        """Run `emit` with `block` (an arm's end, not yet terminated) as the insertion point."""
-        here = self.b.block
-        self.b.set_block(block)
-        try:
-            return emit()
-        finally:
-            self.b.set_block(here)
-
     # -- expressions ----------------------------------------------------------------
 
     def expr(self, node: ast.expr) -> Any:
@@ -562,6 +484,8 @@ class TileLowering(TileCallsMixin, TileMathMixin, TileMemoryMixin, TileDisjointM
             f = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
                  ast.Invert: operator.invert}[type(node.op)]
             return self.fold(f, (v.obj,), node)
+        if isinstance(node.op, ast.Not):
+            return self.logical_not(v, node)
         t = self.as_tile(v, node.operand)
         if isinstance(node.op, ast.UAdd):
             return Tile(t.dtype, t.shape, t.ssa)
@@ -570,16 +494,13 @@ class TileLowering(TileCallsMixin, TileMathMixin, TileMemoryMixin, TileDisjointM
                 raise self.error(KernelTypeError, node, "cannot negate a bool tile",
                                  hint="use `~x` for logical not")
             return self.t.unary("neg", t)
-        if isinstance(node.op, ast.Invert):
-            if t.dtype.is_float:
-                raise self.error(KernelTypeError, node, f"`~` needs integers or bools, not "
-                                 f"{t.dtype.name}")
-            if t.dtype.is_bool:
-                true = self.t.broadcast(self.t.full((), True, T.bool_), t.shape, t)
-                return self.t.binary("xor", t, true)
-            return self.t.unary("invert", t)
-        raise self.error(KernelTypeError, node, "`not` needs a compile-time value in a tile "
-                         "kernel", hint="use `~x` on bool tiles")
+        if t.dtype.is_float:  # `~x`
+            raise self.error(KernelTypeError, node, f"`~` needs integers or bools, not "
+                             f"{t.dtype.name}")
+        if t.dtype.is_bool:
+            true = self.t.broadcast(self.t.full((), True, T.bool_), t.shape, t)
+            return self.t.binary("xor", t, true)
+        return self.t.unary("invert", t)
 
     def expr_Compare(self, node: ast.Compare) -> Any:
         if len(node.ops) != 1:
@@ -612,13 +533,6 @@ class TileLowering(TileCallsMixin, TileMathMixin, TileMemoryMixin, TileDisjointM
                 and b.dtype.is_signed and a.dtype.bits < b.dtype.bits):
             return None
         return self.t.narrow_compare(pred, a, b)  # lowered by tile/to_simt.py
-
-    def expr_IfExp(self, node: ast.IfExp) -> Any:
-        c = self.expr(node.test)
-        if isinstance(c, Static):
-            return self.expr(node.body if c.obj else node.orelse)
-        raise self.error(UnsupportedFeatureError, node, "`a if c else b` needs a compile-time "
-                         "condition in a tile kernel", hint="use `tile.where(c, a, b)`")
 
     def expr_Call(self, node: ast.Call) -> Any:
         fn = self.expr(node.func)
