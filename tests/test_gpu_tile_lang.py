@@ -150,3 +150,55 @@ def test_while_loops_on_the_gpu():
     np.testing.assert_allclose(o4[:, 0], y.sum(1, dtype=np.float64), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(o4[:, 1], y.max(1))
     np.testing.assert_array_equal(o4[:, 2], (y > 0).sum(1))
+
+
+# -- item 6: shapes ------------------------------------------------------------------------
+
+
+def test_rank3_tiles_on_the_gpu():
+    from test_tile_shapes import rank3
+
+    shape, (A, B, C) = (3, 9, 70), (2, 4, 32)
+    x = rng.standard_normal(shape).astype(np.float32)
+    grid = tuple(tile.cdiv(n, b) for n, b in zip(shape, (A, B, C), strict=True))
+    sums = [np.zeros((grid[0], 9, 70), np.float32), np.zeros((3, grid[1], 70), np.float32),
+            np.zeros((3, 9, grid[2]), np.float32)]
+    _, o, s0, s1, s2, tr, *_ = gpu(rank3, grid, x, np.zeros_like(x), *sums,
+                                   np.zeros(shape[::-1], np.float32), A, B, C)
+    np.testing.assert_array_equal(tr, x.transpose(2, 1, 0))
+    np.testing.assert_array_equal(s1[:, 0], x[:, :4].min(1))
+    np.testing.assert_array_equal(s2[:, :, 0], x[:, :, :32].max(2))
+    np.testing.assert_allclose(s0[0], x[:2].sum(0), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("batch,m,n,k,tiles", [(5, 40, 30, 50, (2, 16, 16, 16)),
+                                               (4, 128, 128, 96, (2, 64, 64, 32))])
+def test_batched_products_on_the_gpu(batch, m, n, k, tiles):
+    from test_tile_shapes import bmm
+
+    a = rng.standard_normal((batch, m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((batch, k, n)).astype(bf16.numpy)
+    BB, BM, BN, _ = tiles
+    grid = (tile.cdiv(batch, BB), tile.cdiv(m, BM), tile.cdiv(n, BN))
+    _, _, c, c2, *_ = gpu(bmm, grid, a, b, np.zeros((batch, m, n), np.float32),
+                          np.zeros((batch, m, n), np.float32), *tiles)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), atol=1e-4,
+                               rtol=1e-5)
+    np.testing.assert_array_equal(c, c2)
+
+
+@pytest.mark.parametrize("k", [0, 3])
+def test_extract_split_cat_on_the_gpu(k):
+    from test_tile_shapes import pieces
+
+    x = rng.standard_normal((13, 30)).astype(np.float32)
+    _, _, o, e, s = gpu(pieces, 1, x, np.int32(k), np.zeros((32, 32), np.float32),
+                        np.zeros((16, 32), np.float32), np.zeros((16, 8), np.float16))
+    t = np.full((16, 32), -1.0, np.float32)
+    t[:13, :30] = x
+    np.testing.assert_array_equal(o[:16], np.concatenate([t[:, 16:], t[:, :16]], 1))
+    np.testing.assert_array_equal(o[16:], np.concatenate([t[8:], t[4:8], t[:4]], 0))
+    np.testing.assert_array_equal(e[:8, :16], t[8:, 16:])
+    r = (k % 2) * 8
+    np.testing.assert_array_equal(e[8:, :16], t[r:r + 8, :16])
+    np.testing.assert_array_equal(s, t[:, 24:].astype(np.float16))

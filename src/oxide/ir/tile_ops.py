@@ -134,6 +134,11 @@ TILE_OPS: dict[str, str] = {
     "expand": "(x) new dimensions of extent 1 at `axes` (`x[:, None]`) [axes]",
     "permute": "(x) dimensions reordered: result dimension k is x's axes[k] [axes]",
     "reshape": "(x) the same elements in row-major order, another shape [shape]",
+    "slices": "(x, *index) sub-tiles: result r is x[starts[r] + index * subs[r] + c] for c "
+              "in the full-rank shape subs[r], the dimensions `drop` left out; `index` (0-d "
+              "i32 tiles, one per dimension, or none) taken modulo the sub-tiles along each "
+              "[starts, subs, drop]",
+    "cat": "(*parts) the parts side by side along `axis` [axis]",
     "reduce": "(x) `kind` along `axis` [kind, axis, keepdims]",
     "arg_reduce": "(x, index) the `kind` of x along `axis` and the index where it is "
                   "first found: two results [kind, axis, keepdims]",

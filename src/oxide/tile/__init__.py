@@ -18,6 +18,7 @@ from oxide.tile.lang import (
     argmin,
     bid,
     broadcast_to,
+    cat,
     cdiv,
     ceil,
     cos,
@@ -25,6 +26,7 @@ from oxide.tile.lang import (
     erf,
     exp,
     exp2,
+    extract,
     floor,
     fma,
     full,
@@ -47,6 +49,7 @@ from oxide.tile.lang import (
     rsqrt,
     sigmoid,
     sin,
+    split,
     sqrt,
     store,
     sum,
@@ -58,11 +61,11 @@ from oxide.tile.lang import (
 )
 
 __all__ = ["TileKernel", "TileOptions", "abs", "arange", "argmax", "argmin", "bid",
-           "broadcast_to", "cdiv", "ceil", "cos", "cumsum", "erf", "exp", "exp2", "floor",
-           "fma", "full", "func", "grouped", "grouped_bid", "kernel", "load", "log", "log1p",
-           "log2", "max", "maximum", "min", "minimum", "mma", "num_blocks", "num_tiles",
-           "permute", "pow", "reshape", "rsqrt", "sigmoid", "sin", "sqrt", "store", "sum",
-           "tan", "tanh", "tiles", "where", "zeros"]
+           "broadcast_to", "cat", "cdiv", "ceil", "cos", "cumsum", "erf", "exp", "exp2",
+           "extract", "floor", "fma", "full", "func", "grouped", "grouped_bid", "kernel",
+           "load", "log", "log1p", "log2", "max", "maximum", "min", "minimum", "mma",
+           "num_blocks", "num_tiles", "permute", "pow", "reshape", "rsqrt", "sigmoid", "sin",
+           "split", "sqrt", "store", "sum", "tan", "tanh", "tiles", "where", "zeros"]
 
 
 def __dir__() -> list[str]:

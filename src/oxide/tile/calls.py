@@ -279,23 +279,31 @@ class TileCallsMixin:
 
     def _mma_operands(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST,
                       what: str) -> tuple[Tile, Tile]:
-        """`a` (M, K) and `b` (K, N): tiles of rank 2, one float dtype, equal K."""
+        """`a` (M, K) and `b` (K, N), or batches of them ((B, M, K), (B, K, N); a rank-2
+        one serves every batch): float tiles with equal K (and B)."""
         for v, n, name in ((a, na, "a"), (b, nb, "b")):
             if not isinstance(v, Tile):
                 raise self.error(KernelTypeError, n, f"{what} multiplies tiles; `{name}` is "
                                  f"{describe(v)}", hint="load one with `tile.load(...)`")
-            if v.ndim != 2:
+            if v.ndim not in (2, 3):
                 raise self.error(KernelTypeError, n,
                                  f"{what} multiplies 2-d tiles; `{name}` is {v.describe()}",
                                  label=f"rank {v.ndim}",
-                                 hint="add an axis (`x[None, :]`, `x[:, None]`) or reshape")
+                                 hint="add an axis (`x[None, :]`, `x[:, None]`) or reshape "
+                                      "(3-d tiles are batches of 2-d ones)")
         assert isinstance(a, Tile) and isinstance(b, Tile)
-        if a.shape[1] != b.shape[0]:
+        if a.shape[-1] != b.shape[-2]:
             raise self.error(KernelTypeError, node,
                              f"{what}: the inner dimensions differ: `a` is "
                              f"{shape_text(a.shape)} and `b` is {shape_text(b.shape)}",
                              label=f"{shape_text(a.shape)} @ {shape_text(b.shape)}",
                              hint="a is (M, K) and b is (K, N): load the tiles with the same K")
+        if self.product_shape(a, b) is None:
+            raise self.error(KernelTypeError, node,
+                             f"{what}: the batches differ: `a` is {shape_text(a.shape)} and "
+                             f"`b` is {shape_text(b.shape)}",
+                             label=f"{shape_text(a.shape)} @ {shape_text(b.shape)}",
+                             hint="batched operands share their leading dimension")
         for t, n in ((a, na), (b, nb)):
             if t.dtype.is_bool:
                 raise self.error(KernelTypeError, n, f"{what} of a bool tile",
@@ -319,7 +327,8 @@ class TileCallsMixin:
                              label=f"{ta.dtype.name} vs {tb.dtype.name}",
                              hint=f"convert one: `.astype({ta.dtype.name})`, or use `a @ b`, "
                                   "which promotes")
-        want = (ta.shape[0], tb.shape[1])
+        want = self.product_shape(ta, tb)
+        assert want is not None
         acc_dt = accumulate_dtype(ta.dtype)
         if not isinstance(acc, Tile):
             raise self.error(KernelTypeError, node.args[2],
@@ -339,6 +348,8 @@ class TileCallsMixin:
                              label=f"this is {acc.describe()}",
                              hint=f"start from `tile.zeros({shape_text(want)}, {acc_dt.name})`"
                                   f"; convert the result afterwards (`.astype(...)`)")
+        if len(want) == 3:
+            return self.batched(ta, tb, acc)
         return self.t.mma(ta, tb, acc)
 
     def matmul(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST,
@@ -353,6 +364,8 @@ class TileCallsMixin:
         dt = self.promote(ta, tb, node)
         ta, tb = self.t.cast(ta, dt), self.t.cast(tb, dt)
         shape = (ta.shape[0], tb.shape[1])
+        if ta.ndim == 3 or tb.ndim == 3:
+            return self.batched(ta, tb, acc)
         if acc is None:
             acc = self.t.full(shape, 0, accumulate_dtype(dt), layout="mma")
         return self.t.mma(ta, tb, acc)
@@ -370,9 +383,8 @@ class TileCallsMixin:
         if not acc_first and acc_node is not None:
             acc = self.expr(acc_node)
         if (isinstance(a, Tile) and isinstance(b, Tile) and isinstance(acc, Tile)
-                and a.ndim == 2 and b.ndim == 2 and a.shape[1] == b.shape[0]
                 and a.dtype.is_float and b.dtype.is_float
-                and acc.shape == (a.shape[0], b.shape[1])
+                and acc.shape == self.product_shape(a, b)
                 and acc.dtype == accumulate_dtype(self.promote(a, b, product))):
             return self.matmul(a, b, product, product.left, product.right, acc)
         p = self.matmul(a, b, product, product.left, product.right)
@@ -469,5 +481,8 @@ class TileCallsMixin:
         if m.name == "reshape":
             (shape,) = self.positional(node, 1, "x.reshape(shape)")
             return self._reshape(m.tile, shape, node, node.args[0])
+        if m.name == "extract":
+            index, shape = self.positional(node, 2, "x.extract(index, shape)")
+            return self.extract(m.tile, index, shape, node, node.args[0], node.args[1])
         (axes,) = self.positional(node, 1, "x.permute(axes)")
         return self._permute(m.tile, axes, node.args[0])

@@ -59,6 +59,7 @@ from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
 from oxide.tile.op_builder import TileOps
 from oxide.tile.pipeline import Target, run_passes
+from oxide.tile.shape_calls import TileShapesMixin
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
 
 # elements one thread may hold in one tile (registers: a larger tile spills, then fails)
@@ -170,8 +171,8 @@ def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DTyp
     return bound
 
 
-class TileLowering(TileCallsMixin, TileMathMixin, TileControlMixin, TileMemoryMixin,
-                   TileDisjointMixin, TileLoopsMixin):
+class TileLowering(TileCallsMixin, TileMathMixin, TileControlMixin, TileShapesMixin,
+                   TileMemoryMixin, TileDisjointMixin, TileLoopsMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
     def __init__(self, b: TileBuilder, source: Source, scope: Scope, ctx: KernelContext,
@@ -399,7 +400,7 @@ class TileLowering(TileCallsMixin, TileMathMixin, TileControlMixin, TileMemoryMi
                 return Static(base.dtype)
             if attr == "ndim":
                 return Static(base.ndim)
-            if attr in ("astype", "reshape", "permute"):
+            if attr in ("astype", "reshape", "permute", "extract"):
                 return Method(base, attr)
         if isinstance(base, TArray):
             if attr == "shape":
@@ -704,9 +705,10 @@ class TileLowering(TileCallsMixin, TileMathMixin, TileControlMixin, TileMemoryMi
                              f"tile shapes are powers of two; {shape_text(obj)} has {bad[0]}",
                              hint="round up to a power of two; loads pad and stores clip the "
                                   "elements past the array's edge")
-        if len(obj) > 2:
+        if len(obj) > 3:
             raise self.error(UnsupportedFeatureError, node,
-                             f"tiles of rank {len(obj)} are not supported yet (rank 0 to 2)")
+                             f"tiles of rank {len(obj)} are not supported (rank 0 to 3, as "
+                             "arrays)", hint="fold dimensions together with `reshape`")
         layout = self.blocked(obj)
         if layout.slots > MAX_SLOTS:
             raise self.error(KernelTypeError, node,

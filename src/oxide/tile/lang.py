@@ -109,6 +109,13 @@ argmin = _f("argmin", "`tile.argmin(x, axis=None, keepdims=False)`: the index (i
 cumsum = _f("cumsum", "`tile.cumsum(x, axis=0)`: inclusive prefix sums along `axis`")
 reshape = _f("reshape", "`tile.reshape(x, shape)`: the same elements in row-major order")
 permute = _f("permute", "`tile.permute(x, axes)`: dimensions reordered (`(1, 0)` transposes)")
+extract = _f("extract", "`tile.extract(x, index, shape)` (or `x.extract(index, shape)`): "
+              "cuTile's sub-tile: `x` cut into tiles of `shape`, the one at tile index "
+              "`index` (constants, or 0-d integers taken modulo the count)")
+split = _f("split", "`tile.split(x, sections, axis=0)`: as np.split, `sections` equal parts "
+           "or a tuple of split points; every part a power of two long. A tuple of tiles.")
+cat = _f("cat", "`tile.cat(tiles, axis=0)`: as np.concatenate; the result's extent along "
+         "`axis` is a power of two")
 mma = _f("mma", "`tile.mma(a, b, acc)`: `a @ b + acc` for `a` (M, K) and `b` (K, N) of one "
          "float dtype and `acc` (M, N) in the type they accumulate in (f32 for bf16, f16 and "
          "f32; f64 for f64). bf16/f16 run on tensor cores (mma.sync); f32 is exact f32, "
@@ -117,5 +124,6 @@ mma = _f("mma", "`tile.mma(a, b, acc)`: `a @ b + acc` for `a` (M, K) and `b` (K,
 FUNCTIONS = (bid, grouped_bid, grouped, tiles, num_blocks, cdiv, num_tiles, load, store, zeros,
              full, arange, exp, exp2, log, sqrt, rsqrt, tanh, abs, log2, log1p, sin, cos, tan,
              erf, floor, ceil, sigmoid, pow, fma, maximum, minimum, where, sum, max, min,
-             broadcast_to, argmax, argmin, cumsum, reshape, permute, mma)
+             broadcast_to, argmax, argmin, cumsum, reshape, permute, extract, split, cat,
+             mma)
 NOT_BUILT: set[str] = set()

@@ -186,7 +186,13 @@ class LayoutPass:
     def _blocked_result(self, op: Operation) -> Layout:
         return self.blocked(self._shape(op))
 
-    _splat = _arange = _load = _permute = _reshape = _from_scalar = _blocked_result
+    _splat = _arange = _load = _permute = _reshape = _from_scalar = _cat = _blocked_result
+
+    def _slices(self, op: Operation) -> None:
+        for r in op.results:  # results of several shapes: each its default layout
+            t = r.type
+            assert isinstance(t, TileType)
+            _set(r, self.blocked(t.dims))
 
     def _same_as_first(self, op: Operation) -> Layout:
         return layout_of(op.operands[0])

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import IntAttr, StringAttr
@@ -35,11 +36,21 @@ from oxide.ir import ops
 from oxide.ir.types import SharedArrayType, ir_type
 from oxide.tile.access import GlobalAccessMixin
 from oxide.tile.layout import WARP_SIZE, Layout
+from oxide.tile.shape_lower import ShapeEmitMixin
 from oxide.tile.values import Slots
 
 FULL_MASK = 0xFFFFFFFF
 # ops whose identity the reductions know: (float identity, signed int, unsigned int)
 _IDENTITY = {"add": (0.0, 0, 0), "max": (-math.inf, None, 0), "min": (math.inf, None, None)}
+
+
+@dataclass(frozen=True)
+class Staged:
+    """A tile's copy in shared memory: the array, its (padded) shape, the tile's dtype."""
+
+    array: SSAValue
+    shape: tuple[int, ...]
+    dtype: T.DType
 
 
 def padded_rows(shape: tuple[int, ...], dt: T.DType) -> tuple[int, ...]:
@@ -61,7 +72,7 @@ def reduce_dtype(dt: T.DType) -> T.DType:
     return dt
 
 
-class TileEmitter(GlobalAccessMixin):
+class TileEmitter(GlobalAccessMixin, ShapeEmitMixin):
     """Emits the SIMT IR of tile operations into one kernel's builder."""
 
     def __init__(self, b: IRBuilder, num_warps: int, reserve_shared: Callable[[int], None]
@@ -363,8 +374,9 @@ class TileEmitter(GlobalAccessMixin):
 
     def staging(self, dt: T.DType, count: int, role: str) -> SSAValue:
         """The kernel's shared array for a product operand of this size and `role` ("a",
-        "b", "wa", "wb"): every product reuses it, which is safe because each writes its
-        operands only after a barrier that every earlier product's reads come before."""
+        "b", "wa", "wb"), or a layout copy ("copy", `stage`): every product (copy) reuses
+        it, which is safe because each writes its operands only after a barrier that
+        every earlier product's (copy's) reads come before."""
         key = (dt.name, count, role)
         if key not in self._staging:
             self._staging[key] = self.shared(dt, count)
@@ -387,25 +399,50 @@ class TileEmitter(GlobalAccessMixin):
         """A tile of `target`'s layout whose element at coordinates `c` is `t`'s element at
         `source(c)`: a layout conversion, a reshape (same row-major position) or a
         permutation, through one shared-memory copy of the tile."""
-        store_dt = T.u8 if t.dtype.is_bool else t.dtype
-        shape = padded_rows(t.shape, store_dt)
+        staged = self.stage(t.shape, t.dtype)
+        self.stage_write(staged, t)
+        self.barrier()
+        return self.stage_read(staged, target, source)
+
+    def stage(self, shape: tuple[int, ...], dt: T.DType) -> Staged:
+        """A shared-memory copy of a tile of `shape` (rows padded, `padded_rows`), after a
+        barrier; the caller writes it (`stage_write`), passes a barrier, and reads it
+        back before the next copy begins. Copies of one size share one array (`staging`):
+        the barrier comes after every read of the copy before it, in program order, so a
+        loop, or a kernel of many conversions, reuses the array safely."""
+        store_dt = T.u8 if dt.is_bool else dt
+        padded = padded_rows(shape, store_dt)
         n = 1
-        for e in shape:
+        for e in padded:
             n *= e
-        smem = self.shared(store_dt, n)
+        smem = self.staging(store_dt, n, "copy")
         self.barrier()
+        return Staged(smem, padded, dt)
+
+    def stage_write(self, staged: Staged, t: Slots, offsets: Sequence[int] | None = None
+                    ) -> None:
+        """Every slot of `t` into the copy, at its coordinates plus `offsets`."""
+        store_dt = T.u8 if staged.dtype.is_bool else staged.dtype
         for coords, v in zip(self.coords(t.layout), t.values, strict=True):
-            idx = self.linear(coords, shape, T.i64)
-            self.b.emit(ops.StoreOp(smem, [idx], self.b.cast(v, store_dt), 0, False, True))
-        self.barrier()
+            if offsets is not None:
+                coords = [c if not o else self.b.value(ops.BinaryOp("add", c, self.const(
+                    o, T.i32))) for c, o in zip(coords, offsets, strict=True)]
+            idx = self.linear(coords, staged.shape, T.i64)
+            self.b.emit(ops.StoreOp(staged.array, [idx], self.b.cast(v, store_dt), 0, False,
+                                    True))
+
+    def stage_read(self, staged: Staged, target: Layout,
+                   source: Callable[[list[SSAValue]], list[SSAValue]]) -> Slots:
+        """A tile of `target`'s layout whose element at `c` is the copy's at `source(c)`."""
+        store_dt = T.u8 if staged.dtype.is_bool else staged.dtype
         out = []
         for coords in self.coords(target):
-            idx = self.linear(source(coords), shape, T.i64)
-            v = self.b.value(ops.LoadOp(smem, [idx], ir_type(store_dt), 0, False, True))
-            if t.dtype.is_bool:
+            idx = self.linear(source(coords), staged.shape, T.i64)
+            v = self.b.value(ops.LoadOp(staged.array, [idx], ir_type(store_dt), 0, False, True))
+            if staged.dtype.is_bool:
                 v = self.b.value(ops.CompareOp("ne", v, self.const(0, T.u8)))
             out.append(v)
-        return Slots(t.dtype, target, tuple(out))
+        return Slots(staged.dtype, target, tuple(out))
 
     def permute(self, t: Slots, axes: tuple[int, ...], target: Layout) -> Slots:
         """`t` with its dimensions reordered: result dimension `k` is `t`'s `axes[k]`."""

@@ -109,6 +109,21 @@ class TileOps:
     def reshape(self, t: Tile, shape: tuple[int, ...]) -> Tile:
         return self.make("reshape", [t], shape, t.dtype, shape=shape)
 
+    def slices(self, x: Tile, index: Sequence[Tile], starts: Sequence[tuple[int, ...]],
+               subs: Sequence[tuple[int, ...]], drop: tuple[int, ...] = ()) -> list[Tile]:
+        """Sub-tiles of `x` (`tile.slices` in ir/tile_ops.py); `index`: 0-d i32 tiles."""
+        shapes = [tuple(n for d, n in enumerate(sub) if d not in drop) for sub in subs]
+        op = make("slices", [x.ssa, *(i.ssa for i in index)],
+                  [TileType.of(s, x.dtype) for s in shapes], starts=tuple(starts),
+                  subs=tuple(subs), drop=drop or None)
+        self.b.tile_op(op, self.span())
+        return [Tile(x.dtype, s, r) for s, r in zip(shapes, op.results, strict=True)]
+
+    def cat(self, parts: Sequence[Tile], axis: int) -> Tile:
+        shape = list(parts[0].shape)
+        shape[axis] = sum(p.shape[axis] for p in parts)
+        return self.make("cat", list(parts), tuple(shape), parts[0].dtype, axis=axis)
+
     # -- reductions -------------------------------------------------------------------
 
     def reduce(self, kind: str, t: Tile, axis: int, keepdims: bool) -> Tile:

@@ -64,10 +64,10 @@ class _Access:
 def syncs_block(op: Operation) -> bool:
     """Whether the lowering of `op` (after the layout pass) always passes a block barrier:
     a layout conversion through shared memory (not one to the accumulator layout, which
-    may remake a constant in place), a permute or reshape (through shared memory), a
-    product (its operands are staged in shared memory between barriers)."""
+    may remake a constant in place), a permute, reshape, slices or cat (through shared
+    memory), a product (its operands are staged in shared memory between barriers)."""
     kind = kind_of(op)
-    if kind in ("permute", "reshape", "mma"):
+    if kind in ("permute", "reshape", "slices", "cat", "mma"):
         return True
     return (kind == "convert" and op.param("to") != "mma"
             and layout_of(op.operands[0]).key() != layout_of(op.results[0]).key())

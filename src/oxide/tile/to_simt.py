@@ -125,6 +125,16 @@ class ToSIMT:
     def _reshape(self, op: Operation) -> Slots:
         return self.em.reshape(self._in(op.operands[0]), layout_of(op.results[0]))
 
+    def _slices(self, op: Operation) -> list[Slots]:
+        x, *index = op.operands
+        return self.em.slices(self._in(x), [self._in(i).scalar for i in index],
+                              op.param("starts"), op.param("subs"), op.param("drop", ()),
+                              [layout_of(r) for r in op.results])
+
+    def _cat(self, op: Operation) -> Slots:
+        return self.em.concatenate([self._in(v) for v in op.operands], op.param("axis"),
+                                   layout_of(op.results[0]))
+
     def _reduce(self, op: Operation) -> Slots:
         return self.em.reduce(op.param("kind"), self._in(op.operands[0]), op.param("axis"),
                               op.param("keepdims"))
