@@ -202,3 +202,35 @@ def test_extract_split_cat_on_the_gpu(k):
     r = (k % 2) * 8
     np.testing.assert_array_equal(e[8:, :16], t[r:r + 8, :16])
     np.testing.assert_array_equal(s, t[:, 24:].astype(np.float16))
+
+
+# -- item 2: random numbers ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed", [0, -5, 2**40 + 3])
+def test_random_bits_on_the_gpu_are_the_cpus(seed):
+    from test_tile_random import streams, uniform, words
+
+    N, B = 3000, 1024
+    _, bits, u, n, _ = gpu(streams, tile.cdiv(N, B), np.int64(seed), np.zeros(N, np.uint32),
+                           np.zeros(N, np.float32), np.zeros(N, np.float32), B)
+    w = words(seed, np.arange(N))
+    np.testing.assert_array_equal(bits, w[0])
+    np.testing.assert_array_equal(u, uniform(w[0]))
+    cpu_n = np.zeros(N, np.float32)
+    with ox.device("cpu"):
+        streams[tile.cdiv(N, B)](np.int64(seed), np.zeros(N, np.uint32), np.zeros(N, np.float32),
+                                 cpu_n, B)
+    np.testing.assert_allclose(n, cpu_n, rtol=4e-6, atol=4e-6)  # log/cos: libdevice vs libm
+
+
+def test_random_seed_types_on_the_gpu():
+    from test_tile_random import seeds_and_offsets, words
+
+    B = 16
+    _, _, o, _ = gpu(seeds_and_offsets, 1, np.int32(-3), np.uint64(2**64 - 12345),
+                     np.zeros((5 * B, B), np.uint32), B)
+    offs = np.arange(B)[:, None] * 1000 - np.arange(B)[None, :]
+    np.testing.assert_array_equal(o[:B], words(-3, offs)[0])
+    np.testing.assert_array_equal(o[B:2 * B], words(2**64 - 12345, offs)[0])
+    np.testing.assert_array_equal(o[3 * B:4 * B], words(2**35 + 9, offs, 7)[0])

@@ -45,6 +45,9 @@ from oxide.tile.lang import (
     num_tiles,
     permute,
     pow,
+    rand,
+    randint,
+    randn,
     reshape,
     rsqrt,
     sigmoid,
@@ -64,8 +67,9 @@ __all__ = ["TileKernel", "TileOptions", "abs", "arange", "argmax", "argmin", "bi
            "broadcast_to", "cat", "cdiv", "ceil", "cos", "cumsum", "erf", "exp", "exp2",
            "extract", "floor", "fma", "full", "func", "grouped", "grouped_bid", "kernel",
            "load", "log", "log1p", "log2", "max", "maximum", "min", "minimum", "mma",
-           "num_blocks", "num_tiles", "permute", "pow", "reshape", "rsqrt", "sigmoid", "sin",
-           "split", "sqrt", "store", "sum", "tan", "tanh", "tiles", "where", "zeros"]
+           "num_blocks", "num_tiles", "permute", "pow", "rand", "randint", "randn", "reshape",
+           "rsqrt", "sigmoid", "sin", "split", "sqrt", "store", "sum", "tan", "tanh", "tiles",
+           "where", "zeros"]
 
 
 def __dir__() -> list[str]:

@@ -58,6 +58,7 @@ from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
 from oxide.tile.op_builder import TileOps
+from oxide.tile.philox import TileRandomMixin
 from oxide.tile.pipeline import Target, run_passes
 from oxide.tile.shape_calls import TileShapesMixin
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
@@ -172,7 +173,7 @@ def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DTyp
 
 
 class TileLowering(TileCallsMixin, TileMathMixin, TileControlMixin, TileShapesMixin,
-                   TileMemoryMixin, TileDisjointMixin, TileLoopsMixin):
+                   TileRandomMixin, TileMemoryMixin, TileDisjointMixin, TileLoopsMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
     def __init__(self, b: TileBuilder, source: Source, scope: Scope, ctx: KernelContext,

@@ -116,6 +116,12 @@ split = _f("split", "`tile.split(x, sections, axis=0)`: as np.split, `sections` 
            "or a tuple of split points; every part a power of two long. A tuple of tiles.")
 cat = _f("cat", "`tile.cat(tiles, axis=0)`: as np.concatenate; the result's extent along "
          "`axis` is a power of two")
+randint = _f("randint", "`tile.randint(seed, offsets, n_rounds=10)`: Philox4x32-10 random "
+             "bits (u32), one per offset, as Triton's tl.randint")
+rand = _f("rand", "`tile.rand(seed, offsets, n_rounds=10)`: uniform f32 in [0, 1), one per "
+          "offset, as Triton's tl.rand (the same bits)")
+randn = _f("randn", "`tile.randn(seed, offsets, n_rounds=10)`: standard normal f32, one per "
+           "offset, as Triton's tl.randn (Box-Muller)")
 mma = _f("mma", "`tile.mma(a, b, acc)`: `a @ b + acc` for `a` (M, K) and `b` (K, N) of one "
          "float dtype and `acc` (M, N) in the type they accumulate in (f32 for bf16, f16 and "
          "f32; f64 for f64). bf16/f16 run on tensor cores (mma.sync); f32 is exact f32, "
@@ -125,5 +131,5 @@ FUNCTIONS = (bid, grouped_bid, grouped, tiles, num_blocks, cdiv, num_tiles, load
              full, arange, exp, exp2, log, sqrt, rsqrt, tanh, abs, log2, log1p, sin, cos, tan,
              erf, floor, ceil, sigmoid, pow, fma, maximum, minimum, where, sum, max, min,
              broadcast_to, argmax, argmin, cumsum, reshape, permute, extract, split, cat,
-             mma)
+             randint, rand, randn, mma)
 NOT_BUILT: set[str] = set()
