@@ -8,9 +8,10 @@ the SIMT kernel's. What each op assumes and guarantees:
 - `broadcast`: a source whose layout matches the target cut to extent 1 along the
   broadcast dimensions is read from the thread's own slots; any other is converted
   first;
-- `convert`: through a shared-memory array of the whole tile, between two block
-  barriers (before the writes, so a loop can reuse the array; and between the writes
-  and the reads). Every thread reaches it: tile code has no thread-dependent control;
+- `convert` (`tile/shape_lower.py`): through a shared-memory array of the whole tile,
+  between two block barriers (before the writes, so a loop can reuse the array; and
+  between the writes and the reads). Every thread reaches it: tile code has no
+  thread-dependent control;
 - `load` / `store` (`tile/access.py`): an element outside the array is never touched
   (padding in, nothing out), and only an element's canonical owner (no replica) stores
   it, so a tile access cannot fault;
@@ -24,7 +25,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from xdsl.dialects.builtin import IntAttr, StringAttr
@@ -42,24 +42,6 @@ from oxide.tile.values import Slots
 FULL_MASK = 0xFFFFFFFF
 # ops whose identity the reductions know: (float identity, signed int, unsigned int)
 _IDENTITY = {"add": (0.0, 0, 0), "max": (-math.inf, None, 0), "min": (math.inf, None, None)}
-
-
-@dataclass(frozen=True)
-class Staged:
-    """A tile's copy in shared memory: the array, its (padded) shape, the tile's dtype."""
-
-    array: SSAValue
-    shape: tuple[int, ...]
-    dtype: T.DType
-
-
-def padded_rows(shape: tuple[int, ...], dt: T.DType) -> tuple[int, ...]:
-    """The shape of a shared-memory copy of a tile: rows one 32-bit word longer than the
-    tile's (for a rank >= 2 tile), so a column of a row-major copy spreads over all 32
-    banks: a transpose or a layout change reads it without bank conflicts."""
-    if len(shape) < 2 or shape[-1] == 1:
-        return shape
-    return (*shape[:-1], shape[-1] + max(1, 4 // max(1, dt.bits // 8)))
 
 
 def reduce_dtype(dt: T.DType) -> T.DType:
@@ -386,89 +368,6 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin):
         self.uses_barriers = True
         self.barriers += 1
         self.b.emit(ops.BarrierOp("block"))
-
-    def convert(self, t: Slots, target: Layout) -> Slots:
-        """`t` in another layout of the same shape, through shared memory."""
-        assert t.shape == target.shape
-        if t.layout.key() == target.key():
-            return Slots(t.dtype, target, t.values)
-        return self.rearrange(t, target, lambda coords: coords)
-
-    def rearrange(self, t: Slots, target: Layout,
-                  source: Callable[[list[SSAValue]], list[SSAValue]]) -> Slots:
-        """A tile of `target`'s layout whose element at coordinates `c` is `t`'s element at
-        `source(c)`: a layout conversion, a reshape (same row-major position) or a
-        permutation, through one shared-memory copy of the tile."""
-        staged = self.stage(t.shape, t.dtype)
-        self.stage_write(staged, t)
-        self.barrier()
-        return self.stage_read(staged, target, source)
-
-    def stage(self, shape: tuple[int, ...], dt: T.DType) -> Staged:
-        """A shared-memory copy of a tile of `shape` (rows padded, `padded_rows`), after a
-        barrier; the caller writes it (`stage_write`), passes a barrier, and reads it
-        back before the next copy begins. Copies of one size share one array (`staging`):
-        the barrier comes after every read of the copy before it, in program order, so a
-        loop, or a kernel of many conversions, reuses the array safely."""
-        store_dt = T.u8 if dt.is_bool else dt
-        padded = padded_rows(shape, store_dt)
-        n = 1
-        for e in padded:
-            n *= e
-        smem = self.staging(store_dt, n, "copy")
-        self.barrier()
-        return Staged(smem, padded, dt)
-
-    def stage_write(self, staged: Staged, t: Slots, offsets: Sequence[int] | None = None
-                    ) -> None:
-        """Every slot of `t` into the copy, at its coordinates plus `offsets`."""
-        store_dt = T.u8 if staged.dtype.is_bool else staged.dtype
-        for coords, v in zip(self.coords(t.layout), t.values, strict=True):
-            if offsets is not None:
-                coords = [c if not o else self.b.value(ops.BinaryOp("add", c, self.const(
-                    o, T.i32))) for c, o in zip(coords, offsets, strict=True)]
-            idx = self.linear(coords, staged.shape, T.i64)
-            self.b.emit(ops.StoreOp(staged.array, [idx], self.b.cast(v, store_dt), 0, False,
-                                    True))
-
-    def stage_read(self, staged: Staged, target: Layout,
-                   source: Callable[[list[SSAValue]], list[SSAValue]]) -> Slots:
-        """A tile of `target`'s layout whose element at `c` is the copy's at `source(c)`."""
-        store_dt = T.u8 if staged.dtype.is_bool else staged.dtype
-        out = []
-        for coords in self.coords(target):
-            idx = self.linear(source(coords), staged.shape, T.i64)
-            v = self.b.value(ops.LoadOp(staged.array, [idx], ir_type(store_dt), 0, False, True))
-            if staged.dtype.is_bool:
-                v = self.b.value(ops.CompareOp("ne", v, self.const(0, T.u8)))
-            out.append(v)
-        return Slots(staged.dtype, target, tuple(out))
-
-    def permute(self, t: Slots, axes: tuple[int, ...], target: Layout) -> Slots:
-        """`t` with its dimensions reordered: result dimension `k` is `t`'s `axes[k]`."""
-        def source(coords: list[SSAValue]) -> list[SSAValue]:
-            src: list[SSAValue] = [coords[0]] * len(axes)
-            for k, a in enumerate(axes):
-                src[a] = coords[k]
-            return src
-
-        return self.rearrange(t, target, source)
-
-    def reshape(self, t: Slots, target: Layout) -> Slots:
-        """`t`'s elements in row-major order, in a tile of `target`'s shape."""
-        def source(coords: list[SSAValue]) -> list[SSAValue]:
-            # the same row-major position: unravel the target position in t's shape
-            pos = self.linear(coords, target.shape)
-            out = []
-            for n in reversed(t.shape):
-                out.append(self.b.value(ops.BinaryOp("and", pos, self.const(n - 1, T.i32)))
-                           if n > 1 else self.const(0, T.i32))
-                if n > 1:
-                    pos = self.b.value(ops.BinaryOp("shr", pos, self.const(n.bit_length() - 1,
-                                                                           T.i32)))
-            return out[::-1]
-
-        return self.rearrange(t, target, source)
 
     # -- reductions ---------------------------------------------------------------------
 
