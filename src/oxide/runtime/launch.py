@@ -171,19 +171,22 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
         user_frames_only(exc)
         raise
 
+    lookup = kernel.__dict__.get  # the kernel's launchers and template, as they are now
+
     def launch_bound(*args: Any, stream: Any = None, **kwargs: Any) -> None:
         try:  # free unless something is raised (Python 3.11's zero-cost exceptions)
             if kwargs:
                 args = _keywords(kernel, args, kwargs)
             if stream is None:
                 stream = cfg_stream
-            dev = _state.current or _device._default or default_device()  # as in `launch`
-            if _device._several and _state.current is None:
+            chosen = _state.current  # as in `launch`
+            dev = chosen or _device._default or default_device()
+            if chosen is None and _device._several:
                 dev = _device.launch_device(args)
-            template = kernel.__dict__.get("_oxide_template")
+            template = lookup("_oxide_template")
             if template is not None and template(cfg, args, stream, dev):
                 return
-            launchers = kernel.__dict__.get("_oxide_launchers")
+            launchers = lookup("_oxide_launchers")
             if launchers is None or not launchers.last(cfg, args, stream, dev):
                 _launch(kernel, cfg, args, stream, dev)
         except OxideError as exc:
