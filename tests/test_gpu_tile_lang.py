@@ -234,3 +234,62 @@ def test_random_seed_types_on_the_gpu():
     np.testing.assert_array_equal(o[:B], words(-3, offs)[0])
     np.testing.assert_array_equal(o[B:2 * B], words(2**64 - 12345, offs)[0])
     np.testing.assert_array_equal(o[3 * B:4 * B], words(2**35 + 9, offs, 7)[0])
+
+
+# -- items 4 and 5: scalars in memory, atomics -----------------------------------------------
+
+
+def test_two_stage_argmax_on_the_gpu():
+    from test_tile_scalars_atomics import argmax_stage1, argmax_stage2
+
+    n, B = 100_003, 1024
+    x = rng.standard_normal(n).astype(np.float32)
+    g = tile.cdiv(n, B)
+    _, mv, mi, _ = gpu(argmax_stage1, g, x, np.zeros(g, np.float32), np.zeros(g, np.int32), B)
+    _, _, out, _ = gpu(argmax_stage2, 1, mv, mi, np.zeros(1, np.int32),
+                       1 << (g - 1).bit_length())
+    assert out[0] == np.argmax(x)
+
+
+def test_atomics_across_blocks_on_the_gpu():
+    from test_tile_scalars_atomics import reduce_across_blocks
+
+    n, B = 100_000, 256
+    x = rng.integers(-1000, 1000, n).astype(np.int32)
+    g = tile.cdiv(n, B)
+    _, total, sums, extremes, hist, _ = gpu(
+        reduce_across_blocks, g, x, np.zeros(B // 2, np.int32), np.zeros(1, np.int32),
+        np.array([-(2**31), 2**31 - 1], np.int32), np.zeros(4, np.int32), B)
+    padded = np.zeros(g * B, np.int32)
+    padded[:n] = x
+    blocks = padded.reshape(g, B)
+    np.testing.assert_array_equal(total, blocks.sum(0)[:B // 2])
+    assert sums[0] == x.sum() and list(extremes) == [blocks.max(), blocks.min()]
+    np.testing.assert_array_equal(hist, np.bincount(blocks.max(1) % 4, minlength=4))
+
+
+def test_a_lock_on_the_gpu():
+    """Many blocks contend for the lock at once: the sum is never torn."""
+    from test_tile_scalars_atomics import locked_sum
+
+    rows, n = 2000, 50
+    x = rng.integers(-8, 9, (rows, n)).astype(np.float32)
+    _, acc, lock, count, _ = gpu(locked_sum, rows, x, np.full((1, n), 123.0, np.float32),
+                                 np.zeros(1, np.int32), np.zeros(1, np.int32), 64)
+    np.testing.assert_array_equal(acc[0], x.sum(0))
+    assert lock[0] == 0 and count[0] == rows
+
+
+def test_atomic_old_values_on_the_gpu():
+    from test_tile_scalars_atomics import old_values
+
+    B, n = 32, 20
+    a, b = np.arange(n, dtype=np.int32), np.full(n, 3, np.uint32)
+    f = np.array([0.0] * 4 + [np.nan] * 4 + [1.0] * (n - 8), np.float32)
+    a, b, f, olds, fold, _ = gpu(old_values, 1, a, b, f, np.zeros((3, B), np.int32),
+                                 np.zeros(B, np.float32), B)
+    t = np.arange(B)
+    np.testing.assert_array_equal(olds[0], np.where(t < n, t, 0))
+    np.testing.assert_array_equal(olds[1], np.where(t < n, t * 10, 0))
+    np.testing.assert_array_equal(a, np.where(t % 2 == 0, t + 1000, t * 10)[:n] + 5)
+    np.testing.assert_array_equal(b, ((3 | (t[:n] << 4)) & 0xFF) ^ 1)

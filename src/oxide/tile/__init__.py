@@ -16,6 +16,14 @@ from oxide.tile.lang import (
     arange,
     argmax,
     argmin,
+    atomic_add,
+    atomic_and,
+    atomic_cas,
+    atomic_max,
+    atomic_min,
+    atomic_or,
+    atomic_xchg,
+    atomic_xor,
     bid,
     broadcast_to,
     cat,
@@ -63,13 +71,14 @@ from oxide.tile.lang import (
     zeros,
 )
 
-__all__ = ["TileKernel", "TileOptions", "abs", "arange", "argmax", "argmin", "bid",
-           "broadcast_to", "cat", "cdiv", "ceil", "cos", "cumsum", "erf", "exp", "exp2",
-           "extract", "floor", "fma", "full", "func", "grouped", "grouped_bid", "kernel",
-           "load", "log", "log1p", "log2", "max", "maximum", "min", "minimum", "mma",
-           "num_blocks", "num_tiles", "permute", "pow", "rand", "randint", "randn", "reshape",
-           "rsqrt", "sigmoid", "sin", "split", "sqrt", "store", "sum", "tan", "tanh", "tiles",
-           "where", "zeros"]
+__all__ = ["TileKernel", "TileOptions", "abs", "arange", "argmax", "argmin", "atomic_add",
+           "atomic_and", "atomic_cas", "atomic_max", "atomic_min", "atomic_or", "atomic_xchg",
+           "atomic_xor", "bid", "broadcast_to", "cat", "cdiv", "ceil", "cos", "cumsum", "erf",
+           "exp", "exp2", "extract", "floor", "fma", "full", "func", "grouped", "grouped_bid",
+           "kernel", "load", "log", "log1p", "log2", "max", "maximum", "min", "minimum",
+           "mma", "num_blocks", "num_tiles", "permute", "pow", "rand", "randint", "randn",
+           "reshape", "rsqrt", "sigmoid", "sin", "split", "sqrt", "store", "sum", "tan",
+           "tanh", "tiles", "where", "zeros"]
 
 
 def __dir__() -> list[str]:

@@ -46,6 +46,8 @@ class TileCallsMixin:
             return self._reduce(name, node)
         if name in ("argmax", "argmin"):
             return self._argreduce(name[3:], node)
+        if name.startswith("atomic_"):
+            return self.call_atomic(name[len("atomic_"):], node)
         return getattr(self, f"call_{name}")(node)
 
     def _axis(self, v: Any, node: ast.AST, what: str) -> int:

@@ -48,6 +48,7 @@ from oxide.kernel_types import DeviceFunction
 from oxide.lang.intrinsic import Intrinsic
 from oxide.specialize import ConstValue
 from oxide.tile import lang
+from oxide.tile.atomic_calls import TileAtomicsMixin
 from oxide.tile.builder import TileBuilder
 from oxide.tile.calls import TileCallsMixin
 from oxide.tile.control import TileControlMixin
@@ -161,8 +162,8 @@ def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DTyp
 
 
 class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileControlMixin,
-                   TileShapesMixin, TileRandomMixin, TileMemoryMixin, TileDisjointMixin,
-                   TileLoopsMixin):
+                   TileShapesMixin, TileRandomMixin, TileAtomicsMixin, TileMemoryMixin,
+                   TileDisjointMixin, TileLoopsMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
     def __init__(self, b: TileBuilder, source: Source, scope: Scope, ctx: KernelContext,

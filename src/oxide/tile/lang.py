@@ -122,6 +122,23 @@ rand = _f("rand", "`tile.rand(seed, offsets, n_rounds=10)`: uniform f32 in [0, 1
           "offset, as Triton's tl.rand (the same bits)")
 randn = _f("randn", "`tile.randn(seed, offsets, n_rounds=10)`: standard normal f32, one per "
            "offset, as Triton's tl.randn (Box-Muller)")
+atomic_add = _f("atomic_add", "`tile.atomic_add(arr, index, value, sem=\"acq_rel\", "
+                 "scope=\"device\")`: adds the tile (or scalar) `value` to the tile of "
+                 "AtomicSlice `arr` at `index`, atomically per element; the old values")
+atomic_max = _f("atomic_max", "`tile.atomic_max(arr, index, value)`: as atomic_add, the "
+                "maximum; the old values")
+atomic_min = _f("atomic_min", "`tile.atomic_min(arr, index, value)`: as atomic_add, the "
+                "minimum; the old values")
+atomic_xchg = _f("atomic_xchg", "`tile.atomic_xchg(arr, index, value)`: stores `value`, "
+                 "atomically per element; the old values")
+atomic_cas = _f("atomic_cas", "`tile.atomic_cas(arr, index, compare, value)`: stores "
+                "`value` where the element equals `compare`, atomically; the old values")
+atomic_and = _f("atomic_and", "`tile.atomic_and(arr, index, value)`: bitwise and, atomically "
+                "per element; the old values")
+atomic_or = _f("atomic_or", "`tile.atomic_or(arr, index, value)`: bitwise or, atomically per "
+               "element; the old values")
+atomic_xor = _f("atomic_xor", "`tile.atomic_xor(arr, index, value)`: bitwise xor, atomically "
+                "per element; the old values")
 mma = _f("mma", "`tile.mma(a, b, acc)`: `a @ b + acc` for `a` (M, K) and `b` (K, N) of one "
          "float dtype and `acc` (M, N) in the type they accumulate in (f32 for bf16, f16 and "
          "f32; f64 for f64). bf16/f16 run on tensor cores (mma.sync); f32 is exact f32, "
@@ -131,5 +148,6 @@ FUNCTIONS = (bid, grouped_bid, grouped, tiles, num_blocks, cdiv, num_tiles, load
              full, arange, exp, exp2, log, sqrt, rsqrt, tanh, abs, log2, log1p, sin, cos, tan,
              erf, floor, ceil, sigmoid, pow, fma, maximum, minimum, where, sum, max, min,
              broadcast_to, argmax, argmin, cumsum, reshape, permute, extract, split, cat,
-             randint, rand, randn, mma)
+             randint, rand, randn, atomic_add, atomic_max, atomic_min, atomic_xchg,
+             atomic_cas, atomic_and, atomic_or, atomic_xor, mma)
 NOT_BUILT: set[str] = set()

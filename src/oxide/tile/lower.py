@@ -35,6 +35,7 @@ from oxide.frontend.builder import IRBuilder
 from oxide.ir import ops
 from oxide.ir.types import SharedArrayType, ir_type
 from oxide.tile.access import GlobalAccessMixin
+from oxide.tile.atomic_lower import AtomicEmitMixin
 from oxide.tile.layout import WARP_SIZE, Layout
 from oxide.tile.shape_lower import ShapeEmitMixin
 from oxide.tile.values import Slots
@@ -54,7 +55,7 @@ def reduce_dtype(dt: T.DType) -> T.DType:
     return dt
 
 
-class TileEmitter(GlobalAccessMixin, ShapeEmitMixin):
+class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
     """Emits the SIMT IR of tile operations into one kernel's builder."""
 
     def __init__(self, b: IRBuilder, num_warps: int, reserve_shared: Callable[[int], None]

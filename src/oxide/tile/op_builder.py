@@ -103,6 +103,10 @@ class TileOps:
     def expand(self, t: Tile, axes: tuple[int, ...], shape: tuple[int, ...]) -> Tile:
         return self.make("expand", [t], shape, t.dtype, axes=axes)
 
+    def squeeze(self, t: Tile) -> Tile:
+        """`t` (every extent 1) as a 0-d tile: the element every thread holds."""
+        return self.make("squeeze", [t], (), t.dtype)
+
     def permute(self, t: Tile, axes: tuple[int, ...]) -> Tile:
         return self.make("permute", [t], tuple(t.shape[k] for k in axes), t.dtype, axes=axes)
 
@@ -156,6 +160,14 @@ class TileOps:
               index: Sequence[Tile]) -> None:
         op = make("store", [array, value.ssa, *(i.ssa for i in index)], [], vectors=vectors)
         self.b.tile_op(op, self.span())
+
+    def atomic(self, array: SSAValue, kind: str, sem: str, scope: str, values: Sequence[Tile],
+               index: Sequence[Tile], site: int) -> Tile:
+        """`kind` on the tile of `values[-1]`'s shape at `index` (values: the compare
+        first for cas, in one layout); the old values."""
+        value = values[-1]
+        return self.make("atomic", [array, *values, *index], value.shape, value.dtype,
+                         kind=kind, sem=sem, scope=scope, values=len(values), site=site)
 
     # -- variables (an `if`'s merged names, a loop's carried tiles) ---------------------
 

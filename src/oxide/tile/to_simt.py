@@ -118,6 +118,10 @@ class ToSIMT:
         x = self._in(op.operands[0])
         return Slots(x.dtype, layout_of(op.results[0]), x.values)
 
+    def _squeeze(self, op: Operation) -> Slots:
+        x = self._in(op.operands[0])
+        return Slots(x.dtype, layout_of(op.results[0]), x.values)
+
     def _permute(self, op: Operation) -> Slots:
         return self.em.permute(self._in(op.operands[0]), op.param("axes"),
                                layout_of(op.results[0]))
@@ -162,6 +166,14 @@ class ToSIMT:
         array, value, *index = op.operands
         self.em.store(array, op.param("vectors"), [self._in(i).scalar for i in index],
                       self._in(value))
+
+    def _atomic(self, op: Operation) -> Slots:
+        count = op.param("values")
+        array, values, index = op.operands[0], op.operands[1:1 + count], op.operands[1 + count:]
+        return self.em.atomic(array, op.param("kind"), op.param("sem"), op.param("scope"),
+                              [self._in(i).scalar for i in index],
+                              [self._in(v) for v in values], op.param("site"),
+                              bool(op.results[0].uses))
 
     def _barrier(self, op: Operation) -> None:
         self.em.barrier()
