@@ -67,7 +67,8 @@ class TileControlMixin:
     def merge(self, what: str, ends: list[tuple[Any, Any]], node: ast.AST) -> Any:
         """The value a name (or an expression) has after a branch whose arms end with
         `ends`' values: one of them where they are the same, else a tile variable each
-        arm's end writes (numbers take the other arm's dtype, as weak literals do).
+        arm's end writes (a number takes the other arm's dtype, as weak literals do, and
+        its shape).
         Returns the value, or (its tile, its variable) to read at the join."""
         (then_end, tv), (else_end, ev) = ends
         if tv is ev or (isinstance(tv, Static) and isinstance(ev, Static)
@@ -81,10 +82,12 @@ class TileControlMixin:
                   T.i32 if all(-2**31 <= v.obj < 2**31 for v in (tv, ev)) else T.i64)
             tv = self._in_block(then_end, lambda: self.as_tile(tv, node, dt))
             ev = self._in_block(else_end, lambda: self.as_tile(ev, node, dt))
-        elif numbers[0] and isinstance(ev, Tile):
-            tv = self._in_block(then_end, lambda: self.as_tile(tv, node, ev.dtype))
+        elif numbers[0] and isinstance(ev, Tile):  # a number: a tile like the other arm's
+            tv = self._in_block(then_end, lambda: self.t.broadcast(
+                self.as_tile(tv, node, ev.dtype), ev.shape))
         elif numbers[1] and isinstance(tv, Tile):
-            ev = self._in_block(else_end, lambda: self.as_tile(ev, node, tv.dtype))
+            ev = self._in_block(else_end, lambda: self.t.broadcast(
+                self.as_tile(ev, node, tv.dtype), tv.shape))
         if not (isinstance(tv, Tile) and isinstance(ev, Tile) and tv.shape == ev.shape
                 and tv.dtype == ev.dtype):
             raise self.error(KernelTypeError, node,
