@@ -77,9 +77,10 @@ _VARIANTS = {
     "padding": "acc = tile.mma(tile.load(a, (i, k), (BM, BK), padding=1.0), "
                "tile.load(b, (k, j), (BK, BN)), acc)",
     "one block index": "i, j = tile.bid(0), tile.bid(0)",
-    # bf16 @ bf16 is a bf16 tile: each step's product rounded before the f32 sum
-    "a bf16 product": "acc = acc + tile.load(a, (i, k), (BM, BK)) @ tile.load(b, (k, j), "
-                      "(BK, BN))",
+    "a product of another accumulator": "acc = acc2 + tile.load(a, (i, k), (BM, BK)) @ "
+                                        "tile.load(b, (k, j), (BK, BN))",
+    "a product subtracted": "acc = acc - tile.load(a, (i, k), (BM, BK)) @ "
+                            "tile.load(b, (k, j), (BK, BN))",
     "another accumulator": "acc = tile.mma(tile.load(a, (i, k), (BM, BK)), "
                            "tile.load(b, (k, j), (BK, BN)), acc * 0.5)",
     "a load named like the row index": ("acc = tile.mma", "i = tile.load(a, (i, k), (BM, BK))"
@@ -122,6 +123,24 @@ def _variant(tmp_path, name: str, line: str | tuple[str, str] | None):  # noqa: 
 
 def test_the_variant_maker_keeps_the_canonical_loop(tmp_path) -> None:  # noqa: ANN001
     assert match(_variant(tmp_path, "canonical", None)) is not None
+
+
+# `@` on bf16 is an f32 product, and `acc + a @ b` is `tile.mma(a, b, acc)` (the frontend
+# makes it that op): the same computation, so the same pattern
+_SPELLINGS = {
+    "acc + product": "acc = acc + tile.load(a, (i, k), (BM, BK)) @ tile.load(b, (k, j), "
+                     "(BK, BN))",
+    "product + acc": "acc = tile.load(a, (i, k), (BM, BK)) @ tile.load(b, (k, j), (BK, BN))"
+                     " + acc",
+    "+=": ("acc = tile.mma", "acc += tile.load(a, (i, k), (BM, BK)) @ tile.load(b, (k, j), "
+                             "(BK, BN))"),
+}
+
+
+@pytest.mark.parametrize("name", list(_SPELLINGS))
+def test_products_added_with_at_are_the_canonical_loop(tmp_path, name: str) -> None:  # noqa: ANN001
+    canonical = match(_variant(tmp_path, "canonical", None))
+    assert match(_variant(tmp_path, name, _SPELLINGS[name])) == canonical
 
 
 @pytest.mark.parametrize("name", list(_VARIANTS))

@@ -214,22 +214,27 @@ def test_the_layout_pass_keeps_q_in_registers_and_folds_the_transpose(monkeypatc
 
 @tile.kernel(num_warps=4)
 def matmul_operator(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
-                    w: Slice[f32, 2], cw: DisjointSlice[f32, 2]):
-    """`@` promotes: bf16 @ bf16 is bf16 (accumulated in f32), bf16 @ f32 is f32."""
+                    c32: DisjointSlice[f32, 2], w: Slice[f32, 2], cw: DisjointSlice[f32, 2]):
+    """`@` promotes as `+` does and multiplies in the accumulating type: bf16 @ bf16 is
+    an f32 tile (as Triton's `tl.dot`), one `.astype(bf16)` from a bf16 one; bf16 @ f32
+    is f32."""
     x, y = tile.load(a, (0, 0), (32, 32)), tile.load(b, (0, 0), (32, 16))
-    tile.store(c, (0, 0), x @ y)
+    tile.store(c, (0, 0), (x @ y).astype(bf16))
+    tile.store(c32, (0, 0), x @ y)
     tile.store(cw, (0, 0), x @ tile.load(w, (0, 0), (32, 16)))
 
 
-def test_matmul_operator_promotes():
+def test_matmul_operator_of_halves_is_f32():
     a = rng.standard_normal((30, 32)).astype(bf16.numpy)
     b = rng.standard_normal((32, 13)).astype(bf16.numpy)
     w = rng.standard_normal((32, 13)).astype(np.float32)
     c, cw = np.zeros((30, 13), bf16.numpy), np.zeros((30, 13), np.float32)
-    cpu(matmul_operator, 1, a, b, c, w, cw)
-    want = a.astype(np.float32) @ b.astype(np.float32)
-    np.testing.assert_array_equal(c.astype(np.float32),
-                                  want.astype(bf16.numpy).astype(np.float32))
+    c32 = np.zeros((30, 13), np.float32)
+    cpu(matmul_operator, 1, a, b, c, c32, w, cw)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c32, exact, rtol=1e-6, atol=1e-5)  # f32 sums, unrounded
+    # the bf16 result is the f32 one rounded once
+    np.testing.assert_array_equal(c.astype(np.float32), c32.astype(bf16.numpy).astype(np.float32))
     np.testing.assert_allclose(cw, a.astype(np.float64) @ w.astype(np.float64), atol=1e-4)
 
 

@@ -5,11 +5,16 @@ earlier statements (recent ones more often, so most of the list feeds the result
 and gets the dtype and shape docs/language.md gives it. Every tile shape broadcasts
 to the output's tile, so any two values can meet.
 
+Issue 28's ops (elementwise math, `**`, `tile.fma`, `a if c else b` on scalar
+conditions with `and`/`or`/`not`, `for` and `while` loops carrying tiles and scalars)
+come from lang_ops.py; frames are rank 1, 2 or 3.
+
 Left out on purpose, because the page does not define them for tiles or because a
 NumPy model could not be exact: integer `/` (the page says it gives f32, not how it
-rounds), float `//` and `%`, division of integers by zero, bf16, the math functions,
-`arr.shape[d]` outside comparisons (it is i64), and adds of float products (tile
-kernels contract `a * b + c` into an FMA, and where is the target's choice).
+rounds), float `//` and `%`, division of integers by zero, bf16, math functions of
+values that are themselves approximate, `arr.shape[d]` outside comparisons (it is i64),
+and adds of float products (tile kernels contract `a * b + c` into an FMA, and where is
+the target's choice).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import random
 from collections.abc import Callable
 
 from tools.tile_fuzzing import rules as R
+from tools.tile_fuzzing.lang_ops import LangOps
 from tools.tile_fuzzing.program import Input, Lit, Node, Operand, Program, Scalar, Scratch
 
 INT_LITERALS = (0, 1, 2, 3, -1, 7, -8, 100, 255, 12345, 65504, 2**31 - 1, -(2**31))
@@ -31,7 +37,8 @@ DTYPES = (("f32", 0.45), ("i32", 0.4), ("f16", 0.15))
 OPS = (("arith", 5.0), ("div", 1.5), ("intdiv", 1.0), ("bitwise", 1.0), ("shift", 0.7),
        ("neg", 0.7), ("minmax", 1.5), ("compare", 2.0), ("boolop", 0.7), ("where", 2.0),
        ("astype", 2.0), ("reduce", 2.0), ("source", 1.0), ("roundtrip", 0.7),
-       ("cumsum", 0.7), ("argreduce", 1.0), ("rowproduct", 1.5), ("scratch", 1.0))
+       ("cumsum", 0.7), ("argreduce", 1.0), ("rowproduct", 1.5), ("scratch", 1.0),
+       ("math", 2.0), ("power", 0.6), ("fma", 0.6), ("ifexp", 1.0), ("loop", 1.2))
 MAX_TILE = 2048  # elements of the output tile: keeps a CPU compile well under a second
 # ops whose results (or their broadcasts) often sit in another layout than a load's
 OTHER_LAYOUTS = ("reduce", "argreduce", "expand", "rowproduct", "broadcast", "cumsum")
@@ -57,7 +64,7 @@ def _broadcast(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
-class Generator:
+class Generator(LangOps):
     """Builds one Program; `rng` decides everything."""
 
     def __init__(self, rng: random.Random, seed: int, index: int) -> None:
@@ -68,11 +75,17 @@ class Generator:
 
     def _frame(self, seed: int, index: int) -> Program:
         rng = self.rng
-        rank = 2 if rng.random() < 0.8 else 1
-        if rank == 2:
+        rank = rng.choices((1, 2, 3), (15, 70, 15))[0]
+        if rank == 3:
+            bl = rng.choice((1, 2, 4))
+            bm = rng.choice((1, 2, 4, 8, 16))
+            bn = rng.choice([n for n in (4, 8, 16, 32, 64) if bl * bm * n <= MAX_TILE])
+            tile: tuple[int, ...] = (bl, bm, bn)
+            grid: tuple[int, ...] = (rng.randint(1, 2), rng.randint(1, 2), rng.randint(1, 2))
+        elif rank == 2:
             bm = rng.choice((1, 2, 4, 8, 16, 32))
             bn = rng.choice([n for n in (4, 8, 16, 32, 64, 128, 256) if bm * n <= MAX_TILE])
-            tile: tuple[int, ...] = (bm, bn)
+            tile = (bm, bn)
             grid = (rng.randint(1, 3), rng.randint(1, 3))
         else:
             tile = (rng.choice((4, 8, 16, 32, 64, 128, 256, 512, 1024)),)
@@ -112,10 +125,19 @@ class Generator:
         grid, names = p.grid, p.tile_names
         if p.rank == 1:
             form = "vec"
+        elif p.rank == 3:
+            form = rng.choices(("3d", "2d_trail", "vec_trail"), (70, 15, 15))[0]
         else:
             form = rng.choices(("2d", "row", "col", "vec_m", "vec_n"), (65, 10, 5, 10, 10))[0]
         if form == "vec":
             tile, text, index = p.tile, names, ("i",)
+        elif form == "3d":
+            tile, text = p.tile, names
+            index = rng.choices((("i", "j", "k"), (0, "j", "k"), ("i", "j", 0)), (8, 1, 1))[0]
+        elif form == "2d_trail":  # (BM, BN) at (j, k): broadcast along the batch
+            tile, text, index = p.tile[1:], names[1:], ("j", "k")
+        elif form == "vec_trail":
+            tile, text, index = p.tile[2:], names[2:], ("k",)
         elif form == "2d":
             tile, text = p.tile, names
             index = rng.choices((("i", "j"), ("i", 0), (0, "j")), (8, 1, 1))[0]
@@ -129,7 +151,7 @@ class Generator:
             tile, text, index = (p.tile[1],), ("BN",), ("j",)
         shape = []
         for size, at in zip(tile, index, strict=True):
-            blocks = grid["ij".index(at)] if isinstance(at, str) else 1
+            blocks = grid["ijk".index(at)] if isinstance(at, str) else 1
             reach = self._extent(blocks, size)
             shape.append(max(1, reach + rng.choice((0, 0, 0, -rng.randint(0, size),
                                                     rng.randint(1, size + 2)))))
@@ -412,11 +434,15 @@ class Generator:
             self._add("expand", (r,), 1 if axis == 1 else 0, dtype,
                       (shape[0], 1) if axis == 1 else (1, shape[0]), product=product,
                       approx=approx)
+        elif self.p.rank == 3 and axis is not None and not keep and not self._fits(r):
+            # (BL, BN) must become (BL, 1, BN): the reduced axis back, as keepdims has it
+            self._add("expand", (r,), axis, dtype, (*shape[:axis], 1, *shape[axis:]),
+                      product=product, approx=approx)
 
     def _op_roundtrip(self) -> None:
         """`x.permute((1, 0)).permute((1, 0))` or `x.reshape((n,)).reshape(shape)`: the
         same tile, through the layout conversions (shared memory) and reshapes."""
-        a = self._pick(lambda n: len(n.shape) == 2 and n.dtype != "bool")
+        a = self._pick(lambda n: len(n.shape) >= 2 and n.dtype != "bool")
         kind = self.rng.choice(("permute", "reshape"))
         self._add("roundtrip", (a,), kind, a.dtype, a.shape, product=a.product,
                   approx=a.approx)

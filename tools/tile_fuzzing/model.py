@@ -42,7 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from tools.tile_fuzzing import rules as R
+from tools.tile_fuzzing.lang_model import LangModel
 from tools.tile_fuzzing.program import Lit, Node, Operand, Program, Scalar
+
+LANG_OPS = ("math", "power", "ifexp", "loop")  # issue 28's ops: lang_model.py
 
 
 @dataclass
@@ -64,7 +67,7 @@ class Expected:
     err: np.ndarray | None
 
 
-class Model:
+class Model(LangModel):
     """Evaluates one Program over inputs given as the arrays passed to the kernel."""
 
     def __init__(self, p: Program, arrays: dict[str, np.ndarray]) -> None:
@@ -125,6 +128,8 @@ class Model:
     def _eval(self, n: Node) -> Value:
         rank = len(n.shape)
         full = self.grid + n.shape
+        if n.op in LANG_OPS:
+            return self.lang_eval(n)  # type: ignore[return-value]
         if n.op == "load":
             return self._load(n)
         if n.op == "arange":
@@ -212,7 +217,7 @@ class Model:
         if n.op == "astype":
             return self._done(n, R.convert(src.v, x.dtype, n.dtype), src.undef)
         if n.op == "expand":
-            axis = self.nb + (1 if n.attr == 1 else 0)
+            axis = self.nb + n.attr  # type: ignore[operator]
             return self._done(n, np.expand_dims(src.v, axis), np.expand_dims(src.undef, axis),
                               None if src.err is None else np.expand_dims(src.err, axis))
         lift = len(x.shape)
@@ -302,7 +307,7 @@ class Model:
         rank = len(x.tile)
         coords, inside = [], np.ones((), bool)
         for d, (size, at) in enumerate(zip(x.tile, x.index, strict=True)):
-            block = self._bid("ij".index(at)) if isinstance(at, str) else \
+            block = self._bid("ijk".index(at)) if isinstance(at, str) else \
                 self._full(np.array(at), ())
             shape = [1] * rank
             shape[d] = size
@@ -324,11 +329,9 @@ class Model:
             if a is None:
                 parts.append(None)
                 continue
-            if p.rank == 2:
-                (g0, g1), (bm, bn) = self.grid, p.tile
-                a = a.transpose(0, 2, 1, 3).reshape(g0 * bm, g1 * bn)
-            else:
-                a = a.reshape(-1)
+            r = p.rank  # (grid..., tile...) -> (g0, b0, g1, b1, ...): the array's order
+            a = a.transpose([k for d in range(r) for k in (d, r + d)]).reshape(
+                [g * b for g, b in zip(self.grid, p.tile, strict=True)])
             parts.append(a[tuple(slice(0, s) for s in p.out_shape)])
         return Expected(parts[0], parts[1], parts[2])  # type: ignore[arg-type]
 

@@ -126,14 +126,20 @@ TILE_OPS: dict[str, str] = {
     "narrow_compare": "(x, n) `x pred n` of a narrow signed int tile and a wider signed "
                       "scalar, computed in x's type [pred]",
     "unary": "(a) elementwise `kind` [kind]",
-    "math": "(a) elementwise float function `fn` [fn]",
+    "math": "(*operands) ox.math's `fn` elementwise, operands of one layout and dtype [fn]",
     "where": "(cond, a, b) elementwise select",
     "broadcast": "(x, *candidates) x broadcast to `shape`; its layout is the first "
                  "candidate's of that shape, else the default [shape]",
     "convert": "(x) x in another layout [to: 'blocked' | 'mma' | a Layout]",
     "expand": "(x) new dimensions of extent 1 at `axes` (`x[:, None]`) [axes]",
+    "squeeze": "(x) a tile of extents 1 as a 0-d tile (the element each thread holds)",
     "permute": "(x) dimensions reordered: result dimension k is x's axes[k] [axes]",
     "reshape": "(x) the same elements in row-major order, another shape [shape]",
+    "slices": "(x, *index) sub-tiles: result r is x[starts[r] + index * subs[r] + c] for c "
+              "in the full-rank shape subs[r], the dimensions `drop` left out; `index` (0-d "
+              "i32 tiles, one per dimension, or none) taken modulo the sub-tiles along each "
+              "[starts, subs, drop]",
+    "cat": "(*parts) the parts side by side along `axis` [axis]",
     "reduce": "(x) `kind` along `axis` [kind, axis, keepdims]",
     "arg_reduce": "(x, index) the `kind` of x along `axis` and the index where it is "
                   "first found: two results [kind, axis, keepdims]",
@@ -141,6 +147,9 @@ TILE_OPS: dict[str, str] = {
     "load": "(array, padding, *index) the tile at a tile index; elements outside the "
             "array read as padding [shape, vectors]",
     "store": "(array, value, *index) the owned elements inside the array written [vectors]",
+    "atomic": "(array, *values, *index) `kind` on each owned element inside the array of "
+              "the tile at a tile index (values: compare and value for cas, else value); "
+              "the old values, 0 outside [kind, sem, scope, values, site]",
     "mma": "(a, b, acc) a @ b + acc on tensor cores where the shapes allow",
     "barrier": "a block barrier: orders the block's global accesses before it against "
                "those after it (tile/ordering.py places it)",

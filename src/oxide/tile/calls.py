@@ -10,13 +10,13 @@ Creation (`zeros`, `full`, `arange`), indices (`bid`, `num_blocks`, `cdiv`,
 from __future__ import annotations
 
 import ast
-import builtins
 from typing import Any
 
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
 from oxide.ir import ops
 from oxide.ir.types import ir_type
+from oxide.tile.elementwise import TILE_ELEMENTWISE
 from oxide.tile.mma_lower import accumulate_dtype
 from oxide.tile.uniform import uniform_key
 from oxide.tile.values import (
@@ -31,21 +31,23 @@ from oxide.tile.values import (
 )
 
 _REDUCE = {"sum": "add", "max": "max", "min": "min"}
-_MATH = ("exp", "exp2", "log", "sqrt", "rsqrt", "tanh")
 
 
 class TileCallsMixin:
     """The `call_<name>` methods for `tile.<name>(...)`."""
 
     def call_tile(self, name: str, node: ast.Call) -> Any:
-        """`tile.<name>(...)`: the math functions and reductions share one lowering each;
+        """`tile.<name>(...)`: the math functions (tile/elementwise.py) and reductions share
+        one lowering each;
         every other function has its own `call_<name>`."""
-        if name in _MATH:
-            return self._math(name, node)
+        if name in TILE_ELEMENTWISE:
+            return self.call_tile_math(name, node)
         if name in _REDUCE:
             return self._reduce(name, node)
         if name in ("argmax", "argmin"):
             return self._argreduce(name[3:], node)
+        if name.startswith("atomic_"):
+            return self.call_atomic(name[len("atomic_"):], node)
         return getattr(self, f"call_{name}")(node)
 
     def _axis(self, v: Any, node: ast.AST, what: str) -> int:
@@ -213,33 +215,13 @@ class TileCallsMixin:
         dt = self._dtype_arg(node, 1) or T.i32
         return self.t.arange(n, dt)
 
-    def _math(self, fn: str, node: ast.Call) -> Tile:
-        (x,) = self.positional(node, 1, f"tile.{fn}(x)")
-        t = self.as_tile(x, node.args[0], T.f32)
-        if not t.dtype.is_float:
-            raise self.error(KernelTypeError, node.args[0],
-                             f"tile.{fn} takes floats, not {t.dtype.name}",
-                             label=f"this is {t.describe()}",
-                             hint="convert first: `x.astype(f32)`")
-        return self.t.math(fn, t)
-
-    def _minmax(self, kind: str, node: ast.Call) -> Any:
-        a, b = self.positional(node, 2, f"tile.{kind}imum(a, b)")
-        if isinstance(a, Static) and isinstance(b, Static):
-            return self.fold(builtins.max if kind == "max" else builtins.min, (a.obj, b.obj),
-                             node)
-        dt = self.promote(a, b, node)
-        if dt.is_bool:
-            raise self.error(KernelTypeError, node, f"tile.{kind}imum on bools",
-                             hint="use `|` or `&`")
-        ta, tb = self.operands(a, b, node, node.args[0], node.args[1], dt)
-        return self.t.binary(kind, ta, tb)
-
     def call_maximum(self, node: ast.Call) -> Any:
-        return self._minmax("max", node)
+        a, b = self.positional(node, 2, "tile.maximum(a, b)")
+        return self.minimum_maximum("max", a, b, node, node.args[0], node.args[1])
 
     def call_minimum(self, node: ast.Call) -> Any:
-        return self._minmax("min", node)
+        a, b = self.positional(node, 2, "tile.minimum(a, b)")
+        return self.minimum_maximum("min", a, b, node, node.args[0], node.args[1])
 
     def call_where(self, node: ast.Call) -> Tile:
         c, a, b = self.positional(node, 3, "tile.where(cond, a, b)")
@@ -299,23 +281,31 @@ class TileCallsMixin:
 
     def _mma_operands(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST,
                       what: str) -> tuple[Tile, Tile]:
-        """`a` (M, K) and `b` (K, N): tiles of rank 2, one float dtype, equal K."""
+        """`a` (M, K) and `b` (K, N), or batches of them ((B, M, K), (B, K, N); a rank-2
+        one serves every batch): float tiles with equal K (and B)."""
         for v, n, name in ((a, na, "a"), (b, nb, "b")):
             if not isinstance(v, Tile):
                 raise self.error(KernelTypeError, n, f"{what} multiplies tiles; `{name}` is "
                                  f"{describe(v)}", hint="load one with `tile.load(...)`")
-            if v.ndim != 2:
+            if v.ndim not in (2, 3):
                 raise self.error(KernelTypeError, n,
                                  f"{what} multiplies 2-d tiles; `{name}` is {v.describe()}",
                                  label=f"rank {v.ndim}",
-                                 hint="add an axis (`x[None, :]`, `x[:, None]`) or reshape")
+                                 hint="add an axis (`x[None, :]`, `x[:, None]`) or reshape "
+                                      "(3-d tiles are batches of 2-d ones)")
         assert isinstance(a, Tile) and isinstance(b, Tile)
-        if a.shape[1] != b.shape[0]:
+        if a.shape[-1] != b.shape[-2]:
             raise self.error(KernelTypeError, node,
                              f"{what}: the inner dimensions differ: `a` is "
                              f"{shape_text(a.shape)} and `b` is {shape_text(b.shape)}",
                              label=f"{shape_text(a.shape)} @ {shape_text(b.shape)}",
                              hint="a is (M, K) and b is (K, N): load the tiles with the same K")
+        if self.product_shape(a, b) is None:
+            raise self.error(KernelTypeError, node,
+                             f"{what}: the batches differ: `a` is {shape_text(a.shape)} and "
+                             f"`b` is {shape_text(b.shape)}",
+                             label=f"{shape_text(a.shape)} @ {shape_text(b.shape)}",
+                             hint="batched operands share their leading dimension")
         for t, n in ((a, na), (b, nb)):
             if t.dtype.is_bool:
                 raise self.error(KernelTypeError, n, f"{what} of a bool tile",
@@ -339,7 +329,8 @@ class TileCallsMixin:
                              label=f"{ta.dtype.name} vs {tb.dtype.name}",
                              hint=f"convert one: `.astype({ta.dtype.name})`, or use `a @ b`, "
                                   "which promotes")
-        want = (ta.shape[0], tb.shape[1])
+        want = self.product_shape(ta, tb)
+        assert want is not None
         acc_dt = accumulate_dtype(ta.dtype)
         if not isinstance(acc, Tile):
             raise self.error(KernelTypeError, node.args[2],
@@ -359,18 +350,48 @@ class TileCallsMixin:
                              label=f"this is {acc.describe()}",
                              hint=f"start from `tile.zeros({shape_text(want)}, {acc_dt.name})`"
                                   f"; convert the result afterwards (`.astype(...)`)")
+        if len(want) == 3:
+            return self.batched(ta, tb, acc)
         return self.t.mma(ta, tb, acc)
 
-    def matmul(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST) -> Tile:
-        """`a @ b`: the operands promoted to one dtype (as for `+`), multiplied with an f32
-        accumulator for 16-bit floats, and the result in the promoted dtype (as NumPy,
-        torch and cuTile's `ct.matmul`)."""
+    def matmul(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST,
+               acc: Tile | None = None) -> Tile:
+        """`a @ b`: the operands promoted to one dtype (as for `+`) and multiplied in the
+        type they accumulate in, which is the result's: f32 for 16-bit floats (exact
+        products, f32 sums, as Triton's `tl.dot`; a bf16 result is one `.astype(bf16)`
+        away, rounded once), the promoted dtype otherwise. With `acc` (a tile of the
+        result's shape and dtype, `acc + a @ b`), the sums start from it: `tile.mma(a, b,
+        acc)`, as Triton folds `acc += tl.dot(a, b)` into the dot."""
         ta, tb = self._mma_operands(a, b, node, na, nb, "`@`")
         dt = self.promote(ta, tb, node)
         ta, tb = self.t.cast(ta, dt), self.t.cast(tb, dt)
         shape = (ta.shape[0], tb.shape[1])
-        out = self.t.mma(ta, tb, self.t.full(shape, 0, accumulate_dtype(dt), layout="mma"))
-        return self.t.cast(out, dt)
+        if ta.ndim == 3 or tb.ndim == 3:
+            return self.batched(ta, tb, acc)
+        if acc is None:
+            acc = self.t.full(shape, 0, accumulate_dtype(dt), layout="mma")
+        return self.t.mma(ta, tb, acc)
+
+    def add_product(self, node: ast.AST, product: ast.BinOp, acc_node: ast.expr | None,
+                    acc_first: bool, acc: Any = None) -> Any:
+        """`acc + a @ b` (`acc_first`), `a @ b + acc` or `acc += a @ b` (`acc` given, the
+        target's value): where `acc` is a tile of the product's shape and dtype, one
+        `tile.mma(a, b, acc)`, so the three spellings equal the explicit one bit for bit
+        (Triton folds `acc += tl.dot(a, b)` into its dot the same way); otherwise the
+        product, then `+`. Operands are evaluated in Python's order."""
+        if acc_first and acc_node is not None:
+            acc = self.expr(acc_node)
+        a, b = self.expr(product.left), self.expr(product.right)
+        if not acc_first and acc_node is not None:
+            acc = self.expr(acc_node)
+        if (isinstance(a, Tile) and isinstance(b, Tile) and isinstance(acc, Tile)
+                and a.dtype.is_float and b.dtype.is_float
+                and acc.shape == self.product_shape(a, b)
+                and acc.dtype == accumulate_dtype(self.promote(a, b, product))):
+            return self.matmul(a, b, product, product.left, product.right, acc)
+        p = self.matmul(a, b, product, product.left, product.right)
+        return self.binop(ast.Add(), acc, p, node) if acc_first else \
+            self.binop(ast.Add(), p, acc, node)
 
     def call_cumsum(self, node: ast.Call) -> Tile:
         args = self.positional(node, (1, 2), "tile.cumsum(x, axis=0)", ("axis",))
@@ -462,5 +483,8 @@ class TileCallsMixin:
         if m.name == "reshape":
             (shape,) = self.positional(node, 1, "x.reshape(shape)")
             return self._reshape(m.tile, shape, node, node.args[0])
+        if m.name == "extract":
+            index, shape = self.positional(node, 2, "x.extract(index, shape)")
+            return self.extract(m.tile, index, shape, node, node.args[0], node.args[1])
         (axes,) = self.positional(node, 1, "x.permute(axes)")
         return self._permute(m.tile, axes, node.args[0])

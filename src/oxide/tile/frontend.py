@@ -1,8 +1,10 @@
 """The tile frontend: a `@ox.tile.kernel` body (Python AST) into oxide SIMT IR.
 
-This module holds the statements, expressions and operators; `tile/calls.py` the
-`tile.*` operations, `tile/memory.py` loads and stores, and `tile/loops.py` `for` loops
-(all three mixed in).
+This module holds the statements and expressions; mixed in: `tile/operators.py` the
+operators, `tile/calls.py` the `tile.*` operations, `tile/elementwise.py` the math
+functions, `tile/shape_calls.py` sub-tiles and batched products, `tile/philox.py`
+random numbers, `tile/memory.py` loads and stores, `tile/control.py` `if`, `while`
+and the boolean operators, and `tile/loops.py` `for` loops.
 
 It evaluates the body as values (`tile/values.py`): tiles, arrays, and Python
 constants that fold as Python computes them. Each tile operation becomes an op of the
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import ast
 import builtins
-import operator
+import math as pymath
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,7 +38,6 @@ from oxide.errors import (
     KernelTypeError,
     UnsupportedFeatureError,
 )
-from oxide.frontend.constfold import FoldError, convert, evaluate, negative_shift
 from oxide.frontend.entry import KernelContext, LoweredKernel
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, STATIC_SHARED_BYTES
 from oxide.frontend.scope import Scope
@@ -44,34 +45,28 @@ from oxide.frontend.source import Source
 from oxide.ir import ops
 from oxide.ir.types import array_ir_type, ir_type
 from oxide.kernel_types import DeviceFunction
+from oxide.lang.intrinsic import Intrinsic
 from oxide.specialize import ConstValue
 from oxide.tile import lang
+from oxide.tile.atomic_calls import TileAtomicsMixin
 from oxide.tile.builder import TileBuilder
 from oxide.tile.calls import TileCallsMixin
+from oxide.tile.control import TileControlMixin
 from oxide.tile.disjoint import DisjointUses, TileDisjointMixin
+from oxide.tile.elementwise import TileMathMixin
 from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
 from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
 from oxide.tile.op_builder import TileOps
+from oxide.tile.operators import TileOperatorsMixin, is_product
+from oxide.tile.philox import TileRandomMixin
 from oxide.tile.pipeline import Target, run_passes
+from oxide.tile.shape_calls import TileShapesMixin
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
 
 # elements one thread may hold in one tile (registers: a larger tile spills, then fails)
 MAX_SLOTS = 256
-_BIN_KINDS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
-              ast.FloorDiv: "floordiv", ast.Mod: "mod", ast.BitAnd: "and", ast.BitOr: "or",
-              ast.BitXor: "xor", ast.LShift: "shl", ast.RShift: "shr"}
-_PY_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-           ast.Div: operator.truediv, ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
-           ast.BitAnd: operator.and_, ast.BitOr: operator.or_, ast.BitXor: operator.xor,
-           ast.LShift: operator.lshift, ast.RShift: operator.rshift, ast.Pow: operator.pow}
-_CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
-_PY_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
-           ast.Eq: operator.eq, ast.NotEq: operator.ne}
-_SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
-           ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
-           ast.RShift: ">>", ast.Pow: "**", ast.MatMult: "@"}
 
 
 @dataclass
@@ -166,7 +161,9 @@ def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DTyp
     return bound
 
 
-class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoopsMixin):
+class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileControlMixin,
+                   TileShapesMixin, TileRandomMixin, TileAtomicsMixin, TileMemoryMixin,
+                   TileDisjointMixin, TileLoopsMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
     def __init__(self, b: TileBuilder, source: Source, scope: Scope, ctx: KernelContext,
@@ -282,7 +279,10 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
                              "tiles are immutable values: only names can be updated",
                              hint="store into arrays with `tile.store(arr, index, t)`")
         current = self.load_name(node.target.id, node.target)
-        value = self.binop(node.op, current, self.expr(node.value), node)
+        if isinstance(node.op, ast.Add) and is_product(node.value):
+            value = self.add_product(node, node.value, None, True, current)
+        else:
+            value = self.binop(node.op, current, self.expr(node.value), node)
         self.assign(node.target, value, node)
 
     def assign(self, target: ast.expr, value: Any, node: ast.AST) -> None:
@@ -329,85 +329,6 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
                 self.lower_stmt(stmt)
         finally:
             self.unsafe_depth -= 1
-
-    def stmt_If(self, node: ast.If) -> None:
-        cond = self.expr(node.test)
-        if isinstance(cond, Static) and isinstance(cond.obj, (bool, int, float)):
-            for stmt in (node.body if cond.obj else node.orelse):
-                self.lower_stmt(stmt)
-            return
-        if not (isinstance(cond, Tile) and cond.ndim == 0):
-            raise self.error(KernelTypeError, node.test,
-                             f"`if` needs a scalar condition, not {describe(cond)}",
-                             hint="select elementwise with `tile.where(cond, a, b)`, or reduce "
-                                  "to a scalar first (`tile.max(x) > 0`)")
-        if not cond.dtype.is_bool:
-            zero = self.as_tile(Static(0), node.test, cond.dtype)
-            cond = self.t.compare("ne", cond, zero)
-        self.branch(node, cond)
-
-    def branch(self, node: ast.If, cond: Tile) -> None:
-        """`if` on a 0-d tile. Every 0-d tile holds the same value in every thread (a
-        parameter, a bid, a reduction's result), so the whole block takes one way and the
-        barriers of conversions and reductions inside are reached by all or none. Names
-        either arm rebinds are merged in slots at the join, as loops carry them."""
-        scalar = self.t.extract(cond)
-        self.b.uniform.add(scalar)  # for passes/uniformity.py: block-uniform
-        then_b, else_b, join = self.b.new_block(), self.b.new_block(), self.b.new_block()
-        self.b.cond_br(scalar, then_b, else_b)
-        before = dict(self.env)
-        ends = []
-        for block, body in ((then_b, node.body), (else_b, node.orelse)):
-            self.env = dict(before)
-            self.b.set_block(block)
-            for stmt in body:
-                self.lower_stmt(stmt)
-            ends.append((self.b.block, self.env))
-        merged: dict[str, Any] = {}
-        (then_end, then_env), (else_end, else_env) = ends
-        for name in then_env:
-            if name not in else_env:
-                continue
-            tv, ev = then_env[name], else_env[name]
-            if tv is ev or (isinstance(tv, Static) and isinstance(ev, Static)
-                            and type(tv.obj) is type(ev.obj) and tv.obj == ev.obj):
-                merged[name] = tv
-                continue
-            if isinstance(tv, Static) and isinstance(tv.obj, (bool, int, float)):
-                tv = self._in_block(then_end, lambda tv=tv, ev=ev: self.as_tile(
-                    tv, node, ev.dtype if isinstance(ev, Tile) else None))
-            if isinstance(ev, Static) and isinstance(ev.obj, (bool, int, float)):
-                ev = self._in_block(else_end, lambda tv=tv, ev=ev: self.as_tile(ev, node, tv.dtype))
-            if not (isinstance(tv, Tile) and isinstance(ev, Tile) and tv.shape == ev.shape
-                    and tv.dtype == ev.dtype):
-                raise self.error(KernelTypeError, node,
-                                 f"`{name}` is {describe(tv)} after one arm of this `if` and "
-                                 f"{describe(ev)} after the other",
-                                 hint="give it one shape and dtype in both arms (`.astype`, "
-                                      "`tile.broadcast_to`)")
-            var = self.t.var(tv.shape, tv.dtype)  # in the then-arm's layout (tile/layouts.py)
-            for end, v in ((then_end, tv), (else_end, ev)):
-                self._in_block(end, lambda v=v, var=var: self.t.var_write(var, v))
-            merged[name] = (tv, var)
-        for end in (then_end, else_end):
-            self.b.set_block(end)
-            self.b.br(join)
-        self.b.set_block(join)
-        self.env = dict(before)
-        for name, v in merged.items():
-            if isinstance(v, tuple):
-                like, var = v
-                v = self.t.var_read(var, like.shape, like.dtype)
-            self.env[name] = v
-
-    def _in_block(self, block: Any, emit: Any) -> Any:
-        """Run `emit` with `block` (an arm's end, not yet terminated) as the insertion point."""
-        here = self.b.block
-        self.b.set_block(block)
-        try:
-            return emit()
-        finally:
-            self.b.set_block(here)
 
     # -- expressions ----------------------------------------------------------------
 
@@ -470,7 +391,7 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
                 return Static(base.dtype)
             if attr == "ndim":
                 return Static(base.ndim)
-            if attr in ("astype", "reshape", "permute"):
+            if attr in ("astype", "reshape", "permute", "extract"):
                 return Method(base, attr)
         if isinstance(base, TArray):
             if attr == "shape":
@@ -541,73 +462,6 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
             return Tile(t.dtype, t.shape, t.ssa)
         return self.t.expand(t, tuple(axes), shape)
 
-    def expr_BinOp(self, node: ast.BinOp) -> Any:
-        return self.binop(node.op, self.expr(node.left), self.expr(node.right), node)
-
-    def expr_UnaryOp(self, node: ast.UnaryOp) -> Any:
-        v = self.expr(node.operand)
-        if isinstance(v, Static) and isinstance(v.obj, (int, float, bool)):
-            f = {ast.USub: operator.neg, ast.UAdd: operator.pos, ast.Not: operator.not_,
-                 ast.Invert: operator.invert}[type(node.op)]
-            return self.fold(f, (v.obj,), node)
-        t = self.as_tile(v, node.operand)
-        if isinstance(node.op, ast.UAdd):
-            return Tile(t.dtype, t.shape, t.ssa)
-        if isinstance(node.op, ast.USub):
-            if t.dtype.is_bool:
-                raise self.error(KernelTypeError, node, "cannot negate a bool tile",
-                                 hint="use `~x` for logical not")
-            return self.t.unary("neg", t)
-        if isinstance(node.op, ast.Invert):
-            if t.dtype.is_float:
-                raise self.error(KernelTypeError, node, f"`~` needs integers or bools, not "
-                                 f"{t.dtype.name}")
-            if t.dtype.is_bool:
-                true = self.t.broadcast(self.t.full((), True, T.bool_), t.shape, t)
-                return self.t.binary("xor", t, true)
-            return self.t.unary("invert", t)
-        raise self.error(KernelTypeError, node, "`not` needs a compile-time value in a tile "
-                         "kernel", hint="use `~x` on bool tiles")
-
-    def expr_Compare(self, node: ast.Compare) -> Any:
-        if len(node.ops) != 1:
-            raise self.error(UnsupportedFeatureError, node, "chained comparisons are not "
-                             "supported on tiles", hint="combine with `&`: `(a < b) & (b < c)`")
-        a, b = self.expr(node.left), self.expr(node.comparators[0])
-        op = type(node.ops[0])
-        if op not in _CMP:
-            raise self.error(UnsupportedFeatureError, node, "tiles compare with <, <=, >, >=, "
-                             "==, !=")
-        if isinstance(a, Static) and isinstance(b, Static):
-            return self.fold(_PY_CMP[op], (a.obj, b.obj), node)
-        narrow = self.narrow_compare(_CMP[op], a, b, node)
-        if narrow is not None:
-            return narrow
-        ta, tb = self.operands(a, b, node, node.left, node.comparators[0])
-        return self.t.compare(_CMP[op], ta, tb)
-
-    def narrow_compare(self, pred: str, a: Any, b: Any, node: ast.AST) -> Tile | None:
-        """`x < n` of a narrow signed integer tile `x` and a wider signed 0-d `n` (as in
-        `tile.arange(BN)[None, :] < x.shape[1]`: i32 against i64), computed in `x`'s
-        type (`tile/to_simt.py`'s `narrow_compare`): the same truth values as the
-        promoted compare, one narrow compare an element. None where this does not
-        apply."""
-        swap = {"lt": "gt", "le": "ge", "gt": "lt", "ge": "le", "eq": "eq", "ne": "ne"}
-        if isinstance(a, Tile) and a.ndim == 0 and isinstance(b, Tile) and b.ndim > 0:
-            a, b, pred = b, a, swap[pred]
-        if not (isinstance(a, Tile) and isinstance(b, Tile) and a.ndim > 0 and b.ndim == 0
-                and a.dtype.is_int and b.dtype.is_int and a.dtype.is_signed
-                and b.dtype.is_signed and a.dtype.bits < b.dtype.bits):
-            return None
-        return self.t.narrow_compare(pred, a, b)  # lowered by tile/to_simt.py
-
-    def expr_IfExp(self, node: ast.IfExp) -> Any:
-        c = self.expr(node.test)
-        if isinstance(c, Static):
-            return self.expr(node.body if c.obj else node.orelse)
-        raise self.error(UnsupportedFeatureError, node, "`a if c else b` needs a compile-time "
-                         "condition in a tile kernel", hint="use `tile.where(c, a, b)`")
-
     def expr_Call(self, node: ast.Call) -> Any:
         fn = self.expr(node.func)
         if isinstance(fn, Method):
@@ -628,9 +482,15 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
             if isinstance(arg, Static):
                 return self.t.full((), self.convert_constant(arg, obj, node), obj)
             return self.cast(self.as_tile(arg, node.args[0]), obj)
-        if obj in (builtins.min, builtins.max) and all(
-                isinstance(self.expr(a), Static) for a in node.args):
-            return self.fold(obj, tuple(self.expr(a).obj for a in node.args), node)
+        if obj in (builtins.min, builtins.max):
+            return self.builtin_min_max(obj, node)
+        if obj is builtins.abs:
+            (x,) = self.positional(node, 1, "abs(x)")
+            return self.tile_abs(x, node.args[0])
+        if isinstance(obj, Intrinsic) and obj.name.startswith("math."):
+            return self.call_ox_math(obj.name[5:], node, "ox.math")
+        if getattr(obj, "__self__", None) is pymath:
+            return self.call_ox_math(obj.__name__, node, "math")
         if obj in (builtins.float, builtins.int, builtins.bool) and len(node.args) == 1 \
                 and not node.keywords:
             arg = self.expr(node.args[0])
@@ -650,8 +510,6 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
         hint = ""
         if isinstance(obj, DeviceFunction):
             hint = "@ox.func is for SIMT kernels; write tile helpers with @ox.tile.func"
-        elif obj in (builtins.min, builtins.max):
-            hint = "use `tile.minimum`/`tile.maximum` (elementwise) or `tile.min`/`tile.max`"
         raise self.error(UnsupportedFeatureError, node,
                          f"`{self.text(node.func)}` ({name}) cannot be called in a tile kernel",
                          hint=hint or "tile kernels call the `tile.*` operations")
@@ -703,29 +561,6 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
 
     # -- helpers ----------------------------------------------------------------------
 
-    def fold(self, fn: Any, values: tuple[Any, ...], node: ast.AST) -> Static:
-        """An operator (or builtin) on compile-time values, as Python computes it, with the
-        SIMT frontend's bounds (frontend/constfold.py): where Python raises, or the result
-        would be too large to compute (`2 ** 2 ** 40`), a diagnostic at `node`."""
-        try:
-            return Static(evaluate(fn, values))
-        except FoldError as exc:
-            raise self.error(KernelTypeError, node,
-                             f"constant expression `{self.text(node)}` {exc}",
-                             hint=exc.hint) from None
-
-    def convert_constant(self, v: Static, dt: T.DType, node: ast.AST) -> bool | int | float:
-        """`dt(c)` on a compile-time number, as the SIMT frontend converts one
-        (frontend/constfold.py `convert`): `i32(NAN)` and `i32(3e10)` are errors."""
-        if not isinstance(v.obj, (bool, int, float)):
-            raise self.error(KernelTypeError, node, f"`{dt.name}(...)` converts numbers and "
-                             f"tiles, not {describe(v)}")
-        try:
-            return convert(v.obj, dt)
-        except FoldError as exc:
-            raise self.error(KernelTypeError, node, f"the constant {v.obj!r} {exc}",
-                             hint=exc.hint) from None
-
     def positional(self, node: ast.Call, n: int | tuple[int, int], what: str,
                    keywords: tuple[str, ...] = ()) -> list[Any]:
         lo, hi = (n, n) if isinstance(n, int) else n
@@ -774,9 +609,10 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
                              f"tile shapes are powers of two; {shape_text(obj)} has {bad[0]}",
                              hint="round up to a power of two; loads pad and stores clip the "
                                   "elements past the array's edge")
-        if len(obj) > 2:
+        if len(obj) > 3:
             raise self.error(UnsupportedFeatureError, node,
-                             f"tiles of rank {len(obj)} are not supported yet (rank 0 to 2)")
+                             f"tiles of rank {len(obj)} are not supported (rank 0 to 3, as "
+                             "arrays)", hint="fold dimensions together with `reshape`")
         layout = self.blocked(obj)
         if layout.slots > MAX_SLOTS:
             raise self.error(KernelTypeError, node,
@@ -785,133 +621,3 @@ class TileLowering(TileCallsMixin, TileMemoryMixin, TileDisjointMixin, TileLoops
                              f"{MAX_SLOTS} fit in registers",
                              hint="use a smaller tile, or more warps (`num_warps=`)")
         return obj
-
-    def as_tile(self, v: Any, node: ast.AST, dt: T.DType | None = None) -> Tile:
-        """A value as a tile: literals become 0-d tiles of `dt` (or their default type)."""
-        if isinstance(v, Tile):
-            return v
-        if isinstance(v, Static) and isinstance(v.obj, (bool, int, float)):
-            if dt is None:
-                dt = T.bool_ if isinstance(v.obj, bool) else (
-                    T.i32 if isinstance(v.obj, int) else T.f32)
-            if isinstance(v.obj, int) and dt.is_int and not _fits(v.obj, dt):
-                raise self.error(KernelTypeError, node, f"the literal {v.obj} does not fit in "
-                                 f"{dt.name}")
-            if isinstance(v.obj, float) and not dt.is_float:  # as SIMT kernels' literals
-                raise self.error(KernelTypeError, node, f"the literal {v.obj!r} is not "
-                                 f"{'a bool' if dt.is_bool else 'an integer'} ({dt.name})",
-                                 hint=f"convert explicitly: `{dt.name}({v.obj!r})`")
-            return self.t.full((), v.obj, dt)
-        raise self.error(KernelTypeError, node, f"expected a tile or a number, got "
-                         f"{describe(v)}")
-
-    def promote(self, a: Any, b: Any, node: ast.AST) -> T.DType:
-        """The dtype two operands meet in (NumPy-like, literals weak)."""
-        ta = a.dtype if isinstance(a, Tile) else None
-        tb = b.dtype if isinstance(b, Tile) else None
-        if ta is None and tb is None:
-            raise AssertionError("two constants fold in Python")
-        if ta is None or tb is None:
-            t, lit = (ta, b) if tb is None else (tb, a)
-            assert t is not None
-            obj = lit.obj if isinstance(lit, Static) else None
-            if not isinstance(obj, (bool, int, float)):
-                raise self.error(KernelTypeError, node, f"expected a tile or a number, got "
-                                 f"{describe(lit)}")
-            if isinstance(obj, float) and not isinstance(obj, bool) and not t.is_float:
-                return T.f32
-            if isinstance(obj, int) and not isinstance(obj, bool) and t.is_bool:
-                return T.i32
-            return t
-        if ta == tb:
-            return ta
-        if ta.is_float and tb.is_float:
-            return ta if ta.bits > tb.bits else tb if tb.bits > ta.bits else T.f32
-        if ta.is_float or tb.is_float:
-            return ta if ta.is_float else tb
-        if ta.is_bool or tb.is_bool:
-            return tb if ta.is_bool else ta
-        if ta.is_signed != tb.is_signed:
-            raise self.error(KernelTypeError, node,
-                             f"{ta.name} and {tb.name} mix signed and unsigned integers",
-                             hint="convert one with `.astype(...)`")
-        return ta if ta.bits > tb.bits else tb
-
-    def broadcast_shape(self, a: tuple[int, ...], b: tuple[int, ...], node: ast.AST,
-                        what: str = "") -> tuple[int, ...]:
-        n = len(a) if len(a) > len(b) else len(b)
-        pa, pb = (1,) * (n - len(a)) + a, (1,) * (n - len(b)) + b
-        out = []
-        for x, y in zip(pa, pb, strict=True):
-            if x != y and x != 1 and y != 1:
-                raise self.error(KernelTypeError, node,
-                                 f"cannot broadcast shapes {shape_text(a)} and {shape_text(b)}"
-                                 f"{what}", label=f"{shape_text(a)} vs {shape_text(b)}",
-                                 hint="dimensions must be equal or 1; add an axis with "
-                                      "`x[:, None]` or `x[None, :]`")
-            out.append(x if y == 1 else y)
-        return tuple(out)
-
-    def operands(self, a: Any, b: Any, node: ast.AST, na: ast.AST, nb: ast.AST,
-                 dt: T.DType | None = None) -> tuple[Tile, Tile]:
-        """Two operands as tiles of one dtype and one layout (broadcast)."""
-        for v, n in ((a, na), (b, nb)):
-            if not (isinstance(v, Tile) or (isinstance(v, Static)
-                                            and isinstance(v.obj, (bool, int, float)))):
-                raise self.error(KernelTypeError, n, f"expected a tile or a number, got "
-                                 f"{describe(v)}")
-        dt = dt or self.promote(a, b, node)
-        ta, tb = self.as_tile(a, na, dt), self.as_tile(b, nb, dt)
-        shape = self.broadcast_shape(ta.shape, tb.shape, node)
-        # the result's layout: the first operand's of the result's shape (tile/layouts.py)
-        return (self.t.broadcast(self.t.cast(ta, dt), shape, ta, tb),
-                self.t.broadcast(self.t.cast(tb, dt), shape, ta, tb))
-
-    def binop(self, op: ast.operator, a: Any, b: Any, node: ast.AST) -> Any:
-        na = getattr(node, "left", node)
-        nb = getattr(node, "right", getattr(node, "value", node))
-        if isinstance(a, Static) and isinstance(b, Static):
-            return self.fold(_PY_BIN[type(op)], (a.obj, b.obj), node)
-        symbol = _SYMBOL.get(type(op), "?")
-        if isinstance(op, ast.MatMult):
-            return self.matmul(a, b, node, na, nb)
-        if isinstance(op, ast.Pow):
-            raise self.error(UnsupportedFeatureError, node, "`**` on tiles is not supported",
-                             hint="multiply (`x * x`), or use `tile.exp2(y * tile.log2(x))`")
-        kind = _BIN_KINDS[type(op)]
-        if isinstance(b, Static) and negative_shift(kind, b.obj):
-            raise self.error(KernelTypeError, nb,
-                             f"`{self.text(node)}` shifts by a negative constant ({b.obj}): "
-                             "Python raises ValueError (negative shift count)",
-                             label="a negative shift amount",
-                             hint=f"shift the other way: `{'>>' if kind == 'shl' else '<<'}` by "
-                                  f"{-b.obj}")
-        dt = self.promote(a, b, node) if isinstance(a, Tile) or isinstance(b, Tile) else None
-        if not isinstance(a, Tile) and not isinstance(b, Tile):
-            raise self.error(KernelTypeError, node, f"`{symbol}` needs tiles or numbers, got "
-                             f"{describe(a)} and {describe(b)}")
-        assert dt is not None
-        if kind == "div" and not dt.is_float:
-            dt = T.f32  # true division, as NumPy's: integers give floats
-        if kind in ("and", "or", "xor") and dt.is_float:
-            raise self.error(KernelTypeError, node, f"`{symbol}` needs integers or bools, not "
-                             f"{dt.name}")
-        if kind in ("shl", "shr") and not (dt.is_int):
-            raise self.error(KernelTypeError, node, f"`{symbol}` needs integers, not "
-                             f"{dt.name}")
-        if kind in ("add", "sub", "mul", "div", "floordiv", "mod") and dt.is_bool:
-            raise self.error(KernelTypeError, node, f"`{symbol}` on bool tiles is not defined",
-                             hint="convert with `.astype(i32)` first")
-        ta, tb = self.operands(a, b, node, na, nb, dt)
-        site = None
-        if kind in ("floordiv", "mod") and not dt.is_float:
-            site = self.b.site("assert", self.src.span(node), "integer division by zero")
-        return self.t.binary(kind, ta, tb, site)
-
-def _fits(v: int, dt: T.DType) -> bool:
-    if dt.is_bool:
-        return v in (0, 1)
-    if dt.is_signed:
-        return -(1 << (dt.bits - 1)) <= v < (1 << (dt.bits - 1))
-    return 0 <= v < (1 << dt.bits)
-

@@ -80,6 +80,20 @@ log = _f("log", "`tile.log(x)`, elementwise (floats)")
 sqrt = _f("sqrt", "`tile.sqrt(x)`, elementwise (floats)")
 rsqrt = _f("rsqrt", "`tile.rsqrt(x)`: 1 / sqrt(x), elementwise (floats)")
 tanh = _f("tanh", "`tile.tanh(x)`, elementwise (floats)")
+abs = _f("abs", "`tile.abs(x)`: elementwise magnitude (floats and integers; integers "  # noqa: A001
+        "wrap, so abs(MIN) is MIN)")
+log2 = _f("log2", "`tile.log2(x)`, elementwise (floats)")
+log1p = _f("log1p", "`tile.log1p(x)`: log(1 + x), accurate near 0, elementwise (floats)")
+sin = _f("sin", "`tile.sin(x)`, elementwise (floats)")
+cos = _f("cos", "`tile.cos(x)`, elementwise (floats)")
+tan = _f("tan", "`tile.tan(x)`, elementwise (floats)")
+erf = _f("erf", "`tile.erf(x)`, elementwise (floats)")
+floor = _f("floor", "`tile.floor(x)`: rounded down, elementwise (floats; same dtype)")
+ceil = _f("ceil", "`tile.ceil(x)`: rounded up, elementwise (floats; same dtype)")
+sigmoid = _f("sigmoid", "`tile.sigmoid(x)`: 1 / (1 + exp(-x)), elementwise (floats)")
+pow = _f("pow", "`tile.pow(x, y)`: x ** y, elementwise with broadcasting (floats)")  # noqa: A001
+fma = _f("fma", "`tile.fma(a, b, c)`: a * b + c rounded once, elementwise with broadcasting "
+         "(floats)")
 maximum = _f("maximum", "`tile.maximum(a, b)`, elementwise with broadcasting")
 minimum = _f("minimum", "`tile.minimum(a, b)`, elementwise with broadcasting")
 where = _f("where", "`tile.where(cond, a, b)`, elementwise with broadcasting")
@@ -95,12 +109,45 @@ argmin = _f("argmin", "`tile.argmin(x, axis=None, keepdims=False)`: the index (i
 cumsum = _f("cumsum", "`tile.cumsum(x, axis=0)`: inclusive prefix sums along `axis`")
 reshape = _f("reshape", "`tile.reshape(x, shape)`: the same elements in row-major order")
 permute = _f("permute", "`tile.permute(x, axes)`: dimensions reordered (`(1, 0)` transposes)")
+extract = _f("extract", "`tile.extract(x, index, shape)` (or `x.extract(index, shape)`): "
+              "cuTile's sub-tile: `x` cut into tiles of `shape`, the one at tile index "
+              "`index` (constants, or 0-d integers taken modulo the count)")
+split = _f("split", "`tile.split(x, sections, axis=0)`: as np.split, `sections` equal parts "
+           "or a tuple of split points; every part a power of two long. A tuple of tiles.")
+cat = _f("cat", "`tile.cat(tiles, axis=0)`: as np.concatenate; the result's extent along "
+         "`axis` is a power of two")
+randint = _f("randint", "`tile.randint(seed, offsets, n_rounds=10)`: Philox4x32-10 random "
+             "bits (u32), one per offset, as Triton's tl.randint")
+rand = _f("rand", "`tile.rand(seed, offsets, n_rounds=10)`: uniform f32 in [0, 1), one per "
+          "offset, as Triton's tl.rand (the same bits)")
+randn = _f("randn", "`tile.randn(seed, offsets, n_rounds=10)`: standard normal f32, one per "
+           "offset, as Triton's tl.randn (Box-Muller)")
+atomic_add = _f("atomic_add", "`tile.atomic_add(arr, index, value, sem=\"acq_rel\", "
+                 "scope=\"device\")`: adds the tile (or scalar) `value` to the tile of "
+                 "AtomicSlice `arr` at `index`, atomically per element; the old values")
+atomic_max = _f("atomic_max", "`tile.atomic_max(arr, index, value)`: as atomic_add, the "
+                "maximum; the old values")
+atomic_min = _f("atomic_min", "`tile.atomic_min(arr, index, value)`: as atomic_add, the "
+                "minimum; the old values")
+atomic_xchg = _f("atomic_xchg", "`tile.atomic_xchg(arr, index, value)`: stores `value`, "
+                 "atomically per element; the old values")
+atomic_cas = _f("atomic_cas", "`tile.atomic_cas(arr, index, compare, value)`: stores "
+                "`value` where the element equals `compare`, atomically; the old values")
+atomic_and = _f("atomic_and", "`tile.atomic_and(arr, index, value)`: bitwise and, atomically "
+                "per element; the old values")
+atomic_or = _f("atomic_or", "`tile.atomic_or(arr, index, value)`: bitwise or, atomically per "
+               "element; the old values")
+atomic_xor = _f("atomic_xor", "`tile.atomic_xor(arr, index, value)`: bitwise xor, atomically "
+                "per element; the old values")
 mma = _f("mma", "`tile.mma(a, b, acc)`: `a @ b + acc` for `a` (M, K) and `b` (K, N) of one "
          "float dtype and `acc` (M, N) in the type they accumulate in (f32 for bf16, f16 and "
          "f32; f64 for f64). bf16/f16 run on tensor cores (mma.sync); f32 is exact f32, "
          "never TF32.")
 
-FUNCTIONS = (bid, grouped_bid, grouped, tiles, num_blocks, cdiv, num_tiles, load, store, zeros, full, arange, exp, exp2,
-             log, sqrt, rsqrt, tanh, maximum, minimum, where, sum, max, min, broadcast_to,
-             argmax, argmin, cumsum, reshape, permute, mma)
+FUNCTIONS = (bid, grouped_bid, grouped, tiles, num_blocks, cdiv, num_tiles, load, store, zeros,
+             full, arange, exp, exp2, log, sqrt, rsqrt, tanh, abs, log2, log1p, sin, cos, tan,
+             erf, floor, ceil, sigmoid, pow, fma, maximum, minimum, where, sum, max, min,
+             broadcast_to, argmax, argmin, cumsum, reshape, permute, extract, split, cat,
+             randint, rand, randn, atomic_add, atomic_max, atomic_min, atomic_xchg,
+             atomic_cas, atomic_and, atomic_or, atomic_xor, mma)
 NOT_BUILT: set[str] = set()

@@ -186,7 +186,13 @@ class LayoutPass:
     def _blocked_result(self, op: Operation) -> Layout:
         return self.blocked(self._shape(op))
 
-    _splat = _arange = _load = _permute = _reshape = _from_scalar = _blocked_result
+    _splat = _arange = _load = _permute = _reshape = _from_scalar = _cat = _blocked_result
+
+    def _slices(self, op: Operation) -> None:
+        for r in op.results:  # results of several shapes: each its default layout
+            t = r.type
+            assert isinstance(t, TileType)
+            _set(r, self.blocked(t.dims))
 
     def _same_as_first(self, op: Operation) -> Layout:
         return layout_of(op.operands[0])
@@ -226,6 +232,17 @@ class LayoutPass:
         layout = layout_of(op.operands[0])
         for d in op.param("axes"):
             layout = layout.insert(d)
+        return layout
+
+    def _atomic(self, op: Operation) -> Layout:
+        """The updated values' layout (the frontend put them in one)."""
+        return layout_of(op.operands[1])
+
+    def _squeeze(self, op: Operation) -> Layout:
+        """The operand's layout without its dimensions (all of extent 1): the same slot."""
+        layout = layout_of(op.operands[0])
+        while layout.shape:
+            layout = layout.drop(0)
         return layout
 
     def _reduce(self, op: Operation) -> Layout:
@@ -319,7 +336,8 @@ def check_layouts(tile_ops: list[Operation]) -> None:
                     raise AssertionError(f"{op.name}: a tile without a layout of its shape")
         kind = kind_of(op)
         agree = {"binary": op.operands, "compare": op.operands, "where": op.operands,
-                 "var_write": op.operands}.get(kind or "", ())
+                 "math": op.operands, "var_write": op.operands,
+                 "atomic": op.operands[1:1 + (op.param("values") or 0)]}.get(kind or "", ())
         if len({layout_of(v).key() for v in agree}) > 1:
             raise AssertionError(f"{op.name}: operands in different layouts")
 

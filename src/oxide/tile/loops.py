@@ -23,6 +23,7 @@ from oxide.frontend.loops import next_counter
 from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile import lang
+from oxide.tile.control import names_stored
 from oxide.tile.values import Static, Tile, Witness, describe
 
 
@@ -67,11 +68,7 @@ class TileLoopsMixin:
                              "only", hint="e.g. `for k in range(tile.num_tiles(a, 1, BK)):`")
         if not isinstance(node.target, ast.Name):
             raise self.error(KernelSyntaxError, node.target, "the loop variable is one name")
-        for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
-            if isinstance(n, (ast.Break, ast.Continue, ast.Return)):
-                raise self.error(UnsupportedFeatureError, n,
-                                 f"`{type(n).__name__.lower()}` in a tile kernel loop is not "
-                                 "supported yet", hint="loop over the range you need")
+        self.refuse_jumps(node.body, "a tile kernel loop")
         args = [self.expr(a) for a in it.args]
         start, stop, step = ((Static(0), args[0], Static(1)) if len(args) == 1 else
                              (args[0], args[1], args[2] if len(args) == 3 else Static(1)))
@@ -102,10 +99,10 @@ class TileLoopsMixin:
         if persistent:  # t + num_blocks must not wrap past a stop near 2**31
             dt = T.i64
         # the names the body rebinds that hold tiles now: carried in slots
-        assigned = _names_stored(node.body)
+        assigned = names_stored(node.body)
         if not persistent and self.num_stages >= 2:
             node = self._hoist_nested_loads(node, assigned)
-            assigned += [n for n in _names_stored(node.body) if n not in assigned]
+            assigned += [n for n in names_stored(node.body) if n not in assigned]
         piped = ([] if persistent or self.num_stages < 2 else
                  self._pipelined_loads(node, assigned))
         ahead = self.num_stages - 1
@@ -115,20 +112,7 @@ class TileLoopsMixin:
                 first = self._with_index(node.target.id, start, step.obj * j, dt, stmt.value)
                 self.env[_ahead(name, j)] = first
                 assigned.append(_ahead(name, j))
-        carried: dict[str, tuple[Tile, Any]] = {}  # name -> (its tile before, its variable)
-        for name in assigned:
-            cur = self.env.get(name)
-            if isinstance(cur, Static) and isinstance(cur.obj, (bool, int, float)):
-                cur = self.as_tile(cur, node)  # `acc = 0.0` before the loop: a 0-d tile
-            if isinstance(cur, Tile):
-                # its layout: this first write's, or the accumulator layout where the body
-                # writes it from a product (tile/layouts.py)
-                var = self.t.var(cur.shape, cur.dtype)
-                self.t.var_write(var, cur)
-                carried[name] = (cur, var)
-            elif cur is not None and name != node.target.id:
-                raise self.error(UnsupportedFeatureError, node,
-                                 f"`{name}` is {describe(cur)}; only tiles can change in a loop")
+        carried = self.carry(node, assigned, node.target.id)
         counter = self.b.alloc(ops.SlotOp(ir_type(dt)))
         self.b.emit(ops.SlotWriteOp(counter, self.t.extract(self.as_tile(start, it, dt))
                                     if isinstance(start, Static)
@@ -161,16 +145,7 @@ class TileLoopsMixin:
         for stmt in node.body:
             if id(stmt) not in skipped:
                 self.lower_stmt(stmt)
-        for name, (t, var) in carried.items():
-            new = self.env.get(name)
-            if not isinstance(new, Tile) or new.shape != t.shape or new.dtype != t.dtype:
-                raise self.error(KernelTypeError, node,
-                                 f"`{name}` is {t.describe()} before the loop and "
-                                 f"{describe(new)} at the end of its body",
-                                 hint="a tile carried through a loop keeps its shape and "
-                                      "dtype: convert with `.astype(...)` or "
-                                      "`tile.broadcast_to(...)`")
-            self.t.var_write(var, new)  # converted to the variable's layout where it differs
+        self.write_carried(node, carried)
         step_v = (self.b.cast(self.t.extract(step), dt) if persistent
                   else self.t.extract(self.as_tile(step, step_node, dt)))
         # `k + step` may wrap past `stop` (`range(0, 2**31 - 1, 2**30)` in i32 would run
@@ -287,15 +262,6 @@ class TileLoopsMixin:
                 self.env.pop(loop_var, None)
             else:
                 self.env[loop_var] = saved
-
-
-def _names_stored(body: list[ast.stmt]) -> list[str]:
-    """The names `body` assigns, in order of first assignment."""
-    out: list[str] = []
-    for n in ast.walk(ast.Module(body=body, type_ignores=[])):
-        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store) and n.id not in out:
-            out.append(n.id)
-    return out
 
 
 def _ahead(name: str, j: int) -> str:

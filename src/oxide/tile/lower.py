@@ -8,9 +8,10 @@ the SIMT kernel's. What each op assumes and guarantees:
 - `broadcast`: a source whose layout matches the target cut to extent 1 along the
   broadcast dimensions is read from the thread's own slots; any other is converted
   first;
-- `convert`: through a shared-memory array of the whole tile, between two block
-  barriers (before the writes, so a loop can reuse the array; and between the writes
-  and the reads). Every thread reaches it: tile code has no thread-dependent control;
+- `convert` (`tile/shape_lower.py`): through a shared-memory array of the whole tile,
+  between two block barriers (before the writes, so a loop can reuse the array; and
+  between the writes and the reads). Every thread reaches it: tile code has no
+  thread-dependent control;
 - `load` / `store` (`tile/access.py`): an element outside the array is never touched
   (padding in, nothing out), and only an element's canonical owner (no replica) stores
   it, so a tile access cannot fault;
@@ -34,21 +35,14 @@ from oxide.frontend.builder import IRBuilder
 from oxide.ir import ops
 from oxide.ir.types import SharedArrayType, ir_type
 from oxide.tile.access import GlobalAccessMixin
+from oxide.tile.atomic_lower import AtomicEmitMixin
 from oxide.tile.layout import WARP_SIZE, Layout
+from oxide.tile.shape_lower import ShapeEmitMixin
 from oxide.tile.values import Slots
 
 FULL_MASK = 0xFFFFFFFF
 # ops whose identity the reductions know: (float identity, signed int, unsigned int)
 _IDENTITY = {"add": (0.0, 0, 0), "max": (-math.inf, None, 0), "min": (math.inf, None, None)}
-
-
-def padded_rows(shape: tuple[int, ...], dt: T.DType) -> tuple[int, ...]:
-    """The shape of a shared-memory copy of a tile: rows one 32-bit word longer than the
-    tile's (for a rank >= 2 tile), so a column of a row-major copy spreads over all 32
-    banks: a transpose or a layout change reads it without bank conflicts."""
-    if len(shape) < 2 or shape[-1] == 1:
-        return shape
-    return (*shape[:-1], shape[-1] + max(1, 4 // max(1, dt.bits // 8)))
 
 
 def reduce_dtype(dt: T.DType) -> T.DType:
@@ -61,7 +55,7 @@ def reduce_dtype(dt: T.DType) -> T.DType:
     return dt
 
 
-class TileEmitter(GlobalAccessMixin):
+class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
     """Emits the SIMT IR of tile operations into one kernel's builder."""
 
     def __init__(self, b: IRBuilder, num_warps: int, reserve_shared: Callable[[int], None]
@@ -320,15 +314,14 @@ class TileEmitter(GlobalAccessMixin):
         return Slots(a.dtype, a.layout, tuple(self.b.value(ops.UnaryOp(kind, v))
                                              for v in a.values))
 
-    def math(self, fn: str, a: Slots) -> Slots:
-        """A math function; 16-bit floats compute in f32, as the SIMT frontend does."""
-        compute = T.f32 if a.dtype.bits < 32 else a.dtype
-        out = []
-        for v in a.values:
-            x = self.b.cast(v, compute)
-            y = self.b.value(ops.MathOp(fn, [x], ir_type(compute)))
-            out.append(self.b.cast(y, a.dtype))
-        return Slots(a.dtype, a.layout, tuple(out))
+    def math(self, fn: str, args: Sequence[Slots], dt: T.DType) -> Slots:
+        """ox.math's `fn` slot by slot, as a SIMT kernel's MathOp: operands in one layout
+        and the type it computes in (the frontend converts 16-bit floats to f32 first);
+        `dt` is the result's type."""
+        layout = args[0].layout
+        assert all(a.layout.key() == layout.key() for a in args)
+        return Slots(dt, layout, tuple(self.b.value(ops.MathOp(fn, list(vs), ir_type(dt)))
+                                       for vs in zip(*(a.values for a in args), strict=True)))
 
     def where(self, c: Slots, a: Slots, b: Slots) -> Slots:
         return Slots(a.dtype, a.layout, tuple(
@@ -364,8 +357,9 @@ class TileEmitter(GlobalAccessMixin):
 
     def staging(self, dt: T.DType, count: int, role: str) -> SSAValue:
         """The kernel's shared array for a product operand of this size and `role` ("a",
-        "b", "wa", "wb"): every product reuses it, which is safe because each writes its
-        operands only after a barrier that every earlier product's reads come before."""
+        "b", "wa", "wb"), or a layout copy ("copy", `stage`): every product (copy) reuses
+        it, which is safe because each writes its operands only after a barrier that
+        every earlier product's (copy's) reads come before."""
         key = (dt.name, count, role)
         if key not in self._staging:
             self._staging[key] = self.shared(dt, count)
@@ -375,64 +369,6 @@ class TileEmitter(GlobalAccessMixin):
         self.uses_barriers = True
         self.barriers += 1
         self.b.emit(ops.BarrierOp("block"))
-
-    def convert(self, t: Slots, target: Layout) -> Slots:
-        """`t` in another layout of the same shape, through shared memory."""
-        assert t.shape == target.shape
-        if t.layout.key() == target.key():
-            return Slots(t.dtype, target, t.values)
-        return self.rearrange(t, target, lambda coords: coords)
-
-    def rearrange(self, t: Slots, target: Layout,
-                  source: Callable[[list[SSAValue]], list[SSAValue]]) -> Slots:
-        """A tile of `target`'s layout whose element at coordinates `c` is `t`'s element at
-        `source(c)`: a layout conversion, a reshape (same row-major position) or a
-        permutation, through one shared-memory copy of the tile."""
-        store_dt = T.u8 if t.dtype.is_bool else t.dtype
-        shape = padded_rows(t.shape, store_dt)
-        n = 1
-        for e in shape:
-            n *= e
-        smem = self.shared(store_dt, n)
-        self.barrier()
-        for coords, v in zip(self.coords(t.layout), t.values, strict=True):
-            idx = self.linear(coords, shape, T.i64)
-            self.b.emit(ops.StoreOp(smem, [idx], self.b.cast(v, store_dt), 0, False, True))
-        self.barrier()
-        out = []
-        for coords in self.coords(target):
-            idx = self.linear(source(coords), shape, T.i64)
-            v = self.b.value(ops.LoadOp(smem, [idx], ir_type(store_dt), 0, False, True))
-            if t.dtype.is_bool:
-                v = self.b.value(ops.CompareOp("ne", v, self.const(0, T.u8)))
-            out.append(v)
-        return Slots(t.dtype, target, tuple(out))
-
-    def permute(self, t: Slots, axes: tuple[int, ...], target: Layout) -> Slots:
-        """`t` with its dimensions reordered: result dimension `k` is `t`'s `axes[k]`."""
-        def source(coords: list[SSAValue]) -> list[SSAValue]:
-            src: list[SSAValue] = [coords[0]] * len(axes)
-            for k, a in enumerate(axes):
-                src[a] = coords[k]
-            return src
-
-        return self.rearrange(t, target, source)
-
-    def reshape(self, t: Slots, target: Layout) -> Slots:
-        """`t`'s elements in row-major order, in a tile of `target`'s shape."""
-        def source(coords: list[SSAValue]) -> list[SSAValue]:
-            # the same row-major position: unravel the target position in t's shape
-            pos = self.linear(coords, target.shape)
-            out = []
-            for n in reversed(t.shape):
-                out.append(self.b.value(ops.BinaryOp("and", pos, self.const(n - 1, T.i32)))
-                           if n > 1 else self.const(0, T.i32))
-                if n > 1:
-                    pos = self.b.value(ops.BinaryOp("shr", pos, self.const(n.bit_length() - 1,
-                                                                           T.i32)))
-            return out[::-1]
-
-        return self.rearrange(t, target, source)
 
     # -- reductions ---------------------------------------------------------------------
 

@@ -8,9 +8,9 @@ A tile kernel whose whole body is
         acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
     tile.store(c, (i, j), acc.astype(bf16))
 
-(the loads may be named first, `x = tile.load(...)`) computes C = A @ B tile by tile,
-and nothing else. (`acc = acc + x @ y` is another computation: bf16 @ bf16 is a bf16
-tile, each step's product rounded before the f32 sum, docs/language.md.)
+(the loads may be named first, `x = tile.load(...)`; the product may be written `acc =
+acc + x @ y`, `acc = x @ y + acc` or `acc += x @ y`, which the frontend makes that same
+`tile.mma`: docs/language.md) computes C = A @ B tile by tile, and nothing else.
 `match` finds that shape and names its parts (`MatmulPattern`); `oxide/kernels/
 tile_matmul.py` then runs such a kernel on sm_90 with the warp-specialized wgmma GEMM,
 where its arguments allow.
@@ -207,13 +207,7 @@ class _Matcher:
             if name == acc or name in named or name in taken:  # rebinding i, j, k or a
                 raise _NoMatch
             named[name] = stmt.value
-        last = body[-1] if body else None
-        if not (isinstance(last, ast.Assign) and len(last.targets) == 1
-                and self.name(last.targets[0]) == acc):
-            raise _NoMatch
-        x, y, acc_arg = self.call_of(last.value, tl.mma, 3)
-        if self.name(acc_arg) != acc:
-            raise _NoMatch
+        x, y = self.accumulate(body[-1] if body else None, acc)
         used = [n for n in (x, y) if isinstance(n, ast.Name)]
         if sorted(n.id for n in used) != sorted(named):  # each named load used once
             raise _NoMatch
@@ -222,6 +216,33 @@ class _Matcher:
         if not (isinstance(x, ast.Call) and isinstance(y, ast.Call)):
             raise _NoMatch
         return x, y
+
+    def accumulate(self, last: ast.stmt | None, acc: str) -> tuple[ast.expr, ast.expr]:
+        """The operands `x`, `y` of `acc = tile.mma(x, y, acc)`, `acc = acc + x @ y`, `acc =
+        x @ y + acc` or `acc += x @ y`: one computation (the frontend makes the three
+        spellings with `@` that one tile.mma)."""
+        if isinstance(last, ast.AugAssign) and isinstance(last.op, ast.Add) \
+                and self.name(last.target) == acc:
+            return self.matmult(last.value)
+        if not (isinstance(last, ast.Assign) and len(last.targets) == 1
+                and self.name(last.targets[0]) == acc):
+            raise _NoMatch
+        value = last.value
+        if isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add):
+            for other, product in ((value.left, value.right), (value.right, value.left)):
+                if isinstance(other, ast.Name) and other.id == acc:
+                    return self.matmult(product)
+            raise _NoMatch
+        x, y, acc_arg = self.call_of(value, tl.mma, 3)
+        if self.name(acc_arg) != acc:
+            raise _NoMatch
+        return x, y
+
+    @staticmethod
+    def matmult(node: ast.expr) -> tuple[ast.expr, ast.expr]:
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult)):
+            raise _NoMatch
+        return node.left, node.right
 
     def load(self, node: ast.Call, index: tuple[str | None, str | None],
              shape: tuple[Size, Size]) -> tuple[tuple[str, int], tuple[str, int]]:

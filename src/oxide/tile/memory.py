@@ -9,7 +9,7 @@ import ast
 from typing import Any
 
 from oxide import types as T
-from oxide.errors import KernelTypeError, SafetyError, UnsupportedFeatureError
+from oxide.errors import KernelTypeError, SafetyError
 from oxide.tile.values import ShapeOf, Static, TArray, Tile, describe, shape_text
 
 
@@ -55,6 +55,8 @@ class TileMemoryMixin:
 
     def _tile_shape(self, arr: TArray, v: Any, node: ast.AST) -> tuple[int, ...]:
         shape = self.static_shape(v, node, "the tile shape")
+        if shape == ():  # one element: the tile of shape (1, ..., 1) at the index
+            return (1,) * arr.type.rank
         if len(shape) != arr.type.rank:
             raise self.error(KernelTypeError, node,
                              f"`{arr.name}` has rank {arr.type.rank}; the tile shape "
@@ -89,7 +91,8 @@ class TileMemoryMixin:
         arr = self._array_arg(args[0], node.args[0], "tile.load")
         items = self._index(arr, args[1], node.args[1])
         shape = self._tile_shape(arr, args[2], node.args[2])
-        order = self._order(node, arr.type.rank)
+        scalar = isinstance(args[2], Static) and args[2].obj == ()
+        order = None if scalar else self._order(node, arr.type.rank)
         nodes = self._item_nodes(node.args[1], arr.type.rank)
         if order is not None:
             items, shape = _to_array_order(items, order), _to_array_order(shape, order)
@@ -97,8 +100,10 @@ class TileMemoryMixin:
         if arr.type.access == "disjoint":
             self.check_disjoint(arr, items, nodes, shape, node, node.args[1], "read", order)
         elif arr.type.access == "atomic":
-            raise self.error(UnsupportedFeatureError, node.args[0],
-                             "AtomicSlice tiles are not supported yet")
+            raise self.error(SafetyError, node.args[0],
+                             f"`{arr.name}` is an AtomicSlice: it is read and written only "
+                             "through atomics", hint="use `tile.atomic_add(...)` and the "
+                             "other tile.atomic_* operations, which return the old values")
         pad_v, pad_node = self.keyword(node, "padding", 3)
         dt = arr.dtype
         if pad_v is None:
@@ -119,6 +124,8 @@ class TileMemoryMixin:
             raise self.error(KernelTypeError, pad_node, f"the padding is a number or a "
                              f"scalar, not {describe(pad_v)}")
         t = self.t.load(arr.ssa, arr.type.vectors, dt, pad, self._index_i64(items, node.args[1]), shape)
+        if scalar:  # `tile.load(arr, index, ())`: the element as a 0-d tile
+            return self.t.squeeze(t)
         if order is None:
             return t
         return self.t.permute(t, order)
@@ -129,6 +136,12 @@ class TileMemoryMixin:
         items = self._index(arr, args[1], node.args[1])
         value = args[2]
         order = self._order(node, arr.type.rank)
+        if isinstance(value, Static) and isinstance(value.obj, (bool, int, float)):
+            value = self.as_tile(value, node.args[2], arr.dtype)  # one element
+        if isinstance(value, Tile) and value.ndim == 0 and arr.type.rank:
+            # a scalar: the tile of shape (1, ..., 1) at the index, written by one thread
+            rank = arr.type.rank
+            value, order = self.t.expand(value, tuple(range(rank)), (1,) * rank), None
         if not isinstance(value, Tile):
             raise self.error(KernelTypeError, node.args[2], f"tile.store writes a tile, not "
                              f"{describe(value)}", hint="make one with `tile.full(shape, v)`")
@@ -143,8 +156,10 @@ class TileMemoryMixin:
                              f"`{arr.name}` is a Slice: kernels only read it",
                              hint="declare it DisjointSlice[...] (a block writes its own tiles)")
         if access == "atomic":
-            raise self.error(UnsupportedFeatureError, node.args[0],
-                             "AtomicSlice tiles are not supported yet")
+            raise self.error(SafetyError, node.args[0],
+                             f"`{arr.name}` is an AtomicSlice: it is read and written only "
+                             "through atomics", hint="use `tile.atomic_xchg(...)`, "
+                             "`tile.atomic_add(...)` and the other tile.atomic_* operations")
         if access == "raw" and self.unsafe_depth == 0:
             raise self.error(SafetyError, node,
                              f"`{arr.name}` is a RawSlice: storing to it needs "

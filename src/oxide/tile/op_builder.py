@@ -83,8 +83,10 @@ class TileOps:
     def unary(self, kind: str, a: Tile) -> Tile:
         return self.make("unary", [a], a.shape, a.dtype, kind=kind)
 
-    def math(self, fn: str, a: Tile) -> Tile:
-        return self.make("math", [a], a.shape, a.dtype, fn=fn)
+    def math(self, fn: str, operands: Sequence[Tile], dt: T.DType) -> Tile:
+        """ox.math's `fn` elementwise on operands of one shape, layout and dtype (the type
+        it computes in); `dt` is the result's (bool for the predicates)."""
+        return self.make("math", list(operands), operands[0].shape, dt, fn=fn)
 
     def where(self, c: Tile, a: Tile, b: Tile) -> Tile:
         return self.make("where", [c, a, b], a.shape, a.dtype)
@@ -101,11 +103,30 @@ class TileOps:
     def expand(self, t: Tile, axes: tuple[int, ...], shape: tuple[int, ...]) -> Tile:
         return self.make("expand", [t], shape, t.dtype, axes=axes)
 
+    def squeeze(self, t: Tile) -> Tile:
+        """`t` (every extent 1) as a 0-d tile: the element every thread holds."""
+        return self.make("squeeze", [t], (), t.dtype)
+
     def permute(self, t: Tile, axes: tuple[int, ...]) -> Tile:
         return self.make("permute", [t], tuple(t.shape[k] for k in axes), t.dtype, axes=axes)
 
     def reshape(self, t: Tile, shape: tuple[int, ...]) -> Tile:
         return self.make("reshape", [t], shape, t.dtype, shape=shape)
+
+    def slices(self, x: Tile, index: Sequence[Tile], starts: Sequence[tuple[int, ...]],
+               subs: Sequence[tuple[int, ...]], drop: tuple[int, ...] = ()) -> list[Tile]:
+        """Sub-tiles of `x` (`tile.slices` in ir/tile_ops.py); `index`: 0-d i32 tiles."""
+        shapes = [tuple(n for d, n in enumerate(sub) if d not in drop) for sub in subs]
+        op = make("slices", [x.ssa, *(i.ssa for i in index)],
+                  [TileType.of(s, x.dtype) for s in shapes], starts=tuple(starts),
+                  subs=tuple(subs), drop=drop or None)
+        self.b.tile_op(op, self.span())
+        return [Tile(x.dtype, s, r) for s, r in zip(shapes, op.results, strict=True)]
+
+    def cat(self, parts: Sequence[Tile], axis: int) -> Tile:
+        shape = list(parts[0].shape)
+        shape[axis] = sum(p.shape[axis] for p in parts)
+        return self.make("cat", list(parts), tuple(shape), parts[0].dtype, axis=axis)
 
     # -- reductions -------------------------------------------------------------------
 
@@ -139,6 +160,14 @@ class TileOps:
               index: Sequence[Tile]) -> None:
         op = make("store", [array, value.ssa, *(i.ssa for i in index)], [], vectors=vectors)
         self.b.tile_op(op, self.span())
+
+    def atomic(self, array: SSAValue, kind: str, sem: str, scope: str, values: Sequence[Tile],
+               index: Sequence[Tile], site: int) -> Tile:
+        """`kind` on the tile of `values[-1]`'s shape at `index` (values: the compare
+        first for cas, in one layout); the old values."""
+        value = values[-1]
+        return self.make("atomic", [array, *values, *index], value.shape, value.dtype,
+                         kind=kind, sem=sem, scope=scope, values=len(values), site=site)
 
     # -- variables (an `if`'s merged names, a loop's carried tiles) ---------------------
 

@@ -64,11 +64,13 @@ class _Access:
 def syncs_block(op: Operation) -> bool:
     """Whether the lowering of `op` (after the layout pass) always passes a block barrier:
     a layout conversion through shared memory (not one to the accumulator layout, which
-    may remake a constant in place), a permute or reshape (through shared memory), a
-    product (its operands are staged in shared memory between barriers)."""
+    may remake a constant in place), a permute, reshape, slices or cat (through shared
+    memory), a product (its operands are staged in shared memory between barriers)."""
     kind = kind_of(op)
-    if kind in ("permute", "reshape", "mma"):
+    if kind in ("permute", "reshape", "slices", "cat", "mma"):
         return True
+    if kind == "atomic":  # a release meets at a barrier first (tile/atomic_lower.py)
+        return op.param("sem") in ("release", "acq_rel")
     return (kind == "convert" and op.param("to") != "mma"
             and layout_of(op.operands[0]).key() != layout_of(op.results[0]).key())
 
@@ -80,6 +82,8 @@ def _access(op: Operation) -> _Access | None:
         return _Access(op.operands[0], False, layout.key(),
                        _replicated(layout) and _replicas_used(op))
     if kind == "store":
+        return _Access(op.operands[0], True, layout_of(op.operands[1]).key(), False)
+    if kind == "atomic":  # a read-modify-write, from each element's owner
         return _Access(op.operands[0], True, layout_of(op.operands[1]).key(), False)
     return None
 
@@ -142,10 +146,9 @@ def place_barriers(b: TileBuilder) -> None:
         block = work.pop(0)
         state = entry[block]
         for op in block.ops:
-            if syncs_block(op):
-                state = frozenset()
-                continue
             a = accesses.get(op)
+            if syncs_block(op):  # an atomic's barrier comes before its own access
+                state = frozenset()
             if a is None:
                 continue
             if op in needs or _conflicts(state, a):

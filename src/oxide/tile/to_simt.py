@@ -98,7 +98,8 @@ class ToSIMT:
         return self.em.unary(op.param("kind"), self._in(op.operands[0]))
 
     def _math(self, op: Operation) -> Slots:
-        return self.em.math(op.param("fn"), self._in(op.operands[0]))
+        return self.em.math(op.param("fn"), [self._in(v) for v in op.operands],
+                            self._dtype(op))
 
     def _where(self, op: Operation) -> Slots:
         c, a, b = (self._in(v) for v in op.operands)
@@ -117,12 +118,26 @@ class ToSIMT:
         x = self._in(op.operands[0])
         return Slots(x.dtype, layout_of(op.results[0]), x.values)
 
+    def _squeeze(self, op: Operation) -> Slots:
+        x = self._in(op.operands[0])
+        return Slots(x.dtype, layout_of(op.results[0]), x.values)
+
     def _permute(self, op: Operation) -> Slots:
         return self.em.permute(self._in(op.operands[0]), op.param("axes"),
                                layout_of(op.results[0]))
 
     def _reshape(self, op: Operation) -> Slots:
         return self.em.reshape(self._in(op.operands[0]), layout_of(op.results[0]))
+
+    def _slices(self, op: Operation) -> list[Slots]:
+        x, *index = op.operands
+        return self.em.slices(self._in(x), [self._in(i).scalar for i in index],
+                              op.param("starts"), op.param("subs"), op.param("drop", ()),
+                              [layout_of(r) for r in op.results])
+
+    def _cat(self, op: Operation) -> Slots:
+        return self.em.concatenate([self._in(v) for v in op.operands], op.param("axis"),
+                                   layout_of(op.results[0]))
 
     def _reduce(self, op: Operation) -> Slots:
         return self.em.reduce(op.param("kind"), self._in(op.operands[0]), op.param("axis"),
@@ -151,6 +166,14 @@ class ToSIMT:
         array, value, *index = op.operands
         self.em.store(array, op.param("vectors"), [self._in(i).scalar for i in index],
                       self._in(value))
+
+    def _atomic(self, op: Operation) -> Slots:
+        count = op.param("values")
+        array, values, index = op.operands[0], op.operands[1:1 + count], op.operands[1 + count:]
+        return self.em.atomic(array, op.param("kind"), op.param("sem"), op.param("scope"),
+                              [self._in(i).scalar for i in index],
+                              [self._in(v) for v in values], op.param("site"),
+                              bool(op.results[0].uses))
 
     def _barrier(self, op: Operation) -> None:
         self.em.barrier()
