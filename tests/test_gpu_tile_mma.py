@@ -71,9 +71,12 @@ def test_matmul_operator_and_epilogue_on_gpu():
     b = rng.standard_normal((32, 13)).astype(bf16.numpy)
     w = rng.standard_normal((32, 13)).astype(np.float32)
     c, cw = np.zeros((30, 13), bf16.numpy), np.zeros((30, 13), np.float32)
-    gpu(tm.matmul_operator, 1, a, b, c, w, cw)
-    want = a.astype(np.float32) @ b.astype(np.float32)
-    np.testing.assert_allclose(c.astype(np.float32), want, rtol=1e-2, atol=1e-2)
+    c32 = np.zeros((30, 13), np.float32)
+    gpu(tm.matmul_operator, 1, a, b, c, c32, w, cw)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c32, exact, rtol=1e-6, atol=1e-5)  # f32 sums, unrounded
+    # the bf16 result is the f32 one rounded once
+    np.testing.assert_array_equal(c.astype(np.float32), c32.astype(bf16.numpy).astype(np.float32))
     np.testing.assert_allclose(cw, a.astype(np.float64) @ w.astype(np.float64), atol=1e-4)
     m, k = 64, 48
     a = rng.standard_normal((m, k)).astype(bf16.numpy)
