@@ -152,6 +152,14 @@ def test_while_loops_on_the_gpu():
     np.testing.assert_array_equal(o4[:, 2], (y > 0).sum(1))
 
 
+
+def test_a_loop_bound_reduced_in_every_warp_alike_on_the_gpu():
+    from test_tile_control import replicated_bound, replicated_bound_reference
+
+    x = rng.integers(0, 50, (6, 31)).astype(np.int32)
+    _, o, _, _ = gpu(replicated_bound, (3, 2), x, np.zeros((6, 32), np.float32), 2, 16)
+    np.testing.assert_array_equal(o[:, :31], replicated_bound_reference(x, o.shape)[:, :31])
+
 # -- item 6: shapes ------------------------------------------------------------------------
 
 

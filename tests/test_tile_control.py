@@ -277,3 +277,41 @@ def test_control_flow_misuse_is_a_diagnostic(kernel, types, error, message, hint
         kernel.compile(*types, arch="cpu")
     assert message in str(info.value)
     assert info.value.span is not None and hint in (info.value.hint or "")
+
+
+# -- a loop bound reduced over a layout replicated across warps -----------------------------
+
+
+@tile.kernel(num_warps=8)
+def replicated_bound(x: Slice[i32, 2], o: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int]):
+    """Eight warps over a 2 x 16 tile: each warp holds all of it, so `tile.max(v)` is
+    reduced in every warp alike (no shared memory). The loop on it is still block-uniform,
+    and its body converts a layout (a barrier): found by the tile fuzzer (seed 2, program
+    208), refused by the uniformity pass where the IR is verified."""
+    i, j = tile.bid(0), tile.bid(1)
+    v = tile.load(x, (i, j), (BM, BN), padding=0)
+    h = ((v % 7) - 3).astype(ox.f16)
+    rows = tile.sum(tile.mma(h, h.permute((1, 0)), tile.zeros((BM, BM), f32)), 1, keepdims=True)
+    acc = tile.zeros((BM, BN), f32)
+    for _ in range(tile.max(v) % 3):
+        acc = acc + rows
+    tile.store(o, (i, j), acc)
+
+
+def replicated_bound_reference(x: np.ndarray, out_shape: tuple[int, int]) -> np.ndarray:
+    """What `replicated_bound` stores on a (3, 2) grid of 2 x 16 tiles."""
+    want = np.zeros(out_shape, np.float32)
+    for bi, bj in itertools.product(range(3), range(2)):
+        v = np.zeros((2, 16), np.int64)
+        part = x[2 * bi:2 * bi + 2, 16 * bj:16 * bj + 16]
+        v[:part.shape[0], :part.shape[1]] = part
+        h = (v % 7 - 3).astype(np.float64)
+        want[2 * bi:2 * bi + 2, 16 * bj:16 * bj + 16] = (h @ h.T).sum(1, keepdims=True) * (v.max() % 3)
+    return want
+
+
+def test_a_loop_bound_reduced_in_every_warp_alike_is_uniform():
+    x = rng.integers(0, 50, (6, 31)).astype(np.int32)
+    o = np.zeros((6, 32), np.float32)
+    cpu(replicated_bound, (3, 2), x, o, 2, 16)
+    np.testing.assert_array_equal(o[:, :31], replicated_bound_reference(x, o.shape)[:, :31])

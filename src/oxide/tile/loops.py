@@ -125,6 +125,11 @@ class TileLoopsMixin:
         k = self.b.value(ops.SlotReadOp(counter))
         ascending = persistent or step.obj > 0
         go = self.b.value(ops.CompareOp("lt" if ascending else "gt", k, stop_v))
+        # bounds are 0-d tiles (every thread holds them alike) and the counter starts and
+        # steps alike: for passes/uniformity.py, the loop runs as often in every thread (a
+        # bound reduced over a layout replicated across warps is the same in each warp,
+        # which the lattice there cannot see)
+        self.b.uniform.add(go)
         self.b.cond_br(go, body, done)
         self.b.set_block(body)
         outside = dict(self.env)
