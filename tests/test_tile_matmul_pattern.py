@@ -259,3 +259,31 @@ def test_what_the_written_kernel_refuses_the_template_refuses() -> None:
         template.check_written(k, (None, None, None, 256, 256, 256), (256, 256, 256), views)
     template.check_written(k, (None, None, None, 128, 128, 32), (128, 128, 32), views)
     assert (128, 128, 32) in k.__dict__["_oxide_template_checked"]
+
+
+def test_a_check_that_passed_is_remembered_on_disk(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The check compiles once per source, sizes and toolchain, not once per process: a
+    new kernel object of the same source (as a new process makes) finds the check in the
+    cache and compiles nothing; other tile sizes compile."""
+    from oxide.runtime.cache import cache_dir
+
+    if cache_dir() is None:
+        pytest.skip("the compile cache is off (OXIDE_CACHE=0)")
+    views = {0: _view(A_AT, (512, 512)), 1: _view(B_AT, (512, 512), (1, 512)),
+             2: _view(C_AT, (512, 512))}
+    args = (None, None, None, 128, 64, 32)
+    template.check_written(tile.kernel(num_warps=8)(example.tile_matmul.__wrapped__), args,
+                           (128, 64, 32), views)
+    again = tile.kernel(num_warps=8)(example.tile_matmul.__wrapped__)
+    compiled = []
+    real = type(again).compile
+
+    def spy(self, *a, **k):
+        compiled.append(a)
+        return real(self, *a, **k)
+
+    monkeypatch.setattr(type(again), "compile", spy)
+    template.check_written(again, args, (128, 64, 32), views)
+    assert compiled == [] and (128, 64, 32) in again.__dict__["_oxide_template_checked"]
+    template.check_written(again, (None, None, None, 128, 64, 64), (128, 64, 64), views)
+    assert len(compiled) == 1  # other sizes: not checked before

@@ -5,6 +5,8 @@
     <root>/kernels/<sha256>.oxk   compiled kernels (runtime/cache_entry.py)
     <root>/sources/<sha256>       memos of the compiler sources' digest (runtime/cache.py)
     <root>/autotune/<sha256>.json ox.autotune's choices (autotuner.py)
+    <root>/checks/<sha256>        empty files: a compile that passed, where only that
+                                  it passed matters (kernels/tile_matmul.py)
     <root>/toolchain.json         where libdevice and nvJitLink were found (codegen/toolchain.py)
     .tmp-XXXXXXXX                 a write in progress, or one a killed process left
 
@@ -32,6 +34,7 @@ _TMP = r"\.tmp-[A-Za-z0-9_]{1,64}"
 PATTERNS = {"kernels": re.compile(rf"[0-9a-f]{{64}}\.oxk|{_TMP}"),
             "sources": re.compile(rf"[0-9a-f]{{64}}|{_TMP}"),
             "autotune": re.compile(rf"[0-9a-f]{{64}}\.json|{_TMP}"),
+            "checks": re.compile(rf"[0-9a-f]{{64}}|{_TMP}"),
             "": re.compile(rf"toolchain\.json|{_TMP}")}  # the root: the toolchain memo, writes
 _ENTRY = re.compile(r"[0-9a-f]{64}\.oxk")
 
@@ -86,7 +89,7 @@ def clear(root: Path) -> Usage:
         removed.files += 1
         removed.bytes += st.st_size
         removed.entries += sub == "kernels" and bool(_ENTRY.fullmatch(name))
-    for sub in ("kernels", "sources", "autotune"):
+    for sub in (s for s in PATTERNS if s):
         try:
             os.rmdir(root / sub)  # only when empty; a running process recreates it
         except OSError:
