@@ -6,7 +6,7 @@ the same math autotuned over 3 configs, and torch), an f16 GEMM against a transp
 wgmma (the sm_90 default) and on mma.sync (OXIDE_TILE_WGMMA=0), over a few tile shapes.
 Also tile_attention on both engines. triton.testing.do_bench medians; inputs random.
 
-    python benchmarks/tile_products.py [--sizes 4096 8192]
+    python benchmarks/tile_products.py [--sizes 4096 8192] [--engines wgmma mma.sync]
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ T = TypeVar("T")
 C = math.sqrt(2.0 / math.pi)
 
 
-def make_linear_gelu(warps: int) -> Any:
-    @tile.kernel(num_warps=warps)
+def make_linear_gelu(warps: int, stages: int) -> Any:
+    @tile.kernel(num_warps=warps, num_stages=stages)
     def linear_gelu(x: Slice[T, 2], w: Slice[T, 2], b: Slice[T], y: DisjointSlice[T, 2],
                     BM: Const[int], BN: Const[int], BK: Const[int]):
         i, j = tile.bid(0), tile.bid(1)
@@ -39,8 +39,8 @@ def make_linear_gelu(warps: int) -> Any:
     return linear_gelu
 
 
-def make_linear_t(warps: int) -> Any:
-    @tile.kernel(num_warps=warps)
+def make_linear_t(warps: int, stages: int) -> Any:
+    @tile.kernel(num_warps=warps, num_stages=stages)
     def linear_t(x: Slice[T, 2], w: Slice[T, 2], y: DisjointSlice[T, 2],
                  BM: Const[int], BN: Const[int], BK: Const[int]):
         i, j = tile.bid(0), tile.bid(1)
@@ -52,7 +52,12 @@ def make_linear_t(warps: int) -> Any:
     return linear_t
 
 
-SHAPES = [(128, 128, 64, 8), (128, 256, 64, 8), (64, 256, 64, 4)]
+# (BM, BN, BK, num_warps, num_stages): num_stages >= 2 issues each step's loads that many
+# steps ahead (registers: ptxas spills from 128 x 256 on, so those get fewer)
+SHAPES = [(128, 128, 64, 8, 1), (128, 128, 64, 8, 2), (128, 128, 64, 8, 3),
+          (128, 256, 64, 8, 1), (128, 256, 64, 8, 2), (64, 256, 64, 4, 1)]
+ENGINES = {"wgmma": "1", "mma.sync": "0"}  # OXIDE_TILE_WGMMA's value for each engine
+ENGINE_CHOICE = list(ENGINES)  # --engines
 
 
 def triton_linear_gelu() -> Any:
@@ -114,8 +119,8 @@ def attention_rows(do_bench: Any) -> list[tuple[str, float, str]]:
                 q, k, v, is_causal=c), return_mode="median")
         rows.append((f"attention S4096 D128{' causal' if causal else ''}  SDPA flash",
                      flops / flash / 1e9, ""))
-        for engine in ("1", "0"):
-            os.environ["OXIDE_TILE_WGMMA"] = engine
+        for name in ENGINE_CHOICE:
+            os.environ["OXIDE_TILE_WGMMA"] = ENGINES[name]
             m = importlib.reload(importlib.import_module("oxide.examples.tile_attention"))
             bm, bn = m.GPU_BLOCK
             args = (*flat, s, 1 / d ** 0.5, bm, bn, d, causal)
@@ -125,7 +130,6 @@ def attention_rows(do_bench: Any) -> list[tuple[str, float, str]]:
             ms = do_bench(lambda m=m, args=args, grid=grid: ox.launch(m.tile_attention, grid,
                                                                         *args),
                           return_mode="median")
-            name = "wgmma" if engine == "1" else "mma.sync"
             rows.append((f"attention S4096 D128{' causal' if causal else ''}  oxide {name}",
                          flops / ms / 1e9, f"{flash / ms:.2f}x flash, max err {err:.3f}"))
     return rows
@@ -172,19 +176,18 @@ def engine_rows(what: str, make: Any, inputs: tuple[Any, ...], y: Any, want: Any
     """`make(warps)`'s kernel over each tile shape, on wgmma and on mma.sync: checked
     against `want`, timed, and set beside the peer's time."""
     rows = []
-    for engine in ("1", "0"):
-        os.environ["OXIDE_TILE_WGMMA"] = engine
-        for bm, bn, bk, warps in SHAPES:
-            k = make(warps)
+    for name in ENGINE_CHOICE:
+        os.environ["OXIDE_TILE_WGMMA"] = ENGINES[name]
+        for bm, bn, bk, warps, stages in SHAPES:
+            k = make(warps, stages)
             grid = (tile.cdiv(n, bm), tile.cdiv(n, bn))
             args = (*inputs, y, bm, bn, bk)
             ox.launch(k, grid, *args)
             err = float((y.float() - want).abs().max())
             ms = do_bench(lambda k=k, grid=grid, args=args: ox.launch(k, grid, *args),
                           return_mode="median")
-            name = "wgmma" if engine == "1" else "mma.sync"
-            rows.append((f"{what}  oxide {name} {bm}x{bn}x{bk} {warps}w", tflops(n, ms),
-                         f"{peer_ms / ms:.2f}x {peer}, max err {err:.3f}"))
+            rows.append((f"{what}  oxide {name} {bm}x{bn}x{bk} {warps}w {stages}s",
+                         tflops(n, ms), f"{peer_ms / ms:.2f}x {peer}, max err {err:.3f}"))
     return rows
 
 
@@ -195,7 +198,9 @@ def tflops(n: int, ms: float) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
+    parser.add_argument("--engines", nargs="+", choices=list(ENGINES), default=list(ENGINES))
     args = parser.parse_args()
+    ENGINE_CHOICE[:] = args.engines
     from triton.testing import do_bench
 
     rows: list[tuple[str, float, str]] = []
