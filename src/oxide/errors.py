@@ -19,7 +19,7 @@ __all__ = [
     "Span", "OxideError", "CompileError", "KernelSyntaxError", "KernelTypeError",
     "SafetyError", "UnsupportedFeatureError", "TargetError", "LaunchError",
     "ArgumentError", "AliasingError", "KernelIndexError", "KernelAssertionError",
-    "DeviceError", "InternalCompilerError",
+    "DeviceError", "InternalCompilerError", "PerformanceWarning",
 ]
 
 
@@ -35,6 +35,12 @@ class Span:
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col + 1}"
+
+
+class PerformanceWarning(UserWarning):
+    """A kernel that compiles and runs correctly but will be slow, and how to fix it (a
+    tile too large for the registers). `warnings.simplefilter("error",
+    ox.PerformanceWarning)` makes it an error; `"ignore"` silences it."""
 
 
 class OxideError(Exception):

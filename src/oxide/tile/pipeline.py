@@ -9,7 +9,8 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
 2. `LayoutPass` (tile/layouts.py): every tile value gets its layout, and conversions
    stand where layouts must agree;
 3. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
-   guarantees, checked;
+   guarantees, checked; on the GPU, `check_register_budget` (tile/register_budget.py)
+   warns of a tile too large for a thread's registers;
 4. `place_barriers` (tile/ordering.py): block barriers where two accesses of one array
    hand an element between threads (a load after a store in another layout);
 5. `ToSIMT` (tile/to_simt.py): each tile op becomes the SIMT ops of one thread.
@@ -26,6 +27,7 @@ from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import choose_engines
 from oxide.tile.ordering import place_barriers
+from oxide.tile.register_budget import check_register_budget
 from oxide.tile.to_simt import ToSIMT
 
 
@@ -47,6 +49,8 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
     if verify:
         check_layouts(b.tile_ops)
+    if target.tensor_cores:  # the GPU: a register file to overflow
+        check_register_budget(b, target.num_warps)
     place_barriers(b)
     if dump is not None:
         dump.append(str(b.func))

@@ -1,0 +1,107 @@
+"""Rows of any width (issue 31): the chunked softmax and layer norm of the tile_wide_rows
+example against NumPy on the CPU, ragged widths and 16-bit rows included; on the GPU
+(`pytest -m gpu`) they and the whole-row examples against torch from 256 to 65536
+columns."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide import bf16
+from oxide.examples import tile_layernorm, tile_softmax, tile_wide_rows
+
+EPS = np.float32(1e-5)
+
+
+def softmax_ref(x: np.ndarray) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def layernorm_ref(x: np.ndarray, w: np.ndarray, b: np.ndarray) -> np.ndarray:
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=1, keepdims=True)
+    var = ((x64 - mean) ** 2).mean(axis=1, keepdims=True)
+    return (x64 - mean) / np.sqrt(var + EPS) * w.astype(np.float64) + b.astype(np.float64)
+
+
+def inputs(rows: int, cols: int, dtype: object, seed: int) -> tuple[np.ndarray, ...]:
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, cols), dtype=np.float32) * 3 + 1).astype(dtype)
+    w = rng.standard_normal(cols, dtype=np.float32).astype(dtype)
+    b = rng.standard_normal(cols, dtype=np.float32).astype(dtype)
+    return x, w, b
+
+
+@pytest.mark.parametrize("cols", [1, 100, 256, 257, 1000, 2048])
+@pytest.mark.parametrize("dtype", [np.float32, bf16.numpy])
+def test_chunked_rows_match_numpy_on_the_cpu(cols: int, dtype: object) -> None:
+    """Chunks of 256 columns: one partial chunk, exact multiples, many chunks."""
+    x, w, b = inputs(5, cols, dtype, cols)
+    soft, norm = np.zeros_like(x), np.zeros_like(x)
+    tol = 1e-5 if dtype == np.float32 else 2 ** -7
+    with ox.device("cpu"):
+        tile_wide_rows.softmax_chunks[5](x, soft, 256)
+        tile_wide_rows.layernorm_chunks[5](x, w, b, norm, EPS, 256)
+    np.testing.assert_allclose(soft.astype(np.float64), softmax_ref(x), rtol=tol, atol=1e-7)
+    np.testing.assert_allclose(norm.astype(np.float64), layernorm_ref(x, w, b), rtol=tol,
+                               atol=tol * 8)
+
+
+def test_a_row_whose_large_values_come_last() -> None:
+    """The running maximum rises chunk by chunk: the sum is rescaled each time."""
+    x = np.linspace(-50.0, 80.0, 3 * 256 + 7, dtype=np.float32)[None, :].repeat(2, 0)
+    soft = np.zeros_like(x)
+    with ox.device("cpu"):
+        tile_wide_rows.softmax_chunks[2](x, soft, 256)
+    np.testing.assert_allclose(soft, softmax_ref(x), rtol=1e-5, atol=1e-30)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [256, 1000, 4096, 32768, 65536])
+def test_rows_of_every_width_on_the_gpu(cols: int) -> None:
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs torch with CUDA")
+    rows, block = 64, 1 << (cols - 1).bit_length()
+    x = torch.randn(rows, cols, device="cuda") * 3 + 1
+    w, b = torch.randn(cols, device="cuda"), torch.randn(cols, device="cuda")
+    soft = torch.softmax(x.double(), 1)
+    norm = torch.nn.functional.layer_norm(x.double(), (cols,), w.double(), b.double(), 1e-5)
+    y = torch.empty_like(x)
+    for launch, want in (
+            (lambda: ox.launch(tile_softmax.tile_softmax, rows, x, y, block), soft),
+            (lambda: ox.launch(tile_wide_rows.softmax_chunks, rows, x, y, 4096), soft),
+            (lambda: ox.launch(tile_layernorm.tile_layernorm, rows, x, w, b, y, EPS, block),
+             norm),
+            (lambda: ox.launch(tile_wide_rows.layernorm_chunks, rows, x, w, b, y, EPS, 4096),
+             norm)):
+        y.zero_()
+        launch()
+        torch.testing.assert_close(y.double(), want, rtol=1e-4, atol=1e-4)
+
+
+def _warnings_of(compile_it) -> list[str]:
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compile_it()
+    return [str(w.message) for w in caught if issubclass(w.category, ox.PerformanceWarning)]
+
+
+def test_a_row_too_wide_for_the_registers_is_warned_of_with_the_way_out() -> None:
+    """65536 f32 columns on 8 warps: 256 registers a thread for the row alone. The warning
+    points at the load, and shows the chunk loop; chunks, more warps and the CPU: none."""
+    sig = (ox.Slice[ox.f32, 2], ox.DisjointSlice[ox.f32, 2])
+    found = _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 65536, arch="sm_90"))
+    assert len(found) == 1
+    assert "1 x 65536 f32 tile takes 256 registers" in found[0]
+    assert "num_warps=16" in found[0] and "for c in range(tile.num_tiles(x, 1, BN))" in found[0]
+    assert _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 32768, arch="sm_90")) == []
+    assert _warnings_of(lambda: tile_wide_rows.softmax_chunks.compile(*sig, 4096,
+                                                                      arch="sm_90")) == []
+    assert _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 65536, arch="cpu")) == []
