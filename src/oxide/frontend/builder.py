@@ -55,11 +55,6 @@ class IRBuilder:
         self._entry_allocs.append(op)
         return op.results[0]
 
-    def at_entry(self, op: Operation) -> None:
-        """Emits an op without results (a slot's first write) in the entry block, after
-        the declarations made before it."""
-        self._entry_allocs.append(op)
-
     def new_block(self) -> Block:
         block = Block()
         self.func.body.add_block(block)

@@ -78,10 +78,6 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         self.divisors: dict[SSAValue, int] = {}
         self.uses_barriers = False
         self.barriers = 0  # block barriers emitted so far (tile/to_simt.py checks some)
-        # accumulators a wgmma may still be writing (tile/wgmma_lower.py's deferred wait):
-        # every use but the next wgmma's must wait for them first (`settle`)
-        self.pending: set[SSAValue] = set()
-        self._toggles: dict[tuple[str, int, str], SSAValue] = {}  # `ring_half`'s slots
 
     # -- values that every thread computes once, at the start ---------------------------
 
@@ -368,34 +364,6 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         if key not in self._staging:
             self._staging[key] = self.shared(dt, count)
         return self._staging[key]
-
-    def ring_half(self, dt: T.DType, count: int, role: str) -> tuple[SSAValue, SSAValue]:
-        """A shared array of two halves of `count` elements for a product operand (the
-        kernel's for this size and `role`, as `staging`'s), and the element offset of the
-        half this execution writes: 0 and `count` in turn, one slot flipped per call."""
-        key = (dt.name, count, role)
-        smem = self.staging(dt, 2 * count, role + ".ring")
-        slot = self._toggles.get(key)
-        if slot is None:
-            slot = self._toggles[key] = self.b.alloc(ops.SlotOp(ir_type(T.i64)))
-            self.b.at_entry(ops.SlotWriteOp(slot, self.const(0, T.i64)))
-        half = self.b.value(ops.SlotReadOp(slot))
-        self.b.emit(ops.SlotWriteOp(slot, self.b.value(ops.BinaryOp(
-            "xor", half, self.const(1, T.i64)))))
-        return smem, self.b.value(ops.BinaryOp("mul", half, self.const(count, T.i64)))
-
-    def settle(self, x: Slots) -> Slots:
-        """`x`, waited for if a wgmma may still write some of its values (`pending`): a
-        `wgmma.wait_group 0` that the values pass through, so that nothing reads them
-        before it."""
-        if not self.pending or not any(v in self.pending for v in x.values):
-            return x
-        waiting = [v for v in x.values if v in self.pending]
-        wait = ops.HopperOp("wgmma.wait", waiting, [v.type for v in waiting], imm=(0,))
-        self.b.emit(wait)
-        done = dict(zip(waiting, wait.results, strict=True))
-        self.pending.difference_update(waiting)
-        return Slots(x.dtype, x.layout, tuple(done.get(v, v) for v in x.values))
 
     def barrier(self) -> None:
         self.uses_barriers = True

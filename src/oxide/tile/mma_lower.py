@@ -76,16 +76,15 @@ def relayout(em: TileEmitter, t: Slots, layout: Layout) -> Slots:
 
 
 def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
-              engine: str, b_transposed: bool = False, defer: bool = False) -> Slots:
+              engine: str, b_transposed: bool = False) -> Slots:
     """`a @ b + acc` in `layout`, the result's (the layout pass's choice: the accumulator
     layout, or the accumulator's own for tiles smaller than one instruction; see the
     module docstring), on `engine` (tile/mma_choice.py). With `b_transposed`, `b` is the
     (N, K) tile whose transpose is the product's B (the layout pass folds
-    `permute(x, (1, 0))` into it where tensor cores take the product). `defer`: a wgmma
-    product left running (tile/to_simt.py's `deferred_products`)."""
+    `permute(x, (1, 0))` into it where tensor cores take the product)."""
     acc = relayout(em, acc, layout)
     if engine == "wgmma":
-        return lower_wgmma(em, a, b, acc, b_transposed, defer)
+        return lower_wgmma(em, a, b, acc, b_transposed)
     if engine == "mma.sync":
         return _tensor_cores(em, a, b, acc, b_transposed)
     assert not b_transposed, "a transposed B only where tensor cores take the product"

@@ -39,10 +39,6 @@ class ToSIMT:
         self.em = em
         self.slots: dict[SSAValue, Slots] = {}
         self.vars: dict[SSAValue, list[SSAValue]] = {}
-        self.deferred = deferred_products(b.tile_ops)
-        # the accumulators those products chain through: what a read of them gives may
-        # still be in flight
-        self.chained = {op.operands[2].owner.operands[0] for op in self.deferred}  # type: ignore[union-attr]
 
     def run(self) -> None:
         for op in list(self.b.tile_ops):
@@ -66,11 +62,7 @@ class ToSIMT:
         self.b.tile_ops = []
 
     def _in(self, v: SSAValue) -> Slots:
-        """`v`'s slots, waited for where a deferred wgmma may still write them."""
-        x = self.slots[v]
-        if self.em.pending:
-            x = self.slots[v] = self.em.settle(x)
-        return x
+        return self.slots[v]
 
     def _dtype(self, op: Operation) -> T.DType:
         t = op.results[0].type
@@ -187,12 +179,9 @@ class ToSIMT:
         self.em.barrier()
 
     def _mma(self, op: Operation) -> Slots:
-        a, b = (self._in(v) for v in op.operands[:2])
-        defer = op in self.deferred
-        # a deferred product chains on its accumulator as the last one left it, running
-        acc = self.slots[op.operands[2]] if defer else self._in(op.operands[2])
+        a, b, acc = (self._in(v) for v in op.operands)
         return lower_mma(self.em, a, b, acc, layout_of(op.results[0]), engine_of(op),
-                         op.param("b_transposed", False), defer)
+                         op.param("b_transposed", False))
 
     def _from_scalar(self, op: Operation) -> Slots:
         v = op.operands[0]
@@ -217,41 +206,15 @@ class ToSIMT:
 
     def _var_write(self, op: Operation) -> None:
         var, value = op.operands
-        # a chained accumulator is carried as it is, running (its reads say so)
-        values = (self.slots[value] if var in self.chained else self._in(value)).values
-        for slot, v in zip(self.vars[var], values, strict=True):
+        for slot, v in zip(self.vars[var], self._in(value).values, strict=True):
             self.b.emit(ops.SlotWriteOp(slot, v))
 
     def _var_read(self, op: Operation) -> Slots:
         var = op.operands[0]
         t = var.type
         assert isinstance(t, TileVarType)
-        values = tuple(self.b.value(ops.SlotReadOp(slot)) for slot in self.vars[var])
-        if var in self.chained:  # a deferred product's result may be in it, running
-            self.em.pending.update(values)
-        return Slots(t.tile.dtype, layout_of(var), values)
-
-
-def deferred_products(tile_ops: list[Operation]) -> set[Operation]:
-    """The wgmma products whose wait may be deferred (tile/wgmma_lower.py): those whose
-    accumulator is read from a tile variable (a loop's carried accumulator) in the
-    result's layout, and whose result goes only back into that variable. Such a product
-    runs on while the next iteration stages its operands; anything else that reads the
-    variable waits first."""
-    out = set()
-    for op in tile_ops:
-        if kind_of(op) != "mma" or engine_of(op) != "wgmma":
-            continue
-        read = op.operands[2].owner
-        if not (isinstance(read, Operation) and read.name == "tile.var_read"):
-            continue
-        var = read.operands[0]
-        uses = list(op.results[0].uses)
-        if (layout_of(var).key() == layout_of(op.results[0]).key() and len(uses) == 1
-                and uses[0].operation.name == "tile.var_write"
-                and uses[0].operation.operands[0] is var):
-            out.add(op)
-    return out
+        return Slots(t.tile.dtype, layout_of(var), tuple(
+            self.b.value(ops.SlotReadOp(slot)) for slot in self.vars[var]))
 
 
 def narrow_compare(em: TileEmitter, pred: str, a: Slots, n: Slots) -> Slots:

@@ -54,21 +54,16 @@ def supports(m: int, n: int, k: int, num_warps: int) -> bool:
             and (k in (16, 32) or k % SLAB == 0))
 
 
-def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool,
-                defer: bool = False) -> Slots:
-    """`acc + a @ b` on wgmma (see the module docstring). With `defer`, the product is
-    left running: its results are `em.pending` (see the module docstring)."""
+def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool) -> Slots:
+    """`acc + a @ b` on wgmma (see the module docstring)."""
     (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
     em.barrier()
     width_a = row_elements(k)
-    if defer:  # the previous product may still read the other half
-        (sa, base_a), (sb, base_b) = (em.ring_half(a.dtype, m * k, "wa"),
-                                      em.ring_half(b.dtype, k * n, "wb"))
+    sa = _stage(em, a, width_a, "wa")
+    if b_transposed:
+        sb = _stage(em, b, width_a, "wb")
     else:
-        sa, base_a = em.staging(a.dtype, m * k, "wa"), None
-        sb, base_b = em.staging(b.dtype, k * n, "wb"), None
-    _stage(em, a, width_a, sa, base_a)
-    _stage(em, b, width_a if b_transposed else SLAB, sb, base_b)
+        sb = _stage(em, b, SLAB, "wb")
     em.b.emit(ops.HopperOp("fence.proxy_async", [], []))
     em.barrier()
     _, warp = em._thread()
@@ -76,8 +71,6 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     # warp group g's 64 rows of A start at row 64 g of every slab
     a_row0 = em._entry(ops.CastOp(em._entry(ops.BinaryOp(
         "mul", group, em.const(64 * width_a, T.i32))), ir_type(T.i64)))
-    if base_a is not None:
-        a_row0 = em.b.value(ops.BinaryOp("add", a_row0, base_a))
     slot = {offs: s for s, offs in enumerate(acc.layout.offsets())}
     order = [slot[(8 * (e // 2), 8 * j + e % 2)] for j in range(n // 8) for e in range(4)]
     values = list(acc.values)
@@ -90,23 +83,17 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
         a_at = _add(em, a_row0, (col // width_a) * m * width_a + col % width_a)
         da = _descriptor(em, sa, a_at, 2 * width_a, lbo=16, sbo=16 * width_a)
         if b_transposed:  # (N, K) K-major, like A, every warp group reads all N rows
-            db = _descriptor(em, sb, _at(em, base_b, (col // width_a) * n * width_a
-                                         + col % width_a), 2 * width_a, lbo=16,
-                             sbo=16 * width_a)
+            db = _descriptor(em, sb, em.const((col // width_a) * n * width_a + col % width_a,
+                                              T.i64), 2 * width_a, lbo=16, sbo=16 * width_a)
         else:  # K rows of 64-column slabs: MN-major, the next slab `lbo` further
-            db = _descriptor(em, sb, _at(em, base_b, col * SLAB), 128, lbo=k * 128, sbo=1024)
+            db = _descriptor(em, sb, em.const(col * SLAB, T.i64), 128, lbo=k * 128, sbo=1024)
         op = ops.HopperOp(kind, [da, db, one, *regs], [ir_type(T.f32)] * len(regs),
                           imm=(0, 0 if b_transposed else 1))
         em.b.emit(op)
         regs = list(op.results)
     em.b.emit(ops.HopperOp("wgmma.commit", [], []))
-    # deferred: only the previous product must be done (its half of the ring is written
-    # next, after a barrier); this one runs on while the threads stage the next operands
-    wait = ops.HopperOp("wgmma.wait", regs, [ir_type(T.f32)] * len(regs),
-                        imm=(1 if defer else 0,))
+    wait = ops.HopperOp("wgmma.wait", regs, [ir_type(T.f32)] * len(regs), imm=(0,))
     em.b.emit(wait)
-    if defer:
-        em.pending.update(wait.results)
     for s, v in zip(order, wait.results, strict=True):
         values[s] = v
     return Slots(acc.dtype, acc.layout, tuple(values))
@@ -114,11 +101,6 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
 
 def _add(em: TileEmitter, x: SSAValue, offset: int) -> SSAValue:
     return x if offset == 0 else em.b.value(ops.BinaryOp("add", x, em.const(offset, T.i64)))
-
-
-def _at(em: TileEmitter, base: SSAValue | None, offset: int) -> SSAValue:
-    """The element `offset` of a staging array, in the ring's half at `base` if any."""
-    return em.const(offset, T.i64) if base is None else _add(em, base, offset)
 
 
 def _descriptor(em: TileEmitter, smem: SSAValue, at: SSAValue, row_bytes: int, lbo: int,
@@ -132,13 +114,13 @@ def _descriptor(em: TileEmitter, smem: SSAValue, at: SSAValue, row_bytes: int, l
     return op.results[0]
 
 
-def _stage(em: TileEmitter, t: Slots, width: int, smem: SSAValue, base: SSAValue | None
-           ) -> None:
-    """`t` (rows, cols) into `smem` (from element `base` on, if given) in slabs of `width`
-    columns, each slab `rows` rows of `width` elements with the swizzle of that row size;
-    a thread's side-by-side elements go in vector stores within one 16-byte chunk (the
-    swizzle moves whole chunks)."""
+def _stage(em: TileEmitter, t: Slots, width: int, role: str) -> SSAValue:
+    """`t` (rows, cols) into shared memory in slabs of `width` columns, each slab `rows`
+    rows of `width` elements with the swizzle of that row size; a thread's side-by-side
+    elements go in vector stores within one 16-byte chunk (the swizzle moves whole
+    chunks)."""
     rows, cols = t.shape
+    smem = em.staging(t.dtype, rows * cols, role)
     size = max(1, t.dtype.bits // 8)
     row_bytes = width * size
     phases = row_bytes // 16  # chunks the swizzle rotates: 2, 4 or 8
@@ -160,9 +142,8 @@ def _stage(em: TileEmitter, t: Slots, width: int, smem: SSAValue, base: SSAValue
         if slab is not None:
             at = em.b.value(ops.BinaryOp("add", at, em.b.value(ops.BinaryOp(
                 "mul", slab, em.const(rows * width, T.i64)))))
-        if base is not None:
-            at = em.b.value(ops.BinaryOp("add", at, base))
         if run == 1:
             em.b.emit(ops.StoreOp(smem, [at], t.values[k], 0, False, True))
         else:
             em.b.emit(ops.VectorStoreOp(smem, [at], t.values[k:k + run], run * size))
+    return smem
