@@ -479,3 +479,27 @@ def test_tile_occupancy_reaches_the_ptx():
     k = tile.kernel(num_warps=8, occupancy=2)(spin_kernel().fn)
     ptx = k.compile(Slice[f32], DisjointSlice[f32], i32, 1, arch="sm_90").ptx
     assert ".maxntid 256" in ptx and ".minnctapersm 2" in ptx
+
+
+def test_a_bf16_cuda_array_is_described_by_its_own_dtype() -> None:
+    """A torch bf16 CUDA tensor's `__cuda_array_interface__` says "<V2" (NumPy has no
+    bf16): the autotuner's key read it as a NumPy dtype and raised TypeError; the
+    tensor's own dtype says bf16."""
+    from oxide.autotuner import _kind
+    from oxide.specialize import array_info
+
+    class BF16Tensor:
+        dtype = "torch.bfloat16"
+        shape = (4, 8)
+
+        def stride(self) -> tuple[int, int]:
+            return (8, 1)
+
+        @property
+        def __cuda_array_interface__(self) -> dict:
+            return {"typestr": "<V2", "shape": (4, 8), "strides": None, "data": (0, False),
+                    "version": 3}
+
+    info = array_info(BF16Tensor())
+    assert info is not None and info.dtype == ox.bf16 and info.contiguous
+    assert _kind(BF16Tensor()) == ("bf16", 2, True)

@@ -48,7 +48,9 @@ def array_info(value: Any) -> ArrayInfo | None:
         return info()
     cai = getattr(value, "__cuda_array_interface__", None)
     if cai is not None:
-        dt = T.dtype_of(np.dtype(cai["typestr"]))
+        # a bf16 tensor's typestr is "<V2" (NumPy has no bf16): its own dtype says which
+        typed = getattr(value, "dtype", None)
+        dt = T.dtype_of(typed if typed is not None else np.dtype(cai["typestr"]))
         shape = tuple(cai["shape"])
         item = np.dtype(cai["typestr"]).itemsize
         if cai.get("strides") is None:
