@@ -91,3 +91,18 @@ def test_tile_kernel_with_occupancy_runs_on_gpu():
     d_out = ox.zeros((33, 100), f32)
     k[33](ox.to_device(x), d_out, 128)
     np.testing.assert_allclose(d_out.to_numpy(), softmax(x), rtol=1e-4, atol=1e-7)
+
+
+def test_torch_bf16_tensors_are_tuned():
+    """A torch bf16 tensor's CUDA array interface says "<V2": the key takes the tensor's
+    own dtype (the tuner raised TypeError before)."""
+    torch = pytest.importorskip("torch")
+    from oxide.examples import tile_softmax
+
+    configs = [ox.Config(num_warps=w) for w in (4, 8)]
+    tuned = ox.autotune(configs=configs, key=["x"], warmup=2, rep=5)(tile_softmax.tile_softmax)
+    x = torch.randn(256, 1000, device="cuda").to(torch.bfloat16)
+    y = torch.empty_like(x)
+    ox.launch(tuned, 256, x, y, 1024)
+    torch.testing.assert_close(y.float(), torch.softmax(x.float(), 1), rtol=2 ** -7, atol=1e-3)
+    assert tuned.best(x, y, 1024) in configs
