@@ -484,9 +484,11 @@ def write_report(path: Path, gpu: str, driver: str, seconds: float) -> None:
         "compile cache and then a warm one; (d) fp32 SIMT GEMM 4096^3, TF32 off.",
         "",
     ]
-    # The other benchmarks' sections (each under a "## " heading) stay as they are.
+    # The other benchmarks' sections (each under a "## " heading, or the marker comment
+    # before the first of them) stay as they are.
     old = path.read_text() if path.exists() else ""
-    rest = old[old.index("\n## ") + 1:] if "\n## " in old else ""
+    starts = [old.index(m) + 1 for m in ("\n<!-- ", "\n## ") if m in old]
+    rest = old[min(starts):] if starts else ""
     path.write_text("\n".join(lines) + ("\n" + rest if rest else ""))
 
 

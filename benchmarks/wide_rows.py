@@ -8,6 +8,7 @@ chunked kernels read it two or three times: the extra reads are theirs to pay).
 Times from simt_bench.gpu_seconds; every result checked against torch first.
 
     python benchmarks/wide_rows.py [--widths 1024 8192 32768 65536] [--rows 4096]
+                                   [--dtypes f32 bf16]
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from simt_bench import gpu_seconds  # noqa: E402
 
-WHOLE_ROW_WARPS = ((8, 4), (16, 2), (32, 1))  # (num_warps, occupancy): 2048 threads an SM
+WHOLE_ROW_WARPS = ((4, 8), (8, 4), (16, 2), (32, 1))  # (num_warps, occupancy): 2048 threads
 CHUNKS = (2048, 4096)
 CHUNK_WARPS = (4, 8, 16)
 
@@ -121,6 +122,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--widths", type=int, nargs="+", default=[1024, 8192, 32768, 65536])
     parser.add_argument("--rows", type=int, default=4096)
+    parser.add_argument("--dtypes", nargs="+", choices=["f32", "bf16"], default=["f32", "bf16"])
     args = parser.parse_args()
     import torch
 
@@ -136,6 +138,8 @@ def main() -> None:
                "layernorm_chunks": tuned(tile_wide_rows.layernorm_chunks, chunked)}
     print(f"{'kernel':<10} {'dtype':<5} {'width':>6}  {'variant':<48} {'GB/s':>7}  vs triton")
     for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        if name not in args.dtypes:
+            continue
         for width in args.widths:
             results = measure(args.rows, width, dtype, kernels)
             peer = {k: v for k, variant, v in results if variant.startswith("triton")}
