@@ -27,37 +27,14 @@ CHUNK_WARPS = (4, 8, 16)
 
 
 def triton_kernels() -> tuple[Any, Any]:
-    """Triton softmax and layer norm, the row in one program, tuned over num_warps."""
+    """tile_bench.py's Triton softmax and layer norm (the row in one program), tuned over
+    num_warps."""
     import triton
-    import triton.language as tl
+    from tile_bench import triton_kernels as row_kernels
 
     configs = [triton.Config({}, num_warps=w) for w in (4, 8, 16, 32)]
-
-    @triton.autotune(configs=configs, key=["n_cols", "BLOCK"])
-    @triton.jit
-    def softmax_rows(x_ptr, out_ptr, n_cols, BLOCK: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)
-        cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
-        e = tl.exp(x - tl.max(x, axis=0))
-        tl.store(out_ptr + row * n_cols + cols, e / tl.sum(e, axis=0), mask=mask)
-
-    @triton.autotune(configs=configs, key=["n_cols", "BLOCK"])
-    @triton.jit
-    def layernorm_rows(x_ptr, w_ptr, b_ptr, out_ptr, n_cols, eps, BLOCK: tl.constexpr):
-        row = tl.program_id(0).to(tl.int64)
-        cols = tl.arange(0, BLOCK)
-        mask = cols < n_cols
-        x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=0.0).to(tl.float32)
-        mean = tl.sum(x, axis=0) / n_cols
-        d = tl.where(mask, x - mean, 0.0)
-        rstd = 1.0 / tl.sqrt(tl.sum(d * d, axis=0) / n_cols + eps)
-        w = tl.load(w_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + cols, mask=mask, other=0.0).to(tl.float32)
-        tl.store(out_ptr + row * n_cols + cols, d * rstd * w + b, mask=mask)
-
-    return softmax_rows, layernorm_rows
+    return tuple(triton.autotune(configs=configs, key=["n_cols", "BLOCK"])(k)  # type: ignore[return-value]
+                 for k in row_kernels())
 
 
 def tuned(kernel: Any, configs: list[Any]) -> Any:
