@@ -101,7 +101,6 @@ sum = _f("sum", "`tile.sum(x, axis=None, keepdims=False)`")  # noqa: A001 - cuTi
 max = _f("max", "`tile.max(x, axis=None, keepdims=False)`")  # noqa: A001
 min = _f("min", "`tile.min(x, axis=None, keepdims=False)`")  # noqa: A001
 broadcast_to = _f("broadcast_to", "`tile.broadcast_to(x, shape)`")
-# named so that a kernel using them gets a clear "not built yet" error with its span
 argmax = _f("argmax", "`tile.argmax(x, axis=None, keepdims=False)`: the index (i32) of the "
             "first maximum")
 argmin = _f("argmin", "`tile.argmin(x, axis=None, keepdims=False)`: the index (i32) of the "
