@@ -132,7 +132,7 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
         return cls(message, self.src.span(node), label, hint)
 
     def text(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.src.text, node) or ast.dump(node)
+        return self.src.segment(node) or ast.dump(node)
 
     # -- statements ------------------------------------------------------------------
 

@@ -33,6 +33,8 @@ inside a divergent block.
 
 from __future__ import annotations
 
+import functools
+
 from xdsl.dialects.builtin import IntegerAttr, IntegerType
 from xdsl.ir import Block, Operation, SSAValue
 
@@ -50,6 +52,26 @@ _GRID_VARYING_REGISTERS = (*VARYING_REGISTERS, "ctaid.x", "ctaid.y", "ctaid.z")
 _WARP_UNIFORM_RESULTS = ("ballot", "any", "all", "reduce_add", "reduce_min", "reduce_max",
                          "match_all")
 FULL_MASK = 0xFFFFFFFF
+
+
+# _fact's cases, in the order it tests them; an op class's case is found once
+# (`_case`): xDSL's op classes are ABCs, whose isinstance costs ~0.4 us, and a GEMM's
+# unrolled kernel asked ~20 of them for each of its ~20k ops, twice
+_CASES: tuple[tuple[str, type | tuple[type, ...]], ...] = (
+    ("slot_write", ops.SlotWriteOp), ("cond_br", ops.CondBranchOp),
+    ("constant", ops.ConstantOp), ("register", ops.RegisterOp),
+    ("index_component", ops.IndexComponentOp), ("warp", ops.WarpOp),
+    ("varying", (ops.ThreadIndexOp, ops.AtomicOp)),
+    ("primitive", (ops.InlineAsmOp, ops.HopperOp, ops.CallOp)),
+    ("slot_read", ops.SlotReadOp), ("load", (ops.LoadOp, ops.MaskedLoadOp)),
+    ("binary", ops.BinaryOp), ("compare", ops.CompareOp), ("cast", ops.CastOp),
+    ("unary", ops.UnaryOp), ("select", ops.SelectOp))
+
+
+@functools.cache
+def _case(cls: type) -> str:
+    """Which of `_CASES` ops of class `cls` fall in ("other": none)."""
+    return next((name for name, classes in _CASES if issubclass(cls, classes)), "other")
 
 
 def is_uniform(fact: int | None) -> bool:
@@ -165,7 +187,9 @@ class Divergence:
     def _visit(self, op: Operation) -> list[Operation]:
         """Update the facts `op` decides; return the ops to revisit."""
         block = op.parent_block()
-        if isinstance(op, ops.SlotWriteOp):
+        case = _case(type(op))
+        if case == "slot_write":
+            assert isinstance(op, ops.SlotWriteOp)
             fact = VARYING if block in self.divergent else self._of(op.value)
             old = self.write_facts.get(op)
             new = join(old, fact)
@@ -173,7 +197,8 @@ class Divergence:
                 return []
             self.write_facts[op] = new  # type: ignore[assignment]
             return list(self.reads_of.get(op, []))
-        if isinstance(op, ops.CondBranchOp):
+        if case == "cond_br":
+            assert isinstance(op, ops.CondBranchOp)
             if self.is_varying(op.cond) or block in self.divergent:
                 new_blocks = self.cd.get(block, set()) - self.divergent  # type: ignore[arg-type]
                 for d in new_blocks:
@@ -186,7 +211,7 @@ class Divergence:
         for r in op.results:
             if r in self.uniform:
                 continue
-            fact = self._fact(op)
+            fact = self._fact(op, case)
             if fact is None:
                 continue
             old = self.facts.get(r)
@@ -204,13 +229,14 @@ class Divergence:
         return fact
 
     # ------------------------------------------------------------------ transfer
-    def _fact(self, op: Operation) -> int | None:
-        """The fact of `op`'s result from its operands' facts (None: nothing known yet)."""
-        if isinstance(op, ops.ConstantOp):
-            value = constant_int(op.result)
+    def _fact(self, op: Operation, case: str) -> int | None:
+        """The fact of `op`'s result from its operands' facts (None: nothing known yet);
+        `case` is `op`'s class's (`_case`)."""
+        if case == "constant":
+            value = constant_int(op.results[0])
             return value % 32 if value is not None and self.residues else UNIFORM
-        if isinstance(op, ops.RegisterOp):
-            reg = op.reg.data
+        if case == "register":
+            reg = op.reg.data  # type: ignore[attr-defined]
             if self.aligned and reg == "tid.x":
                 return SPLIT
             if self.aligned and reg in ("tid.y", "tid.z"):
@@ -218,48 +244,49 @@ class Divergence:
             if reg in self.registers:
                 return VARYING
             return 0 if self.aligned and reg == "ntid.x" else UNIFORM
-        if isinstance(op, ops.IndexComponentOp) and self.aligned:
+        if case == "index_component":
+            if not self.aligned:
+                return VARYING
             rank = op.witness.type.rank.data  # type: ignore[attr-defined]
-            return SPLIT if rank == 1 or op.dim.data == 1 else UNIFORM  # x: the column
-        if isinstance(op, ops.WarpOp):
-            return UNIFORM if self.lanes and _warp_uniform_result(op) else VARYING
-        if isinstance(op, (ops.ThreadIndexOp, ops.AtomicOp, ops.IndexComponentOp)):
+            return SPLIT if rank == 1 or op.dim.data == 1 else UNIFORM  # type: ignore[attr-defined]  # x: the column
+        if case == "warp":
+            return UNIFORM if self.lanes and _warp_uniform_result(op) else VARYING  # type: ignore[arg-type]
+        if case == "varying":
             return VARYING
-        if isinstance(op, (ops.InlineAsmOp, ops.HopperOp, ops.CallOp)) \
-                and op.varies_per_thread():
-            return VARYING
-        if isinstance(op, ops.SlotReadOp):
-            writes = self.reaching.get(op, [])
+        if case == "primitive":
+            return VARYING if op.varies_per_thread() else self._combine(op)  # type: ignore[attr-defined]
+        if case == "slot_read":
+            writes = self.reaching.get(op, [])  # type: ignore[call-overload]
             if not writes:
                 return UNIFORM  # read before any write: on no path a thread takes
             fact: int | None = None
             for w in writes:
                 fact = join(fact, self.write_facts.get(w))
             return fact
-        if isinstance(op, (ops.LoadOp, ops.MaskedLoadOp)):
-            t = op.array.type
+        if case == "load":
+            t = op.array.type  # type: ignore[attr-defined]
             read_only = ((isinstance(t, ArrayType) and t.access.data == "slice")
                          or (isinstance(t, SharedArrayType) and t.space.data == "constant")
                          or op in self.clean_loads)
             # through a choice of arrays (`a if c else b`, a rebound name), which array
             # is read can differ between threads too
             return self._combine(op) if read_only else VARYING
-        if isinstance(op, ops.BinaryOp) and _is_int(op.result):
-            return self._binary(op)
-        if isinstance(op, ops.CompareOp) and _is_int(op.lhs):
-            return self._compare(op)
-        if isinstance(op, ops.CastOp) and _is_int(op.operand) and _is_int(op.result):
-            return self._of(op.operand)  # residues mod 32 survive any integer cast
-        if isinstance(op, ops.UnaryOp) and op.kind.data == "neg" and _is_int(op.result):
-            f = self._of(op.operand)
+        if case == "binary" and _is_int(op.results[0]):
+            return self._binary(op)  # type: ignore[arg-type]
+        if case == "compare" and _is_int(op.lhs):  # type: ignore[attr-defined]
+            return self._compare(op)  # type: ignore[arg-type]
+        if case == "cast" and _is_int(op.operand) and _is_int(op.results[0]):  # type: ignore[attr-defined]
+            return self._of(op.operand)  # type: ignore[attr-defined]  # residues survive
+        if case == "unary" and op.kind.data == "neg" and _is_int(op.results[0]):  # type: ignore[attr-defined]
+            f = self._of(op.operand)  # type: ignore[attr-defined]
             if f is None or f >= UNIFORM:
                 return f if f is None or f == UNIFORM else VARYING
             return (-f) % 32
-        if isinstance(op, ops.SelectOp):
-            c = self._of(op.cond)
+        if case == "select":
+            c = self._of(op.cond)  # type: ignore[attr-defined]
             if c is not None and not is_uniform(c):
                 return VARYING
-            a, b = self._of(op.if_true), self._of(op.if_false)
+            a, b = self._of(op.if_true), self._of(op.if_false)  # type: ignore[attr-defined]
             if c is None or a is None or b is None:
                 return None
             return join(a, b)

@@ -191,7 +191,7 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
         return cls(message, self.src.span(node), label, hint)
 
     def text(self, node: ast.AST) -> str:
-        return ast.get_source_segment(self.src.text, node) or ast.dump(node)
+        return self.src.segment(node) or ast.dump(node)
 
     def _reserve_shared(self, nbytes: int) -> None:
         """Count `nbytes` of shared memory against the block's limit: 48 KiB of static
