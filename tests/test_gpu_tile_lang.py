@@ -301,3 +301,13 @@ def test_atomic_old_values_on_the_gpu():
     np.testing.assert_array_equal(olds[1], np.where(t < n, t * 10, 0))
     np.testing.assert_array_equal(a, np.where(t % 2 == 0, t + 1000, t * 10)[:n] + 5)
     np.testing.assert_array_equal(b, ((3 | (t[:n] << 4)) & 0xFF) ^ 1)
+
+
+def test_a_scalar_store_converts_on_the_gpu():
+    from test_tile_scalars_atomics import scalar_conversions, scalar_conversions_reference
+
+    x = np.array([1.5, 2.25, 3.0000002, -7.75, 1e9, -1e9], np.float32)
+    outs = [np.zeros(6, bf16.numpy), np.zeros(6), np.zeros(6, np.int32)]
+    _, *got = gpu(scalar_conversions, 6, x, *outs)
+    for g, want in zip(got, scalar_conversions_reference(x), strict=True):
+        np.testing.assert_array_equal(g, want)

@@ -68,6 +68,7 @@ def test_dir_is_the_api(name: str) -> None:
         assert hasattr(module, public), f"{name}.__all__ names `{public}`, which is missing"
     shown = set(dir(module))
     assert api <= shown, f"dir({name}) hides {sorted(api - shown)}"
+    api |= set(getattr(module, "_NOT_STARRED", ()))  # API that `import *` leaves out
     extra = {n for n in shown - api if not (n.startswith("__") and n.endswith("__"))}
     assert not extra, f"dir({name}) shows {sorted(extra)} beyond __all__"
 
@@ -95,3 +96,16 @@ def test_dir_of_oxide_has_none_of_the_old_leaks() -> None:
     for leak in ("annotations", "errors", "runtime", "kernel_types", "autotuner", "frontend"):
         assert leak not in shown
     assert {"Any", "Callable", "Sequence"}.isdisjoint(dir(oxide.testing))
+
+
+def test_a_star_import_keeps_the_standard_math() -> None:
+    """`from oxide import *` then `-math.inf` in a kernel (a ported Triton kernel): the
+    standard library's `math`, not `ox.math`, which stays `ox.math`."""
+    import math
+
+    namespace: dict[str, object] = {"math": math}
+    exec("from oxide import *", namespace)
+    assert namespace["math"] is math
+    import oxide
+
+    assert "math" in dir(oxide) and oxide.math is not math

@@ -258,6 +258,19 @@ def tile_func_error_points_inside(a: Slice[f32], o: DisjointSlice[f32]):
     tile.store(o, (i,), tile_helper_bad(tile.load(a, (i,), (64,))))
 
 
+@tile.func
+def tile_helper_early_return(t, flip):
+    if flip:
+        return -t  # <-
+    return t
+
+
+@tile.kernel
+def tile_func_return_points_inside(a: Slice[f32], o: DisjointSlice[f32]):
+    i = tile.bid(0)
+    tile.store(o, (i,), tile_helper_early_return(tile.load(a, (i,), (64,)), True))
+
+
 @tile.kernel
 def bad_permute(a: Slice[f32, 2], o: DisjointSlice[f32, 2]):
     i = tile.bid(0)
@@ -329,6 +342,16 @@ def test_error_inside_a_tile_func_points_into_it():
     with pytest.raises(ox.KernelTypeError, match="tile.load takes an array parameter") as info:
         tile_func_error_points_inside.compile(V, V, arch="cpu")
     assert info.value.span.line == _marked_line(tile_helper_bad)
+
+
+def test_an_early_return_in_a_tile_func_points_at_it():
+    """Found by porting Liger's RoPE: the line shown was the calling kernel's (its source
+    with the helper's line numbers)."""
+    with pytest.raises(ox.UnsupportedFeatureError, match="returns with its last statement") \
+            as info:
+        tile_func_return_points_inside.compile(V, V, arch="cpu")
+    assert info.value.span.line == _marked_line(tile_helper_early_return)
+    assert "return it once" in str(info.value)
 
 
 def test_corpus_is_large_enough():

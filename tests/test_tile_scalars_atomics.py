@@ -97,6 +97,31 @@ def store_then_load(out: DisjointSlice[f32], B: Const[int]):
     tile.store(out, (i,), tile.load(out, (i,), ()) + 1.0)
 
 
+@tile.kernel
+def scalar_conversions(x: Slice[f32], half: DisjointSlice[ox.bf16], wide: DisjointSlice[ox.f64],
+                       count: DisjointSlice[i32]):
+    """A 0-d tile stored into an array of another dtype is converted, as a number is
+    (docs/language.md: Liger stores f32 sums into bf16 outputs this way)."""
+    i = tile.bid(0)
+    v = tile.load(x, (i,), ()) * 2.0
+    tile.store(half, (i,), v)
+    tile.store(wide, (i,), v)
+    tile.store(count, (i,), v)
+
+
+def scalar_conversions_reference(x: np.ndarray) -> tuple[np.ndarray, ...]:
+    v = x * np.float32(2)
+    return v.astype(ox.bf16.numpy), v.astype(np.float64), v.astype(np.int32)
+
+
+def test_a_scalar_store_converts_to_the_arrays_dtype() -> None:
+    x = np.array([1.5, 2.25, 3.0000002, -7.75, 1e9, -1e9], np.float32)  # i32 in range
+    outs = [np.zeros(6, ox.bf16.numpy), np.zeros(6), np.zeros(6, np.int32)]
+    cpu(scalar_conversions, 6, x, *outs)
+    for got, want in zip(outs, scalar_conversions_reference(x), strict=True):
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_block_sees_its_own_scalar_store() -> None:
     out = np.zeros(6, np.float32)
     cpu(store_then_load, 6, out, 4)

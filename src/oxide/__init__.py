@@ -116,7 +116,8 @@ __all__ = [
     "f64", "ffs", "func", "grid", "grid_dim", "i16", "i32", "i64", "i8", "InternalCompilerError",
     "Kernel", "kernel", "KernelAssertionError", "KernelIndexError", "KernelOptions",
     "KernelSyntaxError", "KernelTypeError", "lane_id", "launch", "LaunchConfig", "LaunchError",
-    "load_bundle", "local", "math", "mulhi", "OxideError", "PerformanceWarning", "popc", "RawSlice", "SafetyError",
+    "load_bundle", "local", "mulhi", "OxideError", "PerformanceWarning", "popc", "RawSlice",
+    "SafetyError",
     "set_device", "shared", "Slice", "sync_threads", "sync_threads_and", "sync_threads_count",
     "sync_threads_or", "sync_warp", "synchronize", "TargetError", "testing", "thread", "tile",
     "thread_idx", "threadfence", "threadfence_block", "threadfence_system", "to_device",
@@ -127,6 +128,9 @@ __all__ = [
     "mbarrier", "mma_sync", "named_barrier_sync", "setmaxnreg", "stmatrix",
     "wgmma", "wgmma_commit", "wgmma_desc", "wgmma_fence", "wgmma_wait", "tma", "TensorMap",
 ]
+# API that `from oxide import *` leaves out: `ox.math` would shadow the standard library's
+# `math` (a ported kernel's `-math.inf` then fails); `dir(oxide)` still lists it
+_NOT_STARRED = ("math",)
 
 
 def __getattr__(name: str) -> object:
@@ -153,5 +157,5 @@ def __getattr__(name: str) -> object:
 def __dir__() -> list[str]:
     """`dir(oxide)` lists the API (`__all__`), not the submodules it is built from: a name
     that tab completion offers is one to use."""
-    return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})
+    return sorted({*__all__, *_NOT_STARRED, *(n for n in globals() if n.startswith("__"))})
 

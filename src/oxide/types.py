@@ -197,7 +197,9 @@ class _ArrayFactory:
         dtype, rank = (item if isinstance(item, tuple) else (item, 1))
         if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= 3:
             raise self._error(f"array rank must be 1, 2 or 3, got {rank!r}",
-                              "a rank is the number of indices: `Slice[f32, 2]` for a matrix")
+                              "a rank is the number of indices: `Slice[f32, 2]` for a matrix"
+                              + ("; for one value (a 0-d result), pass a 1-element array "
+                                 "and use index `(0,)`" if rank == 0 else ""))
         if not isinstance(dtype, (DType, TypeVar)):
             try:
                 dtype = dtype_of(dtype)

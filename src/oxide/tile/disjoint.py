@@ -226,7 +226,10 @@ class TileDisjointMixin:
             return self.error(SafetyError, at, message,
                               label=f"`{text}` is a computed integer; arithmetic drops the "
                                     "uniqueness guarantee",
-                              hint="write at `(tile.bid(0), ...)`, " + raw_hint)
+                              hint="write at `(tile.bid(0), ...)`; for Triton's grouped "
+                                   "(L2-swizzled) order of a 1-D grid, `pid_m, pid_n = "
+                                   "tile.grouped_bid(num_m, num_n, group)` gives the same "
+                                   "tiles and keeps them witnesses; " + raw_hint)
         return self.error(SafetyError, at, message,
                           label=f"`{text}` is not derived from a TileIndex, and no other item "
                                 "of the index is one",

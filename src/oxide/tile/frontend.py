@@ -243,11 +243,15 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
         self.b.where = (self.src.span(node),)
         method = getattr(self, f"stmt_{type(node).__name__}", None)
         if method is None:
+            hint = ("tile kernels support assignments, calls (tile.store, atomics), `for` "
+                    "over `range` or `tile.tiles`, `while`, `if` on scalars and compile-time "
+                    "values, and `with ox.unsafe():`")
+            if isinstance(node, ast.Return):  # an early exit: the rest under an `if`
+                hint = ("a tile kernel ends at its last statement: put the rest under "
+                        "`if not cond:` (or `else:`) instead of returning early")
             raise self.error(UnsupportedFeatureError, node,
                              f"`{type(node).__name__}` statements are not supported in tile "
-                             "kernels", hint="tile kernels support assignments, tile.store "
-                             "calls, `for` over `range`, `if` on compile-time values and "
-                             "`with ox.unsafe():`")
+                             "kernels", hint=hint)
         method(node)
         self.b.where = outer
 
@@ -521,9 +525,11 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
             raise self.error(UnsupportedFeatureError, node,
                              f"`{f.__name__}` calls itself; tile helpers cannot recurse")
         tree = f.source.tree
+        # the helper's own lowering: its diagnostics point into its source
+        sub = TileLowering(self.b, f.source, f.scope, self.ctx, self.num_warps)
         params = [a.arg for a in (*tree.args.posonlyargs, *tree.args.args)]
         if tree.args.vararg or tree.args.kwarg or tree.args.kwonlyargs or tree.args.defaults:
-            raise self.error(UnsupportedFeatureError, tree,
+            raise sub.error(UnsupportedFeatureError, tree,
                              "@ox.tile.func parameters are plain names (no defaults, *args, "
                              "keyword-only or **kwargs)")
         values: dict[str, Any] = {}
@@ -539,7 +545,6 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
                              f"`{f.__name__}` takes {len(params)} argument"
                              f"{'s' if len(params) != 1 else ''} ({', '.join(params)}), got "
                              f"{len(node.args) + len(node.keywords)}")
-        sub = TileLowering(self.b, f.source, f.scope, self.ctx, self.num_warps)
         sub.em, sub.stores, sub.unsafe_depth = self.em, self.stores, self.unsafe_depth
         sub.vector = self.vector
         sub.call_stack = (*self.call_stack, f)
@@ -552,8 +557,10 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
         for stmt in body:
             for n in ast.walk(stmt):
                 if isinstance(n, ast.Return):
-                    raise self.error(UnsupportedFeatureError, n,
-                                     "an @ox.tile.func returns with its last statement only")
+                    raise sub.error(UnsupportedFeatureError, n,
+                                    "an @ox.tile.func returns with its last statement only",
+                                    hint="assign the result in each arm and return it once, "
+                                         "at the end (`r = a if cond else b` ... `return r`)")
             sub.lower_stmt(stmt)
         if isinstance(last, ast.Return) and last.value is not None:
             result = sub.expr(last.value)

@@ -81,7 +81,11 @@ class TileLoopsMixin:
         if not persistent and not (isinstance(step.obj if isinstance(step, Static) else None,
                                               int) and step.obj != 0):
             raise self.error(UnsupportedFeatureError, step_node,
-                             "the step of a tile kernel loop is a non-zero constant")
+                             "the step of a tile kernel loop is a non-zero constant",
+                             hint="to walk tiles with a stride of the grid's size "
+                                  "(`range(tile.bid(0), n, tile.num_blocks(0))`), write the "
+                                  "persistent loop `for t in tile.tiles(n):`, whose `t` a "
+                                  "DisjointSlice may also be stored at")
         for v, n in zip((start, stop), it.args if len(it.args) > 1 and not persistent
                         else (it, it.args[0]), strict=False):
             if not ((isinstance(v, Static) and isinstance(v.obj, int)

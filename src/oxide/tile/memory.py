@@ -139,7 +139,10 @@ class TileMemoryMixin:
         if isinstance(value, Static) and isinstance(value.obj, (bool, int, float)):
             value = self.as_tile(value, node.args[2], arr.dtype)  # one element
         if isinstance(value, Tile) and value.ndim == 0 and arr.type.rank:
-            # a scalar: the tile of shape (1, ..., 1) at the index, written by one thread
+            # a scalar: converted to the array's dtype (as a number is), then the tile of
+            # shape (1, ..., 1) at the index, written by one thread
+            if value.dtype != arr.dtype:
+                value = self.cast(value, arr.dtype)
             rank = arr.type.rank
             value, order = self.t.expand(value, tuple(range(rank)), (1,) * rank), None
         if not isinstance(value, Tile):
