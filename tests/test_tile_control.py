@@ -315,3 +315,54 @@ def test_a_loop_bound_reduced_in_every_warp_alike_is_uniform():
     o = np.zeros((6, 32), np.float32)
     cpu(replicated_bound, (3, 2), x, o, 2, 16)
     np.testing.assert_array_equal(o[:, :31], replicated_bound_reference(x, o.shape)[:, :31])
+
+
+# -- Triton's persistent loop as its tutorials write it --------------------------------------
+
+
+@tile.kernel(num_warps=2)
+def grid_stride(x: Slice[f32, 2], o: DisjointSlice[f32, 2], B: Const[int]):
+    """`range(tile.bid(0), n, tile.num_blocks(0))` is `tile.tiles(n)`: `row` is a witness."""
+    for row in range(tile.bid(0), x.shape[0], tile.num_blocks(0)):
+        tile.store(o, (row, 0), tile.load(x, (row, 0), (1, B)) * 2.0)
+
+
+@pytest.mark.parametrize("grid", [1, 3, 40])
+def test_a_grid_stride_range_is_the_persistent_loop(grid):
+    x = rng.standard_normal((37, 50)).astype(np.float32)
+    o = np.zeros_like(x)
+    cpu(grid_stride, grid, x, o, 64)
+    np.testing.assert_array_equal(o, x * 2)
+
+
+def _stride_kernel(start: str, step: str):
+    """A kernel storing at `row` of `range(<start>, n, <step>)`, from a file (kernels need
+    their source)."""
+    import importlib.util
+    import pathlib
+    import tempfile
+
+    text = (
+        "from oxide import Const, DisjointSlice, Slice, f32, tile\n\n\n"
+        "@tile.kernel\n"
+        "def k(x: Slice[f32, 2], o: DisjointSlice[f32, 2], B: Const[int]):\n"
+        f"    for row in range({start}, x.shape[0], {step}):\n"
+        "        tile.store(o, (row, 0), tile.load(x, (row, 0), (1, B)))\n")
+    path = pathlib.Path(tempfile.mkdtemp()) / "stride_kernel.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location("stride_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.k
+
+
+@pytest.mark.parametrize("start, step, error", [
+    ("tile.bid(0) + 1", "tile.num_blocks(0)", ox.UnsupportedFeatureError),
+    ("tile.bid(1)", "tile.num_blocks(0)", ox.UnsupportedFeatureError),
+    ("tile.bid(0)", "tile.num_blocks(1)", ox.UnsupportedFeatureError),
+    ("tile.bid(0)", "tile.num_blocks(0) // 2", ox.UnsupportedFeatureError),
+])
+def test_other_strides_stay_refused(start, step, error):
+    x = np.zeros((8, 8), np.float32)
+    with pytest.raises(error, match="the step of a tile kernel loop is a non-zero constant"):
+        cpu(_stride_kernel(start, step), 2, x, np.zeros_like(x), 8)

@@ -57,13 +57,13 @@ def test_softmax_persistent(dtype):
         assert half_close(out, want, 2.0 ** -8)
 
 
-@pytest.mark.xfail(strict=True, raises=ox.UnsupportedFeatureError, reason="UnsupportedFeatureError: the step of a tile kernel "
-                   "loop is a non-zero constant")
-def test_softmax_range_over_num_programs():
-    """The tutorial's `range(pid, n_rows, num_programs)` loop, written literally."""
+@pytest.mark.parametrize("grid", [1, 7, 64])
+def test_softmax_range_over_num_programs(grid):
+    """The tutorial's `range(pid, n_rows, num_programs)` loop, written literally: the
+    persistent loop, as `tile.tiles` (it was refused: a loop's step was a constant)."""
     x = rng(2).standard_normal((50, 100)).astype(np.float32)
     out = np.zeros_like(x)
-    tutorial_softmax.softmax_kernel_range[7](x, out, 128)
+    tutorial_softmax.softmax_kernel_range[grid](x, out, 128)
     assert np.allclose(out, tutorial_softmax.reference(x), **F32_TOL)
 
 

@@ -46,7 +46,7 @@ from oxide.lang import (
     lane_id,
     ldmatrix,
     local,
-    math,
+    math,  # noqa: F401 - API, kept out of `import *` (_NOT_STARRED)
     mbarrier,
     mma_sync,
     mulhi,

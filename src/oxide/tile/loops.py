@@ -72,6 +72,12 @@ class TileLoopsMixin:
         args = [self.expr(a) for a in it.args]
         start, stop, step = ((Static(0), args[0], Static(1)) if len(args) == 1 else
                              (args[0], args[1], args[2] if len(args) == 3 else Static(1)))
+        if not persistent and len(args) == 3 and _grid_stride(start, step):
+            # `range(tile.bid(0), n, tile.num_blocks(0))`, Triton's persistent loop as its
+            # tutorials write it: the same loop as `tile.tiles(n)`, and its variable the
+            # same witness
+            persistent, it = True, ast.Call(func=it.func, args=[it.args[1]], keywords=[])
+            ast.copy_location(it, node.iter)
         if persistent:  # from this block's index, by the grid's size: each t in one block
             start = self.scalar_tile(self.b.value(ops.RegisterOp("ctaid.x", ir_type(T.i32))),
                                      T.i32)
@@ -82,10 +88,10 @@ class TileLoopsMixin:
                                               int) and step.obj != 0):
             raise self.error(UnsupportedFeatureError, step_node,
                              "the step of a tile kernel loop is a non-zero constant",
-                             hint="to walk tiles with a stride of the grid's size "
-                                  "(`range(tile.bid(0), n, tile.num_blocks(0))`), write the "
-                                  "persistent loop `for t in tile.tiles(n):`, whose `t` a "
-                                  "DisjointSlice may also be stored at")
+                             hint="a stride of the grid's size is the persistent loop: "
+                                  "`range(tile.bid(0), n, tile.num_blocks(0))` or "
+                                  "`tile.tiles(n)`, whose variable a DisjointSlice may "
+                                  "also be stored at")
         for v, n in zip((start, stop), it.args if len(it.args) > 1 and not persistent
                         else (it, it.args[0]), strict=False):
             if not ((isinstance(v, Static) and isinstance(v.obj, int)
@@ -284,3 +290,16 @@ def _is_dotted_name(node: ast.expr) -> bool:
     while isinstance(node, ast.Attribute):
         node = node.value
     return isinstance(node, ast.Name)
+
+
+def _grid_stride(start: Any, step: Any) -> bool:
+    """Whether `start` is `tile.bid(0)` itself and `step` `tile.num_blocks(0)` (a
+    `tile.from_scalar` of the `nctaid.x` register)."""
+    if not (isinstance(start, Tile) and start.witness == Witness(0) and isinstance(step, Tile)
+            and step.ndim == 0):
+        return False
+    owner = step.ssa.owner
+    if getattr(owner, "name", None) != "tile.from_scalar":
+        return False
+    reg = owner.operands[0].owner
+    return isinstance(reg, ops.RegisterOp) and reg.reg.data == "nctaid.x"
