@@ -29,6 +29,7 @@ from oxide.kernel_types import (  # noqa: F401 - oxide.kernel's names, as before
     _param_type_hint,
     _RefusedAnnotation,
     _require_function,
+    apply_decorator,
     func,
 )
 from oxide.runtime.config import as_int
@@ -163,18 +164,8 @@ def kernel(fn: Callable[..., Any] | None = None, *, checks: bool = True, contrac
                                 block=_block_option(block, 1), stack_size=stack_size)
         _check_options(options, 1)
         _check_stack_size(stack_size, 1)
-        if fn is None:
-            def decorate(f: Callable[..., Any]) -> Kernel:
-                try:
-                    _require_function(f, "@ox.kernel", 1)
-                    return Kernel(f, options, _decorator_locals(1))
-                except OxideError as exc:
-                    user_frames_only(exc)
-                    raise
-
-            return decorate
-        _require_function(fn, "@ox.kernel", 1)
-        return Kernel(fn, options, _decorator_locals(1))
+        return apply_decorator(fn, "@ox.kernel",
+                               lambda f, localns: Kernel(f, options, localns))
     except OxideError as exc:
         user_frames_only(exc)
         raise

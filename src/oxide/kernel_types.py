@@ -285,6 +285,27 @@ def _require_function(fn: Any, decorator: str, depth: int) -> None:
                                 hint=f"write `{decorator}` above `def name(...):`")
 
 
+def apply_decorator(fn: Callable[..., Any] | None, decorator: str,
+                    build: Callable[[Callable[..., Any], dict[str, Any] | None], Any]) -> Any:
+    """`@decorator` applied to `fn`, or for `@decorator(...)` (fn None) the function that
+    applies it: `build(f, locals)` makes the kernel from the function and the locals of
+    the frame that applied the decorator. Called by the decorator itself (the user's
+    frame is its caller's caller); the errors the applying function raises keep only the
+    user's frames."""
+    if fn is None:
+        def decorate(f: Callable[..., Any]) -> Any:
+            try:
+                _require_function(f, decorator, 1)
+                return build(f, _decorator_locals(1))
+            except OxideError as exc:
+                user_frames_only(exc)
+                raise
+
+        return decorate
+    _require_function(fn, decorator, 2)
+    return build(fn, _decorator_locals(2))
+
+
 def func(fn: Callable[..., Any]) -> DeviceFunction:
     """Declare a device function, callable from kernels and other @ox.func."""
     try:

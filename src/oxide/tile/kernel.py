@@ -20,6 +20,7 @@ from oxide.kernel import (
     _caller_span,
     _decorator_locals,
     _require_function,
+    apply_decorator,
 )
 from oxide.runtime.config import LaunchConfig, as_int
 from oxide.runtime.launch import bind_launch
@@ -189,18 +190,8 @@ def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int = 4,
     """
     try:
         options = tile_options(num_warps, occupancy, lineinfo, depth=1, num_stages=num_stages)
-        if fn is None:
-            def decorate(f: Callable[..., Any]) -> TileKernel:
-                try:
-                    _require_function(f, "@ox.tile.kernel", 1)
-                    return TileKernel(f, options, _decorator_locals(1))
-                except OxideError as exc:
-                    user_frames_only(exc)
-                    raise
-
-            return decorate
-        _require_function(fn, "@ox.tile.kernel", 1)
-        return TileKernel(fn, options, _decorator_locals(1))
+        return apply_decorator(fn, "@ox.tile.kernel",
+                               lambda f, localns: TileKernel(f, options, localns))
     except OxideError as exc:
         user_frames_only(exc)
         raise
