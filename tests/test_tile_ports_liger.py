@@ -102,17 +102,18 @@ def test_rms_norm_backward_raw(cpu, dtype):
     assert_close(part.sum(axis=0), want_dw, np.float32, scale=True)
 
 
-@pytest.mark.xfail(strict=True, raises=ox.SafetyError, reason=(
-    "`dx` is a DisjointSlice: it is written only at a tile index built from this block's "
-    "TileIndex witnesses (tile.bid(axis)), which tell blocks apart, and any other integers"))
-def test_rms_norm_backward_contiguous_runs(cpu):
-    """Liger's form: program pid takes rows [pid * rows_per_program, ...); the row index
-    is arithmetic on tile.bid(0), so not a witness (documented: language.md, Safety)."""
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_rms_norm_backward_contiguous_runs(cpu, dtype):
+    """Liger's form as written: program pid takes rows [pid * rows_per_program, ...), and
+    `row` is a witness of that run (tile/run_witness.py): dx stays a DisjointSlice."""
     rows, cols, programs, per = 37, 300, 8, 5
-    x, w, dy, r = rms_backward_inputs(rows, cols, np.float32)
+    x, w, dy, r = rms_backward_inputs(rows, cols, dtype)
     dx, part = np.zeros_like(x), np.zeros((programs, cols), np.float32)
     rms.rms_norm_backward_contiguous[programs](dy, x, w, r, dx, part, np.float32(0.5), per,
                                                rms.block_for(cols))
+    want_dx, want_dw = rms.backward_model(dy, x, w, r, 0.5)
+    assert_close(dx, want_dx, dtype, scale=True)
+    assert_close(part.sum(axis=0), want_dw, np.float32, scale=True)
 
 
 # --- SwiGLU / GEGLU --------------------------------------------------------------------

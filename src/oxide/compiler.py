@@ -284,8 +284,10 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         group = launch_group(func, lowered.builder.origins, kernel.options.block)
         if group:
             launch_rules += (WHOLE_WARPS if group == 32 else WHOLE_WARP_GROUPS,)
-    # tile kernels: the grid axes their DisjointSlice stores tell blocks apart by
+    # tile kernels: the grid axes their DisjointSlice stores tell blocks apart by, and
+    # what their witnesses need of a launch
     grid_axes = getattr(lowered, "grid_axes", None)
+    launch_rules += getattr(lowered, "launch_rules", ())
     if lanes_proved and (divergent is not None or needs_proof(func)):
         grid_axes = check_shared_races(func, lowered.sites, lowered.builder.origins,
                                        varying_values(func, lowered.builder.uniform),

@@ -86,9 +86,10 @@ from oxide import types as T
 from oxide.codegen.abi import ParamABI
 from oxide.errors import ArgumentError, DeviceError, LaunchError, OxideError, Span
 from oxide.kernel_types import KernelOptions, Param
-from oxide.runtime.cache_entry import GRID_X_FACTORS, THREAD_INDEX_RANKS
+from oxide.runtime.cache_entry import GRID_X_FACTORS
 from oxide.runtime.launch import CPU_ERROR, bind_launch
 from oxide.runtime.safe_read import read_regular_file
+from oxide.runtime.witness_rules import is_launch_rule
 from oxide.specialize import ConstValue, signature_from
 
 MANIFEST = "bundle.json"
@@ -268,7 +269,7 @@ def _sites(data: list[dict[str, Any]]) -> list[BundledSite]:
 
 def _ranks(ranks: Any) -> tuple[int, ...]:
     """The ThreadIndex ranks a kernel creates (runtime/witness_rules.py), checked."""
-    if not isinstance(ranks, list) or not all(type(r) is int and r in THREAD_INDEX_RANKS
+    if not isinstance(ranks, list) or not all(type(r) is int and is_launch_rule(r)
                                               for r in ranks):
         raise ValueError(f"thread_index_ranks {ranks!r} are not ranks oxide emits")
     return tuple(ranks)

@@ -24,6 +24,8 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from oxide.runtime.witness_rules import is_launch_rule
+
 MAGIC = b"OXIDE-KERNEL-CACHE 2\n"
 _DIGEST = 32
 _LENGTH = struct.Struct("<I")
@@ -33,8 +35,6 @@ MAX_HEADER_BYTES = 16 << 20
 # codegen/coarsen.py's FACTOR, or 1 (not imported from there: that module imports xdsl);
 # tests/test_trust_cli_cache.py checks the two agree.
 GRID_X_FACTORS = frozenset({1, 4})
-# witness_rules.py's codes: witness ranks, grid rules and whole-warp rules
-THREAD_INDEX_RANKS = frozenset({1, 2, 3, 20, 21, 22}) | frozenset(range(10, 18))
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]{0,1023}")
 _FIELDS = frozenset({"key", "symbol", "arg_sizes", "grid_x_factor", "thread_index_ranks",
@@ -113,7 +113,7 @@ def _checked(header: Any, cubin: bytes) -> EntryData:
     if type(factor) is not int or factor not in GRID_X_FACTORS:
         raise CorruptEntry(f"grid_x_factor {factor!r} is not one oxide emits")
     ranks = _ints(header["thread_index_ranks"], "thread_index_ranks")
-    if not set(ranks) <= THREAD_INDEX_RANKS or list(ranks) != sorted(set(ranks)):
+    if not all(map(is_launch_rule, ranks)) or list(ranks) != sorted(set(ranks)):
         raise CorruptEntry("thread_index_ranks out of range")
     sites = header["sites"]
     if not isinstance(sites, list):

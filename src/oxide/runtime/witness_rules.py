@@ -37,6 +37,27 @@ WHOLE_WARP_ROWS = 20
 WHOLE_WARPS = 21
 WHOLE_WARP_GROUPS = 22
 GROUP_THREADS = {WHOLE_WARPS: 32, WHOLE_WARP_GROUPS: 128}
+# A tile kernel whose DisjointSlice index is the variable of a loop over this block's run
+# of rows, `range(b * R, min(b * R + R, n))` with `b * R` in 32 bits (tile/run_witness.py):
+# the runs of two blocks are disjoint only while grid[axis] * R stays below 2**31.
+# Codes: RUN_RULE_BASE + axis * RUN_AXIS + R.
+RUN_RULE_BASE = 1 << 40
+RUN_AXIS = 1 << 32
+_RUN_LIMIT = (1 << 31) - 1
+
+
+def run_rule(axis: int, rows: int) -> int:
+    """The launch-rule code for runs of `rows` rows per block along grid `axis`."""
+    assert 0 <= axis < 3 and 1 <= rows <= _RUN_LIMIT
+    return RUN_RULE_BASE + axis * RUN_AXIS + rows
+
+
+def is_launch_rule(code: int) -> bool:
+    """Whether `code` is one oxide emits (the disk cache and bundles check theirs)."""
+    if code in (1, 2, 3, WHOLE_WARP_ROWS, WHOLE_WARPS, WHOLE_WARP_GROUPS) or code in GRID_RULES:
+        return True
+    return (RUN_RULE_BASE <= code < RUN_RULE_BASE + 3 * RUN_AXIS
+            and 1 <= (code - RUN_RULE_BASE) % RUN_AXIS <= _RUN_LIMIT)
 
 
 def grid_rule(axes: frozenset[str] | None) -> tuple[int, ...]:
@@ -63,6 +84,9 @@ def check_witness_config(kernel_name: str, ranks: Iterable[int], cfg: LaunchConf
             continue
         if rank in GRID_RULES:
             _check_grid_rule(kernel_name, rank - GRID_RULE_BASE, cfg, tile_block)
+            continue
+        if rank >= RUN_RULE_BASE:
+            _check_run_rule(kernel_name, *divmod(rank - RUN_RULE_BASE, RUN_AXIS), cfg)
             continue
         covered = _COVERED_AXES.get(rank)
         if covered is None:
@@ -126,6 +150,17 @@ def _check_grid_rule(kernel_name: str, mask: int, cfg: LaunchConfig,
         f"by {', '.join(used) if used else 'nothing (every block writes the same elements)'}"
         f"; this launch has {', '.join(bad)}, so several blocks would write one element. "
         "Launch with those grid dimensions at 1, or make the index use them")
+
+
+def _check_run_rule(kernel_name: str, axis: int, rows: int, cfg: LaunchConfig) -> None:
+    blocks = cfg.grid[axis]
+    if blocks * rows > _RUN_LIMIT:
+        raise LaunchError(
+            f"`{kernel_name}` gives each block a run of {rows} rows, from tile.bid({axis}) * "
+            f"{rows} in 32-bit integers; a grid of {blocks} blocks along axis {axis} takes "
+            f"that past 2**31 - 1, where it wraps and two blocks' runs could meet. Launch "
+            f"fewer than {_RUN_LIMIT // rows + 1} blocks, or compute the run in 64 bits: "
+            f"`tile.bid({axis}).astype(i64) * {rows}`")
 
 
 def _check_whole_warp_rows(kernel_name: str, cfg: LaunchConfig) -> None:

@@ -61,6 +61,9 @@ class DisjointUses:
 
     arrays: dict[str, ArrayRule] = field(default_factory=dict)
     witnesses: set[SSAValue] = field(default_factory=set)  # the values that are witnesses
+    witness_of: dict[SSAValue, Witness] = field(default_factory=dict)  # and what each is
+    # launch rules the witnesses need (runtime/witness_rules.py: `run_rule`)
+    launch_rules: set[int] = field(default_factory=set)
     # values that would be witnesses but for a reason, and the node that shows it
     notes: dict[SSAValue, tuple[str, ast.AST]] = field(default_factory=dict)
     # for `oxide bench`'s grid (tile/grid.py): grid axis -> (array, its dimension, the
@@ -108,6 +111,7 @@ class TileDisjointMixin:
     def witness(self, t: Tile, w: Witness) -> Tile:
         """`t` as a TileIndex (recorded, so that diagnostics know arithmetic on it)."""
         self.stores.witnesses.add(t.ssa)
+        self.stores.witness_of[t.ssa] = w
         return Tile(t.dtype, t.shape, t.ssa, w)
 
     def check_disjoint(self, arr: TArray, items: list[Any], nodes: list[ast.AST],
@@ -164,6 +168,15 @@ class TileDisjointMixin:
                 at = nodes[ks[0]]
                 label = (f"`{self.text(at)}` ({w.describe()}) indexes dimension {ks[0]} of "
                          f"`{arr.name}` here, dimension {there[0]} on line {first.line}")
+                break
+            other = next((o for o, at_o in first.positions.items()
+                          if o.axis == w.axis and o != w and at_o == ks), None)
+            if there is None and other is not None and w.part is None and other.part is None:
+                at = nodes[ks[0]]
+                label = (f"`{self.text(at)}` is {w.describe()}, and line {first.line} has "
+                         f"{other.describe()} there: two TileIndexes of one axis that "
+                         "blocks can share values of (a block's run of rows holds other "
+                         "blocks' tile.bid)")
                 break
             if there is None and w.part is not None and any(
                     o.part == w.part and o.axis == w.axis for o in first.positions):
@@ -234,7 +247,10 @@ class TileDisjointMixin:
                           label=f"`{text}` is not derived from a TileIndex, and no other item "
                                 "of the index is one",
                           hint=f"put the block's TileIndex in the index, e.g. "
-                               f"`(tile.bid(0), {text})`, " + raw_hint)
+                               f"`(tile.bid(0), {text})`; the variable of a loop over the "
+                               "block's run of rows, `for r in range(b * R, min(b * R + R, "
+                               "n))` with b = tile.bid(0) and R a Const, is one too; "
+                               + raw_hint)
 
     def _derivation(self, v: SSAValue) -> str | None:
         """How `v` comes from a witness: "cast" (a narrowing cast of one), "arithmetic"

@@ -76,6 +76,7 @@ class TileLowered(LoweredKernel):
 
     grid_axes: frozenset[str] | None = None
     tile_ir: str | None = None  # the tile dialect before lowering (OXIDE_DUMP=tile)
+    launch_rules: tuple[int, ...] = ()  # what its witnesses need of a launch (witness_rules)
 
 
 def is_power_of_two(n: int) -> bool:
@@ -98,7 +99,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     func = b.finish()
     covered = low.stores.grid_axes()
     axes = None if covered is None else frozenset("xyz"[a] for a in covered)
-    return TileLowered(func, b.sites, ctx, b, axes, tile_ir)
+    return TileLowered(func, b.sites, ctx, b, axes, tile_ir, tuple(sorted(low.stores.launch_rules)))
 
 
 def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str

@@ -22,8 +22,10 @@ from oxide.errors import CompileError, KernelSyntaxError, KernelTypeError, Unsup
 from oxide.frontend.loops import next_counter
 from oxide.ir import ops
 from oxide.ir.types import ir_type
+from oxide.runtime.witness_rules import run_rule
 from oxide.tile import lang
 from oxide.tile.control import names_stored
+from oxide.tile.run_witness import run_of
 from oxide.tile.values import Static, Tile, Witness, describe
 
 
@@ -108,6 +110,11 @@ class TileLoopsMixin:
             dt = T.i64  # `range(0, n, 2**40)`: counted in i64, as Python counts it
         if persistent:  # t + num_blocks must not wrap past a stop near 2**31
             dt = T.i64
+        run = (run_of(start, stop, self.stores.witness_of)
+               if not persistent and isinstance(start, Tile) and isinstance(stop, Tile)
+               and step.obj > 0 else None)
+        if run is not None and run.narrow:  # `b * R` in 32 bits: the grid must keep it
+            self.stores.launch_rules.add(run_rule(run.witness.axis, run.rows))
         # the names the body rebinds that hold tiles now: carried in slots
         assigned = names_stored(node.body)
         if not persistent and self.num_stages >= 2:
@@ -146,7 +153,11 @@ class TileLoopsMixin:
         for name, (t, var) in carried.items():
             self.env[name] = self.t.var_read(var, t.shape, t.dtype)
         index = self.scalar_tile(k, dt)
-        self.env[node.target.id] = (self.witness(index, Witness(0)) if persistent else index)
+        if persistent:
+            index = self.witness(index, Witness(0))
+        elif run is not None:  # a block's run of rows (tile/run_witness.py)
+            index = self.witness(index, run.witness)
+        self.env[node.target.id] = index
         self.stores.persistent |= persistent
         skipped = set()
         for stmt, name in piped:  # this iteration's tile, and a later one's load issued now

@@ -39,6 +39,9 @@ class Witness:
     sizes: Hashable = None
 
     def describe(self) -> str:
+        if isinstance(self.sizes, tuple) and self.sizes[:1] == ("run",):
+            return (f"a TileIndex of grid axis {self.axis}'s runs of {self.sizes[1]} rows "
+                    f"(tile/run_witness.py)")
         if self.part is None:
             return f"a TileIndex of grid axis {self.axis}"
         return f"the {('row', 'column')[self.part]} of a tile.grouped pair"
