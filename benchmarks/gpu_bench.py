@@ -97,6 +97,11 @@ def empty2(x: Slice[f32]):
     pass
 
 
+@ox.kernel
+def empty3(x: Slice[f32]):
+    pass
+
+
 def seconds_per_call(fn: Callable[[], None], calls: int, rounds: int,
                      include_sync: bool) -> float:
     """Median over `rounds` of (time for `calls` back-to-back calls) / calls."""
@@ -198,11 +203,19 @@ def bench_launch_overhead() -> None:
         if empty.__dict__["_oxide_launchers"].last.flavor != "warmup":
             break
     sync()
-    flavor = empty.__dict__["_oxide_launchers"].last.flavor
+    launchers = empty.__dict__["_oxide_launchers"]
+    flavor = launchers.last.flavor
+    if launchers.native is not None:
+        flavor = "native binder"
     print(f"  oxide launches through: {flavor} "
           f"{native_launch.unavailable_reason()}".rstrip())
     measure(f"oxide ox.launch(k, cfg, tensor) [{flavor}]", lambda: ox.launch(empty, cfg, t))
     measure(f"oxide k[cfg](tensor) [{flavor}]", lambda: empty[cfg](t))
+    # The Python binder alone (runtime/fastpath.py), as before native binders: a third
+    # kernel whose native twin is set aside (it stays so while its Python binder launches).
+    ox.launch(empty3, cfg, t)
+    empty3.__dict__["_oxide_launchers"].native = None
+    measure("oxide ox.launch(k, cfg, tensor) [python binder]", lambda: ox.launch(empty3, cfg, t))
     # The same through ctypes, as without llvmlite: a second kernel whose binder was
     # made while the trampoline was off.
     saved = native_launch._built

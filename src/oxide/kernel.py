@@ -73,8 +73,8 @@ class Kernel(KernelBase):
 
     def __getitem__(self, config: Any) -> Any:
         bound = self.__dict__.get("_oxide_bound")  # bind_launch's first test, inlined
-        if bound is not None and bound.config is config:
-            return bound
+        if bound is not None and bound[0] is config:
+            return bound[1]
         return bind_launch(self, config)
 
 

@@ -8,6 +8,7 @@ first CUDA GPU is used, or the CPU where there is none (said once, on stderr).
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
 import sys
@@ -56,9 +57,36 @@ class _State(threading.local):
         self.current: Device | None = None
 
     def update(self) -> None:
-        self.current = self.stack[-1] if self.stack else self.device
+        current = self.current = self.stack[-1] if self.stack else self.device
+        elsewhere = current is not None and (current.kind != "cuda" or current.index != 0)
+        if elsewhere != (self.__dict__.get("elsewhere") is not None):
+            self.elsewhere = _Elsewhere() if elsewhere else None
 
 
+class _Elsewhere:
+    """Held by a thread's `_State` while that thread chooses a device other than GPU 0;
+    `only_gpu0` is 0 while any thread holds one. A thread that ends drops its state,
+    and with it its token."""
+
+    def __init__(self) -> None:
+        global _elsewhere
+        with _elsewhere_lock:
+            only_gpu0.value = 0
+            _elsewhere += 1
+
+    def __del__(self) -> None:
+        global _elsewhere
+        with _elsewhere_lock:  # reentrant: a collection may run this inside __init__
+            _elsewhere -= 1
+            if _elsewhere == 0:
+                only_gpu0.value = 1
+
+
+# 1 while no thread chooses a device other than GPU 0 (`_Elsewhere`): native binders
+# (runtime/native_binder.py) launch, on GPU 0, only while it holds.
+only_gpu0 = ctypes.c_uint8(1)
+_elsewhere = 0
+_elsewhere_lock = threading.RLock()
 _state = _State()
 _announced = False
 _default: Device | None = None  # what default_device() found (it does not change)

@@ -54,6 +54,8 @@ The generated source of a binder is in `binder.source` (and in tracebacks).
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import itertools
 import linecache
 import math
@@ -61,7 +63,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from oxide.runtime import device as _device
 from oxide.runtime import gpu, native_launch
+from oxide.runtime import native_binder as nb
 from oxide.runtime.args import (
     _FLOAT_MAX,
     _INT_RANGES,
@@ -97,18 +101,18 @@ def launch(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...], stream: Any,
         last = launchers.last
         for binder in launchers.fast.get(_key(launchers, device.index, args), ()):
             if binder is not last and binder(cfg, args, stream, device):
-                launchers.last = binder
+                _use(launchers, binder, cfg, args)
                 return
     launcher = gpu.launch_gpu(kernel, cfg, args, stream, device)
     if not launcher.plan.copies:
-        _remember(kernel.__dict__["_oxide_launchers"], launcher, args, device.index)
+        _remember(kernel.__dict__["_oxide_launchers"], launcher, cfg, args, device.index)
 
 
 _PER_KEY = 4  # binders kept per key: layouts that alternate (contiguous, transposed) stay fast
 
 
-def _remember(launchers: gpu.Launchers, launcher: gpu.Launcher, args: tuple[Any, ...],
-              index: int) -> None:
+def _remember(launchers: gpu.Launchers, launcher: gpu.Launcher, cfg: LaunchConfig,
+              args: tuple[Any, ...], index: int) -> None:
     """Make `launcher`'s binder for arguments like `args` the first to try."""
     key = _key(launchers, index, args)
     binders = launchers.fast.get(key, ())
@@ -117,7 +121,21 @@ def _remember(launchers: gpu.Launchers, launcher: gpu.Launcher, args: tuple[Any,
     if binder is None:
         binder = make_binder(launcher, args, index, launchers.consts)
     launchers.fast[key] = (binder, *(b for b in binders if b is not binder))[:_PER_KEY]
+    _use(launchers, binder, cfg, args)
+
+
+def _use(launchers: gpu.Launchers, binder: Binder, cfg: LaunchConfig,
+         args: tuple[Any, ...]) -> None:
+    """Make `binder`, which just launched `args` over `cfg`, the first to try, after its
+    native twin (made now, once: runtime/native_binder.py)."""
     launchers.last = binder
+    native = binder.native  # type: ignore[attr-defined]
+    if native is _NOT_MADE:
+        native = binder.native = make_native_binder(binder, cfg, args)  # type: ignore[attr-defined]
+    launchers.native = native
+
+
+_NOT_MADE = object()  # a binder's `native` before `_use` first made it
 
 
 def _key(launchers: gpu.Launchers, index: int, args: tuple[Any, ...]) -> Any:
@@ -336,6 +354,7 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
     binder.source = source
     binder.launcher = launcher
     binder.flavor = flavor
+    binder.native = _NOT_MADE
     return binder  # type: ignore[no-any-return]
 
 
@@ -379,3 +398,83 @@ def _current_stream(launcher: gpu.Launcher) -> Callable[[int], int] | None:
     return None
 
 
+# ---------------------------------------------------------------------------
+# Native twins
+
+def make_native_binder(binder: Any, cfg: LaunchConfig,
+                       args: tuple[Any, ...]) -> Callable[..., bool] | None:
+    """The native twin of Python binder `binder` for config `cfg` (runtime/native_binder.py),
+    made from the arguments it just launched with; None where the native path does not
+    cover the launch (that module's docstring says what it covers)."""
+    launcher = binder.launcher
+    gdev = launcher.gdev
+    plan = launcher.plan
+    if (binder.flavor != "native" or launcher.native_context is None or launcher.constants
+            or not gdev.single or _device._several or gdev.index != 0
+            or _device._default not in (None, parse_device(0))  # where launches go unchosen
+            or type(cfg) is not LaunchConfig or cfg.cluster is not None
+            or launcher.tile_block is not None or len(args) > nb.MAX_ARGS):
+        return None
+    spec = nb.BinderSpec()
+    keep: list[Any] = [spec, binder, cfg]
+    slot = 0
+    arrays: list[tuple[int, bool]] = []
+    for i, (p, a) in enumerate(zip(plan.params, args, strict=True)):
+        s = spec.args[i]
+        s.type = id(type(a))
+        s.slot = slot
+        if p.kind == "array":
+            if reader_of(type(a)) is not _torch or not p.spec.contiguous:
+                return None
+            s.kind, s.rank, s.itemsize = nb.KIND_TORCH, p.spec.rank, p.spec.dtype.itemsize
+            s.vectors = -1 if p.spec.vectors is None else int(p.spec.vectors)
+            s.obj = id(a.dtype)
+            keep.append(a.dtype)
+            slot += 1 + p.spec.rank
+            arrays.append((i, p.writable))
+        elif p.kind == "scalar" and type(a) is int and p.dtype.name in _INT_RANGES:
+            lo, hi = _INT_RANGES[p.dtype.name]
+            s.kind, s.lo, s.hi = nb.KIND_INT, max(lo, -(1 << 63)), min(hi, (1 << 63) - 1)
+            slot += 1
+        elif p.kind == "scalar" and type(a) is float and p.dtype.name in ("f32", "f64"):
+            s.kind = nb.KIND_F32 if p.dtype.name == "f32" else nb.KIND_F64
+            limit = _FLOAT_MAX.get(p.dtype.name, float("inf"))
+            s.lo, s.hi = (_double_bits(-limit), _double_bits(limit))
+            slot += 1
+        elif p.kind == "const" and type(a) in (int, bool, str):
+            s.kind, s.obj = nb.KIND_CONST, id(a)
+            keep.append(a)
+        else:  # f16/bf16 scalars, NumPy scalars, other arrays, strided plans, tensor maps
+            return None
+    if slot != len(plan.formats):  # not the values the plan packs: keep the Python binder
+        return None
+    pairs = [(i, j) for (i, wi), (j, wj) in itertools.combinations(arrays, 2) if wi or wj] \
+        if plan.check_aliasing else []
+    if len(pairs) > nb.MAX_PAIRS:
+        return None
+    for k, (i, j) in enumerate(pairs):
+        spec.pairs[2 * k], spec.pairs[2 * k + 1] = i, j
+    spec.npairs, spec.nargs = len(pairs), len(args)
+    dims = ctypes.create_string_buffer(cfg.dims, len(cfg.dims))
+    stream_fn = _current_stream(launcher)
+    index = gdev.index
+    activate = functools.partial(gdev.activate, launcher)
+    names = [sys.intern(n) for n in nb.NAMES]
+    keep += [launcher.native_context, dims, stream_fn, index, activate, names]
+    spec.context = ctypes.addressof(launcher.native_context)
+    spec.cfg = id(cfg)
+    spec.dims = ctypes.addressof(dims)
+    spec.only_gpu0 = ctypes.addressof(_device.only_gpu0)
+    spec.records = ctypes.addressof(gdev.record_table)
+    spec.stream_fn = 0 if stream_fn is None else id(stream_fn)
+    spec.stream_arg = id(index)
+    spec.activate = id(activate)
+    spec.none, spec.true, spec.config_type = id(None), id(True), id(LaunchConfig)
+    for k, name in enumerate(names):
+        spec.names[k] = id(name)
+    return native_launch.native_binder_function((ctypes.addressof(spec), *keep))
+
+
+def _double_bits(x: float) -> int:
+    """The bits of double `x` as an i64 (ArgSpec keeps a float range in its int fields)."""
+    return ctypes.c_int64.from_buffer_copy(ctypes.c_double(x)).value

@@ -305,6 +305,7 @@ class Launcher:
             self.native_context = native_launch.make_context(
                 cd.launch_address(), self.fptr, self.record_dev, self.grid_x_factor,
                 self.plan.formats)
+            self.native_context.active = int(self.active)
             self.native_address = ctypes.addressof(self.native_context)
             self.native = trampoline
 
@@ -544,14 +545,16 @@ def no_binder(cfg: LaunchConfig, args: Any, stream: Any, device: Device) -> bool
 class Launchers(dict):  # type: ignore[type-arg]
     """A kernel's `_oxide_launchers`: (device index, type key) -> Launcher, plus the binders
     of runtime/fastpath.py (dropped with it when a test resets a kernel): `fast` maps
-    (device index, argument types or Const values) to one, `last` is the last one used."""
+    (device index, argument types or Const values) to one, `last` is the last one used,
+    `native` its native twin, tried before it."""
 
-    __slots__ = ("fast", "last", "consts")
+    __slots__ = ("fast", "last", "native", "consts")
 
     def __init__(self, kernel: Any) -> None:
         super().__init__()
         self.fast: dict[Any, Any] = {}
         self.last: Any = no_binder
+        self.native: Any = None  # the native twin of `last` (runtime/native_binder.py), if any
         self.consts = tuple(i for i, (kind, _) in enumerate(_param_kinds(kernel))
                             if kind == _CONST)  # the Const parameters' positions
 

@@ -21,6 +21,7 @@ from oxide.errors import DeviceError, LaunchError
 from oxide.runtime import cuda_driver as cd
 from oxide.runtime.device import cuda_device_count
 from oxide.runtime.kernel_errors import ErrorRecord
+from oxide.runtime.native_binder import RecordTable
 
 _TOO_LARGE = "CUDA_ERROR_INVALID_VALUE"  # cuCtxSetLimit: beyond the per-thread maximum
 
@@ -84,6 +85,9 @@ class GPUDevice:
         # Their records' i32 views, for the launch path's per-launch check. Both lists
         # are changed in place only: binders hold them.
         self.active_records: list[Any] = []
+        # Their records' addresses, for native binders (runtime/native_binder.py).
+        self.record_table = RecordTable()
+        self._record_addresses: Any = None  # the array record_table points into
         self.lock = threading.Lock()
         self.stack_size = 0  # the context's stack limit as last read (reserve_stack)
 
@@ -156,6 +160,7 @@ class GPUDevice:
                 launcher.active = True
                 self.active.append(launcher)
                 self.active_records.append(launcher.rec_i32)
+                self._active_changed()
 
     def check_errors(self) -> None:
         """Raise the error a kernel launched on this device reported, if any (no sync)."""
@@ -178,8 +183,24 @@ class GPUDevice:
         with self.lock:
             for launcher in launched:
                 launcher.active = False
+                if launcher.native_context is not None:
+                    launcher.native_context.active = 0
             self.active[:] = [la for la in self.active if la.active]
             self.active_records[:] = [la.rec_i32 for la in self.active]
+            self._active_changed()
+
+    def _active_changed(self) -> None:
+        """Mirror `active` where native binders read it: each launcher's context flag,
+        and the table of record addresses (a new array: the GIL is held, and the native
+        binders read it only while they hold it)."""
+        addresses = (ctypes.c_uint64 * max(len(self.active), 1))(
+            *[la.record.address for la in self.active])
+        self._record_addresses = addresses
+        self.record_table.addresses = ctypes.addressof(addresses)
+        self.record_table.count = len(self.active)
+        for launcher in self.active:
+            if launcher.native_context is not None:
+                launcher.native_context.active = 1
 
 
 def gpu_device(index: int) -> GPUDevice:
@@ -204,20 +225,22 @@ def synchronize_device(index: int) -> None:
 # Memory (for DeviceArray)
 
 
-
-# ---------------------------------------------------------------------------
-# Memory (for DeviceArray)
-
-
 def allocate_device_memory(index: int, nbytes: int) -> int:
     gpu_device(index).enter()
     return cd.mem_alloc(nbytes)
 
 
 def free_device_memory(index: int, ptr: int) -> None:
-    """Free an allocation; quiet at interpreter exit, when the driver may be gone."""
+    """Free an allocation; quiet at interpreter exit, when the driver may be gone.
+
+    A finalizer calls it, at any allocation of the thread: it never makes a GPUDevice
+    (one may be under construction in this very thread, holding `_devices_lock`). The
+    device an allocation came from exists, unless a test reset the devices."""
+    dev = _devices.get(index)
+    if dev is None:
+        return
     try:
-        gpu_device(index).enter()
+        dev.enter()
         cd.mem_free(ptr)
     except Exception:  # a finalizer must not raise; the process is exiting or the context died
         pass

@@ -7,6 +7,7 @@ from typing import Any
 
 from oxide.errors import DeviceError, LaunchError, OxideError
 from oxide.runtime import device as _device
+from oxide.runtime import native_launch as _native
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import Device, _state, current_device, default_device, parse_device
 from oxide.tracebacks import user_frames_only
@@ -44,6 +45,10 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: 
     >>> ox.launch(scale, cfg, x, 2.5, y, device="cpu")                 # doctest: +SKIP
     """
     try:
+        # First the native binder of the kernel's last launch (runtime/native_binder.py):
+        # it launches, or declines (False) anything unlike that launch.
+        if _native.launch_native(kernel, config, args, stream, device, kwargs):
+            return
         tuned = getattr(kernel, "autotuned_launch", None)
         if tuned is not None:  # ox.autotune: it picks the config for these arguments
             return tuned(config, args, kwargs, stream, device)
@@ -65,10 +70,14 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: 
             dev = _state.current or _device._default or default_device()
             if _device._several and _state.current is None:  # follow the arrays' GPU
                 dev = _device.launch_device(args)
-        template = kernel.__dict__.get("_oxide_template")
+        try:
+            state = kernel.__dict__
+        except AttributeError:  # not a kernel: `_launch` says so
+            state = {}
+        template = state.get("_oxide_template")
         if template is not None and template(config, args, stream, dev):
             return
-        launchers = kernel.__dict__.get("_oxide_launchers")
+        launchers = state.get("_oxide_launchers")
         if launchers is None or not launchers.last(config, args, stream, dev):
             _launch(kernel, config, args, stream, dev)
     except OxideError as exc:  # the user's frames and the diagnostic (oxide/tracebacks.py)
@@ -158,13 +167,16 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
     """What `kernel[config]` returns: a function taking the kernel's arguments (and
     `stream=`), which launches it. A bad config raises LaunchError here.
 
-    The kernel keeps the last one made, so `kernel[cfg](...)` with the same `cfg`
-    object (or the same constant tuple: `kernel[1, 256]`) makes nothing per launch.
-    A function, not an object with `__call__`: calling one is cheaper.
+    The kernel keeps the last one made, as `(config, function)` in `_oxide_bound`, so
+    `kernel[cfg](...)` with the same `cfg` object (or the same constant tuple:
+    `kernel[1, 256]`) makes nothing per launch. A function, not an object with
+    `__call__`: calling one is cheaper; once native binders exist (the trampoline is
+    built: runtime/native_binder.py), a builtin that tries the kernel's native binder
+    and calls the Python function where it declines.
     """
     last = kernel.__dict__.get("_oxide_bound")
-    if last is not None and last.config is config:
-        return last  # type: ignore[no-any-return]
+    if last is not None and last[0] is config:
+        return last[1]  # type: ignore[no-any-return]
     try:
         cfg, cfg_stream = as_config(config)
     except OxideError as exc:
@@ -172,9 +184,13 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
         raise
 
     lookup = kernel.__dict__.get  # the kernel's launchers and template, as they are now
+    native_pending = [not getattr(kernel, "is_tile", False)]  # tile kernels have no natives
 
     def launch_bound(*args: Any, stream: Any = None, **kwargs: Any) -> None:
         try:  # free unless something is raised (Python 3.11's zero-cost exceptions)
+            if _native.launch_native(kernel, cfg, args, cfg_stream if stream is None else stream,
+                                     None, kwargs):  # as in `launch`
+                return
             if kwargs:
                 args = _keywords(kernel, args, kwargs)
             if stream is None:
@@ -189,10 +205,21 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
             launchers = lookup("_oxide_launchers")
             if launchers is None or not launchers.last(cfg, args, stream, dev):
                 _launch(kernel, cfg, args, stream, dev)
+            if native_pending[0]:
+                _use_native_entry()
         except OxideError as exc:
             user_frames_only(exc)
             raise
 
-    launch_bound.config = config  # type: ignore[attr-defined]
-    kernel.__dict__["_oxide_bound"] = launch_bound
-    return launch_bound
+    def _use_native_entry() -> None:
+        """Make `kernel[config]` the native entry, once the trampoline is built."""
+        entry = _native.native_entry(launch_bound, (kernel, cfg, cfg_stream))
+        if entry is not None:
+            native_pending[0] = False
+            if lookup("_oxide_bound", (None, None))[1] is launch_bound:
+                kernel.__dict__["_oxide_bound"] = (config, entry)
+
+    kernel.__dict__["_oxide_bound"] = (config, launch_bound)
+    if native_pending[0]:
+        _use_native_entry()
+    return kernel.__dict__["_oxide_bound"][1]  # type: ignore[no-any-return]

@@ -78,15 +78,15 @@ class TileKernel(Kernel):
 
     def __getitem__(self, config: Any) -> Any:
         bound = self.__dict__.get("_oxide_bound")
-        if bound is not None and bound.config is config:
-            return bound
+        if bound is not None and bound[0] is config:
+            return bound[1]
         try:
             cfg, stream = self.tile_config(config)
         except OxideError as exc:  # the user's frames and the diagnostic (oxide/tracebacks.py)
             user_frames_only(exc)
             raise
         launch = bind_launch(self, (cfg.grid, cfg.block, stream) if stream is not None else cfg)
-        launch.config = config  # the next `kernel[same grid]` reuses it
+        self.__dict__["_oxide_bound"] = (config, launch)  # the next `kernel[same grid]` reuses it
         return launch
 
     def gpu_template(self) -> Callable[..., bool] | None:
