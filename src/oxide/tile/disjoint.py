@@ -1,8 +1,12 @@
 """The DisjointSlice rule of tile kernels: no two blocks touch one element of a
 DisjointSlice, through any two of its accesses (mixed into `TileLowering`).
 
-Why the rule is sound. Every access of one DisjointSlice uses one tile shape, so two
-accesses touch a common element only at equal tile indices. An index of constants only
+Why the rule is sound. An item of a tile index counts tiles: item w along a dimension
+where the tile's extent is e covers elements [w e, w e + e). Two accesses whose tiles
+have the same extent along a dimension therefore touch a common element there only at
+equal items; the accesses of one DisjointSlice may use different tile shapes as long as
+they agree along the dimensions their separators sit in (Liger's cross entropy reads
+the element (row, y) as a (1, 1) tile beside (1, BN) tiles of the row). An index of constants only
 tells no blocks apart: a kernel whose accesses of an array are all such runs as one block
 (the launch rule below); an index with a computed item and no witness is refused. A *separator* of an index
 is what of it tells blocks apart: a witness (`Witness`, a TileIndex of grid axis a) at
@@ -47,9 +51,10 @@ class Access:
 
 @dataclass
 class ArrayRule:
-    """What every access of one DisjointSlice so far has in common."""
+    """What every access of one DisjointSlice so far has in common: the separators, and
+    the tile shapes they were taken with."""
 
-    shape: tuple[int, ...]
+    shapes: set[tuple[int, ...]]
     separators: frozenset[Separator]
     first: Access
 
@@ -125,12 +130,23 @@ class TileDisjointMixin:
         if not seps and any(isinstance(i, Tile) for i in items):
             raise self._no_separator(arr, items, nodes, index_node, verb)
         rule = self.stores.arrays.get(arr.name)
-        if rule is not None and rule.shape != shape:
-            raise self.error(SafetyError, node,
-                             f"`{arr.name}` is a DisjointSlice already accessed with tiles of "
-                             f"shape {shape_text(rule.shape)}; this tile is "
-                             f"{shape_text(shape)}, so two blocks' tiles could overlap",
-                             hint="use one tile shape per DisjointSlice")
+        if rule is not None and shape not in rule.shapes:
+            # a separator still separates where every shape has its extents
+            agreeing = frozenset(sep for sep in rule.separators & seps if all(
+                shape[k] == seen[k] for seen in rule.shapes for k, _ in sep))
+            if not agreeing and (rule.separators or seps):
+                first = min(rule.shapes)
+                raise self.error(SafetyError, node,
+                                 f"`{arr.name}` is a DisjointSlice already accessed with tiles "
+                                 f"of shape {shape_text(first)}; this tile is "
+                                 f"{shape_text(shape)}, and the two differ along the dimension "
+                                 "their TileIndex indexes, so two blocks' tiles could overlap",
+                                 hint="give every access of the array the same extent along "
+                                      "the dimensions its TileIndexes index (the others may "
+                                      "differ: a (1, 1) tile beside (1, 256) tiles of a row), "
+                                      "or one tile shape")
+            rule.shapes.add(shape)
+            rule.separators = agreeing
         positions: dict[Witness, list[int]] = {}
         for k, item in enumerate(items):
             if isinstance(item, Tile) and item.witness is not None:
@@ -144,7 +160,7 @@ class TileDisjointMixin:
                     self.stores.grouped = True
         here = Access(self.src.span(index_node).line, self.text(index_node), positions)
         if rule is None:
-            self.stores.arrays[arr.name] = ArrayRule(shape, seps, here)
+            self.stores.arrays[arr.name] = ArrayRule({shape}, seps, here)
             return
         common = rule.separators & seps
         if not common and (rule.separators or seps):
