@@ -239,11 +239,12 @@ def test_cross_entropy_one_chunk(cpu):
     run_ce(ce.cross_entropy, np.float32, CE_FLAGS[2], rows=5, vocab=300, block=512)
 
 
-@pytest.mark.xfail(strict=True, raises=ox.UnsupportedFeatureError, reason=(
-    "`Return` statements are not supported in tile kernels"))
-def test_cross_entropy_faithful(cpu):
-    """Liger's kernel as written: `return` after zeroing an ignored row's gradient."""
-    run_ce(ce.cross_entropy_faithful, np.float32, CE_FLAGS[0])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("flags", CE_FLAGS, ids=CE_FLAG_IDS)
+def test_cross_entropy_faithful(cpu, dtype, flags):
+    """Liger's kernel as written: `return` after zeroing an ignored row's gradient
+    (tile/early_return.py), the target logit read as a (1, 1) tile of the row."""
+    run_ce(ce.cross_entropy_faithful, dtype, flags)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)

@@ -53,6 +53,7 @@ from oxide.tile.builder import TileBuilder
 from oxide.tile.calls import TileCallsMixin
 from oxide.tile.control import TileControlMixin
 from oxide.tile.disjoint import DisjointUses, TileDisjointMixin
+from oxide.tile.early_return import fold_returns
 from oxide.tile.elementwise import TileMathMixin
 from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
 from oxide.tile.loops import TileLoopsMixin
@@ -225,17 +226,8 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
     # -- statements -----------------------------------------------------------------
 
     def lower_body(self, body: list[ast.stmt]) -> None:
-        for i, stmt in enumerate(body):
-            if isinstance(stmt, ast.Return):
-                if stmt.value is not None:
-                    raise self.error(KernelSyntaxError, stmt, "a tile kernel returns nothing",
-                                     hint="store results with `tile.store(...)`")
-                if i != len(body) - 1 or body is not self.src.tree.body:
-                    raise self.error(UnsupportedFeatureError, stmt,
-                                     "`return` before the end of a tile kernel is not "
-                                     "supported yet", hint="restructure with `if` on "
-                                     "compile-time values, or let the body run to its end")
-                continue
+        """The kernel's body; a `return` may end a branch early (tile/early_return.py)."""
+        for stmt in fold_returns(body, self.error):
             self.lower_stmt(stmt)
 
     def lower_stmt(self, node: ast.stmt) -> None:
@@ -247,9 +239,6 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
             hint = ("tile kernels support assignments, calls (tile.store, atomics), `for` "
                     "over `range` or `tile.tiles`, `while`, `if` on scalars and compile-time "
                     "values, and `with ox.unsafe():`")
-            if isinstance(node, ast.Return):  # an early exit: the rest under an `if`
-                hint = ("a tile kernel ends at its last statement: put the rest under "
-                        "`if not cond:` (or `else:`) instead of returning early")
             raise self.error(UnsupportedFeatureError, node,
                              f"`{type(node).__name__}` statements are not supported in tile "
                              "kernels", hint=hint)
