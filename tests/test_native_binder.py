@@ -220,3 +220,25 @@ def test_ox_launch_and_kernel_config_are_native_entries_with_the_same_interface(
     with pytest.raises(TypeError):
         ox.launch(scale)
     assert python.calls == 4  # by name (2), the stream, the aliasing
+
+
+@ox.tile.kernel(num_warps=4)
+def tile_scale(x: Slice[f32, 2], out: DisjointSlice[f32, 2], a: f32, BN: Const[int]):
+    i = ox.tile.bid(0)
+    ox.tile.store(out, (i, 0), ox.tile.load(x, (i, 0), (1, BN)) * a)
+
+
+def test_a_tile_kernels_grid_launch_goes_native(fake) -> None:
+    tile_scale.__dict__.pop("_oxide_launchers", None)
+    tile_scale.__dict__.pop("_oxide_bound", None)
+    fake.formats = "QqqQqqf"
+    x, out = Tensor(0x10000, (8, 64)), Tensor(0x20000, (8, 64))
+    tile_scale[8](x, out, 2.0, 64)
+    python = Counted(tile_scale)
+    tile_scale[8](x, out, 3.0, 64)
+    assert type(tile_scale[8]).__name__ == "builtin_function_or_method"
+    assert python.calls == 0
+    ox.launch(tile_scale, 8, x, out, 4.0, 64)  # a config made per launch: the Python path
+    assert python.calls == 1
+    assert [rec["args"][-1] for rec in fake.launches] == [2.0, 3.0, 4.0]
+    assert {rec["block"] for rec in fake.launches} == {(128, 1, 1)}

@@ -105,3 +105,17 @@ def test_a_row_too_wide_for_the_registers_is_warned_of_with_the_way_out() -> Non
     assert _warnings_of(lambda: tile_wide_rows.softmax_chunks.compile(*sig, 4096,
                                                                       arch="sm_90")) == []
     assert _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 65536, arch="cpu")) == []
+
+
+def test_tiles_live_at_once_past_the_occupancy_cap_are_warned_of() -> None:
+    """tile_layernorm (8 warps, occupancy=4: 64 registers a thread): the row centred, the
+    weight and the bias are live together. At 32768 f32 columns they take 256 registers
+    (ptxas spills 4.7 KB, 0.2x Triton on the H200); at 8192, 64 (256 bytes, full speed)."""
+    sig = (ox.Slice[ox.f32, 2], ox.Slice[ox.f32], ox.Slice[ox.f32], ox.DisjointSlice[ox.f32, 2],
+           ox.f32)
+    norm = tile_layernorm.tile_layernorm
+    (found,) = _warnings_of(lambda: norm.compile(*sig, 32768, arch="sm_90"))
+    assert "take 256 registers" in found and "`occupancy=4` caps a thread at 64" in found
+    assert "a lower `occupancy` than 4" in found
+    assert _warnings_of(lambda: norm.compile(*sig, 8192, arch="sm_90")) == []
+    assert _warnings_of(lambda: norm.compile(*sig, 32768, arch="cpu")) == []

@@ -101,19 +101,20 @@ def launch(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...], stream: Any,
         last = launchers.last
         for binder in launchers.fast.get(_key(launchers, device.index, args), ()):
             if binder is not last and binder(cfg, args, stream, device):
-                _use(launchers, binder, cfg, args)
+                _use(kernel, launchers, binder, cfg, args)
                 return
     launcher = gpu.launch_gpu(kernel, cfg, args, stream, device)
     if not launcher.plan.copies:
-        _remember(kernel.__dict__["_oxide_launchers"], launcher, cfg, args, device.index)
+        _remember(kernel, launcher, cfg, args, device.index)
 
 
 _PER_KEY = 4  # binders kept per key: layouts that alternate (contiguous, transposed) stay fast
 
 
-def _remember(launchers: gpu.Launchers, launcher: gpu.Launcher, cfg: LaunchConfig,
-              args: tuple[Any, ...], index: int) -> None:
+def _remember(kernel: Any, launcher: gpu.Launcher, cfg: LaunchConfig, args: tuple[Any, ...],
+              index: int) -> None:
     """Make `launcher`'s binder for arguments like `args` the first to try."""
+    launchers = kernel.__dict__["_oxide_launchers"]
     key = _key(launchers, index, args)
     binders = launchers.fast.get(key, ())
     flavor = launcher.flavor  # current: launch_gpu, just called, attached the trampoline if due
@@ -121,17 +122,19 @@ def _remember(launchers: gpu.Launchers, launcher: gpu.Launcher, cfg: LaunchConfi
     if binder is None:
         binder = make_binder(launcher, args, index, launchers.consts)
     launchers.fast[key] = (binder, *(b for b in binders if b is not binder))[:_PER_KEY]
-    _use(launchers, binder, cfg, args)
+    _use(kernel, launchers, binder, cfg, args)
 
 
-def _use(launchers: gpu.Launchers, binder: Binder, cfg: LaunchConfig,
+def _use(kernel: Any, launchers: gpu.Launchers, binder: Binder, cfg: LaunchConfig,
          args: tuple[Any, ...]) -> None:
     """Make `binder`, which just launched `args` over `cfg`, the first to try, after its
     native twin (made now, once: runtime/native_binder.py)."""
     launchers.last = binder
     native = binder.native  # type: ignore[attr-defined]
     if native is _NOT_MADE:
-        native = binder.native = make_native_binder(binder, cfg, args)  # type: ignore[attr-defined]
+        native = binder.native = (  # type: ignore[attr-defined]
+            make_native_binder(binder, cfg, args)
+            if kernel.__dict__.get("_oxide_template") is None else None)  # it comes first
     launchers.native = native
 
 
@@ -413,7 +416,7 @@ def make_native_binder(binder: Any, cfg: LaunchConfig,
             or not gdev.single or _device._several or gdev.index != 0
             or _device._default not in (None, parse_device(0))  # where launches go unchosen
             or type(cfg) is not LaunchConfig or cfg.cluster is not None
-            or launcher.tile_block is not None or len(args) > nb.MAX_ARGS):
+            or len(args) > nb.MAX_ARGS):
         return None
     spec = nb.BinderSpec()
     keep: list[Any] = [spec, binder, cfg]

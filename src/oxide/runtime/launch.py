@@ -184,7 +184,7 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
         raise
 
     lookup = kernel.__dict__.get  # the kernel's launchers and template, as they are now
-    native_pending = [not getattr(kernel, "is_tile", False)]  # tile kernels have no natives
+    native_pending = [True]
 
     def launch_bound(*args: Any, stream: Any = None, **kwargs: Any) -> None:
         try:  # free unless something is raised (Python 3.11's zero-cost exceptions)

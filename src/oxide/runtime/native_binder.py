@@ -38,12 +38,14 @@ After launching it activates the launcher (its error record is checked from then
 on), as `GPUDevice.activate` does.
 
 What gets one (fastpath.make_native_binder): a Python binder of the "native"
-flavor on a process with one GPU (GPU 0, where unchosen launches go), whose kernel is
-not a tile kernel (their configs are made per launch) and has no module constants to
-upload, whose arguments are all contiguous torch tensors, Python ints for integer
+flavor on a process with one GPU (GPU 0, where unchosen launches go), whose kernel has
+no GPU template (tile/matmul_pattern.py) and no module constants to upload, whose
+arguments are all contiguous torch tensors, Python ints for integer
 parameters, Python floats for f32/f64 ones, and int/bool/str `Const`s; everything
 else keeps the Python binder. The Python binder stays in the kernel's tables: the
-native one is its twin, made once, for the config of the launch that made it.
+native one is its twin, made once, for the config of the launch that made it. A tile
+kernel's `kernel[grid]` keeps its config and takes it; `ox.launch(kernel, grid, ...)`
+makes one per launch from the grid, which the twin declines (not a LaunchConfig).
 
 The IR reads CPython objects at two fixed places, the same in every GIL build from
 3.8 on: an object's type at offset 8, and a tuple's items after its refcount, type

@@ -93,8 +93,8 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     `tensor_cores` (the CPU target), every product is an FMA loop."""
     b, low, ctx = evaluate_body(kernel, sig, symbol)
     dump: list[str] | None = [] if keep_tile_ir else None
-    run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma), verify,
-               dump)
+    run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,
+                                 kernel.tile_options.occupancy), verify, dump)
     tile_ir = dump[0] if dump else None
     ctx.uses_barriers = low.em.uses_barriers
     func = b.finish()

@@ -39,6 +39,7 @@ class Target:
     vector: int  # elements per thread along rows (16-byte accesses where they fit)
     tensor_cores: bool  # the GPU: products of halves on mma.sync
     wgmma: bool = False  # an sm_90 GPU: on wgmma where the shapes fit
+    occupancy: int | None = None  # `@tile.kernel(occupancy=...)`: it caps the registers
 
 
 def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = False,
@@ -50,7 +51,7 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow
-        check_register_budget(b, target.num_warps)
+        check_register_budget(b, target.num_warps, target.occupancy)
     place_barriers(b)
     if dump is not None:
         dump.append(str(b.func))

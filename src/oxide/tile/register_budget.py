@@ -13,17 +13,69 @@ through a loop (the tile_wide_rows example). The CPU has no register file to ove
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 from oxide.errors import PerformanceWarning
-from oxide.ir.tile_ops import TileType
+from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import layout_of
 
 LIMIT = 128  # 32-bit registers one tile may take in each thread
+LIVE_LIMIT = 200  # and the tiles live at once (the rest: addresses, indices, counters)
+# ops whose tiles cost no registers of their own: constants and broadcasts (LLVM folds and
+# rematerializes them), and views of another tile's registers
+_FREE = frozenset({"full", "splat", "broadcast", "arange", "index", "expand", "squeeze",
+                   "reshape", "permute", "var"})
 
 
-def check_register_budget(b: TileBuilder, num_warps: int) -> None:
-    """Warn once for the kernel's largest tile if it takes over LIMIT registers a thread."""
+def live_registers(b: TileBuilder) -> tuple[int, int, list[tuple[int, Any]]]:
+    """The most 32-bit registers a thread's tiles take at once, estimated over the tile
+    ops in program order: a tile is live from the op that makes it to its last use (an
+    op's operand that dies there gives its registers to the result). Returns (the most,
+    the op index where, the tiles live there as (registers, op that made it)). Loops
+    are taken in order, once: a tile made before a loop and used early in its body is
+    live through it, which this undercounts (a lower bound, for a warning)."""
+    order = {id(op): i for i, op in enumerate(b.tile_ops)}
+    tiles: list[tuple[int, int, int, Any]] = []  # (made at, last use, registers, op)
+    for i, op in enumerate(b.tile_ops):
+        if kind_of(op) in _FREE:
+            continue
+        for r in op.results:
+            if not isinstance(r.type, TileType) or r.type.layout.data is None or not r.type.dims:
+                continue
+            last = max((order.get(id(use.operation), i) for use in r.uses), default=i)
+            regs = -(-layout_of(r).slots * r.type.dtype.itemsize // 4)
+            tiles.append((i, last, regs, op))
+    events: dict[int, int] = {}
+    for made, last, regs, _ in tiles:
+        if last > made:
+            events[made] = events.get(made, 0) + regs
+            events[last] = events.get(last, 0) - regs
+    worst, at, running = 0, -1, 0
+    for i in sorted(events):
+        running += events[i]
+        if running > worst:
+            worst, at = running, i
+    live = sorted(((regs, op) for made, last, regs, op in tiles if made <= at < last),
+                  key=lambda x: -x[0])
+    return worst, at, live
+
+
+def register_cap(num_warps: int, occupancy: int | None) -> int:
+    """The registers a thread may have: 255, or fewer where `occupancy` blocks of the
+    block's threads must share an SM's 64K registers (ptxas caps them so)."""
+    if occupancy is None:
+        return 255
+    return min(255, 65536 // (occupancy * 32 * num_warps) // 8 * 8)
+
+
+def check_register_budget(b: TileBuilder, num_warps: int, occupancy: int | None = None
+                          ) -> None:
+    """Warn once: for the kernel's largest tile if it takes over LIMIT registers a
+    thread; else where its live tiles together take over LIVE_LIMIT, or over half again
+    the cap an `occupancy` sets (measured on the H200, 2026-12-04: tile_layernorm's 64
+    registers at occupancy 4 spill 256 bytes at 8192 f32 columns, at Triton's speed,
+    and 4.7 KB at 32768, at a fifth of it; its live tiles take 64 and 256 registers)."""
     worst, worst_op, worst_type = 0, None, None
     for op in b.tile_ops:
         for r in op.results:
@@ -32,23 +84,46 @@ def check_register_budget(b: TileBuilder, num_warps: int) -> None:
             regs = -(-layout_of(r).slots * r.type.dtype.itemsize // 4)
             if regs > worst:
                 worst, worst_op, worst_type = regs, op, r.type
-    if worst <= LIMIT or worst_op is None or worst_type is None:
+    if worst > LIMIT and worst_op is not None and worst_type is not None:
+        shape = " x ".join(str(d) for d in worst_type.dims)
+        _warn(b, worst_op, f"a {shape} {worst_type.dtype.name} tile takes {worst} registers "
+                           f"in each of the block's {32 * num_warps} threads: more than fit "
+                           "beside the rest of the kernel", num_warps, None)
         return
-    span = b.spans.get(worst_op)
-    shape = " x ".join(str(d) for d in worst_type.dims)
+    cap = register_cap(num_warps, occupancy)
+    live, at, tiles = live_registers(b)
+    limit = LIVE_LIMIT if occupancy is None else min(LIVE_LIMIT, cap * 3 // 2)
+    if live <= limit or not tiles:
+        return
+    made = ", ".join(f"{regs} registers from {_place(b, op)}" for regs, op in tiles[:4])
+    capped = (f" (`occupancy={occupancy}` caps a thread at {cap} registers)"
+              if occupancy is not None else "")
+    _warn(b, b.tile_ops[at], f"the tiles live here take {live} registers in each of the "
+                             f"block's {32 * num_warps} threads{capped}; the largest: {made}",
+          num_warps, occupancy)
+
+
+def _place(b: TileBuilder, op: Any) -> str:
+    span = b.spans.get(op)
+    return "?" if span is None else f"line {span.line}"
+
+
+def _warn(b: TileBuilder, op: Any, what: str, num_warps: int, occupancy: int | None) -> None:
+    """The warning, at the user's line that made `op` as a compile error is shown."""
+    fewer = (f", a lower `occupancy` than {occupancy}" if occupancy is not None else "")
     message = (
-        f"a {shape} {worst_type.dtype.name} tile takes {worst} registers in each of "
-        f"the block's {32 * num_warps} threads: more than fit beside the rest of the kernel, "
-        f"so ptxas spills it to local memory, which can slow the kernel down several "
+        f"{what}, so ptxas spills to local memory, which can slow the kernel down several "
         f"times.\n"
         f"  help: give the block more warps (`@tile.kernel(num_warps={min(32, 2 * num_warps)})`"
-        f", or ox.autotune over num_warps), or walk the row in chunks through a loop:\n"
+        f", or ox.autotune over num_warps){fewer}, or walk the row in chunks through a "
+        f"loop:\n"
         f"      for c in range(tile.num_tiles(x, 1, BN)):\n"
         f"          t = tile.load(x, (row, c), (1, BN))\n"
         f"          ...\n"
         f"  with BN a few thousand columns (`oxide show tile_wide_rows`: softmax and layer "
         f"norm that way)")
+    span = b.spans.get(op)
     if span is None:
-        warnings.warn(message, PerformanceWarning, stacklevel=3)
-    else:  # shown at the user's line, as a compile error is
+        warnings.warn(message, PerformanceWarning, stacklevel=4)
+    else:
         warnings.warn_explicit(message, PerformanceWarning, span.file, span.line)
