@@ -236,7 +236,7 @@ class Size(tuple):  # type: ignore[type-arg]
 
 class Tensor:
     """What oxide reads of a torch tensor: `data_ptr()`, `shape`, `stride()` (in elements),
-    `dtype`, `get_device()`, `is_cuda`, `is_contiguous()`. Pointers are plain numbers (nothing runs)."""
+    `dtype`, `get_device()`, `is_cuda`, `is_contiguous()`, `ndim`, `len()`. Pointers are plain numbers (nothing runs)."""
 
     def __init__(self, ptr: int, shape: tuple[int, ...], strides: tuple[int, ...] | None = None,
                  dtype: dtype = float32, device: int = 0) -> None:
@@ -271,6 +271,15 @@ class Tensor:
     @property
     def is_cuda(self) -> bool:
         return self._device >= 0
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
 
     def __dlpack_device__(self) -> tuple[int, int]:
         return (2, self._device) if self._device >= 0 else (1, 0)

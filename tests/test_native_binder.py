@@ -107,11 +107,13 @@ def test_what_differs_is_declined_and_the_python_path_answers(fake) -> None:
         ox.launch(scale, CFG, x, 1e39, out)  # beyond f32
     with pytest.raises(ArgumentError):
         ox.launch(scale, CFG, Tensor(0x10002, (64,)), 1.0, out)  # misaligned
+    with pytest.raises(ox.KernelTypeError, match="rank-2 array"):  # a plan of rank 2
+        ox.launch(scale, CFG, Tensor(0x30000, (8, 8)), 1.0, out)
     assert len(fake.launches) == 1  # none of those launched
     ox.launch(scale, CFG, x, 1, out)  # an int for f32: the Python binder converts it
     ox.launch(scale, CFG, x, 1.0, out, stream=0x55)
     assert [rec["stream"] for rec in fake.launches[1:]] == [0x77, 0x55]
-    assert python.calls == 6  # then the int made a binder of its own, which launched both
+    assert python.calls == 7  # then the int made a binder of its own, which launched both
 
 
 def test_ints_out_of_their_range_and_consts_of_another_value(fake) -> None:
