@@ -133,26 +133,42 @@ _NAME_LOADS = "".join(
     f"  %name.{n} = load ptr, ptr %name.{n}.p\n" for k, n in enumerate(NAMES))
 
 
+
+def _borrowed(v: str, call: str, on_error: str = "fail") -> str:
+    """IR lines: `%v = call` (a new reference) released at once, the object it came from
+    keeping it (an attribute of a tensor, a config or a kernel's launchers); on null, to
+    `on_error`, then on to block `v.got`."""
+    return (f"  %{v} = {call}\n"
+            f"  %{v}.null = icmp eq ptr %{v}, null\n"
+            f"  br i1 %{v}.null, label %{on_error}, label %{v}.got\n"
+            f"{v}.got:\n"
+            f"  call void @Py_DecRef(ptr %{v})\n")
+
+
+
+def _unsigned(v: str, call: str, then: str) -> str:
+    """IR lines: `%v.u64`, the u64 value of the int `call` returns (a new reference,
+    released); on null or a conversion error, to `fail`, else on to block `then`."""
+    return (f"  %{v} = {call}\n"
+            f"  %{v}.null = icmp eq ptr %{v}, null\n"
+            f"  br i1 %{v}.null, label %fail, label %{v}.got\n"
+            f"{v}.got:\n"
+            f"  %{v}.u64 = call i64 @PyLong_AsUnsignedLongLong(ptr %{v})\n"
+            f"  call void @Py_DecRef(ptr %{v})\n"
+            f"  %{v}.err = call ptr @PyErr_Occurred()\n"
+            f"  %{v}.failed = icmp ne ptr %{v}.err, null\n"
+            f"  br i1 %{v}.failed, label %fail, label %{then}\n")
+
 # A torch tensor `%a` against ArgSpec `%as`: its pointer, then its sizes, from `%slot` on;
 # its byte range in %lo/%hi[i], for the aliasing test.
-_TENSOR = """
+_TENSOR = f"""
 torch:
-  %dt = call ptr @PyObject_GetAttr(ptr %a, ptr %name.dtype)
-  %dt.null = icmp eq ptr %dt, null
-  br i1 %dt.null, label %fail, label %dt.got
-dt.got:
-  call void @Py_DecRef(ptr %dt)
-  %dtype.p = getelementptr i8, ptr %as, i64 16
+{_borrowed("dt", "call ptr @PyObject_GetAttr(ptr %a, ptr %name.dtype)")}  %dtype.p = getelementptr i8, ptr %as, i64 16
   %dtype = load ptr, ptr %dtype.p
   %dt.same = icmp eq ptr %dt, %dtype
   br i1 %dt.same, label %cuda, label %decline
 cuda:
-  %cu = call ptr @PyObject_GetAttr(ptr %a, ptr %name.is_cuda)
-  %cu.null = icmp eq ptr %cu, null
-  br i1 %cu.null, label %fail, label %cu.got
-cu.got:
-  call void @Py_DecRef(ptr %cu)
-  %cu.true = icmp eq ptr %cu, %true
+{_borrowed("cu", "call ptr @PyObject_GetAttr(ptr %a, ptr %name.is_cuda)")}  %cu.true = icmp eq ptr %cu, %true
   br i1 %cu.true, label %rank.test, label %decline
 rank.test:
   %rank.p = getelementptr i8, ptr %as, i64 1
@@ -228,19 +244,12 @@ ct.got:
   %ct.true = icmp eq ptr %ct, %true
   br i1 %ct.true, label %pointer, label %decline
 pointer:
-  %pt = call ptr @PyObject_VectorcallMethod(ptr %name.data_ptr, ptr %vec, i64 1, ptr null)
-  %pt.null = icmp eq ptr %pt, null
-  br i1 %pt.null, label %fail, label %pt.got
-pt.got:
-  %ptr = call i64 @PyLong_AsUnsignedLongLong(ptr %pt)
-  call void @Py_DecRef(ptr %pt)
-  %pt.err = call ptr @PyErr_Occurred()
-  %pt.failed = icmp ne ptr %pt.err, null
-  br i1 %pt.failed, label %fail, label %pt.ok
+{_unsigned("pt", "call ptr @PyObject_VectorcallMethod(ptr %name.data_ptr, ptr %vec, i64 1, ptr null)", "pt.ok")}\
 pt.ok:
+  %ptr = add i64 %pt.u64, 0
   %pslot = getelementptr i64, ptr %slots, i64 %slot
   store i64 %ptr, ptr %pslot
-  %item.p = getelementptr i8, ptr %as, i64 {_A_itemsize}
+  %item.p = getelementptr i8, ptr %as, i64 {_A["itemsize"]}
   %item8 = load i8, ptr %item.p
   %itemsize = zext i8 %item8 to i64
   %mask = sub i64 %itemsize, 1
@@ -270,7 +279,7 @@ range:
   %hi.p = getelementptr i64, ptr %hi, i64 %i
   store i64 %end, ptr %hi.p
   br label %next
-""".replace("{_A_itemsize}", str(_A["itemsize"]))
+"""
 
 _DECLARATIONS = """
 declare ptr @PyObject_GetAttr(ptr, ptr)
@@ -364,12 +373,7 @@ cd.compare:
   %equal = and i1 %e01, %e23
   br i1 %equal, label %cluster, label %decline
 cluster:
-  %cl = call ptr @PyObject_GetAttr(ptr %config, ptr %name.cluster)
-  %cl.null = icmp eq ptr %cl, null
-  br i1 %cl.null, label %fail, label %cl.got
-cl.got:
-  call void @Py_DecRef(ptr %cl)
-  %cl.none = icmp eq ptr %cl, %none
+{_borrowed("cl", "call ptr @PyObject_GetAttr(ptr %config, ptr %name.cluster)")}  %cl.none = icmp eq ptr %cl, %none
   br i1 %cl.none, label %errors, label %decline
 errors:
 {_field("records", "ptr")}\
@@ -508,17 +512,9 @@ stream.get:
   br i1 %default, label %launch, label %stream.call
 stream.call:
 {_field("stream_arg", "ptr")}\
-  %sobj = call ptr @PyObject_CallOneArg(ptr %stream_fn, ptr %stream_arg)
-  %sobj.null = icmp eq ptr %sobj, null
-  br i1 %sobj.null, label %fail, label %stream.got
-stream.got:
-  %sv = call i64 @PyLong_AsUnsignedLongLong(ptr %sobj)
-  call void @Py_DecRef(ptr %sobj)
-  %sv.err = call ptr @PyErr_Occurred()
-  %sv.failed = icmp ne ptr %sv.err, null
-  br i1 %sv.failed, label %fail, label %launch
+{_unsigned("sv", "call ptr @PyObject_CallOneArg(ptr %stream_fn, ptr %stream_arg)", "launch")}\
 launch:
-  %handle = phi i64 [0, %stream.get], [%sv, %stream.got]
+  %handle = phi i64 [0, %stream.get], [%sv.u64, %sv.got]
   %count.p = getelementptr i8, ptr %context, i64 28
   %count32 = load i32, ptr %count.p
   %count = zext i32 %count32 to i64
@@ -550,11 +546,34 @@ decline:
   ret i32 0
 }}
 
-; The items of tuple `t` (PyTuple_Size said it is one): they follow its refcount, type
-; and size.
-define internal ptr @tuple_items(ptr %t) {{
-  %items = getelementptr ptr, ptr %t, i64 3
-  ret ptr %items
+; `bind_core` over a tuple of arguments, answered as Python wants it: True or False, or
+; null where it raised. Its items follow its refcount, type and size (PyTuple_Size said
+; it is a tuple). A null `spec` (no native binder) is False.
+define internal ptr @bind_tuple(ptr %spec, ptr %config, ptr %argt, ptr %stream) {{
+entry:
+  %no.spec = icmp eq ptr %spec, null
+  br i1 %no.spec, label %no, label %size
+size:
+  %n = call i64 @PyTuple_Size(ptr %argt)
+  %bad = icmp slt i64 %n, 0
+  br i1 %bad, label %clear, label %core
+core:
+  %items = getelementptr ptr, ptr %argt, i64 3
+  %r = call i32 @bind_core(ptr %spec, ptr %config, ptr %items, i64 %n, ptr %stream)
+  %raised = icmp slt i32 %r, 0
+  br i1 %raised, label %error, label %answer
+answer:
+  %r.w = zext i32 %r to i64
+  %out = call ptr @PyBool_FromLong(i64 %r.w)
+  ret ptr %out
+clear:
+  call void @PyErr_Clear()
+  br label %no
+no:
+  %false = call ptr @PyBool_FromLong(i64 0)
+  ret ptr %false
+error:
+  ret ptr null
 }}
 
 ; `binder(cfg, args, stream) -> bool`: a native binder, its `self` a tuple whose item 0
@@ -572,26 +591,11 @@ call:
   %argt = load ptr, ptr %argt.p
   %stream.p = getelementptr ptr, ptr %args, i64 2
   %stream = load ptr, ptr %stream.p
-  %n = call i64 @PyTuple_Size(ptr %argt)
-  %bad = icmp slt i64 %n, 0
-  br i1 %bad, label %clear, label %core
-core:
-  %items = call ptr @tuple_items(ptr %argt)
-  %r = call i32 @bind_core(ptr %spec, ptr %config, ptr %items, i64 %n, ptr %stream)
-  %raised = icmp slt i32 %r, 0
-  br i1 %raised, label %error, label %answer
-answer:
-  %r.w = zext i32 %r to i64
-  %out = call ptr @PyBool_FromLong(i64 %r.w)
+  %out = call ptr @bind_tuple(ptr %spec, ptr %config, ptr %argt, ptr %stream)
   ret ptr %out
-clear:
-  call void @PyErr_Clear()
-  br label %no
 no:
   %false = call ptr @PyBool_FromLong(i64 0)
   ret ptr %false
-error:
-  ret ptr null
 }}
 
 ; The BinderSpec of `kernel.__dict__["_oxide_launchers"].native`, or null (nothing
@@ -654,26 +658,13 @@ keywords:
 find:
   %kernel = load ptr, ptr %args
   %spec = call ptr @find_spec(ptr %kernel, ptr %self)
-  %no.spec = icmp eq ptr %spec, null
-  br i1 %no.spec, label %no, label %tuple
-tuple:
-  %argt.p = getelementptr ptr, ptr %args, i64 2
-  %argt = load ptr, ptr %argt.p
-  %n = call i64 @PyTuple_Size(ptr %argt)
-  %bad = icmp slt i64 %n, 0
-  br i1 %bad, label %clear, label %core
-core:
-  %items = call ptr @tuple_items(ptr %argt)
   %config.p = getelementptr ptr, ptr %args, i64 1
   %config = load ptr, ptr %config.p
+  %argt.p = getelementptr ptr, ptr %args, i64 2
+  %argt = load ptr, ptr %argt.p
   %stream.p = getelementptr ptr, ptr %args, i64 3
   %stream = load ptr, ptr %stream.p
-  %r = call i32 @bind_core(ptr %spec, ptr %config, ptr %items, i64 %n, ptr %stream)
-  %raised = icmp slt i32 %r, 0
-  br i1 %raised, label %error, label %answer
-answer:
-  %r.w = zext i32 %r to i64
-  %out = call ptr @PyBool_FromLong(i64 %r.w)
+  %out = call ptr @bind_tuple(ptr %spec, ptr %config, ptr %argt, ptr %stream)
   ret ptr %out
 clear:
   call void @PyErr_Clear()
@@ -681,8 +672,6 @@ clear:
 no:
   %false = call ptr @PyBool_FromLong(i64 0)
   ret ptr %false
-error:
-  ret ptr null
 }}
 
 ; `ox.launch(kernel, config, *args, ...)` and `kernel[config](*args, ...)` as builtins
