@@ -153,9 +153,9 @@ class TileDisjointMixin:
                 positions.setdefault(item.witness, []).append(k)
                 if verb != "written":
                     continue
-                if item.witness.part is None:
+                if item.witness.part is None and item.witness.sizes is None:
                     self.stores.tiled.setdefault(item.witness.axis, set()).add(
-                        (arr.name, k, shape[k]))
+                        (arr.name, k, shape[k]))  # (a run of rows says nothing of the grid)
                 else:
                     self.stores.grouped = True
         here = Access(self.src.span(index_node).line, self.text(index_node), positions)
