@@ -15,6 +15,7 @@ from typing import Any
 
 from xdsl.ir import SSAValue
 
+from oxide.errors import InternalCompilerError
 from oxide.ir import ops
 from oxide.ir.types import dtype_of_ir
 
@@ -103,6 +104,27 @@ class MaskedAccessMixin:
                                       for k in range(n)]
         for r, x in zip(op.res, self._from_words(dt, words, word, count), strict=True):
             self.names[r] = x
+
+    def op_AsyncCopyOp(self, op: ops.AsyncCopyOp) -> None:
+        """`@enabled cp.async.cg.shared.global [dst], [src], 16, size`: size 16 where the
+        chunk is inside the array, else 0 (nothing read, 16 bytes of zeros written, from
+        the array's first element's address); inline PTX, since the intrinsic takes no
+        predicate. The tile lowering emits it only on the GPU."""
+        if self.t.name != "nvptx":
+            raise InternalCompilerError("a cp.async copy reached a CPU kernel")
+        inside = self.v(op.inside)
+        src = self._global_address(op.src, op.src_indices)
+        info = self.arrays[op.src]
+        first = self.ins(f"addrspacecast {self.t.pointer_type(info['space'])} {info['ptr']} "
+                         "to ptr addrspace(1)")
+        src = self.ins(f"select i1 {inside}, ptr addrspace(1) {src}, ptr addrspace(1) {first}")
+        size = self.ins(f"select i1 {inside}, i32 16, i32 0")
+        dst_t = self.t.pointer_type(self.arrays[op.dst]["space"])
+        dst = self.address(op.dst, [self.v(op.dst_index)])
+        dst32 = self.ins(f"ptrtoint {dst_t} {dst} to i32")
+        self.raw('call void asm sideeffect "@$3 cp.async.cg.shared.global [$0], [$1], 16, $2;", '
+                 f'"r,l,r,b,~{{memory}}"(i32 {dst32}, ptr addrspace(1) {src}, i32 {size}, '
+                 f"i1 {self.v(op.enabled)})")
 
     def _branchy_load(self, op: ops.MaskedLoadOp, dt: Any, mask: str, other: str) -> None:
         ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])

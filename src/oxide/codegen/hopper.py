@@ -32,7 +32,7 @@ _REQUIRES: tuple[tuple[str, int, bool], ...] = (
     ("elect_sync", 90, False), ("setmaxnreg.", 90, True), ("named_barrier", 80, False),
     ("sreg.", 90, False), ("cluster.", 90, False), ("wgmma.m64n", 90, True),
     ("wgmma.desc", 90, True), ("wgmma.fence", 90, True), ("wgmma.commit", 90, True),
-    ("wgmma.wait", 90, True), ("tma.", 90, False),
+    ("wgmma.wait", 90, True), ("tma.", 90, False), ("cp_async.", 80, False),
 )
 # kind prefix -> the name users wrote
 _NAMES = (("wgmma.desc", "ox.wgmma_desc()"), ("wgmma.fence", "ox.wgmma_fence()"),
@@ -48,7 +48,8 @@ _NAMES = (("wgmma.desc", "ox.wgmma_desc()"), ("wgmma.fence", "ox.wgmma_fence()")
           ("tma.prefetch_descriptor", "ox.tma.prefetch_descriptor()"),
           ("tma.prefetch", "ox.tma.prefetch()"), ("tma.commit_group", "ox.tma.commit_group()"),
           ("tma.wait_group_read", "ox.tma.wait_group_read()"),
-          ("tma.wait_group", "ox.tma.wait_group()"))
+          ("tma.wait_group", "ox.tma.wait_group()"),
+          ("cp_async.", "a tile product's operand copies (cp.async)"))
 _MMA = {"mma.m16n8k16.bf16": "llvm.nvvm.mma.m16n8k16.row.col.bf16",
         "mma.m16n8k16.f16": "llvm.nvvm.mma.m16n8k16.row.col.f32.f32",
         "mma.m16n8k8.tf32": "llvm.nvvm.mma.m16n8k8.row.col.tf32"}
@@ -82,7 +83,8 @@ def _known_nvvm() -> frozenset[str]:
               "llvm.nvvm.barrier.cluster.arrive", "llvm.nvvm.barrier.cluster.wait",
               "llvm.nvvm.wgmma.fence.sync.aligned", "llvm.nvvm.wgmma.commit_group.sync.aligned",
               "llvm.nvvm.cp.async.bulk.commit.group", "llvm.nvvm.cp.async.bulk.wait.group",
-              "llvm.nvvm.cp.async.bulk.wait.group.read", "llvm.nvvm.prefetch.tensormap.p0"}
+              "llvm.nvvm.cp.async.bulk.wait.group.read", "llvm.nvvm.prefetch.tensormap.p0",
+              "llvm.nvvm.cp.async.commit.group", "llvm.nvvm.cp.async.wait.group"}
     for rank in range(1, 6):
         names |= {f"llvm.nvvm.cp.async.bulk.tensor.{op}.tile.{rank}d"
                   for op in ("g2s", "s2g", "prefetch")}
@@ -333,6 +335,11 @@ def _simple(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
         _nvvm(em, f"llvm.nvvm.{kind}.sync.aligned.u32", "void", [("i32", str(n))])
     elif kind == "named_barrier":
         _nvvm(em, "llvm.nvvm.barrier.cta.sync.count", "void", args)
+    elif kind == "cp_async.commit":
+        _nvvm(em, "llvm.nvvm.cp.async.commit.group", "void", [])
+    elif kind == "cp_async.wait":  # this thread's copies but the `n` latest groups landed
+        n = op.imm.data[0].data  # type: ignore[attr-defined]
+        _nvvm(em, "llvm.nvvm.cp.async.wait.group", "void", [("i32", str(n))])
     elif kind.startswith("sreg."):
         return [_nvvm(em, f"llvm.nvvm.read.ptx.sreg.{kind[5:]}", "i32", [])]
     elif kind in ("cluster.arrive", "cluster.wait"):

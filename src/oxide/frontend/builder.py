@@ -55,6 +55,11 @@ class IRBuilder:
         self._entry_allocs.append(op)
         return op.results[0]
 
+    def at_entry(self, op: Operation) -> None:
+        """Emits `op` in the entry block after the declarations made so far (a slot's
+        first value, which every later read sees)."""
+        self._entry_allocs.append(op)
+
     def new_block(self) -> Block:
         block = Block()
         self.func.body.add_block(block)

@@ -384,6 +384,33 @@ class VectorStoreOp(IRDLOperation):
 
 
 @irdl_op_definition
+class AsyncCopyOp(IRDLOperation):
+    """Copies 16 bytes of a row of the global array `src`, from `src_indices` on, to the
+    shared array `dst` at element `dst_index`, asynchronously (`cp.async.cg`, sm_80+):
+    where `inside` does not hold nothing is read and the 16 bytes become zeros; where
+    `enabled` does not hold the thread copies nothing (a replica of another thread's
+    chunk). The copy lands only after a `cp_async.wait` the issuing thread runs.
+
+    Only the tile lowering emits it (`tile/operand_rings.py`: a product operand staged
+    straight into its ring of shared buffers), where the launch specialized on rows of
+    16-byte vectors (`ArrayType.vectors`), so a chunk is aligned and wholly inside the
+    array or wholly outside it, and `dst_index` is in range and 16-byte aligned by
+    construction."""
+
+    name = "oxide.cp_async"
+    src = operand_def()
+    inside = operand_def(IntegerType(1))
+    enabled = operand_def(IntegerType(1))
+    dst = operand_def()
+    dst_index = operand_def()
+    src_indices = var_operand_def()
+
+    def __init__(self, src: SSAValue, src_indices: Sequence[SSAValue], inside: SSAValue,
+                 enabled: SSAValue, dst: SSAValue, dst_index: SSAValue) -> None:
+        super().__init__(operands=[src, inside, enabled, dst, dst_index, list(src_indices)])
+
+
+@irdl_op_definition
 class ArrayAlignedOp(IRDLOperation):
     """Whether every row of `array` starts at a multiple of `bytes`: its data pointer and
     the pitch of each outer dimension are multiples of `bytes`, and its innermost stride
@@ -699,7 +726,7 @@ Oxide = Dialect(
     "oxide",
     [FuncOp, ConstantOp, BinaryOp, UnaryOp, CompareOp, CastOp, SelectOp, ArraySelectOp, MathOp,
      RegisterOp, ThreadIndexOp, IndexComponentOp, InBoundsOp, ArrayDimOp, LoadOp,
-     StoreOp, MaskedLoadOp, MaskedStoreOp, VectorStoreOp, ArrayAlignedOp, AtomicOp,
+     StoreOp, MaskedLoadOp, MaskedStoreOp, VectorStoreOp, AsyncCopyOp, ArrayAlignedOp, AtomicOp,
      FixedArrayOp, SlotOp,
      SlotReadOp, SlotWriteOp, BarrierOp, WarpOp,
      AssertOp, PrintOp, BranchOp, CondBranchOp, ReturnOp, UnreachableOp, InlineAsmOp,

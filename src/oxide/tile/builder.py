@@ -99,6 +99,10 @@ class TileBuilder(IRBuilder):
         self.order[op] = self._next_key()
         return super().alloc(op)
 
+    def at_entry(self, op: Operation) -> None:
+        self.order[op] = self._next_key()
+        super().at_entry(op)
+
     def new_block(self) -> Block:
         block = super().new_block()
         self.order[block] = self._next_key()

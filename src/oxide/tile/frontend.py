@@ -172,6 +172,10 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
                  num_warps: int, num_stages: int = 1) -> None:
         self.b = b
         self.num_stages = num_stages  # loop iterations of tile loads in flight (stmt_For)
+        # the pipelined load statement being evaluated (tile/loops.py), and how many
+        # there were: the `pipe` of the loads it makes
+        self.load_pipe: tuple[int, int, bool] | None = None
+        self.pipes = 0
         self.src = source
         self.scope = scope
         self.ctx = ctx

@@ -59,7 +59,7 @@ def layout_of(v: SSAValue) -> Layout:
     return t.layout.data
 
 
-def _set(v: SSAValue, layout: Layout) -> None:
+def set_layout(v: SSAValue, layout: Layout) -> None:
     """Gives `v` its layout (a value's type is fixed when the op is made; this pass is
     where the tile dialect's types are completed)."""
     t = v.type
@@ -154,7 +154,7 @@ class LayoutPass:
             layout = rule(op)
             if layout is not None:
                 for r in op.results:
-                    _set(r, layout)
+                    set_layout(r, layout)
 
     def _convert_before(self, op: Operation, index: int, target: Layout,
                         to: str | None = None) -> None:
@@ -192,7 +192,7 @@ class LayoutPass:
         for r in op.results:  # results of several shapes: each its default layout
             t = r.type
             assert isinstance(t, TileType)
-            _set(r, self.blocked(t.dims))
+            set_layout(r, self.blocked(t.dims))
 
     def _same_as_first(self, op: Operation) -> Layout:
         return layout_of(op.operands[0])
@@ -313,7 +313,7 @@ class LayoutPass:
                 t = value.type
                 assert isinstance(t, TileType)
                 self._convert_before(op, 1, self.mma(t.dims, layout_of(value)), to="mma")
-            _set(var, layout_of(op.operands[1]))
+            set_layout(var, layout_of(op.operands[1]))
         else:
             self._convert_before(op, 1, layout_of(var))
 

@@ -124,9 +124,14 @@ class TileLoopsMixin:
                  self._pipelined_loads(node, assigned))
         ahead = self.num_stages - 1
         # the first iterations' tiles, loaded before the loop into names no code can spell
+        pipes = {}
         for stmt, name in piped:
+            pipes[id(stmt)] = self.pipes
+            self.pipes += 1
             for j in range(ahead):
+                self.load_pipe = (pipes[id(stmt)], ahead, j == 0)
                 first = self._with_index(node.target.id, start, step.obj * j, dt, stmt.value)
+                self.load_pipe = None
                 self.env[_ahead(name, j)] = first
                 assigned.append(_ahead(name, j))
         carried = self.carry(node, assigned, node.target.id)
@@ -163,7 +168,9 @@ class TileLoopsMixin:
         for stmt, name in piped:  # this iteration's tile, and a later one's load issued now
             skipped.add(id(stmt))
             self.env[name] = self.env[_ahead(name, 0)]
+            self.load_pipe = (pipes[id(stmt)], ahead, False)
             later = self._with_index(node.target.id, index, step.obj * ahead, dt, stmt.value)
+            self.load_pipe = None
             for j in range(ahead - 1):
                 self.env[_ahead(name, j)] = self.env[_ahead(name, j + 1)]
             self.env[_ahead(name, ahead - 1)] = later

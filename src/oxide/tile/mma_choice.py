@@ -9,15 +9,16 @@ carries an `engine` parameter that the later passes read instead of deciding aga
   target with tensor cores (the GPU). The layout pass gives the result the accumulator
   layout; `tile/mma_lower.py` stages the operands and reads them with `ldmatrix`.
 - `"wgmma"`: the same on an sm_90 target where the shapes fit one m64nNk16 instruction
-  per warp group and k step (`tile/wgmma_lower.py`'s `supports`: M = 16 * num_warps,
+  per warp group and k step (`supports`: M = 16 * num_warps,
   N a multiple of 64 up to 256, K of 16, 32 or a multiple of 64). The layout pass gives
   the result the accumulator layout with every warp on whole rows (wgmma's own);
 - `"fma"`: everything else (f32 and f64, tiles smaller than an instruction) and every
   product on the CPU target: a loop over k of multiply-adds per thread, the same bits
   (products of halves are exact; both add them to the accumulator in k order).
 
-The wgmma engine stages its operands through shared memory with the threads; TMA rings,
-pipelining across k and warp specialization are issue 26's next steps.
+The wgmma engine's operands reach shared memory by cp.async rings where their loads allow
+(tile/operand_rings.py), else through the threads; TMA and warp specialization are issue
+26's next steps.
 """
 
 from __future__ import annotations
@@ -28,11 +29,17 @@ from xdsl.ir import Operation
 
 from oxide.ir.tile_ops import StaticAttr, TileType, kind_of
 from oxide.tile.layout import mma_accumulator
-from oxide.tile.wgmma_lower import supports
 
 HALVES = ("bf16", "f16")
+WGMMA_SLAB = 64  # elements of a 128-byte swizzle row of 16-bit floats
 MMA_K = 16
 ENGINES = ("wgmma", "mma.sync", "fma")
+
+
+def supports(m: int, n: int, k: int, num_warps: int) -> bool:
+    """Whether tile/wgmma_lower.py takes an (M, K) @ (K, N) product on `num_warps` warps."""
+    return (num_warps % 4 == 0 and m == 16 * num_warps and n % WGMMA_SLAB == 0 and n <= 256
+            and (k in (16, 32) or k % WGMMA_SLAB == 0))
 
 
 def engine_for(a: TileType, shape: tuple[int, ...], num_warps: int, tensor_cores: bool,

@@ -152,9 +152,12 @@ class TileOps:
     # -- memory -----------------------------------------------------------------------
 
     def load(self, array: SSAValue, vectors: bool | None, dt: T.DType, padding: Tile,
-             index: Sequence[Tile], shape: tuple[int, ...]) -> Tile:
+             index: Sequence[Tile], shape: tuple[int, ...],
+             pipe: tuple[int, int, bool] | None = None) -> Tile:
+        """`pipe`: (which pipelined load statement, iterations ahead, whether it is the
+        first load of the loop's prologue), for tile/operand_rings.py."""
         return self.make("load", [array, padding, *index], shape, dt, shape=shape,
-                         vectors=vectors)
+                         vectors=vectors, pipe=pipe)
 
     def store(self, array: SSAValue, vectors: bool | None, value: Tile,
               index: Sequence[Tile]) -> None:

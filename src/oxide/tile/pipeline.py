@@ -8,12 +8,14 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
    tensor cores);
 2. `LayoutPass` (tile/layouts.py): every tile value gets its layout, and conversions
    stand where layouts must agree;
-3. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
+3. `place_operand_rings` (tile/operand_rings.py), on sm_90: a load that only feeds a
+   wgmma operand copies its tile straight into a ring of shared buffers (cp.async);
+4. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
    guarantees, checked; on the GPU, `check_register_budget` (tile/register_budget.py)
    warns of a tile too large for a thread's registers;
-4. `place_barriers` (tile/ordering.py): block barriers where two accesses of one array
+5. `place_barriers` (tile/ordering.py): block barriers where two accesses of one array
    hand an element between threads (a load after a store in another layout);
-5. `ToSIMT` (tile/to_simt.py): each tile op becomes the SIMT ops of one thread.
+6. `ToSIMT` (tile/to_simt.py): each tile op becomes the SIMT ops of one thread.
 
 Each file's docstring says what its pass assumes and guarantees.
 """
@@ -26,6 +28,7 @@ from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import choose_engines
+from oxide.tile.operand_rings import place_operand_rings
 from oxide.tile.ordering import place_barriers
 from oxide.tile.register_budget import check_register_budget
 from oxide.tile.to_simt import ToSIMT
@@ -48,6 +51,8 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     layout and ordering passes leave it (OXIDE_DUMP=tile)."""
     choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
+    if target.wgmma:
+        place_operand_rings(b)
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow

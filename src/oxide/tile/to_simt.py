@@ -27,6 +27,7 @@ from oxide.tile.layouts import layout_of
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import engine_of
 from oxide.tile.mma_lower import lower_mma, relayout
+from oxide.tile.operand_rings import issue, ring_of
 from oxide.tile.ordering import syncs_block
 from oxide.tile.values import Slots
 
@@ -158,6 +159,11 @@ class ToSIMT:
     def _load(self, op: Operation) -> Slots:
         array, padding, *index = op.operands
         dt = self._dtype(op)
+        ring = ring_of(layout_of(op.results[0]))
+        if ring is not None:  # copied into a product operand's ring
+            pipe = op.param("pipe")
+            return issue(self.em, array, [self._in(i).scalar for i in index], ring, dt,
+                         bool(pipe and pipe[2]))
         pad = self.b.cast(self._in(padding).scalar, dt)
         return self.em.load(array, op.param("vectors"), dt,
                             [self._in(i).scalar for i in index], layout_of(op.results[0]), pad)
@@ -181,7 +187,7 @@ class ToSIMT:
     def _mma(self, op: Operation) -> Slots:
         a, b, acc = (self._in(v) for v in op.operands)
         return lower_mma(self.em, a, b, acc, layout_of(op.results[0]), engine_of(op),
-                         op.param("b_transposed", False))
+                         op.param("b_transposed", False), op.param("in_flight", False))
 
     def _from_scalar(self, op: Operation) -> Slots:
         v = op.operands[0]
@@ -201,7 +207,8 @@ class ToSIMT:
         t = op.results[0].type
         assert isinstance(t, TileVarType)
         layout = layout_of(op.results[0])
-        self.vars[op.results[0]] = [self.b.alloc(ops.SlotOp(ir_type(t.tile.dtype)))
+        dt = T.i32 if ring_of(layout) is not None else t.tile.dtype  # a ring's token
+        self.vars[op.results[0]] = [self.b.alloc(ops.SlotOp(ir_type(dt)))
                                     for _ in range(layout.slots)]
 
     def _var_write(self, op: Operation) -> None:
@@ -213,8 +220,12 @@ class ToSIMT:
         var = op.operands[0]
         t = var.type
         assert isinstance(t, TileVarType)
-        return Slots(t.tile.dtype, layout_of(var), tuple(
-            self.b.value(ops.SlotReadOp(slot)) for slot in self.vars[var]))
+        values = [self.b.value(ops.SlotReadOp(slot)) for slot in self.vars[var]]
+        if op.param("settle"):  # a product left running writes them (operand_rings.py)
+            wait = ops.HopperOp("wgmma.wait", values, [v.type for v in values], imm=(0,))
+            self.b.emit(wait)
+            values = list(wait.results)
+        return Slots(t.tile.dtype, layout_of(var), tuple(values))
 
 
 def narrow_compare(em: TileEmitter, pred: str, a: Slots, n: Slots) -> Slots:

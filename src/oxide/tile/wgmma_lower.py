@@ -10,6 +10,8 @@ wgmma's own fragment layout (warp w holds rows 16w + g and 16w + g + 8, columns 
 of every 8-column group).
 
 What it does, per product:
+- an operand in a ring (tile/operand_rings.py: its load copied it with cp.async) is read
+  from its buffer once this thread's copies landed (`cp.async.wait_group`); the others:
 - a barrier (the previous product's reads of the operand arrays are over); each thread
   writes its elements of A and B into shared memory in the layout wgmma's descriptors
   read: rows of 32, 64 or 128 bytes with the matching swizzle (16-byte chunk `c` of row
@@ -20,8 +22,8 @@ What it does, per product:
 - `fence.proxy.async` (the generic-proxy stores become visible to the tensor cores'
   async proxy) and a barrier;
 - `wgmma.fence`, one `wgmma.mma_async` per 16-element k step with descriptors that walk
-  the rows, `wgmma.commit_group`, `wgmma.wait_group 0`.
-The operands are staged by the threads (no TMA ring, no pipelining yet: issue 26).
+  the rows, `wgmma.commit_group`, `wgmma.wait_group 0` (1 where operand_rings.py leaves
+  the product in flight: the next product waits for it, the epilogue's read waits for all).
 
 What it guarantees: the result in the accumulator's layout, `acc + a @ b` with f32
 accumulation, as the mma.sync engine gives it (the bits may differ from mma.sync's and
@@ -36,34 +38,35 @@ from oxide import types as T
 from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile.lower import TileEmitter
+from oxide.tile.operand_rings import (
+    SLAB,
+    buffer_start,
+    ring_array,
+    ring_of,
+    row_elements,
+    swizzled_index,
+    wait_for,
+)
 from oxide.tile.values import Slots
 
-SLAB = 64  # elements of a 128-byte swizzle row of 16-bit floats
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout field (bits 62-63)
 
 
-def row_elements(k: int) -> int:
-    """Elements per shared row of a K-major operand with K columns: all of K up to a
-    128-byte row, else 128-byte slabs."""
-    return min(k, SLAB)
-
-
-def supports(m: int, n: int, k: int, num_warps: int) -> bool:
-    """Whether this lowering takes an (M, K) @ (K, N) product on `num_warps` warps."""
-    return (num_warps % 4 == 0 and m == 16 * num_warps and n % SLAB == 0 and n <= 256
-            and (k in (16, 32) or k % SLAB == 0))
-
-
-def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool) -> Slots:
-    """`acc + a @ b` on wgmma (see the module docstring)."""
+def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool,
+                in_flight: bool = False) -> Slots:
+    """`acc + a @ b` on wgmma (see the module docstring); an operand in a ring
+    (tile/operand_rings.py) is read where its copies put it. With `in_flight` (both
+    operands in rings with a buffer to spare, the result only the next product's
+    accumulator), it waits for the previous product instead (`wgmma.wait_group 1`)."""
     (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
-    em.barrier()
     width_a = row_elements(k)
-    sa = _stage(em, a, width_a, "wa")
-    if b_transposed:
-        sb = _stage(em, b, width_a, "wb")
-    else:
-        sb = _stage(em, b, SLAB, "wb")
+    rings = [t for t in (a, b) if ring_of(t.layout) is not None]
+    if len(rings) < 2:  # the previous product's reads of the staging arrays are over
+        em.barrier()
+    sa, a_start = _operand(em, a, width_a, "wa")
+    sb, b_start = _operand(em, b, width_a if b_transposed else SLAB, "wb")
+    if rings:
+        wait_for(em, rings)
     em.b.emit(ops.HopperOp("fence.proxy_async", [], []))
     em.barrier()
     _, warp = em._thread()
@@ -71,6 +74,8 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     # warp group g's 64 rows of A start at row 64 g of every slab
     a_row0 = em._entry(ops.CastOp(em._entry(ops.BinaryOp(
         "mul", group, em.const(64 * width_a, T.i32))), ir_type(T.i64)))
+    if a_start is not None:
+        a_row0 = em.b.value(ops.BinaryOp("add", a_row0, a_start))
     slot = {offs: s for s, offs in enumerate(acc.layout.offsets())}
     order = [slot[(8 * (e // 2), 8 * j + e % 2)] for j in range(n // 8) for e in range(4)]
     values = list(acc.values)
@@ -83,20 +88,37 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
         a_at = _add(em, a_row0, (col // width_a) * m * width_a + col % width_a)
         da = _descriptor(em, sa, a_at, 2 * width_a, lbo=16, sbo=16 * width_a)
         if b_transposed:  # (N, K) K-major, like A, every warp group reads all N rows
-            db = _descriptor(em, sb, em.const((col // width_a) * n * width_a + col % width_a,
-                                              T.i64), 2 * width_a, lbo=16, sbo=16 * width_a)
+            b_at = (col // width_a) * n * width_a + col % width_a
+            db = _descriptor(em, sb, _at(em, b_start, b_at), 2 * width_a, lbo=16,
+                             sbo=16 * width_a)
         else:  # K rows of 64-column slabs: MN-major, the next slab `lbo` further
-            db = _descriptor(em, sb, em.const(col * SLAB, T.i64), 128, lbo=k * 128, sbo=1024)
+            db = _descriptor(em, sb, _at(em, b_start, col * SLAB), 128, lbo=k * 128, sbo=1024)
         op = ops.HopperOp(kind, [da, db, one, *regs], [ir_type(T.f32)] * len(regs),
                           imm=(0, 0 if b_transposed else 1))
         em.b.emit(op)
         regs = list(op.results)
     em.b.emit(ops.HopperOp("wgmma.commit", [], []))
-    wait = ops.HopperOp("wgmma.wait", regs, [ir_type(T.f32)] * len(regs), imm=(0,))
+    wait = ops.HopperOp("wgmma.wait", regs, [ir_type(T.f32)] * len(regs),
+                        imm=(1 if in_flight else 0,))
     em.b.emit(wait)
     for s, v in zip(order, wait.results, strict=True):
         values[s] = v
     return Slots(acc.dtype, acc.layout, tuple(values))
+
+
+def _operand(em: TileEmitter, t: Slots, width: int, role: str
+             ) -> tuple[SSAValue, SSAValue | None]:
+    """The shared array holding operand `t` and the element its tile starts at (None:
+    element 0): its ring's buffer, or the staging array the threads store it into."""
+    if ring_of(t.layout) is not None:
+        return ring_array(em, ring_of(t.layout), t.dtype), buffer_start(em, t)
+    return _stage(em, t, width, role), None
+
+
+def _at(em: TileEmitter, start: SSAValue | None, offset: int) -> SSAValue:
+    if start is None:
+        return em.const(offset, T.i64)
+    return _add(em, start, offset)
 
 
 def _add(em: TileEmitter, x: SSAValue, offset: int) -> SSAValue:
@@ -116,32 +138,17 @@ def _descriptor(em: TileEmitter, smem: SSAValue, at: SSAValue, row_bytes: int, l
 
 def _stage(em: TileEmitter, t: Slots, width: int, role: str) -> SSAValue:
     """`t` (rows, cols) into shared memory in slabs of `width` columns, each slab `rows`
-    rows of `width` elements with the swizzle of that row size; a thread's side-by-side
-    elements go in vector stores within one 16-byte chunk (the swizzle moves whole
-    chunks)."""
+    rows of `width` elements with the swizzle of that row size
+    (`operand_rings.swizzled_index`); a thread's side-by-side elements go in vector
+    stores within one 16-byte chunk (the swizzle moves whole chunks)."""
     rows, cols = t.shape
     smem = em.staging(t.dtype, rows * cols, role)
     size = max(1, t.dtype.bits // 8)
-    row_bytes = width * size
-    phases = row_bytes // 16  # chunks the swizzle rotates: 2, 4 or 8
     run = max(1, min(t.layout.dims[1].spt, 16 // size, width))
     coords = em.coords(t.layout)
     for k in range(0, len(t.values), run):
         r, c = (em.b.cast(x, T.i64) for x in coords[k])
-        slab = em.b.value(ops.BinaryOp("shr", c, em.const(width.bit_length() - 1, T.i64))) \
-            if cols > width else None
-        c_in = em.b.value(ops.BinaryOp("and", c, em.const(width - 1, T.i64))) \
-            if cols > width else c
-        # chunk bits of the row: (r * row_bytes / 128) % phases, times 8 bytes' elements
-        rot = em.b.value(ops.BinaryOp("shr", em.b.value(ops.BinaryOp(
-            "mul", r, em.const(row_bytes, T.i64))), em.const(7, T.i64)))
-        rot = em.b.value(ops.BinaryOp("and", rot, em.const(phases - 1, T.i64)))
-        rot = em.b.value(ops.BinaryOp("mul", rot, em.const(16 // size, T.i64)))
-        at = em.b.value(ops.BinaryOp("add", em.b.value(ops.BinaryOp(
-            "mul", r, em.const(width, T.i64))), em.b.value(ops.BinaryOp("xor", c_in, rot))))
-        if slab is not None:
-            at = em.b.value(ops.BinaryOp("add", at, em.b.value(ops.BinaryOp(
-                "mul", slab, em.const(rows * width, T.i64)))))
+        at = swizzled_index(em, r, c, rows, cols, width, size)
         if run == 1:
             em.b.emit(ops.StoreOp(smem, [at], t.values[k], 0, False, True))
         else:

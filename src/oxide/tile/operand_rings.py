@@ -1,0 +1,405 @@
+"""Product operands copied straight from global memory into rings of shared buffers.
+
+Without this pass a wgmma operand travels global -> registers -> shared memory: each
+thread loads its elements, then stores them in the swizzled layout wgmma's descriptors
+read (tile/wgmma_lower.py's `_stage`). With it, a `tile.load` whose only use is an operand
+of a product on wgmma becomes `cp.async` copies of 16 bytes straight into that layout, in
+one of the `buffers` of the operand's *ring*; the value the load gives is a *token*, one
+i32 per thread (the same in every thread): the number of the copy group it committed and
+the buffer it filled. The product waits for that group (`cp.async.wait_group`), fences the
+copies into the async proxy, passes a barrier and reads the buffer. With `num_stages`
+(tile/loops.py issues a loop's loads that many iterations ahead), the copies of the next
+iterations fly while this one's product runs, and no register holds them.
+
+What it assumes: the layout pass ran; products chose their engines. A load qualifies when
+it reads a 2-d tile of 16-bit floats from an array the kernel never writes, the launch
+specialized on rows of 16-byte vectors (`ArrayType.vectors`: a 16-byte chunk is aligned
+and wholly inside the array or wholly outside, where the copy writes zeros, the padding
+0 a product needs), and its padding is 0. Its token must reach only that operand, either
+directly in the same block (one load, two buffers), or through the loop-carried
+variables of one pipelined load statement (`pipe` on the load ops, set by tile/loops.py:
+the prologue's loads and the loop's, `ahead` iterations ahead; `ahead + 2` buffers).
+
+What it guarantees: a buffer is rewritten only after every thread is done reading it,
+and a copy never lands on a buffer another copy of the same thread still writes:
+- direct: copy n goes to buffer n % 2 after this thread's product n - 1, whose barrier
+  every thread passed after its product n - 2 (the last reader of that buffer) was done;
+- pipelined: in iteration k the loop issues copy k + ahead into buffer (k + ahead) %
+  (ahead + 2), last read by product k - 2, which every thread finished before the barrier
+  of product k - 1. The prologue (`first` load) first waits for all of the thread's own
+  copies (the previous run of the loop left `ahead` of them in flight) and passes a barrier.
+Everything else keeps the registers' path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from xdsl.ir import Operation, SSAValue
+
+from oxide import types as T
+from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
+from oxide.ir import ops
+from oxide.ir.tile_ops import StaticAttr, TileType, TileVarType, kind_of
+from oxide.ir.types import ir_type
+from oxide.tile.builder import TileBuilder
+from oxide.tile.layout import Layout, blocked
+from oxide.tile.layouts import layout_of, set_layout
+from oxide.tile.values import Slots
+
+SLAB = 64  # elements of a 128-byte swizzle row of 16-bit floats
+CHUNK = 16  # bytes per cp.async copy
+# the rings of one kernel take at most this much shared memory (the rest: conversions)
+RING_BYTES = SM90A_STATIC_SHARED_BYTES - 16 * 1024
+MAX_WAIT = 7  # the largest `cp.async.wait_group` count a product asks for
+_BUFFER_BITS = 3  # a token is `group << 3 | buffer`
+
+
+@dataclass(frozen=True)
+class RingLayout(Layout):
+    """The layout of a token: one i32 per thread standing for a tile of `shape` in buffer
+    `token & 7` of ring `ring` (`buffers` of them), staged in rows of `width` elements."""
+
+    ring: int = 0
+    buffers: int = 2
+    width: int = SLAB
+    pipelined: bool = False  # tokens travel through loop-carried variables
+
+    def key(self) -> tuple[object, ...]:
+        return ("ring", self.shape, self.ring)
+
+    @property
+    def slots(self) -> int:
+        return 1
+
+    @property
+    def is_blocked(self) -> bool:
+        return False
+
+
+def ring_of(layout: Layout) -> RingLayout | None:
+    return layout if isinstance(layout, RingLayout) else None
+
+
+def row_elements(k: int) -> int:
+    """Elements per shared row of a K-major operand with K columns: all of K up to a
+    128-byte row, else 128-byte slabs."""
+    return min(k, SLAB)
+
+
+def operand_width(index: int, cols: int, b_transposed: bool) -> int:
+    """The staging row of operand `index` (0: A, K-major; 1: B) with `cols` columns: B as
+    `a @ b` has it (K x N) goes in slabs of 64 columns (MN-major for the instruction)."""
+    return SLAB if index == 1 and not b_transposed else row_elements(cols)
+
+
+# -- the pass ----------------------------------------------------------------------------
+
+
+def place_operand_rings(b: TileBuilder) -> None:
+    """Give each qualifying product operand a ring (see the module docstring)."""
+    written = {op.operands[0] for op in b.tile_ops if kind_of(op) in ("store", "atomic")}
+    writes: dict[SSAValue, list[Operation]] = {}
+    for op in b.tile_ops:
+        if kind_of(op) == "var_write":
+            writes.setdefault(op.operands[0], []).append(op)
+    budget = RING_BYTES
+    count = 0
+    for op in b.tile_ops:
+        if kind_of(op) != "mma" or op.param("engine") != "wgmma":
+            continue
+        b_transposed = bool(op.param("b_transposed", False))
+        found = []
+        for index in (0, 1):
+            chain = _chain(op, index, writes)
+            if chain is None or op.operands[0] is op.operands[1]:
+                continue
+            ring = _ring(op, index, *chain[:2], written, b_transposed, count + len(found))
+            if ring is not None:
+                found.append((ring, chain))
+        settle = _accumulator_reads(op, writes) if len(found) == 2 else None
+        if settle is not None:  # one more buffer each: the product in flight reads one
+            wider = [(replace(r, buffers=r.buffers + 1), c) for r, c in found]
+            if sum(_bytes(r) for r, _ in wider) <= budget:
+                found = wider
+                _set_param(op, "in_flight", True)
+                for read in settle:
+                    _set_param(read, "settle", True)
+        for ring, (loads, variables, reads) in found:
+            if _bytes(ring) > budget:
+                continue
+            budget -= _bytes(ring)
+            count += 1
+            for v in (*(ld.results[0] for ld in loads), *variables, *reads):
+                set_layout(v, ring)
+
+
+def _bytes(ring: RingLayout) -> int:
+    rows, cols = ring.shape
+    return ring.buffers * rows * cols * 2
+
+
+def _set_param(op: Operation, key: str, value: Any) -> None:
+    params = dict(op.params.data)  # type: ignore[attr-defined]
+    params[key] = value
+    op.properties["params"] = StaticAttr(tuple(sorted(params.items())))
+
+
+def _accumulator_reads(mma: Operation, writes: dict[SSAValue, list[Operation]]
+                       ) -> list[Operation] | None:
+    """Where the product may leave its wgmma running (`wgmma.wait_group 1`) while the
+    next one is issued: its result only carried in a loop variable that is this product's
+    accumulator, as a K loop has it. The variable's reads that feed anything else (the
+    epilogue, after the loop) must wait for it first: those reads; None where it may not."""
+    result = mma.results[0]
+    if len(list(result.uses)) != 1:
+        return None
+    use = next(iter(result.uses))
+    if kind_of(use.operation) != "var_write" or use.index != 1:
+        return None
+    var = use.operation.operands[0]
+    acc = mma.operands[2].owner
+    if kind_of(acc) != "var_read" or acc.operands[0] is not var \
+            or len(list(mma.operands[2].uses)) != 1:  # type: ignore[union-attr]
+        return None
+    if any(w.operands[1] is not result and kind_of(w.operands[1].owner) == "mma"
+           for w in writes.get(var, ())):
+        return None
+    settle = []
+    for u in var.uses:
+        read = u.operation
+        if kind_of(read) != "var_read" or read is acc:
+            continue
+        settle.append(read)
+    return settle
+
+
+def _chain(mma: Operation, index: int, writes: dict[SSAValue, list[Operation]]
+           ) -> tuple[list[Operation], list[SSAValue], list[SSAValue]] | None:
+    """(the loads, the variables, the variable reads) whose values can reach operand
+    `index` of `mma`, where they reach nothing else; None otherwise."""
+    loads: list[Operation] = []
+    variables: list[SSAValue] = []
+    reads: list[SSAValue] = []
+    stack = [mma.operands[index]]
+    seen: set[SSAValue] = set()
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        owner = v.owner
+        kind = kind_of(owner)
+        if kind == "load":
+            loads.append(owner)  # type: ignore[arg-type]
+        elif kind == "var_read":
+            reads.append(v)
+            var = owner.operands[0]  # type: ignore[union-attr]
+            if var not in variables:
+                variables.append(var)
+                stack.extend(w.operands[1] for w in writes.get(var, ()))
+        else:
+            return None
+    chain_writes = {id(w) for var in variables for w in writes.get(var, ())}
+    for v in seen:
+        for use in v.uses:
+            user = use.operation
+            if user is mma and use.index == index:
+                continue
+            if id(user) in chain_writes and use.index == 1:
+                continue
+            return None
+    for var in variables:  # a chain variable's other reads are unused (after the loop)
+        for u in var.uses:
+            if kind_of(u.operation) != "var_read" or u.operation.results[0] in seen:
+                continue
+            if u.operation.results[0].uses:
+                return None
+            reads.append(u.operation.results[0])
+    return loads, variables, reads
+
+
+def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SSAValue],
+          written: set[SSAValue], b_transposed: bool, ring: int) -> RingLayout | None:
+    """The ring of these loads, or None where one does not qualify."""
+    pipes = {ld.param("pipe", (None,))[0] for ld in loads}
+    if variables:
+        if len(pipes) != 1 or None in pipes:
+            return None
+        ahead = loads[0].param("pipe")[1]
+        buffers = ahead + 2
+    else:
+        if len(loads) != 1 or loads[0].parent_block() is not mma.parent_block():
+            return None
+        buffers = 2
+    for ld in loads:
+        t = ld.results[0].type
+        assert isinstance(t, TileType)
+        if not (t.dtype.name in ("bf16", "f16") and len(t.dims) == 2
+                and ld.param("vectors") is True and ld.operands[0] not in written
+                and _is_zero(ld.operands[1]) and t.dims[1] * 2 % CHUNK == 0):
+            return None
+    t = loads[0].results[0].type
+    assert isinstance(t, TileType)
+    shape = tuple(t.dims)
+    if any(tuple(ld.results[0].type.dims) != shape for ld in loads):  # type: ignore[attr-defined]
+        return None
+    base = layout_of(loads[0].results[0])
+    return RingLayout(base.shape, base.dims, base.num_warps, ring, buffers,
+                      operand_width(index, shape[1], b_transposed), bool(variables))
+
+
+def _is_zero(padding: SSAValue) -> bool:
+    owner = padding.owner
+    return kind_of(owner) == "full" and owner.param("value") == 0  # type: ignore[union-attr]
+
+
+# -- the lowering --------------------------------------------------------------------------
+
+
+@dataclass
+class _Rings:
+    """One kernel's ring state: the copy groups committed so far, and per ring the next
+    buffer and the shared array."""
+
+    groups: SSAValue
+    next_buffer: dict[int, SSAValue] = field(default_factory=dict)
+    arrays: dict[int, SSAValue] = field(default_factory=dict)
+
+
+def _state(em: Any) -> _Rings:
+    if em.rings is None:
+        em.rings = _Rings(_counter(em))
+    return em.rings  # type: ignore[no-any-return]
+
+
+def _counter(em: Any) -> SSAValue:
+    """An i32 slot that holds 0 from the kernel's start."""
+    slot = em.b.alloc(ops.SlotOp(ir_type(T.i32)))
+    em.b.at_entry(ops.SlotWriteOp(slot, em.const(0, T.i32)))
+    return slot
+
+
+def ring_array(em: Any, ring: RingLayout, dt: T.DType) -> SSAValue:
+    """The shared array of `ring`'s buffers, one after another."""
+    state = _state(em)
+    if ring.ring not in state.arrays:
+        rows, cols = ring.shape
+        state.arrays[ring.ring] = em.shared(dt, ring.buffers * rows * cols)
+        state.next_buffer[ring.ring] = _counter(em)
+    return state.arrays[ring.ring]
+
+
+def swizzled_index(em: Any, r: SSAValue, c: SSAValue, rows: int, cols: int, width: int,
+                   size: int) -> SSAValue:
+    """The shared element (i64) of tile element (r, c) (i64 coordinates) staged in slabs
+    of `width` columns, each `rows` rows of `width` elements with the swizzle of that row
+    size: 16-byte chunk `q` of row `r` stored at chunk `q ^ (r * row_bytes / 128 %
+    (row_bytes / 16))`, what a TMA copy with that swizzle writes."""
+    b = em.b
+    row_bytes = width * size
+    phases = row_bytes // 16  # chunks the swizzle rotates: 2, 4 or 8
+    slab = b.value(ops.BinaryOp("shr", c, em.const(width.bit_length() - 1, T.i64))) \
+        if cols > width else None
+    c_in = b.value(ops.BinaryOp("and", c, em.const(width - 1, T.i64))) if cols > width else c
+    rot = b.value(ops.BinaryOp("shr", b.value(ops.BinaryOp(
+        "mul", r, em.const(row_bytes, T.i64))), em.const(7, T.i64)))
+    rot = b.value(ops.BinaryOp("and", rot, em.const(phases - 1, T.i64)))
+    rot = b.value(ops.BinaryOp("mul", rot, em.const(16 // size, T.i64)))
+    at = b.value(ops.BinaryOp("add", b.value(ops.BinaryOp(
+        "mul", r, em.const(width, T.i64))), b.value(ops.BinaryOp("xor", c_in, rot))))
+    if slab is not None:
+        at = b.value(ops.BinaryOp("add", at, b.value(ops.BinaryOp(
+            "mul", slab, em.const(rows * width, T.i64)))))
+    return at
+
+
+def issue(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt: T.DType,
+          first: bool) -> Slots:
+    """A ring load: this thread's 16-byte chunks of the tile at `index` copied into the
+    ring's next buffer, one commit group; its token."""
+    b = em.b
+    if first:  # a pipelined loop starts: the last run's copies landed, its reads are done
+        b.emit(ops.HopperOp("cp_async.wait", [], [], imm=(0,)))
+        b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
+        em.barrier()
+    smem = ring_array(em, ring, dt)
+    state = _state(em)
+    group = b.value(ops.SlotReadOp(state.groups))
+    b.emit(ops.SlotWriteOp(state.groups, b.value(ops.BinaryOp("add", group,
+                                                                em.const(1, T.i32)))))
+    slot = state.next_buffer[ring.ring]
+    buffer = b.value(ops.SlotReadOp(slot))
+    after = b.value(ops.BinaryOp("add", buffer, em.const(1, T.i32)))
+    wrapped = b.value(ops.CompareOp("eq", after, em.const(ring.buffers, T.i32)))
+    b.emit(ops.SlotWriteOp(slot, b.value(ops.SelectOp(wrapped, em.const(0, T.i32), after))))
+    rows, cols = ring.shape
+    size = dt.bits // 8
+    per = CHUNK // size
+    chunks = blocked((rows, cols), em.num_warps, per)  # each run of `per` is one chunk
+    assert chunks.dims[1].spt % per == 0
+    starts = em._starts(index, chunks)
+    rooms = em._rooms(array, index, starts, chunks)
+    coords = em.coords(chunks)
+    owner = em.owner(chunks)
+    if owner is None:
+        owner = em.const(True, T.bool_)
+    offsets = chunks.offsets()
+    first_element = b.value(ops.BinaryOp("mul", b.cast(buffer, T.i64),
+                                         em.const(rows * cols, T.i64)))
+    for k in range(0, len(offsets), per):
+        r, c = (b.cast(x, T.i64) for x in coords[k])
+        at = b.value(ops.BinaryOp("add", first_element,
+                                  swizzled_index(em, r, c, rows, cols, ring.width, size)))
+        b.emit(ops.AsyncCopyOp(array, em._element(starts, offsets[k]),
+                               em._slot_inside(rooms, offsets[k]), owner, smem, at))
+    b.emit(ops.HopperOp("cp_async.commit", [], []))
+    token = b.value(ops.BinaryOp("or", b.value(ops.BinaryOp(
+        "shl", group, em.const(_BUFFER_BITS, T.i32))), buffer))
+    return Slots(dt, ring, (token,))
+
+
+def buffer_start(em: Any, t: Slots) -> SSAValue:
+    """The first element (i64) of the buffer token `t` names, in its ring's array."""
+    ring = ring_of(t.layout)
+    assert ring is not None
+    rows, cols = ring.shape
+    buffer = em.b.value(ops.BinaryOp("and", t.values[0],
+                                     em.const((1 << _BUFFER_BITS) - 1, T.i32)))
+    return em.b.value(ops.BinaryOp("mul", em.b.cast(buffer, T.i64),
+                                   em.const(rows * cols, T.i64)))
+
+
+def wait_for(em: Any, tokens: list[Slots]) -> None:
+    """This thread's copies of the tokens' groups landed: `cp.async.wait_group n` with n
+    the fewest groups committed after any of them (at most MAX_WAIT), chosen by
+    block-uniform branches (every thread committed the same groups)."""
+    b = em.b
+    if not any(ring_of(t.layout).pipelined for t in tokens):  # type: ignore[union-attr]
+        b.emit(ops.HopperOp("cp_async.wait", [], [], imm=(0,)))  # issued just before
+        return
+    committed = b.value(ops.SlotReadOp(_state(em).groups))
+    later = None
+    for t in tokens:
+        group = b.value(ops.BinaryOp("shr", t.values[0], em.const(_BUFFER_BITS, T.i32)))
+        n = b.value(ops.BinaryOp("sub", b.value(ops.BinaryOp("sub", committed, group)),
+                                 em.const(1, T.i32)))
+        later = n if later is None else b.value(ops.BinaryOp("min", later, n))
+    assert later is not None
+    join = b.new_block()
+    for n in range(MAX_WAIT, 0, -1):
+        here, other = b.new_block(), b.new_block()
+        b.cond_br(b.value(ops.CompareOp("ge", later, em.const(n, T.i32))), here, other)
+        b.set_block(here)
+        b.emit(ops.HopperOp("cp_async.wait", [], [], imm=(n,)))
+        b.br(join)
+        b.set_block(other)
+    b.emit(ops.HopperOp("cp_async.wait", [], [], imm=(0,)))
+    b.br(join)
+    b.set_block(join)
+
+
+def is_token_variable(v: SSAValue) -> bool:
+    t = v.type
+    return isinstance(t, TileVarType) and ring_of(layout_of(v)) is not None

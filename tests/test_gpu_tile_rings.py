@@ -1,0 +1,128 @@
+"""Product operands staged through rings of shared buffers (tile/operand_rings.py) on an
+sm_90 GPU, against NumPy: pipelined K loops of 2 to 4 stages (a wgmma left in flight
+where a buffer is spare), ragged edges in every dimension (rows of 16-byte vectors, so
+the copies take them), a transposed weight, a persistent loop that starts the pipeline
+again for every tile, and kernels whose loads keep the registers' path beside them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, tile
+
+pytestmark = pytest.mark.gpu
+
+rng = np.random.default_rng(29)
+
+
+def make_gemm(dt, warps: int, stages: int):
+    @tile.kernel(num_warps=warps, num_stages=stages)
+    def gemm(a: Slice[dt, 2], b: Slice[dt, 2], c: DisjointSlice[f32, 2], BM: Const[int],
+             BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(a, 1, BK)):
+            acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+        tile.store(c, (i, j), acc)
+    return gemm
+
+
+CASES = [  # dtype, warps, stages, M, N, K, BM, BN, BK (K a multiple of 8: 16-byte rows)
+    (bf16, 8, 2, 300, 520, 200, 128, 256, 64),   # a wgmma in flight, ragged everywhere
+    (bf16, 8, 3, 256, 256, 1024, 128, 256, 64),  # three stages, no spare buffer
+    (f16, 8, 4, 200, 136, 328, 128, 128, 64),    # four stages in flight
+    (bf16, 4, 2, 64, 64, 16, 64, 64, 16),        # one k step: the prologue only
+    (bf16, 4, 3, 130, 200, 96, 64, 64, 32),      # 64-byte swizzle rows, three k tiles
+    (bf16, 4, 1, 130, 200, 520, 64, 128, 64),    # no pipelining: copies then the product
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(x) for x in c))
+def test_ring_products_against_numpy(case) -> None:
+    dt, warps, stages, m, n, k, bm, bn, bk = case
+    a = rng.standard_normal((m, k)).astype(dt.numpy)
+    b = rng.standard_normal((k, n)).astype(dt.numpy)
+    c = np.zeros((m, n), np.float32)
+    _gpu(make_gemm(dt, warps, stages), (tile.cdiv(m, bm), tile.cdiv(n, bn)), a, b, c, bm, bn,
+         bk)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=0, atol=1e-4 * np.sqrt(k) * 10)
+
+
+@tile.kernel(num_warps=8, num_stages=2)
+def linear_t(x: Slice[bf16, 2], w: Slice[bf16, 2], y: DisjointSlice[f32, 2],
+             BM: Const[int], BN: Const[int], BK: Const[int]):
+    """y = x @ w.T, w (N x K) as a torch Linear keeps it."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(x, 1, BK)):
+        acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
+                       tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
+    tile.store(y, (i, j), acc)
+
+
+def test_a_transposed_weight_through_rings() -> None:
+    m, n, k = 260, 200, 392
+    x = rng.standard_normal((m, k)).astype(bf16.numpy)
+    w = rng.standard_normal((n, k)).astype(bf16.numpy)
+    y = np.zeros((m, n), np.float32)
+    _gpu(linear_t, (tile.cdiv(m, 128), tile.cdiv(n, 128)), x, w, y, 128, 128, 64)
+    np.testing.assert_allclose(y, x.astype(np.float64) @ w.astype(np.float64).T, rtol=0,
+                               atol=1e-2)
+
+
+@tile.kernel(num_warps=4, num_stages=3)
+def persistent_gemm(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+                    BM: Const[int], BN: Const[int], BK: Const[int]):
+    """Each block walks several output tiles; each tile's K loop starts its pipeline anew
+    (the last tile's prefetched copies still landing)."""
+    tiles_m, tiles_n = tile.num_tiles(c, 0, BM), tile.num_tiles(c, 1, BN)
+    for t in tile.tiles(tiles_m * tiles_n):
+        i, j = tile.grouped(t, tiles_m, tiles_n, 2)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(a, 1, BK)):
+            acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)),
+                           acc)
+        tile.store(c, (i, j), acc)
+
+
+def test_a_persistent_loop_restarts_the_pipeline() -> None:
+    m, n, k = 320, 384, 264
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((k, n)).astype(bf16.numpy)
+    c = np.zeros((m, n), np.float32)
+    _gpu(persistent_gemm, 3, a, b, c, 64, 128, 64)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=0,
+                               atol=1e-2)
+
+
+@tile.kernel(num_warps=4, num_stages=2)
+def padded_gemm(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+                BM: Const[int], BN: Const[int], BK: Const[int]):
+    """A's padding is 1, which a copy cannot write: A keeps the registers' path, B rings."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK), padding=1.0),
+                       tile.load(b, (k, j), (BK, BN)), acc)
+    tile.store(c, (i, j), acc)
+
+
+def test_one_operand_in_registers_one_in_a_ring() -> None:
+    m, n, k = 100, 64, 72  # K ragged: A's padding 1 meets B's zero rows
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((k, n)).astype(bf16.numpy)
+    c = np.zeros((m, n), np.float32)
+    _gpu(padded_gemm, (tile.cdiv(m, 64), 1), a, b, c, 64, 64, 64)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=0,
+                               atol=1e-2)
+
+
+def _gpu(kernel, grid, *args):
+    dev = [ox.to_device(x) if isinstance(x, np.ndarray) else x for x in args]
+    kernel[grid](*dev)
+    for x, d in zip(args, dev, strict=True):
+        if isinstance(x, np.ndarray):
+            x[...] = d.to_numpy()

@@ -1,0 +1,85 @@
+"""tile/operand_rings.py without a GPU: which product operands take a ring of shared
+buffers, what the PTX then holds (cp.async copies, commit groups, their waits, a wgmma
+left in flight where a buffer is spare), and where the registers' path stays."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+from test_gpu_tile_rings import linear_t, make_gemm, padded_gemm, persistent_gemm
+
+from oxide import DisjointSlice, Slice, bf16, f32
+
+
+def _vectors(t):
+    """The array type a launch gives rows of 16-byte vectors (`ArrayType.vectors`)."""
+    return dataclasses.replace(t, vectors=True)
+
+
+SIG = (_vectors(Slice[bf16, 2]), _vectors(Slice[bf16, 2]), _vectors(DisjointSlice[f32, 2]))
+
+
+def _shared_arrays(ptx: str) -> list[int]:
+    return sorted(int(n) for n in re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", ptx))
+
+
+def test_a_pipelined_loop_copies_into_rings() -> None:
+    ptx = make_gemm(bf16, 8, 3).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
+    # each k step: A 128 x 64 (4 chunks a thread), B 64 x 256 (8); the prologue twice
+    assert ptx.count("cp.async.cg.shared.global") == 3 * (4 + 8)
+    assert ptx.count("cp.async.commit_group") == 3 * 2
+    assert "st.shared" not in ptx  # no operand goes through the registers
+    # ahead + 2 = 4 buffers of A (16 KiB each) and of B (32 KiB)
+    assert _shared_arrays(ptx) == [4 * 16384, 4 * 32768]
+    assert "wgmma.wait_group.sync.aligned 0" in ptx
+    assert "wgmma.wait_group.sync.aligned 1" not in ptx  # no fifth buffer fits
+
+
+def test_a_spare_buffer_leaves_the_product_in_flight() -> None:
+    ptx = make_gemm(bf16, 8, 2).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
+    assert _shared_arrays(ptx) == [4 * 16384, 4 * 32768]  # ahead + 3 buffers
+    assert ptx.count("wgmma.wait_group.sync.aligned 1") == 1  # in the loop
+    # and the epilogue's read waits for it: after the loop, before the store
+    last_wait = ptx.rindex("wgmma.wait_group.sync.aligned 0")
+    assert last_wait > ptx.index("wgmma.wait_group.sync.aligned 1")
+    assert last_wait < ptx.rindex("st.global")
+
+
+def test_the_waits_count_the_groups_committed_since() -> None:
+    ptx = make_gemm(bf16, 8, 3).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
+    waits = {int(n) for n in re.findall(r"cp\.async\.wait_group\s+(\d+);", ptx)}
+    assert waits == set(range(8))  # chosen at run time, up to MAX_WAIT
+
+
+def test_a_transposed_weight_and_a_persistent_loop_take_rings() -> None:
+    ptx = linear_t.compile(*SIG, 128, 128, 64, arch="sm_90").ptx
+    assert ptx.count("cp.async.cg.shared.global") > 0 and "st.shared" not in ptx
+    ptx = persistent_gemm.compile(*SIG, 64, 128, 64, arch="sm_90").ptx
+    assert ptx.count("cp.async.cg.shared.global") > 0 and "st.shared" not in ptx
+
+
+def test_what_keeps_the_registers_path() -> None:
+    # padding 1: a copy writes zeros outside the array, so A is staged by the threads
+    ptx = padded_gemm.compile(*SIG, 64, 64, 64, arch="sm_90").ptx
+    assert "cp.async.cg.shared.global" in ptx and "st.shared" in ptx
+    # rows of unknown alignment (compiled from plain types): no copies at all
+    plain = (Slice[bf16, 2], Slice[bf16, 2], DisjointSlice[f32, 2])
+    ptx = make_gemm(bf16, 8, 2).compile(*plain, 128, 256, 64, arch="sm_90").ptx
+    assert "cp.async" not in ptx and "st.shared" in ptx
+    # mma.sync (sm_80) and the CPU keep their own staging
+    ptx = make_gemm(bf16, 8, 2).compile(*SIG, 128, 128, 64, arch="sm_80").ptx
+    assert "cp.async" not in ptx
+
+
+@pytest.mark.parametrize("stages", [1, 2, 4])
+def test_the_cpu_runs_the_same_kernels(stages) -> None:
+    import numpy as np
+
+    rng = np.random.default_rng(stages)
+    a = rng.standard_normal((70, 48)).astype(bf16.numpy)
+    b = rng.standard_normal((48, 40)).astype(bf16.numpy)
+    c = np.zeros((70, 40), np.float32)
+    make_gemm(bf16, 4, stages)[(2, 1)](a, b, c, 64, 64, 16)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), atol=1e-3)
