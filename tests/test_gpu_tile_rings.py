@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_gpu_tile_wgmma import _gpu
 
-import oxide as ox
 from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, tile
 
 pytestmark = pytest.mark.gpu
@@ -63,14 +63,22 @@ def linear_t(x: Slice[bf16, 2], w: Slice[bf16, 2], y: DisjointSlice[f32, 2],
     tile.store(y, (i, j), acc)
 
 
+def _check(kernel, grid, m: int, n: int, k: int, tiles: tuple[int, int, int],
+           transposed: bool = False) -> None:
+    """`kernel` on random bf16 (m, k) and (k, n) inputs ((n, k) if `transposed`), against
+    the f64 product."""
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((n, k) if transposed else (k, n)).astype(bf16.numpy)
+    c = np.zeros((m, n), np.float32)
+    _gpu(kernel, grid, a, b, c, *tiles)
+    b64 = b.astype(np.float64)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ (b64.T if transposed else b64),
+                               rtol=0, atol=1e-2)
+
+
 def test_a_transposed_weight_through_rings() -> None:
-    m, n, k = 260, 200, 392
-    x = rng.standard_normal((m, k)).astype(bf16.numpy)
-    w = rng.standard_normal((n, k)).astype(bf16.numpy)
-    y = np.zeros((m, n), np.float32)
-    _gpu(linear_t, (tile.cdiv(m, 128), tile.cdiv(n, 128)), x, w, y, 128, 128, 64)
-    np.testing.assert_allclose(y, x.astype(np.float64) @ w.astype(np.float64).T, rtol=0,
-                               atol=1e-2)
+    _check(linear_t, (tile.cdiv(260, 128), tile.cdiv(200, 128)), 260, 200, 392,
+           (128, 128, 64), transposed=True)
 
 
 @tile.kernel(num_warps=4, num_stages=3)
@@ -89,13 +97,7 @@ def persistent_gemm(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 
 
 
 def test_a_persistent_loop_restarts_the_pipeline() -> None:
-    m, n, k = 320, 384, 264
-    a = rng.standard_normal((m, k)).astype(bf16.numpy)
-    b = rng.standard_normal((k, n)).astype(bf16.numpy)
-    c = np.zeros((m, n), np.float32)
-    _gpu(persistent_gemm, 3, a, b, c, 64, 128, 64)
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=0,
-                               atol=1e-2)
+    _check(persistent_gemm, 3, 320, 384, 264, (64, 128, 64))
 
 
 @tile.kernel(num_warps=4, num_stages=2)
@@ -111,18 +113,5 @@ def padded_gemm(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
 
 
 def test_one_operand_in_registers_one_in_a_ring() -> None:
-    m, n, k = 100, 64, 72  # K ragged: A's padding 1 meets B's zero rows
-    a = rng.standard_normal((m, k)).astype(bf16.numpy)
-    b = rng.standard_normal((k, n)).astype(bf16.numpy)
-    c = np.zeros((m, n), np.float32)
-    _gpu(padded_gemm, (tile.cdiv(m, 64), 1), a, b, c, 64, 64, 64)
-    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=0,
-                               atol=1e-2)
-
-
-def _gpu(kernel, grid, *args):
-    dev = [ox.to_device(x) if isinstance(x, np.ndarray) else x for x in args]
-    kernel[grid](*dev)
-    for x, d in zip(args, dev, strict=True):
-        if isinstance(x, np.ndarray):
-            x[...] = d.to_numpy()
+    _check(padded_gemm, (2, 1), 100, 64, 72, (64, 64, 64))  # K ragged: A's padding 1
+    # meets B's zero rows
