@@ -10,7 +10,7 @@ import re
 import pytest
 from test_gpu_tile_rings import linear_t, make_gemm, padded_gemm, persistent_gemm
 
-from oxide import DisjointSlice, Slice, bf16, f32
+from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
 
 
 def _vectors(t):
@@ -83,3 +83,21 @@ def test_the_cpu_runs_the_same_kernels(stages) -> None:
     c = np.zeros((70, 40), np.float32)
     make_gemm(bf16, 4, stages)[(2, 1)](a, b, c, 64, 64, 16)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), atol=1e-3)
+
+
+@tile.kernel(num_warps=8, num_stages=2)
+def gemm_transposed_out(a: Slice[bf16, 2], b: Slice[bf16, 2], ct: DisjointSlice[f32, 2],
+                        BM: Const[int], BN: Const[int], BK: Const[int]):
+    """C^T: the accumulator permuted through 128 KiB of shared memory after the loop."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.store(ct, (j, i), acc.permute((1, 0)))
+
+
+def test_rings_give_way_where_shared_memory_runs_out() -> None:
+    # 192 KiB of rings and the permute's 128 KiB do not fit in 227 KiB; the threads'
+    # staging (48 KiB) does: the kernel compiles as it did before rings
+    ptx = gemm_transposed_out.compile(*SIG, 128, 256, 64, arch="sm_90").ptx
+    assert "cp.async" not in ptx and "wgmma.mma_async" in ptx

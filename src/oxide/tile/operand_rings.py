@@ -28,7 +28,9 @@ and a copy never lands on a buffer another copy of the same thread still writes:
   (ahead + 2), last read by product k - 2, which every thread finished before the barrier
   of product k - 1. The prologue (`first` load) first waits for all of the thread's own
   copies (the previous run of the loop left `ahead` of them in flight) and passes a barrier.
-Everything else keeps the registers' path.
+Everything else keeps the registers' path. The rings take at most RING_BYTES; where they
+and the kernel's other shared memory do not fit together, tile/frontend.py compiles the
+kernel again without them (`Target.rings`), as it compiled before rings.
 """
 
 from __future__ import annotations

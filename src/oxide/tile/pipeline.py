@@ -43,6 +43,7 @@ class Target:
     tensor_cores: bool  # the GPU: products of halves on mma.sync
     wgmma: bool = False  # an sm_90 GPU: on wgmma where the shapes fit
     occupancy: int | None = None  # `@tile.kernel(occupancy=...)`: it caps the registers
+    rings: bool = True  # wgmma operands may take cp.async rings (tile/operand_rings.py)
 
 
 def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = False,
@@ -51,7 +52,7 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     layout and ordering passes leave it (OXIDE_DUMP=tile)."""
     choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
-    if target.wgmma:
+    if target.wgmma and target.rings:
         place_operand_rings(b)
     if verify:
         check_layouts(b.tile_ops)
