@@ -43,7 +43,7 @@ from xdsl.ir import Operation, SSAValue
 from oxide import types as T
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
 from oxide.ir import ops
-from oxide.ir.tile_ops import StaticAttr, TileType, TileVarType, kind_of
+from oxide.ir.tile_ops import StaticAttr, TileType, kind_of
 from oxide.ir.types import ir_type
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, blocked
@@ -401,7 +401,3 @@ def wait_for(em: Any, tokens: list[Slots]) -> None:
     b.br(join)
     b.set_block(join)
 
-
-def is_token_variable(v: SSAValue) -> bool:
-    t = v.type
-    return isinstance(t, TileVarType) and ring_of(layout_of(v)) is not None
