@@ -112,6 +112,12 @@ class TileOperation(IRDLOperation):
                 return v
         return default
 
+    def set_param(self, key: str, value: Any) -> None:
+        """Sets (or replaces) one param: what a pass records on the op for later ones."""
+        params = dict(self.params.data)  # type: ignore[attr-defined]
+        params[key] = value
+        self.properties["params"] = StaticAttr(tuple(sorted(params.items())))
+
 
 # name -> what the op computes. Operands first, then `params` in brackets.
 TILE_OPS: dict[str, str] = {

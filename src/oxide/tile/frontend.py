@@ -91,8 +91,11 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     tile/pipeline.py; with `keep_tile_ir`, keep the text of its tile-dialect form as the
     layout and ordering passes leave it; with `verify`, check what the layout pass guarantees. Without
     `tensor_cores` (the CPU target), every product is an FMA loop."""
+    tried: list[TileLowering] = []
+
     def lower(rings: bool) -> tuple[TileBuilder, TileLowering, KernelContext, list[str] | None]:
         b, low, ctx = evaluate_body(kernel, sig, symbol)
+        tried.append(low)
         dump: list[str] | None = [] if keep_tile_ir else None
         run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,
                                      kernel.tile_options.occupancy, rings), verify, dump)
@@ -101,7 +104,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     try:
         b, low, ctx, dump = lower(True)
     except UnsupportedFeatureError:
-        if not wgmma:
+        if not (tried and tried[0].em.rings_placed):
             raise
         # the operand rings' buffers and the kernel's other shared memory may not fit
         # together where the threads' staging did: the kernel compiles as it did before

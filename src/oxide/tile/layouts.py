@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterator
 
 from xdsl.ir import Operation, SSAValue
 
-from oxide.ir.tile_ops import StaticAttr, TileType, TileVarType, kind_of, make
+from oxide.ir.tile_ops import TileType, TileVarType, kind_of, make
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, blocked, mma_accumulator, mma_operand_a
 from oxide.tile.mma_choice import engine_of
@@ -283,8 +283,7 @@ class LayoutPass:
                 and b.has_one_use()):
             return
         op.operands[1] = permute.operands[0]
-        op.properties["params"] = StaticAttr(tuple(sorted(
-            (*op.params.data, ("b_transposed", True)))))  # type: ignore[attr-defined]
+        op.set_param("b_transposed", True)  # type: ignore[attr-defined]
         self.b.tile_ops.remove(permute)
         permute.detach()
         permute.erase()

@@ -76,7 +76,8 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         # scalars known to be multiples of a power of two (an array's row length where the
         # launch specialized on 16-byte row vectors): `compare_offsets` shares compares
         self.divisors: dict[SSAValue, int] = {}
-        self.rings: Any = None  # tile/operand_rings.py's state, once a ring is used
+        self.rings_placed = 0  # product operands given rings (tile/operand_rings.py)
+        self.rings: Any = None  # the rings' lowering state, once a ring is used
         self.uses_barriers = False
         self.barriers = 0  # block barriers emitted so far (tile/to_simt.py checks some)
 

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 
 from xdsl.ir import Operation
 
-from oxide.ir.tile_ops import StaticAttr, TileType, kind_of
+from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile.layout import mma_accumulator
 
 HALVES = ("bf16", "f16")
@@ -63,9 +63,7 @@ def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: 
         a, result = op.operands[0].type, op.results[0].type
         assert isinstance(a, TileType) and isinstance(result, TileType)
         engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores, wgmma)
-        params = dict(op.params.data)  # type: ignore[attr-defined]
-        params["engine"] = engine
-        op.properties["params"] = StaticAttr(tuple(sorted(params.items())))
+        op.set_param("engine", engine)  # type: ignore[attr-defined]
 
 
 def engine_of(op: Operation) -> str:

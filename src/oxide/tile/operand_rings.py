@@ -43,14 +43,15 @@ from xdsl.ir import Operation, SSAValue
 from oxide import types as T
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
 from oxide.ir import ops
-from oxide.ir.tile_ops import StaticAttr, TileType, kind_of
+from oxide.ir.tile_ops import TileType, kind_of
 from oxide.ir.types import ir_type
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, blocked
 from oxide.tile.layouts import layout_of, set_layout
+from oxide.tile.mma_choice import WGMMA_SLAB as SLAB
+from oxide.tile.mma_choice import engine_of
 from oxide.tile.values import Slots
 
-SLAB = 64  # elements of a 128-byte swizzle row of 16-bit floats
 CHUNK = 16  # bytes per cp.async copy
 # the rings of one kernel take at most this much shared memory (the rest: conversions)
 RING_BYTES = SM90A_STATIC_SHARED_BYTES - 16 * 1024
@@ -99,8 +100,8 @@ def operand_width(index: int, cols: int, b_transposed: bool) -> int:
 # -- the pass ----------------------------------------------------------------------------
 
 
-def place_operand_rings(b: TileBuilder) -> None:
-    """Give each qualifying product operand a ring (see the module docstring)."""
+def place_operand_rings(b: TileBuilder) -> int:
+    """Give each qualifying product operand a ring (see the module docstring); how many."""
     written = {op.operands[0] for op in b.tile_ops if kind_of(op) in ("store", "atomic")}
     writes: dict[SSAValue, list[Operation]] = {}
     for op in b.tile_ops:
@@ -109,7 +110,7 @@ def place_operand_rings(b: TileBuilder) -> None:
     budget = RING_BYTES
     count = 0
     for op in b.tile_ops:
-        if kind_of(op) != "mma" or op.param("engine") != "wgmma":
+        if kind_of(op) != "mma" or engine_of(op) != "wgmma":
             continue
         b_transposed = bool(op.param("b_transposed", False))
         found = []
@@ -125,9 +126,9 @@ def place_operand_rings(b: TileBuilder) -> None:
             wider = [(replace(r, buffers=r.buffers + 1), c) for r, c in found]
             if sum(_bytes(r) for r, _ in wider) <= budget:
                 found = wider
-                _set_param(op, "in_flight", True)
+                op.set_param("in_flight", True)  # type: ignore[attr-defined]
                 for read in settle:
-                    _set_param(read, "settle", True)
+                    read.set_param("settle", True)  # type: ignore[attr-defined]
         for ring, (loads, variables, reads) in found:
             if _bytes(ring) > budget:
                 continue
@@ -135,17 +136,12 @@ def place_operand_rings(b: TileBuilder) -> None:
             count += 1
             for v in (*(ld.results[0] for ld in loads), *variables, *reads):
                 set_layout(v, ring)
+    return count
 
 
 def _bytes(ring: RingLayout) -> int:
     rows, cols = ring.shape
     return ring.buffers * rows * cols * 2
-
-
-def _set_param(op: Operation, key: str, value: Any) -> None:
-    params = dict(op.params.data)  # type: ignore[attr-defined]
-    params[key] = value
-    op.properties["params"] = StaticAttr(tuple(sorted(params.items())))
 
 
 def _accumulator_reads(mma: Operation, writes: dict[SSAValue, list[Operation]]

@@ -53,7 +53,7 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
     if target.wgmma and target.rings:
-        place_operand_rings(b)
+        em.rings_placed = place_operand_rings(b)
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow
