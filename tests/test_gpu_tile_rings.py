@@ -115,3 +115,29 @@ def padded_gemm(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
 def test_one_operand_in_registers_one_in_a_ring() -> None:
     _check(padded_gemm, (2, 1), 100, 64, 72, (64, 64, 64))  # K ragged: A's padding 1
     # meets B's zero rows
+
+
+@tile.kernel(num_warps=4, num_stages=2)
+def sometimes_gemm(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+                   BM: Const[int], BN: Const[int], BK: Const[int]):
+    """The product under an `if` in the pipelined loop (every other k tile): not every
+    step passes its barrier, so its operands keep the registers' path."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        x = tile.load(a, (i, k), (BM, BK))
+        y = tile.load(b, (k, j), (BK, BN))
+        if k % 2 == 0:
+            acc = tile.mma(x, y, acc)
+    tile.store(c, (i, j), acc)
+
+
+def test_a_product_under_an_if_in_a_pipelined_loop() -> None:
+    m, n, k = 128, 64, 320
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((k, n)).astype(bf16.numpy)
+    c = np.zeros((m, n), np.float32)
+    _gpu(sometimes_gemm, (2, 1), a, b, c, 64, 64, 32)
+    even = (np.arange(k) // 32) % 2 == 0
+    want = a[:, even].astype(np.float64) @ b[even].astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=0, atol=1e-2)

@@ -124,14 +124,11 @@ class TileLoopsMixin:
                  self._pipelined_loads(node, assigned))
         ahead = self.num_stages - 1
         # the first iterations' tiles, loaded before the loop into names no code can spell
-        pipes = {}
-        for stmt, name in piped:
-            pipes[id(stmt)] = self.pipes
-            self.pipes += 1
+        first_pipe, self.pipes = self.pipes, self.pipes + len(piped)
+        for n, (stmt, name) in enumerate(piped):
             for j in range(ahead):
-                self.load_pipe = (pipes[id(stmt)], ahead, j == 0)
-                first = self._with_index(node.target.id, start, step.obj * j, dt, stmt.value)
-                self.load_pipe = None
+                first = self._with_index(node.target.id, start, step.obj * j, dt, stmt.value,
+                                         (first_pipe + n, ahead, j == 0))
                 self.env[_ahead(name, j)] = first
                 assigned.append(_ahead(name, j))
         carried = self.carry(node, assigned, node.target.id)
@@ -165,12 +162,12 @@ class TileLoopsMixin:
         self.env[node.target.id] = index
         self.stores.persistent |= persistent
         skipped = set()
-        for stmt, name in piped:  # this iteration's tile, and a later one's load issued now
+        # this iteration's tile, and a later one's load issued now
+        for n, (stmt, name) in enumerate(piped):
             skipped.add(id(stmt))
             self.env[name] = self.env[_ahead(name, 0)]
-            self.load_pipe = (pipes[id(stmt)], ahead, False)
-            later = self._with_index(node.target.id, index, step.obj * ahead, dt, stmt.value)
-            self.load_pipe = None
+            later = self._with_index(node.target.id, index, step.obj * ahead, dt, stmt.value,
+                                     (first_pipe + n, ahead, False))
             for j in range(ahead - 1):
                 self.env[_ahead(name, j)] = self.env[_ahead(name, j + 1)]
             self.env[_ahead(name, ahead - 1)] = later
@@ -280,17 +277,20 @@ class TileLoopsMixin:
         return out
 
     def _with_index(self, loop_var: str, base: Any, offset: int, dt: T.DType,
-                    expr: ast.expr) -> Any:
-        """`expr` evaluated with the loop variable bound to `base + offset` (a scalar)."""
+                    expr: ast.expr, pipe: tuple[int, int, bool]) -> Any:
+        """`expr` evaluated with the loop variable bound to `base + offset` (a scalar), its
+        loads tagged with `pipe` (`TileLowering.load_pipe`)."""
         saved = self.env.get(loop_var)
         k = self.as_tile(base, expr, dt) if not isinstance(base, Tile) else base
         k = self.t.cast(k, dt)
         if offset:
             k = self.t.binary("add", k, self.t.full((), offset, dt))
         self.env[loop_var] = k
+        self.load_pipe = pipe
         try:
             return self.expr(expr)
         finally:
+            self.load_pipe = None
             if saved is None:
                 self.env.pop(loop_var, None)
             else:

@@ -18,7 +18,8 @@ and wholly inside the array or wholly outside, where the copy writes zeros, the 
 0 a product needs), and its padding is 0. Its token must reach only that operand, either
 directly in the same block (one load, two buffers), or through the loop-carried
 variables of one pipelined load statement (`pipe` on the load ops, set by tile/loops.py:
-the prologue's loads and the loop's, `ahead` iterations ahead; `ahead + 2` buffers).
+the prologue's loads and the loop's, `ahead` iterations ahead; `ahead + 2` buffers), the
+loop's load in the product's block (a product under an `if` in the loop keeps registers).
 
 What it guarantees: a buffer is rewritten only after every thread is done reading it,
 and a copy never lands on a buffer another copy of the same thread still writes:
@@ -223,7 +224,10 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
     """The ring of these loads, or None where one does not qualify."""
     pipes = {ld.param("pipe", (None,))[0] for ld in loads}
     if variables:
-        if len(pipes) != 1 or None in pipes:
+        # the loop's own load stands in the product's block: each step issues one copy
+        # and consumes one, the product's barrier between (the buffers' reuse counts on it)
+        if len(pipes) != 1 or None in pipes or not any(
+                ld.parent_block() is mma.parent_block() for ld in loads):
             return None
         ahead = loads[0].param("pipe")[1]
         buffers = ahead + 2
