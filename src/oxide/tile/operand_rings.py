@@ -36,6 +36,7 @@ kernel again without them (`Target.rings`), as it compiled before rings.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -110,6 +111,7 @@ def place_operand_rings(b: TileBuilder) -> int:
             writes.setdefault(op.operands[0], []).append(op)
     budget = RING_BYTES
     count = 0
+    ids = itertools.count()  # a ring's number: its own, whether or not it is placed
     for op in b.tile_ops:
         if kind_of(op) != "mma" or engine_of(op) != "wgmma":
             continue
@@ -119,7 +121,7 @@ def place_operand_rings(b: TileBuilder) -> int:
             chain = _chain(op, index, writes)
             if chain is None or op.operands[0] is op.operands[1]:
                 continue
-            ring = _ring(op, index, *chain[:2], written, b_transposed, count + len(found))
+            ring = _ring(op, index, *chain[:2], written, b_transposed, next(ids))
             if ring is not None:
                 found.append((ring, chain))
         settle = _accumulator_reads(op, writes) if len(found) == 2 else None
