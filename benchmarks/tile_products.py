@@ -55,9 +55,9 @@ def make_linear_t(warps: int, stages: int) -> Any:
 # (BM, BN, BK, num_warps, num_stages): num_stages >= 2 issues each step's loads that many
 # steps ahead (on wgmma into rings of shared buffers, tile/operand_rings.py; on mma.sync
 # into registers)
-SHAPES = [(128, 128, 64, 8, 1), (128, 128, 64, 8, 4), (128, 256, 64, 8, 1),
-          (128, 256, 64, 8, 2), (128, 256, 64, 8, 3), (128, 256, 32, 8, 4),
-          (64, 256, 64, 4, 4)]
+SHAPES = [(128, 128, 64, 8, 1), (128, 128, 64, 8, 3), (128, 128, 64, 8, 4),
+          (128, 256, 64, 8, 2), (128, 256, 64, 8, 3), (128, 256, 64, 8, 4),
+          (128, 256, 32, 8, 4), (64, 256, 64, 4, 4)]
 ENGINES = {"wgmma": "1", "mma.sync": "0"}  # OXIDE_TILE_WGMMA's value for each engine
 ENGINE_CHOICE = list(ENGINES)  # --engines
 

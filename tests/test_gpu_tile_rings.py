@@ -1,6 +1,6 @@
 """Product operands staged through rings of shared buffers (tile/operand_rings.py) on an
-sm_90 GPU, against NumPy: pipelined K loops of 2 to 4 stages (a wgmma left in flight
-where a buffer is spare), ragged edges in every dimension (rows of 16-byte vectors, so
+sm_90 GPU, against NumPy: pipelined K loops of 2 to 4 stages (a wgmma left in flight,
+or waited for where the accumulator is read otherwise), ragged edges in every dimension (rows of 16-byte vectors, so
 the copies take them), a transposed weight, a persistent loop that starts the pipeline
 again for every tile, and kernels whose loads keep the registers' path beside them."""
 
@@ -31,7 +31,7 @@ def make_gemm(dt, warps: int, stages: int):
 
 CASES = [  # dtype, warps, stages, M, N, K, BM, BN, BK (K a multiple of 8: 16-byte rows)
     (bf16, 8, 2, 300, 520, 200, 128, 256, 64),   # a wgmma in flight, ragged everywhere
-    (bf16, 8, 3, 256, 256, 1024, 128, 256, 64),  # three stages, no spare buffer
+    (bf16, 8, 3, 256, 256, 1024, 128, 256, 64),  # three stages in three buffers
     (f16, 8, 4, 200, 136, 328, 128, 128, 64),    # four stages in flight
     (bf16, 4, 2, 64, 64, 16, 64, 64, 16),        # one k step: the prologue only
     (bf16, 4, 3, 130, 200, 96, 64, 64, 32),      # 64-byte swizzle rows, three k tiles
@@ -140,4 +140,29 @@ def test_a_product_under_an_if_in_a_pipelined_loop() -> None:
     _gpu(sometimes_gemm, (2, 1), a, b, c, 64, 64, 32)
     even = (np.arange(k) // 32) % 2 == 0
     want = a[:, even].astype(np.float64) @ b[even].astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=0, atol=1e-2)
+
+
+@tile.kernel(num_warps=8, num_stages=3)
+def decaying_gemm(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+                  BM: Const[int], BN: Const[int], BK: Const[int]):
+    """acc_k = (acc_k-1 + a_k @ b_k) / 2: the product's result feeds more than the next
+    product, so each step waits for its wgmma before its copies."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)),
+                       acc) * 0.5
+    tile.store(c, (i, j), acc)
+
+
+def test_a_product_waited_for_before_its_copies() -> None:
+    m, n, k, bk = 200, 256, 320, 64
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((k, n)).astype(bf16.numpy)
+    c = np.zeros((m, n), np.float32)
+    _gpu(decaying_gemm, (tile.cdiv(m, 128), 1), a, b, c, 128, 256, bk)
+    want = np.zeros((m, n))
+    for s in range(0, k, bk):
+        want = (want + a[:, s:s + bk].astype(np.float64) @ b[s:s + bk].astype(np.float64)) / 2
     np.testing.assert_allclose(c, want, rtol=0, atol=1e-2)

@@ -9,6 +9,7 @@ import re
 
 import pytest
 from test_gpu_tile_rings import (
+    decaying_gemm,
     linear_t,
     make_gemm,
     padded_gemm,
@@ -32,25 +33,48 @@ def _shared_arrays(ptx: str) -> list[int]:
 
 
 def test_a_pipelined_loop_copies_into_rings() -> None:
-    ptx = make_gemm(bf16, 8, 3).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
-    # each k step: A 128 x 64 (4 chunks a thread), B 64 x 256 (8); the prologue twice
-    assert ptx.count("cp.async.cg.shared.global") == 3 * (4 + 8)
-    assert ptx.count("cp.async.commit_group") == 3 * 2
+    ptx = make_gemm(bf16, 8, 4).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
+    # each k step: A 128 x 64 (4 chunks a thread), B 64 x 256 (8); the prologue 3 times
+    assert ptx.count("cp.async.cg.shared.global") == 4 * (4 + 8)
+    assert ptx.count("cp.async.commit_group") == 4 * 2
     assert "st.shared" not in ptx  # no operand goes through the registers
-    # ahead + 2 = 4 buffers of A (16 KiB each) and of B (32 KiB)
+    # ahead + 1 = 4 buffers of A (16 KiB each) and of B (32 KiB)
     assert _shared_arrays(ptx) == [4 * 16384, 4 * 32768]
-    assert "wgmma.wait_group.sync.aligned 0" in ptx
-    assert "wgmma.wait_group.sync.aligned 1" not in ptx  # no fifth buffer fits
 
 
-def test_a_spare_buffer_leaves_the_product_in_flight() -> None:
-    ptx = make_gemm(bf16, 8, 2).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
-    assert _shared_arrays(ptx) == [4 * 16384, 4 * 32768]  # ahead + 3 buffers
-    assert ptx.count("wgmma.wait_group.sync.aligned 1") == 1  # in the loop
-    # and the epilogue's read waits for it: after the loop, before the store
-    last_wait = ptx.rindex("wgmma.wait_group.sync.aligned 0")
-    assert last_wait > ptx.index("wgmma.wait_group.sync.aligned 1")
-    assert last_wait < ptx.rindex("st.global")
+def test_a_k_loop_leaves_its_product_in_flight() -> None:
+    for stages in (2, 3, 4):  # ahead + 1 buffers
+        ptx = make_gemm(bf16, 8, stages).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
+        assert _shared_arrays(ptx) == [stages * 16384, stages * 32768]
+        assert ptx.count("wgmma.wait_group.sync.aligned 1") == 1  # in the loop
+        # and the epilogue's read waits for it: after the loop, before the store
+        last_wait = ptx.rindex("wgmma.wait_group.sync.aligned 0")
+        assert last_wait > ptx.index("wgmma.wait_group.sync.aligned 1")
+        assert last_wait < ptx.rindex("st.global")
+
+
+def _loop_step(ptx: str, waited: str) -> None:
+    """In the loop: the copies' wait, a barrier, the wgmma, the wait for a product
+    (`waited`), a barrier, then the loop's own copies (the last in the PTX)."""
+    loop_copy = ptx.rindex("cp.async.cg.shared.global")
+    second = ptx.rindex("bar.sync", 0, loop_copy)
+    wait = ptx.rindex("wgmma.wait_group", 0, second)
+    assert ptx[wait:].startswith(waited)
+    mma = ptx.rindex("wgmma.mma_async", 0, wait)
+    first = ptx.rindex("bar.sync", 0, mma)
+    assert ptx.rindex("cp.async.wait_group", 0, mma) < first < mma
+
+
+def test_the_loop_copies_after_the_last_reader_of_their_buffers() -> None:
+    # the copies overwrite the buffers product k - 1 read: every thread is done with it
+    # (wgmma.wait_group 1 leaves only this step's running) at the barrier before them
+    ptx = make_gemm(bf16, 8, 3).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
+    _loop_step(ptx, "wgmma.wait_group.sync.aligned 1")
+    # a result read besides the next product (`* 0.5`): the product is waited for
+    ptx = decaying_gemm.compile(*SIG, 128, 256, 64, arch="sm_90").ptx
+    assert "wgmma.wait_group.sync.aligned 1" not in ptx
+    assert _shared_arrays(ptx) == [3 * 16384, 3 * 32768]
+    _loop_step(ptx, "wgmma.wait_group.sync.aligned 0")
 
 
 def test_the_waits_count_the_groups_committed_since() -> None:
@@ -94,7 +118,7 @@ def test_the_cpu_runs_the_same_kernels(stages) -> None:
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), atol=1e-3)
 
 
-@tile.kernel(num_warps=8, num_stages=2)
+@tile.kernel(num_warps=8, num_stages=3)
 def gemm_transposed_out(a: Slice[bf16, 2], b: Slice[bf16, 2], ct: DisjointSlice[f32, 2],
                         BM: Const[int], BN: Const[int], BK: Const[int]):
     """C^T: the accumulator permuted through 128 KiB of shared memory after the loop."""
@@ -106,7 +130,7 @@ def gemm_transposed_out(a: Slice[bf16, 2], b: Slice[bf16, 2], ct: DisjointSlice[
 
 
 def test_rings_give_way_where_shared_memory_runs_out() -> None:
-    # 192 KiB of rings and the permute's 128 KiB do not fit in 227 KiB; the threads'
+    # 144 KiB of rings and the permute's 128 KiB do not fit in 227 KiB; the threads'
     # staging (48 KiB) does: the kernel compiles as it did before rings
     ptx = gemm_transposed_out.compile(*SIG, 128, 256, 64, arch="sm_90").ptx
     assert "cp.async" not in ptx and "wgmma.mma_async" in ptx

@@ -25,10 +25,19 @@ What it guarantees: a buffer is rewritten only after every thread is done readin
 and a copy never lands on a buffer another copy of the same thread still writes:
 - direct: copy n goes to buffer n % 2 after this thread's product n - 1, whose barrier
   every thread passed after its product n - 2 (the last reader of that buffer) was done;
-- pipelined: in iteration k the loop issues copy k + ahead into buffer (k + ahead) %
-  (ahead + 2), last read by product k - 2, which every thread finished before the barrier
-  of product k - 1. The prologue (`first` load) first waits for all of the thread's own
-  copies (the previous run of the loop left `ahead` of them in flight) and passes a barrier.
+- pipelined, one operand in a ring: in iteration k the loop issues copy k + ahead into
+  buffer (k + ahead) % (ahead + 2), last read by product k - 2, which every thread
+  finished before the barrier of product k - 1;
+- pipelined, both operands (a K loop): the loop's loads move to just after their
+  product (`after_product`), and their copies are issued after a barrier every thread
+  passes once done with the product before (a product left in flight: after waiting
+  for it, `wgmma.wait_group 1`): copy k + ahead then overwrites the buffer product k - 1
+  read, so `ahead + 1` buffers do, in flight or not;
+- any other product left in flight (`wgmma.wait_group 1`) has one buffer more in each
+  ring: its reads end only at the next product's wait, one barrier later.
+The prologue of a pipelined loop (`first` load) first waits for all of the thread's own
+copies (the previous run of the loop left `ahead` of them in flight) and for its wgmma,
+and passes a barrier.
 Everything else keeps the registers' path. The rings take at most RING_BYTES; where they
 and the kernel's other shared memory do not fit together, tile/frontend.py compiles the
 kernel again without them (`Target.rings`), as it compiled before rings.
@@ -124,14 +133,22 @@ def place_operand_rings(b: TileBuilder) -> int:
             ring = _ring(op, index, *chain[:2], written, b_transposed, next(ids))
             if ring is not None:
                 found.append((ring, chain))
+        deferred = len(found) == 2 and all(r.pipelined for r, _ in found)
+        if deferred:  # the copies wait for a barrier after the product: one buffer fewer
+            found = [(replace(r, buffers=r.buffers - 1), c) for r, c in found]
         settle = _accumulator_reads(op, writes) if len(found) == 2 else None
-        if settle is not None:  # one more buffer each: the product in flight reads one
-            wider = [(replace(r, buffers=r.buffers + 1), c) for r, c in found]
+        if settle is not None:
+            # one more buffer each (the product in flight reads one), but for deferred
+            # copies, which wait for the product before last anyway
+            wider = found if deferred else [(replace(r, buffers=r.buffers + 1), c)
+                                            for r, c in found]
             if sum(_bytes(r) for r, _ in wider) <= budget:
                 found = wider
                 op.set_param("in_flight", True)  # type: ignore[attr-defined]
                 for read in settle:
                     read.set_param("settle", True)  # type: ignore[attr-defined]
+        if deferred and sum(_bytes(r) for r, _ in found) > budget:
+            continue  # both rings or neither: a deferred copy's wait stands for both
         for ring, (loads, variables, reads) in found:
             if _bytes(ring) > budget:
                 continue
@@ -139,7 +156,24 @@ def place_operand_rings(b: TileBuilder) -> int:
             count += 1
             for v in (*(ld.results[0] for ld in loads), *variables, *reads):
                 set_layout(v, ring)
+            if deferred:
+                _defer(b, op, next(ld for ld in loads if ld.parent_block() is op.parent_block()))
+        if deferred:
+            op.next_op.set_param("after_product", "barrier")  # type: ignore[union-attr]
     return count
+
+
+def _defer(b: TileBuilder, mma: Operation, load: Operation) -> None:
+    """Move a pipelined loop's load to just after its product (its operands are defined
+    earlier in that block; its value, a token, is only carried to the next iterations),
+    marked `after_product`: its copies are issued after a barrier that every thread
+    passes once its wgmma before last is done (the first of the product's deferred
+    loads passes it: "barrier"), which frees the buffer they overwrite (see the module
+    docstring)."""
+    load.detach()
+    b.tile_ops.remove(load)
+    b.insert_tile_op(load, mma, after=True)
+    load.set_param("after_product", True)  # type: ignore[attr-defined]
 
 
 def _bytes(ring: RingLayout) -> int:

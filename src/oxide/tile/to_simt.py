@@ -161,6 +161,8 @@ class ToSIMT:
         dt = self._dtype(op)
         ring = ring_of(layout_of(op.results[0]))
         if ring is not None:  # copied into a product operand's ring
+            if op.param("after_product") == "barrier":  # the buffers' last product is done
+                self.em.barrier()
             pipe = op.param("pipe")
             return issue(self.em, array, [self._in(i).scalar for i in index], ring, dt,
                          bool(pipe and pipe[2]))
