@@ -3,10 +3,11 @@
 Issue 26's kernels: a bf16 GEMM with a bias + GELU epilogue (against a Triton kernel of
 the same math autotuned over 3 configs, and torch), an f16 GEMM against a transposed
 (N x K) weight (against cuBLAS through torch), each oxide kernel with its products on
-wgmma (the sm_90 default) and on mma.sync (OXIDE_TILE_WGMMA=0), over a few tile shapes.
-Also tile_attention on both engines. triton.testing.do_bench medians; inputs random.
+wgmma (the sm_90 default: a K loop's operands by TMA), on wgmma with every thread's
+cp.async copies (OXIDE_TILE_TMA=0) and on mma.sync (OXIDE_TILE_WGMMA=0), over a few tile
+shapes. Also tile_attention on each engine. triton.testing.do_bench medians; inputs random.
 
-    python benchmarks/tile_products.py [--sizes 4096 8192] [--engines wgmma mma.sync]
+    python benchmarks/tile_products.py [--sizes 4096 8192] [--engines wgmma wgmma-cp.async]
 """
 
 from __future__ import annotations
@@ -58,7 +59,11 @@ def make_linear_t(warps: int, stages: int) -> Any:
 SHAPES = [(128, 128, 64, 8, 1), (128, 128, 64, 8, 3), (128, 128, 64, 8, 4),
           (128, 256, 64, 8, 2), (128, 256, 64, 8, 3), (128, 256, 64, 8, 4),
           (128, 256, 32, 8, 4), (64, 256, 64, 4, 4)]
-ENGINES = {"wgmma": "1", "mma.sync": "0"}  # OXIDE_TILE_WGMMA's value for each engine
+# each engine's settings: wgmma with a K loop's operands by TMA (the sm_90 default), by
+# every thread's cp.async copies, and mma.sync
+ENGINES = {"wgmma": {"OXIDE_TILE_WGMMA": "1", "OXIDE_TILE_TMA": "1"},
+           "wgmma-cp.async": {"OXIDE_TILE_WGMMA": "1", "OXIDE_TILE_TMA": "0"},
+           "mma.sync": {"OXIDE_TILE_WGMMA": "0", "OXIDE_TILE_TMA": "1"}}
 ENGINE_CHOICE = list(ENGINES)  # --engines
 
 
@@ -122,7 +127,7 @@ def attention_rows(do_bench: Any) -> list[tuple[str, float, str]]:
         rows.append((f"attention S4096 D128{' causal' if causal else ''}  SDPA flash",
                      flops / flash / 1e9, ""))
         for name in ENGINE_CHOICE:
-            os.environ["OXIDE_TILE_WGMMA"] = ENGINES[name]
+            os.environ.update(ENGINES[name])
             m = importlib.reload(importlib.import_module("oxide.examples.tile_attention"))
             bm, bn = m.GPU_BLOCK
             args = (*flat, s, 1 / d ** 0.5, bm, bn, d, causal)
@@ -179,7 +184,7 @@ def engine_rows(what: str, make: Any, inputs: tuple[Any, ...], y: Any, want: Any
     against `want`, timed, and set beside the peer's time."""
     rows = []
     for name in ENGINE_CHOICE:
-        os.environ["OXIDE_TILE_WGMMA"] = ENGINES[name]
+        os.environ.update(ENGINES[name])
         for bm, bn, bk, warps, stages in SHAPES:
             k = make(warps, stages)
             grid = (tile.cdiv(n, bm), tile.cdiv(n, bn))

@@ -166,3 +166,65 @@ def test_a_product_waited_for_before_its_copies() -> None:
     for s in range(0, k, bk):
         want = (want + a[:, s:s + bk].astype(np.float64) @ b[s:s + bk].astype(np.float64)) / 2
     np.testing.assert_allclose(c, want, rtol=0, atol=1e-2)
+
+
+def test_a_strided_operand_beside_a_tma_one() -> None:
+    torch = pytest.importorskip("torch")
+    m, n, k = 200, 256, 200
+    gen = torch.Generator(device="cuda").manual_seed(31)
+    wide = torch.randn(m, k + 56, dtype=torch.bfloat16, device="cuda", generator=gen)
+    a = wide[:, :k]  # rows 512 bytes apart: every thread's cp.async copies; B by TMA
+    b = torch.randn(k, n, dtype=torch.bfloat16, device="cuda", generator=gen)
+    c = torch.zeros(m, n, dtype=torch.float32, device="cuda")
+    make_gemm(bf16, 8, 3)[(tile.cdiv(m, 128), tile.cdiv(n, 256))](a, b, c, 128, 256, 64)
+    torch.testing.assert_close(c, a.float() @ b.float(), rtol=0, atol=1e-2)
+
+
+def test_an_empty_k_reads_nothing() -> None:
+    a = np.zeros((70, 0), bf16.numpy)
+    b = np.zeros((0, 64), bf16.numpy)
+    c = np.full((70, 64), 7.0, np.float32)
+    _gpu(make_gemm(bf16, 4, 3), (2, 1), a, b, c, 64, 64, 64)  # maps of a stand-in
+    assert (c == 0).all()
+
+
+CACHED = '''
+import sys
+import numpy as np
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+
+@tile.kernel(num_warps=8, num_stages=3)
+def gemm(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2], BM: Const[int],
+         BN: Const[int], BK: Const[int]):
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.store(c, (i, j), acc)
+
+rng = np.random.default_rng(5)
+a = rng.standard_normal((256, 320)).astype(bf16.numpy)
+b = rng.standard_normal((320, 512)).astype(bf16.numpy)
+c = ox.to_device(np.zeros((256, 512), np.float32))
+gemm[(2, 2)](ox.to_device(a), ox.to_device(b), c, 128, 256, 64)
+want = a.astype(np.float64) @ b.astype(np.float64)
+print(bool(np.abs(c.to_numpy() - want).max() < 1e-2), "xdsl" in sys.modules)
+'''
+
+
+def test_the_disk_cache_keeps_the_hidden_maps(tmp_path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "gemm.py"
+    script.write_text(CACHED)
+    env = {**os.environ, "OXIDE_CACHE_DIR": str(tmp_path / "cache")}
+    env.pop("OXIDE_CACHE", None)
+    runs = [subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                           text=True, timeout=300) for _ in range(2)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    assert runs[0].stdout.split() == ["True", "True"]  # compiled
+    assert runs[1].stdout.split() == ["True", "False"]  # from the cache, maps and all

@@ -28,11 +28,18 @@ def _vectors(t):
 SIG = (_vectors(Slice[bf16, 2]), _vectors(Slice[bf16, 2]), _vectors(DisjointSlice[f32, 2]))
 
 
+@pytest.fixture
+def cp_async(monkeypatch) -> None:
+    """Rings filled by every thread's cp.async copies, as where TMA cannot map the array
+    (a K loop's rings take TMA by default: tests/test_tile_tma_rings.py)."""
+    monkeypatch.setenv("OXIDE_TILE_TMA", "0")
+
+
 def _shared_arrays(ptx: str) -> list[int]:
     return sorted(int(n) for n in re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", ptx))
 
 
-def test_a_pipelined_loop_copies_into_rings() -> None:
+def test_a_pipelined_loop_copies_into_rings(cp_async) -> None:
     ptx = make_gemm(bf16, 8, 4).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
     # each k step: A 128 x 64 (4 chunks a thread), B 64 x 256 (8); the prologue 3 times
     assert ptx.count("cp.async.cg.shared.global") == 4 * (4 + 8)
@@ -42,7 +49,7 @@ def test_a_pipelined_loop_copies_into_rings() -> None:
     assert _shared_arrays(ptx) == [4 * 16384, 4 * 32768]
 
 
-def test_a_k_loop_leaves_its_product_in_flight() -> None:
+def test_a_k_loop_leaves_its_product_in_flight(cp_async) -> None:
     for stages in (2, 3, 4):  # ahead + 1 buffers
         ptx = make_gemm(bf16, 8, stages).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
         assert _shared_arrays(ptx) == [stages * 16384, stages * 32768]
@@ -65,7 +72,7 @@ def _loop_step(ptx: str, waited: str) -> None:
     assert ptx.rindex("cp.async.wait_group", 0, mma) < first < mma
 
 
-def test_the_loop_copies_after_the_last_reader_of_their_buffers() -> None:
+def test_the_loop_copies_after_the_last_reader_of_their_buffers(cp_async) -> None:
     # the copies overwrite the buffers product k - 1 read: every thread is done with it
     # (wgmma.wait_group 1 leaves only this step's running) at the barrier before them
     ptx = make_gemm(bf16, 8, 3).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
@@ -77,13 +84,13 @@ def test_the_loop_copies_after_the_last_reader_of_their_buffers() -> None:
     _loop_step(ptx, "wgmma.wait_group.sync.aligned 0")
 
 
-def test_the_waits_count_the_groups_committed_since() -> None:
+def test_the_waits_count_the_groups_committed_since(cp_async) -> None:
     ptx = make_gemm(bf16, 8, 3).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
     waits = {int(n) for n in re.findall(r"cp\.async\.wait_group\s+(\d+);", ptx)}
     assert waits == set(range(8))  # chosen at run time, up to MAX_WAIT
 
 
-def test_a_transposed_weight_and_a_persistent_loop_take_rings() -> None:
+def test_a_transposed_weight_and_a_persistent_loop_take_rings(cp_async) -> None:
     ptx = linear_t.compile(*SIG, 128, 128, 64, arch="sm_90").ptx
     assert ptx.count("cp.async.cg.shared.global") > 0 and "st.shared" not in ptx
     ptx = persistent_gemm.compile(*SIG, 64, 128, 64, arch="sm_90").ptx

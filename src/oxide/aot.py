@@ -160,7 +160,8 @@ def build_bundle(jobs: Iterable[Job], archs: list[str], out: str | Path, source:
     for job in jobs:
         entry = kernels.setdefault(job.name, _kernel_json(job.kernel))
         index = len(entry["specializations"])
-        spec: dict[str, Any] = {"cubins": {}, "cubin_sha256": {}, "ptx": {}, "ptx_sha256": {}}
+        spec: dict[str, Any] = {"cubins": {}, "cubin_sha256": {}, "ptx": {}, "ptx_sha256": {},
+                                "operand_maps": {}}
         gpu_ck = host_ck = None
         for arch in archs:
             if arch == CPU:
@@ -175,6 +176,8 @@ def build_bundle(jobs: Iterable[Job], archs: list[str], out: str | Path, source:
                 files[rel + ".cubin"] = cubin
                 spec["cubins"][actual] = rel + ".cubin"
                 spec["cubin_sha256"][actual] = _digest(cubin)
+                if gpu_ck.operand_maps:  # this arch's hidden tensor maps (sm_90's TMA)
+                    spec["operand_maps"][actual] = [m.to_json() for m in gpu_ck.operand_maps]
                 if not actual.endswith("a"):
                     ptx = gpu_ck.ptx.encode()
                     files[rel + ".ptx"] = ptx
@@ -187,7 +190,9 @@ def build_bundle(jobs: Iterable[Job], archs: list[str], out: str | Path, source:
         spec.update({
             "symbol": ck.name,
             "signature": [spec_to_json(s) for s in ck.signature],
-            "abi": [{"name": a.name, "spec": spec_to_json(a.spec)} for a in ck.abi],
+            # the parameters' own; an arch's hidden tensor maps follow (`operand_maps`)
+            "abi": [{"name": a.name, "spec": spec_to_json(a.spec)}
+                    for a in ck.abi[:len(ck.abi) - len(getattr(ck, "operand_maps", ()))]],
             "sites": [_site_json(s) for s in ck.sites],
             "uses_barriers": ck.uses_barriers,
             "grid_x_factor": ck.grid_x_factor,

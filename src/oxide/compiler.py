@@ -230,7 +230,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
             kernel, sig, symbol, keep_tile_ir="tile" in os.environ.get("OXIDE_DUMP", ""),
             verify=os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0"),
             tensor_cores=target == "nvptx",
-            wgmma=target == "nvptx" and arch in ("sm_90", "sm_90a") and _wgmma_enabled())
+            wgmma=target == "nvptx" and arch in ("sm_90", "sm_90a") and _wgmma_enabled(),
+            tma=_tma_enabled())
     else:
         lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func
@@ -304,6 +305,9 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     check_supported(tgt, func)
     abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig, strict=True)
            if not isinstance(s, ConstValue)]
+    # a tile kernel's hidden tensor maps (its TMA rings') follow the parameters
+    operand_maps = tuple(getattr(lowered, "operand_maps", ()))
+    abi += [m.abi for m in operand_maps]
     prefetch, factor = None, 1
     # a coarsened body overrides block_idx.x, which a device function would not see
     if target == "nvptx" and kernel.options.coarsen and not device_funcs:
@@ -330,6 +334,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     # A coarsened kernel runs logical blocks F*b .. F*b+F-1 in block b and takes the logical
     # grid.x as a hidden last argument: the launcher divides grid.x by F.
     ck.grid_x_factor = factor
+    ck.operand_maps = operand_maps  # the launch builds them from the array arguments
     # The witness ranks the kernel creates: a launch must keep them unique
     # (runtime/witness_rules.py checks the grid and block before anything runs).
     ck.thread_index_ranks = tuple(sorted(set(
@@ -365,6 +370,18 @@ def dump_stages(ck: CompiledKernel, spec: str) -> None:
         else:
             print(f"// ---- oxide {stage}: {ck.name} ----", file=sys.stderr)
             print(getattr(ck, stage), file=sys.stderr)
+
+
+def codegen_switches() -> tuple[bool, bool]:
+    """The environment switches that change a tile kernel's GPU code (wgmma, TMA): part
+    of what a kernel's compiled specializations are remembered under."""
+    return _wgmma_enabled(), _tma_enabled()
+
+
+def _tma_enabled() -> bool:
+    """Whether a tile K loop's operands may be copied by TMA on sm_90 (OXIDE_TILE_TMA=0
+    keeps every thread's cp.async copies, to compare the two)."""
+    return os.environ.get("OXIDE_TILE_TMA", "1") != "0"
 
 
 def _wgmma_enabled() -> bool:

@@ -51,7 +51,7 @@ class Kernel(KernelBase):
         >>> ck = scale.compile(Slice[f32], f32, DisjointSlice[f32], arch="sm_90")  # doctest: +SKIP
         >>> print(ck.ptx)  # doctest: +SKIP
         """
-        from oxide.compiler import compile_kernel
+        from oxide.compiler import codegen_switches, compile_kernel
         from oxide.specialize import signature_from
 
         try:
@@ -61,7 +61,7 @@ class Kernel(KernelBase):
 
                 raise TargetError(f"arch must be a name such as \"sm_90\", got {arch!r}")
             tgt = target or ("cpu" if arch == "cpu" else "nvptx")
-            key = (sig, tgt, arch)
+            key = (sig, tgt, arch, codegen_switches())
             ck = self._specializations.get(key)
             if ck is None:
                 ck = compile_kernel(self, sig, tgt, arch)

@@ -5,7 +5,9 @@ pointer, then one i64 extent per dimension, then, for non-contiguous layouts,
 one i64 stride (in elements) per dimension. Scalars pass as themselves. An
 `ox.TensorMap` passes its 128 bytes by value on a GPU (a 64-byte-aligned grid
 constant), and a pointer to oxide's description of it on the CPU. A
-hidden last parameter points at the error record (see `ERROR_RECORD`).
+hidden last parameter points at the error record (see `ERROR_RECORD`). Before it, a tile
+kernel whose products read their operands by TMA takes one hidden tensor map per
+`OperandMap`, which the launch builds from the array argument it names.
 """
 
 from __future__ import annotations
@@ -44,6 +46,28 @@ class ParamABI:
         if isinstance(self.spec, T.TensorMapType):  # 128 bytes by value (a GPU launch)
             return ["tensormap"]
         return [self.spec.llvm]
+
+
+@dataclass(frozen=True)
+class OperandMap:
+    """A hidden kernel parameter: the 128-byte TMA tensor map of array parameter `param`
+    (its position among the kernel's machine parameters' owners, Consts left out) with
+    boxes of `box` elements (outermost first) and a `swizzle`-byte swizzle, which the
+    launch builds from that argument (tile/tma_rings.py copies product operands with it)."""
+
+    param: int
+    dtype: str  # the array's element type (a DType name)
+    box: tuple[int, ...]
+    swizzle: int
+
+    @property
+    def abi(self) -> ParamABI:
+        return ParamABI(f"oxide_map{self.param}_{'x'.join(map(str, self.box))}",
+                        T.TensorMapType(T.SCALARS[self.dtype], len(self.box)))
+
+    def to_json(self) -> dict[str, object]:
+        return {"param": self.param, "dtype": self.dtype, "box": list(self.box),
+                "swizzle": self.swizzle}
 
 
 # -- recursive @ox.funcs: names and defaults the frontend, codegen and the runtimes agree

@@ -51,7 +51,11 @@ Manifest (`format: oxide-bundle`, `version: 3`)::
                      "sites": [...], "thread_index_ranks": [1],
                      "constants": [...]}}]}}}
 
-`ptx`, `host` and `constants` are optional (version 2 bundles, which lack them, still
+A tile kernel whose K loops copy their operands by TMA takes hidden tensor maps on sm_90:
+`"operand_maps": {"sm_90": [{"param": 0, "dtype": "bf16", "box": [128, 64],
+"swizzle": 128}, ...]}` per architecture; they follow `abi` (the parameters' own).
+
+`ptx`, `host`, `constants` and `operand_maps` are optional (version 2 bundles, which lack them, still
 load); an `sm_XXa` build has no PTX (it runs on that GPU only).
 
 Integrity: `sha256` is the SHA-256 of the rest of the manifest in canonical JSON
@@ -83,7 +87,7 @@ from pathlib import Path
 from typing import Any
 
 from oxide import types as T
-from oxide.codegen.abi import ParamABI
+from oxide.codegen.abi import OperandMap, ParamABI
 from oxide.errors import ArgumentError, DeviceError, LaunchError, OxideError, Span
 from oxide.kernel_types import KernelOptions, Param
 from oxide.runtime.cache_entry import GRID_X_FACTORS
@@ -301,6 +305,23 @@ class HostCode:
         self.constants = _constants(data.get("constants", []), declared)
 
 
+def _operand_maps(data: Any) -> dict[str, tuple[OperandMap, ...]]:
+    """Per architecture, the hidden tensor maps its code takes (codegen/abi.py)."""
+    if not isinstance(data, dict):
+        raise ValueError("operand_maps is not an object")
+    out = {}
+    for arch, maps in data.items():
+        if not isinstance(maps, list) or not all(
+                isinstance(m, dict) and type(m.get("param")) is int
+                and m.get("dtype") in T.SCALARS and m.get("swizzle") in (32, 64, 128)
+                and isinstance(m.get("box"), list)
+                and all(type(b) is int and 0 < b <= 256 for b in m["box"]) for m in maps):
+            raise ValueError(f"operand_maps of {arch} are not well-formed tensor maps")
+        out[arch] = tuple(OperandMap(m["param"], m["dtype"], tuple(m["box"]), m["swizzle"])
+                          for m in maps)
+    return out
+
+
 class Specialization:
     """One bundled signature of a kernel, with a cubin (and PTX) per architecture."""
 
@@ -320,6 +341,7 @@ class Specialization:
         self.thread_index_ranks = _ranks(data["thread_index_ranks"])
         self.constants = _constants(data.get("constants", []), declared)
         self.cubins = self._files(files, data["cubins"], data["cubin_sha256"], "cubins")
+        self.operand_maps = _operand_maps(data.get("operand_maps", {}))
         self.ptx = self._files(files, data.get("ptx", {}), data.get("ptx_sha256", {}), "PTX")
         host = data.get("host")
         self.host = HostCode(files, host, declared) if host is not None else None
@@ -393,7 +415,8 @@ class BundledCode:
                                   "rebuild it with --arch sm_80,sm_90 (for example)")
             device_arch = next(iter(spec.cubins))
         self.arch, self._file, self.is_ptx = spec.pick(device_arch)
-        self.abi = spec.abi
+        self.operand_maps = spec.operand_maps.get(self.arch, ())
+        self.abi = spec.abi + [m.abi for m in self.operand_maps]
         self.sites = spec.sites
         self.uses_barriers = spec.uses_barriers
         self.grid_x_factor = spec.grid_x_factor

@@ -268,6 +268,8 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         arch += "+driver-jit"
     if os.environ.get("OXIDE_TILE_WGMMA", "1") == "0":  # tile products stay on mma.sync
         arch += "+no-wgmma"
+    if os.environ.get("OXIDE_TILE_TMA", "1") == "0":  # tile K loops copy by cp.async only
+        arch += "+no-tma"
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())
     return h.hexdigest()
@@ -313,9 +315,13 @@ def load(key: str, arg_sizes: tuple[int, ...]) -> Any:
     entry = load_entry(key, arg_sizes)
     if entry is None:
         return None
-    return KernelImage(entry.cubin, entry.symbol, cached_sites(entry), arg_sizes,
+    from oxide.codegen.abi import OperandMap
+
+    maps = tuple(OperandMap(m["param"], m["dtype"], tuple(m["box"]), m["swizzle"])
+                 for m in entry.operand_maps)
+    return KernelImage(entry.cubin, entry.symbol, cached_sites(entry), entry.arg_sizes,
                        grid_x_factor=entry.grid_x_factor,
-                       thread_index_ranks=entry.thread_index_ranks)
+                       thread_index_ranks=entry.thread_index_ranks, operand_maps=maps)
 
 
 def load_entry(key: str, arg_sizes: tuple[int, ...]) -> cache_entry.EntryData | None:
@@ -354,12 +360,13 @@ def cached_sites(entry: cache_entry.EntryData) -> list[CachedSite]:
 def store(key: str, image: Any, ck: Any) -> bool:
     """Write an entry (atomically) if the key covered what `ck`'s compile used."""
     return store_entry(key, ck, image.symbol, image.arg_sizes, image.grid_x_factor,
-                       image.thread_index_ranks, image.sites, image.code)
+                       image.thread_index_ranks, image.sites, image.code,
+                       image.operand_maps)
 
 
 def store_entry(key: str, ck: Any, symbol: str, arg_sizes: tuple[int, ...],
                 grid_x_factor: int, thread_index_ranks: tuple[int, ...], sites: Any,
-                code: bytes) -> bool:
+                code: bytes, operand_maps: tuple[Any, ...] = ()) -> bool:
     """Write an entry (a cubin, or host object code) atomically, if the key covered what
     `ck`'s compile used."""
     root = cache_dir()
@@ -369,5 +376,6 @@ def store_entry(key: str, ck: Any, symbol: str, arg_sizes: tuple[int, ...],
                         "col": s.span.col, "end_col": s.span.end_col, "text": s.span.text,
                         "detail": s.detail} for s in sites)
     entry = cache_entry.EntryData(symbol, tuple(arg_sizes), grid_x_factor,
-                                  tuple(thread_index_ranks), site_dicts, code)
+                                  tuple(thread_index_ranks), site_dicts, code,
+                                  tuple(m.to_json() for m in operand_maps))
     return cache_layout.write(root, f"kernels/{key}.oxk", cache_entry.encode(key, entry))

@@ -38,7 +38,9 @@ GRID_X_FACTORS = frozenset({1, 4})
 
 _SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]{0,1023}")
 _FIELDS = frozenset({"key", "symbol", "arg_sizes", "grid_x_factor", "thread_index_ranks",
-                     "sites"})
+                     "sites", "operand_maps"})
+_MAP_FIELDS = {"param": int, "dtype": str, "box": list, "swizzle": int}
+_TENSORMAP_BYTES = 128  # a hidden tensor map's size among arg_sizes (codegen/abi.py)
 _SITE_FIELDS = {"kind": str, "file": str, "line": int, "col": int, "end_col": int,
                 "text": str, "detail": str}
 
@@ -57,6 +59,8 @@ class EntryData:
     thread_index_ranks: tuple[int, ...]
     sites: tuple[dict[str, Any], ...]  # each with exactly _SITE_FIELDS, checked
     cubin: bytes
+    # hidden tensor maps (codegen/abi.py `OperandMap.to_json`), each with _MAP_FIELDS
+    operand_maps: tuple[dict[str, Any], ...] = ()
 
 
 def encode(key: str, entry: EntryData) -> bytes:
@@ -64,7 +68,8 @@ def encode(key: str, entry: EntryData) -> bytes:
     header = {"key": key, "symbol": entry.symbol, "arg_sizes": list(entry.arg_sizes),
               "grid_x_factor": entry.grid_x_factor,
               "thread_index_ranks": list(entry.thread_index_ranks),
-              "sites": [dict(s) for s in entry.sites]}
+              "sites": [dict(s) for s in entry.sites],
+              "operand_maps": [dict(m) for m in entry.operand_maps]}
     raw = json.dumps(header, separators=(",", ":")).encode()
     body = _LENGTH.pack(len(raw)) + raw + entry.cubin
     return MAGIC + hashlib.sha256(body).digest() + body
@@ -92,8 +97,10 @@ def decode(data: bytes, key: str, arg_sizes: tuple[int, ...]) -> EntryData:
     entry = _checked(header, cubin)
     if header["key"] != key:
         raise CorruptEntry("entry is for another key")
-    if entry.arg_sizes != arg_sizes:
-        raise CorruptEntry(f"entry packs arguments {entry.arg_sizes}, the launch {arg_sizes}")
+    # the launch packs its own values and the record; the entry's hidden maps stand between
+    packed = arg_sizes[:-1] + (_TENSORMAP_BYTES,) * len(entry.operand_maps) + arg_sizes[-1:]
+    if entry.arg_sizes != packed:
+        raise CorruptEntry(f"entry packs arguments {entry.arg_sizes}, the launch {packed}")
     return entry
 
 
@@ -124,9 +131,16 @@ def _checked(header: Any, cubin: bytes) -> EntryData:
             raise CorruptEntry("a site is not a well-formed check site")
         if min(site["line"], site["col"], site["end_col"]) < 0:
             raise CorruptEntry("a site has a negative position")
+    maps = header["operand_maps"]
+    if not isinstance(maps, list) or not all(
+            isinstance(m, dict) and set(m) == set(_MAP_FIELDS)
+            and all(type(m[f]) is t for f, t in _MAP_FIELDS.items())
+            and all(type(b) is int and 0 < b <= 256 for b in m["box"])
+            and m["swizzle"] in (32, 64, 128) and m["param"] >= 0 for m in maps):
+        raise CorruptEntry("operand_maps is not a list of well-formed tensor maps")
     if not _defines(cubin, symbol):
         raise CorruptEntry("the code is neither ELF code nor PTX defining the entry's symbol")
-    return EntryData(symbol, sizes, factor, ranks, tuple(sites), cubin)
+    return EntryData(symbol, sizes, factor, ranks, tuple(sites), cubin, tuple(maps))
 
 
 def _defines(code: bytes, symbol: str) -> bool:

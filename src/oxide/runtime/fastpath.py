@@ -173,7 +173,9 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
         native: L.check(cfg) if it is new; native(context, cfg.dims, handle, ptr0,
             s0_0, v1, ...)
         ctypes: lock; prepare(cfg, handle) if either changed; pack_into(buffer, 0,
-            ptr0, *shape0, v1, ...); launch_ex(config, function, params, None); unlock
+            ptr0, *shape0, v1, ...); the hidden tensor maps of TMA operands from those
+            values (runtime/operand_maps.py); launch_ex(config, function, params, None);
+            unlock
     """
     flavor = launcher.flavor
     plan = launcher.plan
@@ -189,6 +191,7 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
         "records": gdev.active_records, "activate": gdev.activate, "L": launcher,
         "lock": launcher.lock, "pack_into": launcher.packer.pack_into,
         "buffer": launcher.buffer, "launch_ex": launcher.launch_ex,
+        "pack_maps": getattr(getattr(launcher, "operand_maps", None), "pack", None),
         "config_address": launcher.config_address, "fptr": launcher.fptr,
         "params_address": launcher.params_address, "launch_failure": gpu.launch_failure,
         "upload_constants": launcher.upload_constants, "bf16_bits": gpu._bf16_bits,
@@ -340,6 +343,8 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
                  "    if cfg is not L.packed_cfg or handle != L.packed_stream:",
                  "        L.prepare(cfg, handle)",
                  f"    pack_into(buffer, 0, {call})",
+                 *([f"    pack_maps(({call},))"] if getattr(launcher, "operand_maps", None)
+                   else []),
                  "    err = launch_ex(config_address, fptr, params_address, None)",
                  "    if err:",
                  "        err = L.retry_in_context(err)",

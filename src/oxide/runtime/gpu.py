@@ -67,7 +67,12 @@ from oxide.runtime.gpu_devices import (  # noqa: F401 - this module's names too
     time_on_stream,
     zero_device_memory,
 )
-from oxide.runtime.kernel_image import _LLVM_SIZES, KernelImage  # noqa: F401 - public here too
+from oxide.runtime.kernel_image import (  # noqa: F401 - public here too
+    _LLVM_SIZES,
+    KernelImage,
+    with_operand_maps,
+)
+from oxide.runtime.operand_maps import OperandMapPacker, value_starts
 from oxide.runtime.streams import stream_handle as explicit_stream
 from oxide.runtime.views import ArrayView
 from oxide.runtime.witness_rules import check_block_shape, check_witness_config
@@ -200,10 +205,11 @@ def load_image(kernel: Any, plan: Plan, arch: str) -> KernelImage:
     with activity(f"compiling `{kernel.__name__}` for {arch}"):  # to the cubin
         ck = kernel.compile(*plan.signature, arch=arch)
         image = KernelImage.from_compiled(ck)
-    if image.arg_sizes != plan_sizes(plan):
+    packed = with_operand_maps(plan_sizes(plan), len(image.operand_maps))
+    if image.arg_sizes != packed:
         raise InternalCompilerError(
             f"`{kernel.__name__}`: the compiled kernel takes arguments of {image.arg_sizes} "
-            f"bytes, the runtime packs {plan_sizes(plan)}")
+            f"bytes, the runtime packs {packed}")
     if cache_key is not None:
         from oxide.runtime import cache
 
@@ -262,13 +268,19 @@ class Launcher:
         self.thread_index_ranks = image.thread_index_ranks
         self.block_shape: tuple[int, int, int] | None = None  # `@ox.kernel(block=...)`
         self.tile_block: int | None = None  # a tile kernel's threads per block
-        formats = plan.formats + ["Q"] + (["I"] if self.grid_x_factor > 1 else [])
+        maps = image.operand_maps  # hidden tensor maps, before the record
+        formats = (plan.formats + [TENSORMAP_FORMAT] * len(maps) + ["Q"]
+                   + (["I"] if self.grid_x_factor > 1 else []))
         offsets = [struct.calcsize("@" + "".join(formats[:i + 1])) - struct.calcsize(formats[i])
                    for i in range(len(formats))]
         full = struct.Struct("@" + "".join(formats))
         self.packer = struct.Struct("@" + "".join(plan.formats))
         self.buffer = ctypes.create_string_buffer(max(full.size, 8))
-        struct.pack_into("@Q", self.buffer, offsets[len(plan.formats)], record_dev)
+        struct.pack_into("@Q", self.buffer, offsets[len(plan.formats) + len(maps)], record_dev)
+        n = len(plan.formats)
+        self.operand_maps = (OperandMapPacker(kernel_name, maps, value_starts(plan.params),
+                                              self.buffer, offsets[n:n + len(maps)])
+                             if maps else None)
         self.grid_offset = offsets[-1]
         self.grid_packer = struct.Struct("@I")
         base = ctypes.addressof(self.buffer)
@@ -291,7 +303,7 @@ class Launcher:
         self.f16_slots = [i for i, f in enumerate(plan.formats) if f == "e"]
         # the trampoline packs numbers: a tensor map's 128 bytes go through ctypes
         self.fits_trampoline = (len(plan.formats) <= native_launch.MAX_VALUES
-                                and not self.cooperative
+                                and not self.cooperative and not maps
                                 and TENSORMAP_FORMAT not in plan.formats)
         self.attach_native()
 
@@ -439,6 +451,8 @@ class Launcher:
                 if cfg is not self.packed_cfg or stream != self.packed_stream:
                     self.prepare(cfg, stream)
                 self.packer.pack_into(self.buffer, 0, *values)
+                if self.operand_maps is not None:
+                    self.operand_maps.pack(values)
                 err = self.launch_ex(self.config_address, self.fptr, self.params_address, None)
                 if err:
                     err = self.retry_in_context(err)

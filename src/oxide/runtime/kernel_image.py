@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oxide import types as T
+from oxide.codegen.abi import OperandMap
 
 _LLVM_SIZES = {"ptr": 8, "i64": 8, "double": 8, "i32": 4, "float": 4, "i16": 2, "half": 2,
                "bfloat": 2, "i8": 1, "i1": 1, "tensormap": T.TENSORMAP_BYTES}
@@ -30,10 +31,18 @@ class KernelImage:
     grid_x_factor: int = 1  # logical blocks per hardware block (codegen/coarsen.py)
     # the ThreadIndex ranks the kernel creates (runtime/witness_rules.py)
     thread_index_ranks: tuple[int, ...] = ()
+    # hidden tensor maps after the parameters (codegen/abi.py; runtime/operand_maps.py)
+    operand_maps: tuple[OperandMap, ...] = ()
 
     @classmethod
     def from_compiled(cls, ck: Any) -> KernelImage:
         sizes = tuple(_LLVM_SIZES[t] for p in ck.abi for t in p.llvm_types) + (8,)
         return cls(ck.module_image, ck.name, list(ck.sites), sizes,
                    tuple(getattr(ck, "constants", ())), getattr(ck, "grid_x_factor", 1),
-                   tuple(ck.thread_index_ranks))
+                   tuple(ck.thread_index_ranks), tuple(getattr(ck, "operand_maps", ())))
+
+
+def with_operand_maps(sizes: tuple[int, ...], count: int) -> tuple[int, ...]:
+    """The argument sizes of a plan packing `sizes` (its own values, then the error
+    record) once `count` hidden tensor maps stand before the record."""
+    return sizes[:-1] + (T.TENSORMAP_BYTES,) * count + sizes[-1:]

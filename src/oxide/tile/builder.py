@@ -141,6 +141,11 @@ class TileBuilder(IRBuilder):
             self._anchor = None
             self.where = outer
 
+    @property
+    def end_block(self) -> Block:
+        """The block the kernel ends in (its return goes there at `finish`)."""
+        return self._end if self._end is not None else self.block
+
     def finish(self) -> ops.FuncOp:
         """Declarations and blocks in the order building the SIMT ops on the spot would
         have made them; then the IRBuilder's sealing."""

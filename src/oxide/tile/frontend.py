@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from oxide import types as T
+from oxide.codegen.abi import OperandMap
 from oxide.errors import (
     CompileError,
     KernelSyntaxError,
@@ -78,6 +79,8 @@ class TileLowered(LoweredKernel):
     grid_axes: frozenset[str] | None = None
     tile_ir: str | None = None  # the tile dialect before lowering (OXIDE_DUMP=tile)
     launch_rules: tuple[int, ...] = ()  # what its witnesses need of a launch (witness_rules)
+    # the hidden tensor maps its TMA rings read, in parameter order (codegen/abi.py)
+    operand_maps: tuple[OperandMap, ...] = ()
 
 
 def is_power_of_two(n: int) -> bool:
@@ -86,7 +89,8 @@ def is_power_of_two(n: int) -> bool:
 
 def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
                       keep_tile_ir: bool = False, verify: bool = False,
-                      tensor_cores: bool = True, wgmma: bool = False) -> TileLowered:
+                      tensor_cores: bool = True, wgmma: bool = False,
+                      tma: bool = True) -> TileLowered:
     """Lower a tile kernel's body for one signature into oxide IR through the passes of
     tile/pipeline.py; with `keep_tile_ir`, keep the text of its tile-dialect form as the
     layout and ordering passes leave it; with `verify`, check what the layout pass guarantees. Without
@@ -98,7 +102,8 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
         tried.append(low)
         dump: list[str] | None = [] if keep_tile_ir else None
         run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,
-                                     kernel.tile_options.occupancy, rings), verify, dump)
+                                     kernel.tile_options.occupancy, rings, tma), verify,
+                    dump)
         return b, low, ctx, dump
 
     try:
@@ -115,7 +120,8 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     func = b.finish()
     covered = low.stores.grid_axes()
     axes = None if covered is None else frozenset("xyz"[a] for a in covered)
-    return TileLowered(func, b.sites, ctx, b, axes, tile_ir, tuple(sorted(low.stores.launch_rules)))
+    return TileLowered(func, b.sites, ctx, b, axes, tile_ir, tuple(sorted(low.stores.launch_rules)),
+                       tuple(low.em.operand_maps))
 
 
 def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str

@@ -27,13 +27,15 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from xdsl.dialects.builtin import IntAttr, StringAttr
-from xdsl.ir import SSAValue
+from xdsl.dialects.builtin import FunctionType, IntAttr, StringAttr
+from xdsl.ir import BlockArgument, SSAValue
 
 from oxide import types as T
+from oxide.codegen.abi import OperandMap
 from oxide.frontend.builder import IRBuilder
+from oxide.frontend.hopper_calls import tensormap_ir_type
 from oxide.ir import ops
-from oxide.ir.types import SharedArrayType, ir_type
+from oxide.ir.types import ArrayType, SharedArrayType, dtype_of_ir, ir_type
 from oxide.tile.access import GlobalAccessMixin
 from oxide.tile.atomic_lower import AtomicEmitMixin
 from oxide.tile.layout import WARP_SIZE, Layout
@@ -78,8 +80,25 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         self.divisors: dict[SSAValue, int] = {}
         self.rings_placed = 0  # product operands given rings (tile/operand_rings.py)
         self.rings: Any = None  # the rings' lowering state, once a ring is used
+        # hidden tensor-map parameters TMA rings read through (tile/tma_rings.py)
+        self.operand_maps: dict[OperandMap, SSAValue] = {}
         self.uses_barriers = False
         self.barriers = 0  # block barriers emitted so far (tile/to_simt.py checks some)
+
+    def operand_map(self, array: SSAValue, box: tuple[int, ...], swizzle: int) -> SSAValue:
+        """The kernel's hidden tensor-map parameter for TMA copies of `box` from array
+        parameter `array` (codegen/abi.py `OperandMap`; the launch builds it), added to the
+        kernel's parameters the first time it is asked for."""
+        assert isinstance(array, BlockArgument) and isinstance(array.type, ArrayType)
+        m = OperandMap(array.index, dtype_of_ir(array.type.elem).name, box, swizzle)
+        if m not in self.operand_maps:
+            block = self.b.func.body.blocks[0]
+            spec = T.TensorMapType(T.SCALARS[m.dtype], len(box))
+            arg = block.insert_arg(tensormap_ir_type(spec), len(block.args))
+            self.b.func.properties["function_type"] = FunctionType.from_lists(
+                [a.type for a in block.args], [])
+            self.operand_maps[m] = arg
+        return self.operand_maps[m]
 
     # -- values that every thread computes once, at the start ---------------------------
 

@@ -49,12 +49,13 @@ import itertools
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from oxide import types as T
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
 from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, kind_of
+from oxide.ir.types import ArrayType as IRArrayType
 from oxide.ir.types import ir_type
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, blocked
@@ -79,6 +80,7 @@ class RingLayout(Layout):
     buffers: int = 2
     width: int = SLAB
     pipelined: bool = False  # tokens travel through loop-carried variables
+    tma: bool = False  # filled by TMA (tile/tma_rings.py), not by each thread's cp.async
 
     def key(self) -> tuple[object, ...]:
         return ("ring", self.shape, self.ring)
@@ -111,8 +113,10 @@ def operand_width(index: int, cols: int, b_transposed: bool) -> int:
 # -- the pass ----------------------------------------------------------------------------
 
 
-def place_operand_rings(b: TileBuilder) -> int:
-    """Give each qualifying product operand a ring (see the module docstring); how many."""
+def place_operand_rings(b: TileBuilder, tma: bool = True) -> int:
+    """Give each qualifying product operand a ring (see the module docstring); how many.
+    With `tma`, a K loop's rings of 2-d array parameters are filled by TMA
+    (tile/tma_rings.py)."""
     written = {op.operands[0] for op in b.tile_ops if kind_of(op) in ("store", "atomic")}
     writes: dict[SSAValue, list[Operation]] = {}
     for op in b.tile_ops:
@@ -135,7 +139,9 @@ def place_operand_rings(b: TileBuilder) -> int:
                 found.append((ring, chain))
         deferred = len(found) == 2 and all(r.pipelined for r, _ in found)
         if deferred:  # the copies wait for a barrier after the product: one buffer fewer
-            found = [(replace(r, buffers=r.buffers - 1), c) for r, c in found]
+            found = [(replace(r, buffers=r.buffers - 1,
+                              tma=tma and _tma_fits(b, r, c[0][0].operands[0])), c)
+                     for r, c in found]
         settle = _accumulator_reads(op, writes) if len(found) == 2 else None
         if settle is not None:
             # one more buffer each (the product in flight reads one), but for deferred
@@ -161,6 +167,14 @@ def place_operand_rings(b: TileBuilder) -> int:
         if deferred:
             op.next_op.set_param("after_product", "barrier")  # type: ignore[union-attr]
     return count
+
+
+def _tma_fits(b: TileBuilder, ring: RingLayout, array: SSAValue) -> bool:
+    """Whether TMA can fill `ring` from `array`: a C-contiguous 2-d kernel parameter (the
+    launch maps it: runtime/operand_maps.py), boxes of at most 256 rows."""
+    return (isinstance(array, BlockArgument) and array.block is b.func.body.blocks[0]
+            and isinstance(array.type, IRArrayType) and array.type.rank.data == 2
+            and bool(array.type.contiguous.data) and ring.shape[0] <= 256)
 
 
 def _defer(b: TileBuilder, mma: Operation, load: Operation) -> None:
@@ -304,6 +318,10 @@ class _Rings:
     groups: SSAValue
     next_buffer: dict[int, SSAValue] = field(default_factory=dict)
     arrays: dict[int, SSAValue] = field(default_factory=dict)
+    # TMA rings (tile/tma_rings.py): their mbarriers and the parity of their rounds
+    barriers: dict[int, SSAValue] = field(default_factory=dict)
+    phases: dict[int, SSAValue] = field(default_factory=dict)
+    tma_rings: list[RingLayout] = field(default_factory=list)
 
 
 def _state(em: Any) -> _Rings:

@@ -9,7 +9,8 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
 2. `LayoutPass` (tile/layouts.py): every tile value gets its layout, and conversions
    stand where layouts must agree;
 3. `place_operand_rings` (tile/operand_rings.py), on sm_90: a load that only feeds a
-   wgmma operand copies its tile straight into a ring of shared buffers (cp.async);
+   wgmma operand copies its tile straight into a ring of shared buffers (cp.async; a K
+   loop's by TMA, tile/tma_rings.py);
 4. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
    guarantees, checked; on the GPU, `check_register_budget` (tile/register_budget.py)
    warns of a tile too large for a thread's registers;
@@ -44,6 +45,7 @@ class Target:
     wgmma: bool = False  # an sm_90 GPU: on wgmma where the shapes fit
     occupancy: int | None = None  # `@tile.kernel(occupancy=...)`: it caps the registers
     rings: bool = True  # wgmma operands may take cp.async rings (tile/operand_rings.py)
+    tma: bool = True  # a K loop's rings may be filled by TMA (tile/tma_rings.py)
 
 
 def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = False,
@@ -53,7 +55,7 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
     if target.wgmma and target.rings:
-        em.rings_placed = place_operand_rings(b)
+        em.rings_placed = place_operand_rings(b, target.tma)
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow

@@ -29,6 +29,7 @@ from oxide.tile.mma_choice import engine_of
 from oxide.tile.mma_lower import lower_mma, relayout
 from oxide.tile.operand_rings import issue, ring_of
 from oxide.tile.ordering import syncs_block
+from oxide.tile.tma_rings import drain_all, issue_tma
 from oxide.tile.values import Slots
 
 
@@ -42,12 +43,17 @@ class ToSIMT:
         self.vars: dict[SSAValue, list[SSAValue]] = {}
 
     def run(self) -> None:
+        carried: int | None = None  # a product's barrier count, checked after its copies
         for op in list(self.b.tile_ops):
             kind = kind_of(op)
             lower: Callable[[Operation], Any] = getattr(self, f"_{kind}")
             relied, before = syncs_block(op), self.em.barriers
+            if relied and kind == "mma" and _barrier_follows(op):
+                relied, carried = False, before  # TMA operands: its copies' barrier
             with self.b.lowering(op):
                 out = lower(op)
+            if carried is not None and kind == "load":
+                relied, before, carried = True, carried, None
             assert not relied or self.em.barriers > before, (
                 f"{op.name}: tile/ordering.py counts on a barrier its lowering did not emit")
             if isinstance(out, Slots):
@@ -61,6 +67,9 @@ class ToSIMT:
             op.detach()
             op.erase(safe_erase=False)
         self.b.tile_ops = []
+        if self.em.rings is not None and self.em.rings.tma_rings:
+            self.b.block = self.b.end_block
+            drain_all(self.em)  # no TMA copy lands after the block is done
 
     def _in(self, v: SSAValue) -> Slots:
         return self.slots[v]
@@ -164,8 +173,9 @@ class ToSIMT:
             if op.param("after_product") == "barrier":  # the buffers' last product is done
                 self.em.barrier()
             pipe = op.param("pipe")
-            return issue(self.em, array, [self._in(i).scalar for i in index], ring, dt,
-                         bool(pipe and pipe[2]))
+            return (issue_tma if ring.tma else issue)(
+                self.em, array, [self._in(i).scalar for i in index], ring, dt,
+                bool(pipe and pipe[2]))
         pad = self.b.cast(self._in(padding).scalar, dt)
         return self.em.load(array, op.param("vectors"), dt,
                             [self._in(i).scalar for i in index], layout_of(op.results[0]), pad)
@@ -228,6 +238,15 @@ class ToSIMT:
             self.b.emit(wait)
             values = list(wait.results)
         return Slots(t.tile.dtype, layout_of(var), tuple(values))
+
+
+def _barrier_follows(mma: Operation) -> bool:
+    """Whether the barrier tile/ordering.py counts on for `mma` comes with the deferred
+    copies just after it: both operands filled by TMA (no barrier before the wgmma)."""
+    nxt = mma.next_op
+    if nxt is None or kind_of(nxt) != "load" or nxt.param("after_product") != "barrier":  # type: ignore[attr-defined]
+        return False
+    return all(getattr(layout_of(v), "tma", False) for v in mma.operands[:2])
 
 
 def narrow_compare(em: TileEmitter, pred: str, a: Slots, n: Slots) -> Slots:

@@ -11,7 +11,10 @@ of every 8-column group).
 
 What it does, per product:
 - an operand in a ring (tile/operand_rings.py: its load copied it with cp.async) is read
-  from its buffer once this thread's copies landed (`cp.async.wait_group`); the others:
+  from its buffer once this thread's copies landed (`cp.async.wait_group`); one a TMA
+  filled (tile/tma_rings.py) once its mbarrier's phase completed, and where both did,
+  with no fence and no barrier (the barrier after the product frees their buffers); the
+  others:
 - a barrier (the previous product's reads of the operand arrays are over); each thread
   writes its elements of A and B into shared memory in the layout wgmma's descriptors
   read: rows of 32, 64 or 128 bytes with the matching swizzle (16-byte chunk `c` of row
@@ -47,6 +50,7 @@ from oxide.tile.operand_rings import (
     swizzled_index,
     wait_for,
 )
+from oxide.tile.tma_rings import wait_tma
 from oxide.tile.values import Slots
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout field (bits 62-63)
@@ -61,14 +65,18 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
     width_a = row_elements(k)
     rings = [t for t in (a, b) if ring_of(t.layout) is not None]
+    tma = [t for t in rings if ring_of(t.layout).tma]  # type: ignore[union-attr]
     if len(rings) < 2:  # the previous product's reads of the staging arrays are over
         em.barrier()
     sa, a_start = _operand(em, a, width_a, "wa")
     sb, b_start = _operand(em, b, width_a if b_transposed else SLAB, "wb")
-    if rings:
-        wait_for(em, rings)
-    em.b.emit(ops.HopperOp("fence.proxy_async", [], []))
-    em.barrier()
+    if len(tma) < len(rings):
+        wait_for(em, [t for t in rings if t not in tma])
+    if tma:  # the mbarriers' phases: TMA's writes are visible to each waiting thread
+        wait_tma(em, tma)
+    if len(tma) < 2:  # the threads' stores and copies: into the async proxy, every thread's
+        em.b.emit(ops.HopperOp("fence.proxy_async", [], []))
+        em.barrier()
     _, warp = em._thread()
     group = em._entry(ops.BinaryOp("shr", warp, em.const(2, T.i32)))
     # warp group g's 64 rows of A start at row 64 g of every slab

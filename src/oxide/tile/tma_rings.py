@@ -1,0 +1,177 @@
+"""Operand rings filled by TMA: a K loop's product operands copied by the tensor memory
+accelerator, one mbarrier per buffer.
+
+tile/operand_rings.py gives a pipelined K loop's two product operands rings whose copies
+the loop issues after its product (`after_product`), behind a barrier every thread passes
+once done with the buffers they overwrite. Where a ring's array is a 2-d kernel parameter
+(`RingLayout.tma`), this module fills its buffers by TMA instead of each thread's
+cp.async copies:
+
+- the launch builds a tensor map of the array for boxes of (rows, width) elements (one
+  slab of the swizzled layout wgmma reads, `operand_rings.swizzled_index`) with the
+  swizzle of `width` 16-bit elements: a hidden kernel parameter (`TileEmitter.operand_map`,
+  codegen/abi.py `OperandMap`); elements past the array's edge arrive as zeros (the
+  padding 0 the ring asks of its loads);
+- buffer b of a ring has an mbarrier `full[b]` (count 1, initialized at the kernel's
+  start by thread 0, before a barrier); a ring load takes the ring's next buffer: thread 0
+  arms `full[b]` with the tile's bytes (`mbarrier.arrive.expect_tx`) and issues one TMA
+  copy per slab; the token is `phase << 3 | b`, the phase being the parity of the
+  buffer's fill count;
+- a product whose operands both came by TMA waits for their phases (`mbarrier.try_wait
+  .parity`, every thread) and needs neither the proxy fence nor the barrier a cp.async
+  ring needs: TMA writes in the async proxy, and the mbarrier's completion makes them
+  visible to each waiting thread.
+
+Why no phase is ambiguous: a buffer is filled again only after every thread waited for
+its previous fill (the refill waits for the barrier after the product that read it), so
+no mbarrier ever runs two phases ahead of a waiting thread. The fills a loop issues past
+its end are never waited for by a product: the next run of the loop (`first`) and the
+kernel's end (`drain`) wait for every buffer's latest fill, so no copy lands in shared
+memory another run reuses or a finished block gave back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from xdsl.ir import SSAValue
+
+from oxide import types as T
+from oxide.ir import ops
+from oxide.ir.types import ir_type
+from oxide.tile.operand_rings import _BUFFER_BITS, RingLayout, _counter, _state, ring_array
+from oxide.tile.values import Slots
+
+TMA_MAX_BOX = 256  # elements per box dimension
+L2_PROMOTION = 256  # bytes the L2 fetches per TMA request (runtime/tensormap.py)
+
+
+def box_of(ring: RingLayout) -> tuple[int, int]:
+    """The box one TMA copy moves: a slab, (rows, width) elements."""
+    return ring.shape[0], ring.width
+
+
+def swizzle_of(ring: RingLayout, dt: T.DType) -> int:
+    """The swizzle in bytes: the slab row's (32, 64 or 128)."""
+    return ring.width * (dt.bits // 8)
+
+
+def barriers(em: Any, ring: RingLayout) -> SSAValue:
+    """The ring's `full` mbarriers, one per buffer: made once, initialized at the kernel's
+    start by thread 0 (count 1: the arrive that arms a fill), then a block barrier."""
+    state = _state(em)
+    if ring.ring not in state.barriers:
+        bars = em.shared(T.u64, ring.buffers)
+        tid = em._entry(ops.RegisterOp("tid.x", ir_type(T.i32)))
+        for j in range(ring.buffers):
+            address = em._entry(ops.HopperOp("tma.barrier", [], [ir_type(T.i64)], bars,
+                                             [em.const(j, T.i64)]))
+            em.b.at_entry(ops.InlineAsmOp(
+                "{ .reg .pred p; setp.eq.u32 p, $1, 0; "
+                "@p mbarrier.init.shared::cta.b64 [$0], 1; }", "l,r", [address, tid], [], True))
+        em.b.at_entry(ops.HopperOp("fence.mbarrier_init", [], []))
+        em.b.at_entry(ops.BarrierOp("block"))
+        em.uses_barriers = True
+        state.barriers[ring.ring] = bars
+        state.phases[ring.ring] = _counter(em)
+        state.tma_rings.append(ring)
+    return state.barriers[ring.ring]  # type: ignore[no-any-return]
+
+
+def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
+              dt: T.DType, first: bool) -> Slots:
+    """A ring load by TMA: thread 0 arms the next buffer's mbarrier with the tile's bytes
+    and copies each slab into it; the token names the buffer and the phase to wait for."""
+    b = em.b
+    bars = barriers(em, ring)
+    smem = ring_array(em, ring, dt)
+    if first:  # a pipelined loop starts: its last run's fills landed, its reads are done
+        drain_ring(em, ring)
+        b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
+        em.barrier()
+    rows, cols = ring.shape
+    width = ring.width
+    tmap = em.operand_map(array, box_of(ring), swizzle_of(ring, dt))
+    state = _state(em)
+    buffer = b.value(ops.SlotReadOp(state.next_buffer[ring.ring]))
+    phase = b.value(ops.SlotReadOp(state.phases[ring.ring]))
+    after = b.value(ops.BinaryOp("add", buffer, em.const(1, T.i32)))
+    wrapped = b.value(ops.CompareOp("eq", after, em.const(ring.buffers, T.i32)))
+    b.emit(ops.SlotWriteOp(state.next_buffer[ring.ring],
+                           b.value(ops.SelectOp(wrapped, em.const(0, T.i32), after))))
+    b.emit(ops.SlotWriteOp(state.phases[ring.ring], b.value(ops.BinaryOp(
+        "xor", phase, b.value(ops.CastOp(wrapped, ir_type(T.i32)))))))
+    row0 = _coordinate(em, index[0], rows)
+    col0 = _coordinate(em, index[1], cols)
+    bar = b.value(ops.HopperOp("tma.barrier", [], [ir_type(T.i64)], bars,
+                               [b.cast(buffer, T.i64)]))
+    lane, warp = em._thread()
+    is_first = em._entry(ops.CompareOp("eq", em._entry(ops.BinaryOp("or", lane, warp)),
+                                       em.const(0, T.i32)))
+    copy, join = b.new_block(), b.new_block()
+    b.cond_br(is_first, copy, join)
+    b.set_block(copy)
+    b.emit(ops.HopperOp("mbarrier.arrive_expect_tx", [em.const(rows * cols * dt.bits // 8,
+                                                                T.i32)],
+                        [ir_type(T.i64)], bars, [b.cast(buffer, T.i64)]))
+    start = b.value(ops.BinaryOp("mul", b.cast(buffer, T.i64), em.const(rows * cols, T.i64)))
+    for s in range(cols // width):
+        at = start if s == 0 else b.value(ops.BinaryOp("add", start,
+                                                       em.const(s * rows * width, T.i64)))
+        col = col0 if s == 0 else b.value(ops.BinaryOp("add", col0,
+                                                       em.const(s * width, T.i32)))
+        b.emit(ops.HopperOp("tma.load.2d", [tmap, bar, row0, col], [], smem, [at], imm=()))
+    b.br(join)
+    b.set_block(join)
+    token = b.value(ops.BinaryOp("or", b.value(ops.BinaryOp(
+        "shl", phase, em.const(_BUFFER_BITS, T.i32))), buffer))
+    return Slots(dt, ring, (token,))
+
+
+def _coordinate(em: Any, tile: SSAValue, n: int) -> SSAValue:
+    """The first element (i32) of tile `tile` (i64) of `n` elements: TMA fills what lies
+    outside the array with zeros; a tile so far out that its element overflows 32 bits
+    starts at -2**31 + ... instead, still wholly outside (arrays TMA maps have fewer than
+    2**31 elements along each dimension, runtime/gpu.py checks)."""
+    b = em.b
+    lo, hi = -(2 ** 31) // n, (2 ** 31 - 1) // n - 1
+    inside = b.value(ops.BinaryOp("and", b.value(ops.CompareOp("ge", tile, em.const(lo, T.i64))),
+                                  b.value(ops.CompareOp("le", tile, em.const(hi, T.i64)))))
+    clamped = b.value(ops.SelectOp(inside, tile, em.const(hi, T.i64)))
+    return b.cast(b.value(ops.BinaryOp("mul", clamped, em.const(n, T.i64))), T.i32)
+
+
+def wait_tma(em: Any, tokens: list[Slots]) -> None:
+    """Every thread waits for the fills its TMA tokens name (their buffers' phases)."""
+    b = em.b
+    mask = em.const((1 << _BUFFER_BITS) - 1, T.i32)
+    for t in tokens:
+        ring = t.layout
+        assert isinstance(ring, RingLayout) and ring.tma
+        buffer = b.value(ops.BinaryOp("and", t.values[0], mask))
+        phase = b.value(ops.BinaryOp("shr", t.values[0], em.const(_BUFFER_BITS, T.i32)))
+        b.emit(ops.HopperOp("mbarrier.wait_parity", [phase], [], barriers(em, ring),
+                            [b.cast(buffer, T.i64)]))
+
+
+def drain_ring(em: Any, ring: RingLayout) -> None:
+    """Wait for the latest fill of each of the ring's buffers: those before the next one
+    were filled in this round of the ring (this phase), the others in the last (with no
+    last round, the wait for parity 1 of a fresh mbarrier returns at once)."""
+    b = em.b
+    bars = barriers(em, ring)
+    state = _state(em)
+    buffer = b.value(ops.SlotReadOp(state.next_buffer[ring.ring]))
+    phase = b.value(ops.SlotReadOp(state.phases[ring.ring]))
+    last = b.value(ops.BinaryOp("xor", phase, em.const(1, T.i32)))
+    for j in range(ring.buffers):
+        this_round = b.value(ops.CompareOp("lt", em.const(j, T.i32), buffer))
+        parity = b.value(ops.SelectOp(this_round, phase, last))
+        b.emit(ops.HopperOp("mbarrier.wait_parity", [parity], [], bars, [em.const(j, T.i64)]))
+
+
+def drain_all(em: Any) -> None:
+    """At the kernel's end: no TMA copy still lands in the block's shared memory."""
+    state = em.rings
+    for ring in (state.tma_rings if state is not None else ()):
+        drain_ring(em, ring)
