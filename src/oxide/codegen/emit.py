@@ -79,6 +79,11 @@ class Emitter(ArithmeticMixin, MemoryMixin, MaskedAccessMixin, CoarseningMixin):
         # set by code that a call in its function slows down (wgmma: ptxas serializes it,
         # note C7509): the module then inlines the failed-check report instead of calling it
         self.inline_reports = False
+        # the same for f32 division, whose `div.rn.f32` has a slow path ptxas calls: in a
+        # kernel with wgmma it is computed without one (emit_arith.py `call_free_divide`)
+        self.call_free_division = target.name == "nvptx" and any(
+            isinstance(op, ops.HopperOp) and op.kind.data.startswith("wgmma.m")
+            for op in func.walk())
 
     # -- helpers ---------------------------------------------------------------------
 

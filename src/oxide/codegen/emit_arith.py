@@ -162,6 +162,8 @@ class ArithmeticMixin:
         if kind in ("add", "sub", "mul"):
             return self.ins(f"f{kind}{self.fast} {t} {a}, {b}")
         if kind == "div":
+            if dt.name == "f32" and self.call_free_division:
+                return self.call_free_divide(a, b)
             return self.ins(f"fdiv {t} {a}, {b}")
         if kind in ("min", "max"):  # IEEE 754-2019 minimumNumber: NaN loses, -0.0 < +0.0
             own = getattr(self.t, "float_min_max", None)  # the CPU's (see codegen/cpu_sync.py)
@@ -171,6 +173,43 @@ class ArithmeticMixin:
         if kind in ("floordiv", "mod"):
             return self.float_divmod(kind, dt, a, b)
         raise UnsupportedFeatureError(f"float `{kind}`")
+
+    def call_free_divide(self, a: str, b: str) -> str:
+        """f32 `a / b`, correctly rounded, with no call (what `div.rn.f32` has: its slow path
+        is a subroutine, and any call makes ptxas serialize a kernel's wgmma, C7509).
+
+        In f64 (exact for f32 operands): the reciprocal's approximation refined by three
+        Newton steps, the quotient corrected once by its exact remainder (an fma), which
+        gives the f64 quotient to within its last bit, exact where it is representable;
+        then rounded to f32. Rounding twice is harmless here: an f32 quotient is never
+        within 2**-49 (relative) of an f32 rounding boundary unless it lies on it, and
+        f64 carries 53 bits, more than the 2 * 24 + 2 that makes the second rounding give
+        the correctly rounded f32 (results in the subnormal range have fewer bits still).
+        Zeros, infinities and NaNs take the reciprocal's product, whose IEEE rules give
+        the quotient's (x / 0 is inf or NaN, x / inf is 0, inf / x is inf); a NaN comes
+        out as the GPU's canonical one."""
+        a64 = self.ins(f"fpext float {a} to double")
+        b64 = self.ins(f"fpext float {b} to double")
+        r = self.intrinsic("llvm.nvvm.rcp.approx.ftz.d", "double", [("double", b64)])
+        special_q = self.ins(f"fmul double {a64}, {r}")
+        nb = self.ins(f"fneg double {b64}")
+        fma = "llvm.fma.f64"
+        for _ in range(3):
+            e = self.intrinsic(fma, "double", [("double", nb), ("double", r), ("double", "1.0")])
+            r = self.intrinsic(fma, "double", [("double", r), ("double", e), ("double", r)])
+        q = self.ins(f"fmul double {a64}, {r}")
+        rem = self.intrinsic(fma, "double", [("double", nb), ("double", q), ("double", a64)])
+        q = self.intrinsic(fma, "double", [("double", rem), ("double", r), ("double", q)])
+        checks = []
+        for x in (a, b):
+            size = self.intrinsic("llvm.fabs.f32", "float", [("float", x)])
+            checks.append(self.ins(f"fcmp oeq float {x}, 0.0"))
+            checks.append(self.ins(f"fcmp ueq float {size}, 0x7FF0000000000000"))  # inf, NaN
+        special = checks[0]
+        for c in checks[1:]:
+            special = self.ins(f"or i1 {special}, {c}")
+        q = self.ins(f"select i1 {special}, double {special_q}, double {q}")
+        return self.ins(f"fptrunc double {q} to float")
 
     def float_divmod(self, kind: str, dt: T.DType, a: str, b: str) -> str:
         """Python's float `//` and `%`, bit for bit: NumPy's `npy_divmod` (CPython's too).

@@ -19,7 +19,8 @@ ops, so each op's operands already have their layouts, and gives each result one
 - mma operands: `tile/mma_lower.py` stages them through padded shared memory and reads
   fragments with ldmatrix, but an A operand made outside the product's block (a
   loop-invariant `q`) is converted once, where it is made, to the A-fragment layout
-  (`mma_operand_a`) and stays in registers; and a `permute((1, 0))` whose only use is
+  (`mma_operand_a`) and stays in registers (wgmma reads it there too: its `rs` form); and a
+  `permute((1, 0))` whose only use is
   the B operand is folded into the product (`b_transposed`: the untransposed tile is
   staged and read as the instruction's column-major B, no transpose through shared
   memory);
@@ -264,10 +265,9 @@ class LayoutPass:
         assert isinstance(at, TileType)
         m, k = at.dims
         result = self.mma(shape, layout_of(op.operands[2]))
-        if engine_of(op) == "wgmma":
+        if engine_of(op) in ("wgmma", "mma.sync"):
             self._fold_transpose(op, b)  # a K-major B, staged as it is
-        elif engine_of(op) == "mma.sync":
-            self._fold_transpose(op, b)
+            # wgmma: every warp on 16 rows (its A from registers, the `rs` form)
             target = mma_operand_a((m, k), result.dims[0].wpc, self.num_warps)
             defined = a.owner
             if (isinstance(defined, Operation) and defined.parent_block() is not op.parent_block()

@@ -10,6 +10,9 @@ wgmma's own fragment layout (warp w holds rows 16w + g and 16w + g + 8, columns 
 of every 8-column group).
 
 What it does, per product:
+- an A in the A-fragment layout (`mma_operand_a`: every warp on 16 rows, a
+  loop-invariant A or a product's result, as attention's `p`) goes to the instruction
+  from registers (the `rs` form), pairs of halves packed;
 - an operand in a ring (tile/operand_rings.py: its load copied it with cp.async) is read
   from its buffer once this thread's copies landed (`cp.async.wait_group`); one a TMA
   filled (tile/tma_rings.py) once its mbarrier's phase completed, and where both did,
@@ -40,6 +43,7 @@ from xdsl.ir import SSAValue
 from oxide import types as T
 from oxide.ir import ops
 from oxide.ir.types import ir_type
+from oxide.tile.layout import mma_operand_a
 from oxide.tile.lower import TileEmitter
 from oxide.tile.operand_rings import (
     SLAB,
@@ -66,9 +70,12 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     width_a = row_elements(k)
     rings = [t for t in (a, b) if ring_of(t.layout) is not None]
     tma = [t for t in rings if ring_of(t.layout).tma]  # type: ignore[union-attr]
-    if len(rings) < 2:  # the previous product's reads of the staging arrays are over
-        em.barrier()
-    sa, a_start = _operand(em, a, width_a, "wa")
+    # A in the A-fragment layout (the layout pass's choice for a loop-invariant A, and a
+    # product's result such as attention's p): read from registers, the `rs` form
+    a_regs = a.layout.key() == mma_operand_a((m, k), em.num_warps, em.num_warps).key()
+    if (not a_regs and ring_of(a.layout) is None) or ring_of(b.layout) is None:
+        em.barrier()  # the previous product's reads of the staging arrays are over
+    sa, a_start = (None, None) if a_regs else _operand(em, a, width_a, "wa")
     sb, b_start = _operand(em, b, width_a if b_transposed else SLAB, "wb")
     if len(tma) < len(rings):
         wait_for(em, [t for t in rings if t not in tma])
@@ -90,18 +97,23 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     regs = [values[s] for s in order]
     em.b.emit(ops.HopperOp("wgmma.fence", [], []))
     one = em.const(1, T.i32)
-    kind = f"wgmma.m64n{n}k16.{a.dtype.name}.ss"
+    kind = f"wgmma.m64n{n}k16.{a.dtype.name}.{'rs' if a_regs else 'ss'}"
+    a_slot = {offs: s for s, offs in enumerate(a.layout.offsets())}
     for kk in range(k // 16):
         col = 16 * kk
-        a_at = _add(em, a_row0, (col // width_a) * m * width_a + col % width_a)
-        da = _descriptor(em, sa, a_at, 2 * width_a, lbo=16, sbo=16 * width_a)
+        if a_regs:  # a0..a3: (row, k) offsets (0, 0), (8, 0), (0, 8), (8, 8), 2 each
+            a_in = [a.values[a_slot[(8 * (r & 1), col + 8 * (r >> 1) + e)]]
+                    for r in range(4) for e in range(2)]
+        else:
+            a_at = _add(em, a_row0, (col // width_a) * m * width_a + col % width_a)
+            a_in = [_descriptor(em, sa, a_at, 2 * width_a, lbo=16, sbo=16 * width_a)]
         if b_transposed:  # (N, K) K-major, like A, every warp group reads all N rows
             b_at = (col // width_a) * n * width_a + col % width_a
             db = _descriptor(em, sb, _at(em, b_start, b_at), 2 * width_a, lbo=16,
                              sbo=16 * width_a)
         else:  # K rows of 64-column slabs: MN-major, the next slab `lbo` further
             db = _descriptor(em, sb, _at(em, b_start, col * SLAB), 128, lbo=k * 128, sbo=1024)
-        op = ops.HopperOp(kind, [da, db, one, *regs], [ir_type(T.f32)] * len(regs),
+        op = ops.HopperOp(kind, [*a_in, db, one, *regs], [ir_type(T.f32)] * len(regs),
                           imm=(0, 0 if b_transposed else 1))
         em.b.emit(op)
         regs = list(op.results)
