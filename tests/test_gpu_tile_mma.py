@@ -107,3 +107,21 @@ def test_attention_against_numpy_on_gpu(causal):
         32, 16, d, causal)
     want = ta.reference(q, k, v, heads, causal)
     np.testing.assert_allclose(o.astype(np.float32), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_attention_with_pipelined_rings_on_gpu(causal):
+    """The example's 128 x 128 blocks with `num_stages=2`: each step's K and V copied a
+    step ahead into rings while `p @ v` takes p from registers (wgmma's rs form)."""
+    import oxide as ox
+    from oxide.examples import tile_attention as ta
+
+    rng = np.random.default_rng(34)
+    heads, seq, d = 2, 512, 128
+    q, k, v = (rng.standard_normal((heads * seq, d)).astype(bf16.numpy) for _ in range(3))
+    o = np.zeros_like(q)
+    staged = ox.autotune(configs=[ox.Config(num_stages=2)])(ta.tile_attention)
+    gpu(staged, heads * seq // 128, q, k, v, o, seq, np.float32(1 / np.sqrt(d)), 128, 128, d,
+        causal)
+    want = ta.reference(q, k, v, heads, causal)
+    np.testing.assert_allclose(o.astype(np.float32), want, rtol=2e-2, atol=2e-2)

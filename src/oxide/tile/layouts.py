@@ -19,7 +19,8 @@ ops, so each op's operands already have their layouts, and gives each result one
 - mma operands: `tile/mma_lower.py` stages them through padded shared memory and reads
   fragments with ldmatrix, but an A operand made outside the product's block (a
   loop-invariant `q`) is converted once, where it is made, to the A-fragment layout
-  (`mma_operand_a`) and stays in registers (wgmma reads it there too: its `rs` form); and a
+  (`mma_operand_a`) and stays in registers (for mma.sync; wgmma reads an A from registers,
+  its `rs` form, where a product computed it so, as attention's `p`); and a
   `permute((1, 0))` whose only use is
   the B operand is folded into the product (`b_transposed`: the untransposed tile is
   staged and read as the instruction's column-major B, no transpose through shared
@@ -29,7 +30,9 @@ ops, so each op's operands already have their layouts, and gives each result one
   first write, but one that a later write computes from a product of its shape
   (`acc = tile.mma(a, b, acc)`, `o = o * s + p @ v`, also inside an @ox.tile.func)
   takes the accumulator layout, the first value converted once (a constant, made
-  again: nothing moves), so the product's registers stay put across iterations; and
+  again: nothing moves), so the product's registers stay put across iterations; one
+  computed from a product's row reduction (an online softmax's running maximum and sum)
+  takes that reduction's layout likewise; and
   `cumsum` scans a blocked layout.
 
 What it guarantees: `tile/to_simt.py` finds every tile type's layout set, and the
@@ -109,6 +112,30 @@ def _computed_from_product(v: SSAValue) -> bool:
                for p in _products_feeding(v))
 
 
+def _row_statistic_of(v: SSAValue) -> tuple[int, ...] | None:
+    """The (M, N) shape of the product whose rows `v` (an (M, 1) tile) is computed from,
+    through elementwise ops and a `keepdims` reduction over axis 1 (the running maximum
+    and sum of an online softmax); None where it is not."""
+    t = v.type
+    if not (isinstance(t, TileType) and len(t.dims) == 2 and t.dims[1] == 1):
+        return None
+    seen: set[int] = set()
+    stack = [v]
+    while stack:
+        owner = stack.pop().owner
+        if id(owner) in seen or not isinstance(owner, Operation):
+            continue
+        seen.add(id(owner))
+        kind = kind_of(owner)
+        if _reduces_product_rows(owner) and owner.param("keepdims"):  # type: ignore[arg-type]
+            source = owner.operands[0].type  # type: ignore[union-attr]
+            assert isinstance(source, TileType)
+            return source.dims
+        if kind in _ELEMENTWISE:
+            stack.extend(owner.operands)
+    return None
+
+
 def _has_layout(v: SSAValue) -> bool:
     t = v.type
     if isinstance(t, TileVarType):
@@ -148,6 +175,14 @@ class LayoutPass:
         self.carries_products = {op.operands[0] for op in self.b.tile_ops
                                  if kind_of(op) == "var_write"
                                  and _computed_from_product(op.operands[1])}
+        # the variables some write computes from a product's row reduction: the product's
+        # shape (their layout is the reduction's, so no iteration moves them)
+        self.carries_row_statistics: dict[SSAValue, tuple[int, ...]] = {}
+        for op in self.b.tile_ops:
+            if kind_of(op) == "var_write":
+                shape = _row_statistic_of(op.operands[1])
+                if shape is not None:
+                    self.carries_row_statistics.setdefault(op.operands[0], shape)
         for op in list(self.b.tile_ops):
             kind = kind_of(op)
             assert kind is not None
@@ -265,9 +300,14 @@ class LayoutPass:
         assert isinstance(at, TileType)
         m, k = at.dims
         result = self.mma(shape, layout_of(op.operands[2]))
-        if engine_of(op) in ("wgmma", "mma.sync"):
-            self._fold_transpose(op, b)  # a K-major B, staged as it is
-            # wgmma: every warp on 16 rows (its A from registers, the `rs` form)
+        if engine_of(op) == "wgmma":
+            # a K-major B, staged as it is; an A computed in the A-fragment layout (a
+            # product's result, attention's `p`) goes from registers (the `rs` form), but
+            # a loop-invariant one stays staged: in registers it measured no faster, and
+            # gave wrong results beside a pipelined ring (see tile/wgmma_lower.py)
+            self._fold_transpose(op, b)
+        elif engine_of(op) == "mma.sync":
+            self._fold_transpose(op, b)
             target = mma_operand_a((m, k), result.dims[0].wpc, self.num_warps)
             defined = a.owner
             if (isinstance(defined, Operation) and defined.parent_block() is not op.parent_block()
@@ -308,10 +348,14 @@ class LayoutPass:
     def _var_write(self, op: Operation) -> None:
         var, value = op.operands
         if not _has_layout(var):  # the first write fixes the variable's layout
+            t = value.type
+            assert isinstance(t, TileType)
             if var in self.carries_products:
-                t = value.type
-                assert isinstance(t, TileType)
                 self._convert_before(op, 1, self.mma(t.dims, layout_of(value)), to="mma")
+            elif var in self.carries_row_statistics:
+                product = self.mma(self.carries_row_statistics[var], layout_of(value))
+                if product.shape != t.dims:  # the accumulator layout: its rows' slice
+                    self._convert_before(op, 1, product.squeeze(1), to="mma")
             set_layout(var, layout_of(op.operands[1]))
         else:
             self._convert_before(op, 1, layout_of(var))
