@@ -91,8 +91,9 @@ def test_device_selection() -> None:
         out = ox.empty(10, ox.f32)
         add_one[cfg(10)](x, out)
         np.testing.assert_array_equal(out.to_numpy(), np.ones(10, np.float32))
-    finally:
+    finally:  # the choice and the current device it makes (later tests launch on GPU 0)
         devmod._state.device = before
+        devmod._state.update()
 
 
 def test_compiled_for_the_devices_arch() -> None:

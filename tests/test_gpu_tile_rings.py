@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from test_gpu_tile_wgmma import _gpu
 
+import oxide as ox
 from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, tile
 
 pytestmark = pytest.mark.gpu
@@ -176,7 +177,8 @@ def test_a_strided_operand_beside_a_tma_one() -> None:
     a = wide[:, :k]  # rows 512 bytes apart: every thread's cp.async copies; B by TMA
     b = torch.randn(k, n, dtype=torch.bfloat16, device="cuda", generator=gen)
     c = torch.zeros(m, n, dtype=torch.float32, device="cuda")
-    make_gemm(bf16, 8, 3)[(tile.cdiv(m, 128), tile.cdiv(n, 256))](a, b, c, 128, 256, 64)
+    with ox.device(0):
+        make_gemm(bf16, 8, 3)[(tile.cdiv(m, 128), tile.cdiv(n, 256))](a, b, c, 128, 256, 64)
     torch.testing.assert_close(c, a.float() @ b.float(), rtol=0, atol=1e-2)
 
 
@@ -184,7 +186,8 @@ def test_an_empty_k_reads_nothing() -> None:
     a = np.zeros((70, 0), bf16.numpy)
     b = np.zeros((0, 64), bf16.numpy)
     c = np.full((70, 64), 7.0, np.float32)
-    _gpu(make_gemm(bf16, 4, 3), (2, 1), a, b, c, 64, 64, 64)  # maps of a stand-in
+    with ox.device(0):
+        _gpu(make_gemm(bf16, 4, 3), (2, 1), a, b, c, 64, 64, 64)  # maps of a stand-in
     assert (c == 0).all()
 
 
