@@ -77,8 +77,9 @@ def set_layout(v: SSAValue, layout: Layout) -> None:
 _ELEMENTWISE = ("binary", "unary", "math", "cast", "where", "broadcast", "compare", "convert")
 
 
-def _products_feeding(v: SSAValue) -> Iterator[Operation]:
-    """The `tile.mma` ops `v` is computed from through elementwise ops only."""
+def _sources(v: SSAValue) -> Iterator[Operation]:
+    """The ops other than elementwise ones that `v` is computed from through elementwise
+    ops only (each once)."""
     seen: set[int] = set()
     stack = [v]
     while stack:
@@ -86,11 +87,15 @@ def _products_feeding(v: SSAValue) -> Iterator[Operation]:
         if id(owner) in seen or not isinstance(owner, Operation):
             continue
         seen.add(id(owner))
-        kind = kind_of(owner)
-        if kind == "mma":
-            yield owner
-        elif kind in _ELEMENTWISE:
+        if kind_of(owner) in _ELEMENTWISE:
             stack.extend(owner.operands)
+        else:
+            yield owner
+
+
+def _products_feeding(v: SSAValue) -> Iterator[Operation]:
+    """The `tile.mma` ops `v` is computed from through elementwise ops only."""
+    return (op for op in _sources(v) if kind_of(op) == "mma")
 
 
 def _reduces_product_rows(op: Operation) -> bool:
@@ -119,20 +124,11 @@ def _row_statistic_of(v: SSAValue) -> tuple[int, ...] | None:
     t = v.type
     if not (isinstance(t, TileType) and len(t.dims) == 2 and t.dims[1] == 1):
         return None
-    seen: set[int] = set()
-    stack = [v]
-    while stack:
-        owner = stack.pop().owner
-        if id(owner) in seen or not isinstance(owner, Operation):
-            continue
-        seen.add(id(owner))
-        kind = kind_of(owner)
-        if _reduces_product_rows(owner) and owner.param("keepdims"):  # type: ignore[arg-type]
-            source = owner.operands[0].type  # type: ignore[union-attr]
+    for op in _sources(v):
+        if _reduces_product_rows(op) and op.param("keepdims"):  # type: ignore[attr-defined]
+            source = op.operands[0].type
             assert isinstance(source, TileType)
             return source.dims
-        if kind in _ELEMENTWISE:
-            stack.extend(owner.operands)
     return None
 
 
