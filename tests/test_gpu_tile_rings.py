@@ -191,6 +191,21 @@ def test_an_empty_k_reads_nothing() -> None:
     assert (c == 0).all()
 
 
+def test_each_launch_maps_its_own_arrays() -> None:
+    """Launches after the first take the fast path (runtime/fastpath.py): its binder must
+    encode the tensor maps of this launch's arrays, not keep the last ones."""
+    gemm = make_gemm(bf16, 8, 3)
+    with ox.device(0):
+        for seed in range(3):
+            gen = np.random.default_rng(seed)
+            a = gen.standard_normal((128, 192)).astype(bf16.numpy)
+            b = gen.standard_normal((192, 256)).astype(bf16.numpy)
+            c = ox.to_device(np.zeros((128, 256), np.float32))
+            gemm[(1, 1)](ox.to_device(a), ox.to_device(b), c, 128, 256, 64)
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            np.testing.assert_allclose(c.to_numpy(), want, rtol=0, atol=1e-2)
+
+
 CACHED = '''
 import sys
 import numpy as np

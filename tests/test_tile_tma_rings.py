@@ -118,3 +118,19 @@ def test_a_launch_finds_each_arrays_values() -> None:
               P("array", 1)]
     # (ptr, 2 extents), a scalar, (ptr, 2 extents, 2 strides), then the last array
     assert value_starts(params) == [0, 3, 4, 9]
+
+
+def test_a_bundle_keeps_each_archs_maps(tmp_path) -> None:
+    import oxide as ox
+    from oxide.aot import Job, build_bundle
+
+    gemm = make_gemm(bf16, 8, 3)
+    tiles = (128, 128, 32)  # small enough for sm_80's 48 KiB too
+    build_bundle([Job("gemm", gemm, (*SIG, *tiles))], ["sm_80", "sm_90"], tmp_path)
+    b = ox.load_bundle(tmp_path)
+    hopper = b.gemm.compile(*SIG, *tiles, arch="sm_90")
+    assert hopper.operand_maps == gemm.compile(*SIG, *tiles, arch="sm_90").operand_maps
+    assert [m.box for m in hopper.operand_maps] == [(128, 32), (32, 64)]
+    assert [p.name for p in hopper.abi][-2:] == ["oxide_map0_128x32", "oxide_map1_32x64"]
+    ampere = b.gemm.compile(*SIG, *tiles, arch="sm_86")  # mma.sync: no maps
+    assert ampere.operand_maps == () and len(ampere.abi) == 3
