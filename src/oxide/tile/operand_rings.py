@@ -68,7 +68,8 @@ CHUNK = 16  # bytes per cp.async copy
 # the rings of one kernel take at most this much shared memory (the rest: conversions)
 RING_BYTES = SM90A_STATIC_SHARED_BYTES - 16 * 1024
 MAX_WAIT = 7  # the largest `cp.async.wait_group` count a product asks for
-_BUFFER_BITS = 3  # a token is `group << 3 | buffer`
+TMA_MAX_BOX = 256  # elements per TMA box dimension (a ring of taller tiles keeps cp.async)
+BUFFER_BITS = 3  # a token is `group << 3 | buffer`
 
 
 @dataclass(frozen=True)
@@ -174,7 +175,7 @@ def _tma_fits(b: TileBuilder, ring: RingLayout, array: SSAValue) -> bool:
     launch maps it: runtime/operand_maps.py), boxes of at most 256 rows."""
     return (isinstance(array, BlockArgument) and array.block is b.func.body.blocks[0]
             and isinstance(array.type, IRArrayType) and array.type.rank.data == 2
-            and bool(array.type.contiguous.data) and ring.shape[0] <= 256)
+            and bool(array.type.contiguous.data) and ring.shape[0] <= TMA_MAX_BOX)
 
 
 def _defer(b: TileBuilder, mma: Operation, load: Operation) -> None:
@@ -324,13 +325,13 @@ class _Rings:
     tma_rings: list[RingLayout] = field(default_factory=list)
 
 
-def _state(em: Any) -> _Rings:
+def ring_state(em: Any) -> _Rings:
     if em.rings is None:
-        em.rings = _Rings(_counter(em))
+        em.rings = _Rings(zero_slot(em))
     return em.rings  # type: ignore[no-any-return]
 
 
-def _counter(em: Any) -> SSAValue:
+def zero_slot(em: Any) -> SSAValue:
     """An i32 slot that holds 0 from the kernel's start."""
     slot = em.b.alloc(ops.SlotOp(ir_type(T.i32)))
     em.b.at_entry(ops.SlotWriteOp(slot, em.const(0, T.i32)))
@@ -339,11 +340,11 @@ def _counter(em: Any) -> SSAValue:
 
 def ring_array(em: Any, ring: RingLayout, dt: T.DType) -> SSAValue:
     """The shared array of `ring`'s buffers, one after another."""
-    state = _state(em)
+    state = ring_state(em)
     if ring.ring not in state.arrays:
         rows, cols = ring.shape
         state.arrays[ring.ring] = em.shared(dt, ring.buffers * rows * cols)
-        state.next_buffer[ring.ring] = _counter(em)
+        state.next_buffer[ring.ring] = zero_slot(em)
     return state.arrays[ring.ring]
 
 
@@ -381,7 +382,7 @@ def issue(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt:
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
         em.barrier()
     smem = ring_array(em, ring, dt)
-    state = _state(em)
+    state = ring_state(em)
     group = b.value(ops.SlotReadOp(state.groups))
     b.emit(ops.SlotWriteOp(state.groups, b.value(ops.BinaryOp("add", group,
                                                                 em.const(1, T.i32)))))
@@ -412,7 +413,7 @@ def issue(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt:
                                em._slot_inside(rooms, offsets[k]), owner, smem, at))
     b.emit(ops.HopperOp("cp_async.commit", [], []))
     token = b.value(ops.BinaryOp("or", b.value(ops.BinaryOp(
-        "shl", group, em.const(_BUFFER_BITS, T.i32))), buffer))
+        "shl", group, em.const(BUFFER_BITS, T.i32))), buffer))
     return Slots(dt, ring, (token,))
 
 
@@ -422,7 +423,7 @@ def buffer_start(em: Any, t: Slots) -> SSAValue:
     assert ring is not None
     rows, cols = ring.shape
     buffer = em.b.value(ops.BinaryOp("and", t.values[0],
-                                     em.const((1 << _BUFFER_BITS) - 1, T.i32)))
+                                     em.const((1 << BUFFER_BITS) - 1, T.i32)))
     return em.b.value(ops.BinaryOp("mul", em.b.cast(buffer, T.i64),
                                    em.const(rows * cols, T.i64)))
 
@@ -435,10 +436,10 @@ def wait_for(em: Any, tokens: list[Slots]) -> None:
     if not any(ring_of(t.layout).pipelined for t in tokens):  # type: ignore[union-attr]
         b.emit(ops.HopperOp("cp_async.wait", [], [], imm=(0,)))  # issued just before
         return
-    committed = b.value(ops.SlotReadOp(_state(em).groups))
+    committed = b.value(ops.SlotReadOp(ring_state(em).groups))
     later = None
     for t in tokens:
-        group = b.value(ops.BinaryOp("shr", t.values[0], em.const(_BUFFER_BITS, T.i32)))
+        group = b.value(ops.BinaryOp("shr", t.values[0], em.const(BUFFER_BITS, T.i32)))
         n = b.value(ops.BinaryOp("sub", b.value(ops.BinaryOp("sub", committed, group)),
                                  em.const(1, T.i32)))
         later = n if later is None else b.value(ops.BinaryOp("min", later, n))

@@ -39,11 +39,8 @@ from xdsl.ir import SSAValue
 from oxide import types as T
 from oxide.ir import ops
 from oxide.ir.types import ir_type
-from oxide.tile.operand_rings import _BUFFER_BITS, RingLayout, _counter, _state, ring_array
+from oxide.tile.operand_rings import BUFFER_BITS, RingLayout, ring_array, ring_state, zero_slot
 from oxide.tile.values import Slots
-
-TMA_MAX_BOX = 256  # elements per box dimension
-L2_PROMOTION = 256  # bytes the L2 fetches per TMA request (runtime/tensormap.py)
 
 
 def box_of(ring: RingLayout) -> tuple[int, int]:
@@ -59,7 +56,7 @@ def swizzle_of(ring: RingLayout, dt: T.DType) -> int:
 def barriers(em: Any, ring: RingLayout) -> SSAValue:
     """The ring's `full` mbarriers, one per buffer: made once, initialized at the kernel's
     start by thread 0 (count 1: the arrive that arms a fill), then a block barrier."""
-    state = _state(em)
+    state = ring_state(em)
     if ring.ring not in state.barriers:
         bars = em.shared(T.u64, ring.buffers)
         tid = em._entry(ops.RegisterOp("tid.x", ir_type(T.i32)))
@@ -73,7 +70,7 @@ def barriers(em: Any, ring: RingLayout) -> SSAValue:
         em.b.at_entry(ops.BarrierOp("block"))
         em.uses_barriers = True
         state.barriers[ring.ring] = bars
-        state.phases[ring.ring] = _counter(em)
+        state.phases[ring.ring] = zero_slot(em)
         state.tma_rings.append(ring)
     return state.barriers[ring.ring]  # type: ignore[no-any-return]
 
@@ -92,7 +89,7 @@ def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
     rows, cols = ring.shape
     width = ring.width
     tmap = em.operand_map(array, box_of(ring), swizzle_of(ring, dt))
-    state = _state(em)
+    state = ring_state(em)
     buffer = b.value(ops.SlotReadOp(state.next_buffer[ring.ring]))
     phase = b.value(ops.SlotReadOp(state.phases[ring.ring]))
     after = b.value(ops.BinaryOp("add", buffer, em.const(1, T.i32)))
@@ -124,7 +121,7 @@ def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
     b.br(join)
     b.set_block(join)
     token = b.value(ops.BinaryOp("or", b.value(ops.BinaryOp(
-        "shl", phase, em.const(_BUFFER_BITS, T.i32))), buffer))
+        "shl", phase, em.const(BUFFER_BITS, T.i32))), buffer))
     return Slots(dt, ring, (token,))
 
 
@@ -144,12 +141,12 @@ def _coordinate(em: Any, tile: SSAValue, n: int) -> SSAValue:
 def wait_tma(em: Any, tokens: list[Slots]) -> None:
     """Every thread waits for the fills its TMA tokens name (their buffers' phases)."""
     b = em.b
-    mask = em.const((1 << _BUFFER_BITS) - 1, T.i32)
+    mask = em.const((1 << BUFFER_BITS) - 1, T.i32)
     for t in tokens:
         ring = t.layout
         assert isinstance(ring, RingLayout) and ring.tma
         buffer = b.value(ops.BinaryOp("and", t.values[0], mask))
-        phase = b.value(ops.BinaryOp("shr", t.values[0], em.const(_BUFFER_BITS, T.i32)))
+        phase = b.value(ops.BinaryOp("shr", t.values[0], em.const(BUFFER_BITS, T.i32)))
         b.emit(ops.HopperOp("mbarrier.wait_parity", [phase], [], barriers(em, ring),
                             [b.cast(buffer, T.i64)]))
 
@@ -160,7 +157,7 @@ def drain_ring(em: Any, ring: RingLayout) -> None:
     last round, the wait for parity 1 of a fresh mbarrier returns at once)."""
     b = em.b
     bars = barriers(em, ring)
-    state = _state(em)
+    state = ring_state(em)
     buffer = b.value(ops.SlotReadOp(state.next_buffer[ring.ring]))
     phase = b.value(ops.SlotReadOp(state.phases[ring.ring]))
     last = b.value(ops.BinaryOp("xor", phase, em.const(1, T.i32)))
