@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import re
 
 import numpy as np
 import pytest
@@ -439,3 +440,27 @@ def test_the_cpu_runs_products_as_fma_loops_and_the_gpu_on_tensor_cores() -> Non
     cpu(wide_product, (2, 3), a, b, c)
     want = a.astype(np.float32) @ b.astype(np.float32)
     np.testing.assert_allclose(c.astype(np.float32), want, rtol=1e-2, atol=1e-2)
+
+
+def test_online_softmax_statistics_stay_in_their_reduction_layout(monkeypatch, capsys):
+    """tile_attention's running maximum and sum are loop variables computed from a row
+    reduction of `q @ k.T`: they take that reduction's layout (their first value, a
+    constant, made in it), so no step converts them through shared memory."""
+    import dataclasses
+
+    from oxide.examples.tile_attention import tile_attention
+
+    v = dataclasses.replace
+    monkeypatch.setenv("OXIDE_DUMP", "tile")
+    tile_attention.compile(v(Slice[bf16, 2], vectors=True), v(Slice[bf16, 2], vectors=True),
+                           v(Slice[bf16, 2], vectors=True), v(DisjointSlice[bf16, 2], vectors=True),
+                           i32, f32, 128, 128, 128, False, arch="sm_90")
+    dump = capsys.readouterr().err
+    # every op on the (128, 1) statistics (`tile.maximum(m, tile.max(s, 1))`, `l * alpha
+    # + tile.sum(p, 1)`) sees them in one layout: broadcasting moves nothing
+    stats = [line for line in dump.splitlines()
+             if '"tile.broadcast"' in line and "-> !tile.tile<128x1xf32" in line]
+    assert stats
+    for line in stats:
+        layouts = set(re.findall(r"tile<128x1xf32, (<[^>]*>)>", line))
+        assert len(layouts) == 1, line
