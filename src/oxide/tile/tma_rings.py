@@ -127,9 +127,10 @@ def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
 
 def _coordinate(em: Any, tile: SSAValue, n: int) -> SSAValue:
     """The first element (i32) of tile `tile` (i64) of `n` elements: TMA fills what lies
-    outside the array with zeros; a tile so far out that its element overflows 32 bits
-    starts at -2**31 + ... instead, still wholly outside (arrays TMA maps have fewer than
-    2**31 elements along each dimension, runtime/gpu.py checks)."""
+    outside the array with zeros. A tile so far out that its first element does not fit
+    in 32 bits is replaced by tile (2**31 - 1) // n - 1, which starts past 2**30 - n,
+    so still wholly outside the array (a launch refuses extents of 2**30 or more:
+    runtime/operand_maps.py)."""
     b = em.b
     lo, hi = -(2 ** 31) // n, (2 ** 31 - 1) // n - 1
     inside = b.value(ops.BinaryOp("and", b.value(ops.CompareOp("ge", tile, em.const(lo, T.i64))),
