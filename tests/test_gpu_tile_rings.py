@@ -52,16 +52,21 @@ def test_ring_products_against_numpy(case) -> None:
     np.testing.assert_allclose(c, want, rtol=0, atol=1e-4 * np.sqrt(k) * 10)
 
 
-@tile.kernel(num_warps=8, num_stages=2)
-def linear_t(x: Slice[bf16, 2], w: Slice[bf16, 2], y: DisjointSlice[f32, 2],
-             BM: Const[int], BN: Const[int], BK: Const[int]):
-    """y = x @ w.T, w (N x K) as a torch Linear keeps it."""
-    i, j = tile.bid(0), tile.bid(1)
-    acc = tile.zeros((BM, BN), f32)
-    for k in range(tile.num_tiles(x, 1, BK)):
-        acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
-                       tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
-    tile.store(y, (i, j), acc)
+def make_linear_t(dt, warps: int, stages: int):
+    @tile.kernel(num_warps=warps, num_stages=stages)
+    def linear_t(x: Slice[dt, 2], w: Slice[dt, 2], y: DisjointSlice[f32, 2],
+                 BM: Const[int], BN: Const[int], BK: Const[int]):
+        """y = x @ w.T, w (N x K) as a torch Linear keeps it."""
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(x, 1, BK)):
+            acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
+                           tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
+        tile.store(y, (i, j), acc)
+    return linear_t
+
+
+linear_t = make_linear_t(bf16, 8, 2)
 
 
 def _check(kernel, grid, m: int, n: int, k: int, tiles: tuple[int, int, int],

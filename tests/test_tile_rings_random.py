@@ -15,9 +15,10 @@ import zlib
 
 import numpy as np
 import pytest
+from test_gpu_tile_rings import make_gemm, make_linear_t
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, bf16, f16, f32, tile
+from oxide import DisjointSlice, Slice, bf16, f16, f32, tile
 from oxide.runtime.device import cuda_device_count
 
 
@@ -58,28 +59,9 @@ DTYPES = {"bf16": bf16, "f16": f16}
 
 
 def make(case: Case):
-    dt = DTYPES[case.dtype]
-    if case.transposed:
-        @tile.kernel(num_warps=case.warps, num_stages=case.stages)
-        def gemm_t(a: Slice[dt, 2], w: Slice[dt, 2], c: DisjointSlice[f32, 2],
-                   BM: Const[int], BN: Const[int], BK: Const[int]):
-            i, j = tile.bid(0), tile.bid(1)
-            acc = tile.zeros((BM, BN), f32)
-            for k in range(tile.num_tiles(a, 1, BK)):
-                acc = tile.mma(tile.load(a, (i, k), (BM, BK)),
-                               tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
-            tile.store(c, (i, j), acc)
-        return gemm_t
-
-    @tile.kernel(num_warps=case.warps, num_stages=case.stages)
-    def gemm(a: Slice[dt, 2], b: Slice[dt, 2], c: DisjointSlice[f32, 2], BM: Const[int],
-             BN: Const[int], BK: Const[int]):
-        i, j = tile.bid(0), tile.bid(1)
-        acc = tile.zeros((BM, BN), f32)
-        for k in range(tile.num_tiles(a, 1, BK)):
-            acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
-        tile.store(c, (i, j), acc)
-    return gemm
+    """The case's K loop: `a @ b`, or `a @ w.T` for a transposed weight."""
+    factory = make_linear_t if case.transposed else make_gemm
+    return factory(DTYPES[case.dtype], case.warps, case.stages)
 
 
 @pytest.fixture
