@@ -544,7 +544,7 @@ def test_binder_packs_the_map_and_declines_clusters() -> None:
             buffer=None, launch_ex=lambda *a: 0, config_address=0, fptr=0, params_address=0,
             upload_constants=None, native=lambda *a: native.append(a) or 0, native_address=0,
             constants=(), packed_cfg=None, packed_stream=None, prepare=lambda cfg, h: None,
-            checked_cfg=None, check=lambda cfg: None, active=True)
+            checked_cfg=None, check=lambda cfg: None, active=True, map_packer=None)
 
     tm = ox.TensorMap(np.zeros((16, 32), np.float32), (8, 32))
     with mock.patch.object(fastpath, "parse_device", lambda i: "dev"):

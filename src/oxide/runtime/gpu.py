@@ -278,9 +278,10 @@ class Launcher:
         self.buffer = ctypes.create_string_buffer(max(full.size, 8))
         struct.pack_into("@Q", self.buffer, offsets[len(plan.formats) + len(maps)], record_dev)
         n = len(plan.formats)
-        self.operand_maps = (OperandMapPacker(kernel_name, maps, value_starts(plan.params),
-                                              self.buffer, offsets[n:n + len(maps)])
-                             if maps else None)
+        # writes the hidden tensor maps of this launch's arrays (TMA rings), or None
+        self.map_packer = (OperandMapPacker(kernel_name, maps, value_starts(plan.params),
+                                            self.buffer, offsets[n:n + len(maps)])
+                           if maps else None)
         self.grid_offset = offsets[-1]
         self.grid_packer = struct.Struct("@I")
         base = ctypes.addressof(self.buffer)
@@ -451,8 +452,8 @@ class Launcher:
                 if cfg is not self.packed_cfg or stream != self.packed_stream:
                     self.prepare(cfg, stream)
                 self.packer.pack_into(self.buffer, 0, *values)
-                if self.operand_maps is not None:
-                    self.operand_maps.pack(values)
+                if self.map_packer is not None:
+                    self.map_packer.pack(values)
                 err = self.launch_ex(self.config_address, self.fptr, self.params_address, None)
                 if err:
                     err = self.retry_in_context(err)
