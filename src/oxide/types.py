@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
-    "DType", "f16", "bf16", "f32", "f64", "i8", "i16", "i32", "i64",
+    "DType", "f16", "bf16", "f8e4m3", "f8e5m2", "f32", "f64", "i8", "i16", "i32", "i64",
     "u8", "u16", "u32", "u64", "bool_", "SCALARS", "dtype_of",
     "ArrayType", "Slice", "DisjointSlice", "AtomicSlice", "RawSlice",
     "Const", "ConstType", "TypeVar", "TensorMapType",
@@ -25,10 +25,11 @@ class DType:
     """A scalar type. Calling it converts: on the host to a NumPy scalar, in a kernel to a cast."""
 
     name: str
-    kind: str  # "f" float, "i" signed, "u" unsigned, "b" bool
+    kind: str  # "f" float, "i" signed, "u" unsigned, "b" bool, "q" 8-bit float (storage)
     bits: int
     llvm: str
     numpy_name: str | None
+    ml_dtypes_name: str | None = None  # the host dtype where NumPy has none of its own
 
     @property
     def is_float(self) -> bool:
@@ -47,6 +48,12 @@ class DType:
         return self.kind == "b"
 
     @property
+    def is_fp8(self) -> bool:
+        """An 8-bit float: a storage type (loads, stores, conversions and products), held
+        in an i8; arithmetic on it is refused (convert it to a wider float first)."""
+        return self.kind == "q"
+
+    @property
     def itemsize(self) -> int:
         return max(1, self.bits // 8)
 
@@ -56,12 +63,13 @@ class DType:
             try:
                 import ml_dtypes  # type: ignore[import-not-found]
 
-                return np.dtype(ml_dtypes.bfloat16)
+                return np.dtype(getattr(ml_dtypes, str(self.ml_dtypes_name)))
             except ImportError as exc:  # pragma: no cover - depends on environment
                 raise TypeError(
                     f"oxide.{self.name} values on the host (NumPy arrays and scalars) take "
-                    "the NumPy dtype `ml_dtypes.bfloat16`, since NumPy has no bfloat16 of "
-                    "its own: install it with `pip install ml-dtypes`") from exc
+                    f"the NumPy dtype `ml_dtypes.{self.ml_dtypes_name}`, since NumPy has no "
+                    f"{self.ml_dtypes_name} of its own: install it with `pip install "
+                    "ml-dtypes`") from exc
         return np.dtype(self.numpy_name)
 
     def __call__(self, value: Any) -> Any:
@@ -83,7 +91,10 @@ class DType:
 
 
 f16 = DType("f16", "f", 16, "half", "float16")
-bf16 = DType("bf16", "f", 16, "bfloat", None)
+bf16 = DType("bf16", "f", 16, "bfloat", None, "bfloat16")
+# OCP 8-bit floats: e4m3 without infinities (max 448, NaN S.1111.111), e5m2 with them
+f8e4m3 = DType("f8e4m3", "q", 8, "i8", None, "float8_e4m3fn")
+f8e5m2 = DType("f8e5m2", "q", 8, "i8", None, "float8_e5m2")
 f32 = DType("f32", "f", 32, "float", "float32")
 f64 = DType("f64", "f", 64, "double", "float64")
 i8 = DType("i8", "i", 8, "i8", "int8")
@@ -97,7 +108,7 @@ u64 = DType("u64", "u", 64, "i64", "uint64")
 bool_ = DType("bool_", "b", 1, "i1", "bool")
 
 SCALARS: dict[str, DType] = {
-    t.name: t for t in (f16, bf16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool_)
+    t.name: t for t in (f16, bf16, f8e4m3, f8e5m2, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64, bool_)
 }
 _BY_NUMPY = {t.numpy_name: t for t in SCALARS.values() if t.numpy_name}
 
@@ -109,8 +120,9 @@ def dtype_of(value: Any) -> DType:
     if isinstance(value, str) and value in SCALARS:
         return SCALARS[value]
     name = str(value).replace("torch.", "")
-    if name == "bfloat16":
-        return bf16
+    for t in (bf16, f8e4m3, f8e5m2):  # NumPy has none of these: their ml_dtypes / torch names
+        if name == t.ml_dtypes_name:
+            return t
     if name in ("float", "int", "bool"):
         name = {"float": "float32", "int": "int32", "bool": "bool"}[name]
     try:

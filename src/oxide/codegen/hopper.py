@@ -467,9 +467,11 @@ def _wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     a_text = f"${n}" if form == "ss" else "{" + ", ".join(f"${n + k}" for k in range(4)) + "}"
     b_text, s_text = f"${n + len(a_args)}", f"${n + len(a_args) + 1}"
     trans = f"{imm[0]}, {imm[1]}" if form == "ss" else f"{imm[1]}"
+    if dt in ("e4m3", "e5m2"):  # 8-bit operands are K-major: no transpose operands
+        trans = ""
     template = (f"{{\n\t.reg .pred p;\n\tsetp.ne.b32 p, {s_text}, 0;\n\t"
                 f"wgmma.mma_async.sync.aligned.{shape}.f32.{dt}.{dt} {d}, {a_text}, "
-                f"{b_text}, p, 1, 1, {trans};\n}}")
+                f"{b_text}, p, 1, 1{', ' if trans else ''}{trans};\n}}")
     return _tied_asm(em, template, ins, acc)
 
 

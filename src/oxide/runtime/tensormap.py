@@ -32,7 +32,7 @@ from oxide.runtime.config import as_int
 
 # CUtensorMapDataType of each dtype TMA moves (signedness does not matter to a copy)
 DATA_TYPES = {"u8": 0, "i8": 0, "u16": 1, "i16": 1, "u32": 2, "i32": 3, "u64": 4, "i64": 5,
-              "f16": 6, "f32": 7, "f64": 8, "bf16": 9}
+              "f16": 6, "f32": 7, "f64": 8, "bf16": 9, "f8e4m3": 0, "f8e5m2": 0}
 SWIZZLES = {None: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CUtensorMapSwizzle
 L2_PROMOTIONS = {None: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion
 OOB_FILLS = {"zero": 0, "nan": 1}  # -> CUtensorMapFloatOOBfill (NAN_REQUEST_ZERO_FMA)

@@ -319,7 +319,8 @@ class TileCallsMixin:
 
     def call_mma(self, node: ast.Call) -> Tile:
         """`tile.mma(a, b, acc)`: `a @ b + acc` in the accumulator's dtype, as cuTile's
-        `ct.mma` (no promotion between `a` and `b`; 16-bit floats accumulate in f32)."""
+        `ct.mma` (no promotion between `a` and `b`; 16-bit and 8-bit floats accumulate in
+        f32)."""
         a, b, acc = self.positional(node, 3, "tile.mma(a, b, acc)")
         ta, tb = self._mma_operands(a, b, node, node.args[0], node.args[1], "tile.mma")
         if ta.dtype != tb.dtype:
@@ -363,7 +364,8 @@ class TileCallsMixin:
         result's shape and dtype, `acc + a @ b`), the sums start from it: `tile.mma(a, b,
         acc)`, as Triton folds `acc += tl.dot(a, b)` into the dot."""
         ta, tb = self._mma_operands(a, b, node, na, nb, "`@`")
-        dt = self.promote(ta, tb, node)
+        # 8-bit floats promote to nothing (a storage type): one dtype, or promotion's error
+        dt = ta.dtype if ta.dtype == tb.dtype else self.promote(ta, tb, node)
         ta, tb = self.t.cast(ta, dt), self.t.cast(tb, dt)
         shape = (ta.shape[0], tb.shape[1])
         if ta.ndim == 3 or tb.ndim == 3:

@@ -11,10 +11,14 @@ carries an `engine` parameter that the later passes read instead of deciding aga
 - `"wgmma"`: the same on an sm_90 target where the shapes fit one m64nNk16 instruction
   per warp group and k step (`supports`: M = 16 * num_warps,
   N a multiple of 64 up to 256, K of 16, 32 or a multiple of 64). The layout pass gives
-  the result the accumulator layout with every warp on whole rows (wgmma's own);
-- `"fma"`: everything else (f32 and f64, tiles smaller than an instruction) and every
-  product on the CPU target: a loop over k of multiply-adds per thread, the same bits
-  (products of halves are exact; both add them to the accumulator in k order).
+  the result the accumulator layout with every warp on whole rows (wgmma's own). 8-bit
+  float operands (f8e4m3, f8e5m2: m64nNk32, K of 32, 64 or a multiple of 128) take it
+  too where B is K-major (`b` written as `w.permute((1, 0))` of an (N, K) tile, which the
+  layout pass folds): wgmma reads 8-bit operands K-major only;
+- `"fma"`: everything else (f32 and f64, tiles smaller than an instruction, 8-bit floats
+  off Hopper's wgmma) and every product on the CPU target: a loop over k of multiply-adds
+  per thread, the same bits (products of halves and of 8-bit floats are exact in f32;
+  both add them to the accumulator in k order).
 
 The wgmma engine's operands reach shared memory by cp.async rings where their loads allow
 (tile/operand_rings.py), else through the threads; TMA and warp specialization are issue
@@ -27,31 +31,59 @@ from collections.abc import Iterable
 
 from xdsl.ir import Operation
 
+from oxide import types as T
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile.layout import mma_accumulator
 
 HALVES = ("bf16", "f16")
 WGMMA_SLAB = 64  # elements of a 128-byte swizzle row of 16-bit floats
+SWIZZLE_ROW = 128  # bytes: the widest swizzle row, a wgmma operand's staging row
 MMA_K = 16
 ENGINES = ("wgmma", "mma.sync", "fma")
+# the PTX name of each operand type wgmma takes
+WGMMA_TYPES = {"bf16": "bf16", "f16": "f16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}
 
 
-def supports(m: int, n: int, k: int, num_warps: int) -> bool:
-    """Whether tile/wgmma_lower.py takes an (M, K) @ (K, N) product on `num_warps` warps."""
+def slab_elements(dt: T.DType) -> int:
+    """Elements of `dt` in one 128-byte swizzle row (64 halves, 128 8-bit floats)."""
+    return SWIZZLE_ROW // dt.itemsize
+
+
+def wgmma_k(dt: T.DType) -> int:
+    """The K of one wgmma instruction: 32 bytes of each row (k16 halves, k32 8-bit)."""
+    return 32 // dt.itemsize
+
+
+def supports(m: int, n: int, k: int, num_warps: int, dt: T.DType = T.bf16) -> bool:
+    """Whether tile/wgmma_lower.py takes an (M, K) @ (K, N) product of `dt` tiles on
+    `num_warps` warps."""
+    step = wgmma_k(dt)
     return (num_warps % 4 == 0 and m == 16 * num_warps and n % WGMMA_SLAB == 0 and n <= 256
-            and (k in (16, 32) or k % WGMMA_SLAB == 0))
+            and (k in (step, 2 * step) or k % slab_elements(dt) == 0))
 
 
 def engine_for(a: TileType, shape: tuple[int, ...], num_warps: int, tensor_cores: bool,
-               wgmma: bool = False) -> str:
-    """The engine of a product of `a` (M, K) into an (M, N) `shape`."""
+               wgmma: bool = False, k_major_b: bool = False) -> str:
+    """The engine of a product of `a` (M, K) into an (M, N) `shape`; `k_major_b`: its B
+    is the transpose of an (N, K) tile (the layout pass folds it)."""
     k = a.dims[1]
-    if tensor_cores and a.dtype.name in HALVES and k >= MMA_K and \
-            mma_accumulator(shape, num_warps):
-        if wgmma and supports(shape[0], shape[1], k, num_warps):
-            return "wgmma"
-        return "mma.sync"
+    if not (tensor_cores and k >= MMA_K and mma_accumulator(shape, num_warps)):
+        return "fma"
+    fits = wgmma and supports(shape[0], shape[1], k, num_warps, a.dtype)
+    if a.dtype.name in HALVES:
+        return "wgmma" if fits else "mma.sync"
+    if a.dtype.is_fp8 and fits and k_major_b:
+        return "wgmma"
     return "fma"
+
+
+def folds_transpose(mma: Operation) -> bool:
+    """Whether the layout pass folds `mma`'s B, a `permute((1, 0))` used only there, into
+    the product (`b_transposed`: B is K-major)."""
+    b = mma.operands[1]
+    permute = b.owner
+    return (kind_of(permute) == "permute" and permute.param("axes") == (1, 0)  # type: ignore[union-attr]
+            and b.has_one_use())
 
 
 def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: bool,
@@ -62,7 +94,8 @@ def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: 
             continue
         a, result = op.operands[0].type, op.results[0].type
         assert isinstance(a, TileType) and isinstance(result, TileType)
-        engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores, wgmma)
+        engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores, wgmma,
+                            folds_transpose(op))
         op.set_param("engine", engine)  # type: ignore[attr-defined]
 
 

@@ -52,8 +52,9 @@ PAD = 8
 
 
 def accumulate_dtype(dt: T.DType) -> T.DType:
-    """The type `a @ b` accumulates in: f32 for 16-bit floats, the type itself else."""
-    return T.f32 if dt.name in HALVES else dt
+    """The type `a @ b` accumulates in: f32 for 16-bit and 8-bit floats, the type itself
+    else."""
+    return T.f32 if dt.name in HALVES or dt.is_fp8 else dt
 
 
 def constant_value(t: Slots) -> SSAValue | None:

@@ -12,7 +12,7 @@ copies into the async proxy, passes a barrier and reads the buffer. With `num_st
 iterations fly while this one's product runs, and no register holds them.
 
 What it assumes: the layout pass ran; products chose their engines. A load qualifies when
-it reads a 2-d tile of 16-bit floats from an array the kernel never writes, the launch
+it reads a 2-d tile of 16-bit floats (or 8-bit ones, for a K-major operand) from an array the kernel never writes, the launch
 specialized on rows of 16-byte vectors (`ArrayType.vectors`: a 16-byte chunk is aligned
 and wholly inside the array or wholly outside, where the copy writes zeros, the padding
 0 a product needs), and its padding is 0. Its token must reach only that operand, either
@@ -60,8 +60,8 @@ from oxide.ir.types import ir_type
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, blocked
 from oxide.tile.layouts import layout_of, set_layout
+from oxide.tile.mma_choice import HALVES, engine_of, slab_elements
 from oxide.tile.mma_choice import WGMMA_SLAB as SLAB
-from oxide.tile.mma_choice import engine_of
 from oxide.tile.values import Slots
 
 CHUNK = 16  # bytes per cp.async copy
@@ -75,13 +75,15 @@ BUFFER_BITS = 3  # a token is `group << 3 | buffer`
 @dataclass(frozen=True)
 class RingLayout(Layout):
     """The layout of a token: one i32 per thread standing for a tile of `shape` in buffer
-    `token & 7` of ring `ring` (`buffers` of them), staged in rows of `width` elements."""
+    `token & 7` of ring `ring` (`buffers` of them), staged in rows of `width` elements of
+    `elem_bytes` bytes."""
 
     ring: int = 0
     buffers: int = 2
     width: int = SLAB
     pipelined: bool = False  # tokens travel through loop-carried variables
     tma: bool = False  # filled by TMA (tile/tma_rings.py), not by each thread's cp.async
+    elem_bytes: int = 2
 
     def key(self) -> tuple[object, ...]:
         return ("ring", self.shape, self.ring)
@@ -99,16 +101,16 @@ def ring_of(layout: Layout) -> RingLayout | None:
     return layout if isinstance(layout, RingLayout) else None
 
 
-def row_elements(k: int) -> int:
-    """Elements per shared row of a K-major operand with K columns: all of K up to a
-    128-byte row, else 128-byte slabs."""
-    return min(k, SLAB)
+def row_elements(k: int, dt: T.DType = T.bf16) -> int:
+    """Elements per shared row of a K-major operand with K columns of `dt`: all of K up
+    to a 128-byte row, else 128-byte slabs."""
+    return min(k, slab_elements(dt))
 
 
-def operand_width(index: int, cols: int, b_transposed: bool) -> int:
+def operand_width(index: int, cols: int, b_transposed: bool, dt: T.DType) -> int:
     """The staging row of operand `index` (0: A, K-major; 1: B) with `cols` columns: B as
     `a @ b` has it (K x N) goes in slabs of 64 columns (MN-major for the instruction)."""
-    return SLAB if index == 1 and not b_transposed else row_elements(cols)
+    return SLAB if index == 1 and not b_transposed else row_elements(cols, dt)
 
 
 # -- the pass ----------------------------------------------------------------------------
@@ -193,7 +195,7 @@ def _defer(b: TileBuilder, mma: Operation, load: Operation) -> None:
 
 def _bytes(ring: RingLayout) -> int:
     rows, cols = ring.shape
-    return ring.buffers * rows * cols * 2
+    return ring.buffers * rows * cols * ring.elem_bytes
 
 
 def _accumulator_reads(mma: Operation, writes: dict[SSAValue, list[Operation]]
@@ -289,9 +291,10 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
     for ld in loads:
         t = ld.results[0].type
         assert isinstance(t, TileType)
-        if not (t.dtype.name in ("bf16", "f16") and len(t.dims) == 2
+        k_major = index == 0 or b_transposed  # 8-bit operands: wgmma reads them so only
+        if not ((t.dtype.name in HALVES or t.dtype.is_fp8 and k_major) and len(t.dims) == 2
                 and ld.param("vectors") is True and ld.operands[0] not in written
-                and _is_zero(ld.operands[1]) and t.dims[1] * 2 % CHUNK == 0):
+                and _is_zero(ld.operands[1]) and t.dims[1] * t.dtype.itemsize % CHUNK == 0):
             return None
     t = loads[0].results[0].type
     assert isinstance(t, TileType)
@@ -300,7 +303,8 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
         return None
     base = layout_of(loads[0].results[0])
     return RingLayout(base.shape, base.dims, base.num_warps, ring, buffers,
-                      operand_width(index, shape[1], b_transposed), bool(variables))
+                      operand_width(index, shape[1], b_transposed, t.dtype), bool(variables),
+                      elem_bytes=t.dtype.itemsize)
 
 
 def _is_zero(padding: SSAValue) -> bool:

@@ -2,15 +2,17 @@
 
 What it assumes (tile/mma_choice.py chose the `"wgmma"` engine only then): an sm_90
 target; 16-bit float operands `a` (M, K) and `b` (K, N), or `b` as the (N, K) tile whose
-transpose is the product's B (`b_transposed`, folded by the layout pass); the block's
+transpose is the product's B (`b_transposed`, folded by the layout pass); or 8-bit float
+ones with a transposed B (wgmma reads those K-major only); the block's
 warps in whole warp groups with M = 16 * num_warps (warp group g owns rows 64g..64g+63,
-one m64nNk16 instruction per k step); N a multiple of 64 up to 256; K of 16, 32 or a
-multiple of 64; the accumulator in `layout.mma_accumulator(..., rows_only=True)`, which is
+one m64nNk16 instruction per k step, m64nNk32 for 8-bit floats: 32 bytes of each row);
+N a multiple of 64 up to 256; K of one or two instructions or a multiple of a 128-byte
+row; the accumulator in `layout.mma_accumulator(..., rows_only=True)`, which is
 wgmma's own fragment layout (warp w holds rows 16w + g and 16w + g + 8, columns 2t, 2t + 1
 of every 8-column group).
 
 What it does, per product:
-- an A in the A-fragment layout (`mma_operand_a`: every warp on 16 rows, a
+- a 16-bit A in the A-fragment layout (`mma_operand_a`: every warp on 16 rows, a
   loop-invariant A or a product's result, as attention's `p`) goes to the instruction
   from registers (the `rs` form), pairs of halves packed;
 - an operand in a ring (tile/operand_rings.py: its load copied it with cp.async) is read
@@ -45,6 +47,7 @@ from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile.layout import mma_operand_a
 from oxide.tile.lower import TileEmitter
+from oxide.tile.mma_choice import WGMMA_TYPES, wgmma_k
 from oxide.tile.operand_rings import (
     SLAB,
     buffer_start,
@@ -67,12 +70,16 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     operands in rings with a buffer to spare, the result only the next product's
     accumulator), it waits for the previous product instead (`wgmma.wait_group 1`)."""
     (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
-    width_a = row_elements(k)
+    size, step = a.dtype.itemsize, wgmma_k(a.dtype)
+    assert b_transposed or size == 2, "8-bit operands reach wgmma K-major only"
+    width_a = row_elements(k, a.dtype)
+    row_bytes = width_a * size
     rings = [t for t in (a, b) if ring_of(t.layout) is not None]
     tma = [t for t in rings if ring_of(t.layout).tma]  # type: ignore[union-attr]
     # A in the A-fragment layout (the layout pass's choice for a loop-invariant A, and a
     # product's result such as attention's p): read from registers, the `rs` form
-    a_regs = a.layout.key() == mma_operand_a((m, k), em.num_warps, em.num_warps).key()
+    a_regs = size == 2 and \
+        a.layout.key() == mma_operand_a((m, k), em.num_warps, em.num_warps).key()
     if (not a_regs and ring_of(a.layout) is None) or ring_of(b.layout) is None:
         em.barrier()  # the previous product's reads of the staging arrays are over
     sa, a_start = (None, None) if a_regs else _operand(em, a, width_a, "wa")
@@ -97,20 +104,20 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     regs = [values[s] for s in order]
     em.b.emit(ops.HopperOp("wgmma.fence", [], []))
     one = em.const(1, T.i32)
-    kind = f"wgmma.m64n{n}k16.{a.dtype.name}.{'rs' if a_regs else 'ss'}"
+    kind = f"wgmma.m64n{n}k{step}.{WGMMA_TYPES[a.dtype.name]}.{'rs' if a_regs else 'ss'}"
     a_slot = {offs: s for s, offs in enumerate(a.layout.offsets())}
-    for kk in range(k // 16):
-        col = 16 * kk
+    for kk in range(k // step):
+        col = step * kk
         if a_regs:  # a0..a3: (row, k) offsets (0, 0), (8, 0), (0, 8), (8, 8), 2 each
             a_in = [a.values[a_slot[(8 * (r & 1), col + 8 * (r >> 1) + e)]]
                     for r in range(4) for e in range(2)]
         else:
             a_at = _add(em, a_row0, (col // width_a) * m * width_a + col % width_a)
-            a_in = [_descriptor(em, sa, a_at, 2 * width_a, lbo=16, sbo=16 * width_a)]
+            a_in = [_descriptor(em, sa, a_at, row_bytes, lbo=16, sbo=8 * row_bytes)]
         if b_transposed:  # (N, K) K-major, like A, every warp group reads all N rows
             b_at = (col // width_a) * n * width_a + col % width_a
-            db = _descriptor(em, sb, _at(em, b_start, b_at), 2 * width_a, lbo=16,
-                             sbo=16 * width_a)
+            db = _descriptor(em, sb, _at(em, b_start, b_at), row_bytes, lbo=16,
+                             sbo=8 * row_bytes)
         else:  # K rows of 64-column slabs: MN-major, the next slab `lbo` further
             db = _descriptor(em, sb, _at(em, b_start, col * SLAB), 128, lbo=k * 128, sbo=1024)
         op = ops.HopperOp(kind, [*a_in, db, one, *regs], [ir_type(T.f32)] * len(regs),
