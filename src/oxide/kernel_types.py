@@ -22,6 +22,7 @@ from typing import Any
 
 from oxide import types as T
 from oxide.errors import (
+    ArgumentError,
     CompileError,
     KernelSyntaxError,
     KernelTypeError,
@@ -190,6 +191,9 @@ class KernelBase(_PythonFunction):
                 raise self._param_error(
                     p.name, f"`{p.name}: {_annotation_text(ann)}` is not a kernel "
                     "parameter type", hint=_param_type_hint(ann))
+            if isinstance(ann, T.DType) and ann.is_fp8:
+                raise self._param_error(p.name, f"`{p.name}: {ann.name}`: {FP8_SCALAR}",
+                                        hint=fp8_scalar_hint(p.name, ann))
             params.append(Param(p.name, ann))
         return tuple(params)
 
@@ -204,6 +208,24 @@ class KernelBase(_PythonFunction):
 
     def __repr__(self) -> str:
         return f"<oxide.kernel {self.__qualname__}>"
+
+
+# 8-bit floats are storage types: a scalar of one would be a host-side rounding that the
+# kernel could do itself from a wider value, so the parameter plumbing (struct formats,
+# the native binder) never carries one
+FP8_SCALAR = "kernels take 8-bit floats in arrays only, not as scalar parameters"
+
+
+def fp8_scalar_hint(name: str, dt: T.DType) -> str:
+    return (f"take it as f32 (`{name}: f32`) and convert it in the kernel where it must be "
+            f"one: `{dt.name}({name})`")
+
+
+def fp8_scalar_refused(name: str, dt: T.DType) -> ArgumentError:
+    """A launch's (or `compile()`'s) error where a type variable of a scalar parameter
+    would be an 8-bit float (a NumPy scalar of one, or the dtype of an array it shares)."""
+    return ArgumentError(f"`{name}` is a scalar of {dt.name}: {FP8_SCALAR}; "
+                         f"{fp8_scalar_hint(name, dt)}")
 
 
 def _annotation_text(ann: Any) -> str:

@@ -14,6 +14,7 @@ import numpy as np
 
 from oxide import types as T
 from oxide.errors import ArgumentError
+from oxide.kernel_types import fp8_scalar_refused
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,8 @@ def _spec(kernel: Any, p: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> Sp
             T.bool_ if isinstance(a, bool) else T.i64 if isinstance(a, int) else T.f64)
     else:
         raise ArgumentError(f"`{p.name}` is a scalar; got {type(a).__name__}")
+    if dt.is_fp8:
+        raise fp8_scalar_refused(p.name, dt)
     if isinstance(ann, T.TypeVar):
         _bind(ann, dt, typevars, p.name)
         return dt

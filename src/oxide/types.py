@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from oxide import fp8
+
 __all__ = [
     "DType", "f16", "bf16", "f8e4m3", "f8e5m2", "f32", "f64", "i8", "i16", "i32", "i64",
     "u8", "u16", "u32", "u64", "bool_", "SCALARS", "dtype_of",
@@ -73,6 +75,8 @@ class DType:
         return np.dtype(self.numpy_name)
 
     def __call__(self, value: Any) -> Any:
+        if self.is_fp8:  # what a kernel's conversion gives (rounded, saturated), as a float
+            return fp8.rounded(value, fp8.FORMATS[self.name])
         if self.numpy_name is None:
             return float(value)
         return self.numpy.type(value)

@@ -12,7 +12,9 @@ from typing import Any
 
 from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 
+from oxide import fp8 as fp8_values
 from oxide import types as T
+from oxide.codegen import fp8
 from oxide.errors import UnsupportedFeatureError
 from oxide.ir import ops
 from oxide.ir.types import dtype_of_ir
@@ -22,7 +24,11 @@ _FCMP = {"lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge", "eq": "oeq", "ne": 
 
 
 def float_literal(value: float, dt: T.DType) -> str:
-    """LLVM's spelling of a float constant of type `dt` (hex, so it is exact)."""
+    """LLVM's spelling of a float constant of type `dt` (hex, so it is exact; an 8-bit
+    float's is its bits as a signed `i8`)."""
+    if dt.is_fp8:
+        bits = fp8_values.to_bits(value, fp8_values.FORMATS[dt.name])
+        return str(bits - 256 if bits & fp8_values.SIGN_BIT else bits)
     if dt.name == "f64":
         return f"0x{struct.unpack('<Q', struct.pack('<d', value))[0]:016X}"
     if dt.name == "f32":
@@ -306,6 +312,8 @@ class ArithmeticMixin:
     def cast(self, x: str, src: T.DType, dst: T.DType) -> str:
         if src == dst:
             return x
+        if src.is_fp8 or dst.is_fp8:  # in integer code, the same bits on every target
+            return fp8.cast(self, x, src, dst)
         if src.name == "bf16" and (dst.is_float or getattr(self.t, "soft_bf16", False)):
             # never `fpext bfloat`: InstCombine shrinks `fptrunc(fdiv(fpext bf16 a, ...))
             # to half` into a half division, as if bf16 fit in half (LLVM 20)

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from xdsl.dialects.builtin import FloatAttr, IntegerAttr
 from xdsl.ir import Attribute, Block, Operation, SSAValue
 
 from oxide import types as T
 from oxide.errors import Span
 from oxide.ir import ops
 from oxide.ir.sites import Site
-from oxide.ir.types import ir_type
+from oxide.ir.types import constant_attr, ir_type
 
 
 class IRBuilder:
@@ -102,9 +101,7 @@ class IRBuilder:
         self.origins[self.emit(ops.CondBranchOp(cond, then_block, else_block))] = self.where
 
     def constant(self, value: int | float | bool, dt: T.DType) -> SSAValue:
-        t = ir_type(dt)
-        attr = FloatAttr(float(value), t) if dt.is_float else IntegerAttr(int(value), t)
-        return self.value(ops.ConstantOp(attr, t))
+        return self.value(ops.ConstantOp(constant_attr(value, dt), ir_type(dt)))
 
     def cast(self, v: SSAValue, dt: T.DType) -> SSAValue:
         t = ir_type(dt)

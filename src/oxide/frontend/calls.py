@@ -157,7 +157,7 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsM
         args = self.args_exact(node, (2, 8), f"{kind}()")
         if all(isinstance(a, Lit) for a in args):
             return Lit((min if kind == "min" else max)(a.value for a in args))
-        dt = self.common_dtype(args, node)
+        dt = self.arithmetic_dtype(args, node, f"{kind}()")
         acc = self.materialize(args[0], dt, node)
         for a in args[1:]:
             acc = self.b.value(ops.BinaryOp(kind, acc, self.materialize(a, dt, node)))
@@ -168,6 +168,7 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsM
         if isinstance(v, Lit):
             return Lit(abs(v.value))
         s = self.scalar(v, node)
+        self.refuse_storage(s.dtype, node, "abs()")
         if not s.dtype.is_signed and not s.dtype.is_float:
             return s
         return Val(self.b.value(ops.UnaryOp("abs", s.ssa)), s.dtype)
@@ -192,6 +193,8 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsM
                 pieces.append(str(v.value).replace("%", "%%"))
                 continue
             s = self.scalar(v, a)
+            if s.dtype.is_fp8:  # printed as the value it holds
+                s = Val(self.b.cast(s.ssa, T.f32), T.f32)
             if s.dtype.is_bool:
                 pieces.append("%s")
             elif s.dtype.is_float:

@@ -27,6 +27,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from oxide import fp8
 from oxide import types as T
 
 FOLD_BITS = 128  # the widest integer a constant expression may produce along the way
@@ -127,13 +128,16 @@ def convert(value: bool | int | float, dt: T.DType) -> bool | int | float:
     fit, as an integer must: NaN (ValueError in Python), an infinity (OverflowError)
     and a value beyond the type's range (`i32(3e10)`, `u8(-3.7)`: NumPy's OverflowError)
     are errors, not the saturated value a run-time conversion gives. To a float type,
-    `to_float`.
+    `to_float`. To an 8-bit float, the run-time conversion's rounding and saturation
+    (oxide/fp8.py): it is the only meaning that type's conversion has.
 
     >>> convert(2.9, T.i32), convert(-2.9, T.i32)
     (2, -2)
     """
     if dt.is_bool:
         return bool(value)
+    if dt.is_fp8:
+        return fp8.rounded(value, fp8.FORMATS[dt.name])
     if dt.is_float:
         return to_float(value, dt)
     if isinstance(value, float):

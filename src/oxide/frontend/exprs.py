@@ -30,6 +30,8 @@ from oxide.frontend.promote import (
     literal_fits,
     literal_with,
     promote,
+    storage_error,
+    storage_hint,
 )
 from oxide.frontend.scope import is_number_tuple, wrap_python
 from oxide.frontend.values import (
@@ -228,7 +230,8 @@ class ExprMixin:
         if isinstance(value, Static) and isinstance(value.obj, T.DType):
             return value.obj
         raise self.error(KernelTypeError, node, f"`{self.text(node)}` is not a scalar type",
-                         hint="use one of f16, bf16, f32, f64, i8..i64, u8..u64, bool_")
+                         hint="use one of f16, bf16, f8e4m3, f8e5m2, f32, f64, i8..i64, "
+                              "u8..u64, bool_")
 
     def default_dtype(self, v: Any) -> T.DType:
         if isinstance(v, Lit):
@@ -266,7 +269,21 @@ class ExprMixin:
             return promote(a, b)
         except PromotionError as exc:
             raise self.error(KernelTypeError, node, str(exc),
-                             hint="convert one side explicitly, e.g. `i64(x)`") from None
+                             hint=exc.hint or "convert one side explicitly, e.g. `i64(x)`"
+                             ) from None
+
+    def refuse_storage(self, dt: T.DType, node: ast.AST, what: str) -> None:
+        """A KernelTypeError at `node` where `what` (arithmetic, a comparison, a math
+        function) would compute on an 8-bit float: on its bits, as an integer, otherwise."""
+        if dt.is_fp8:
+            raise self.error(KernelTypeError, node, storage_error(dt, what),
+                             hint=storage_hint(dt))
+
+    def arithmetic_dtype(self, values: list[Any], node: ast.AST, what: str) -> T.DType:
+        """`common_dtype` of operands that `what` computes on (no 8-bit floats)."""
+        dt = self.common_dtype(values, node)
+        self.refuse_storage(dt, node, what)
+        return dt
 
     def scalar(self, v: Any, node: ast.AST) -> Val:
         """A run-time scalar for `v` (witnesses become plain i64 coordinates)."""
@@ -291,7 +308,8 @@ class ExprMixin:
             if not literal_fits(v.value, dt):
                 hint = f"convert explicitly with `{dt.name}(...)`"
                 wide = next((w for w in (T.i64, T.u64) if isinstance(v.value, int)
-                             and not dt.is_float and literal_fits(v.value, w)), None)
+                             and not dt.is_float and not dt.is_fp8
+                             and literal_fits(v.value, w)), None)
                 if wide is not None:  # a 64-bit constant next to a narrower operand
                     hint = (f"it needs {wide.name}: write `{wide.name}({literal_text(v.value)})`, "
                             f"or make the other operand {wide.name}")
@@ -311,7 +329,7 @@ class ExprMixin:
         if isinstance(v, Lit):
             return Val(self.b.constant(self.convert_constant(v.value, dt, node), dt), dt)
         s = self.scalar(v, node)
-        if dt.is_bool and not s.dtype.is_bool:
+        if dt.is_bool and not s.dtype.is_bool and not s.dtype.is_fp8:  # fp8: a cast's test
             zero = self.b.constant(0, s.dtype)
             return Val(self.b.value(ops.CompareOp("ne", s.ssa, zero)), T.bool_)
         note = None
@@ -390,7 +408,7 @@ class ExprMixin:
                              hint=f"shift the other way: `{'>>' if kind == 'shl' else '<<'}` by "
                                   f"{-amount.value}")
         dt = (self.shift_dtype(kind, a, b, node) or self.bitwise_mixed_dtype(kind, a, b)
-              or self.common_dtype([a, b], node))
+              or self.arithmetic_dtype([a, b], node, f"`{_SYMBOLS[kind]}`"))
         if dt.is_bool and kind not in ("and", "or", "xor"):
             dt = T.i32
         if kind == "div" and not dt.is_float:
@@ -524,6 +542,8 @@ class ExprMixin:
         s = self.scalar(v, node.operand)
         if isinstance(node.op, ast.UAdd):
             return s
+        symbol = "~" if isinstance(node.op, ast.Invert) else "-"
+        self.refuse_storage(s.dtype, node, f"unary `{symbol}`")
         note = self.derived_note(node, v)
         if isinstance(node.op, ast.Invert):
             if s.dtype.is_float:
@@ -629,7 +649,7 @@ class ExprMixin:
         pred = _CMPOPS[type(op)]
         if isinstance(a, Lit) and isinstance(b, Lit):
             return self.fold(_PY_CMPOPS[pred], (a.value, b.value), node)
-        dt = self.common_dtype([a, b], node)
+        dt = self.arithmetic_dtype([a, b], node, "a comparison")
         x, y = self.materialize(a, dt, node), self.materialize(b, dt, node)
         return Val(self.b.value(ops.CompareOp(pred, x, y)), T.bool_)
 

@@ -76,7 +76,7 @@ class MathCallsMixin:
             if not isinstance(a, (Lit, Val, Witness)):
                 raise self.error(KernelTypeError, a_node,
                                  f"{prefix}.{fn}() needs numbers, got {describe(a)}")
-        dt = self.common_dtype(args, node)
+        dt = self.arithmetic_dtype(args, node, f"{prefix}.{fn}()")
         if not dt.is_float:
             dt = T.f64 if dt.bits == 64 else T.f32
         return dt, T.f32 if dt.bits == 16 else dt
@@ -207,6 +207,7 @@ class MathCallsMixin:
             raise self.error(KernelTypeError, node.args[0],
                              f"math.{name}() needs a number, got {describe(a)}")
         s = self.scalar(a, node)
+        self.refuse_storage(s.dtype, node, f"math.{name}()")
         if not s.dtype.is_float:
             return s  # Python returns an integer argument itself
         x = s.ssa if s.dtype.bits > 16 else self.b.cast(s.ssa, T.f32)

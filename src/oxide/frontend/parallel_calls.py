@@ -122,6 +122,8 @@ class ParallelCallsMixin:
             out = T.u32 if kind == "ballot" else T.bool_
             return self._warp_op(ops.WarpOp(kind, [pred, mask], ir_type(out)), out, node)
         v = self.scalar(args[0], node.args[0])
+        if kind not in two:  # a reduction or a match: computes on the value
+            self.refuse_storage(v.dtype, node.args[0], f"ox.warp.{kind}()")
         if v.dtype.bits not in (32, 64) and kind != "match_any":
             raise self.error(KernelTypeError, node.args[0],
                              f"warp shuffles move 32- and 64-bit values, not {v.dtype.name}",
@@ -267,6 +269,7 @@ class ParallelCallsMixin:
             raise self.error(KernelTypeError, node.args[0],
                              f"ox.block.{kind}() takes a number, not a bool",
                              hint="convert it: `i32(flag)`")
+        self.refuse_storage(s.dtype, node.args[0], f"ox.block.{kind}()")
         wide = s.dtype
         if s.dtype.bits < 32:
             wide = T.f32 if s.dtype.is_float else T.i32 if s.dtype.is_signed else T.u32

@@ -9,12 +9,16 @@
 - Except for `&`, `|` and `^`: on integers of one width they give the same bits
   whichever signedness is picked, so `mask_u32 & lane_bits_i32` is the unsigned
   type (C's usual conversions), with no cast (`bitwise_dtype`).
+- 8-bit floats are storage types: they meet only themselves (a choice between two
+  values, a merge of one variable), and literals take them as they take any float
+  type; arithmetic on them is refused where it is written (`storage_error`).
 """
 
 from __future__ import annotations
 
 import math
 
+from oxide import fp8
 from oxide import types as T
 
 _FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663852886e38,
@@ -22,7 +26,24 @@ _FLOAT_MAX = {"f16": 65504.0, "bf16": 3.3895313892515355e38, "f32": 3.4028234663
 
 
 class PromotionError(Exception):
-    """Two operand types with no safe common type; the message says which."""
+    """Two operand types with no safe common type; the message says which, the hint
+    (where it is not the usual "convert one side") what to write instead."""
+
+    def __init__(self, message: str, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def storage_hint(dt: T.DType, tile: bool = False) -> str:
+    """What to write instead of arithmetic on the 8-bit float `dt`."""
+    example = "x.astype(f32)" if tile else "f32(x)"
+    return f"{dt.name} is a storage type: convert it first, e.g. `{example}`"
+
+
+def storage_error(dt: T.DType, what: str) -> str:
+    """The message for `what` (an operation) on the 8-bit float `dt`."""
+    return (f"{what} on {dt.name}: 8-bit floats are storage types (loads, stores and "
+            "conversions), with no arithmetic")
 
 
 def literal_dtype(value: int | float | bool) -> T.DType:
@@ -38,6 +59,9 @@ def literal_fits(value: int | float | bool, dt: T.DType) -> bool:
     """Whether a weak literal can take `dt` without changing its value."""
     if dt.is_bool:
         return isinstance(value, bool) or value in (0, 1)
+    if dt.is_fp8:  # rounded as a conversion would, but never saturated (nor an infinity)
+        nan = isinstance(value, float) and math.isnan(value)
+        return nan or abs(value) <= fp8.FORMATS[dt.name].max_finite
     if dt.is_float:
         # Floats take any literal their range holds; a huge int (2**2000) is an
         # error here rather than an OverflowError or a silent inf later.
@@ -55,6 +79,10 @@ def promote(a: T.DType, b: T.DType) -> T.DType:
     """The common type of two typed operands."""
     if a == b:
         return a
+    if a.is_fp8 or b.is_fp8:
+        storage = a if a.is_fp8 else b
+        raise PromotionError(f"{a.name} and {b.name} have no common type: 8-bit floats are "
+                             "storage types", hint=storage_hint(storage))
     if a.is_bool:
         return b
     if b.is_bool:
@@ -95,6 +123,6 @@ def literal_with(value: int | float | bool, other: T.DType) -> T.DType:
         return other
     if other.is_bool:
         return literal_dtype(value)
-    if isinstance(value, float) and not other.is_float:
+    if isinstance(value, float) and not other.is_float and not other.is_fp8:
         return T.f64 if other.bits == 64 else T.f32
     return other

@@ -37,7 +37,7 @@ from xdsl.irdl import (
 from xdsl.traits import IsTerminator, Pure
 from xdsl.utils.exceptions import VerifyException
 
-from oxide.ir.types import ArrayType, SharedArrayType, SlotType, ThreadIndexType
+from oxide.ir.types import ArrayType, SharedArrayType, SlotType, ThreadIndexType, is_fp8_type
 
 BINARY_OPS = ("add", "sub", "mul", "div", "floordiv", "mod", "pow", "and", "or",
               "xor", "shl", "shr", "min", "max")
@@ -49,6 +49,13 @@ WARP_COLLECTIVE_KINDS = ("mma", "ldmatrix", "stmatrix", "elect_sync", "setmaxnre
 
 def _site(op: Operation) -> int:
     return op.properties["site"].data  # type: ignore[attr-defined]
+
+
+def _no_storage_operands(op: Operation) -> None:
+    """8-bit floats are storage types: the frontends refuse arithmetic on them where it
+    is written, and codegen would otherwise compute on their bits as on an `i8`."""
+    if any(is_fp8_type(v.type) for v in op.operands):
+        raise VerifyException(f"{op.name} on an 8-bit float: convert it to a wider float first")
 
 
 @irdl_op_definition
@@ -100,6 +107,7 @@ class BinaryOp(IRDLOperation):
             raise VerifyException(f"unknown binary op {self.kind.data}")
         if self.lhs.type != self.rhs.type or self.result.type != self.lhs.type:
             raise VerifyException("oxide.binary operands and result must share one type")
+        _no_storage_operands(self)
 
 
 @irdl_op_definition
@@ -113,6 +121,9 @@ class UnaryOp(IRDLOperation):
     def __init__(self, kind: str, x: SSAValue) -> None:
         super().__init__(operands=[x], properties={"kind": StringAttr(kind)},
                          result_types=[x.type])
+
+    def verify_(self) -> None:
+        _no_storage_operands(self)
 
 
 @irdl_op_definition
@@ -131,6 +142,7 @@ class CompareOp(IRDLOperation):
     def verify_(self) -> None:
         if self.lhs.type != self.rhs.type:
             raise VerifyException("oxide.cmp operands must share one type")
+        _no_storage_operands(self)
 
 
 @irdl_op_definition
@@ -190,6 +202,9 @@ class MathOp(IRDLOperation):
     def __init__(self, fn: str, args: Sequence[SSAValue], result_type: Attribute) -> None:
         super().__init__(operands=[list(args)], properties={"fn": StringAttr(fn)},
                          result_types=[result_type])
+
+    def verify_(self) -> None:
+        _no_storage_operands(self)
 
 
 @irdl_op_definition

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from xdsl.dialects.builtin import (
     BFloat16Type,
+    Float8E4M3FNType,
+    Float8E5M2Type,
     Float16Type,
     Float32Type,
     Float64Type,
+    FloatAttr,
     IntAttr,
+    IntegerAttr,
     IntegerType,
     Signedness,
     StringAttr,
@@ -20,6 +24,7 @@ from xdsl.dialects.builtin import (
 from xdsl.ir import Attribute, ParametrizedAttribute, TypeAttribute
 from xdsl.irdl import irdl_attr_definition
 
+from oxide import fp8
 from oxide import types as T
 
 
@@ -61,18 +66,37 @@ class SharedArrayType(ParametrizedAttribute, TypeAttribute):
 
 
 _FLOATS = {16: Float16Type, 32: Float32Type, 64: Float64Type}
+# 8-bit floats (LLVM type i8: the bits, which codegen/fp8.py converts)
+_FP8 = {"f8e4m3": Float8E4M3FNType, "f8e5m2": Float8E5M2Type}
+_FP8_DTYPES = {cls: T.SCALARS[name] for name, cls in _FP8.items()}
 
 
 def ir_type(dt: T.DType) -> Attribute:
     """The IR type of an oxide scalar dtype."""
     if dt is T.bf16 or dt.name == "bf16":
         return BFloat16Type()
+    if dt.is_fp8:
+        return _FP8[dt.name]()
     if dt.is_float:
         return _FLOATS[dt.bits]()
     if dt.is_bool:
         return IntegerType(1)
     sign = Signedness.SIGNED if dt.is_signed else Signedness.UNSIGNED
     return IntegerType(dt.bits, sign)
+
+
+def constant_attr(value: int | float | bool, dt: T.DType) -> FloatAttr | IntegerAttr:
+    """The value attribute of a constant of type `dt`. An 8-bit float's holds the value
+    it converts to (oxide/fp8.py's rounding), so the IR says what the kernel computes."""
+    if dt.is_fp8:
+        return FloatAttr(fp8.rounded(value, fp8.FORMATS[dt.name]), ir_type(dt))
+    if dt.is_float:
+        return FloatAttr(float(value), ir_type(dt))
+    return IntegerAttr(int(value), ir_type(dt))
+
+
+def is_fp8_type(t: Attribute) -> bool:
+    return type(t) in _FP8_DTYPES
 
 
 def dtype_of_ir(t: Attribute) -> T.DType:
@@ -85,6 +109,8 @@ def dtype_of_ir(t: Attribute) -> T.DType:
         return T.f32
     if isinstance(t, Float64Type):
         return T.f64
+    if is_fp8_type(t):
+        return _FP8_DTYPES[type(t)]
     if isinstance(t, IntegerType):
         width = t.width.data
         if width == 1:

@@ -46,7 +46,7 @@ from xdsl.ir import Block, Operation, SSAValue
 from oxide.errors import SafetyError, Span
 from oxide.ir import ops
 from oxide.ir.sites import Site
-from oxide.ir.types import ArrayType, ThreadIndexType
+from oxide.ir.types import ArrayType, ThreadIndexType, is_fp8_type
 from oxide.passes.cfg import (
     dominators_of,
     immediate_dominators,
@@ -696,7 +696,9 @@ class _Prover:
             result = compare(op.predicate.data, val(w, op.lhs), val(w, op.rhs), mask)
         elif isinstance(op, ops.CastOp):
             x = val(w, op.operand)
-            if is_float_type(op.result.type):
+            if is_fp8_type(op.result.type):  # rounded to 3 or 2 bits: the value is not followed
+                result = Lanes.unknown(n, True)
+            elif is_float_type(op.result.type):
                 result = Lanes(x.conc.astype(np.float64), None, ~x.known())
             elif x.is_float:
                 with np.errstate(all="ignore"):

@@ -29,6 +29,7 @@ import numpy as np
 
 from oxide import types as T
 from oxide.errors import AliasingError, ArgumentError
+from oxide.kernel_types import fp8_scalar_refused
 from oxide.runtime.array_view import fits_vectors
 from oxide.runtime.device import Device
 from oxide.runtime.overlap import DISJOINT, UNPROVED, self_overlap
@@ -371,6 +372,8 @@ def _scalar_plan(name: str, ann: Any, a: Any, typevars: dict[T.TypeVar, T.DType]
         raise ArgumentError(f"`{name}` is a scalar ({_ann_name(ann)}); got an array")
     else:
         raise ArgumentError(f"`{name}` is a scalar ({_ann_name(ann)}); got {type(a).__name__}")
+    if dt.is_fp8:
+        raise fp8_scalar_refused(name, dt)
     return ParamPlan(name, "scalar", dt, dtype=dt)
 
 

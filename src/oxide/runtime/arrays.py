@@ -36,7 +36,8 @@ def _np_dtype(dtype: Any) -> np.dtype:
                             "dtype") from None
     if oxide_dtype(dt) is None:
         raise ArgumentError(f"oxide has no dtype for {dt} arrays (kernels take f16, bf16, "
-                            "f32, f64, i8-i64, u8-u64 and bool_ in native byte order)")
+                            "f8e4m3, f8e5m2, f32, f64, i8-i64, u8-u64 and bool_ in native "
+                            "byte order)")
     return dt
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from oxide import fp8
 from oxide import types as T
 from oxide.errors import ArgumentError, LaunchError
 from oxide.specialize import short_repr as _short
@@ -131,8 +132,8 @@ def _dtype(dtype: Any) -> T.DType:
         dt = None
     if dt is None:
         raise ArgumentError(f"{dtype!r} is not a dtype a ConstantArray can hold; use ox.f32, "
-                            "ox.i32, ... (f16, bf16, f32, f64, i8-i64, u8-u64) or their NumPy "
-                            "dtypes")
+                            "ox.i32, ... (f16, bf16, f8e4m3, f8e5m2, f32, f64, i8-i64, u8-u64) "
+                            "or their NumPy dtypes")
     if dt.is_bool:
         raise ArgumentError("constant arrays hold numbers; use u8 for flags")
     return dt
@@ -172,11 +173,17 @@ def _convert(c: ConstantArray, values: Any) -> np.ndarray:
         if dt.is_int:
             src = np.array([int(v) if isinstance(v, _INTEGER) else v for v in src.flat],
                            dtype=object).reshape(src.shape)
-    elif src.dtype == T.bf16.numpy:  # NumPy has no bfloat16 kind: ml_dtypes' is "V"
-        src = src.astype(np.float32)  # exact
+    elif src.dtype.kind == "V" and _is_ml_dtype(src.dtype):  # ml_dtypes' kind: no NumPy one
+        src = src.astype(np.float32)  # exact for bfloat16 and the 8-bit floats
     elif src.dtype.kind not in "biuf":
         raise ArgumentError(f"{c!r} holds numbers; got values of dtype {src.dtype}")
-    return _to_int(c, src) if dt.is_int else _to_float(c, src)
+    if dt.is_int:
+        return _to_int(c, src)
+    return _to_fp8(c, src) if dt.is_fp8 else _to_float(c, src)
+
+
+def _is_ml_dtype(dtype: np.dtype) -> bool:
+    return any(dtype == t.numpy for t in (T.bf16, T.f8e4m3, T.f8e5m2))
 
 
 _INTEGER = (bool, int, np.bool_, np.integer)
@@ -209,8 +216,9 @@ def _to_int(c: ConstantArray, src: np.ndarray) -> np.ndarray:
     return np.array(src, dtype=dt.numpy, copy=True, order="C")
 
 
-def _to_float(c: ConstantArray, src: np.ndarray) -> np.ndarray:
-    dt = c.dtype
+def _to_float(c: ConstantArray, src: np.ndarray, dt: T.DType | None = None) -> np.ndarray:
+    """`src` in the float type `dt` (`c`'s by default), rounded."""
+    dt = dt or c.dtype
     if src.dtype == object:
         try:
             src = np.array([float(v) for v in src.flat], dtype=np.float64).reshape(src.shape)
@@ -225,6 +233,24 @@ def _to_float(c: ConstantArray, src: np.ndarray) -> np.ndarray:
         raise ArgumentError(f"{c!r}: {_plain(bad)} is beyond {dt.name}'s range (it would "
                             "become infinity)")
     return out
+
+
+def _to_fp8(c: ConstantArray, src: np.ndarray) -> np.ndarray:
+    """Numbers as an 8-bit float array, converted as a kernel converts them (oxide/fp8.py:
+    one rounding, NaN as 0x7F; not ml_dtypes' own conversion, which before 0.7 rounded an
+    f64 through f32). What a literal of the type may be (frontend/promote.literal_fits):
+    a magnitude beyond the largest finite value, infinities included, is refused, as other
+    float types refuse a value that would become infinite, where a kernel's conversion
+    would saturate it."""
+    dt, fmt = c.dtype, fp8.FORMATS[c.dtype.name]
+    wide = _to_float(c, src, T.f64)  # exact, but for integers past 2**53, beyond range
+    with np.errstate(invalid="ignore"):
+        beyond = np.abs(wide) > fmt.max_finite  # NaN is not
+    if beyond.any():
+        raise ArgumentError(f"{c!r}: {_plain(wide[beyond].flat[0])} is beyond {dt.name}'s "
+                            f"range (its largest finite value is {fmt.max_finite:g})")
+    bits = np.fromiter((fp8.to_bits(v, fmt) for v in wide.flat), np.uint8, wide.size)
+    return bits.view(dt.numpy).reshape(wide.shape)
 
 
 def _plain(v: Any) -> str:

@@ -18,7 +18,12 @@ from oxide import types as T
 from oxide.runtime.array_view import HOST, ArrayView, BadArray, _layout, misaligned, oxide_dtype
 
 CPU_DEVICE, CUDA_DEVICE, CUDA_HOST_DEVICE, CUDA_MANAGED_DEVICE = 1, 2, 3, 13
-_CODES = {0: "i", 1: "u", 2: "f", 4: "bf", 6: "b"}  # kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLBool
+# type codes: kDLInt, kDLUInt and kDLFloat take their width from `bits`; kDLBfloat, kDLBool
+# and DLPack 1.1's kDLFloat8_e4m3fn and kDLFloat8_e5m2 name one oxide type each (recent
+# torch reads and writes the 8-bit ones, 2.11 did; older torch refuses 8-bit floats there)
+_SIZED = {0: "int", 1: "uint", 2: "float"}
+_NAMED = {4: T.bf16, 6: T.bool_, 10: T.f8e4m3, 12: T.f8e5m2}
+_CODE_OF = {**{dt.name: code for code, dt in _NAMED.items()}, "f": 2, "i": 0, "u": 1}
 _NAME = b"dltensor"
 _USED = b"used_dltensor"
 
@@ -57,15 +62,12 @@ _RawGetPointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ch
 
 
 def _dtype(dt: DLDataType) -> T.DType:
-    code = _CODES.get(dt.code)
-    if code is None or dt.lanes != 1:
+    if (dt.code not in _SIZED and dt.code not in _NAMED) or dt.lanes != 1:
         raise BadArray(f"a DLPack tensor of type code {dt.code} x{dt.lanes}, which oxide "
                        "does not support")
-    if code == "bf":
-        return T.bf16
-    if code == "b":
-        return T.bool_
-    found = oxide_dtype({"i": "int", "u": "uint", "f": "float"}[code] + str(dt.bits))
+    if dt.code in _NAMED:
+        return _NAMED[dt.code]
+    found = oxide_dtype(_SIZED[dt.code] + str(dt.bits))
     if found is None:
         raise BadArray(f"a DLPack tensor of {dt.bits}-bit type code {dt.code}, which oxide "
                        "does not support")
@@ -131,7 +133,7 @@ def _destroy_capsule(capsule: int) -> None:
 def export(ptr: int, shape: tuple[int, ...], dtype: T.DType, device_index: int,
            owner: Any) -> Any:
     """A DLPack capsule of a contiguous CUDA array; it keeps `owner` alive until deleted."""
-    code = {"f": 2, "i": 0, "u": 1, "b": 6}[dtype.kind] if dtype.name != "bf16" else 4
+    code = _CODE_OF.get(dtype.name, _CODE_OF.get(dtype.kind))
     bits = 8 if dtype.is_bool else dtype.bits
     shape_arr = (ctypes.c_int64 * max(len(shape), 1))(*shape)
     managed = DLManagedTensor()

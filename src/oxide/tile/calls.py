@@ -190,8 +190,9 @@ class TileCallsMixin:
         if isinstance(value, Static) and isinstance(value.obj, (bool, int, float)):
             if dt is None:
                 dt = self.as_tile(value, node.args[1]).dtype
-            if isinstance(value.obj, float) and not dt.is_float:
-                # `dtype=` converts, as NumPy's np.full does: truncated, NaN refused
+            if dt.is_fp8 or (isinstance(value.obj, float) and not dt.is_float):
+                # `dtype=` converts, as NumPy's np.full does: truncated, NaN refused (an
+                # 8-bit float rounds and saturates, as its conversion does)
                 return self.t.full(shape, self.convert_constant(value, dt, node.args[1]), dt)
             self.as_tile(value, node.args[1], dt)  # range check
             return self.t.full(shape, value.obj, dt)
@@ -249,6 +250,7 @@ class TileCallsMixin:
         args = self.positional(node, (1, 3), f"tile.{name}(x, axis=None, keepdims=False)",
                                ("axis", "keepdims"))
         x = self.as_tile(args[0], node.args[0])
+        self.refuse_storage(x.dtype, node.args[0], f"tile.{name}")
         if x.dtype.is_bool:
             raise self.error(KernelTypeError, node.args[0], f"tile.{name} of a bool tile",
                              hint="convert first: `x.astype(i32)`")
@@ -263,6 +265,7 @@ class TileCallsMixin:
         args = self.positional(node, (1, 3), f"tile.{name}(x, axis=None, keepdims=False)",
                                ("axis", "keepdims"))
         x = self.as_tile(args[0], node.args[0])
+        self.refuse_storage(x.dtype, node.args[0], f"tile.{name}")
         if x.dtype.is_bool:
             raise self.error(KernelTypeError, node.args[0], f"tile.{name} of a bool tile",
                              hint="convert first: `x.astype(i32)`")
@@ -398,6 +401,7 @@ class TileCallsMixin:
     def call_cumsum(self, node: ast.Call) -> Tile:
         args = self.positional(node, (1, 2), "tile.cumsum(x, axis=0)", ("axis",))
         x = self.as_tile(args[0], node.args[0])
+        self.refuse_storage(x.dtype, node.args[0], "tile.cumsum")
         if x.dtype.is_bool:
             raise self.error(KernelTypeError, node.args[0], "tile.cumsum of a bool tile",
                              hint="convert first: `x.astype(i32)`")

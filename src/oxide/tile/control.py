@@ -41,6 +41,8 @@ class TileControlMixin:
                                   "to a scalar first (`tile.max(x) > 0`)")
         if v.dtype.is_bool:
             return v
+        if v.dtype.is_fp8:  # the conversion's test (-0.0 is false), not the bits'
+            return self.t.cast(v, T.bool_)
         return self.t.compare("ne", v, self.as_tile(Static(0), node, v.dtype))
 
     def two_ways(self, cond: Tile, arms: tuple[Arm, Arm]) -> tuple[list[tuple[Any, Any]], Any]:

@@ -55,6 +55,7 @@ class TileMathMixin:
         if isinstance(x, Static) and isinstance(x.obj, (bool, int, float)):
             return self.fold(builtins.abs, (x.obj,), at)
         t = self.as_tile(x, at)
+        self.refuse_storage(t.dtype, at, "abs()")
         if t.dtype.is_bool:
             raise self.error(KernelTypeError, at, "abs() of a bool tile",
                              hint="convert first: `x.astype(i32)`")
@@ -118,6 +119,7 @@ class TileMathMixin:
         for a in args:
             if isinstance(a, Static):
                 dt = self.promote(_typed(dt), a, node)
+        self.refuse_storage(dt, node, what)
         if not dt.is_float:
             if not integers:
                 bad = next(n for a, n in zip(args, nodes, strict=True)
@@ -198,6 +200,7 @@ class TileMathMixin:
         """`math.floor/ceil/trunc` of a tile: i64, as Python gives an int (an integer
         tile is returned as it is); a float past i64 saturates, NaN gives 0."""
         t = self.as_tile(x, node.args[0])
+        self.refuse_storage(t.dtype, node, f"math.{fn}()")
         if not t.dtype.is_float:
             return t
         compute = _compute(t.dtype)
@@ -273,6 +276,7 @@ class TileMathMixin:
             return self.fold(builtins.max if kind == "max" else builtins.min, (a.obj, b.obj),
                              node)
         dt = self.promote(a, b, node)
+        self.refuse_storage(dt, node, f"{kind}imum")
         if dt.is_bool:
             raise self.error(KernelTypeError, node, f"{kind}imum of bools",
                              hint="use `|` or `&`")
@@ -284,6 +288,7 @@ class TileMathMixin:
         is repeated multiplication from the left (`x ** 3` is `(x * x) * x`, `x ** 0` is
         1, NaN too; integers wrap); otherwise floats only, through ox.math's `pow`."""
         dt = self.promote(a, b, node)
+        self.refuse_storage(dt, node, "`**`")
         if dt.is_bool:
             raise self.error(KernelTypeError, node, "`**` on bool tiles is not defined",
                              hint="convert with `.astype(i32)` first")

@@ -35,7 +35,7 @@ from oxide.codegen.abi import OperandMap
 from oxide.frontend.builder import IRBuilder
 from oxide.frontend.hopper_calls import tensormap_ir_type
 from oxide.ir import ops
-from oxide.ir.types import ArrayType, SharedArrayType, dtype_of_ir, ir_type
+from oxide.ir.types import ArrayType, SharedArrayType, constant_attr, dtype_of_ir, ir_type
 from oxide.tile.access import GlobalAccessMixin
 from oxide.tile.atomic_lower import AtomicEmitMixin
 from oxide.tile.layout import WARP_SIZE, Layout
@@ -109,14 +109,10 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         """A constant, made once in the entry block (so it dominates every use). Floats
         are keyed by their bits' text (`float.hex`): `-0.0 == 0.0` in Python, and keying
         by value made a kernel's first zero stand for both."""
-        key = (float(value).hex() if dt.is_float else int(value), dt.name)
+        key = (float(value).hex() if dt.is_float or dt.is_fp8 else int(value), dt.name)
         found = self._consts.get(key)
         if found is None:
-            from xdsl.dialects.builtin import FloatAttr, IntegerAttr
-
-            t = ir_type(dt)
-            attr = FloatAttr(float(value), t) if dt.is_float else IntegerAttr(int(value), t)
-            found = self._entry(ops.ConstantOp(attr, t))
+            found = self._entry(ops.ConstantOp(constant_attr(value, dt), ir_type(dt)))
             self._consts[key] = found
         return found
 
@@ -249,7 +245,7 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
     def cast(self, t: Slots, dt: T.DType) -> Slots:
         if dt == t.dtype:
             return Slots(dt, t.layout, t.values)
-        if dt.is_bool:  # nonzero test, as NumPy's astype(bool)
+        if dt.is_bool and not t.dtype.is_fp8:  # nonzero test, as NumPy's astype(bool)
             zero = self.const(0.0 if t.dtype.is_float else 0, t.dtype)
             return Slots(dt, t.layout, tuple(self.b.value(ops.CompareOp("ne", v, zero))
                                             for v in t.values))

@@ -109,12 +109,13 @@ class TileMemoryMixin:
         if pad_v is None:
             pad = self.t.full((), False if dt.is_bool else 0, dt)
         elif isinstance(pad_v, Static) and isinstance(pad_v.obj, (bool, int, float)):
-            if isinstance(pad_v.obj, float) and not dt.is_float and pad_v.obj == pad_v.obj \
+            reals = dt.is_float or dt.is_fp8  # float paddings are theirs (as_tile checks)
+            if isinstance(pad_v.obj, float) and not reals and pad_v.obj == pad_v.obj \
                     and pad_v.obj not in (float("inf"), float("-inf")) \
                     and pad_v.obj != int(pad_v.obj):
                 raise self.error(KernelTypeError, pad_node,
                                  f"the padding {pad_v.obj!r} is not a {dt.name}")
-            if not dt.is_float and isinstance(pad_v.obj, float):
+            if not reals and isinstance(pad_v.obj, float):
                 raise self.error(KernelTypeError, pad_node,
                                  f"`{arr.name}` holds {dt.name}: the padding is an integer")
             pad = self.as_tile(pad_v, pad_node, dt)

@@ -16,6 +16,7 @@ from typing import Any
 from oxide import types as T
 from oxide.errors import KernelTypeError, UnsupportedFeatureError
 from oxide.frontend.constfold import FoldError, convert, evaluate, negative_shift
+from oxide.frontend.promote import literal_fits, storage_error, storage_hint
 from oxide.tile.values import Static, Tile, describe, shape_text
 
 _BIN_KINDS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
@@ -28,6 +29,7 @@ _PY_BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
 _CMP = {ast.Lt: "lt", ast.LtE: "le", ast.Gt: "gt", ast.GtE: "ge", ast.Eq: "eq", ast.NotEq: "ne"}
 _PY_CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
            ast.Eq: operator.eq, ast.NotEq: operator.ne}
+_UNARY = {ast.USub: "-", ast.Invert: "~"}
 _SYMBOL = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//",
            ast.Mod: "%", ast.BitAnd: "&", ast.BitOr: "|", ast.BitXor: "^", ast.LShift: "<<",
            ast.RShift: ">>", ast.Pow: "**", ast.MatMult: "@"}
@@ -55,6 +57,7 @@ class TileOperatorsMixin:
         t = self.as_tile(v, node.operand)
         if isinstance(node.op, ast.UAdd):
             return Tile(t.dtype, t.shape, t.ssa)
+        self.refuse_storage(t.dtype, node, f"unary `{_UNARY[type(node.op)]}`")
         if isinstance(node.op, ast.USub):
             if t.dtype.is_bool:
                 raise self.error(KernelTypeError, node, "cannot negate a bool tile",
@@ -83,6 +86,7 @@ class TileOperatorsMixin:
         if narrow is not None:
             return narrow
         ta, tb = self.operands(a, b, node, node.left, node.comparators[0])
+        self.refuse_storage(ta.dtype, node, "a comparison")
         return self.t.compare(_CMP[op], ta, tb)
 
     def narrow_compare(self, pred: str, a: Any, b: Any, node: ast.AST) -> Tile | None:
@@ -126,13 +130,20 @@ class TileOperatorsMixin:
 
 
     def as_tile(self, v: Any, node: ast.AST, dt: T.DType | None = None) -> Tile:
-        """A value as a tile: literals become 0-d tiles of `dt` (or their default type)."""
+        """A value as a tile: literals become 0-d tiles of `dt` (or their default type).
+        An 8-bit float takes a literal its range holds (NaN too), rounded to it."""
         if isinstance(v, Tile):
             return v
         if isinstance(v, Static) and isinstance(v.obj, (bool, int, float)):
             if dt is None:
                 dt = T.bool_ if isinstance(v.obj, bool) else (
                     T.i32 if isinstance(v.obj, int) else T.f32)
+            if dt.is_fp8:
+                if not literal_fits(v.obj, dt):
+                    raise self.error(KernelTypeError, node, f"the literal {v.obj!r} does not "
+                                     f"fit in {dt.name}", hint=f"convert explicitly: "
+                                     f"`{dt.name}({v.obj!r})` saturates")
+                return self.t.full((), v.obj, dt)
             if isinstance(v.obj, int) and dt.is_int and not _fits(v.obj, dt):
                 raise self.error(KernelTypeError, node, f"the literal {v.obj} does not fit in "
                                  f"{dt.name}")
@@ -157,6 +168,8 @@ class TileOperatorsMixin:
             if not isinstance(obj, (bool, int, float)):
                 raise self.error(KernelTypeError, node, f"expected a tile or a number, got "
                                  f"{describe(lit)}")
+            if t.is_fp8:  # the literal takes it (as_tile checks its range)
+                return t
             if isinstance(obj, float) and not isinstance(obj, bool) and not t.is_float:
                 return T.f32
             if isinstance(obj, int) and not isinstance(obj, bool) and t.is_bool:
@@ -164,6 +177,11 @@ class TileOperatorsMixin:
             return t
         if ta == tb:
             return ta
+        if ta.is_fp8 or tb.is_fp8:
+            storage = ta if ta.is_fp8 else tb
+            raise self.error(KernelTypeError, node, f"{ta.name} and {tb.name} have no common "
+                             "type: 8-bit floats are storage types",
+                             hint=storage_hint(storage, tile=True))
         if ta.is_float and tb.is_float:
             return ta if ta.bits > tb.bits else tb if tb.bits > ta.bits else T.f32
         if ta.is_float or tb.is_float:
@@ -175,6 +193,13 @@ class TileOperatorsMixin:
                              f"{ta.name} and {tb.name} mix signed and unsigned integers",
                              hint="convert one with `.astype(...)`")
         return ta if ta.bits > tb.bits else tb
+
+    def refuse_storage(self, dt: T.DType, node: ast.AST, what: str) -> None:
+        """A KernelTypeError at `node` where `what` would compute on an 8-bit float (on
+        its bits, as an integer, otherwise): convert it with `.astype(f32)` first."""
+        if dt.is_fp8:
+            raise self.error(KernelTypeError, node, storage_error(dt, what),
+                             hint=storage_hint(dt, tile=True))
 
     def broadcast_shape(self, a: tuple[int, ...], b: tuple[int, ...], node: ast.AST,
                         what: str = "") -> tuple[int, ...]:
@@ -229,6 +254,7 @@ class TileOperatorsMixin:
             raise self.error(KernelTypeError, node, f"`{symbol}` needs tiles or numbers, got "
                              f"{describe(a)} and {describe(b)}")
         assert dt is not None
+        self.refuse_storage(dt, node, f"`{symbol}`")
         if kind == "div" and not dt.is_float:
             dt = T.f32  # true division, as NumPy's: integers give floats
         if kind in ("and", "or", "xor") and dt.is_float:
