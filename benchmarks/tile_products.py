@@ -2,12 +2,14 @@
 
 Issue 26's kernels: a bf16 GEMM with a bias + GELU epilogue (against a Triton kernel of
 the same math autotuned over 3 configs, and torch), an f16 GEMM against a transposed
-(N x K) weight (against cuBLAS through torch), each oxide kernel with its products on
+(N x K) weight (against cuBLAS through torch), an f8e4m3 GEMM with per-tensor scales
+(against torch._scaled_mm, 8192^3), each oxide kernel with its products on
 wgmma (the sm_90 default: a K loop's operands by TMA), on wgmma with every thread's
 cp.async copies (OXIDE_TILE_TMA=0) and on mma.sync (OXIDE_TILE_WGMMA=0), over a few tile
 shapes. Also tile_attention on each engine. triton.testing.do_bench medians; inputs random.
 
     python benchmarks/tile_products.py [--sizes 4096 8192] [--engines wgmma wgmma-cp.async]
+        [--parts gelu transposed fp8 attention]
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import math
 import os
 from typing import Any
 
+import numpy as np
+
 os.environ.setdefault("OXIDE_CACHE", "0")  # each variant compiled afresh under its engine
 
 import oxide as ox  # noqa: E402
-from oxide import Const, DisjointSlice, Slice, TypeVar, f32, tile  # noqa: E402
+from oxide import Const, DisjointSlice, Slice, TypeVar, bf16, f8e4m3, f32, tile  # noqa: E402
 
 T = TypeVar("T")
 C = math.sqrt(2.0 / math.pi)
@@ -53,6 +57,21 @@ def make_linear_t(warps: int, stages: int) -> Any:
     return linear_t
 
 
+def make_fp8_linear(warps: int, stages: int) -> Any:
+    @tile.kernel(num_warps=warps, num_stages=stages)
+    def fp8_linear(x: Slice[f8e4m3, 2], w: Slice[f8e4m3, 2], scale: f32,
+                   y: DisjointSlice[bf16, 2], BM: Const[int], BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(x, 1, BK)):
+            acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
+                           tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
+        tile.store(y, (i, j), (acc * scale).astype(bf16))
+    return fp8_linear
+
+
+FP8_SHAPES = [(128, 256, 128, 8, 3), (128, 256, 128, 8, 4), (128, 128, 128, 8, 4),
+              (128, 256, 64, 8, 4)]
 # (BM, BN, BK, num_warps, num_stages): num_stages >= 2 issues each step's loads that many
 # steps ahead (on wgmma into rings of shared buffers, tile/operand_rings.py; on mma.sync
 # into registers)
@@ -178,14 +197,36 @@ def transposed_rows(n: int, do_bench: Any) -> list[tuple[str, float, str]]:
                               cublas_ms, "cuBLAS", do_bench)
 
 
+def fp8_rows(n: int, do_bench: Any) -> list[tuple[str, float, str]]:
+    """The f8e4m3 GEMM y = (x @ w.T) * scale -> bf16 with per-tensor scales:
+    torch._scaled_mm (cuBLAS) and oxide on wgmma (fp8 has no mma.sync engine here)."""
+    import torch
+
+    x = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(n, n, device="cuda").to(torch.float8_e4m3fn)  # N x K, K-major
+    sx, sw = torch.tensor(0.5, device="cuda"), torch.tensor(0.25, device="cuda")
+    scaled = lambda: torch._scaled_mm(x, w.t(), scale_a=sx, scale_b=sw,  # noqa: E731
+                                      out_dtype=torch.bfloat16)
+    want = scaled().float()
+    peer_ms = do_bench(scaled, return_mode="median")
+    rows = [(f"fp8 e4m3 GEMM x @ w.T {n}^3  torch._scaled_mm", tflops(n, peer_ms), "")]
+    y = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
+    scale = np.float32(0.125)  # sx * sw
+    return rows + engine_rows(f"fp8 e4m3 GEMM x @ w.T {n}^3", make_fp8_linear,
+                              (x, w, scale), y, want, n, peer_ms, "_scaled_mm", do_bench,
+                              FP8_SHAPES, [e for e in ENGINE_CHOICE if e != "mma.sync"])
+
+
 def engine_rows(what: str, make: Any, inputs: tuple[Any, ...], y: Any, want: Any, n: int,
-                peer_ms: float, peer: str, do_bench: Any) -> list[tuple[str, float, str]]:
-    """`make(warps)`'s kernel over each tile shape, on wgmma and on mma.sync: checked
-    against `want`, timed, and set beside the peer's time."""
+                peer_ms: float, peer: str, do_bench: Any, shapes: list[Any] | None = None,
+                engines: list[str] | None = None) -> list[tuple[str, float, str]]:
+    """`make(warps)`'s kernel over each tile shape (SHAPES unless given), on each engine
+    (ENGINE_CHOICE unless given): checked against `want`, timed, and set beside the
+    peer's time."""
     rows = []
-    for name in ENGINE_CHOICE:
+    for name in ENGINE_CHOICE if engines is None else engines:
         os.environ.update(ENGINES[name])
-        for bm, bn, bk, warps, stages in SHAPES:
+        for bm, bn, bk, warps, stages in SHAPES if shapes is None else shapes:
             k = make(warps, stages)
             grid = (tile.cdiv(n, bm), tile.cdiv(n, bn))
             args = (*inputs, y, bm, bn, bk)
@@ -202,20 +243,29 @@ def tflops(n: int, ms: float) -> float:
     return 2 * n ** 3 / ms / 1e9
 
 
+PARTS = ("gelu", "transposed", "fp8", "attention")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--engines", nargs="+", choices=list(ENGINES), default=list(ENGINES))
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
     args = parser.parse_args()
     ENGINE_CHOICE[:] = args.engines
     from triton.testing import do_bench
 
     rows: list[tuple[str, float, str]] = []
-    tri = triton_linear_gelu()
-    for n in args.sizes:
-        rows += gelu_rows(n, tri, do_bench)
-    rows += transposed_rows(4096, do_bench)
-    rows += attention_rows(do_bench)
+    if "gelu" in args.parts:
+        tri = triton_linear_gelu()
+        for n in args.sizes:
+            rows += gelu_rows(n, tri, do_bench)
+    if "transposed" in args.parts:
+        rows += transposed_rows(4096, do_bench)
+    if "fp8" in args.parts:
+        rows += fp8_rows(8192, do_bench)
+    if "attention" in args.parts:
+        rows += attention_rows(do_bench)
     print(f"{'kernel':<62} {'TFLOPS':>8}  notes")
     for name, t, note in rows:
         print(f"{name:<62} {t:>8.1f}  {note}")

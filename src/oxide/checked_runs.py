@@ -70,6 +70,17 @@ def describe_device(device: Any = None) -> str:
     return f"GPU {dev.index}: {gpu.name} ({gpu.arch})"
 
 
+def device_arch(device: Any = None) -> str | None:
+    """The GPU architecture of a device (`"sm_90"`), None for the CPU; the current one by
+    default. Examples pick their tile shapes by it."""
+    dev = current_device() if device is None else parse_device(device)
+    if dev.is_cpu:
+        return None
+    from oxide.runtime.gpu import gpu_device
+
+    return gpu_device(dev.index).arch  # type: ignore[no-any-return]
+
+
 def seconds_per_launch(launch: Callable[[], Any], device: Any = None,
                        repeats: int | None = None) -> float:
     """Seconds per call of `launch`: the best of 3 rounds of `repeats` back-to-back calls

@@ -1,6 +1,7 @@
 """Timing and checking kernels: `ox.testing.do_bench(fn)`, as Triton's `do_bench` times,
 and what a script needs to run a kernel as the shipped examples do (`RunResult`,
-`seconds_per_launch`, `describe_device`, `check_arch`: oxide/checked_runs.py).
+`seconds_per_launch`, `describe_device`, `device_arch`, `check_arch`:
+oxide/checked_runs.py).
 
     ms = ox.testing.do_bench(lambda: saxpy[cfg](a, x, y, out))
 
@@ -20,12 +21,19 @@ from typing import Any
 
 import numpy as np
 
-from oxide.checked_runs import RunResult, check_arch, describe_device, seconds_per_launch
+from oxide.checked_runs import (
+    RunResult,
+    check_arch,
+    describe_device,
+    device_arch,
+    seconds_per_launch,
+)
 from oxide.errors import ArgumentError, OxideError
 from oxide.runtime.device import current_device, parse_device
 from oxide.tracebacks import user_frames_only
 
-__all__ = ["RunResult", "check_arch", "describe_device", "do_bench", "seconds_per_launch"]
+__all__ = ["RunResult", "check_arch", "describe_device", "device_arch", "do_bench",
+           "seconds_per_launch"]
 
 FLUSH_BYTES = 256 << 20  # larger than any L2 (the H200's is 50 MiB)
 _RETURN_MODES = ("min", "max", "mean", "median", "all")

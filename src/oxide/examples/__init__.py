@@ -15,7 +15,7 @@ from types import ModuleType
 NAMES = ("vecadd", "scale", "saxpy", "matadd", "mandelbrot", "nbody", "reduction", "histogram",
          "transpose", "scan", "softmax", "sgemm", "tile_vecadd", "tile_softmax", "tile_layernorm",
          "tile_transpose", "tile_matmul", "tile_attention", "tile_dropout", "tile_wide_rows",
-         "tile_layernorm_backward", "gemm_hopper")
+         "tile_layernorm_backward", "tile_fp8_gemm", "gemm_hopper")
 
 
 def load(name: str) -> ModuleType:

@@ -49,7 +49,7 @@ from xdsl.ir import Operation, SSAValue
 from oxide.ir.tile_ops import TileType, TileVarType, kind_of, make
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, blocked, mma_accumulator, mma_operand_a
-from oxide.tile.mma_choice import engine_of, folds_transpose
+from oxide.tile.mma_choice import engine_of
 
 # the most A-operand elements a thread keeps in registers across a loop (64 registers)
 _MAX_A_IN_REGISTERS = 128
@@ -314,9 +314,10 @@ class LayoutPass:
     def _fold_transpose(self, op: Operation, b: SSAValue) -> None:
         """`mma(a, permute(x, (1, 0)), acc)`, the permute used only here: `mma(a, x, acc)`
         with `b_transposed` (its lowering stages x and reads it as the column-major B)."""
-        if not folds_transpose(op):
-            return
         permute = b.owner
+        if not (kind_of(permute) == "permute" and permute.param("axes") == (1, 0)
+                and b.has_one_use()):
+            return
         op.operands[1] = permute.operands[0]
         op.set_param("b_transposed", True)  # type: ignore[attr-defined]
         self.b.tile_ops.remove(permute)

@@ -13,8 +13,8 @@ carries an `engine` parameter that the later passes read instead of deciding aga
   N a multiple of 64 up to 256, K of 16, 32 or a multiple of 64). The layout pass gives
   the result the accumulator layout with every warp on whole rows (wgmma's own). 8-bit
   float operands (f8e4m3, f8e5m2: m64nNk32, K of 32, 64 or a multiple of 128) take it
-  too where B is K-major (`b` written as `w.permute((1, 0))` of an (N, K) tile, which the
-  layout pass folds): wgmma reads 8-bit operands K-major only;
+  too (wgmma reads them K-major only: a B written as `w.permute((1, 0))` of an (N, K)
+  tile, which the layout pass folds, is; a (K, N) one is staged transposed);
 - `"fma"`: everything else (f32 and f64, tiles smaller than an instruction, 8-bit floats
   off Hopper's wgmma) and every product on the CPU target: a loop over k of multiply-adds
   per thread, the same bits (products of halves and of 8-bit floats are exact in f32;
@@ -63,27 +63,15 @@ def supports(m: int, n: int, k: int, num_warps: int, dt: T.DType = T.bf16) -> bo
 
 
 def engine_for(a: TileType, shape: tuple[int, ...], num_warps: int, tensor_cores: bool,
-               wgmma: bool = False, k_major_b: bool = False) -> str:
-    """The engine of a product of `a` (M, K) into an (M, N) `shape`; `k_major_b`: its B
-    is the transpose of an (N, K) tile (the layout pass folds it)."""
+               wgmma: bool = False) -> str:
+    """The engine of a product of `a` (M, K) into an (M, N) `shape`."""
     k = a.dims[1]
     if not (tensor_cores and k >= MMA_K and mma_accumulator(shape, num_warps)):
         return "fma"
     fits = wgmma and supports(shape[0], shape[1], k, num_warps, a.dtype)
     if a.dtype.name in HALVES:
         return "wgmma" if fits else "mma.sync"
-    if a.dtype.is_fp8 and fits and k_major_b:
-        return "wgmma"
-    return "fma"
-
-
-def folds_transpose(mma: Operation) -> bool:
-    """Whether the layout pass folds `mma`'s B, a `permute((1, 0))` used only there, into
-    the product (`b_transposed`: B is K-major)."""
-    b = mma.operands[1]
-    permute = b.owner
-    return (kind_of(permute) == "permute" and permute.param("axes") == (1, 0)  # type: ignore[union-attr]
-            and b.has_one_use())
+    return "wgmma" if a.dtype.is_fp8 and fits else "fma"
 
 
 def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: bool,
@@ -94,8 +82,7 @@ def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: 
             continue
         a, result = op.operands[0].type, op.results[0].type
         assert isinstance(a, TileType) and isinstance(result, TileType)
-        engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores, wgmma,
-                            folds_transpose(op))
+        engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores, wgmma)
         op.set_param("engine", engine)  # type: ignore[attr-defined]
 
 

@@ -3,7 +3,7 @@
 What it assumes (tile/mma_choice.py chose the `"wgmma"` engine only then): an sm_90
 target; 16-bit float operands `a` (M, K) and `b` (K, N), or `b` as the (N, K) tile whose
 transpose is the product's B (`b_transposed`, folded by the layout pass); or 8-bit float
-ones with a transposed B (wgmma reads those K-major only); the block's
+ones (wgmma reads those K-major only: a (K, N) B is staged transposed); the block's
 warps in whole warp groups with M = 16 * num_warps (warp group g owns rows 64g..64g+63,
 one m64nNk16 instruction per k step, m64nNk32 for 8-bit floats: 32 bytes of each row);
 N a multiple of 64 up to 256; K of one or two instructions or a multiple of a 128-byte
@@ -26,7 +26,8 @@ What it does, per product:
   `r` stored at `c ^ (r * row_bytes / 128 % (swizzle / 16))`, what a TMA copy with that
   swizzle writes), K-major for A (and a transposed B), and for B as `a @ b` has it
   (K x N row-major: MN-major for the instruction) slabs of 64 columns, each K rows of
-  128 bytes;
+  128 bytes; an 8-bit B as `a @ b` has it, element by element into the K-major layout
+  of its transpose (8-bit wgmma has no MN-major operands);
 - `fence.proxy.async` (the generic-proxy stores become visible to the tensor cores'
   async proxy) and a barrier;
 - `wgmma.fence`, one `wgmma.mma_async` per 16-element k step with descriptors that walk
@@ -71,7 +72,9 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     accumulator), it waits for the previous product instead (`wgmma.wait_group 1`)."""
     (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
     size, step = a.dtype.itemsize, wgmma_k(a.dtype)
-    assert b_transposed or size == 2, "8-bit operands reach wgmma K-major only"
+    stage_transposed = not b_transposed and size == 1  # K-major only: B's transpose staged
+    assert not stage_transposed or ring_of(b.layout) is None
+    k_major_b = b_transposed or stage_transposed
     width_a = row_elements(k, a.dtype)
     row_bytes = width_a * size
     rings = [t for t in (a, b) if ring_of(t.layout) is not None]
@@ -83,7 +86,7 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     if (not a_regs and ring_of(a.layout) is None) or ring_of(b.layout) is None:
         em.barrier()  # the previous product's reads of the staging arrays are over
     sa, a_start = (None, None) if a_regs else _operand(em, a, width_a, "wa")
-    sb, b_start = _operand(em, b, width_a if b_transposed else SLAB, "wb")
+    sb, b_start = _operand(em, b, width_a if k_major_b else SLAB, "wb", stage_transposed)
     if len(tma) < len(rings):
         wait_for(em, [t for t in rings if t not in tma])
     if tma:  # the mbarriers' phases: TMA's writes are visible to each waiting thread
@@ -114,14 +117,14 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
         else:
             a_at = _add(em, a_row0, (col // width_a) * m * width_a + col % width_a)
             a_in = [_descriptor(em, sa, a_at, row_bytes, lbo=16, sbo=8 * row_bytes)]
-        if b_transposed:  # (N, K) K-major, like A, every warp group reads all N rows
+        if k_major_b:  # (N, K) K-major, like A, every warp group reads all N rows
             b_at = (col // width_a) * n * width_a + col % width_a
             db = _descriptor(em, sb, _at(em, b_start, b_at), row_bytes, lbo=16,
                              sbo=8 * row_bytes)
         else:  # K rows of 64-column slabs: MN-major, the next slab `lbo` further
             db = _descriptor(em, sb, _at(em, b_start, col * SLAB), 128, lbo=k * 128, sbo=1024)
         op = ops.HopperOp(kind, [*a_in, db, one, *regs], [ir_type(T.f32)] * len(regs),
-                          imm=(0, 0 if b_transposed else 1))
+                          imm=(0, 0 if k_major_b else 1))
         em.b.emit(op)
         regs = list(op.results)
     em.b.emit(ops.HopperOp("wgmma.commit", [], []))
@@ -133,13 +136,14 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     return Slots(acc.dtype, acc.layout, tuple(values))
 
 
-def _operand(em: TileEmitter, t: Slots, width: int, role: str
+def _operand(em: TileEmitter, t: Slots, width: int, role: str, transposed: bool = False
              ) -> tuple[SSAValue, SSAValue | None]:
-    """The shared array holding operand `t` and the element its tile starts at (None:
-    element 0): its ring's buffer, or the staging array the threads store it into."""
+    """The shared array holding operand `t` (its transpose, if `transposed`) and the
+    element its tile starts at (None: element 0): its ring's buffer, or the staging
+    array the threads store it into."""
     if ring_of(t.layout) is not None:
         return ring_array(em, ring_of(t.layout), t.dtype), buffer_start(em, t)
-    return _stage(em, t, width, role), None
+    return _stage(em, t, width, role, transposed), None
 
 
 def _at(em: TileEmitter, start: SSAValue | None, offset: int) -> SSAValue:
@@ -163,19 +167,22 @@ def _descriptor(em: TileEmitter, smem: SSAValue, at: SSAValue, row_bytes: int, l
     return op.results[0]
 
 
-def _stage(em: TileEmitter, t: Slots, width: int, role: str) -> SSAValue:
+def _stage(em: TileEmitter, t: Slots, width: int, role: str, transposed: bool = False
+           ) -> SSAValue:
     """`t` (rows, cols) into shared memory in slabs of `width` columns, each slab `rows`
     rows of `width` elements with the swizzle of that row size
     (`operand_rings.swizzled_index`); a thread's side-by-side elements go in vector
-    stores within one 16-byte chunk (the swizzle moves whole chunks)."""
+    stores within one 16-byte chunk (the swizzle moves whole chunks). With `transposed`,
+    its transpose (cols, rows) so, one element at a time."""
     rows, cols = t.shape
     smem = em.staging(t.dtype, rows * cols, role)
     size = max(1, t.dtype.bits // 8)
-    run = max(1, min(t.layout.dims[1].spt, 16 // size, width))
+    run = 1 if transposed else max(1, min(t.layout.dims[1].spt, 16 // size, width))
     coords = em.coords(t.layout)
     for k in range(0, len(t.values), run):
         r, c = (em.b.cast(x, T.i64) for x in coords[k])
-        at = swizzled_index(em, r, c, rows, cols, width, size)
+        at = (swizzled_index(em, c, r, cols, rows, width, size) if transposed
+              else swizzled_index(em, r, c, rows, cols, width, size))
         if run == 1:
             em.b.emit(ops.StoreOp(smem, [at], t.values[k], 0, False, True))
         else:

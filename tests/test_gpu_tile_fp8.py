@@ -1,0 +1,80 @@
+"""tile.mma on 8-bit floats (f8e4m3, f8e5m2) on an sm_90 GPU: x @ w.T on wgmma's fp8
+instructions (operands K-major, by TMA or through the threads), ragged edges, one k32 step,
+against NumPy's product of the same values and against torch._scaled_mm; the fp8 example."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_gpu_tile_rings import make_gemm, make_linear_t
+from test_gpu_tile_wgmma import _gpu
+
+from oxide import f8e4m3, f8e5m2, tile
+
+pytestmark = pytest.mark.gpu
+
+CASES = [  # dtype, warps, stages, M, N, K, BM, BN, BK
+    (f8e4m3, 8, 3, 300, 520, 400, 128, 256, 128),   # ragged everywhere, TMA rings
+    (f8e5m2, 4, 2, 64, 128, 32, 64, 128, 32),       # one k32 step, 32-byte rows
+    (f8e4m3, 4, 1, 130, 70, 300, 64, 64, 64),       # no pipeline, 64-byte rows
+    (f8e4m3, 8, 4, 256, 256, 1024, 128, 256, 128),  # four stages in flight
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_fp8_products_against_numpy(case) -> None:
+    dt, warps, stages, m, n, k, bm, bn, bk = case
+    rng = np.random.default_rng(m + n + k)
+    x = rng.standard_normal((m, k)).astype(dt.numpy)
+    w = rng.standard_normal((n, k)).astype(dt.numpy)
+    y = np.zeros((m, n), np.float32)
+    _gpu(make_linear_t(dt, warps, stages), (tile.cdiv(m, bm), tile.cdiv(n, bn)), x, w, y,
+         bm, bn, bk)
+    want = x.astype(np.float64) @ w.astype(np.float64).T  # exact products, f64 sums
+    np.testing.assert_allclose(y, want, rtol=0, atol=fp8_sum_error(k, want))
+
+
+def fp8_sum_error(k: int, want: np.ndarray) -> float:
+    """How far an fp8 product's f32 result may be from the exact sum: Hopper's fp8 tensor
+    cores keep about 13 bits of the running sum's significand from one k32 step to the
+    next (measured on the H200: 0.17 at sums of 144 over K = 1024), so each of the
+    k / 32 steps may lose up to 2^-13 of the largest sum. A missing or repeated step
+    is off by a sum of 32 products, far more."""
+    return float(np.ceil(k / 32) * 2.0 ** -13 * np.abs(want).max() + 1e-3)
+
+
+def test_an_mn_major_fp8_b() -> None:
+    # b as (K, N): staged transposed by the threads for wgmma's K-major fp8 reads
+    rng = np.random.default_rng(9)
+    m, n, k = 100, 136, 96
+    a = rng.standard_normal((m, k)).astype(f8e5m2.numpy)
+    b = rng.standard_normal((k, n)).astype(f8e5m2.numpy)
+    c = np.zeros((m, n), np.float32)
+    _gpu(make_gemm(f8e5m2, 4, 2), (tile.cdiv(m, 64), tile.cdiv(n, 64)), a, b, c, 64, 64, 32)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=0, atol=fp8_sum_error(k, want))
+
+
+def test_fp8_products_compile_to_wgmma_e4m3() -> None:
+    from test_tile_fp8_mma import ptx_of_linear_t
+
+    ptx = ptx_of_linear_t(f8e4m3, 128, 256, 128)
+    assert ptx.count("wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3") == 4
+
+
+def test_the_example_matches_scaled_mm() -> None:
+    torch = pytest.importorskip("torch")
+    from oxide.examples import tile_fp8_gemm as ex
+
+    assert ex.main(device=0, size=512).passed
+    m, n, k = 1000, 768, 512
+    x = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+    w = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+    y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    scale = 0.25
+    bm, bn, bk = ex.GPU_TILE
+    ex.fp8_linear[(tile.cdiv(m, bm), tile.cdiv(n, bn))](x, w, np.float32(scale), y, bm, bn, bk)
+    one = torch.tensor(1.0, device="cuda")
+    want = torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
+    torch.testing.assert_close(y.float(), (want * scale).to(torch.bfloat16).float(),
+                               rtol=1e-2, atol=1e-2)
