@@ -70,8 +70,25 @@ def make_fp8_linear(warps: int, stages: int) -> Any:
     return fp8_linear
 
 
+def make_fp8_linear_grouped(warps: int, stages: int) -> Any:
+    """The same on a 1-D grid in grouped order (`tile.grouped_bid`, Triton's L2 swizzle:
+    GROUP tile rows take turns on each column of tiles)."""
+    @tile.kernel(num_warps=warps, num_stages=stages)
+    def fp8_linear_grouped(x: Slice[f8e4m3, 2], w: Slice[f8e4m3, 2], scale: f32,
+                           y: DisjointSlice[bf16, 2], BM: Const[int], BN: Const[int],
+                           BK: Const[int], GROUP: Const[int]):
+        i, j = tile.grouped_bid(tile.num_tiles(y, 0, BM), tile.num_tiles(y, 1, BN), GROUP)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(x, 1, BK)):
+            acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
+                           tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
+        tile.store(y, (i, j), (acc * scale).astype(bf16))
+    return fp8_linear_grouped
+
+
 FP8_SHAPES = [(128, 256, 128, 8, 3), (128, 256, 128, 8, 4), (128, 128, 128, 8, 4),
               (128, 256, 64, 8, 4)]
+FP8_GROUPS = (8, 16)  # the grouped kernel's GROUP, at its best shape
 # (BM, BN, BK, num_warps, num_stages): num_stages >= 2 issues each step's loads that many
 # steps ahead (on wgmma into rings of shared buffers, tile/operand_rings.py; on mma.sync
 # into registers)
@@ -212,9 +229,23 @@ def fp8_rows(n: int, do_bench: Any) -> list[tuple[str, float, str]]:
     rows = [(f"fp8 e4m3 GEMM x @ w.T {n}^3  torch._scaled_mm", tflops(n, peer_ms), "")]
     y = torch.empty(n, n, device="cuda", dtype=torch.bfloat16)
     scale = np.float32(0.125)  # sx * sw
-    return rows + engine_rows(f"fp8 e4m3 GEMM x @ w.T {n}^3", make_fp8_linear,
-                              (x, w, scale), y, want, n, peer_ms, "_scaled_mm", do_bench,
-                              FP8_SHAPES, [e for e in ENGINE_CHOICE if e != "mma.sync"])
+    what = f"fp8 e4m3 GEMM x @ w.T {n}^3"
+    rows += engine_rows(what, make_fp8_linear, (x, w, scale), y, want, n, peer_ms,
+                        "_scaled_mm", do_bench, FP8_SHAPES,
+                        [e for e in ENGINE_CHOICE if e != "mma.sync"])
+    bm, bn, bk, warps, stages = FP8_SHAPES[0]
+    os.environ.update(ENGINES["wgmma"])
+    k = make_fp8_linear_grouped(warps, stages)
+    for group in FP8_GROUPS:
+        args = (x, w, scale, y, bm, bn, bk, group)
+        grid = tile.cdiv(n, bm) * tile.cdiv(n, bn)
+        ox.launch(k, grid, *args)
+        err = float((y.float() - want).abs().max())
+        ms = do_bench(lambda args=args, grid=grid: ox.launch(k, grid, *args),
+                      return_mode="median")
+        rows.append((f"{what}  oxide grouped {group} {bm}x{bn}x{bk} {warps}w {stages}s",
+                     tflops(n, ms), f"{peer_ms / ms:.2f}x _scaled_mm, max err {err:.3f}"))
+    return rows
 
 
 def engine_rows(what: str, make: Any, inputs: tuple[Any, ...], y: Any, want: Any, n: int,
