@@ -10,6 +10,7 @@ from test_gpu_tile_rings import make_gemm, make_linear_t
 from test_gpu_tile_wgmma import _gpu
 
 from oxide import f8e4m3, f8e5m2, tile
+from oxide.examples.tile_fp8_gemm import sum_error
 
 pytestmark = pytest.mark.gpu
 
@@ -31,16 +32,7 @@ def test_fp8_products_against_numpy(case) -> None:
     _gpu(make_linear_t(dt, warps, stages), (tile.cdiv(m, bm), tile.cdiv(n, bn)), x, w, y,
          bm, bn, bk)
     want = x.astype(np.float64) @ w.astype(np.float64).T  # exact products, f64 sums
-    np.testing.assert_allclose(y, want, rtol=0, atol=fp8_sum_error(k, want))
-
-
-def fp8_sum_error(k: int, want: np.ndarray) -> float:
-    """How far an fp8 product's f32 result may be from the exact sum: Hopper's fp8 tensor
-    cores keep about 13 bits of the running sum's significand from one k32 step to the
-    next (measured on the H200: 0.17 at sums of 144 over K = 1024), so each of the
-    k / 32 steps may lose up to 2^-13 of the largest sum. A missing or repeated step
-    is off by a sum of 32 products, far more."""
-    return float(np.ceil(k / 32) * 2.0 ** -13 * np.abs(want).max() + 1e-3)
+    np.testing.assert_allclose(y, want, rtol=0, atol=sum_error(k, want))
 
 
 def test_an_mn_major_fp8_b() -> None:
@@ -52,7 +44,7 @@ def test_an_mn_major_fp8_b() -> None:
     c = np.zeros((m, n), np.float32)
     _gpu(make_gemm(f8e5m2, 4, 2), (tile.cdiv(m, 64), tile.cdiv(n, 64)), a, b, c, 64, 64, 32)
     want = a.astype(np.float64) @ b.astype(np.float64)
-    np.testing.assert_allclose(c, want, rtol=0, atol=fp8_sum_error(k, want))
+    np.testing.assert_allclose(c, want, rtol=0, atol=sum_error(k, want))
 
 
 def test_fp8_products_compile_to_wgmma_e4m3() -> None:
