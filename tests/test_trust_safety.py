@@ -224,6 +224,21 @@ def test_variable_assigned_in_one_branch_is_rejected() -> None:
     assert err.span.text[err.span.col:err.span.end_col] == "y"
 
 
+def test_a_tuple_item_assigned_in_one_branch_is_rejected() -> None:
+    # `t[0]` reads one slot of the tuple (frontend/subscripts.py), still only where every
+    # path assigned `t`
+    @ox.kernel
+    def half(x: Slice[f32], out: DisjointSlice[f32]):
+        i = thread.index_1d()
+        if i in out:
+            if x[i] > 0.0:
+                t = (x[i], 2.0 * x[i])
+            out[i] = t[0]
+
+    err = _syntax_error(half, Slice[f32], DisjointSlice[f32])
+    assert err.message == "`t` may be read before it is assigned"
+
+
 def test_loop_variable_after_a_run_time_range_is_rejected() -> None:
     @ox.kernel
     def last(n: i32, out: DisjointSlice[i32]):

@@ -339,6 +339,14 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
 
     def load_name(self, name: str, node: ast.AST) -> Any:
         """A name's value, once definite assignment allows the read (frontend/definite.py)."""
+        self.check_assigned(name, node)
+        value = super().load_name(name, node)
+        if isinstance(value, ArrayVar):
+            return self.read_array_var(value)
+        return value
+
+    def check_assigned(self, name: str, node: ast.AST) -> None:
+        """Refuse a read of `name` that some path reaches before assigning it."""
         if (self.assigned is not None and name in self.local_names
                 and name not in self.assigned):
             if name not in self.env:  # no assignment lowered yet: Python's UnboundLocalError
@@ -352,10 +360,6 @@ class FunctionLowering(ExprMixin, SubscriptMixin, CallsMixin, LoopsMixin):
                 label=f"some path to here does not assign `{name}`",
                 hint=f"assign `{name}` before the `if` or loop that sets it (a loop over a "
                      f"run-time range, or a `while`, may run zero times), or on every path")
-        value = super().load_name(name, node)
-        if isinstance(value, ArrayVar):
-            return self.read_array_var(value)
-        return value
 
     def stmt_Return(self, node: ast.Return) -> None:
         target = self.return_target

@@ -18,6 +18,8 @@ from oxide.frontend.values import (
     FixedArray,
     Lit,
     ShapeOf,
+    Slot,
+    SlotTuple,
     Tup,
     Val,
     Witness,
@@ -33,7 +35,32 @@ class SubscriptMixin:
     """Array element access; mixed into FunctionLowering with ExprMixin."""
 
     def expr_Subscript(self, node: ast.Subscript) -> Any:
+        item = self.tuple_variable_item(node)
+        if item is not None:
+            return item
         return self.subscript_load(self.expr(node.value), self.expr(node.slice), node)
+
+    def tuple_variable_item(self, node: ast.Subscript) -> Any:
+        """`t[k]` of a tuple variable `t` and a constant `k`: that item alone, read from
+        its slot (None where that is not the case). Reading every slot to pick one made
+        the epilogue of a 128-value accumulator 16k slot reads (hopper_gemm)."""
+        if not isinstance(node.value, ast.Name):
+            return None
+        name = node.value.id
+        held = self.env.get(name)
+        if name in self.unrolled or not isinstance(held, SlotTuple):
+            return None
+        index = constant_int(self.expr(node.slice))
+        if not isinstance(index, Lit) or not isinstance(index.value, int) \
+                or not -len(held.items) <= index.value < len(held.items):
+            return None  # the general path says what is wrong
+        self.check_assigned(name, node.value)
+        item = held.items[index.value]
+        if isinstance(item, Slot):
+            return Val(self.b.value(ops.SlotReadOp(item.ssa)), item.dtype)
+        if isinstance(item, SlotTuple):
+            return self.read_slot_tuple(item)
+        return item
 
     def index_values(self, container: Any, index: Any, node: ast.Subscript,
                      write: bool) -> list[Any]:
