@@ -65,7 +65,7 @@ def test_the_example_matches_scaled_mm() -> None:
     y = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     scale = 0.25
     bm, bn, bk = ex.GPU_TILE
-    ex.fp8_linear[(tile.cdiv(m, bm), tile.cdiv(n, bn))](x, w, np.float32(scale), y, bm, bn, bk)
+    ex.fp8_linear[tile.cdiv(m, bm) * tile.cdiv(n, bn)](x, w, np.float32(scale), y, bm, bn, bk)
     one = torch.tensor(1.0, device="cuda")
     want = torch._scaled_mm(x, w.t(), scale_a=one, scale_b=one, out_dtype=torch.float32)
     torch.testing.assert_close(y.float(), (want * scale).to(torch.bfloat16).float(),

@@ -10,7 +10,7 @@ from oxide.testing import RunResult, check_arch, describe_device, device_arch, s
 
 E4M3_MAX = 448.0  # the largest finite f8e4m3
 # Hopper's tile: 128 x 256 outputs per block of 8 warps (two warp groups, each 64 rows on
-# wgmma), k by 128 (one 128-byte row of 8-bit floats), operands by TMA 3 steps ahead;
+# wgmma), k by 128 (one 128-byte row of 8-bit floats), operands by TMA 2 steps ahead;
 # elsewhere (older GPUs have no fp8 wgmma: multiply-adds of exact products) and on the
 # CPU smaller ones
 GPU_TILE = (128, 256, 128)
@@ -33,14 +33,16 @@ def quantize(x: Slice[f32, 2], inv_scale: f32, q: DisjointSlice[f8e4m3, 2],
     tile.store(q, (i, j), (tile.load(x, (i, j), (BM, BN)) * inv_scale).astype(f8e4m3))
 
 
-@tile.kernel(num_warps=8, num_stages=4)
+@tile.kernel(num_warps=8, num_stages=3)
 def fp8_linear(x: Slice[f8e4m3, 2], w: Slice[f8e4m3, 2], scale: f32,
                y: DisjointSlice[bf16, 2], BM: Const[int], BN: Const[int], BK: Const[int]):
     """y = (x @ w.T) * scale for x (M x K) and w (N x K) in f8e4m3, the weight K-major as
     fp8 tensor cores read it (torch._scaled_mm takes it the same way). The products are
     exact in f32; the sums accumulate in f32 (on Hopper's fp8 tensor cores, with fewer
-    bits per step: docs/language.md); one rounding to bf16 at the end."""
-    i, j = tile.bid(0), tile.bid(1)
+    bits per step: docs/language.md); one rounding to bf16 at the end. A 1-D grid, one
+    block per tile of y, in grouped order: 8 tile rows take turns on each column of
+    tiles, so the blocks running at once share their w tiles in L2."""
+    i, j = tile.grouped_bid(tile.num_tiles(y, 0, BM), tile.num_tiles(y, 1, BN), 8)
     acc = tile.zeros((BM, BN), f32)
     for k in range(tile.num_tiles(x, 1, BK)):
         acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
@@ -87,7 +89,7 @@ def main(device: str | int | None = None, arch: str | None = None,
         for src, inv, dst, rows in ((d_x, 1 / sx, d_xq, m), (d_w, 1 / sw, d_wq, n)):
             ox.launch(quantize, (tile.cdiv(rows, qb[0]), tile.cdiv(k, qb[1])), src,
                       np.float32(inv), dst, *qb)
-        g = (tile.cdiv(m, bm), tile.cdiv(n, bn))
+        g = tile.cdiv(m, bm) * tile.cdiv(n, bn)
         seconds = seconds_per_launch(lambda: ox.launch(
             fp8_linear, g, d_xq, d_wq, np.float32(sx * sw), d_y, bm, bn, bk), dev)
         same_q = all(np.array_equal(got.to_numpy().view(np.uint8), want.view(np.uint8))
