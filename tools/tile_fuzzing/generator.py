@@ -38,7 +38,8 @@ OPS = (("arith", 5.0), ("div", 1.5), ("intdiv", 1.0), ("bitwise", 1.0), ("shift"
        ("neg", 0.7), ("minmax", 1.5), ("compare", 2.0), ("boolop", 0.7), ("where", 2.0),
        ("astype", 2.0), ("reduce", 2.0), ("source", 1.0), ("roundtrip", 0.7),
        ("cumsum", 0.7), ("argreduce", 1.0), ("rowproduct", 1.5), ("scratch", 1.0),
-       ("math", 2.0), ("power", 0.6), ("fma", 0.6), ("ifexp", 1.0), ("loop", 1.2))
+       ("math", 2.0), ("power", 0.6), ("fma", 0.6), ("ifexp", 1.0), ("loop", 1.2),
+       ("fp8trip", 0.8))
 MAX_TILE = 2048  # elements of the output tile: keeps a CPU compile well under a second
 # ops whose results (or their broadcasts) often sit in another layout than a load's
 OTHER_LAYOUTS = ("reduce", "argreduce", "expand", "rowproduct", "broadcast", "cumsum")
@@ -402,6 +403,13 @@ class Generator(LangOps):
         self._add("astype", (a,), None, dt, a.shape,
                   product=a.product and R.is_float(dt))
 
+    def _op_fp8trip(self) -> None:
+        """`x.astype(f8e4m3 or f8e5m2).astype(...)` back to x's float type (f32 for an
+        i32): the 8-bit floats' rounding and saturation, whatever layout x is in."""
+        a = self._pick(lambda n: n.dtype in R.NUMERIC and not n.approx)
+        fmt = self.rng.choice(tuple(R.FP8))
+        self._add("fp8trip", (a,), fmt, a.dtype if R.is_float(a.dtype) else "f32", a.shape)
+
     def _op_reduce(self) -> None:
         a = self._pick(lambda n: n.dtype in R.NUMERIC and len(n.shape) > 0)
         kind = self.rng.choice(("sum", "max", "min"))
@@ -455,7 +463,8 @@ class Generator(LangOps):
 
     def _op_rowproduct(self) -> None:
         """`tile.sum(tile.mma(s(a), s(b).permute((1, 0)), zeros), 1, keepdims=True)` of two
-        i32 tiles mapped to small integers (`s(x) = (x % 7 - 3)` as bf16 or f16): a
+        i32 tiles mapped to small integers (`s(x) = (x % 7 - 3)` as bf16, f16 or an 8-bit
+        float, all exact there): a
         tensor-core product where the tile takes one (BM 16, BN >= 16: the A and B
         fragments, the transpose folded into the B operand, the row sum in the layout
         the layout pass picks for reduced products), else the FMA loop; its f32 sums are
@@ -469,7 +478,7 @@ class Generator(LangOps):
 
         a = self._pick(whole)
         b = self._pick(whole)
-        self._add("rowproduct", (a, b), self.rng.choice(("bf16", "f16")), "f32",
+        self._add("rowproduct", (a, b), self.rng.choice(("bf16", "f16", *R.FP8)), "f32",
                   (p.tile[0], 1))
 
     def _op_scratch(self) -> None:

@@ -14,7 +14,8 @@ Values are evaluated for every block at once: an array of shape `grid + tile sha
 - Dtypes: operands are converted to the dtype the node was typed with (rules.py) and
   the op is done in it: NumPy's f32 and f16 `+ - * /` are correctly rounded, its i32
   arithmetic wraps, `//` and `%` are Python's, float-to-int conversion truncates and
-  saturates with NaN giving 0.
+  saturates with NaN giving 0; a trip through an 8-bit float rounds once to nearest
+  even and saturates (rules.through_fp8, with ml_dtypes).
 
 Some elements are *unspecified* and not compared (`undef`): where `tile.maximum`,
 `tile.minimum`, `tile.max` or `tile.min` meet a NaN or a +0 against a -0 (the Tile
@@ -146,7 +147,7 @@ class Model(LangModel):
             (lit,) = n.args
             assert isinstance(lit, Lit)
             return Value(self._full(R.constant(lit.value, n.dtype), n.shape), np.zeros(full, bool))
-        if n.op in ("neg", "astype", "expand", "broadcast"):
+        if n.op in ("neg", "astype", "fp8trip", "expand", "broadcast"):
             return self._unary(n)
         if n.op == "scratch":  # stored in turn and loaded back: the last one stored
             last = n.args[-1]
@@ -216,6 +217,8 @@ class Model(LangModel):
             return self._done(n, -src.v, src.undef, src.err)
         if n.op == "astype":
             return self._done(n, R.convert(src.v, x.dtype, n.dtype), src.undef)
+        if n.op == "fp8trip":
+            return self._done(n, R.through_fp8(src.v, str(n.attr), n.dtype), src.undef)
         if n.op == "expand":
             axis = self.nb + n.attr  # type: ignore[operator]
             return self._done(n, np.expand_dims(src.v, axis), np.expand_dims(src.undef, axis),

@@ -2,7 +2,8 @@
 model") that the generator types its programs with and the model computes in.
 
 The dtypes a generated program uses are f32, f16 and i32 (plus bool from comparisons,
-and i64 only as `arr.shape[d]` in a comparison). Each rule is written from the page,
+i64 only as `arr.shape[d]` in a comparison, and the 8-bit floats only on the way
+through a conversion or into a product). Each rule is written from the page,
 not from oxide's frontend, so a disagreement shows up as a compile error (a store of
 the wrong dtype) or a wrong value.
 """
@@ -66,6 +67,26 @@ def constant(lit: int | float, dt: str) -> np.ndarray:
     if is_float(dt):
         return np.array(float(lit), np.float64).astype(NP[dt])
     return np.array(lit, NP[dt])
+
+
+# the 8-bit floats: their ml_dtypes dtype and largest finite value
+FP8 = {"f8e4m3": ("float8_e4m3fn", 448.0), "f8e5m2": ("float8_e5m2", 57344.0)}
+
+
+def through_fp8(x: np.ndarray, fmt: str, dst: str) -> np.ndarray:
+    """`x.astype(fmt).astype(dst)` as the page's "8-bit floats" defines it: one rounding
+    to nearest even of the value, saturating at the largest finite value (infinities
+    too), NaN stays NaN, then exact on the way back. ml_dtypes rounds from f32 once, and
+    every value meets it exactly in f32 once clipped (f16 and f32 values are f32, and an
+    integer within +-57344 is exact there)."""
+    import ml_dtypes
+
+    name, top = FP8[fmt]
+    wide = x.astype(np.float64)
+    nan = np.isnan(wide)
+    clipped = np.clip(np.where(nan, 0.0, wide), -top, top).astype(np.float32)
+    out = clipped.astype(getattr(ml_dtypes, name)).astype(np.float64)
+    return np.where(nan, np.nan, out).astype(NP[dst])
 
 
 def convert(x: np.ndarray, src: str, dst: str) -> np.ndarray:
