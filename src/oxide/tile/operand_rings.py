@@ -12,10 +12,11 @@ copies into the async proxy, passes a barrier and reads the buffer. With `num_st
 iterations fly while this one's product runs, and no register holds them.
 
 What it assumes: the layout pass ran; products chose their engines. A load qualifies when
-it reads a 2-d tile of 16-bit floats (or 8-bit ones, for a K-major operand) from an array the kernel never writes, the launch
-specialized on rows of 16-byte vectors (`ArrayType.vectors`: a 16-byte chunk is aligned
-and wholly inside the array or wholly outside, where the copy writes zeros, the padding
-0 a product needs), and its padding is 0. Its token must reach only that operand, either
+it reads a 2-d tile of 16-bit floats (or of 8-bit ones, for a K-major operand) from an
+array the kernel never writes, the launch specialized on rows of 16-byte vectors
+(`ArrayType.vectors`: a 16-byte chunk is aligned and wholly inside the array or wholly
+outside, where the copy writes zeros, the padding 0 a product needs), and its padding
+is 0. Its token must reach only that operand, either
 directly in the same block (one load, two buffers), or through the loop-carried
 variables of one pipelined load statement (`pipe` on the load ops, set by tile/loops.py:
 the prologue's loads and the loop's, `ahead` iterations ahead; `ahead + 2` buffers), the

@@ -30,13 +30,16 @@ What it does, per product:
   of its transpose (8-bit wgmma has no MN-major operands);
 - `fence.proxy.async` (the generic-proxy stores become visible to the tensor cores'
   async proxy) and a barrier;
-- `wgmma.fence`, one `wgmma.mma_async` per 16-element k step with descriptors that walk
-  the rows, `wgmma.commit_group`, `wgmma.wait_group 0` (1 where operand_rings.py leaves
-  the product in flight: the next product waits for it, the epilogue's read waits for all).
+- `wgmma.fence`, one `wgmma.mma_async` per k step (16 halves, 32 8-bit floats: 32 bytes
+  of each row) with descriptors that walk the rows, `wgmma.commit_group`,
+  `wgmma.wait_group 0` (1 where operand_rings.py leaves the product in flight: the next
+  product waits for it, the epilogue's read waits for all).
 
 What it guarantees: the result in the accumulator's layout, `acc + a @ b` with f32
 accumulation, as the mma.sync engine gives it (the bits may differ from mma.sync's and
-the CPU's in the last place: tensor cores sum a k step's products at their own precision).
+the CPU's in the last place: tensor cores sum a k step's products at their own precision;
+for 8-bit operands by more, since Hopper keeps about 13 bits of a running sum between
+k32 steps: docs/language.md).
 """
 
 from __future__ import annotations
