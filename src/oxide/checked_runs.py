@@ -58,27 +58,31 @@ class RunResult:
         return f"{self.status} {self.name}: {self.problem}; {self.figure} on {self.device}{extra}"
 
 
+def _gpu_of(device: Any) -> tuple[Any, Any]:
+    """(the Device, its GPUDevice or None for the CPU): the current device by default
+    (`"cpu"`, an ordinal or a Device otherwise)."""
+    dev = current_device() if device is None else parse_device(device)
+    if dev.is_cpu:
+        return dev, None
+    from oxide.runtime.gpu import gpu_device
+
+    return dev, gpu_device(dev.index)
+
+
 def describe_device(device: Any = None) -> str:
     """A device as a person reads it: `CPU (no CUDA GPU found)`, `GPU 0: NVIDIA H200
     (sm_90)`; the current one by default (`"cpu"`, an ordinal or a Device otherwise)."""
-    dev = current_device() if device is None else parse_device(device)
-    if dev.is_cpu:
+    dev, gpu = _gpu_of(device)
+    if gpu is None:
         return "CPU" if cuda_device_count() else "CPU (no CUDA GPU found)"
-    from oxide.runtime.gpu import gpu_device
-
-    gpu = gpu_device(dev.index)
     return f"GPU {dev.index}: {gpu.name} ({gpu.arch})"
 
 
 def device_arch(device: Any = None) -> str | None:
     """The GPU architecture of a device (`"sm_90"`), None for the CPU; the current one by
     default. Examples pick their tile shapes by it."""
-    dev = current_device() if device is None else parse_device(device)
-    if dev.is_cpu:
-        return None
-    from oxide.runtime.gpu import gpu_device
-
-    return gpu_device(dev.index).arch  # type: ignore[no-any-return]
+    gpu = _gpu_of(device)[1]
+    return None if gpu is None else gpu.arch  # type: ignore[no-any-return]
 
 
 def seconds_per_launch(launch: Callable[[], Any], device: Any = None,
