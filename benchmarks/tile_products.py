@@ -4,7 +4,8 @@ Issue 26's kernels: a bf16 GEMM with a bias + GELU epilogue (against a Triton ke
 the same math autotuned over 3 configs, and torch), an f16 GEMM against a transposed
 (N x K) weight (against cuBLAS through torch), an f8e4m3 GEMM with per-tensor scales
 (against torch._scaled_mm, 8192^3), each oxide kernel with its products on
-wgmma (the sm_90 default: a K loop's operands by TMA), on wgmma with every thread's
+wgmma (the sm_90 default: a K loop's operands by TMA), on wgmma with thread 0 of the kernel's warps issuing the TMA copies
+(no producer warp group: OXIDE_TILE_PRODUCER=0), on wgmma with every thread's
 cp.async copies (OXIDE_TILE_TMA=0) and on mma.sync (OXIDE_TILE_WGMMA=0), over a few tile
 shapes. Also tile_attention on each engine. triton.testing.do_bench medians; inputs random.
 
@@ -97,7 +98,10 @@ SHAPES = [(128, 128, 64, 8, 1), (128, 128, 64, 8, 3), (128, 128, 64, 8, 4),
           (128, 256, 32, 8, 4), (64, 256, 64, 4, 4)]
 # each engine's settings: wgmma with a K loop's operands by TMA (the sm_90 default), by
 # every thread's cp.async copies, and mma.sync
-ENGINES = {"wgmma": {"OXIDE_TILE_WGMMA": "1", "OXIDE_TILE_TMA": "1"},
+ENGINES = {"wgmma": {"OXIDE_TILE_WGMMA": "1", "OXIDE_TILE_TMA": "1",
+                     "OXIDE_TILE_PRODUCER": "1"},
+           "wgmma-no-producer": {"OXIDE_TILE_WGMMA": "1", "OXIDE_TILE_TMA": "1",
+                                 "OXIDE_TILE_PRODUCER": "0"},
            "wgmma-cp.async": {"OXIDE_TILE_WGMMA": "1", "OXIDE_TILE_TMA": "0"},
            "mma.sync": {"OXIDE_TILE_WGMMA": "0", "OXIDE_TILE_TMA": "1"}}
 ENGINE_CHOICE = list(ENGINES)  # --engines

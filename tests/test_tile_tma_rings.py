@@ -33,13 +33,17 @@ def test_a_k_loop_takes_its_operands_by_tma() -> None:
     assert len(re.findall(r"\.param \.align 64 \.b8 \w+\[128\]", ptx)) == 2
     assert ptx.count(TMA) == 3 * 1 + 3 * 4  # the prologue's two loads and the loop's
     assert "cp.async.cg" not in ptx and "st.shared" not in ptx
-    # three buffers a ring, an mbarrier each, armed by thread 0
-    assert ptx.count("mbarrier.init.shared::cta.b64") == 6
+    # three buffers a ring, a `full` and an `empty` mbarrier each (a producer warp group
+    # fills them: tests/test_tile_producer.py), each fill armed once
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 12
     assert ptx.count("mbarrier.arrive.expect_tx") == 6
 
 
-def test_the_loop_waits_for_phases_not_a_barrier() -> None:
+def test_the_loop_waits_for_phases_not_a_barrier(monkeypatch) -> None:
+    # without a producer warp group (OXIDE_TILE_PRODUCER=0), thread 0 issues the copies
+    monkeypatch.setenv("OXIDE_TILE_PRODUCER", "0")
     ptx = make_gemm(bf16, 8, 3).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 6 and "setmaxnreg" not in ptx
     loop_copy = ptx.rindex(TMA)
     mma = ptx.rindex("wgmma.mma_async", 0, loop_copy)
     # before the wgmma: both operands' phases, and no barrier since the last copies

@@ -576,7 +576,7 @@ def test_cluster_launch_attribute(cooperative: bool) -> None:
     coop = (ctypes.create_string_buffer(gpu._COOPERATIVE_ATTRIBUTE.pack(2, 1))
             if cooperative else None)
     fake = types.SimpleNamespace(
-        packed_cfg=None, check_config=lambda cfg: None, grid_x_factor=1,
+        packed_cfg=None, check_config=lambda cfg: None, grid_x_factor=1, extra_threads=0,
         cooperative=cooperative, cooperative_attrs=coop, cluster_attrs=None,
         config_buffer=ctypes.create_string_buffer(cd.LAUNCH_CONFIG.size))
     gpu.Launcher.prepare(fake, ox.LaunchConfig(grid=(8, 2), block=64, cluster=(2, 2)), 0)

@@ -251,6 +251,10 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
             tgt = NVPTXTarget(arch, launch_bound(kernel.options),
                               getattr(kernel.options, "occupancy", None),
                               declared_block_size(kernel.options))
+    producer_threads = getattr(lowered, "producer_threads", 0)
+    if producer_threads:  # a producer warp group past the tile kernel's warps
+        tgt.max_threads += producer_threads
+        tgt.block_size += producer_threads
     verify_ir = os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0")
     if verify_ir:
         # xDSL's verifier walks every op (a tenth of a big tile kernel's compile): the test
@@ -326,6 +330,10 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     emitter = Emitter(func, lowered.sites, abi, tgt, kernel.options.contract,
                       prefetch, lines, lowered.builder.origins)
     emitter.device_functions = device_funcs
+    if producer_threads:  # the launcher adds the producer's threads (codegen/warp_roles.py)
+        from oxide.codegen.warp_roles import marker_global
+
+        emitter.globals.append(marker_global(symbol))
     llvm_text = emitter.emit()
     ck = CompiledKernel(kernel, sig, target, arch, symbol, func, llvm_text, abi,
                         lowered.sites, lowered.ctx.uses_barriers)
@@ -372,10 +380,13 @@ def dump_stages(ck: CompiledKernel, spec: str) -> None:
             print(getattr(ck, stage), file=sys.stderr)
 
 
-def codegen_switches() -> tuple[bool, bool]:
-    """The environment switches that change a tile kernel's GPU code (wgmma, TMA): part
-    of what a kernel's compiled specializations are remembered under."""
-    return _wgmma_enabled(), _tma_enabled()
+def codegen_switches() -> tuple[bool, bool, bool]:
+    """The environment switches that change a tile kernel's GPU code (wgmma, TMA, a
+    producer warp group): part of what a kernel's compiled specializations are
+    remembered under."""
+    from oxide.codegen.warp_roles import producer_enabled
+
+    return _wgmma_enabled(), _tma_enabled(), producer_enabled()
 
 
 def _tma_enabled() -> bool:

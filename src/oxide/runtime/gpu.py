@@ -32,6 +32,7 @@ import numpy as np
 from oxide import types as T
 from oxide.codegen.abi import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL, RECURSIVE_SYMBOL_PREFIX
 from oxide.codegen.grid_sync import counter_symbol as grid_counter_symbol
+from oxide.codegen.warp_roles import extra_threads
 from oxide.errors import InternalCompilerError, LaunchError
 from oxide.progress import activity
 from oxide.runtime import cuda_driver as cd
@@ -257,6 +258,8 @@ class Launcher:
         # launches are cooperative, through the ctypes path (the trampoline packs no
         # launch attributes), and check_config checks the grid fits the GPU at once
         self.cooperative = grid_counter_symbol(image.symbol).encode() in image.code
+        # a tile kernel's producer warp group: threads past the ones a launch names
+        self.extra_threads = extra_threads(image.symbol, image.code)
         self.cooperative_attrs = (ctypes.create_string_buffer(_COOPERATIVE_ATTRIBUTE.pack(
             _CU_LAUNCH_ATTRIBUTE_COOPERATIVE, 1)) if self.cooperative else None)
         self.cluster_attrs: Any = None  # the attributes of the packed cluster launch
@@ -305,6 +308,7 @@ class Launcher:
         # the trampoline packs numbers: a tensor map's 128 bytes go through ctypes
         self.fits_trampoline = (len(plan.formats) <= native_launch.MAX_VALUES
                                 and not self.cooperative and not maps
+                                and not self.extra_threads
                                 and TENSORMAP_FORMAT not in plan.formats)
         self.attach_native()
 
@@ -337,7 +341,7 @@ class Launcher:
 
         Called by `prepare`, with the lock held."""
         gdev = self.gdev
-        threads = cfg.threads_per_block
+        threads = cfg.threads_per_block + self.extra_threads
         if threads > self.max_threads:
             raise LaunchError(
                 f"`{self.kernel_name}` runs at most {self.max_threads} threads per block on "
@@ -401,6 +405,7 @@ class Launcher:
         if cfg != self.packed_cfg:
             self.check_config(cfg)
         (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
+        bx += self.extra_threads
         factor = self.grid_x_factor
         if factor > 1:
             self.grid_packer.pack_into(self.buffer, self.grid_offset, gx)

@@ -33,6 +33,7 @@ from typing import Any
 
 from oxide import types as T
 from oxide.codegen.abi import OperandMap
+from oxide.codegen.warp_roles import PRODUCER_THREADS
 from oxide.errors import (
     CompileError,
     KernelSyntaxError,
@@ -81,6 +82,8 @@ class TileLowered(LoweredKernel):
     launch_rules: tuple[int, ...] = ()  # what its witnesses need of a launch (witness_rules)
     # the hidden tensor maps its TMA rings read, in parameter order (codegen/abi.py)
     operand_maps: tuple[OperandMap, ...] = ()
+    # threads a launch adds to each block: a producer warp group's (tile/producer.py)
+    producer_threads: int = 0
 
 
 def is_power_of_two(n: int) -> bool:
@@ -121,7 +124,8 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     covered = low.stores.grid_axes()
     axes = None if covered is None else frozenset("xyz"[a] for a in covered)
     return TileLowered(func, b.sites, ctx, b, axes, tile_ir, tuple(sorted(low.stores.launch_rules)),
-                       tuple(low.em.operand_maps))
+                       tuple(low.em.operand_maps),
+                       PRODUCER_THREADS if low.em.consumer_threads is not None else 0)
 
 
 def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str

@@ -83,6 +83,9 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         # hidden tensor-map parameters TMA rings read through (tile/tma_rings.py)
         self.operand_maps: dict[OperandMap, SSAValue] = {}
         self.uses_barriers = False
+        # with a producer warp group (tile/producer.py): the threads that run the tile
+        # code, whose barriers are a named barrier of theirs (the producer never meets them)
+        self.consumer_threads: int | None = None
         self.barriers = 0  # block barriers emitted so far (tile/to_simt.py checks some)
 
     def operand_map(self, array: SSAValue, box: tuple[int, ...], swizzle: int) -> SSAValue:
@@ -385,7 +388,12 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
     def barrier(self) -> None:
         self.uses_barriers = True
         self.barriers += 1
-        self.b.emit(ops.BarrierOp("block"))
+        if self.consumer_threads is None:
+            self.b.emit(ops.BarrierOp("block"))
+        else:  # barrier 1 of the consumer threads (0 is the whole block's)
+            self.b.emit(ops.HopperOp("named_barrier", [self.const(1, T.u32),
+                                                       self.const(self.consumer_threads, T.u32)],
+                                     []))
 
     # -- reductions ---------------------------------------------------------------------
 

@@ -327,6 +327,7 @@ class _Rings:
     # TMA rings (tile/tma_rings.py): their mbarriers and the parity of their rounds
     barriers: dict[int, SSAValue] = field(default_factory=dict)
     phases: dict[int, SSAValue] = field(default_factory=dict)
+    empties: dict[int, SSAValue] = field(default_factory=dict)  # with a producer warp group
     tma_rings: list[RingLayout] = field(default_factory=list)
 
 

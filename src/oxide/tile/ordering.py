@@ -65,8 +65,11 @@ def syncs_block(op: Operation) -> bool:
     """Whether the lowering of `op` (after the layout pass) always passes a block barrier:
     a layout conversion through shared memory (not one to the accumulator layout, which
     may remake a constant in place), a permute, reshape, slices or cat (through shared
-    memory), a product (its operands are staged in shared memory between barriers)."""
+    memory), a product (its operands are staged in shared memory between barriers) but one
+    whose operands a producer warp group copies."""
     kind = kind_of(op)
+    if kind == "mma" and op.param("producer"):  # TMA operands, a producer warp group:
+        return False  # no barrier at all (tile/producer.py)
     if kind in ("permute", "reshape", "slices", "cat", "mma"):
         return True
     if kind == "atomic":  # a release meets at a barrier first (tile/atomic_lower.py)

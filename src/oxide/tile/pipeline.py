@@ -10,13 +10,16 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
    stand where layouts must agree;
 3. `place_operand_rings` (tile/operand_rings.py), on sm_90: a load that only feeds a
    wgmma operand copies its tile straight into a ring of shared buffers (cp.async; a K
-   loop's by TMA, tile/tma_rings.py);
+   loop's by TMA, tile/tma_rings.py); then `plan_producer` (tile/producer.py): whether a
+   producer warp group issues those TMA copies;
 4. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
    guarantees, checked; on the GPU, `check_register_budget` (tile/register_budget.py)
    warns of a tile too large for a thread's registers;
 5. `place_barriers` (tile/ordering.py): block barriers where two accesses of one array
    hand an element between threads (a load after a store in another layout);
-6. `ToSIMT` (tile/to_simt.py): each tile op becomes the SIMT ops of one thread.
+6. `split_roles` (tile/producer.py), where `plan_producer` said yes: the producer's copy
+   of the body, and the block that sends each thread to its role;
+7. `ToSIMT` (tile/to_simt.py): each tile op becomes the SIMT ops of one thread.
 
 Each file's docstring says what its pass assumes and guarantees.
 """
@@ -31,6 +34,7 @@ from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import choose_engines
 from oxide.tile.operand_rings import place_operand_rings
 from oxide.tile.ordering import place_barriers
+from oxide.tile.producer import plan_producer, split_roles
 from oxide.tile.register_budget import check_register_budget
 from oxide.tile.to_simt import ToSIMT
 
@@ -54,13 +58,17 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     layout and ordering passes leave it (OXIDE_DUMP=tile)."""
     choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
+    producer = False
     if target.wgmma and target.rings:
         em.rings_placed = place_operand_rings(b, target.tma)
+        producer = target.tma and plan_producer(b, target.num_warps, target.occupancy)
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow
         check_register_budget(b, target.num_warps, target.occupancy)
     place_barriers(b)
+    if producer:
+        split_roles(b, em)
     if dump is not None:
         dump.append(str(b.func))
     ToSIMT(b, em).run()

@@ -55,24 +55,43 @@ def swizzle_of(ring: RingLayout, dt: T.DType) -> int:
 
 def barriers(em: Any, ring: RingLayout) -> SSAValue:
     """The ring's `full` mbarriers, one per buffer: made once, initialized at the kernel's
-    start by thread 0 (count 1: the arrive that arms a fill), then a block barrier."""
+    start by thread 0 (count 1: the arrive that arms a fill), then a block barrier. In a
+    kernel with a producer warp group (tile/producer.py) the ring also has `empty`
+    mbarriers (`empties`), initialized beside them."""
     state = ring_state(em)
     if ring.ring not in state.barriers:
-        bars = em.shared(T.u64, ring.buffers)
-        tid = em._entry(ops.RegisterOp("tid.x", ir_type(T.i32)))
-        for j in range(ring.buffers):
-            address = em._entry(ops.HopperOp("tma.barrier", [], [ir_type(T.i64)], bars,
-                                             [em.const(j, T.i64)]))
-            em.b.at_entry(ops.InlineAsmOp(
-                "{ .reg .pred p; setp.eq.u32 p, $1, 0; "
-                "@p mbarrier.init.shared::cta.b64 [$0], 1; }", "l,r", [address, tid], [], True))
+        state.barriers[ring.ring] = _init_barriers(em, ring.buffers, 1)
+        if em.consumer_threads is not None:  # one arrive per consumer warp
+            state.empties[ring.ring] = _init_barriers(em, ring.buffers, em.num_warps)
         em.b.at_entry(ops.HopperOp("fence.mbarrier_init", [], []))
         em.b.at_entry(ops.BarrierOp("block"))
         em.uses_barriers = True
-        state.barriers[ring.ring] = bars
         state.phases[ring.ring] = zero_slot(em)
         state.tma_rings.append(ring)
     return state.barriers[ring.ring]  # type: ignore[no-any-return]
+
+
+def empties(em: Any, ring: RingLayout) -> SSAValue:
+    """The ring's `empty` mbarriers (a kernel with a producer warp group): phase p of
+    `empty[b]` completes when every consumer warp has released the buffer for its
+    (p + 1)-th fill."""
+    barriers(em, ring)
+    return ring_state(em).empties[ring.ring]  # type: ignore[no-any-return]
+
+
+def _init_barriers(em: Any, count: int, arrivals: int) -> SSAValue:
+    """`count` mbarriers of `arrivals` arrivals each, initialized by thread 0 at the
+    kernel's start."""
+    bars = em.shared(T.u64, count)
+    tid = em._entry(ops.RegisterOp("tid.x", ir_type(T.i32)))
+    for j in range(count):
+        address = em._entry(ops.HopperOp("tma.barrier", [], [ir_type(T.i64)], bars,
+                                         [em.const(j, T.i64)]))
+        em.b.at_entry(ops.InlineAsmOp(
+            "{ .reg .pred p; setp.eq.u32 p, $1, 0; "
+            f"@p mbarrier.init.shared::cta.b64 [$0], {arrivals}; }}", "l,r", [address, tid],
+            [], True))
+    return bars
 
 
 def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
@@ -80,15 +99,66 @@ def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
     """A ring load by TMA: thread 0 arms the next buffer's mbarrier with the tile's bytes
     and copies each slab into it; the token names the buffer and the phase to wait for."""
     b = em.b
-    bars = barriers(em, ring)
-    smem = ring_array(em, ring, dt)
+    ring_array(em, ring, dt)
     if first:  # a pipelined loop starts: its last run's fills landed, its reads are done
         drain_ring(em, ring)
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
         em.barrier()
-    rows, cols = ring.shape
-    width = ring.width
-    tmap = em.operand_map(array, box_of(ring), swizzle_of(ring, dt))
+    buffer, phase = _advance(em, ring)
+    lane, warp = em._thread()
+    is_first = em._entry(ops.CompareOp("eq", em._entry(ops.BinaryOp("or", lane, warp)),
+                                       em.const(0, T.i32)))
+    copy, join = b.new_block(), b.new_block()
+    b.cond_br(is_first, copy, join)
+    b.set_block(copy)
+    _fill(em, array, index, ring, dt, buffer)
+    b.br(join)
+    b.set_block(join)
+    return _token(em, ring, dt, buffer, phase)
+
+
+def produce_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
+                dt: T.DType) -> Slots:
+    """A ring load in the producer's one thread (tile/producer.py): wait until the
+    consumers released the next buffer (`empty[b]`, this fill's phase), then arm its
+    `full[b]` and copy the tile into it."""
+    b = em.b
+    buffer, phase = _advance(em, ring)
+    b.emit(ops.HopperOp("mbarrier.wait_parity", [phase], [], empties(em, ring),
+                        [b.cast(buffer, T.i64)]))
+    _fill(em, array, index, ring, dt, buffer)
+    return _token(em, ring, dt, buffer, phase)
+
+
+def release_tma(em: Any, ring: RingLayout, dt: T.DType, first: bool) -> Slots:
+    """A ring load in the consumers (tile/producer.py): no copy, the producer makes it.
+    The ring's counters advance as the producer's do, and lane 0 of each warp releases
+    the buffer the fill goes to (`empty[b]`): this warp is done with its last fill (the
+    product that read it finished: `wgmma.wait_group 1` after the next product, or, at
+    the start of a loop, `first`, every product). A loop's start first waits for the
+    latest fill of every buffer, so no release runs two phases ahead of the producer's
+    wait for it, and no copy of the last run is still landing where the next one goes."""
+    b = em.b
+    ring_array(em, ring, dt)
+    bars = empties(em, ring)
+    if first:
+        drain_ring(em, ring)
+        b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
+    buffer, phase = _advance(em, ring)
+    lane, _ = em._thread()
+    is_lane0 = em._entry(ops.CompareOp("eq", lane, em.const(0, T.i32)))
+    arrive, join = b.new_block(), b.new_block()
+    b.cond_br(is_lane0, arrive, join)
+    b.set_block(arrive)
+    b.emit(ops.HopperOp("mbarrier.arrive", [], [ir_type(T.i64)], bars, [b.cast(buffer, T.i64)]))
+    b.br(join)
+    b.set_block(join)
+    return _token(em, ring, dt, buffer, phase)
+
+
+def _advance(em: Any, ring: RingLayout) -> tuple[SSAValue, SSAValue]:
+    """(buffer, phase) of the ring's next fill; the counters move past it."""
+    b = em.b
     state = ring_state(em)
     buffer = b.value(ops.SlotReadOp(state.next_buffer[ring.ring]))
     phase = b.value(ops.SlotReadOp(state.phases[ring.ring]))
@@ -98,16 +168,23 @@ def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
                            b.value(ops.SelectOp(wrapped, em.const(0, T.i32), after))))
     b.emit(ops.SlotWriteOp(state.phases[ring.ring], b.value(ops.BinaryOp(
         "xor", phase, b.value(ops.CastOp(wrapped, ir_type(T.i32)))))))
+    return buffer, phase
+
+
+def _fill(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt: T.DType,
+          buffer: SSAValue) -> None:
+    """Arm `full[buffer]` with the tile's bytes and copy the tile at `index` into the
+    buffer, one TMA copy per slab (the calling thread alone)."""
+    b = em.b
+    bars = barriers(em, ring)
+    smem = ring_array(em, ring, dt)
+    rows, cols = ring.shape
+    width = ring.width
+    tmap = em.operand_map(array, box_of(ring), swizzle_of(ring, dt))
     row0 = _coordinate(em, index[0], rows)
     col0 = _coordinate(em, index[1], cols)
     bar = b.value(ops.HopperOp("tma.barrier", [], [ir_type(T.i64)], bars,
                                [b.cast(buffer, T.i64)]))
-    lane, warp = em._thread()
-    is_first = em._entry(ops.CompareOp("eq", em._entry(ops.BinaryOp("or", lane, warp)),
-                                       em.const(0, T.i32)))
-    copy, join = b.new_block(), b.new_block()
-    b.cond_br(is_first, copy, join)
-    b.set_block(copy)
     b.emit(ops.HopperOp("mbarrier.arrive_expect_tx", [em.const(rows * cols * dt.bits // 8,
                                                                 T.i32)],
                         [ir_type(T.i64)], bars, [b.cast(buffer, T.i64)]))
@@ -118,8 +195,11 @@ def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
         col = col0 if s == 0 else b.value(ops.BinaryOp("add", col0,
                                                        em.const(s * width, T.i32)))
         b.emit(ops.HopperOp("tma.load.2d", [tmap, bar, row0, col], [], smem, [at], imm=()))
-    b.br(join)
-    b.set_block(join)
+
+
+def _token(em: Any, ring: RingLayout, dt: T.DType, buffer: SSAValue, phase: SSAValue) -> Slots:
+    """The ring load's value: `phase << 3 | buffer`, what the product waits for."""
+    b = em.b
     token = b.value(ops.BinaryOp("or", b.value(ops.BinaryOp(
         "shl", phase, em.const(BUFFER_BITS, T.i32))), buffer))
     return Slots(dt, ring, (token,))

@@ -29,7 +29,7 @@ from oxide.tile.mma_choice import engine_of
 from oxide.tile.mma_lower import lower_mma, relayout
 from oxide.tile.operand_rings import issue, ring_of
 from oxide.tile.ordering import syncs_block
-from oxide.tile.tma_rings import drain_all, issue_tma
+from oxide.tile.tma_rings import drain_all, issue_tma, produce_tma, release_tma
 from oxide.tile.values import Slots
 
 
@@ -170,12 +170,17 @@ class ToSIMT:
         dt = self._dtype(op)
         ring = ring_of(layout_of(op.results[0]))
         if ring is not None:  # copied into a product operand's ring
+            pipe = op.param("pipe")
+            first = bool(pipe and pipe[2])
+            index_values = [self._in(i).scalar for i in index]
+            if op.param("role") == "producer":  # a producer warp group (tile/producer.py)
+                return produce_tma(self.em, array, index_values, ring, dt)
+            if self.em.consumer_threads is not None:
+                return release_tma(self.em, ring, dt, first)
             if op.param("after_product") == "barrier":  # the buffers' last product is done
                 self.em.barrier()
-            pipe = op.param("pipe")
-            return (issue_tma if ring.tma else issue)(
-                self.em, array, [self._in(i).scalar for i in index], ring, dt,
-                bool(pipe and pipe[2]))
+            return (issue_tma if ring.tma else issue)(self.em, array, index_values, ring, dt,
+                                                       first)
         pad = self.b.cast(self._in(padding).scalar, dt)
         return self.em.load(array, op.param("vectors"), dt,
                             [self._in(i).scalar for i in index], layout_of(op.results[0]), pad)

@@ -1,0 +1,37 @@
+"""How a compiled tile kernel tells the launcher that it has a producer warp group.
+
+A tile kernel with a producer warp group (tile/producer.py) runs 128 threads more than
+the `num_warps * 32` a launch names: the launcher must add them. The kernel says so the
+way a grid-synchronizing kernel does (codegen/grid_sync.py): a global whose name is the
+kernel's symbol with a suffix, found in the loaded code by the runtime (runtime/gpu.py)
+whatever route the code took (a compile, the disk cache, a bundle). This module imports
+nothing heavy: the runtime reads it without the compiler.
+"""
+
+from __future__ import annotations
+
+import os
+
+PRODUCER_THREADS = 128  # one warp group
+
+
+def marker_symbol(kernel_symbol: str) -> str:
+    """The marker global of the kernel compiled as `kernel_symbol`."""
+    return f"{kernel_symbol}_producer_warp_group"
+
+
+def marker_global(kernel_symbol: str) -> str:
+    """The marker's LLVM declaration (its value: the threads the launcher adds)."""
+    return (f"@{marker_symbol(kernel_symbol)} = addrspace(1) externally_initialized "
+            f"global i32 {PRODUCER_THREADS}, align 4")
+
+
+def extra_threads(kernel_symbol: str, code: bytes) -> int:
+    """The threads a launch adds to a block of the kernel in `code` (PTX or a cubin)."""
+    return PRODUCER_THREADS if marker_symbol(kernel_symbol).encode() in code else 0
+
+
+def producer_enabled() -> bool:
+    """OXIDE_TILE_PRODUCER=0 keeps thread 0 of the consumers issuing a tile kernel's TMA
+    copies (no producer warp group), to compare the two."""
+    return os.environ.get("OXIDE_TILE_PRODUCER", "1") != "0"

@@ -1,0 +1,146 @@
+"""tile/producer.py without a GPU: a K loop on TMA rings gets a producer warp group (the
+PTX: the block's extra warp group, setmaxnreg, the consumers' releases and the producer's
+waits, no block barrier per k step), what keeps thread 0 issuing the copies, and how the
+launcher learns of the extra threads (codegen/warp_roles.py)."""
+
+from __future__ import annotations
+
+import re
+
+from test_gpu_tile_rings import linear_t, make_gemm, persistent_gemm
+from test_tile_tma_rings import SIG, TMA, V
+
+from oxide import Const, DisjointSlice, Slice, bf16, f32, i32, tile
+from oxide.codegen.warp_roles import PRODUCER_THREADS, extra_threads, marker_symbol
+
+
+def _compile(kernel, *tiles, sig=SIG):
+    return kernel.compile(*sig, *tiles, arch="sm_90")
+
+
+def _body(ptx: str, start: str, end: str) -> str:
+    i = ptx.index(start)
+    return ptx[i:ptx.index(end, i)]
+
+
+def test_the_block_gets_a_producer_warp_group() -> None:
+    ck = _compile(make_gemm(bf16, 8, 3), 128, 256, 64)
+    ptx = ck.ptx
+    assert ".maxntid 384" in ptx  # 8 warps of consumers, then 4 of the producer
+    assert extra_threads(ck.name, ptx.encode()) == PRODUCER_THREADS
+    assert marker_symbol(ck.name) in ptx
+    # the consumers take the registers the producer gives up
+    assert "setmaxnreg.inc.sync.aligned.u32 \t232" in ptx
+    assert "setmaxnreg.dec.sync.aligned.u32 \t40" in ptx
+    # every ring's buffer: `full` (the producer's arrive) and `empty` (8 consumer warps)
+    inits = re.findall(r"mbarrier\.init\.shared::cta\.b64 \[\$0\], (\d+)|"
+                       r"mbarrier\.init\.shared::cta\.b64 \[%rd\d+\], (\d+)", ptx)
+    counts = sorted(int(a or b) for a, b in inits)
+    assert counts == [1] * 6 + [8] * 6
+
+
+def test_the_consumers_loop_passes_no_barrier() -> None:
+    ptx = _compile(make_gemm(bf16, 8, 3), 128, 256, 64).ptx
+    consumers = _body(ptx, "setmaxnreg.inc", "setmaxnreg.dec")
+    assert TMA not in consumers and "mbarrier.arrive.expect_tx" not in consumers
+    # the entry's barrier (every thread, the mbarriers initialized) is the only bar.sync
+    assert "bar.sync" not in consumers and "barrier.sync" not in consumers
+    # in the loop: the phases, the product, the one before it done, then the releases
+    mma = consumers.rindex("wgmma.mma_async")
+    assert consumers.rindex("mbarrier.try_wait.parity", 0, mma) < mma
+    wait = consumers.index("wgmma.wait_group.sync.aligned 1", mma)
+    assert consumers.count("mbarrier.arrive.shared.b64", wait) >= 2  # A's ring and B's
+
+
+def test_each_fill_has_one_release_and_one_copy() -> None:
+    ptx = _compile(make_gemm(bf16, 8, 3), 128, 256, 64).ptx
+    # the prologue's two fills of each ring and the loop's one: the consumers release
+    # each buffer (one arrive each), the producer waits, arms and copies (A one slab,
+    # B four)
+    assert ptx.count("mbarrier.arrive.shared.b64") == 6
+    assert ptx.count("mbarrier.arrive.expect_tx") == 6
+    assert ptx.count(TMA) == 3 * 1 + 3 * 4
+    # the waits: the consumers' drains at the loop's start (3 buffers x 2 rings), each
+    # product's two phases, the producer's 6 releases, the kernel's end (6)
+    assert ptx.count("mbarrier.try_wait.parity") == 6 + 2 + 6 + 6
+
+
+def test_a_persistent_loop_and_a_transposed_b_take_it_too() -> None:
+    # 4 warps walking tiles: the producer's copy walks them too (and keeps no registers
+    # from the consumers); a (N, K) weight read through `permute` on 8 warps
+    persistent = _compile(persistent_gemm, 64, 128, 64).ptx
+    assert ".maxntid 256" in persistent and "setmaxnreg" not in persistent
+    transposed = _compile(linear_t, 128, 128, 64).ptx
+    assert ".maxntid 384" in transposed and "setmaxnreg.inc" in transposed
+    for ptx in (persistent, transposed):
+        assert "mbarrier.arrive.shared.b64" in ptx and "bar.sync" in ptx
+
+
+def test_four_consumer_warps_keep_their_registers() -> None:
+    ptx = _compile(make_gemm(bf16, 4, 3), 64, 64, 32).ptx
+    assert ".maxntid 256" in ptx and "setmaxnreg" not in ptx
+    assert "mbarrier.arrive.shared.b64" in ptx
+
+
+@tile.kernel(num_warps=8, num_stages=3)
+def counted(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+            steps: Slice[i32], BM: Const[int], BN: Const[int], BK: Const[int]):
+    """Its trip count is read from memory: the producer could not count alone."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.load(steps, (0,), ())):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.store(c, (i, j), acc)
+
+
+@tile.kernel(num_warps=8, num_stages=2, occupancy=1)
+def occupied(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+             BM: Const[int], BN: Const[int], BK: Const[int]):
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.store(c, (i, j), acc)
+
+
+def test_what_keeps_thread_0_issuing_the_copies(monkeypatch) -> None:
+    def plain(ck) -> bool:
+        return "setmaxnreg" not in ck.ptx and not extra_threads(ck.name, ck.ptx.encode()) \
+            and TMA in ck.ptx and ".maxntid 256" in ck.ptx
+
+    # a trip count loaded from memory
+    assert plain(counted.compile(*SIG, V(Slice[i32], vectors=True), 128, 256, 64,
+                                 arch="sm_90"))
+    # a ring that stays on cp.async (a strided A) beside B's TMA
+    strided = (V(Slice[bf16, 2], vectors=True, contiguous=False), *SIG[1:])
+    ck = _compile(make_gemm(bf16, 8, 2), 128, 256, 64, sig=strided)
+    assert "setmaxnreg" not in ck.ptx and ".maxntid 256" in ck.ptx
+    # asked for occupancy: the registers are the user's to cap
+    assert plain(_compile(occupied, 128, 256, 64))
+    # OXIDE_TILE_PRODUCER=0, to compare the two (a switch the compiled kernels are kept under)
+    gemm = make_gemm(bf16, 8, 3)
+    assert not plain(_compile(gemm, 128, 256, 64))
+    monkeypatch.setenv("OXIDE_TILE_PRODUCER", "0")
+    assert plain(_compile(gemm, 128, 256, 64))
+
+
+def test_the_cpu_runs_the_kernel_as_written() -> None:
+    ck = make_gemm(bf16, 8, 3).compile(*SIG, 64, 64, 32, target="cpu")
+    assert marker_symbol(ck.name) not in ck.llvm_unoptimized
+
+
+def test_the_launch_adds_the_producers_threads() -> None:
+    import ctypes
+    import types
+
+    import oxide as ox
+    from oxide.runtime import cuda_driver as cd
+    from oxide.runtime import gpu
+
+    fake = types.SimpleNamespace(
+        packed_cfg=None, check_config=lambda cfg: None, grid_x_factor=1,
+        extra_threads=PRODUCER_THREADS, cooperative=False, cooperative_attrs=None,
+        cluster_attrs=None, config_buffer=ctypes.create_string_buffer(cd.LAUNCH_CONFIG.size))
+    gpu.Launcher.prepare(fake, ox.LaunchConfig(grid=(8, 2), block=256), 0)
+    dims = cd.LAUNCH_CONFIG.unpack(fake.config_buffer.raw[:cd.LAUNCH_CONFIG.size])[:6]
+    assert list(dims) == [8, 2, 1, 256 + PRODUCER_THREADS, 1, 1]
