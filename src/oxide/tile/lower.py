@@ -86,6 +86,7 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         # with a producer warp group (tile/producer.py): the threads that run the tile
         # code, whose barriers are a named barrier of theirs (the producer never meets them)
         self.consumer_threads: int | None = None
+        self.tma_stores = False  # a store went by TMA (tile/tma_stores.py): drain at the end
         self.barriers = 0  # block barriers emitted so far (tile/to_simt.py checks some)
 
     def operand_map(self, array: SSAValue, box: tuple[int, ...], swizzle: int) -> SSAValue:

@@ -2,7 +2,7 @@
 
 Without this pass a wgmma operand travels global -> registers -> shared memory: each
 thread loads its elements, then stores them in the swizzled layout wgmma's descriptors
-read (tile/wgmma_lower.py's `_stage`). With it, a `tile.load` whose only use is an operand
+read (tile/wgmma_lower.py's `stage_swizzled`). With it, a `tile.load` whose only use is an operand
 of a product on wgmma becomes `cp.async` copies of 16 bytes straight into that layout, in
 one of the `buffers` of the operand's *ring*; the value the load gives is a *token*, one
 i32 per thread (the same in every thread): the number of the copy group it committed and
@@ -152,17 +152,17 @@ def place_operand_rings(b: TileBuilder, tma: bool = True) -> int:
             # copies, which wait for the product before last anyway
             wider = found if deferred else [(replace(r, buffers=r.buffers + 1), c)
                                             for r, c in found]
-            if sum(_bytes(r) for r, _ in wider) <= budget:
+            if sum(ring_bytes(r) for r, _ in wider) <= budget:
                 found = wider
                 op.set_param("in_flight", True)  # type: ignore[attr-defined]
                 for read in settle:
                     read.set_param("settle", True)  # type: ignore[attr-defined]
-        if deferred and sum(_bytes(r) for r, _ in found) > budget:
+        if deferred and sum(ring_bytes(r) for r, _ in found) > budget:
             continue  # both rings or neither: a deferred copy's wait stands for both
         for ring, (loads, variables, reads) in found:
-            if _bytes(ring) > budget:
+            if ring_bytes(ring) > budget:
                 continue
-            budget -= _bytes(ring)
+            budget -= ring_bytes(ring)
             count += 1
             for v in (*(ld.results[0] for ld in loads), *variables, *reads):
                 set_layout(v, ring)
@@ -174,11 +174,17 @@ def place_operand_rings(b: TileBuilder, tma: bool = True) -> int:
 
 
 def _tma_fits(b: TileBuilder, ring: RingLayout, array: SSAValue) -> bool:
-    """Whether TMA can fill `ring` from `array`: a C-contiguous 2-d kernel parameter (the
-    launch maps it: runtime/operand_maps.py), boxes of at most 256 rows."""
+    """Whether TMA can fill `ring` from `array`: a mappable array, boxes of at most 256
+    rows."""
+    return mappable(b, array) and ring.shape[0] <= TMA_MAX_BOX
+
+
+def mappable(b: TileBuilder, array: SSAValue) -> bool:
+    """Whether the launch can build a tensor map of `array` (runtime/operand_maps.py): a
+    C-contiguous 2-d kernel parameter."""
     return (isinstance(array, BlockArgument) and array.block is b.func.body.blocks[0]
             and isinstance(array.type, IRArrayType) and array.type.rank.data == 2
-            and bool(array.type.contiguous.data) and ring.shape[0] <= TMA_MAX_BOX)
+            and bool(array.type.contiguous.data))
 
 
 def _defer(b: TileBuilder, mma: Operation, load: Operation) -> None:
@@ -194,7 +200,7 @@ def _defer(b: TileBuilder, mma: Operation, load: Operation) -> None:
     load.set_param("after_product", True)  # type: ignore[attr-defined]
 
 
-def _bytes(ring: RingLayout) -> int:
+def ring_bytes(ring: RingLayout) -> int:
     rows, cols = ring.shape
     return ring.buffers * rows * cols * ring.elem_bytes
 

@@ -11,7 +11,8 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
 3. `place_operand_rings` (tile/operand_rings.py), on sm_90: a load that only feeds a
    wgmma operand copies its tile straight into a ring of shared buffers (cp.async; a K
    loop's by TMA, tile/tma_rings.py); then `plan_producer` (tile/producer.py): whether a
-   producer warp group issues those TMA copies;
+   producer warp group issues those TMA copies; and `place_tma_stores`
+   (tile/tma_stores.py): which 2-d tile stores go through shared memory and TMA;
 4. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
    guarantees, checked; on the GPU, `check_register_budget` (tile/register_budget.py)
    warns of a tile too large for a thread's registers;
@@ -36,6 +37,7 @@ from oxide.tile.operand_rings import place_operand_rings
 from oxide.tile.ordering import place_barriers
 from oxide.tile.producer import plan_producer, split_roles
 from oxide.tile.register_budget import check_register_budget
+from oxide.tile.tma_stores import place_tma_stores
 from oxide.tile.to_simt import ToSIMT
 
 
@@ -62,6 +64,8 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     if target.wgmma and target.rings:
         em.rings_placed = place_operand_rings(b, target.tma)
         producer = target.tma and plan_producer(b, target.num_warps, target.occupancy)
+        if target.tma:
+            place_tma_stores(b)
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow

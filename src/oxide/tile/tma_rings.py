@@ -32,6 +32,7 @@ memory another run reuses or a finished block gave back.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from xdsl.ir import SSAValue
@@ -105,15 +106,7 @@ def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
         em.barrier()
     buffer, phase = _advance(em, ring)
-    lane, warp = em._thread()
-    is_first = em._entry(ops.CompareOp("eq", em._entry(ops.BinaryOp("or", lane, warp)),
-                                       em.const(0, T.i32)))
-    copy, join = b.new_block(), b.new_block()
-    b.cond_br(is_first, copy, join)
-    b.set_block(copy)
-    _fill(em, array, index, ring, dt, buffer)
-    b.br(join)
-    b.set_block(join)
+    only_if(em, first_thread(em), lambda: _fill(em, array, index, ring, dt, buffer))
     return _token(em, ring, dt, buffer, phase)
 
 
@@ -146,14 +139,28 @@ def release_tma(em: Any, ring: RingLayout, dt: T.DType, first: bool) -> Slots:
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
     buffer, phase = _advance(em, ring)
     lane, _ = em._thread()
-    is_lane0 = em._entry(ops.CompareOp("eq", lane, em.const(0, T.i32)))
-    arrive, join = b.new_block(), b.new_block()
-    b.cond_br(is_lane0, arrive, join)
-    b.set_block(arrive)
-    b.emit(ops.HopperOp("mbarrier.arrive", [], [ir_type(T.i64)], bars, [b.cast(buffer, T.i64)]))
+    only_if(em, em._entry(ops.CompareOp("eq", lane, em.const(0, T.i32))),
+            lambda: b.emit(ops.HopperOp("mbarrier.arrive", [], [ir_type(T.i64)], bars,
+                                        [b.cast(buffer, T.i64)])))
+    return _token(em, ring, dt, buffer, phase)
+
+
+def first_thread(em: Any) -> SSAValue:
+    """Whether this is thread 0 (computed once, at the kernel's start)."""
+    lane, warp = em._thread()
+    return em._entry(ops.CompareOp("eq", em._entry(ops.BinaryOp("or", lane, warp)),
+                                   em.const(0, T.i32)))
+
+
+def only_if(em: Any, cond: SSAValue, body: Callable[[], Any]) -> None:
+    """Emit `body` where `cond` holds (a branch around it)."""
+    b = em.b
+    then, join = b.new_block(), b.new_block()
+    b.cond_br(cond, then, join)
+    b.set_block(then)
+    body()
     b.br(join)
     b.set_block(join)
-    return _token(em, ring, dt, buffer, phase)
 
 
 def _advance(em: Any, ring: RingLayout) -> tuple[SSAValue, SSAValue]:
@@ -181,8 +188,8 @@ def _fill(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt:
     rows, cols = ring.shape
     width = ring.width
     tmap = em.operand_map(array, box_of(ring), swizzle_of(ring, dt))
-    row0 = _coordinate(em, index[0], rows)
-    col0 = _coordinate(em, index[1], cols)
+    row0 = coordinate(em, index[0], rows)
+    col0 = coordinate(em, index[1], cols)
     bar = b.value(ops.HopperOp("tma.barrier", [], [ir_type(T.i64)], bars,
                                [b.cast(buffer, T.i64)]))
     b.emit(ops.HopperOp("mbarrier.arrive_expect_tx", [em.const(rows * cols * dt.bits // 8,
@@ -205,7 +212,7 @@ def _token(em: Any, ring: RingLayout, dt: T.DType, buffer: SSAValue, phase: SSAV
     return Slots(dt, ring, (token,))
 
 
-def _coordinate(em: Any, tile: SSAValue, n: int) -> SSAValue:
+def coordinate(em: Any, tile: SSAValue, n: int) -> SSAValue:
     """The first element (i32) of tile `tile` (i64) of `n` elements: TMA fills what lies
     outside the array with zeros. A tile so far out that its first element does not fit
     in 32 bits is replaced by tile (2**31 - 1) // n - 1, which starts past 2**30 - n,

@@ -30,6 +30,7 @@ from oxide.tile.mma_lower import lower_mma, relayout
 from oxide.tile.operand_rings import issue, ring_of
 from oxide.tile.ordering import syncs_block
 from oxide.tile.tma_rings import drain_all, issue_tma, produce_tma, release_tma
+from oxide.tile.tma_stores import drain_stores, store_tma
 from oxide.tile.values import Slots
 
 
@@ -67,9 +68,10 @@ class ToSIMT:
             op.detach()
             op.erase(safe_erase=False)
         self.b.tile_ops = []
+        self.b.block = self.b.end_block
         if self.em.rings is not None and self.em.rings.tma_rings:
-            self.b.block = self.b.end_block
             drain_all(self.em)  # no TMA copy lands after the block is done
+        drain_stores(self.em)  # nor does a TMA store still read its shared tile
 
     def _in(self, v: SSAValue) -> Slots:
         return self.slots[v]
@@ -187,8 +189,11 @@ class ToSIMT:
 
     def _store(self, op: Operation) -> None:
         array, value, *index = op.operands
-        self.em.store(array, op.param("vectors"), [self._in(i).scalar for i in index],
-                      self._in(value))
+        index_values = [self._in(i).scalar for i in index]
+        if op.param("tma"):  # through shared memory, by TMA (tile/tma_stores.py)
+            store_tma(self.em, array, index_values, self._in(value))
+            return
+        self.em.store(array, op.param("vectors"), index_values, self._in(value))
 
     def _atomic(self, op: Operation) -> Slots:
         count = op.param("values")

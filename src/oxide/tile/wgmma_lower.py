@@ -146,7 +146,7 @@ def _operand(em: TileEmitter, t: Slots, width: int, role: str, transposed: bool 
     array the threads store it into."""
     if ring_of(t.layout) is not None:
         return ring_array(em, ring_of(t.layout), t.dtype), buffer_start(em, t)
-    return _stage(em, t, width, role, transposed), None
+    return stage_swizzled(em, t, width, role, transposed), None
 
 
 def _at(em: TileEmitter, start: SSAValue | None, offset: int) -> SSAValue:
@@ -170,7 +170,7 @@ def _descriptor(em: TileEmitter, smem: SSAValue, at: SSAValue, row_bytes: int, l
     return op.results[0]
 
 
-def _stage(em: TileEmitter, t: Slots, width: int, role: str, transposed: bool = False
+def stage_swizzled(em: TileEmitter, t: Slots, width: int, role: str, transposed: bool = False
            ) -> SSAValue:
     """`t` (rows, cols) into shared memory in slabs of `width` columns, each slab `rows`
     rows of `width` elements with the swizzle of that row size

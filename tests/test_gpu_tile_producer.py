@@ -1,0 +1,93 @@
+"""A producer warp group (tile/producer.py) and TMA stores (tile/tma_stores.py) on an
+sm_90 GPU, against NumPy: K loops of 2 to 4 stages on 4 and 8 warps, ragged edges in
+every dimension, a persistent loop whose producer walks the tiles ahead of the
+consumers, epilogues stored through shared memory by TMA (bf16 and f32, clipped at the
+edges, a block storing several tiles in turn), and each with the producer turned off."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_gpu_tile_wgmma import _gpu
+
+from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+
+pytestmark = pytest.mark.gpu
+
+rng = np.random.default_rng(32)
+
+
+def make_gemm(out, warps: int, stages: int):
+    @tile.kernel(num_warps=warps, num_stages=stages)
+    def gemm(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[out, 2],
+             BM: Const[int], BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(a, 1, BK)):
+            acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+        tile.store(c, (i, j), acc.astype(out))
+    return gemm
+
+
+def make_persistent(out, warps: int, stages: int):
+    @tile.kernel(num_warps=warps, num_stages=stages)
+    def persistent(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[out, 2],
+                   BM: Const[int], BN: Const[int], BK: Const[int]):
+        tm, tn = tile.num_tiles(c, 0, BM), tile.num_tiles(c, 1, BN)
+        for t in tile.tiles(tm * tn):
+            i, j = tile.grouped(t, tm, tn, 4)
+            acc = tile.zeros((BM, BN), f32)
+            for k in range(tile.num_tiles(a, 1, BK)):
+                acc = tile.mma(tile.load(a, (i, k), (BM, BK)),
+                               tile.load(b, (k, j), (BK, BN)), acc)
+            tile.store(c, (i, j), (acc * 0.5).astype(out))
+    return persistent
+
+
+CASES = [  # out, warps, stages, M, N, K, BM, BN, BK (K a multiple of 8: 16-byte rows)
+    (bf16, 8, 3, 520, 776, 648, 128, 256, 64),  # the GEMM shape, ragged everywhere
+    (bf16, 8, 4, 256, 512, 1024, 128, 256, 64),  # four stages: no room for a TMA store
+    (bf16, 8, 2, 300, 136, 72, 128, 128, 64),    # two stages, two k steps
+    (f32, 4, 3, 130, 200, 96, 64, 64, 32),       # 4 warps (no setmaxnreg), f32 out by TMA
+    (bf16, 4, 2, 64, 64, 16, 64, 64, 16),        # one k step: the prologue only
+]
+
+
+def _want(a: np.ndarray, b: np.ndarray, scale: float = 1.0) -> np.ndarray:
+    return scale * (a.astype(np.float64) @ b.astype(np.float64))
+
+
+def _close(got: np.ndarray, want: np.ndarray, out, k: int) -> None:
+    # bf16 out: one rounding of the f32 sum (8 bits); f32 out: the sum's own error
+    rtol = 2.0 ** -7 if out is bf16 else 0.0
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol,
+                               atol=1e-4 * np.sqrt(k) * 10)
+
+
+@pytest.mark.parametrize("producer", ["1", "0"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(str(x) for x in c))
+def test_k_loops_with_and_without_a_producer(case, producer, monkeypatch) -> None:
+    monkeypatch.setenv("OXIDE_TILE_PRODUCER", producer)
+    out, warps, stages, m, n, k, bm, bn, bk = case
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((k, n)).astype(bf16.numpy)
+    c = np.full((m, n), 7, out.numpy)  # every element is written
+    _gpu(make_gemm(out, warps, stages), (tile.cdiv(m, bm), tile.cdiv(n, bn)), a, b, c, bm,
+         bn, bk)
+    _close(c, _want(a, b), out, k)
+
+
+@pytest.mark.parametrize("producer", ["1", "0"])
+@pytest.mark.parametrize("out, warps, stages, tiles", [
+    (bf16, 8, 3, (128, 256, 64)), (f32, 4, 3, (64, 128, 64)), (bf16, 8, 2, (128, 128, 64))])
+def test_a_persistent_loop_stores_each_tile_in_turn(out, warps, stages, tiles, producer,
+                                                    monkeypatch) -> None:
+    # fewer blocks than tiles: each block's producer runs ahead into its next tile while
+    # the consumers store the last one through the same shared tile
+    monkeypatch.setenv("OXIDE_TILE_PRODUCER", producer)
+    m, n, k = 712, 840, 392
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((k, n)).astype(bf16.numpy)
+    c = np.zeros((m, n), out.numpy)
+    _gpu(make_persistent(out, warps, stages), 5, a, b, c, *tiles)
+    _close(c, _want(a, b, 0.5), out, k)

@@ -1,0 +1,86 @@
+"""tile/tma_stores.py without a GPU: an epilogue's store goes through shared memory and
+TMA where it qualifies (the PTX: swizzled shared stores, the fence, one bulk tensor
+store per 128-byte slab, the waits; no wgmma serialized by them), and what keeps each
+thread's global stores."""
+
+from __future__ import annotations
+
+import pytest
+from test_gpu_tile_producer import make_gemm, make_persistent
+from test_tile_tma_rings import V
+
+from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+from oxide.codegen.abi import OperandMap
+
+STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
+WAIT = "cp.async.bulk.wait_group \t0"
+
+
+def _sig(out, vectors: bool = True):
+    return (V(Slice[bf16, 2], vectors=True), V(Slice[bf16, 2], vectors=True),
+            V(DisjointSlice[out, 2], vectors=vectors))
+
+
+def test_an_epilogue_is_stored_by_tma() -> None:
+    ck = make_gemm(bf16, 8, 3).compile(*_sig(bf16), 128, 256, 64, arch="sm_90")
+    # the output's map: boxes of 128 rows x 64 columns (a 128-byte swizzled row)
+    assert OperandMap(2, "bf16", (128, 64), 128) in ck.operand_maps
+    ptx = ck.ptx
+    assert ptx.count(STORE) == 4 and "st.global" not in ptx  # four slabs of 64 columns
+    assert ptx.count("cp.async.bulk.commit_group") == 1
+    # before the shared tile is written: every thread waits for its stores; at the end,
+    # for the shared tile's reads
+    assert WAIT in ptx and "cp.async.bulk.wait_group.read \t0" in ptx
+    written = ptx.index("st.shared")
+    assert ptx.rindex(WAIT, 0, written) < written
+    assert written < ptx.index("fence.proxy.async", written) < ptx.index(STORE)
+
+
+def test_f32_and_a_persistent_loop() -> None:
+    ck = make_gemm(f32, 4, 3).compile(*_sig(f32), 64, 64, 32, arch="sm_90")
+    assert OperandMap(2, "f32", (64, 32), 128) in ck.operand_maps
+    assert ck.ptx.count(STORE) == 2
+    ptx = make_persistent(bf16, 8, 3).compile(*_sig(bf16), 128, 256, 64, arch="sm_90").ptx
+    assert ptx.count(STORE) == 4
+
+
+def test_no_wgmma_waits_for_the_stores() -> None:
+    from tools.ptxas_report import ptxas_report
+
+    ptx = make_gemm(bf16, 8, 3).compile(*_sig(bf16), 128, 256, 64, arch="sm_90").ptx
+    try:
+        report = ptxas_report(ptx, "sm_90a")
+    except (OSError, RuntimeError) as exc:  # no nvJitLink library here
+        pytest.skip(f"ptxas report unavailable: {exc}")
+    assert "C7514" not in report["notes"], report["log"]
+
+
+@tile.kernel(num_warps=8, num_stages=2)
+def stored_twice(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
+                 BM: Const[int], BN: Const[int], BK: Const[int]):
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.store(c, (i, j), acc.astype(bf16))
+    tile.store(c, (i, j), (acc * 2.0).astype(bf16))
+
+
+def test_what_keeps_each_threads_stores(monkeypatch) -> None:
+    def by_tma(ck) -> bool:
+        return STORE in ck.ptx
+
+    # rows the launch does not check for 16-byte vectors
+    assert not by_tma(make_gemm(bf16, 8, 3).compile(*_sig(bf16, vectors=False), 128, 256,
+                                                    64, arch="sm_90"))
+    # four stages of rings leave no room for the shared tile
+    assert not by_tma(make_gemm(bf16, 8, 4).compile(*_sig(bf16), 128, 256, 64,
+                                                    arch="sm_90"))
+    # an array stored twice: the ordering pass keeps its say
+    assert not by_tma(stored_twice.compile(*_sig(bf16), 128, 128, 64, arch="sm_90"))
+    # sm_80, the CPU, OXIDE_TILE_TMA=0
+    gemm = make_gemm(bf16, 8, 3)
+    assert not by_tma(gemm.compile(*_sig(bf16), 128, 128, 32, arch="sm_80"))
+    assert "bulk" not in gemm.compile(*_sig(bf16), 64, 64, 32, target="cpu").llvm_unoptimized
+    monkeypatch.setenv("OXIDE_TILE_TMA", "0")
+    assert not by_tma(gemm.compile(*_sig(bf16), 128, 256, 64, arch="sm_90"))
