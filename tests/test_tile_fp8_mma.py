@@ -52,7 +52,8 @@ def test_an_mn_major_fp8_b_is_staged_transposed() -> None:
            V(DisjointSlice[f32, 2], vectors=True))
     ck = make_gemm(f8e4m3, 4, 1).compile(*sig, 64, 64, 32, arch="sm_90")
     assert ck.ptx.count("m64n64k32.f32.e4m3.e4m3") == 1 and "mma.sync" not in ck.ptx
-    assert [m.param for m in ck.operand_maps] in ([], [0])  # A may come by TMA, B not
+    # A may come by TMA, B not (the f32 result may go out by TMA: tile/tma_stores.py)
+    assert [m.param for m in ck.operand_maps if m.param != 2] in ([], [0])
     assert "st.shared.b8" in ck.ptx or "st.shared.u8" in ck.ptx
 
 

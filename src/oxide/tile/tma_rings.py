@@ -28,6 +28,10 @@ no mbarrier ever runs two phases ahead of a waiting thread. The fills a loop iss
 its end are never waited for by a product: the next run of the loop (`first`) and the
 kernel's end (`drain`) wait for every buffer's latest fill, so no copy lands in shared
 memory another run reuses or a finished block gave back.
+
+With a producer warp group (tile/producer.py) a ring load is two: the consumers'
+(`release_tma`: no copy; the buffer released on its `empty[b]` mbarrier) and the
+producer's (`produce_tma`: wait for that release, arm, copy), in place of `issue_tma`.
 """
 
 from __future__ import annotations
