@@ -91,3 +91,18 @@ def test_a_persistent_loop_stores_each_tile_in_turn(out, warps, stages, tiles, p
     c = np.zeros((m, n), out.numpy)
     _gpu(make_persistent(out, warps, stages), 5, a, b, c, *tiles)
     _close(c, _want(a, b, 0.5), out, k)
+
+
+def test_branches_returns_and_two_loops() -> None:
+    # (added 2026-12-04 after the session's GPU time was spent: first run next session)
+    # the producer's copy of the body takes the return's branch, the `if` and both loops
+    # as the consumers do: C = A[:, :f] @ B[:f] + A[:, f:] @ B[f:] over k steps f and the rest
+    from test_tile_producer import two_loops
+
+    m, n, k, first = 300, 200, 456, 3
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((k, n)).astype(bf16.numpy)
+    c = np.zeros((m, n), np.float32)
+    _gpu(two_loops, (tile.cdiv(m, 128) + 1, tile.cdiv(n, 64)), a, b, c, np.int32(first),
+         128, 64, 64)  # one row of blocks past the end: they return at once
+    _close(c, _want(a, b), f32, k)

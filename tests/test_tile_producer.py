@@ -144,3 +144,32 @@ def test_the_launch_adds_the_producers_threads() -> None:
     gpu.Launcher.prepare(fake, ox.LaunchConfig(grid=(8, 2), block=256), 0)
     dims = cd.LAUNCH_CONFIG.unpack(fake.config_buffer.raw[:cd.LAUNCH_CONFIG.size])[:6]
     assert list(dims) == [8, 2, 1, 256 + PRODUCER_THREADS, 1, 1]
+
+
+@tile.kernel(num_warps=8, num_stages=3)
+def two_loops(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+              n_first: i32, BM: Const[int], BN: Const[int], BK: Const[int]):
+    """An early return, a loop under a branch, and two K loops after each other."""
+    i, j = tile.bid(0), tile.bid(1)
+    if i * BM >= c.shape[0]:
+        return
+    acc = tile.zeros((BM, BN), f32)
+    if n_first > 0:
+        for k in range(n_first):
+            acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)),
+                           acc)
+    for k in range(n_first, tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.store(c, (i, j), acc)
+
+
+def test_branches_returns_and_two_loops_are_the_producers_too() -> None:
+    # the producer's copy keeps the return's branch, the `if` and both loops' counters:
+    # four rings (each loop's A and B), each filled by the producer alone
+    sig = (*SIG, i32)
+    ck = two_loops.compile(*sig, 128, 64, 64, arch="sm_90")
+    ptx = ck.ptx
+    assert extra_threads(ck.name, ptx.encode()) == PRODUCER_THREADS
+    inits = ptx.count("mbarrier.init.shared::cta.b64")
+    assert inits >= 2 * 3 * 4  # full and empty, 3 buffers, 4 rings (LLVM may fold none)
+    assert ptx.count("mbarrier.arrive.expect_tx") == 4 * 3  # each ring: 2 ahead + 1
