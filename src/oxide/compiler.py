@@ -224,14 +224,17 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
 
         tgt = CPUTarget()
     if getattr(kernel, "is_tile", False):  # @ox.tile.kernel: the tile frontend
+        from oxide.codegen.warp_roles import hopper_on_cpu as cpu_hopper
         from oxide.tile.frontend import lower_tile_kernel
 
+        hopper_on_cpu = target == "cpu" and cpu_hopper()
         lowered = lower_tile_kernel(
             kernel, sig, symbol, keep_tile_ir="tile" in os.environ.get("OXIDE_DUMP", ""),
             verify=os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0"),
-            tensor_cores=target == "nvptx",
-            wgmma=target == "nvptx" and arch in ("sm_90", "sm_90a") and _wgmma_enabled(),
-            tma=_tma_enabled())
+            tensor_cores=target == "nvptx" or hopper_on_cpu,
+            wgmma=(target == "nvptx" and arch in ("sm_90", "sm_90a") and _wgmma_enabled()
+                   or hopper_on_cpu),
+            tma=_tma_enabled(), cpu=target == "cpu")
     else:
         lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func
@@ -252,7 +255,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
                               getattr(kernel.options, "occupancy", None),
                               declared_block_size(kernel.options))
     producer_threads = getattr(lowered, "producer_threads", 0)
-    if producer_threads:  # a producer warp group past the tile kernel's warps
+    if producer_threads and target == "nvptx":  # a producer warp group past the warps
         tgt.max_threads += producer_threads
         tgt.block_size += producer_threads
     verify_ir = os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0")
@@ -333,7 +336,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     if producer_threads:  # the launcher adds the producer's threads (codegen/warp_roles.py)
         from oxide.codegen.warp_roles import marker_global
 
-        emitter.globals.append(marker_global(symbol))
+        emitter.globals.append(marker_global(symbol, cpu=target == "cpu"))
     llvm_text = emitter.emit()
     ck = CompiledKernel(kernel, sig, target, arch, symbol, func, llvm_text, abi,
                         lowered.sites, lowered.ctx.uses_barriers)
@@ -384,9 +387,9 @@ def codegen_switches() -> tuple[bool, bool, bool]:
     """The environment switches that change a tile kernel's GPU code (wgmma, TMA, a
     producer warp group): part of what a kernel's compiled specializations are
     remembered under."""
-    from oxide.codegen.warp_roles import producer_enabled
+    from oxide.codegen.warp_roles import hopper_on_cpu, producer_enabled
 
-    return _wgmma_enabled(), _tma_enabled(), producer_enabled()
+    return _wgmma_enabled(), _tma_enabled(), producer_enabled(), hopper_on_cpu()
 
 
 def _tma_enabled() -> bool:

@@ -20,10 +20,10 @@ def marker_symbol(kernel_symbol: str) -> str:
     return f"{kernel_symbol}_producer_warp_group"
 
 
-def marker_global(kernel_symbol: str) -> str:
+def marker_global(kernel_symbol: str, cpu: bool = False) -> str:
     """The marker's LLVM declaration (its value: the threads the launcher adds)."""
-    return (f"@{marker_symbol(kernel_symbol)} = addrspace(1) externally_initialized "
-            f"global i32 {PRODUCER_THREADS}, align 4")
+    space = "" if cpu else "addrspace(1) externally_initialized "
+    return f"@{marker_symbol(kernel_symbol)} = {space}global i32 {PRODUCER_THREADS}, align 4"
 
 
 def extra_threads(kernel_symbol: str, code: bytes) -> int:
@@ -35,3 +35,10 @@ def producer_enabled() -> bool:
     """OXIDE_TILE_PRODUCER=0 keeps thread 0 of the consumers issuing a tile kernel's TMA
     copies (no producer warp group), to compare the two."""
     return os.environ.get("OXIDE_TILE_PRODUCER", "1") != "0"
+
+
+def hopper_on_cpu() -> bool:
+    """OXIDE_TILE_CPU_HOPPER=1: the CPU target compiles tile kernels as sm_90 does (wgmma,
+    TMA rings, a producer warp group, TMA stores, each in the CPU's meaning), to test that
+    code without a GPU. Such CPU code is not kept in the disk cache."""
+    return os.environ.get("OXIDE_TILE_CPU_HOPPER", "") == "1"

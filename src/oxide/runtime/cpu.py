@@ -25,12 +25,15 @@ from typing import Any
 import numpy as np
 
 from oxide import types as T
+from oxide.codegen.warp_roles import extra_threads
+from oxide.codegen.warp_roles import hopper_on_cpu as _hopper_on_cpu
 from oxide.errors import ArgumentError, LaunchError
 from oxide.progress import activity
 from oxide.runtime.args import Plan, bind
 from oxide.runtime.config import LaunchConfig
 from oxide.runtime.device import CPU
 from oxide.runtime.kernel_errors import ErrorRecord
+from oxide.runtime.operand_maps import cpu_descriptions, value_starts
 from oxide.runtime.streams import stream_handle
 from oxide.runtime.witness_rules import check_block_shape, check_witness_config
 
@@ -57,10 +60,11 @@ class _Entry:
 
     __slots__ = ("host", "object_code", "sites", "thread_index_ranks", "launch", "packer",
                  "bf16_slots", "writable", "prints", "constants", "symbol", "grid_counter",
-                 "grid_lock")
+                 "grid_lock", "operand_maps", "map_starts", "extra_threads")
 
     def __init__(self, kernel: Any, plan: Plan) -> None:
         constants: list[tuple[str, Any]] = []
+        self.operand_maps: tuple[Any, ...] = ()
         if not _from_disk_cache(self, kernel, plan):
             with activity(f"compiling `{kernel.__name__}` for the CPU"):  # to machine code
                 ck = kernel.compile(*plan.signature, target="cpu")
@@ -68,12 +72,18 @@ class _Entry:
             self.symbol = ck.name
             self.object_code = ck.host_object[0]
             self.thread_index_ranks = tuple(ck.thread_index_ranks)
+            self.operand_maps = tuple(getattr(ck, "operand_maps", ()))
             constants = list(ck.constants)
             _to_disk_cache(kernel, plan, ck)
         self.launch = self.host.launch
-        # One 8-byte little-endian slot per machine argument (the driver's `args`).
+        # One 8-byte little-endian slot per machine argument (the driver's `args`), then
+        # the address of each hidden tensor map's description (OXIDE_TILE_CPU_HOPPER=1)
         self.packer = struct.Struct("<" + "".join(f + "x" * (8 - _SLOT_SIZES[f])
-                                                  for f in plan.formats))
+                                                  for f in plan.formats)
+                                    + "Q" * len(self.operand_maps))
+        self.map_starts = value_starts(plan.params)
+        # a tile kernel's producer warp group: threads past the ones a launch names
+        self.extra_threads = extra_threads(self.symbol, self.object_code)
         self.bf16_slots = [i for i, dt in enumerate(plan.dtypes) if dt.name == "bf16"]
         self.writable = [i for i, p in enumerate(plan.params) if p.kind == "array" and p.writable]
         # stdout is flushed around a launch that prints (libc's buffer and Python's)
@@ -92,7 +102,7 @@ def _cache_key(kernel: Any, plan: Plan) -> str | None:
     """The disk-cache key of `plan`'s host code on this CPU (None: not cacheable)."""
     from oxide.kernel_types import KernelBase
 
-    if not isinstance(kernel, KernelBase):
+    if not isinstance(kernel, KernelBase) or _hopper_on_cpu():  # (a test mode's code)
         return None
     from oxide.codegen.host import host_target_id
     from oxide.runtime import cache
@@ -163,7 +173,12 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...], stream: An
         values = list(values)
         for i in entry.bf16_slots:
             values[i] = int(np.array(values[i], T.bf16.numpy).view(np.uint16))
-    packed = entry.packer.pack(*values)
+    descriptions = cpu_descriptions(entry.operand_maps, entry.map_starts, values)
+    packed = entry.packer.pack(*values, *(ctypes.addressof(d) for d in descriptions))
+    if entry.extra_threads:  # the producer warp group's threads (tile/producer.py)
+        (bx, by, bz) = cfg.block
+        cfg = LaunchConfig(cfg.grid, (bx + entry.extra_threads, by, bz),
+                           cfg.shared_mem_bytes)
     for arr, address in entry.constants:
         arr.sync_to(("cpu", address), functools.partial(_upload, address), kernel.__name__)
     record = _record()

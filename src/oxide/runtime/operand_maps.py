@@ -94,3 +94,18 @@ def value_starts(params: Sequence[Any]) -> list[int]:
         starts.append(at)
         at += 1 + p.spec.rank * (2 if p.strided else 1) if p.kind == "array" else 1
     return starts
+
+
+def cpu_descriptions(maps: Sequence[OperandMap], starts: list[int], values: Sequence[Any]
+                     ) -> list[Any]:
+    """The CPU target's descriptions (runtime/tensormap.py `CPU_LAYOUT`) of a launch's
+    hidden maps, as buffers the caller keeps alive while the kernel runs: a CPU kernel
+    takes each description's address (OXIDE_TILE_CPU_HOPPER=1 compiles such kernels)."""
+    out = []
+    for m in maps:
+        start, rank = starts[m.param], len(m.box)
+        ptr, shape = values[start], tuple(values[start + 1:start + 1 + rank])
+        raw = tensormap.cpu_description(ptr, T.SCALARS[m.dtype], shape, T.c_strides(shape),
+                                        m.box, m.swizzle, "zero")
+        out.append(ctypes.create_string_buffer(raw, len(raw)))
+    return out

@@ -93,7 +93,7 @@ def is_power_of_two(n: int) -> bool:
 def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
                       keep_tile_ir: bool = False, verify: bool = False,
                       tensor_cores: bool = True, wgmma: bool = False,
-                      tma: bool = True) -> TileLowered:
+                      tma: bool = True, cpu: bool = False) -> TileLowered:
     """Lower a tile kernel's body for one signature into oxide IR through the passes of
     tile/pipeline.py; with `keep_tile_ir`, keep the text of its tile-dialect form as the
     layout and ordering passes leave it; with `verify`, check what the layout pass guarantees. Without
@@ -102,6 +102,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
 
     def lower(rings: bool) -> tuple[TileBuilder, TileLowering, KernelContext, list[str] | None]:
         b, low, ctx = evaluate_body(kernel, sig, symbol)
+        low.em.cpu = cpu
         tried.append(low)
         dump: list[str] | None = [] if keep_tile_ir else None
         run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,

@@ -87,6 +87,7 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         # code, whose barriers are a named barrier of theirs (the producer never meets them)
         self.consumer_threads: int | None = None
         self.tma_stores = False  # a store went by TMA (tile/tma_stores.py): drain at the end
+        self.cpu = False  # the CPU target (no PTX of its own: mbarriers, setmaxnreg)
         self.barriers = 0  # block barriers emitted so far (tile/to_simt.py checks some)
 
     def operand_map(self, array: SSAValue, box: tuple[int, ...], swizzle: int) -> SSAValue:
@@ -389,7 +390,9 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
     def barrier(self) -> None:
         self.uses_barriers = True
         self.barriers += 1
-        if self.consumer_threads is None:
+        if self.consumer_threads is None or self.cpu:
+            # (the CPU's scheduler holds no block barrier up for a thread that waits on
+            # an mbarrier or has finished, the producer's: codegen/hopper_cpu.py)
             self.b.emit(ops.BarrierOp("block"))
         else:  # barrier 1 of the consumer threads (0 is the whole block's)
             self.b.emit(ops.HopperOp("named_barrier", [self.const(1, T.u32),

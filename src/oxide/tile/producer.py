@@ -234,7 +234,7 @@ def _route(b: TileBuilder, em: Any, consumers: Block, producer: Block) -> None:
     producer warp group hands its registers over and keeps one thread, which runs the
     producer's copy of the body."""
     threads = em.num_warps * WARP_SIZE
-    registers = REGISTERS.get(em.num_warps)
+    registers = None if em.cpu else REGISTERS.get(em.num_warps)  # a GPU's register file
     route, consumer, producers, leave = Block(), Block(), Block(), Block()
     for k, block in enumerate((route, consumer, producers, leave)):
         b.func.body.add_block(block)

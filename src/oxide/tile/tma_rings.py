@@ -88,6 +88,11 @@ def _init_barriers(em: Any, count: int, arrivals: int) -> SSAValue:
     """`count` mbarriers of `arrivals` arrivals each, initialized by thread 0 at the
     kernel's start."""
     bars = em.shared(T.u64, count)
+    if em.cpu:  # each thread in turn, before the block's first barrier: one state
+        for j in range(count):
+            em.b.at_entry(ops.HopperOp("mbarrier.init", [em.const(arrivals, T.i32)], [],
+                                       bars, [em.const(j, T.i64)]))
+        return bars
     tid = em._entry(ops.RegisterOp("tid.x", ir_type(T.i32)))
     for j in range(count):
         address = em._entry(ops.HopperOp("tma.barrier", [], [ir_type(T.i64)], bars,
