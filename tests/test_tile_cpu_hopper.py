@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_gpu_tile_producer import make_gemm, make_persistent
+from test_gpu_tile_producer import _close, make_gemm, make_persistent
 from test_tile_producer import two_loops
 from test_tile_tma_stores import _sig
 
@@ -28,12 +28,6 @@ def _inputs(m: int, n: int, k: int, out):
     a = rng.standard_normal((m, k)).astype(bf16.numpy)
     b = rng.standard_normal((k, n)).astype(bf16.numpy)
     return a, b, np.full((m, n), 7, out.numpy), a.astype(np.float64) @ b.astype(np.float64)
-
-
-def _close(got, want, out, k: int) -> None:
-    rtol = 2.0 ** -7 if out is bf16 else 0.0
-    np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol,
-                               atol=1e-4 * np.sqrt(k) * 10)
 
 
 def test_the_cpu_compiles_the_producer_and_the_rings() -> None:
