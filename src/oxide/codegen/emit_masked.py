@@ -15,7 +15,6 @@ from typing import Any
 
 from xdsl.ir import SSAValue
 
-from oxide.errors import InternalCompilerError
 from oxide.ir import ops
 from oxide.ir.types import dtype_of_ir
 
@@ -109,9 +108,11 @@ class MaskedAccessMixin:
         """`@enabled cp.async.cg.shared.global [dst], [src], 16, size`: size 16 where the
         chunk is inside the array, else 0 (nothing read, 16 bytes of zeros written, from
         the array's first element's address); inline PTX, since the intrinsic takes no
-        predicate. The tile lowering emits it only on the GPU."""
+        predicate. On the CPU (OXIDE_TILE_CPU_HOPPER=1) the copy is made at once: 16
+        bytes, or zeros where the chunk is outside."""
         if self.t.name != "nvptx":
-            raise InternalCompilerError("a cp.async copy reached a CPU kernel")
+            self._copy_now(op)
+            return
         inside = self.v(op.inside)
         src = self._global_address(op.src, op.src_indices)
         info = self.arrays[op.src]
@@ -125,6 +126,31 @@ class MaskedAccessMixin:
         self.raw('call void asm sideeffect "@$3 cp.async.cg.shared.global [$0], [$1], 16, $2;", '
                  f'"r,l,r,b,~{{memory}}"(i32 {dst32}, ptr addrspace(1) {src}, i32 {size}, '
                  f"i1 {self.v(op.enabled)})")
+
+    def _copy_now(self, op: ops.AsyncCopyOp) -> None:
+        """The CPU's cp.async: where enabled, the 16 bytes at the source (zeros where the
+        chunk is outside the array) stored at the destination."""
+        enabled, inside = self.v(op.enabled), self.v(op.inside)
+        here, copy, load, join = self.current, self.label(), self.label(), self.label()
+        self.raw(f"br i1 {enabled}, label %{copy}, label %{join}")
+        self.start_block(copy)
+        self.raw(f"br i1 {inside}, label %{load}, label %{join}")
+        self.start_block(load)
+        src = self.address(op.src, self.index_list(list(op.src_indices)))
+        got = self.ins(f"load <16 x i8>, {self.t.pointer_type(self.arrays[op.src]['space'])} "
+                       f"{src}, align 1")
+        self.raw(f"br label %{join}")
+        self.start_block(join)
+        value = self.ins(f"phi <16 x i8> [ {got}, %{load} ], [ zeroinitializer, %{copy} ], "
+                         f"[ zeroinitializer, %{here} ]")
+        stored, done = self.label(), self.label()
+        self.raw(f"br i1 {enabled}, label %{stored}, label %{done}")
+        self.start_block(stored)
+        dst = self.address(op.dst, [self.v(op.dst_index)])
+        self.raw(f"store <16 x i8> {value}, {self.t.pointer_type(self.arrays[op.dst]['space'])} "
+                 f"{dst}, align 1")
+        self.raw(f"br label %{done}")
+        self.start_block(done)
 
     def _branchy_load(self, op: ops.MaskedLoadOp, dt: Any, mask: str, other: str) -> None:
         ptr_t = self.t.pointer_type(self.arrays[op.array]["space"])

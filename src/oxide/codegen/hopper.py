@@ -214,6 +214,8 @@ def emit_hopper(em: Any, op: ops.HopperOp) -> None:
         for r, v in zip(results, values, strict=True):
             em.names[r] = v
         return
+    if em.t.name == "cpu" and head == "cp_async":  # the CPU's copies are made at once
+        return
     if em.t.name == "cpu" and head in ("sreg", "fence"):
         # CPU launches form no clusters: each block is a cluster of one, as on a GPU
         # launched without them. There is no async proxy to fence against.
