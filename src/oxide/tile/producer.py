@@ -76,8 +76,7 @@ def plan_producer(b: TileBuilder, num_warps: int, occupancy: int | None) -> bool
     does, its products on TMA rings are marked (`producer`): no block barrier follows them."""
     if num_warps not in (4, 8) or occupancy is not None or not producer_enabled():
         return False
-    rings = [op for op in b.tile_ops if kind_of(op) == "load"
-             and ring_of(layout_of(op.results[0])) is not None]
+    rings = _ring_loads(b)
     if not rings or not all(ring_of(layout_of(op.results[0])).tma  # type: ignore[union-attr]
                             for op in rings):
         return False
@@ -96,9 +95,7 @@ def split_roles(b: TileBuilder, em: Any) -> None:
     body = _body(b)
     clones = _clone_blocks(b, body)
     originals = {c: o for o, c in clones.items()}
-    rings = [op for op in b.tile_ops if kind_of(op) == "load"
-             and ring_of(layout_of(op.results[0])) is not None]
-    needed = _needed(body, rings)
+    needed = _needed(body, _ring_loads(b))
     assert needed is not None, "plan_producer accepted what the producer cannot compute"
     doomed = [c for o, c in clones.items() if isinstance(o, Operation) and o not in needed]
     for op in doomed:
@@ -127,6 +124,12 @@ def split_roles(b: TileBuilder, em: Any) -> None:
 
 def _body(b: TileBuilder) -> list[Block]:
     return list(b.func.body.blocks)[1:]
+
+
+def _ring_loads(b: TileBuilder) -> list[Operation]:
+    """The kernel's loads into product operand rings (tile/operand_rings.py)."""
+    return [op for op in b.tile_ops if kind_of(op) == "load"
+            and ring_of(layout_of(op.results[0])) is not None]
 
 
 def _terminated(block: Block) -> bool:
