@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 from test_gpu_tile_producer import _close, make_gemm, make_persistent
 from test_tile_producer import two_loops
+from test_tile_tma_rings import V
 from test_tile_tma_stores import _sig
 
-from oxide import bf16, f32, tile
+from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
 from oxide.codegen.warp_roles import PRODUCER_THREADS, extra_threads, marker_symbol
 
 rng = np.random.default_rng(41)
@@ -71,3 +72,33 @@ def test_branches_returns_and_two_loops() -> None:
     c[...] = 0
     two_loops[tile.cdiv(m, 128) + 1, tile.cdiv(n, 64)](a, b, c, np.int32(first), 128, 64, 64)
     _close(c, want, f32, k)
+
+
+@tile.kernel(num_warps=4, num_stages=3)
+def linear_bias_gelu(x: Slice[bf16, 2], w: Slice[bf16, 2], bias: Slice[bf16],
+                     y: DisjointSlice[bf16, 2], BM: Const[int], BN: Const[int],
+                     BK: Const[int]):
+    """An epilogue as users write one: a bias row, tanh-GELU, a cast, stored by TMA."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(x, 1, BK)):
+        acc = tile.mma(tile.load(x, (i, k), (BM, BK)), tile.load(w, (k, j), (BK, BN)), acc)
+    z = acc + tile.load(bias, (j,), (BN,)).astype(f32)[None, :]
+    c = 0.7978845608028654
+    tile.store(y, (i, j), (0.5 * z * (1.0 + tile.tanh(c * (z + 0.044715 * z * z * z))))
+               .astype(bf16))
+
+
+def test_a_fused_epilogue_goes_out_by_tma() -> None:
+    sig = (*_sig(bf16)[:2], V(Slice[bf16], vectors=True), _sig(bf16)[2])
+    maps = linear_bias_gelu.compile(*sig, 64, 64, 32, target="cpu").operand_maps
+    assert [m.param for m in maps] == [3, 0, 1]  # y's stores, then x's and w's rings
+    m, n, k = 130, 136, 96
+    x, w, _, z = _inputs(m, n, k, bf16)
+    bias = rng.standard_normal(n).astype(bf16.numpy)
+    y = np.zeros((m, n), bf16.numpy)
+    linear_bias_gelu[tile.cdiv(m, 64), tile.cdiv(n, 64)](x, w, bias, y, 64, 64, 32)
+    z = z + bias.astype(np.float64)
+    want = 0.5 * z * (1 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3)))
+    # one bf16 rounding of the result (8 bits), tanh to a few f32 ulps
+    np.testing.assert_allclose(y.astype(np.float64), want, rtol=2.0 ** -7, atol=2e-2)
