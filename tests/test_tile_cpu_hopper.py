@@ -43,6 +43,7 @@ def test_the_cpu_compiles_the_producer_and_the_rings() -> None:
 @pytest.mark.parametrize("producer", ["1", "0", "cp.async"])
 @pytest.mark.parametrize("out, warps, stages, m, n, k, tiles", [
     (f32, 4, 3, 130, 200, 96, (64, 64, 32)),   # ragged, three k steps, the f32 out by TMA
+    (bf16, 8, 3, 260, 264, 200, (128, 128, 64)),  # two consumer warp groups
     (bf16, 4, 2, 64, 72, 16, (64, 64, 16)),    # one k step: the prologue alone
 ])
 def test_k_loops_against_numpy(out, warps, stages, m, n, k, tiles, producer,
@@ -57,12 +58,13 @@ def test_k_loops_against_numpy(out, warps, stages, m, n, k, tiles, producer,
     _close(c, want, out, k)
 
 
-@pytest.mark.parametrize("stages", [2, 3])
-def test_a_persistent_loop_restarts_its_rings(stages) -> None:
-    # 3 blocks walk 12 tiles: each K loop of 5 steps starts again with its buffers as
-    # the last tile left them (and the fills the last loop made past its end)
+@pytest.mark.parametrize("warps, stages, tiles", [(4, 2, (64, 64, 32)), (4, 3, (64, 64, 32)),
+                                                  (8, 3, (128, 128, 64))])
+def test_a_persistent_loop_restarts_its_rings(warps, stages, tiles) -> None:
+    # 3 blocks walk the tiles: each K loop starts again with its buffers as the last tile
+    # left them (and the fills the last loop made past its end)
     a, b, c, want = _inputs(200, 136, 160, f32)
-    make_persistent(f32, 4, stages)[3](a, b, c, 64, 64, 32)
+    make_persistent(f32, warps, stages)[3](a, b, c, *tiles)
     _close(c, 0.5 * want, f32, 160)
 
 
