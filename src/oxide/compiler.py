@@ -383,10 +383,10 @@ def dump_stages(ck: CompiledKernel, spec: str) -> None:
             print(getattr(ck, stage), file=sys.stderr)
 
 
-def codegen_switches() -> tuple[bool, bool, bool]:
-    """The environment switches that change a tile kernel's GPU code (wgmma, TMA, a
-    producer warp group): part of what a kernel's compiled specializations are
-    remembered under."""
+def codegen_switches() -> tuple[bool, bool, bool, bool]:
+    """The environment switches that change a tile kernel's code (wgmma, TMA, a producer
+    warp group, the CPU compiling as sm_90): part of what a kernel's compiled
+    specializations are remembered under."""
     from oxide.codegen.warp_roles import hopper_on_cpu, producer_enabled
 
     return _wgmma_enabled(), _tma_enabled(), producer_enabled(), hopper_on_cpu()

@@ -173,8 +173,11 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...], stream: An
         values = list(values)
         for i in entry.bf16_slots:
             values[i] = int(np.array(values[i], T.bf16.numpy).view(np.uint16))
-    descriptions = cpu_descriptions(entry.operand_maps, entry.map_starts, values)
-    packed = entry.packer.pack(*values, *(ctypes.addressof(d) for d in descriptions))
+    if entry.operand_maps:  # OXIDE_TILE_CPU_HOPPER=1: the hidden maps' descriptions
+        descriptions = cpu_descriptions(entry.operand_maps, entry.map_starts, values)
+        packed = entry.packer.pack(*values, *(ctypes.addressof(d) for d in descriptions))
+    else:
+        packed = entry.packer.pack(*values)
     if entry.extra_threads:  # the producer warp group's threads (tile/producer.py)
         (bx, by, bz) = cfg.block
         cfg = LaunchConfig(cfg.grid, (bx + entry.extra_threads, by, bz),
