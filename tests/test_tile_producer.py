@@ -52,17 +52,22 @@ def test_the_consumers_loop_passes_no_barrier() -> None:
     assert consumers.count("mbarrier.arrive.shared.b64", wait) >= 2  # A's ring and B's
 
 
-def test_each_fill_has_one_release_and_one_copy() -> None:
+def test_buffers_go_back_when_their_products_are_done() -> None:
     ptx = _compile(make_gemm(bf16, 8, 3), 128, 256, 64).ptx
-    # the prologue's two fills of each ring and the loop's one: the consumers release
-    # each buffer (one arrive each), the producer waits, arms and copies (A one slab,
-    # B four)
-    assert ptx.count("mbarrier.arrive.shared.b64") == 6
+    # the prologue's two fills of each ring and the loop's one: the producer waits for
+    # each buffer's release, arms it and copies (A one slab, B four)
     assert ptx.count("mbarrier.arrive.expect_tx") == 6
     assert ptx.count(TMA) == 3 * 1 + 3 * 4
-    # the waits: the consumers' drains at the loop's start (3 buffers x 2 rings), each
-    # product's two phases, the producer's 6 releases, the kernel's end (6)
-    assert ptx.count("mbarrier.try_wait.parity") == 6 + 2 + 6 + 6
+    # in the loop: once the product before is done (`wait_group 1`), its buffers go back
+    wait = ptx.index("wgmma.wait_group.sync.aligned 1")
+    loop_end = ptx.index("setmaxnreg.dec", wait)
+    assert ptx.count("mbarrier.arrive.shared.b64", wait, loop_end) == 2  # A's and B's
+    # after the loop, before the epilogue's stores: the last product's buffers and the
+    # fills past the loop's end (each once landed), 3 buffers x 2 rings
+    settle = ptx.rindex("wgmma.wait_group.sync.aligned 0")
+    epilogue = ptx.index("st.global", settle)
+    assert ptx.count("mbarrier.arrive.shared.b64", settle, epilogue) == 6
+    assert ptx.count("mbarrier.try_wait.parity", settle, epilogue) == 6
 
 
 def test_a_persistent_loop_and_a_transposed_b_take_it_too() -> None:

@@ -157,6 +157,9 @@ def place_operand_rings(b: TileBuilder, tma: bool = True) -> int:
                 op.set_param("in_flight", True)  # type: ignore[attr-defined]
                 for read in settle:
                     read.set_param("settle", True)  # type: ignore[attr-defined]
+                    # the rings whose fills the product's last wait gives back
+                    read.set_param("settle_rings",  # type: ignore[attr-defined]
+                                   tuple(r.ring for r, _ in found))
         if deferred and sum(ring_bytes(r) for r, _ in found) > budget:
             continue  # both rings or neither: a deferred copy's wait stands for both
         for ring, (loads, variables, reads) in found:
@@ -334,6 +337,9 @@ class _Rings:
     barriers: dict[int, SSAValue] = field(default_factory=dict)
     phases: dict[int, SSAValue] = field(default_factory=dict)
     empties: dict[int, SSAValue] = field(default_factory=dict)  # with a producer warp group
+    # and the consumers' accounts of each ring: fills counted, consumed, released, and the
+    # buffer and phase of the next to release (tile/tma_rings.py `release_one`)
+    accounts: dict[int, Any] = field(default_factory=dict)
     tma_rings: list[RingLayout] = field(default_factory=list)
 
 

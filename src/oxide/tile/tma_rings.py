@@ -37,6 +37,7 @@ producer's (`produce_tma`: wait for that release, arm, copy), in place of `issue
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.ir import SSAValue
@@ -134,24 +135,110 @@ def produce_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayou
 
 def release_tma(em: Any, ring: RingLayout, dt: T.DType, first: bool) -> Slots:
     """A ring load in the consumers (tile/producer.py): no copy, the producer makes it.
-    The ring's counters advance as the producer's do, and lane 0 of each warp releases
-    the buffer the fill goes to (`empty[b]`): this warp is done with its last fill (the
-    product that read it finished: `wgmma.wait_group 1` after the next product, or, at
-    the start of a loop, `first`, every product). A loop's start first waits for the
-    latest fill of every buffer, so no release runs two phases ahead of the producer's
-    wait for it, and no copy of the last run is still landing where the next one goes."""
+    The ring's counters advance as the producer's do. Buffers go back to the producer
+    when the products that read them are done (`consume`, `release_all`); a loop's start
+    (`first`) gives back whatever the last run left: its last product's fill and the
+    fills it made past its end, once landed."""
     b = em.b
     ring_array(em, ring, dt)
-    bars = empties(em, ring)
+    empties(em, ring)
     if first:
-        drain_ring(em, ring)
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
+        release_all(em, ring)
     buffer, phase = _advance(em, ring)
+    _count(em, _accounts(em, ring).fills)
+    return _token(em, ring, dt, buffer, phase)
+
+
+@dataclass(frozen=True)
+class _Accounts:
+    """A ring's fills as the consumers count them (i32 slots): made (ring loads),
+    consumed (by products), released (given back on `empty[b]`, in order), and the
+    buffer and phase of the next one to release."""
+
+    fills: SSAValue
+    consumed: SSAValue
+    released: SSAValue
+    buffer: SSAValue
+    phase: SSAValue
+
+
+def _accounts(em: Any, ring: RingLayout) -> _Accounts:
+    state = ring_state(em)
+    if ring.ring not in state.accounts:
+        state.accounts[ring.ring] = _Accounts(*(zero_slot(em) for _ in range(5)))
+    return state.accounts[ring.ring]  # type: ignore[no-any-return]
+
+
+def _count(em: Any, slot: SSAValue) -> None:
+    b = em.b
+    b.emit(ops.SlotWriteOp(slot, b.value(ops.BinaryOp("add", b.value(ops.SlotReadOp(slot)),
+                                                      em.const(1, T.i32)))))
+
+
+def consume(em: Any, rings: list[RingLayout], in_flight: bool) -> None:
+    """After a product's `wgmma.wait_group` in the consumers: it consumed one fill of each
+    ring; the fills whose products are done (all but the one still in flight) go back."""
+    b = em.b
+    for ring in rings:
+        acc = _accounts(em, ring)
+        _count(em, acc.consumed)
+        done = b.value(ops.SlotReadOp(acc.consumed))
+        if in_flight:
+            done = b.value(ops.BinaryOp("sub", done, em.const(1, T.i32)))
+        pending = b.value(ops.CompareOp("lt", b.value(ops.SlotReadOp(acc.released)), done))
+        only_if(em, pending, lambda ring=ring: release_one(em, ring, wait=False))
+
+
+def release_all(em: Any, ring: RingLayout) -> None:
+    """Every fill not yet given back (at most one per buffer), in order: those a product
+    read (its wgmma done: the caller waited for every product), and those none read
+    (fills past a loop's end) once landed, so that no copy is in flight into a buffer the
+    producer fills again."""
+    b = em.b
+    acc = _accounts(em, ring)
+    for _ in range(ring.buffers):
+        released = b.value(ops.SlotReadOp(acc.released))
+        left = b.value(ops.CompareOp("lt", released, b.value(ops.SlotReadOp(acc.fills))))
+        unread = b.value(ops.CompareOp("ge", released, b.value(ops.SlotReadOp(acc.consumed))))
+        only_if(em, left, lambda unread=unread: release_one(em, ring, wait=unread))
+
+
+def release_one(em: Any, ring: RingLayout, wait: SSAValue | bool) -> None:
+    """Give the oldest fill not yet released back to the producer: lane 0 of each warp
+    arrives on its buffer's `empty` mbarrier; with `wait` (a condition), first wait until
+    the fill landed."""
+    b = em.b
+    acc = _accounts(em, ring)
+    buffer = b.value(ops.SlotReadOp(acc.buffer))
+    phase = b.value(ops.SlotReadOp(acc.phase))
+    if wait is not False:
+        def landed() -> None:
+            b.emit(ops.HopperOp("mbarrier.wait_parity", [phase], [], barriers(em, ring),
+                                [b.cast(buffer, T.i64)]))
+        if wait is True:
+            landed()
+        else:
+            only_if(em, wait, landed)
     lane, _ = em._thread()
+    bars = empties(em, ring)
     only_if(em, em._entry(ops.CompareOp("eq", lane, em.const(0, T.i32))),
             lambda: b.emit(ops.HopperOp("mbarrier.arrive", [], [ir_type(T.i64)], bars,
                                         [b.cast(buffer, T.i64)])))
-    return _token(em, ring, dt, buffer, phase)
+    _count(em, acc.released)
+    after = b.value(ops.BinaryOp("add", buffer, em.const(1, T.i32)))
+    wrapped = b.value(ops.CompareOp("eq", after, em.const(ring.buffers, T.i32)))
+    b.emit(ops.SlotWriteOp(acc.buffer, b.value(ops.SelectOp(wrapped, em.const(0, T.i32),
+                                                            after))))
+    b.emit(ops.SlotWriteOp(acc.phase, b.value(ops.BinaryOp(
+        "xor", phase, b.value(ops.CastOp(wrapped, ir_type(T.i32)))))))
+
+
+def ring_by_id(em: Any, ring_id: int) -> RingLayout | None:
+    """The TMA ring numbered `ring_id`, once a ring load of it was lowered."""
+    state = em.rings
+    return next((r for r in (state.tma_rings if state is not None else ())
+                 if r.ring == ring_id), None)
 
 
 def first_thread(em: Any) -> SSAValue:

@@ -29,7 +29,14 @@ from oxide.tile.mma_choice import engine_of
 from oxide.tile.mma_lower import lower_mma, relayout
 from oxide.tile.operand_rings import issue, ring_of
 from oxide.tile.ordering import syncs_block
-from oxide.tile.tma_rings import drain_all, issue_tma, produce_tma, release_tma
+from oxide.tile.tma_rings import (
+    drain_all,
+    issue_tma,
+    produce_tma,
+    release_all,
+    release_tma,
+    ring_by_id,
+)
 from oxide.tile.tma_stores import drain_stores, store_tma
 from oxide.tile.values import Slots
 
@@ -247,6 +254,10 @@ class ToSIMT:
             wait = ops.HopperOp("wgmma.wait", values, [v.type for v in values], imm=(0,))
             self.b.emit(wait)
             values = list(wait.results)
+            if self.em.consumer_threads is not None:  # its fills back to the producer
+                for ring in filter(None, (ring_by_id(self.em, r)
+                                          for r in op.param("settle_rings", ()))):
+                    release_all(self.em, ring)
         return Slots(t.tile.dtype, layout_of(var), tuple(values))
 
 

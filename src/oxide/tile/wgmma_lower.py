@@ -61,7 +61,7 @@ from oxide.tile.operand_rings import (
     swizzled_index,
     wait_for,
 )
-from oxide.tile.tma_rings import wait_tma
+from oxide.tile.tma_rings import consume, wait_tma
 from oxide.tile.values import Slots
 
 _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout field (bits 62-63)
@@ -134,6 +134,8 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     wait = ops.HopperOp("wgmma.wait", regs, [ir_type(T.f32)] * len(regs),
                         imm=(1 if in_flight else 0,))
     em.b.emit(wait)
+    if tma and em.consumer_threads is not None:  # buffers back to the producer warp group
+        consume(em, [ring_of(t.layout) for t in tma], in_flight)  # type: ignore[misc]
     for s, v in zip(order, wait.results, strict=True):
         values[s] = v
     return Slots(acc.dtype, acc.layout, tuple(values))
