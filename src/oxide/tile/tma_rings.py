@@ -79,8 +79,8 @@ def barriers(em: Any, ring: RingLayout) -> SSAValue:
 
 def empties(em: Any, ring: RingLayout) -> SSAValue:
     """The ring's `empty` mbarriers (a kernel with a producer warp group): phase p of
-    `empty[b]` completes when every consumer warp has released the buffer for its
-    (p + 1)-th fill."""
+    `empty[b]` completes when every consumer warp has given back the buffer's (p + 1)-th
+    fill (`release_one`: fills go back in the order they were made)."""
     barriers(em, ring)
     return ring_state(em).empties[ring.ring]  # type: ignore[no-any-return]
 
@@ -123,11 +123,15 @@ def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
 def produce_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
                 dt: T.DType) -> Slots:
     """A ring load in the producer's one thread (tile/producer.py): wait until the
-    consumers released the next buffer (`empty[b]`, this fill's phase), then arm its
-    `full[b]` and copy the tile into it."""
+    consumers released the buffer's last fill, then arm its `full[b]` and copy the tile
+    into it. Fill n of buffer b is its (n // buffers)-th; the release of the one before
+    completes phase n // buffers - 1 of `empty[b]`: the wait is for the other parity
+    than this fill's (a first fill's returns at once, a fresh mbarrier's phase -1
+    counting as complete)."""
     b = em.b
     buffer, phase = _advance(em, ring)
-    b.emit(ops.HopperOp("mbarrier.wait_parity", [phase], [], empties(em, ring),
+    previous = b.value(ops.BinaryOp("xor", phase, em.const(1, T.i32)))
+    b.emit(ops.HopperOp("mbarrier.wait_parity", [previous], [], empties(em, ring),
                         [b.cast(buffer, T.i64)]))
     _fill(em, array, index, ring, dt, buffer)
     return _token(em, ring, dt, buffer, phase)
