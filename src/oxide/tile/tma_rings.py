@@ -206,6 +206,9 @@ def release_all(em: Any, ring: RingLayout) -> None:
         left = b.value(ops.CompareOp("lt", released, b.value(ops.SlotReadOp(acc.fills))))
         unread = b.value(ops.CompareOp("ge", released, b.value(ops.SlotReadOp(acc.consumed))))
         only_if(em, left, lambda unread=unread: release_one(em, ring, wait=unread))
+    # the fills nobody read count as consumed: `consumed` is the next fill a product
+    # reads (the next run's first), so `consume` compares it with `released` again
+    b.emit(ops.SlotWriteOp(acc.consumed, b.value(ops.SlotReadOp(acc.fills))))
 
 
 def release_one(em: Any, ring: RingLayout, wait: SSAValue | bool) -> None:
