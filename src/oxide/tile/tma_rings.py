@@ -24,10 +24,12 @@ cp.async copies:
 
 Why no phase is ambiguous: a buffer is filled again only after every thread waited for
 its previous fill (the refill waits for the barrier after the product that read it), so
-no mbarrier ever runs two phases ahead of a waiting thread. The fills a loop issues past
-its end are never waited for by a product: the next run of the loop (`first`) and the
-kernel's end (`drain`) wait for every buffer's latest fill, so no copy lands in shared
-memory another run reuses or a finished block gave back.
+no mbarrier ever runs two phases ahead of a waiting thread. A loop makes no fill past
+its end: a load issued ahead for an iteration that does not run (`live` false, from
+tile/loops.py) copies nothing and leaves the counters alone, in every role alike. The
+next run of the loop (`first`) and the kernel's end (`drain`) still wait for every
+buffer's latest fill, so no copy lands in shared memory another run reuses or a finished
+block gave back.
 
 With a producer warp group (tile/producer.py) a ring load is two: the consumers'
 (`release_tma`: no copy; the buffer released on its `empty[b]` mbarrier) and the
@@ -105,50 +107,66 @@ def _init_barriers(em: Any, count: int, arrivals: int) -> SSAValue:
 
 
 def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
-              dt: T.DType, first: bool) -> Slots:
+              dt: T.DType, first: bool, live: SSAValue | None = None) -> Slots:
     """A ring load by TMA: thread 0 arms the next buffer's mbarrier with the tile's bytes
-    and copies each slab into it; the token names the buffer and the phase to wait for."""
+    and copies each slab into it; the token names the buffer and the phase to wait for.
+    A load issued ahead for an iteration that does not run (`live` false) fills nothing
+    and leaves the counters as they were."""
     b = em.b
     ring_array(em, ring, dt)
     if first:  # a pipelined loop starts: its last run's fills landed, its reads are done
         drain_ring(em, ring)
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
         em.barrier()
-    buffer, phase = _advance(em, ring)
-    only_if(em, first_thread(em), lambda: _fill(em, array, index, ring, dt, buffer))
+    buffer, phase = _advance(em, ring, live)
+    issuer = first_thread(em)
+    if live is not None:
+        issuer = b.value(ops.BinaryOp("and", issuer, live))
+    only_if(em, issuer, lambda: _fill(em, array, index, ring, dt, buffer))
     return _token(em, ring, dt, buffer, phase)
 
 
 def produce_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
-                dt: T.DType) -> Slots:
+                dt: T.DType, live: SSAValue | None = None) -> Slots:
     """A ring load in the producer's one thread (tile/producer.py): wait until the
     consumers released the next buffer (`empty[b]`, this fill's phase), then arm its
-    `full[b]` and copy the tile into it."""
+    `full[b]` and copy the tile into it (only where `live`, as `issue_tma`)."""
     b = em.b
-    buffer, phase = _advance(em, ring)
-    b.emit(ops.HopperOp("mbarrier.wait_parity", [phase], [], empties(em, ring),
-                        [b.cast(buffer, T.i64)]))
-    _fill(em, array, index, ring, dt, buffer)
+    buffer, phase = _advance(em, ring, live)
+
+    def fill() -> None:
+        b.emit(ops.HopperOp("mbarrier.wait_parity", [phase], [], empties(em, ring),
+                            [b.cast(buffer, T.i64)]))
+        _fill(em, array, index, ring, dt, buffer)
+    if live is None:
+        fill()
+    else:
+        only_if(em, live, fill)
     return _token(em, ring, dt, buffer, phase)
 
 
-def release_tma(em: Any, ring: RingLayout, dt: T.DType, first: bool) -> Slots:
+def release_tma(em: Any, ring: RingLayout, dt: T.DType, first: bool,
+                live: SSAValue | None = None) -> Slots:
     """A ring load in the consumers (tile/producer.py): no copy, the producer makes it.
     The ring's counters advance as the producer's do, and lane 0 of each warp releases
     the buffer the fill goes to (`empty[b]`): this warp is done with its last fill (the
     product that read it finished: `wgmma.wait_group 1` after the next product, or, at
     the start of a loop, `first`, every product). A loop's start first waits for the
     latest fill of every buffer, so no release runs two phases ahead of the producer's
-    wait for it, and no copy of the last run is still landing where the next one goes."""
+    wait for it, and no copy of the last run is still landing where the next one goes.
+    Where the producer fills nothing (`live` false) nothing is released."""
     b = em.b
     ring_array(em, ring, dt)
     bars = empties(em, ring)
     if first:
         drain_ring(em, ring)
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
-    buffer, phase = _advance(em, ring)
+    buffer, phase = _advance(em, ring, live)
     lane, _ = em._thread()
-    only_if(em, em._entry(ops.CompareOp("eq", lane, em.const(0, T.i32))),
+    releaser = em._entry(ops.CompareOp("eq", lane, em.const(0, T.i32)))
+    if live is not None:
+        releaser = b.value(ops.BinaryOp("and", releaser, live))
+    only_if(em, releaser,
             lambda: b.emit(ops.HopperOp("mbarrier.arrive", [], [ir_type(T.i64)], bars,
                                         [b.cast(buffer, T.i64)])))
     return _token(em, ring, dt, buffer, phase)
@@ -172,18 +190,24 @@ def only_if(em: Any, cond: SSAValue, body: Callable[[], Any]) -> None:
     b.set_block(join)
 
 
-def _advance(em: Any, ring: RingLayout) -> tuple[SSAValue, SSAValue]:
-    """(buffer, phase) of the ring's next fill; the counters move past it."""
+def _advance(em: Any, ring: RingLayout, live: SSAValue | None = None
+             ) -> tuple[SSAValue, SSAValue]:
+    """(buffer, phase) of the ring's next fill; the counters move past it, where `live`
+    (a fill that is made) if given."""
     b = em.b
     state = ring_state(em)
     buffer = b.value(ops.SlotReadOp(state.next_buffer[ring.ring]))
     phase = b.value(ops.SlotReadOp(state.phases[ring.ring]))
     after = b.value(ops.BinaryOp("add", buffer, em.const(1, T.i32)))
     wrapped = b.value(ops.CompareOp("eq", after, em.const(ring.buffers, T.i32)))
-    b.emit(ops.SlotWriteOp(state.next_buffer[ring.ring],
-                           b.value(ops.SelectOp(wrapped, em.const(0, T.i32), after))))
+    following = b.value(ops.SelectOp(wrapped, em.const(0, T.i32), after))
+    flip = wrapped
+    if live is not None:
+        following = b.value(ops.SelectOp(live, following, buffer))
+        flip = b.value(ops.BinaryOp("and", wrapped, live))
+    b.emit(ops.SlotWriteOp(state.next_buffer[ring.ring], following))
     b.emit(ops.SlotWriteOp(state.phases[ring.ring], b.value(ops.BinaryOp(
-        "xor", phase, b.value(ops.CastOp(wrapped, ir_type(T.i32)))))))
+        "xor", phase, b.value(ops.CastOp(flip, ir_type(T.i32)))))))
     return buffer, phase
 
 
