@@ -201,6 +201,7 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
         # the pipelined load statement being evaluated (tile/loops.py), and how many
         # there were: the `pipe` of the loads it makes
         self.load_pipe: tuple[int, int, bool] | None = None
+        self.load_live: Tile | None = None  # whether a load issued ahead's iteration runs
         self.pipes = 0
         self.src = source
         self.scope = scope

@@ -125,10 +125,13 @@ class TileLoopsMixin:
         ahead = self.num_stages - 1
         # the first iterations' tiles, loaded before the loop into names no code can spell
         first_pipe, self.pipes = self.pipes, self.pipes + len(piped)
+        # a load issued ahead is live where its iteration runs: the copy of one that does
+        # not is skipped (tile/tma_rings.py), so a loop ends with no fill nobody reads
+        bound = (self.t.cast(self.as_tile(stop, it, dt), dt), step.obj > 0) if piped else None
         for n, (stmt, name) in enumerate(piped):
             for j in range(ahead):
                 first = self._with_index(node.target.id, start, step.obj * j, dt, stmt.value,
-                                         (first_pipe + n, ahead, j == 0))
+                                         (first_pipe + n, ahead, j == 0), bound)
                 self.env[_ahead(name, j)] = first
                 assigned.append(_ahead(name, j))
         carried = self.carry(node, assigned, node.target.id)
@@ -167,7 +170,7 @@ class TileLoopsMixin:
             skipped.add(id(stmt))
             self.env[name] = self.env[_ahead(name, 0)]
             later = self._with_index(node.target.id, index, step.obj * ahead, dt, stmt.value,
-                                     (first_pipe + n, ahead, False))
+                                     (first_pipe + n, ahead, False), bound)
             for j in range(ahead - 1):
                 self.env[_ahead(name, j)] = self.env[_ahead(name, j + 1)]
             self.env[_ahead(name, ahead - 1)] = later
@@ -277,9 +280,11 @@ class TileLoopsMixin:
         return out
 
     def _with_index(self, loop_var: str, base: Any, offset: int, dt: T.DType,
-                    expr: ast.expr, pipe: tuple[int, int, bool]) -> Any:
+                    expr: ast.expr, pipe: tuple[int, int, bool],
+                    bound: tuple[Tile, bool] | None = None) -> Any:
         """`expr` evaluated with the loop variable bound to `base + offset` (a scalar), its
-        loads tagged with `pipe` (`TileLowering.load_pipe`)."""
+        loads tagged with `pipe` (`TileLowering.load_pipe`); with `bound` (the loop's stop
+        and whether it ascends), also with whether that iteration runs (`load_live`)."""
         saved = self.env.get(loop_var)
         k = self.as_tile(base, expr, dt) if not isinstance(base, Tile) else base
         k = self.t.cast(k, dt)
@@ -287,10 +292,13 @@ class TileLoopsMixin:
             k = self.t.binary("add", k, self.t.full((), offset, dt))
         self.env[loop_var] = k
         self.load_pipe = pipe
+        if bound is not None:
+            self.load_live = self.t.compare("lt" if bound[1] else "gt", k, bound[0])
         try:
             return self.expr(expr)
         finally:
             self.load_pipe = None
+            self.load_live = None
             if saved is None:
                 self.env.pop(loop_var, None)
             else:

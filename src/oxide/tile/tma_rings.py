@@ -24,10 +24,12 @@ cp.async copies:
 
 Why no phase is ambiguous: a buffer is filled again only after every thread waited for
 its previous fill (the refill waits for the barrier after the product that read it), so
-no mbarrier ever runs two phases ahead of a waiting thread. The fills a loop issues past
-its end are never waited for by a product: the next run of the loop (`first`) and the
-kernel's end (`drain`) wait for every buffer's latest fill, so no copy lands in shared
-memory another run reuses or a finished block gave back.
+no mbarrier ever runs two phases ahead of a waiting thread. A loop makes no fill past
+its end: a load issued ahead for an iteration that does not run (`live` false, from
+tile/loops.py) copies nothing and leaves the counters alone, in every role alike. The
+next run of the loop (`first`) and the kernel's end (`drain`) still wait for every
+buffer's latest fill, so no copy lands in shared memory another run reuses or a finished
+block gave back.
 
 With a producer warp group (tile/producer.py) a ring load is two: the consumers'
 (`release_tma`: no copy; the buffer released on its `empty[b]` mbarrier) and the
@@ -106,51 +108,63 @@ def _init_barriers(em: Any, count: int, arrivals: int) -> SSAValue:
 
 
 def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
-              dt: T.DType, first: bool) -> Slots:
+              dt: T.DType, first: bool, live: SSAValue | None = None) -> Slots:
     """A ring load by TMA: thread 0 arms the next buffer's mbarrier with the tile's bytes
-    and copies each slab into it; the token names the buffer and the phase to wait for."""
+    and copies each slab into it; the token names the buffer and the phase to wait for.
+    A load issued ahead for an iteration that does not run (`live` false) fills nothing
+    and leaves the counters as they were."""
     b = em.b
     ring_array(em, ring, dt)
     if first:  # a pipelined loop starts: its last run's fills landed, its reads are done
         drain_ring(em, ring)
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
         em.barrier()
-    buffer, phase = _advance(em, ring)
-    only_if(em, first_thread(em), lambda: _fill(em, array, index, ring, dt, buffer))
+    buffer, phase = _advance(em, ring, live)
+    issuer = first_thread(em)
+    if live is not None:
+        issuer = b.value(ops.BinaryOp("and", issuer, live))
+    only_if(em, issuer, lambda: _fill(em, array, index, ring, dt, buffer))
     return _token(em, ring, dt, buffer, phase)
 
 
 def produce_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
-                dt: T.DType) -> Slots:
+                dt: T.DType, live: SSAValue | None = None) -> Slots:
     """A ring load in the producer's one thread (tile/producer.py): wait until the
     consumers released the buffer's last fill, then arm its `full[b]` and copy the tile
-    into it. Fill n of buffer b is its (n // buffers)-th; the release of the one before
-    completes phase n // buffers - 1 of `empty[b]`: the wait is for the other parity
-    than this fill's (a first fill's returns at once, a fresh mbarrier's phase -1
-    counting as complete)."""
+    into it (only where `live`, as `issue_tma`). Fill n of buffer b is its
+    (n // buffers)-th; the release of the one before completes phase n // buffers - 1 of
+    `empty[b]`: the wait is for the other parity than this fill's (a first fill's
+    returns at once, a fresh mbarrier's phase -1 counting as complete)."""
     b = em.b
-    buffer, phase = _advance(em, ring)
-    previous = b.value(ops.BinaryOp("xor", phase, em.const(1, T.i32)))
-    b.emit(ops.HopperOp("mbarrier.wait_parity", [previous], [], empties(em, ring),
-                        [b.cast(buffer, T.i64)]))
-    _fill(em, array, index, ring, dt, buffer)
+    buffer, phase = _advance(em, ring, live)
+
+    def fill() -> None:
+        previous = b.value(ops.BinaryOp("xor", phase, em.const(1, T.i32)))
+        b.emit(ops.HopperOp("mbarrier.wait_parity", [previous], [], empties(em, ring),
+                            [b.cast(buffer, T.i64)]))
+        _fill(em, array, index, ring, dt, buffer)
+    if live is None:
+        fill()
+    else:
+        only_if(em, live, fill)
     return _token(em, ring, dt, buffer, phase)
 
 
-def release_tma(em: Any, ring: RingLayout, dt: T.DType, first: bool) -> Slots:
+def release_tma(em: Any, ring: RingLayout, dt: T.DType, first: bool,
+                live: SSAValue | None = None) -> Slots:
     """A ring load in the consumers (tile/producer.py): no copy, the producer makes it.
-    The ring's counters advance as the producer's do. Buffers go back to the producer
-    when the products that read them are done (`consume`, `release_all`); a loop's start
-    (`first`) gives back whatever the last run left: its last product's fill and the
-    fills it made past its end, once landed."""
+    The ring's counters advance as the producer's do (where `live`: a fill is made).
+    Buffers go back to the producer when the products that read them are done
+    (`consume`, `release_all`); a loop's start (`first`) gives back whatever the last run
+    left: its last product's fills."""
     b = em.b
     ring_array(em, ring, dt)
     empties(em, ring)
     if first:
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
         release_all(em, ring)
-    buffer, phase = _advance(em, ring)
-    _count(em, _accounts(em, ring).fills)
+    buffer, phase = _advance(em, ring, live)
+    _count(em, _accounts(em, ring).fills, live)
     return _token(em, ring, dt, buffer, phase)
 
 
@@ -174,10 +188,12 @@ def _accounts(em: Any, ring: RingLayout) -> _Accounts:
     return state.accounts[ring.ring]  # type: ignore[no-any-return]
 
 
-def _count(em: Any, slot: SSAValue) -> None:
+def _count(em: Any, slot: SSAValue, live: SSAValue | None = None) -> None:
+    """One more in `slot` (where `live`, if given)."""
     b = em.b
+    one = em.const(1, T.i32) if live is None else b.value(ops.CastOp(live, ir_type(T.i32)))
     b.emit(ops.SlotWriteOp(slot, b.value(ops.BinaryOp("add", b.value(ops.SlotReadOp(slot)),
-                                                      em.const(1, T.i32)))))
+                                                      one))))
 
 
 def consume(em: Any, rings: list[RingLayout], in_flight: bool) -> None:
@@ -266,18 +282,24 @@ def only_if(em: Any, cond: SSAValue, body: Callable[[], Any]) -> None:
     b.set_block(join)
 
 
-def _advance(em: Any, ring: RingLayout) -> tuple[SSAValue, SSAValue]:
-    """(buffer, phase) of the ring's next fill; the counters move past it."""
+def _advance(em: Any, ring: RingLayout, live: SSAValue | None = None
+             ) -> tuple[SSAValue, SSAValue]:
+    """(buffer, phase) of the ring's next fill; the counters move past it, where `live`
+    (a fill that is made) if given."""
     b = em.b
     state = ring_state(em)
     buffer = b.value(ops.SlotReadOp(state.next_buffer[ring.ring]))
     phase = b.value(ops.SlotReadOp(state.phases[ring.ring]))
     after = b.value(ops.BinaryOp("add", buffer, em.const(1, T.i32)))
     wrapped = b.value(ops.CompareOp("eq", after, em.const(ring.buffers, T.i32)))
-    b.emit(ops.SlotWriteOp(state.next_buffer[ring.ring],
-                           b.value(ops.SelectOp(wrapped, em.const(0, T.i32), after))))
+    following = b.value(ops.SelectOp(wrapped, em.const(0, T.i32), after))
+    flip = wrapped
+    if live is not None:
+        following = b.value(ops.SelectOp(live, following, buffer))
+        flip = b.value(ops.BinaryOp("and", wrapped, live))
+    b.emit(ops.SlotWriteOp(state.next_buffer[ring.ring], following))
     b.emit(ops.SlotWriteOp(state.phases[ring.ring], b.value(ops.BinaryOp(
-        "xor", phase, b.value(ops.CastOp(wrapped, ir_type(T.i32)))))))
+        "xor", phase, b.value(ops.CastOp(flip, ir_type(T.i32)))))))
     return buffer, phase
 
 

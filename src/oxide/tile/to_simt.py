@@ -176,6 +176,9 @@ class ToSIMT:
 
     def _load(self, op: Operation) -> Slots:
         array, padding, *index = op.operands
+        live = None
+        if op.param("live"):  # a load issued ahead: whether its iteration runs
+            live = self._in(index.pop()).scalar
         dt = self._dtype(op)
         ring = ring_of(layout_of(op.results[0]))
         if ring is not None:  # copied into a product operand's ring
@@ -183,13 +186,14 @@ class ToSIMT:
             first = bool(pipe and pipe[2])
             index_values = [self._in(i).scalar for i in index]
             if op.param("role") == "producer":  # a producer warp group (tile/producer.py)
-                return produce_tma(self.em, array, index_values, ring, dt)
+                return produce_tma(self.em, array, index_values, ring, dt, live)
             if self.em.consumer_threads is not None:
-                return release_tma(self.em, ring, dt, first)
+                return release_tma(self.em, ring, dt, first, live)
             if op.param("after_product") == "barrier":  # the buffers' last product is done
                 self.em.barrier()
-            return (issue_tma if ring.tma else issue)(self.em, array, index_values, ring, dt,
-                                                       first)
+            if ring.tma:
+                return issue_tma(self.em, array, index_values, ring, dt, first, live)
+            return issue(self.em, array, index_values, ring, dt, first)
         pad = self.b.cast(self._in(padding).scalar, dt)
         return self.em.load(array, op.param("vectors"), dt,
                             [self._in(i).scalar for i in index], layout_of(op.results[0]), pad)
