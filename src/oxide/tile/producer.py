@@ -14,10 +14,11 @@ and thread 0's warp group issues copies between its products. With it:
   loops, the same copies in the same order as the consumers count them. One thread of the
   producer warp group runs it; the others leave at once;
 - the consumers' ring loads copy nothing (`tma_rings.release_tma`): each advances the
-  ring's counters and releases the buffer the fill goes to (`mbarrier.arrive` on
-  `empty[b]`, lane 0 of each warp, once the warp's products that read the buffer's last
-  fill are done); the producer's ring loads (`tma_rings.produce_tma`) wait for that
-  release, arm `full[b]` and copy. No block barrier per k step; the consumers' other
+  ring's counters; a buffer goes back to the producer (`mbarrier.arrive` on `empty[b]`,
+  lane 0 of each warp) as soon as the product that read its fill is done
+  (`tma_rings.consume`, `release_all`), so the producer runs into a persistent loop's
+  next tile during the epilogue; the producer's ring loads (`tma_rings.produce_tma`)
+  wait for the release of the buffer's previous fill, arm `full[b]` and copy. No block barrier per k step; the consumers' other
   barriers are a named barrier of their threads, which the producer never reaches;
 - with 8 consumer warps, `setmaxnreg` leaves the producer 40 registers a thread and
   gives the consumers 232.
@@ -36,7 +37,8 @@ passes no block barrier: `ordering.syncs_block`). What it guarantees: the produc
 the path the consumers take (its branches are the consumers' branches, computed from the
 same values), so it fills exactly the buffers they wait for, in order; a fill never
 lands on a buffer a consumer warp may still read (the release comes after its reads);
-no mbarrier runs two phases ahead of a wait for it (`tma_rings.release_tma`).
+no mbarrier runs two phases ahead of a wait for it (fills are released in the order
+they were made, `tma_rings.release_one`).
 """
 
 from __future__ import annotations
