@@ -96,10 +96,13 @@ FP8_GROUPS = (8, 16)  # the grouped kernel's GROUP, at its best shape
 SHAPES = [(128, 128, 64, 8, 1), (128, 128, 64, 8, 3), (128, 128, 64, 8, 4),
           (128, 256, 64, 8, 2), (128, 256, 64, 8, 3), (128, 256, 64, 8, 4),
           (128, 256, 32, 8, 4), (64, 256, 64, 4, 4)]
-# each engine's settings: wgmma with a K loop's operands by TMA (the sm_90 default), by
-# every thread's cp.async copies, and mma.sync
+# each engine's settings: wgmma with a K loop's operands by TMA (the sm_90 default: a
+# producer warp group, the grid walked by the blocks that fit), the same with one block
+# per logical block, without the producer, by every thread's cp.async copies, and mma.sync
 ENGINES = {"wgmma": {"OXIDE_TILE_WGMMA": "1", "OXIDE_TILE_TMA": "1",
-                     "OXIDE_TILE_PRODUCER": "1"},
+                     "OXIDE_TILE_PRODUCER": "1", "OXIDE_TILE_PERSISTENT": "1"},
+           "wgmma-block-per-tile": {"OXIDE_TILE_WGMMA": "1", "OXIDE_TILE_TMA": "1",
+                                    "OXIDE_TILE_PRODUCER": "1", "OXIDE_TILE_PERSISTENT": "0"},
            "wgmma-no-producer": {"OXIDE_TILE_WGMMA": "1", "OXIDE_TILE_TMA": "1",
                                  "OXIDE_TILE_PRODUCER": "0"},
            "wgmma-cp.async": {"OXIDE_TILE_WGMMA": "1", "OXIDE_TILE_TMA": "0"},

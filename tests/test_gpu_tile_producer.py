@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_gpu_tile_wgmma import _gpu
 
-from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+from oxide import Const, DisjointSlice, Slice, bf16, f32, i32, tile
 
 pytestmark = pytest.mark.gpu
 
@@ -42,6 +42,44 @@ def make_persistent(out, warps: int, stages: int):
                                tile.load(b, (k, j), (BK, BN)), acc)
             tile.store(c, (i, j), (acc * 0.5).astype(out))
     return persistent
+
+
+@tile.kernel(num_warps=4, num_stages=3)
+def three_axes(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 3],
+               ids: DisjointSlice[i32, 3], BM: Const[int], BN: Const[int], BK: Const[int]):
+    """A grid of three axes: (z + 1) * A @ B into c[z], and what each block sees of its
+    indices and of the grid into ids[i, j, z]. Compiled with a producer warp group, it
+    walks the logical grid with fewer blocks (tile/persistent_schedule.py)."""
+    i, j, z = tile.bid(0), tile.bid(1), tile.bid(2)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.store(c, (z, i, j), (acc * (z + 1).astype(f32))[None, :, :])
+    seen = (i + 100 * j + 10000 * z + 100000 * tile.num_blocks(0)
+            + 10000000 * tile.num_blocks(1) + 100000000 * tile.num_blocks(2))
+    tile.store(ids, (i, j, z), tile.full((1, 1, 1), 0, i32) + seen)
+
+
+def check_three_axes(run, m: int, n: int, k: int, depth: int) -> None:
+    """`three_axes` over a (m/64, n/64, depth) grid through `run(grid, *args)`."""
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    b = rng.standard_normal((k, n)).astype(bf16.numpy)
+    c = np.zeros((depth, m, n), np.float32)
+    grid = (tile.cdiv(m, 64), tile.cdiv(n, 64), depth)
+    ids = np.zeros(grid, np.int32)
+    run(grid, a, b, c, ids, 64, 64, 32)
+    want = _want(a, b)
+    for z in range(depth):
+        _close(c[z], (z + 1) * want, f32, k)
+    i, j, z = np.meshgrid(*(np.arange(g) for g in grid), indexing="ij")
+    gx, gy, gz = grid
+    np.testing.assert_array_equal(ids, i + 100 * j + 10000 * z + 100000 * gx
+                                  + 10000000 * gy + 100000000 * gz)
+
+
+def test_a_grid_of_three_axes_walked_by_fewer_blocks() -> None:
+    # 16 x 9 x 3 logical blocks, more than the GPU holds at once: each block walks several
+    check_three_axes(lambda grid, *args: _gpu(three_axes, grid, *args), 1000, 520, 96, 3)
 
 
 CASES = [  # out, warps, stages, M, N, K, BM, BN, BK (K a multiple of 8: 16-byte rows)

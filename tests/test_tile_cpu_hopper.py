@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_gpu_tile_producer import _close, make_gemm, make_persistent
+from test_gpu_tile_producer import _close, check_three_axes, make_gemm, make_persistent, three_axes
 from test_tile_producer import two_loops
 from test_tile_tma_rings import V
 from test_tile_tma_stores import _sig
 
-from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+from oxide import Const, DisjointSlice, Slice, bf16, f32, i32, tile
+from oxide.codegen.persistent_grid import is_persistent
 from oxide.codegen.warp_roles import PRODUCER_THREADS, extra_threads, marker_symbol
 
 rng = np.random.default_rng(41)
@@ -107,3 +108,15 @@ def test_a_fused_epilogue_goes_out_by_tma() -> None:
     want = 0.5 * z * (1 + np.tanh(0.7978845608028654 * (z + 0.044715 * z ** 3)))
     # one bf16 rounding of the result (8 bits), tanh to a few f32 ulps
     np.testing.assert_allclose(y.astype(np.float64), want, rtol=2.0 ** -7, atol=2e-2)
+
+
+@pytest.mark.parametrize("persistent", ["1", "0"])
+def test_the_logical_grid_is_walked_by_fewer_blocks(persistent, monkeypatch) -> None:
+    # a producer warp group: the kernel walks its logical grid (tile/persistent_schedule.py),
+    # its bids and num_blocks those of the logical block; OXIDE_TILE_PERSISTENT=0 turns it off
+    monkeypatch.setenv("OXIDE_TILE_PERSISTENT", persistent)
+    sig = (*_sig(f32)[:2], V(DisjointSlice[f32, 3], vectors=True),
+           V(DisjointSlice[i32, 3], vectors=True))
+    ck = three_axes.compile(*sig, 64, 64, 32, target="cpu")
+    assert is_persistent(ck.name, ck.host_object[0]) == (persistent == "1")
+    check_three_axes(lambda grid, *args: three_axes[grid](*args), 200, 136, 64, 3)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from test_gpu_tile_rings import linear_t, make_gemm, persistent_gemm
 from test_tile_tma_rings import SIG, TMA, V
 
@@ -52,7 +53,8 @@ def test_the_consumers_loop_passes_no_barrier() -> None:
     assert consumers.count("mbarrier.arrive.shared.b64", wait) >= 2  # A's ring and B's
 
 
-def test_buffers_go_back_when_their_products_are_done() -> None:
+def test_buffers_go_back_when_their_products_are_done(monkeypatch) -> None:
+    monkeypatch.setenv("OXIDE_TILE_PERSISTENT", "0")  # one tile per block: one K loop
     ptx = _compile(make_gemm(bf16, 8, 3), 128, 256, 64).ptx
     # the prologue's two fills of each ring and the loop's one: the producer waits for
     # each buffer's release, arms it and copies (A one slab, B four)
@@ -145,10 +147,40 @@ def test_the_launch_adds_the_producers_threads() -> None:
     fake = types.SimpleNamespace(
         packed_cfg=None, check_config=lambda cfg: None, grid_x_factor=1,
         extra_threads=PRODUCER_THREADS, cooperative=False, cooperative_attrs=None,
-        cluster_attrs=None, config_buffer=ctypes.create_string_buffer(cd.LAUNCH_CONFIG.size))
+        cluster_attrs=None, config_buffer=ctypes.create_string_buffer(cd.LAUNCH_CONFIG.size),
+        persistent=False)
     gpu.Launcher.prepare(fake, ox.LaunchConfig(grid=(8, 2), block=256), 0)
     dims = cd.LAUNCH_CONFIG.unpack(fake.config_buffer.raw[:cd.LAUNCH_CONFIG.size])[:6]
     assert list(dims) == [8, 2, 1, 256 + PRODUCER_THREADS, 1, 1]
+
+
+@pytest.mark.parametrize("grid, blocks", [((8, 2), 16), ((64, 32), 132), ((5, 4, 3), 60)])
+def test_a_persistent_launch_runs_the_blocks_that_fit(grid, blocks, monkeypatch) -> None:
+    # a kernel that walks its grid (tile/persistent_schedule.py): the logical grid goes
+    # to the kernel's hidden parameters, and at most one block per SM runs (here)
+    import ctypes
+    import struct
+    import types
+
+    import oxide as ox
+    from oxide.runtime import cuda_driver as cd
+    from oxide.runtime import gpu
+
+    seen = []
+    monkeypatch.setattr(gpu, "blocks_per_sm",
+                        lambda function, threads, smem: seen.append(threads) or 1)
+    fake = types.SimpleNamespace(
+        packed_cfg=None, check_config=lambda cfg: None, grid_x_factor=1,
+        extra_threads=PRODUCER_THREADS, cooperative=False, cooperative_attrs=None,
+        cluster_attrs=None, config_buffer=ctypes.create_string_buffer(cd.LAUNCH_CONFIG.size),
+        persistent=True, logical_grid_offsets=[8, 12, 16], grid_packer=struct.Struct("@I"),
+        buffer=ctypes.create_string_buffer(24), function=None,
+        gdev=types.SimpleNamespace(attribute=lambda name: 132))
+    gpu.Launcher.prepare(fake, ox.LaunchConfig(grid=grid, block=256), 0)
+    dims = cd.LAUNCH_CONFIG.unpack(fake.config_buffer.raw[:cd.LAUNCH_CONFIG.size])[:6]
+    assert list(dims) == [blocks, 1, 1, 256 + PRODUCER_THREADS, 1, 1]
+    assert seen == [256 + PRODUCER_THREADS]  # the occupancy of the block as launched
+    assert struct.unpack_from("@3I", fake.buffer, 8) == (*grid, 1, 1)[:3]
 
 
 @tile.kernel(num_warps=8, num_stages=3)

@@ -55,7 +55,8 @@ def test_the_loop_waits_for_phases_not_a_barrier(monkeypatch) -> None:
     assert barrier < ptx.index("mbarrier.arrive.expect_tx", barrier) < loop_copy
 
 
-def test_no_copy_outlives_the_block() -> None:
+def test_no_copy_outlives_the_block(monkeypatch) -> None:
+    monkeypatch.setenv("OXIDE_TILE_PERSISTENT", "0")  # one tile per block: one loop's end
     ptx = make_gemm(bf16, 8, 3).compile(*SIG, 128, 256, 64, arch="sm_90").ptx
     # the loop's copies past its end: waited for before the kernel returns
     ends = ptx[ptx.rindex("st.global"):]
@@ -138,7 +139,9 @@ def test_a_bundle_keeps_each_archs_maps(tmp_path) -> None:
     # A's and B's boxes, and the f32 result's (stored by TMA: 128-byte rows of 32)
     assert sorted((m.param, m.box) for m in hopper.operand_maps) == [
         (0, (128, 32)), (1, (32, 64)), (2, (128, 32))]
-    assert sorted(p.name for p in hopper.abi[3:]) == [
+    # the logical grid (the kernel walks it: tile/persistent_schedule.py), then the maps
+    assert [p.name for p in hopper.abi[3:6]] == ["oxide_grid_x", "oxide_grid_y", "oxide_grid_z"]
+    assert sorted(p.name for p in hopper.abi[6:]) == [
         "oxide_map0_128x32", "oxide_map1_32x64", "oxide_map2_128x32"]
     ampere = b.gemm.compile(*SIG, *tiles, arch="sm_86")  # mma.sync: no maps
     assert ampere.operand_maps == () and len(ampere.abi) == 3

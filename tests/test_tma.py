@@ -577,7 +577,7 @@ def test_cluster_launch_attribute(cooperative: bool) -> None:
             if cooperative else None)
     fake = types.SimpleNamespace(
         packed_cfg=None, check_config=lambda cfg: None, grid_x_factor=1, extra_threads=0,
-        cooperative=cooperative, cooperative_attrs=coop, cluster_attrs=None,
+        persistent=False, cooperative=cooperative, cooperative_attrs=coop, cluster_attrs=None,
         config_buffer=ctypes.create_string_buffer(cd.LAUNCH_CONFIG.size))
     gpu.Launcher.prepare(fake, ox.LaunchConfig(grid=(8, 2), block=64, cluster=(2, 2)), 0)
     *dims, smem, stream, address, count = cd.LAUNCH_CONFIG.unpack(fake.config_buffer.raw[

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from oxide import __version__
+from oxide.codegen.abi import logical_grid_abi
 from oxide.errors import InternalCompilerError
 from oxide.runtime.bundle import (
     FORMAT,
@@ -190,9 +191,10 @@ def build_bundle(jobs: Iterable[Job], archs: list[str], out: str | Path, source:
         spec.update({
             "symbol": ck.name,
             "signature": [spec_to_json(s) for s in ck.signature],
-            # the parameters' own; an arch's hidden tensor maps follow (`operand_maps`)
+            # the parameters' own; an arch's hidden ones follow: the logical grid where its
+            # code walks it (its marker global), then its tensor maps (`operand_maps`)
             "abi": [{"name": a.name, "spec": spec_to_json(a.spec)}
-                    for a in ck.abi[:len(ck.abi) - len(getattr(ck, "operand_maps", ()))]],
+                    for a in ck.abi[:len(ck.abi) - _hidden_params(ck)]],
             "sites": [_site_json(s) for s in ck.sites],
             "uses_barriers": ck.uses_barriers,
             "grid_x_factor": ck.grid_x_factor,
@@ -237,3 +239,9 @@ def _write_one_file(path: Path, files: dict[str, bytes], manifest: bytes) -> Pat
 def __dir__() -> list[str]:
     """`dir()` lists the API (`__all__`), not the modules and typing names it is built from."""
     return sorted({*__all__, *(n for n in globals() if n.startswith("__"))})
+
+
+def _hidden_params(ck: Any) -> int:
+    """How many of `ck`'s machine parameters the compiler added after the kernel's own."""
+    grid = len(logical_grid_abi()) if getattr(ck, "persistent_grid", False) else 0
+    return grid + len(getattr(ck, "operand_maps", ()))

@@ -13,7 +13,7 @@ from functools import cached_property
 from typing import Any
 
 from oxide import types as T
-from oxide.codegen.abi import RECURSIVE_SYMBOL_PREFIX, ParamABI
+from oxide.codegen.abi import RECURSIVE_SYMBOL_PREFIX, ParamABI, logical_grid_abi
 from oxide.errors import CompileError, InternalCompilerError
 from oxide.frontend.builder import Site
 from oxide.progress import activity
@@ -312,7 +312,11 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     check_supported(tgt, func)
     abi = [ParamABI(p.name, s) for p, s in zip(kernel.params, sig, strict=True)
            if not isinstance(s, ConstValue)]
-    # a tile kernel's hidden tensor maps (its TMA rings') follow the parameters
+    # a tile kernel walking its grid takes the logical grid next (codegen/persistent_grid.py),
+    # then its hidden tensor maps (its TMA rings')
+    persistent = getattr(lowered, "persistent_grid", False)
+    if persistent:
+        abi += logical_grid_abi()
     operand_maps = tuple(getattr(lowered, "operand_maps", ()))
     abi += [m.abi for m in operand_maps]
     prefetch, factor = None, 1
@@ -337,6 +341,10 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
         from oxide.codegen.warp_roles import marker_global
 
         emitter.globals.append(marker_global(symbol, cpu=target == "cpu"))
+    if persistent:  # and the logical grid, running fewer blocks
+        from oxide.codegen import persistent_grid
+
+        emitter.globals.append(persistent_grid.marker_global(symbol, cpu=target == "cpu"))
     llvm_text = emitter.emit()
     ck = CompiledKernel(kernel, sig, target, arch, symbol, func, llvm_text, abi,
                         lowered.sites, lowered.ctx.uses_barriers)
@@ -346,6 +354,7 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
     # grid.x as a hidden last argument: the launcher divides grid.x by F.
     ck.grid_x_factor = factor
     ck.operand_maps = operand_maps  # the launch builds them from the array arguments
+    ck.persistent_grid = persistent  # it takes the logical grid (codegen/persistent_grid.py)
     # The witness ranks the kernel creates: a launch must keep them unique
     # (runtime/witness_rules.py checks the grid and block before anything runs).
     ck.thread_index_ranks = tuple(sorted(set(
@@ -383,13 +392,15 @@ def dump_stages(ck: CompiledKernel, spec: str) -> None:
             print(getattr(ck, stage), file=sys.stderr)
 
 
-def codegen_switches() -> tuple[bool, bool, bool, bool]:
+def codegen_switches() -> tuple[bool, bool, bool, bool, bool]:
     """The environment switches that change a tile kernel's code (wgmma, TMA, a producer
-    warp group, the CPU compiling as sm_90): part of what a kernel's compiled
-    specializations are remembered under."""
+    warp group, the CPU compiling as sm_90, the persistent schedule): part of what a
+    kernel's compiled specializations are remembered under."""
+    from oxide.codegen import persistent_grid
     from oxide.codegen.warp_roles import hopper_on_cpu, producer_enabled
 
-    return _wgmma_enabled(), _tma_enabled(), producer_enabled(), hopper_on_cpu()
+    return (_wgmma_enabled(), _tma_enabled(), producer_enabled(), hopper_on_cpu(),
+            persistent_grid.enabled())
 
 
 def _tma_enabled() -> bool:

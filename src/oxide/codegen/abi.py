@@ -70,6 +70,13 @@ class OperandMap:
                 "swizzle": self.swizzle}
 
 
+def logical_grid_abi() -> list[ParamABI]:
+    """The hidden parameters of a tile kernel that walks its logical grid (its x, y and z,
+    after the kernel's own parameters and before its tensor maps:
+    codegen/persistent_grid.py)."""
+    return [ParamABI(f"oxide_grid_{axis}", T.i32) for axis in "xyz"]
+
+
 # -- recursive @ox.funcs: names and defaults the frontend, codegen and the runtimes agree
 # on (the frontend names the symbols and the depth guard's site, codegen declares the
 # depth limit, the runtimes read both back from a cubin, possibly from the disk cache)

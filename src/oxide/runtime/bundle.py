@@ -87,7 +87,8 @@ from pathlib import Path
 from typing import Any
 
 from oxide import types as T
-from oxide.codegen.abi import OperandMap, ParamABI
+from oxide.codegen.abi import OperandMap, ParamABI, logical_grid_abi
+from oxide.codegen.persistent_grid import is_persistent
 from oxide.errors import ArgumentError, DeviceError, LaunchError, OxideError, Span
 from oxide.kernel_types import KernelOptions, Param
 from oxide.runtime.cache_entry import GRID_X_FACTORS
@@ -416,7 +417,12 @@ class BundledCode:
             device_arch = next(iter(spec.cubins))
         self.arch, self._file, self.is_ptx = spec.pick(device_arch)
         self.operand_maps = spec.operand_maps.get(self.arch, ())
-        self.abi = spec.abi + [m.abi for m in self.operand_maps]
+        # this arch's hidden parameters: the logical grid where its code walks it
+        # (codegen/persistent_grid.py: only a kernel with TMA rings does, so the code of
+        # one without maps is not read before its first use), then its tensor maps
+        grid = (logical_grid_abi() if self.operand_maps
+                and is_persistent(self.name, self.module_image) else [])
+        self.abi = spec.abi + grid + [m.abi for m in self.operand_maps]
         self.sites = spec.sites
         self.uses_barriers = spec.uses_barriers
         self.grid_x_factor = spec.grid_x_factor

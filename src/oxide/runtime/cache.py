@@ -270,6 +270,10 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         arch += "+no-wgmma"
     if os.environ.get("OXIDE_TILE_TMA", "1") == "0":  # tile K loops copy by cp.async only
         arch += "+no-tma"
+    if os.environ.get("OXIDE_TILE_PRODUCER", "1") == "0":  # thread 0 issues the TMA copies
+        arch += "+no-producer"
+    if os.environ.get("OXIDE_TILE_PERSISTENT", "1") == "0":  # one block per logical block
+        arch += "+no-persistent"
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())
     return h.hexdigest()

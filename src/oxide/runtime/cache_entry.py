@@ -24,6 +24,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from oxide.codegen.persistent_grid import GRID_BYTES, is_persistent
 from oxide.runtime.witness_rules import is_launch_rule
 
 MAGIC = b"OXIDE-KERNEL-CACHE 2\n"
@@ -97,8 +98,11 @@ def decode(data: bytes, key: str, arg_sizes: tuple[int, ...]) -> EntryData:
     entry = _checked(header, cubin)
     if header["key"] != key:
         raise CorruptEntry("entry is for another key")
-    # the launch packs its own values and the record; the entry's hidden maps stand between
-    packed = arg_sizes[:-1] + (_TENSORMAP_BYTES,) * len(entry.operand_maps) + arg_sizes[-1:]
+    # the launch packs its own values and the record; the entry's hidden arguments stand
+    # between: a persistent kernel's logical grid, then the tensor maps
+    grid = GRID_BYTES if is_persistent(entry.symbol, cubin) else ()
+    packed = (arg_sizes[:-1] + grid + (_TENSORMAP_BYTES,) * len(entry.operand_maps)
+              + arg_sizes[-1:])
     if entry.arg_sizes != packed:
         raise CorruptEntry(f"entry packs arguments {entry.arg_sizes}, the launch {packed}")
     return entry

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from oxide import types as T
+from oxide.codegen.persistent_grid import GRID_PARAMS, hardware_blocks, is_persistent
 from oxide.codegen.warp_roles import extra_threads
 from oxide.codegen.warp_roles import hopper_on_cpu as _hopper_on_cpu
 from oxide.errors import ArgumentError, LaunchError
@@ -60,7 +61,7 @@ class _Entry:
 
     __slots__ = ("host", "object_code", "sites", "thread_index_ranks", "launch", "packer",
                  "bf16_slots", "writable", "prints", "constants", "symbol", "grid_counter",
-                 "grid_lock", "operand_maps", "map_starts", "extra_threads")
+                 "grid_lock", "operand_maps", "map_starts", "extra_threads", "persistent")
 
     def __init__(self, kernel: Any, plan: Plan) -> None:
         constants: list[tuple[str, Any]] = []
@@ -76,10 +77,14 @@ class _Entry:
             constants = list(ck.constants)
             _to_disk_cache(kernel, plan, ck)
         self.launch = self.host.launch
+        # a tile kernel walking its logical grid (codegen/persistent_grid.py)
+        self.persistent = is_persistent(self.symbol, self.object_code)
         # One 8-byte little-endian slot per machine argument (the driver's `args`), then
-        # the address of each hidden tensor map's description (OXIDE_TILE_CPU_HOPPER=1)
+        # a persistent kernel's logical grid, then the address of each hidden tensor map's
+        # description (OXIDE_TILE_CPU_HOPPER=1)
         self.packer = struct.Struct("<" + "".join(f + "x" * (8 - _SLOT_SIZES[f])
                                                   for f in plan.formats)
+                                    + "I4x" * (GRID_PARAMS if self.persistent else 0)
                                     + "Q" * len(self.operand_maps))
         self.map_starts = value_starts(plan.params)
         # a tile kernel's producer warp group: threads past the ones a launch names
@@ -169,15 +174,21 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...], stream: An
             raise ArgumentError(f"`{kernel.params[i].name}` is a "
                                 f"{bound.plan.params[i].spec!r} but the array is read-only")
     values = bound.values
+    hidden: tuple[int, ...] = ()
+    if entry.persistent:  # the logical grid; at most one block per worker (and 2) walk it
+        hidden = cfg.grid
+        blocks = hardware_blocks(cfg.grid, max(2, _workers()[1]))
+        cfg = LaunchConfig((blocks, 1, 1), cfg.block, cfg.shared_mem_bytes)
     if entry.bf16_slots:
         values = list(values)
         for i in entry.bf16_slots:
             values[i] = int(np.array(values[i], T.bf16.numpy).view(np.uint16))
     if entry.operand_maps:  # OXIDE_TILE_CPU_HOPPER=1: the hidden maps' descriptions
         descriptions = cpu_descriptions(entry.operand_maps, entry.map_starts, values)
-        packed = entry.packer.pack(*values, *(ctypes.addressof(d) for d in descriptions))
+        packed = entry.packer.pack(*values, *hidden,
+                                   *(ctypes.addressof(d) for d in descriptions))
     else:
-        packed = entry.packer.pack(*values)
+        packed = entry.packer.pack(*values, *hidden)
     if entry.extra_threads:  # the producer warp group's threads (tile/producer.py)
         (bx, by, bz) = cfg.block
         cfg = LaunchConfig(cfg.grid, (bx + entry.extra_threads, by, bz),

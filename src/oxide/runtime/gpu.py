@@ -32,6 +32,7 @@ import numpy as np
 from oxide import types as T
 from oxide.codegen.abi import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL, RECURSIVE_SYMBOL_PREFIX
 from oxide.codegen.grid_sync import counter_symbol as grid_counter_symbol
+from oxide.codegen.persistent_grid import GRID_PARAMS, hardware_blocks, is_persistent
 from oxide.codegen.warp_roles import extra_threads
 from oxide.errors import InternalCompilerError, LaunchError
 from oxide.progress import activity
@@ -71,7 +72,7 @@ from oxide.runtime.gpu_devices import (  # noqa: F401 - this module's names too
 from oxide.runtime.kernel_image import (  # noqa: F401 - public here too
     _LLVM_SIZES,
     KernelImage,
-    with_operand_maps,
+    with_hidden_args,
 )
 from oxide.runtime.operand_maps import OperandMapPacker, value_starts
 from oxide.runtime.streams import stream_handle as explicit_stream
@@ -206,7 +207,8 @@ def load_image(kernel: Any, plan: Plan, arch: str) -> KernelImage:
     with activity(f"compiling `{kernel.__name__}` for {arch}"):  # to the cubin
         ck = kernel.compile(*plan.signature, arch=arch)
         image = KernelImage.from_compiled(ck)
-    packed = with_operand_maps(plan_sizes(plan), len(image.operand_maps))
+    packed = with_hidden_args(plan_sizes(plan), len(image.operand_maps),
+                              is_persistent(image.symbol, image.code))
     if image.arg_sizes != packed:
         raise InternalCompilerError(
             f"`{kernel.__name__}`: the compiled kernel takes arguments of {image.arg_sizes} "
@@ -271,16 +273,22 @@ class Launcher:
         self.thread_index_ranks = image.thread_index_ranks
         self.block_shape: tuple[int, int, int] | None = None  # `@ox.kernel(block=...)`
         self.tile_block: int | None = None  # a tile kernel's threads per block
+        # a tile kernel walking its logical grid: passed after the kernel's own values
+        # (codegen/persistent_grid.py), and fewer blocks run (`prepare`)
+        self.persistent = is_persistent(image.symbol, image.code)
+        grid_params = GRID_PARAMS if self.persistent else 0
         maps = image.operand_maps  # hidden tensor maps, before the record
-        formats = (plan.formats + [TENSORMAP_FORMAT] * len(maps) + ["Q"]
-                   + (["I"] if self.grid_x_factor > 1 else []))
+        formats = (plan.formats + ["I"] * grid_params + [TENSORMAP_FORMAT] * len(maps)
+                   + ["Q"] + (["I"] if self.grid_x_factor > 1 else []))
         offsets = [struct.calcsize("@" + "".join(formats[:i + 1])) - struct.calcsize(formats[i])
                    for i in range(len(formats))]
         full = struct.Struct("@" + "".join(formats))
         self.packer = struct.Struct("@" + "".join(plan.formats))
         self.buffer = ctypes.create_string_buffer(max(full.size, 8))
-        struct.pack_into("@Q", self.buffer, offsets[len(plan.formats) + len(maps)], record_dev)
         n = len(plan.formats)
+        self.logical_grid_offsets = offsets[n:n + grid_params]
+        n += grid_params
+        struct.pack_into("@Q", self.buffer, offsets[n + len(maps)], record_dev)
         # writes the hidden tensor maps of this launch's arrays (TMA rings), or None
         self.map_packer = (OperandMapPacker(kernel_name, maps, value_starts(plan.params),
                                             self.buffer, offsets[n:n + len(maps)])
@@ -308,7 +316,7 @@ class Launcher:
         # the trampoline packs numbers: a tensor map's 128 bytes go through ctypes
         self.fits_trampoline = (len(plan.formats) <= native_launch.MAX_VALUES
                                 and not self.cooperative and not maps
-                                and not self.extra_threads
+                                and not self.extra_threads and not self.persistent
                                 and TENSORMAP_FORMAT not in plan.formats)
         self.attach_native()
 
@@ -355,6 +363,12 @@ class Launcher:
                 raise LaunchError(f"grid.{axis} = {n} exceeds {gdev}'s limit of {limit}")
         check_block_shape(self.kernel_name, self.block_shape, cfg)
         if cfg.cluster is not None:
+            if self.persistent:
+                raise LaunchError(f"`{self.kernel_name}` walks its grid with the blocks the "
+                                  "GPU holds at once (a tile kernel with a producer warp "
+                                  "group), which clusters do not take",
+                                  hint="launch without cluster=, or set "
+                                       "OXIDE_TILE_PERSISTENT=0 before compiling")
             if self.grid_x_factor > 1:
                 raise LaunchError(f"`{self.kernel_name}` runs several logical blocks per "
                                   "hardware block (coarsened), which clusters do not take")
@@ -406,6 +420,12 @@ class Launcher:
             self.check_config(cfg)
         (gx, gy, gz), (bx, by, bz) = cfg.grid, cfg.block
         bx += self.extra_threads
+        if self.persistent:  # the logical grid to the kernel, as many blocks as fit
+            for offset, n in zip(self.logical_grid_offsets, cfg.grid, strict=True):
+                self.grid_packer.pack_into(self.buffer, offset, n)
+            sms = self.gdev.attribute("MULTIPROCESSOR_COUNT")
+            resident = sms * blocks_per_sm(self.function, bx * by * bz, cfg.shared_mem_bytes)
+            gx, gy, gz = hardware_blocks(cfg.grid, resident), 1, 1
         factor = self.grid_x_factor
         if factor > 1:
             self.grid_packer.pack_into(self.buffer, self.grid_offset, gx)

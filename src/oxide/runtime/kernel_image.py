@@ -14,6 +14,7 @@ from typing import Any
 
 from oxide import types as T
 from oxide.codegen.abi import OperandMap
+from oxide.codegen.persistent_grid import GRID_BYTES
 
 _LLVM_SIZES = {"ptr": 8, "i64": 8, "double": 8, "i32": 4, "float": 4, "i16": 2, "half": 2,
                "bfloat": 2, "i8": 1, "i1": 1, "tensormap": T.TENSORMAP_BYTES}
@@ -42,7 +43,9 @@ class KernelImage:
                    tuple(ck.thread_index_ranks), tuple(getattr(ck, "operand_maps", ())))
 
 
-def with_operand_maps(sizes: tuple[int, ...], count: int) -> tuple[int, ...]:
+def with_hidden_args(sizes: tuple[int, ...], maps: int, persistent: bool) -> tuple[int, ...]:
     """The argument sizes of a plan packing `sizes` (its own values, then the error
-    record) once `count` hidden tensor maps stand before the record."""
-    return sizes[:-1] + (T.TENSORMAP_BYTES,) * count + sizes[-1:]
+    record) once the hidden ones stand before the record: a persistent kernel's logical
+    grid (codegen/persistent_grid.py), then `maps` tensor maps."""
+    grid = GRID_BYTES if persistent else ()
+    return sizes[:-1] + grid + (T.TENSORMAP_BYTES,) * maps + sizes[-1:]

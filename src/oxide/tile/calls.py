@@ -14,8 +14,6 @@ from typing import Any
 
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
-from oxide.ir import ops
-from oxide.ir.types import ir_type
 from oxide.tile.elementwise import TILE_ELEMENTWISE
 from oxide.tile.mma_lower import accumulate_dtype
 from oxide.tile.uniform import uniform_key
@@ -59,9 +57,7 @@ class TileCallsMixin:
 
     def call_bid(self, node: ast.Call) -> Tile:
         (a,) = self.positional(node, 1, "tile.bid(axis)")
-        axis = self._axis(a, node.args[0], "tile.bid")
-        reg = self.b.value(ops.RegisterOp(f"ctaid.{'xyz'[axis]}", ir_type(T.i32)))
-        return self.witness(self.scalar_tile(reg, T.i32), Witness(axis))
+        return self.block_index(self._axis(a, node.args[0], "tile.bid"))
 
     def call_tiles(self, node: ast.Call) -> Tile:
         raise self.error(KernelSyntaxError, node, "`tile.tiles(n)` is the iterable of a "
@@ -70,9 +66,7 @@ class TileCallsMixin:
     def call_grouped_bid(self, node: ast.Call) -> tuple[Tile, Tile]:
         """`tile.grouped_bid(num_m, num_n, group)`: `tile.grouped(tile.bid(0), ...)`."""
         args = self.positional(node, 3, "tile.grouped_bid(num_m, num_n, group)")
-        reg = self.b.value(ops.RegisterOp("ctaid.x", ir_type(T.i32)))
-        pid = self.witness(self.scalar_tile(reg, T.i32), Witness(0))
-        return self._grouped(pid, args, node.args)
+        return self._grouped(self.block_index(0), args, node.args)
 
     def call_grouped(self, node: ast.Call) -> tuple[Tile, Tile]:
         """`tile.grouped(t, num_m, num_n, group)`: the (row, column) tile index of linear
@@ -143,9 +137,8 @@ class TileCallsMixin:
 
     def call_num_blocks(self, node: ast.Call) -> Tile:
         (a,) = self.positional(node, 1, "tile.num_blocks(axis)")
-        axis = self._axis(a, node.args[0], "tile.num_blocks")
-        return self.scalar_tile(self.b.value(ops.RegisterOp(f"nctaid.{'xyz'[axis]}",
-                                                            ir_type(T.i32))), T.i32)
+        return self.scalar_tile(self.grid_extent(self._axis(a, node.args[0], "tile.num_blocks")),
+                                T.i32)
 
     def _cdiv(self, a: Any, b: Any, node: ast.AST) -> Any:
         if isinstance(a, Static) and isinstance(b, Static):

@@ -28,10 +28,12 @@ from __future__ import annotations
 import ast
 import builtins
 import math as pymath
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from oxide import types as T
+from oxide.codegen import persistent_grid
 from oxide.codegen.abi import OperandMap
 from oxide.codegen.warp_roles import PRODUCER_THREADS
 from oxide.errors import (
@@ -63,6 +65,7 @@ from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
 from oxide.tile.op_builder import TileOps
 from oxide.tile.operators import TileOperatorsMixin, is_product
+from oxide.tile.persistent_schedule import PersistentScheduleMixin, persistable
 from oxide.tile.philox import TileRandomMixin
 from oxide.tile.pipeline import Target, run_passes
 from oxide.tile.shape_calls import TileShapesMixin
@@ -84,6 +87,9 @@ class TileLowered(LoweredKernel):
     operand_maps: tuple[OperandMap, ...] = ()
     # threads a launch adds to each block: a producer warp group's (tile/producer.py)
     producer_threads: int = 0
+    # the kernel walks its logical grid, passed as hidden parameters after its own
+    # (tile/persistent_schedule.py, codegen/persistent_grid.py)
+    persistent_grid: bool = False
 
 
 def is_power_of_two(n: int) -> bool:
@@ -100,8 +106,9 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     `tensor_cores` (the CPU target), every product is an FMA loop."""
     tried: list[TileLowering] = []
 
-    def lower(rings: bool) -> tuple[TileBuilder, TileLowering, KernelContext, list[str] | None]:
-        b, low, ctx = evaluate_body(kernel, sig, symbol)
+    def lower(rings: bool, persistent: bool = False
+              ) -> tuple[TileBuilder, TileLowering, KernelContext, list[str] | None]:
+        b, low, ctx = evaluate_body(kernel, sig, symbol, persistent)
         low.em.cpu = cpu
         tried.append(low)
         dump: list[str] | None = [] if keep_tile_ir else None
@@ -110,15 +117,22 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
                     dump)
         return b, low, ctx, dump
 
-    try:
-        b, low, ctx, dump = lower(True)
-    except UnsupportedFeatureError:
-        if not (tried and tried[0].em.rings_placed):
-            raise
-        # the operand rings' buffers and the kernel's other shared memory may not fit
-        # together where the threads' staging did: the kernel compiles as it did before
-        # them (if that fails too, its own error says why)
-        b, low, ctx, dump = lower(False)
+    walked = _walk_the_grid(kernel, sig, symbol, tensor_cores, wgmma, tma, cpu) \
+        and _lowered_or_none(lambda: lower(True, persistent=True))
+    if walked and walked[1].em.consumer_threads is not None \
+            and persistable(walked[0].func, walked[1].own_registers):
+        b, low, ctx, dump = walked
+    else:
+        tried.clear()
+        try:
+            b, low, ctx, dump = lower(True)
+        except UnsupportedFeatureError:
+            if not (tried and tried[0].em.rings_placed):
+                raise
+            # the operand rings' buffers and the kernel's other shared memory may not fit
+            # together where the threads' staging did: the kernel compiles as it did
+            # before them (if that fails too, its own error says why)
+            b, low, ctx, dump = lower(False)
     tile_ir = dump[0] if dump else None
     ctx.uses_barriers = low.em.uses_barriers
     func = b.finish()
@@ -126,13 +140,43 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     axes = None if covered is None else frozenset("xyz"[a] for a in covered)
     return TileLowered(func, b.sites, ctx, b, axes, tile_ir, tuple(sorted(low.stores.launch_rules)),
                        tuple(low.em.operand_maps),
-                       PRODUCER_THREADS if low.em.consumer_threads is not None else 0)
+                       PRODUCER_THREADS if low.em.consumer_threads is not None else 0,
+                       low.grid_params is not None)
 
 
-def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str
+def _walk_the_grid(kernel: Any, sig: tuple[Any, ...], symbol: str, tensor_cores: bool,
+                   wgmma: bool, tma: bool, cpu: bool) -> bool:
+    """Whether the kernel is to walk its logical grid (tile/persistent_schedule.py): its
+    products get a producer warp group, and it does not walk its tiles itself. Decided on
+    a lowering that runs the passes up to `plan_producer`, for a kernel that can have one
+    (a pipelined loop on TMA, 4 or 8 warps, no `occupancy`)."""
+    options = kernel.tile_options
+    if not (wgmma and tma and persistent_grid.enabled() and options.num_stages >= 2
+            and options.num_warps in (4, 8) and options.occupancy is None):
+        return False
+    try:
+        b, low, _ = evaluate_body(kernel, sig, symbol)
+        low.em.cpu = cpu
+        planned = run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores,
+                                               wgmma, options.occupancy), plan_only=True)
+    except CompileError:
+        return False  # the full lowering says why
+    return planned and not low.stores.persistent
+
+
+def _lowered_or_none(lower: Callable[[], Any]) -> Any:
+    """`lower()`, or None where it fails (the kernel is then lowered as written)."""
+    try:
+        return lower()
+    except CompileError:
+        return None
+
+
+def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str, persistent: bool = False
                   ) -> tuple[TileBuilder, TileLowering, KernelContext]:
     """The body evaluated for one signature: its tile ops in the builder, before the
-    passes, and what its stores used (`TileLowering.stores`)."""
+    passes, and what its stores used (`TileLowering.stores`); with `persistent`, walking
+    the logical grid (tile/persistent_schedule.py)."""
     _refuse_other_parameters(kernel, sig)
     runtime = [(p, s) for p, s in zip(kernel.params, sig, strict=True)
                if not isinstance(s, ConstValue)]
@@ -153,7 +197,7 @@ def evaluate_body(kernel: Any, sig: tuple[Any, ...], symbol: str
             low.env[p.name] = TArray(next(args), s, p.name)
         else:
             low.env[p.name] = low.scalar_tile(next(args), s)
-    low.lower_body(kernel.source.tree.body)
+    low.lower_body(kernel.source.tree.body, persistent)
     return b, low, ctx
 
 
@@ -191,7 +235,7 @@ def _bound_typevars(params: Any, sig: tuple[Any, ...]) -> dict[T.TypeVar, T.DTyp
 
 class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileControlMixin,
                    TileShapesMixin, TileRandomMixin, TileAtomicsMixin, TileMemoryMixin,
-                   TileDisjointMixin, TileLoopsMixin):
+                   TileDisjointMixin, TileLoopsMixin, PersistentScheduleMixin):
     """Evaluates one tile kernel body, emitting IR for its tile operations."""
 
     def __init__(self, b: TileBuilder, source: Source, scope: Scope, ctx: KernelContext,
@@ -256,9 +300,15 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
 
     # -- statements -----------------------------------------------------------------
 
-    def lower_body(self, body: list[ast.stmt]) -> None:
-        """The kernel's body; a `return` may end a branch early (tile/early_return.py)."""
-        for stmt in fold_returns(body, self.error):
+    def lower_body(self, body: list[ast.stmt], persistent: bool = False) -> None:
+        """The kernel's body; a `return` may end a branch early (tile/early_return.py).
+        With `persistent`, inside the loop over the logical grid's blocks
+        (tile/persistent_schedule.py)."""
+        folded = fold_returns(body, self.error)
+        if persistent:
+            self.lower_persistent(folded)
+            return
+        for stmt in folded:
             self.lower_stmt(stmt)
 
     def lower_stmt(self, node: ast.stmt) -> None:

@@ -22,6 +22,10 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
    of the body, and the block that sends each thread to its role;
 7. `ToSIMT` (tile/to_simt.py): each tile op becomes the SIMT ops of one thread.
 
+Where `plan_producer` said yes, `lower_tile_kernel` (tile/frontend.py) lowers the body
+once more, inside a loop over the logical grid's blocks (tile/persistent_schedule.py),
+and runs these passes over that: the kernel walks its grid with the blocks that fit.
+
 Each file's docstring says what its pass assumes and guarantees.
 """
 
@@ -55,15 +59,19 @@ class Target:
 
 
 def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = False,
-               dump: list[str] | None = None) -> None:
+               dump: list[str] | None = None, plan_only: bool = False) -> bool:
     """Run the passes over `b`'s tile ops; with `dump`, append the dialect's text as the
-    layout and ordering passes leave it (OXIDE_DUMP=tile)."""
+    layout and ordering passes leave it (OXIDE_DUMP=tile). Whether a producer warp group
+    fills the rings; with `plan_only`, only that is decided (the builder is then
+    thrown away)."""
     choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
     producer = False
     if target.wgmma and target.rings:
         em.rings_placed = place_operand_rings(b, target.tma)
         producer = target.tma and plan_producer(b, target.num_warps, target.occupancy)
+        if plan_only:
+            return producer
         if target.tma:
             place_tma_stores(b)
     if verify:
@@ -76,3 +84,4 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     if dump is not None:
         dump.append(str(b.func))
     ToSIMT(b, em).run()
+    return producer

@@ -1,0 +1,49 @@
+"""How a compiled tile kernel tells the launcher that it walks its grid persistently.
+
+A tile kernel whose products run on a producer warp group (tile/producer.py) compiles to
+walk its logical grid itself (tile/persistent_schedule.py): the launch runs at most as
+many blocks as the GPU holds at once, and each loops over logical block indices. The
+launcher then does two things a plain launch does not: it passes the logical grid as
+three hidden i32 parameters (after the kernel's own, before its hidden tensor maps), and
+it runs `min(blocks of the grid, blocks resident at once)` blocks along x. The kernel
+says so as a producer kernel does (codegen/warp_roles.py): a marker global whose name is
+the kernel's symbol with a suffix, found in the loaded code whatever route it took (a
+compile, the disk cache, a bundle). This module imports nothing heavy: the runtime
+reads it without the compiler.
+"""
+
+from __future__ import annotations
+
+import os
+
+GRID_PARAMS = 3  # the logical grid's x, y and z, each an i32
+GRID_BYTES = (4,) * GRID_PARAMS  # their sizes among a kernel's machine arguments
+
+
+def marker_symbol(kernel_symbol: str) -> str:
+    """The marker global of the kernel compiled as `kernel_symbol`."""
+    return f"{kernel_symbol}_persistent_grid"
+
+
+def marker_global(kernel_symbol: str, cpu: bool = False) -> str:
+    """The marker's LLVM declaration (its value: the hidden parameters the launch adds)."""
+    space = "" if cpu else "addrspace(1) externally_initialized "
+    return f"@{marker_symbol(kernel_symbol)} = {space}global i32 {GRID_PARAMS}, align 4"
+
+
+def is_persistent(kernel_symbol: str, code: bytes) -> bool:
+    """Whether the kernel in `code` (PTX, a cubin or host object code) walks its grid."""
+    return marker_symbol(kernel_symbol).encode() in code
+
+
+def hardware_blocks(grid: tuple[int, int, int], resident: int) -> int:
+    """The blocks a launch of logical `grid` runs: one per resident slot, at most one per
+    logical block (and at least one)."""
+    gx, gy, gz = grid
+    return max(1, min(gx * gy * gz, resident))
+
+
+def enabled() -> bool:
+    """OXIDE_TILE_PERSISTENT=0 keeps one block per logical block for every tile kernel
+    (to compare the two)."""
+    return os.environ.get("OXIDE_TILE_PERSISTENT", "1") != "0"

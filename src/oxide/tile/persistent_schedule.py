@@ -1,0 +1,129 @@
+"""The persistent schedule: a tile kernel written one block per output tile, compiled to
+walk its logical grid with the blocks the GPU holds at once.
+
+Why: where a kernel's products run on a producer warp group (tile/producer.py), a block
+occupies a whole SM (the operand rings fill its shared memory), and each block's start
+(the first fills in flight, nothing to multiply) and end (the epilogue, the tensor cores
+idle) cost it time. A block that goes on to its next tile overlaps them: its producer
+fills the next tile's buffers while the consumers store the last one (tile/tma_rings.py).
+Measured on the H200 (2026-12-04, docs/performance.md): the canonical bf16 K loop went
+from 665 to 704 TFLOPS at 8192^3 written as a persistent loop (`tile.tiles`).
+
+What the compiler does (`lower_tile_kernel` tries it once the first lowering planned a
+producer, where `persistable` holds): the body is lowered inside one loop over virtual
+block indices, `v = block, block + blocks, ...` up to the logical grid's size, which the
+launch passes as three hidden i32 parameters (codegen/persistent_grid.py; the launch
+runs at most as many blocks as fit at once). In the body, `tile.bid(a)` is `v`'s
+coordinate a in the logical grid (x fastest, as the hardware orders blocks) and
+`tile.num_blocks(a)` the logical grid's extent. Each iteration starts from the values
+the body had on entry: nothing is carried from one logical block to the next but the
+operand rings' counters (tile/tma_rings.py counts fills across a kernel's loops).
+
+What it guarantees: every logical block runs once, with the same `tile.bid` and
+`tile.num_blocks` it would see as a hardware block, so the kernel means the same; the
+safety rules, checked on the logical grid at launch (runtime/witness_rules.py), hold as
+they did. Refused (the kernel keeps one block per logical block): a kernel that walks
+its tiles itself (`tile.tiles`, a grid-stride loop), or that reads a block register this
+schedule would not rename.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Any
+
+from xdsl.dialects.builtin import FunctionType
+from xdsl.ir import SSAValue
+
+from oxide import types as T
+from oxide.codegen.persistent_grid import GRID_PARAMS
+from oxide.frontend.loops import next_counter
+from oxide.ir import ops
+from oxide.ir.types import ir_type
+from oxide.tile.values import Tile, Witness
+
+_BLOCK_REGISTERS = {f"{n}ctaid.{a}" for n in ("", "n") for a in "xyz"}
+
+
+class PersistentScheduleMixin:
+    """The virtual block loop and the block indices inside it (mixed into TileLowering)."""
+
+    b: Any
+    t: Any
+    env: dict[str, Any]
+    # set by `lower_persistent`: the logical grid's hidden parameters and the loop's index
+    grid_params: tuple[SSAValue, ...] | None = None
+    virtual_block: SSAValue | None = None
+    # the block registers the loop reads itself (`persistable` allows only those)
+    own_registers: tuple[ops.RegisterOp, ...] = ()
+
+    def lower_persistent(self, body: list[ast.stmt]) -> None:
+        """`body` (returns folded away) inside the loop over virtual block indices."""
+        b = self.b
+        block = b.func.body.blocks[0]
+        self.grid_params = tuple(block.insert_arg(ir_type(T.i32), len(block.args))
+                                 for _ in range(GRID_PARAMS))
+        b.func.properties["function_type"] = FunctionType.from_lists(
+            [a.type for a in block.args], [])
+        gx, gy, gz = (b.cast(p, T.i64) for p in self.grid_params)
+        total = b.value(ops.BinaryOp("mul", b.value(ops.BinaryOp("mul", gx, gy)), gz))
+        # read in the entry block, which a producer warp group's copy of the body shares
+        first = ops.RegisterOp("ctaid.x", ir_type(T.i32))
+        step = ops.RegisterOp("nctaid.x", ir_type(T.i32))
+        self.own_registers = (first, step)
+        counter = b.alloc(ops.SlotOp(ir_type(T.i64)))
+        b.emit(ops.SlotWriteOp(counter, b.cast(b.alloc(first), T.i64)))
+        step_v = b.cast(b.alloc(step), T.i64)
+        header, inside, done = b.new_block(), b.new_block(), b.new_block()
+        b.br(header)
+        b.set_block(header)
+        v = b.value(ops.SlotReadOp(counter))
+        go = b.value(ops.CompareOp("lt", v, total))
+        b.uniform.add(go)  # the same trip count in every thread of the block
+        b.cond_br(go, inside, done)
+        b.set_block(inside)
+        outside = dict(self.env)
+        self.virtual_block = v
+        for stmt in body:
+            self.lower_stmt(stmt)  # type: ignore[attr-defined]
+        self.virtual_block = None
+        self.env = outside
+        b.emit(ops.SlotWriteOp(counter, next_counter(b, v, total, None, step_v, T.i64)))
+        b.br(header)
+        b.set_block(done)
+
+    def block_index(self, axis: int) -> Tile:
+        """`tile.bid(axis)`: the block register, or inside the virtual block loop the
+        loop index's coordinate `axis` in the logical grid (x fastest)."""
+        b = self.b
+        if self.virtual_block is None:
+            reg = b.value(ops.RegisterOp(f"ctaid.{'xyz'[axis]}", ir_type(T.i32)))
+        else:
+            assert self.grid_params is not None
+            # unsigned: every value here is at least 0, and the divisors at least 1
+            gx, gy = (b.cast(b.cast(p, T.i64), T.u64) for p in self.grid_params[:2])
+            v = b.cast(self.virtual_block, T.u64)
+            if axis == 0:
+                index = b.value(ops.BinaryOp("mod", v, gx))
+            elif axis == 1:
+                index = b.value(ops.BinaryOp("mod", b.value(ops.BinaryOp("floordiv", v, gx)),
+                                             gy))
+            else:
+                index = b.value(ops.BinaryOp("floordiv", v,
+                                             b.value(ops.BinaryOp("mul", gx, gy))))
+            reg = b.cast(index, T.i32)
+        return self.witness(self.scalar_tile(reg, T.i32), Witness(axis))  # type: ignore[attr-defined]
+
+    def grid_extent(self, axis: int) -> SSAValue:
+        """`tile.num_blocks(axis)`: the grid's extent, the logical one where the kernel
+        walks its grid."""
+        if self.grid_params is not None:
+            return self.grid_params[axis]
+        return self.b.value(ops.RegisterOp(f"nctaid.{'xyz'[axis]}", ir_type(T.i32)))
+
+
+def persistable(func: ops.FuncOp, own: tuple[ops.RegisterOp, ...]) -> bool:
+    """Whether the body lowered inside the virtual block loop reads no block register but
+    the loop's own (a register read elsewhere would see the hardware grid)."""
+    return not any(isinstance(op, ops.RegisterOp) and op.reg.data in _BLOCK_REGISTERS
+                   and op not in own for op in func.walk())
