@@ -110,8 +110,10 @@ def test_a_fused_epilogue_goes_out_by_tma() -> None:
     np.testing.assert_allclose(y.astype(np.float64), want, rtol=2.0 ** -7, atol=2e-2)
 
 
-@pytest.mark.parametrize("persistent", ["1", "0"])
-def test_the_logical_grid_is_walked_by_fewer_blocks(persistent, monkeypatch) -> None:
+@pytest.mark.parametrize("persistent, m, depth", [("1", 200, 3), ("0", 200, 3),
+                                                  ("1", 704, 2)])  # 11 x-rows: 8, then 3
+def test_the_logical_grid_is_walked_by_fewer_blocks(persistent, m, depth,
+                                                    monkeypatch) -> None:
     # a producer warp group: the kernel walks its logical grid (tile/persistent_schedule.py),
     # its bids and num_blocks those of the logical block; OXIDE_TILE_PERSISTENT=0 turns it off
     monkeypatch.setenv("OXIDE_TILE_PERSISTENT", persistent)
@@ -119,4 +121,4 @@ def test_the_logical_grid_is_walked_by_fewer_blocks(persistent, monkeypatch) -> 
            V(DisjointSlice[i32, 3], vectors=True))
     ck = three_axes.compile(*sig, 64, 64, 32, target="cpu")
     assert is_persistent(ck.name, ck.host_object[0]) == (persistent == "1")
-    check_three_axes(lambda grid, *args: three_axes[grid](*args), 200, 136, 64, 3)
+    check_three_axes(lambda grid, *args: three_axes[grid](*args), m, 136, 64, depth)

@@ -13,9 +13,11 @@ What the compiler does (`lower_tile_kernel` tries it once the first lowering pla
 producer, where `persistable` holds): the body is lowered inside one loop over virtual
 block indices, `v = block, block + blocks, ...` up to the logical grid's size, which the
 launch passes as three hidden i32 parameters (codegen/persistent_grid.py; the launch
-runs at most as many blocks as fit at once). In the body, `tile.bid(a)` is `v`'s
-coordinate a in the logical grid (x fastest, as the hardware orders blocks) and
-`tile.num_blocks(a)` the logical grid's extent. Each iteration starts from the values
+runs at most as many blocks as fit at once). In the body, `tile.bid(a)` is coordinate
+a of the logical block that step `v` runs, in grouped order (`_grouped_order`: eight
+x-rows take turns on each y, so the blocks running together share operand panels in
+L2; a measured 4-5% at 8192^3 for the canonical GEMM) and `tile.num_blocks(a)` the
+logical grid's extent. Each iteration starts from the values
 the body had on entry: nothing is carried from one logical block to the next but the
 operand rings' counters (tile/tma_rings.py counts fills across a kernel's loops).
 
@@ -51,9 +53,10 @@ class PersistentScheduleMixin:
     b: Any
     t: Any
     env: dict[str, Any]
-    # set by `lower_persistent`: the logical grid's hidden parameters and the loop's index
+    # set by `lower_persistent`: the logical grid's hidden parameters and, in the loop,
+    # the logical block's indices
     grid_params: tuple[SSAValue, ...] | None = None
-    virtual_block: SSAValue | None = None
+    virtual_block: tuple[SSAValue, SSAValue, SSAValue] | None = None
     # the block registers the loop reads itself (`persistable` allows only those)
     own_registers: tuple[ops.RegisterOp, ...] = ()
 
@@ -83,7 +86,7 @@ class PersistentScheduleMixin:
         b.cond_br(go, inside, done)
         b.set_block(inside)
         outside = dict(self.env)
-        self.virtual_block = v
+        self.virtual_block = _grouped_order(b, v, self.grid_params)
         for stmt in body:
             self.lower_stmt(stmt)  # type: ignore[attr-defined]
         self.virtual_block = None
@@ -99,19 +102,7 @@ class PersistentScheduleMixin:
         if self.virtual_block is None:
             reg = b.value(ops.RegisterOp(f"ctaid.{'xyz'[axis]}", ir_type(T.i32)))
         else:
-            assert self.grid_params is not None
-            # unsigned: every value here is at least 0, and the divisors at least 1
-            gx, gy = (b.cast(b.cast(p, T.i64), T.u64) for p in self.grid_params[:2])
-            v = b.cast(self.virtual_block, T.u64)
-            if axis == 0:
-                index = b.value(ops.BinaryOp("mod", v, gx))
-            elif axis == 1:
-                index = b.value(ops.BinaryOp("mod", b.value(ops.BinaryOp("floordiv", v, gx)),
-                                             gy))
-            else:
-                index = b.value(ops.BinaryOp("floordiv", v,
-                                             b.value(ops.BinaryOp("mul", gx, gy))))
-            reg = b.cast(index, T.i32)
+            reg = self.virtual_block[axis]
         return self.witness(self.scalar_tile(reg, T.i32), Witness(axis))  # type: ignore[attr-defined]
 
     def grid_extent(self, axis: int) -> SSAValue:
@@ -127,3 +118,31 @@ def persistable(func: ops.FuncOp, own: tuple[ops.RegisterOp, ...]) -> bool:
     the loop's own (a register read elsewhere would see the hardware grid)."""
     return not any(isinstance(op, ops.RegisterOp) and op.reg.data in _BLOCK_REGISTERS
                    and op not in own for op in func.walk())
+
+
+GROUP = 8  # rows of blocks along x that take turns on each y (Triton's GROUP_M)
+
+
+def _grouped_order(b: Any, v: SSAValue, grid: tuple[SSAValue, ...] | None
+                   ) -> tuple[SSAValue, SSAValue, SSAValue]:
+    """The logical block (x, y, z) that walk step `v` runs: z slowest; within it, GROUP
+    x-rows at a time take turns on each y, so that blocks running together share their
+    operands' panels in L2 (a GEMM's A rows along x, B columns along y). Blocks do not
+    depend on each other, and every logical block is walked once whatever the order.
+    Unsigned arithmetic: every value here is at least 0, and the divisors at least 1."""
+    assert grid is not None
+    gx, gy = (b.cast(b.cast(p, T.i64), T.u64) for p in grid[:2])
+
+    def op(kind: str, x: SSAValue, y: SSAValue) -> SSAValue:
+        return b.value(ops.BinaryOp(kind, x, y))
+    step = b.cast(v, T.u64)
+    plane = op("mul", gx, gy)
+    z, r = op("floordiv", step, plane), op("mod", step, plane)
+    group = b.constant(GROUP, T.u64)
+    per_group = op("mul", group, gy)
+    first = op("mul", op("floordiv", r, per_group), group)
+    rows = op("min", op("sub", gx, first), group)  # the last group's rows (first < gx)
+    within = op("mod", r, per_group)
+    x = op("add", first, op("mod", within, rows))
+    y = op("floordiv", within, rows)
+    return b.cast(x, T.i32), b.cast(y, T.i32), b.cast(z, T.i32)
