@@ -54,7 +54,7 @@ SETUP = {
     """,
     "tile_matmul": """
         from oxide.examples import tile_matmul as m
-        bm, bn, bk = m.GPU_TILE
+        bm, bn, bk = m.GPU_TILE  # (an H100/H200: this runs on sm_90)
         a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
         b = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)
         c = torch.empty(4096, 4096, device="cuda", dtype=torch.bfloat16)

@@ -151,6 +151,12 @@ def _spec(kernel: Any, p: Any, a: Any, typevars: dict[T.TypeVar, T.DType]) -> Sp
                 raise ArgumentError(f"`{p.name}` is {ann!r}; got {type(a).__name__}, which is "
                                     "not an array")
             dt, rank, contiguous = info.dtype, len(info.shape), info.contiguous
+            if getattr(kernel, "is_tile", False) and isinstance(a, np.ndarray) and contiguous:
+                # a host array: as a GPU launch of it sees its device copy (a tile
+                # kernel's rows of 16-byte vectors: the allocator aligns a copy's address)
+                from oxide.runtime.array_view import fits_vectors
+
+                vectors = fits_vectors(0, tuple(info.shape), None, dt.itemsize)
         if isinstance(ann.dtype, T.TypeVar):
             _bind(ann.dtype, dt, typevars, p.name)
         elif dt != ann.dtype:

@@ -6,26 +6,43 @@ import numpy as np
 
 import oxide as ox
 from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
-from oxide.testing import RunResult, check_arch, describe_device, seconds_per_launch
+from oxide.testing import (
+    RunResult,
+    check_arch,
+    describe_device,
+    device_arch,
+    seconds_per_launch,
+)
 
-# the GPU tile: 128 x 128 outputs per block of 8 warps (4 x 2, each 32 x 64), k by 32;
-# on the CPU a smaller one (the CPU emulates each warp's mma.sync lane by lane, and its
-# compile time grows with the instructions a thread issues)
-GPU_TILE = (128, 128, 32)
+# the tiles: on an H100/H200 128 x 256 outputs per block of 8 warps (two warp groups of
+# 64 x 256, k by 64: wgmma fed by TMA, docs/performance.md); on other GPUs 128 x 128, k by
+# 32 (mma.sync, each warp 32 x 64); on the CPU a smaller one (the CPU emulates each warp's
+# mma.sync lane by lane, and its compile time grows with the instructions a thread issues)
+GPU_TILE = (128, 256, 64)
+OTHER_GPU_TILE = (128, 128, 32)
 CPU_TILE = (64, 64, 32)
 
 
-@tile.kernel(num_warps=8, num_stages=2)
+def tiles_for(arch: str | None) -> tuple[int, int, int]:
+    """The (BM, BN, BK) of `tile_matmul` on an architecture (None: the CPU)."""
+    if arch is None:
+        return CPU_TILE
+    return GPU_TILE if int(arch[3:].rstrip("a")) >= 90 else OTHER_GPU_TILE
+
+
+@tile.kernel(num_warps=8, num_stages=3)
 def tile_matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
                 BM: Const[int], BN: Const[int], BK: Const[int]):
     """Each block owns one BM x BN tile of C. Rows and columns past the edges load as 0,
     so they add nothing, and the store drops them.
 
-    On an H100/H200 this loop, the canonical K loop, runs as oxide's warp-specialized
-    wgmma GEMM (oxide/kernels/tile_matmul.py: TMA, a producer and two consumer warp
-    groups, a persistent grid) over the same tiles of C. Elsewhere it runs as written:
-    the accumulator stays in registers across the loop (the mma.sync layout), and
-    `num_stages=2` loads the next step's tiles while this one multiplies."""
+    On an H100/H200 the compiler makes it a warp-specialized wgmma GEMM: the loads of
+    A and B become TMA copies into a ring of 3 shared buffers (`num_stages=3`) that a
+    producer warp group fills, two consumer warp groups multiply on wgmma, the result
+    goes out through shared memory by TMA, and the blocks that fit walk the grid of
+    tiles (docs/architecture.md). Elsewhere the accumulator stays in registers across
+    the loop (the mma.sync layout), and the next two steps' tiles load while this one
+    multiplies."""
     i, j = tile.bid(0), tile.bid(1)
     acc = tile.zeros((BM, BN), f32)
     for k in range(tile.num_tiles(a, 1, BK)):
@@ -57,7 +74,7 @@ def main(device: str | int | None = None, arch: str | None = None,
     with ox.device(device) as dev:
         m = size or (136 if dev.is_cpu else 4096)
         k, n = m + 24, m + 8
-        bm, bn, bk = CPU_TILE if dev.is_cpu else GPU_TILE
+        bm, bn, bk = tiles_for(device_arch(dev))
         rng = np.random.default_rng(12)
         a32 = rng.standard_normal((m, k), dtype=np.float32)
         b32 = rng.standard_normal((k, n), dtype=np.float32)
@@ -68,7 +85,9 @@ def main(device: str | int | None = None, arch: str | None = None,
         g = grid(m, n, bm, bn)
         seconds = seconds_per_launch(lambda: ox.launch(tile_matmul, g, d_a, d_b, d_c,
                                                        bm, bn, bk), dev)
-        ox.launch(tile_matmul_f32, g, d_a32, d_b32, d_c32, bm, bn, bk)
+        # f32 multiply-adds hold no wgmma accumulator: the mma.sync-sized tile
+        fm, fn, fk = CPU_TILE if dev.is_cpu else OTHER_GPU_TILE
+        ox.launch(tile_matmul_f32, grid(m, n, fm, fn), d_a32, d_b32, d_c32, fm, fn, fk)
         # the inputs are bf16 exactly, their products exact in f32: the reference is
         # the f32 product of the same values, the result rounded once to bf16
         want = a.astype(np.float32) @ b.astype(np.float32)
@@ -77,7 +96,8 @@ def main(device: str | int | None = None, arch: str | None = None,
         ok_bf16 = np.allclose(got, want, rtol=1e-2, atol=1e-3 * scale)
         want32 = a32.astype(np.float64) @ b32.astype(np.float64)
         ok_f32 = np.allclose(d_c32.to_numpy(), want32, rtol=1e-4, atol=1e-5 * scale)
-        detail = "; ".join(filter(None, (check_arch(tile_matmul, arch, a, b, c, bm, bn, bk),
+        detail = "; ".join(filter(None, (check_arch(tile_matmul, arch, a, b, c,
+                                                    *tiles_for(arch)),
                                          "" if ok_f32 else "the f32 product differs from NumPy's")))
         return RunResult("tile_matmul", bool(ok_bf16 and ok_f32), describe_device(dev),
                          f"{m:,} x {k:,} x {n:,} bf16 -> f32 accumulate", seconds,

@@ -27,7 +27,8 @@ section 4), each step a compile-time option of one kernel so a benchmark can tim
   consumer group with a named barrier, which the CPU lacks).
 
 It lives in the library (not only in examples/gemm_hopper.py, which runs and checks it)
-because `tile_matmul`'s canonical K loop launches it on sm_90 (oxide/kernels/tile_matmul.py).
+as the hand-written reference the tile compiler's products are measured against
+(benchmarks/gemm_bench.py): the same tile K loop compiled from tile code reaches it.
 The kernel body spells the device API `ox.*` as kernels do: here `ox` is `oxide.lang`,
 the intrinsics' own package (importing `oxide` itself would close an import cycle
 through `ox.tile`).

@@ -340,21 +340,6 @@ def load_entry(key: str, arg_sizes: tuple[int, ...]) -> cache_entry.EntryData | 
         return None
 
 
-def check_passed(key: str | None) -> bool:
-    """Whether a compile keyed `key` (`entry_key` with its own arch suffix) passed before:
-    its marker file exists."""
-    root = cache_dir()
-    return key is not None and root is not None and (root / "checks" / key).is_file()
-
-
-def record_check(key: str | None, ck: Any) -> None:
-    """Remember that the compile `ck`, keyed `key`, passed, if the key covered what it
-    used (as `store_entry` asks)."""
-    root = cache_dir()
-    if key is not None and root is not None and covered(ck.kernel, ck):
-        cache_layout.write(root, f"checks/{key}", b"")
-
-
 def cached_sites(entry: cache_entry.EntryData) -> list[CachedSite]:
     """The run-time check sites of an entry, for the error messages of its launches."""
     return [CachedSite(s["kind"], Span(s["file"], s["line"], s["col"], s["end_col"],

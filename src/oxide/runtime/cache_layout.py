@@ -5,8 +5,9 @@
     <root>/kernels/<sha256>.oxk   compiled kernels (runtime/cache_entry.py)
     <root>/sources/<sha256>       memos of the compiler sources' digest (runtime/cache.py)
     <root>/autotune/<sha256>.json ox.autotune's choices (autotuner.py)
-    <root>/checks/<sha256>        empty files: a compile that passed, where only that
-                                  it passed matters (kernels/tile_matmul.py)
+    <root>/checks/<sha256>        empty files an earlier oxide wrote (a compile that
+                                  passed: the retired GEMM template's check), cleared
+                                  with the rest
     <root>/toolchain.json         where libdevice and nvJitLink were found (codegen/toolchain.py)
     .tmp-XXXXXXXX                 a write in progress, or one a killed process left
 

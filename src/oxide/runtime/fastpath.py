@@ -132,9 +132,7 @@ def _use(kernel: Any, launchers: gpu.Launchers, binder: Binder, cfg: LaunchConfi
     launchers.last = binder
     native = binder.native  # type: ignore[attr-defined]
     if native is _NOT_MADE:
-        native = binder.native = (  # type: ignore[attr-defined]
-            make_native_binder(binder, cfg, args)
-            if kernel.__dict__.get("_oxide_template") is None else None)  # it comes first
+        native = binder.native = make_native_binder(binder, cfg, args)  # type: ignore[attr-defined]
     launchers.native = native
 
 

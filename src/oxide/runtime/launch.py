@@ -74,9 +74,6 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: 
             state = kernel.__dict__
         except AttributeError:  # not a kernel: `_launch` says so
             state = {}
-        template = state.get("_oxide_template")
-        if template is not None and template(config, args, stream, dev):
-            return
         launchers = state.get("_oxide_launchers")
         if launchers is None or not launchers.last(config, args, stream, dev):
             _launch(kernel, config, args, stream, dev)
@@ -95,12 +92,7 @@ def _keywords(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tup
 def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: Any,
             dev: Device) -> None:
     """The launch after the last binder declined: the CPU runtime, or the GPU path
-    through the kernel's other binders and the general path.
-
-    A kernel may have a GPU template (`TileKernel.gpu_template`: another kernel that does
-    the same work faster, and launches it where the arguments allow); it is looked up at
-    the first GPU launch and then tried before everything else, `_oxide_template` in the
-    kernel's __dict__ (None for most kernels)."""
+    through the kernel's other binders and the general path."""
     if not hasattr(kernel, "params"):  # not an @ox.kernel (nor a bundled one)
         name = getattr(kernel, "__name__", type(kernel).__name__)
         raise LaunchError(f"ox.launch takes an @ox.kernel; `{name}` is a "
@@ -108,11 +100,6 @@ def _launch(kernel: Any, config: LaunchConfig, args: tuple[Any, ...], stream: An
     if dev.kind == "cpu":
         _launch_cpu(kernel, config, args, stream)
         return
-    if "_oxide_template" not in kernel.__dict__:  # the first GPU launch: look for one
-        make = getattr(kernel, "gpu_template", None)
-        template = kernel.__dict__["_oxide_template"] = make() if make is not None else None
-        if template is not None and template(config, args, stream, dev):
-            return
     (_fast_module or _fastpath()).launch(kernel, config, args, stream, dev)
 
 
@@ -183,7 +170,7 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
         user_frames_only(exc)
         raise
 
-    lookup = kernel.__dict__.get  # the kernel's launchers and template, as they are now
+    lookup = kernel.__dict__.get  # the kernel's launchers, as they are now
     native_pending = [True]
 
     def launch_bound(*args: Any, stream: Any = None, **kwargs: Any) -> None:
@@ -199,9 +186,6 @@ def bind_launch(kernel: Any, config: Any) -> Callable[..., None]:
             dev = chosen or _device._default or default_device()
             if chosen is None and _device._several:
                 dev = _device.launch_device(args)
-            template = lookup("_oxide_template")
-            if template is not None and template(cfg, args, stream, dev):
-                return
             launchers = lookup("_oxide_launchers")
             if launchers is None or not launchers.last(cfg, args, stream, dev):
                 _launch(kernel, cfg, args, stream, dev)

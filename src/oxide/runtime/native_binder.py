@@ -39,7 +39,7 @@ on), as `GPUDevice.activate` does.
 
 What gets one (fastpath.make_native_binder): a Python binder of the "native"
 flavor on a process with one GPU (GPU 0, where unchosen launches go), whose kernel has
-no GPU template (tile/matmul_pattern.py) and no module constants to upload, whose
+no module constants to upload, whose
 arguments are all contiguous torch tensors, Python ints for integer
 parameters, Python floats for f32/f64 ones, and int/bool/str `Const`s; everything
 else keeps the Python binder. The Python binder stays in the kernel's tables: the

@@ -89,17 +89,6 @@ class TensorMap:
         self._build(v, box, swizzle, l2_promotion, oob_fill)
         self.array = v.owner  # kept alive: the map holds its address
 
-    @classmethod
-    def of_view(cls, v: Any, box: Any, *, swizzle: int | None = None) -> TensorMap:
-        """The map of the memory an `ArrayView` describes (any shape and strides over it:
-        a transposed view of a matrix, say), holding nothing alive: for the runtime's own
-        launches, whose caller keeps the array alive (kernels/tile_matmul.py). The same
-        checks as the constructor."""
-        tm = cls.__new__(cls)
-        tm._build(v, box, swizzle, None, "zero")
-        tm.array = None
-        return tm
-
     def _build(self, v: Any, box: Any, swizzle: int | None, l2_promotion: int | None,
                oob_fill: str) -> None:
         from oxide.runtime.views import HOST

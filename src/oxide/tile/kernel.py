@@ -8,7 +8,6 @@ only the grid: a block is always `num_warps * 32` threads, so `kernel[grid](...)
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -88,21 +87,6 @@ class TileKernel(Kernel):
         launch = bind_launch(self, (cfg.grid, cfg.block, stream) if stream is not None else cfg)
         self.__dict__["_oxide_bound"] = (config, launch)  # the next `kernel[same grid]` reuses it
         return launch
-
-    def gpu_template(self) -> Callable[..., bool] | None:
-        """A launcher of a faster GPU kernel for this kernel's work, or None: for the
-        canonical matmul K loop (tile/matmul_pattern.py), the warp-specialized wgmma
-        GEMM on sm_90 (kernels/tile_matmul.py). Called once, at the first GPU launch
-        (runtime/launch.py); the launcher returns False, launching nothing, where the
-        arguments do not allow it, and the kernel runs as written."""
-        from oxide.tile.matmul_pattern import match
-
-        pattern = match(self)
-        if pattern is None:
-            return None
-        from oxide.kernels import tile_matmul
-
-        return functools.partial(tile_matmul.launch, self, pattern)
 
     def __repr__(self) -> str:
         return f"<oxide.tile.kernel {self.__qualname__}>"

@@ -19,6 +19,7 @@ from oxide.errors import PerformanceWarning
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import layout_of
+from oxide.tile.operand_rings import ring_of
 
 LIMIT = 128  # 32-bit registers one tile may take in each thread
 LIVE_LIMIT = 200  # and the tiles live at once (the rest: addresses, indices, counters)
@@ -26,6 +27,16 @@ LIVE_LIMIT = 200  # and the tiles live at once (the rest: addresses, indices, co
 # rematerializes them), and views of another tile's registers
 _FREE = frozenset({"full", "splat", "broadcast", "arange", "index", "expand", "squeeze",
                    "reshape", "permute", "var"})
+
+
+def thread_registers(r: Any) -> int:
+    """The 32-bit registers tile value `r` takes in each thread: none for a tile copied
+    into an operand ring (tile/operand_rings.py), which lives in shared memory (the
+    thread holds a token)."""
+    layout = layout_of(r)
+    if ring_of(layout) is not None:
+        return 0
+    return -(-layout.slots * r.type.dtype.itemsize // 4)
 
 
 def live_registers(b: TileBuilder) -> tuple[int, int, list[tuple[int, Any]]]:
@@ -44,8 +55,7 @@ def live_registers(b: TileBuilder) -> tuple[int, int, list[tuple[int, Any]]]:
             if not isinstance(r.type, TileType) or r.type.layout.data is None or not r.type.dims:
                 continue
             last = max((order.get(id(use.operation), i) for use in r.uses), default=i)
-            regs = -(-layout_of(r).slots * r.type.dtype.itemsize // 4)
-            tiles.append((i, last, regs, op))
+            tiles.append((i, last, thread_registers(r), op))
     events: dict[int, int] = {}
     for made, last, regs, _ in tiles:
         if last > made:
@@ -81,7 +91,7 @@ def check_register_budget(b: TileBuilder, num_warps: int, occupancy: int | None 
         for r in op.results:
             if not isinstance(r.type, TileType) or r.type.layout.data is None:
                 continue
-            regs = -(-layout_of(r).slots * r.type.dtype.itemsize // 4)
+            regs = thread_registers(r)
             if regs > worst:
                 worst, worst_op, worst_type = regs, op, r.type
     if worst > LIMIT and worst_op is not None and worst_type is not None:
