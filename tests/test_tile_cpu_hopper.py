@@ -111,7 +111,7 @@ def test_a_fused_epilogue_goes_out_by_tma() -> None:
 
 
 @pytest.mark.parametrize("persistent, m, depth", [("1", 200, 3), ("0", 200, 3),
-                                                  ("1", 704, 2)])  # 11 x-rows: 8, then 3
+                                                  ("1", 1300, 2)])  # 11 x-rows: 8, then 3
 def test_the_logical_grid_is_walked_by_fewer_blocks(persistent, m, depth,
                                                     monkeypatch) -> None:
     # a producer warp group: the kernel walks its logical grid (tile/persistent_schedule.py),
@@ -119,6 +119,6 @@ def test_the_logical_grid_is_walked_by_fewer_blocks(persistent, m, depth,
     monkeypatch.setenv("OXIDE_TILE_PERSISTENT", persistent)
     sig = (*_sig(f32)[:2], V(DisjointSlice[f32, 3], vectors=True),
            V(DisjointSlice[i32, 3], vectors=True))
-    ck = three_axes.compile(*sig, 64, 64, 32, target="cpu")
+    ck = three_axes.compile(*sig, 128, 64, 32, target="cpu")
     assert is_persistent(ck.name, ck.host_object[0]) == (persistent == "1")
     check_three_axes(lambda grid, *args: three_axes[grid](*args), m, 136, 64, depth)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 
 GRID_PARAMS = 3  # the logical grid's x, y and z, each an i32
+MAX_BLOCKS = 2 ** 32  # a walked grid has fewer blocks: the kernel divides in 32 bits
 GRID_BYTES = (4,) * GRID_PARAMS  # their sizes among a kernel's machine arguments
 
 
@@ -36,11 +37,21 @@ def is_persistent(kernel_symbol: str, code: bytes) -> bool:
     return marker_symbol(kernel_symbol).encode() in code
 
 
-def hardware_blocks(grid: tuple[int, int, int], resident: int) -> int:
+def hardware_blocks(grid: tuple[int, int, int], resident: int, kernel_name: str) -> int:
     """The blocks a launch of logical `grid` runs: one per resident slot, at most one per
-    logical block (and at least one)."""
+    logical block (and at least one). A grid of MAX_BLOCKS blocks or more is a
+    LaunchError."""
     gx, gy, gz = grid
-    return max(1, min(gx * gy * gz, resident))
+    total = gx * gy * gz
+    if total >= MAX_BLOCKS:
+        from oxide.errors import LaunchError
+
+        raise LaunchError(f"`{kernel_name}` walks its grid with the blocks that fit (a tile "
+                          f"kernel with a producer warp group), which takes fewer than 2**32 "
+                          f"blocks; grid {grid} has {total}",
+                          hint="launch fewer, larger tiles, or set OXIDE_TILE_PERSISTENT=0 "
+                               "before compiling")
+    return max(1, min(total, resident))
 
 
 def enabled() -> bool:

@@ -177,7 +177,7 @@ def launch_cpu(kernel: Any, cfg: LaunchConfig, args: tuple[Any, ...], stream: An
     hidden: tuple[int, ...] = ()
     if entry.persistent:  # the logical grid; at most one block per worker (and 2) walk it
         hidden = cfg.grid
-        blocks = hardware_blocks(cfg.grid, max(2, _workers()[1]))
+        blocks = hardware_blocks(cfg.grid, max(2, _workers()[1]), kernel.__name__)
         cfg = LaunchConfig((blocks, 1, 1), cfg.block, cfg.shared_mem_bytes)
     if entry.bf16_slots:
         values = list(values)

@@ -425,7 +425,7 @@ class Launcher:
                 self.grid_packer.pack_into(self.buffer, offset, n)
             sms = self.gdev.attribute("MULTIPROCESSOR_COUNT")
             resident = sms * blocks_per_sm(self.function, bx * by * bz, cfg.shared_mem_bytes)
-            gx, gy, gz = hardware_blocks(cfg.grid, resident), 1, 1
+            gx, gy, gz = hardware_blocks(cfg.grid, resident, self.kernel_name), 1, 1
         factor = self.grid_x_factor
         if factor > 1:
             self.grid_packer.pack_into(self.buffer, self.grid_offset, gx)

@@ -9,8 +9,9 @@ fills the next tile's buffers while the consumers store the last one (tile/tma_r
 Measured on the H200 (2026-12-04, docs/performance.md): the canonical bf16 K loop went
 from 665 to 704 TFLOPS at 8192^3 written as a persistent loop (`tile.tiles`).
 
-What the compiler does (`lower_tile_kernel` tries it once the first lowering planned a
-producer, where `persistable` holds): the body is lowered inside one loop over virtual
+What the compiler does (`lower_tile_kernel` tries it for a kernel of 8 warps, two
+consumer warp groups, once a first look planned a producer, where `persistable` holds;
+with one consumer warp group it was measured slower, `frontend._walk_the_grid`): the body is lowered inside one loop over virtual
 block indices, `v = block, block + blocks, ...` up to the logical grid's size, which the
 launch passes as three hidden i32 parameters (codegen/persistent_grid.py; the launch
 runs at most as many blocks as fit at once). In the body, `tile.bid(a)` is coordinate
@@ -129,16 +130,19 @@ def _grouped_order(b: Any, v: SSAValue, grid: tuple[SSAValue, ...] | None
     x-rows at a time take turns on each y, so that blocks running together share their
     operands' panels in L2 (a GEMM's A rows along x, B columns along y). Blocks do not
     depend on each other, and every logical block is walked once whatever the order.
-    Unsigned arithmetic: every value here is at least 0, and the divisors at least 1."""
+    Unsigned 32-bit arithmetic: every value here is at least 0, the divisors at least 1,
+    and the launch refuses a grid of 2**32 blocks or more (codegen/persistent_grid.py).
+    A 64-bit division is a call in ptxas's code, and a call makes it run every wgmma of
+    the kernel one at a time (its note C7509)."""
     assert grid is not None
-    gx, gy = (b.cast(b.cast(p, T.i64), T.u64) for p in grid[:2])
+    gx, gy = (b.cast(p, T.u32) for p in grid[:2])
 
     def op(kind: str, x: SSAValue, y: SSAValue) -> SSAValue:
         return b.value(ops.BinaryOp(kind, x, y))
-    step = b.cast(v, T.u64)
+    step = b.cast(v, T.u32)
     plane = op("mul", gx, gy)
     z, r = op("floordiv", step, plane), op("mod", step, plane)
-    group = b.constant(GROUP, T.u64)
+    group = b.constant(GROUP, T.u32)
     per_group = op("mul", group, gy)
     first = op("mul", op("floordiv", r, per_group), group)
     rows = op("min", op("sub", gx, first), group)  # the last group's rows (first < gx)
