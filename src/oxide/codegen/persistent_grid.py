@@ -16,25 +16,25 @@ from __future__ import annotations
 
 import os
 
+from oxide.codegen import markers
+
 GRID_PARAMS = 3  # the logical grid's x, y and z, each an i32
 MAX_BLOCKS = 2 ** 32  # a walked grid has fewer blocks: the kernel divides in 32 bits
 GRID_BYTES = (4,) * GRID_PARAMS  # their sizes among a kernel's machine arguments
 
 
-def marker_symbol(kernel_symbol: str) -> str:
-    """The marker global of the kernel compiled as `kernel_symbol`."""
-    return f"{kernel_symbol}_persistent_grid"
+_SUFFIX = "persistent_grid"
 
 
 def marker_global(kernel_symbol: str, cpu: bool = False) -> str:
-    """The marker's LLVM declaration (its value: the hidden parameters the launch adds)."""
-    space = "" if cpu else "addrspace(1) externally_initialized "
-    return f"@{marker_symbol(kernel_symbol)} = {space}global i32 {GRID_PARAMS}, align 4"
+    """The marker's LLVM declaration (codegen/markers.py; its value: the hidden
+    parameters the launch adds)."""
+    return markers.marker_global(kernel_symbol, _SUFFIX, GRID_PARAMS, cpu)
 
 
 def is_persistent(kernel_symbol: str, code: bytes) -> bool:
     """Whether the kernel in `code` (PTX, a cubin or host object code) walks its grid."""
-    return marker_symbol(kernel_symbol).encode() in code
+    return markers.has_marker(kernel_symbol, _SUFFIX, code)
 
 
 def hardware_blocks(grid: tuple[int, int, int], resident: int, kernel_name: str) -> int:

@@ -12,23 +12,27 @@ from __future__ import annotations
 
 import os
 
+from oxide.codegen import markers
+
 PRODUCER_THREADS = 128  # one warp group
 
 
+_SUFFIX = "producer_warp_group"
+
+
 def marker_symbol(kernel_symbol: str) -> str:
-    """The marker global of the kernel compiled as `kernel_symbol`."""
-    return f"{kernel_symbol}_producer_warp_group"
+    """The marker global of the kernel compiled as `kernel_symbol` (codegen/markers.py)."""
+    return markers.marker_symbol(kernel_symbol, _SUFFIX)
 
 
 def marker_global(kernel_symbol: str, cpu: bool = False) -> str:
     """The marker's LLVM declaration (its value: the threads the launcher adds)."""
-    space = "" if cpu else "addrspace(1) externally_initialized "
-    return f"@{marker_symbol(kernel_symbol)} = {space}global i32 {PRODUCER_THREADS}, align 4"
+    return markers.marker_global(kernel_symbol, _SUFFIX, PRODUCER_THREADS, cpu)
 
 
 def extra_threads(kernel_symbol: str, code: bytes) -> int:
     """The threads a launch adds to a block of the kernel in `code` (PTX or a cubin)."""
-    return PRODUCER_THREADS if marker_symbol(kernel_symbol).encode() in code else 0
+    return PRODUCER_THREADS if markers.has_marker(kernel_symbol, _SUFFIX, code) else 0
 
 
 def producer_enabled() -> bool:
