@@ -174,7 +174,7 @@ def test_a_persistent_launch_runs_the_blocks_that_fit(grid, blocks, monkeypatch)
         extra_threads=PRODUCER_THREADS, cooperative=False, cooperative_attrs=None,
         cluster_attrs=None, config_buffer=ctypes.create_string_buffer(cd.LAUNCH_CONFIG.size),
         persistent=True, logical_grid_offsets=[8, 12, 16], grid_packer=struct.Struct("@I"),
-        buffer=ctypes.create_string_buffer(24), function=None,
+        buffer=ctypes.create_string_buffer(24), function=None, kernel_name="walked",
         gdev=types.SimpleNamespace(attribute=lambda name: 132))
     gpu.Launcher.prepare(fake, ox.LaunchConfig(grid=grid, block=256), 0)
     dims = cd.LAUNCH_CONFIG.unpack(fake.config_buffer.raw[:cd.LAUNCH_CONFIG.size])[:6]
@@ -210,3 +210,15 @@ def test_branches_returns_and_two_loops_are_the_producers_too() -> None:
     inits = ptx.count("mbarrier.init.shared::cta.b64")
     assert inits >= 2 * 3 * 4  # full and empty, 3 buffers, 4 rings (LLVM may fold none)
     assert ptx.count("mbarrier.arrive.expect_tx") == 4 * 3  # each ring: 2 ahead + 1
+
+
+def test_a_walked_grid_takes_fewer_than_2_to_the_32_blocks() -> None:
+    # the grid walk divides in 32 bits (tile/persistent_schedule.py): a launch over more
+    # blocks is refused before anything runs
+    import oxide as ox
+    from oxide.codegen.persistent_grid import hardware_blocks
+
+    assert hardware_blocks((5, 4, 3), 132, "k") == 60
+    assert hardware_blocks((2 ** 16, 2 ** 15, 1), 132, "k") == 132
+    with pytest.raises(ox.LaunchError, match="fewer than 2\\*\\*32 blocks"):
+        hardware_blocks((2 ** 31 - 1, 4, 1), 132, "k")
