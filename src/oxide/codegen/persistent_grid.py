@@ -48,9 +48,8 @@ def hardware_blocks(grid: tuple[int, int, int], resident: int, kernel_name: str)
 
         raise LaunchError(f"`{kernel_name}` walks its grid with the blocks that fit (a tile "
                           f"kernel with a producer warp group), which takes fewer than 2**32 "
-                          f"blocks; grid {grid} has {total}",
-                          hint="launch fewer, larger tiles, or set OXIDE_TILE_PERSISTENT=0 "
-                               "before compiling")
+                          f"blocks; grid {grid} has {total}: launch fewer, larger tiles, or "
+                          "set OXIDE_TILE_PERSISTENT=0 before compiling")
     return max(1, min(total, resident))
 
 

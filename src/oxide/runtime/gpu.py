@@ -366,9 +366,8 @@ class Launcher:
             if self.persistent:
                 raise LaunchError(f"`{self.kernel_name}` walks its grid with the blocks the "
                                   "GPU holds at once (a tile kernel with a producer warp "
-                                  "group), which clusters do not take",
-                                  hint="launch without cluster=, or set "
-                                       "OXIDE_TILE_PERSISTENT=0 before compiling")
+                                  "group), which clusters do not take: launch without "
+                                  "cluster=, or set OXIDE_TILE_PERSISTENT=0 before compiling")
             if self.grid_x_factor > 1:
                 raise LaunchError(f"`{self.kernel_name}` runs several logical blocks per "
                                   "hardware block (coarsened), which clusters do not take")
