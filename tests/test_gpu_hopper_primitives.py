@@ -356,7 +356,7 @@ def test_an_ldmatrix_row_past_the_array_is_an_index_error() -> None:
     collective still completes (the bad lane reads element 0 instead)."""
     from test_hopper_primitives import ld_row
 
-    # rows 8-15, columns 0-7: the part of the tile the kernel wrote (columns 0 and 1)
+    # rows 8-15, columns 0-7 (the kernel writes every element of its tile)
     (out,) = run(ld_row, (1, 32), np.zeros(32, np.uint32), np.int32(8), np.int32(0))
     assert out.any()
     for row, col in ((9, 0), (0, 9), (-1, 0)):

@@ -624,7 +624,9 @@ def ld_row(out: RawSlice[u32], row: i32, col: i32):
     tile = ox.shared.array(u16, (16, 16))
     lane = ox.lane_id()
     with ox.unsafe():
-        tile[lane % 16, lane // 16] = u16(lane)
+        for i in range(8):  # every element, so that no lane reads uninitialized memory
+            e = lane * 8 + i
+            tile[e // 16, e % 16] = u16(e + 1)
         ox.sync_threads()
         r = lane % 8
         c = 0
