@@ -122,3 +122,13 @@ def test_the_logical_grid_is_walked_by_fewer_blocks(persistent, m, depth,
     ck = three_axes.compile(*sig, 128, 64, 32, target="cpu")
     assert is_persistent(ck.name, ck.host_object[0]) == (persistent == "1")
     check_three_axes(lambda grid, *args: three_axes[grid](*args), m, 136, 64, depth)
+
+
+def test_a_kernel_that_walks_its_tiles_itself_is_not_walked_again() -> None:
+    # `for t in tile.tiles(n)`: the kernel chose its own schedule, which stays as written
+    ck = make_persistent(f32, 8, 3).compile(*_sig(f32), 128, 64, 32, target="cpu")
+    assert not is_persistent(ck.name, ck.host_object[0])
+    ck = make_gemm(f32, 4, 3).compile(*_sig(f32), 64, 64, 32, target="cpu")
+    assert not is_persistent(ck.name, ck.host_object[0])  # one consumer warp group
+    ck = make_gemm(f32, 8, 3).compile(*_sig(f32), 128, 64, 32, target="cpu")
+    assert is_persistent(ck.name, ck.host_object[0])
