@@ -6,21 +6,23 @@ occupies a whole SM (the operand rings fill its shared memory), and each block's
 (the first fills in flight, nothing to multiply) and end (the epilogue, the tensor cores
 idle) cost it time. A block that goes on to its next tile overlaps them: its producer
 fills the next tile's buffers while the consumers store the last one (tile/tma_rings.py).
-Measured on the H200 (2026-12-04, docs/performance.md): the canonical bf16 K loop went
-from 665 to 704 TFLOPS at 8192^3 written as a persistent loop (`tile.tiles`).
+Measured on the H200 (2026-12-04, docs/performance.md, "The persistent schedule"): the
+canonical bf16 K loop as users write it, 649 -> 680 TFLOPS at 8192^3 and 432 -> 519 with
+K = 512, level at 4096^3.
 
-What the compiler does (`lower_tile_kernel` tries it for a kernel of 8 warps, two
-consumer warp groups, once a first look planned a producer, where `persistable` holds;
-with one consumer warp group it was measured slower, `frontend._walk_the_grid`): the body is lowered inside one loop over virtual
-block indices, `v = block, block + blocks, ...` up to the logical grid's size, which the
-launch passes as three hidden i32 parameters (codegen/persistent_grid.py; the launch
-runs at most as many blocks as fit at once). In the body, `tile.bid(a)` is coordinate
-a of the logical block that step `v` runs, in grouped order (`_grouped_order`: eight
-x-rows take turns on each y, so the blocks running together share operand panels in
-L2; a measured 4-5% at 8192^3 for the canonical GEMM) and `tile.num_blocks(a)` the
-logical grid's extent. Each iteration starts from the values
-the body had on entry: nothing is carried from one logical block to the next but the
-operand rings' counters (tile/tma_rings.py counts fills across a kernel's loops).
+What the compiler does: `lower_tile_kernel` (tile/frontend.py `_walk_the_grid`) tries it
+for a kernel of 8 warps (two consumer warp groups: with one it was measured slower) where
+a first look, the passes up to `plan_producer`, planned a producer warp group. The body
+is then lowered inside one loop over virtual block indices, `v = block, block + blocks,
+...` up to the logical grid's size, which the launch passes as three hidden i32
+parameters (codegen/persistent_grid.py; the launch runs at most as many blocks as fit at
+once). In the body, `tile.bid(a)` is coordinate a of the logical block that step `v`
+runs, in grouped order (`_grouped_order`: eight x-rows take turns on each y, so the
+blocks running together share operand panels in L2) and `tile.num_blocks(a)` the
+logical grid's extent. Each iteration starts from the values the body had on entry:
+nothing is carried from one logical block to the next but the operand rings' counters
+(tile/tma_rings.py counts fills across a kernel's loops). Where the lowering fails or
+`persistable` does not hold, the kernel is lowered as written.
 
 What it guarantees: every logical block runs once, with the same `tile.bid` and
 `tile.num_blocks` it would see as a hardware block, so the kernel means the same; the
@@ -97,8 +99,8 @@ class PersistentScheduleMixin:
         b.set_block(done)
 
     def block_index(self, axis: int) -> Tile:
-        """`tile.bid(axis)`: the block register, or inside the virtual block loop the
-        loop index's coordinate `axis` in the logical grid (x fastest)."""
+        """`tile.bid(axis)`: the block register, or inside the virtual block loop
+        coordinate `axis` of the logical block this step runs (`_grouped_order`)."""
         b = self.b
         if self.virtual_block is None:
             reg = b.value(ops.RegisterOp(f"ctaid.{'xyz'[axis]}", ir_type(T.i32)))
