@@ -15,6 +15,7 @@ from test_gpu_tile_producer import _close, check_three_axes, make_gemm, make_per
 from test_tile_producer import two_loops
 from test_tile_tma_rings import V
 from test_tile_tma_stores import _sig
+from tile_gemm_cases import check, draw
 
 from oxide import Const, DisjointSlice, Slice, bf16, f32, i32, tile
 from oxide.codegen.persistent_grid import is_persistent
@@ -132,3 +133,10 @@ def test_a_kernel_that_walks_its_tiles_itself_is_not_walked_again() -> None:
     assert not is_persistent(ck.name, ck.host_object[0])  # one consumer warp group
     ck = make_gemm(f32, 8, 3).compile(*_sig(f32), 128, 64, 32, target="cpu")
     assert is_persistent(ck.name, ck.host_object[0])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_drawn_gemms_with_epilogues(seed) -> None:
+    # tests/tile_gemm_cases.py: tiles, warps, stages, dtypes, epilogue and ragged sizes from
+    # the seed (small here; tests/test_gpu_tile_gemm_cases.py draws more, and larger)
+    check(draw(seed, big=False), lambda kernel, grid, *args: kernel[grid](*args))
