@@ -21,43 +21,30 @@ EPILOGUES = ("plain", "bias_relu", "scale_residual")
 TILES = ((64, 64, 32, 4), (64, 128, 64, 4), (128, 64, 32, 8), (128, 128, 64, 8))
 
 
-def make_kernel(epilogue: str, in_dt: Any, out_dt: Any, warps: int, stages: int) -> Any:
-    """A K loop of `tile.mma` and one of EPILOGUES on the accumulator."""
-    if epilogue == "plain":
-        @tile.kernel(num_warps=warps, num_stages=stages)
-        def plain(a: Slice[in_dt, 2], b: Slice[in_dt, 2], bias: Slice[f32],
-                  r: Slice[f32, 2], c: DisjointSlice[out_dt, 2], BM: Const[int],
-                  BN: Const[int], BK: Const[int]):
-            i, j = tile.bid(0), tile.bid(1)
-            acc = tile.zeros((BM, BN), f32)
-            for k in range(tile.num_tiles(a, 1, BK)):
-                acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)),
-                               acc)
-            tile.store(c, (i, j), acc.astype(out_dt))
-        return plain
-    if epilogue == "bias_relu":
-        @tile.kernel(num_warps=warps, num_stages=stages)
-        def bias_relu(a: Slice[in_dt, 2], b: Slice[in_dt, 2], bias: Slice[f32],
-                      r: Slice[f32, 2], c: DisjointSlice[out_dt, 2], BM: Const[int],
-                      BN: Const[int], BK: Const[int]):
-            i, j = tile.bid(0), tile.bid(1)
-            acc = tile.zeros((BM, BN), f32)
-            for k in range(tile.num_tiles(a, 1, BK)):
-                acc += tile.load(a, (i, k), (BM, BK)) @ tile.load(b, (k, j), (BK, BN))
-            z = tile.maximum(acc + tile.load(bias, (j,), (BN,))[None, :], 0.0)
-            tile.store(c, (i, j), z.astype(out_dt))
-        return bias_relu
+def make_kernel(in_dt: Any, out_dt: Any, warps: int, stages: int) -> Any:
+    """A K loop of products and one of EPILOGUES on the accumulator (its `EPILOGUE`, a
+    compile-time choice); "bias_relu" writes its product as `acc += a @ b`, the others
+    `tile.mma`."""
 
     @tile.kernel(num_warps=warps, num_stages=stages)
-    def scale_residual(a: Slice[in_dt, 2], b: Slice[in_dt, 2], bias: Slice[f32],
-                       r: Slice[f32, 2], c: DisjointSlice[out_dt, 2], BM: Const[int],
-                       BN: Const[int], BK: Const[int]):
+    def gemm(a: Slice[in_dt, 2], b: Slice[in_dt, 2], bias: Slice[f32], r: Slice[f32, 2],
+             c: DisjointSlice[out_dt, 2], BM: Const[int], BN: Const[int], BK: Const[int],
+             EPILOGUE: Const[str]):
         i, j = tile.bid(0), tile.bid(1)
         acc = tile.zeros((BM, BN), f32)
-        for k in range(tile.num_tiles(a, 1, BK)):
-            acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
-        tile.store(c, (i, j), (0.5 * acc + tile.load(r, (i, j), (BM, BN))).astype(out_dt))
-    return scale_residual
+        if EPILOGUE == "bias_relu":  # (outside the loop: its loads stay pipelined)
+            for k in range(tile.num_tiles(a, 1, BK)):
+                acc += tile.load(a, (i, k), (BM, BK)) @ tile.load(b, (k, j), (BK, BN))
+        else:
+            for k in range(tile.num_tiles(a, 1, BK)):
+                acc = tile.mma(tile.load(a, (i, k), (BM, BK)),
+                               tile.load(b, (k, j), (BK, BN)), acc)
+        if EPILOGUE == "bias_relu":
+            acc = tile.maximum(acc + tile.load(bias, (j,), (BN,))[None, :], 0.0)
+        elif EPILOGUE == "scale_residual":
+            acc = 0.5 * acc + tile.load(r, (i, j), (BM, BN))
+        tile.store(c, (i, j), acc.astype(out_dt))
+    return gemm
 
 
 @dataclass(frozen=True)
@@ -106,8 +93,9 @@ def check(case: Case, run: Any) -> None:
     bias = rng.standard_normal(case.n).astype(np.float32)
     r = rng.standard_normal((case.m, case.n)).astype(np.float32)
     c = np.full((case.m, case.n), 7, case.out_dt.numpy)  # every element is written
-    kernel = make_kernel(case.epilogue, case.in_dt, case.out_dt, case.warps, case.stages)
-    run(kernel, (tile.cdiv(case.m, bm), tile.cdiv(case.n, bn)), a, b, bias, r, c, bm, bn, bk)
+    kernel = make_kernel(case.in_dt, case.out_dt, case.warps, case.stages)
+    run(kernel, (tile.cdiv(case.m, bm), tile.cdiv(case.n, bn)), a, b, bias, r, c, bm, bn, bk,
+        case.epilogue)
     acc = a.astype(np.float64) @ b.astype(np.float64)
     if case.epilogue == "bias_relu":
         want = np.maximum(acc + bias.astype(np.float64), 0.0)
