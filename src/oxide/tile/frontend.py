@@ -117,10 +117,11 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
                     dump)
         return b, low, ctx, dump
 
-    walked = _walk_the_grid(kernel, sig, symbol, tensor_cores, wgmma, tma, cpu) \
-        and _lowered_or_none(lambda: lower(True, persistent=True))
-    if walked and walked[1].em.consumer_threads is not None \
-            and persistable(walked[0].func, walked[1].own_registers):
+    walked = None
+    if _walk_the_grid(kernel, sig, symbol, tensor_cores, wgmma, tma, cpu):
+        walked = _lowered_or_none(lambda: lower(True, persistent=True))
+    if (walked is not None and walked[1].em.consumer_threads is not None
+            and persistable(walked[0].func, walked[1].own_registers)):
         b, low, ctx, dump = walked
     else:
         tried.clear()
