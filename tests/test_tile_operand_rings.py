@@ -97,10 +97,17 @@ def test_a_transposed_weight_and_a_persistent_loop_take_rings(cp_async) -> None:
     assert ptx.count("cp.async.cg.shared.global") > 0 and "st.shared" not in ptx
 
 
-def test_what_keeps_the_registers_path() -> None:
-    # padding 1: a copy writes zeros outside the array, so A is staged by the threads
+def test_what_keeps_the_registers_path(monkeypatch) -> None:
+    # padding 1: a copy writes zeros outside the array, so A is staged by the threads;
+    # B alone in its ring is filled by TMA from a producer warp group
+    ptx = padded_gemm.compile(*SIG, 64, 64, 64, arch="sm_90").ptx
+    assert "st.shared" in ptx and "cp.async.bulk.tensor.2d.shared::cluster.global" in ptx
+    assert "cp.async.cg.shared.global" not in ptx
+    # without TMA, B's ring is filled by each thread's copies
+    monkeypatch.setenv("OXIDE_TILE_TMA", "0")
     ptx = padded_gemm.compile(*SIG, 64, 64, 64, arch="sm_90").ptx
     assert "cp.async.cg.shared.global" in ptx and "st.shared" in ptx
+    monkeypatch.delenv("OXIDE_TILE_TMA")
     # a product under an `if` in a pipelined loop: some steps pass no product barrier
     ptx = sometimes_gemm.compile(*SIG, 64, 64, 32, arch="sm_90").ptx
     assert "cp.async" not in ptx and "wgmma.mma_async" in ptx

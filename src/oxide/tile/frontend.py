@@ -67,7 +67,7 @@ from oxide.tile.op_builder import TileOps
 from oxide.tile.operators import TileOperatorsMixin, is_product
 from oxide.tile.persistent_schedule import PersistentScheduleMixin, persistable
 from oxide.tile.philox import TileRandomMixin
-from oxide.tile.pipeline import Target, run_passes
+from oxide.tile.pipeline import ProducerRefused, Target, run_passes
 from oxide.tile.shape_calls import TileShapesMixin
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
 
@@ -106,15 +106,18 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     `tensor_cores` (the CPU target), every product is an FMA loop."""
     tried: list[TileLowering] = []
 
-    def lower(rings: bool, persistent: bool = False
+    # rings a producer warp group alone fills are worth a try where a loop is pipelined
+    producer_rings = wgmma and tma and kernel.tile_options.num_stages >= 2
+
+    def lower(rings: bool, persistent: bool = False, producer: bool = producer_rings
               ) -> tuple[TileBuilder, TileLowering, KernelContext, list[str] | None]:
         b, low, ctx = evaluate_body(kernel, sig, symbol, persistent)
         low.em.cpu = cpu
         tried.append(low)
         dump: list[str] | None = [] if keep_tile_ir else None
         run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,
-                                     kernel.tile_options.occupancy, rings, tma), verify,
-                    dump)
+                                     kernel.tile_options.occupancy, rings, tma, producer),
+                   verify, dump)
         return b, low, ctx, dump
 
     walked = None
@@ -126,7 +129,11 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     else:
         tried.clear()
         try:
-            b, low, ctx, dump = lower(True)
+            try:
+                b, low, ctx, dump = lower(True)
+            except ProducerRefused:  # its rings as a kernel without a producer has them
+                tried.clear()
+                b, low, ctx, dump = lower(True, producer=False)
         except UnsupportedFeatureError:
             if not (tried and tried[0].em.rings_placed):
                 raise
@@ -162,8 +169,9 @@ def _walk_the_grid(kernel: Any, sig: tuple[Any, ...], symbol: str, tensor_cores:
         b, low, _ = evaluate_body(kernel, sig, symbol)
         low.em.cpu = cpu
         planned = run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores,
-                                               wgmma, options.occupancy), plan_only=True)
-    except CompileError:
+                                               wgmma, options.occupancy,
+                                               producer_rings=True), plan_only=True)
+    except (CompileError, ProducerRefused):
         return False  # the full lowering says why
     return planned and not low.stores.persistent
 
@@ -172,7 +180,7 @@ def _lowered_or_none(lower: Callable[[], Any]) -> Any:
     """`lower()`, or None where it fails (the kernel is then lowered as written)."""
     try:
         return lower()
-    except CompileError:
+    except (CompileError, ProducerRefused):
         return None
 
 

@@ -39,6 +39,15 @@ and a copy never lands on a buffer another copy of the same thread still writes:
 The prologue of a pipelined loop (`first` load) first waits for all of the thread's own
 copies (the previous run of the loop left `ahead` of them in flight) and for its wgmma,
 and passes a barrier.
+With a producer warp group to fill them (`producer`: tile/producer.py, tile/tma_rings.py),
+two more kinds of ring are placed, both filled by TMA and kept only where the producer is
+planned (`producer_only`; tile/pipeline.py lowers the kernel again without them where it is
+not): a pipelined loop's load that feeds one operand of its product alone (attention's K
+and V: the other operand a loop-invariant tile or registers), in `ahead + 1` buffers; and a
+*resident* ring, a load outside the loop of the product that reads it (attention's Q), in
+one buffer: its fill is read by every run of the product until the load runs again, so the
+consumers give it back there (after waiting for their products), not per product. Their
+reuse rests on the producer's `empty` mbarriers, not on barriers between products.
 Everything else keeps the registers' path. The rings take at most RING_BYTES; where they
 and the kernel's other shared memory do not fit together, tile/frontend.py compiles the
 kernel again without them (`Target.rings`), as it compiled before rings.
@@ -85,6 +94,10 @@ class RingLayout(Layout):
     pipelined: bool = False  # tokens travel through loop-carried variables
     tma: bool = False  # filled by TMA (tile/tma_rings.py), not by each thread's cp.async
     elem_bytes: int = 2
+    # a ring only a producer warp group may fill (a single operand's, or a loop-invariant
+    # one's: see `place_operand_rings`)
+    producer_only: bool = False
+    resident: bool = False  # a loop-invariant operand's: its fill is read until the next
 
     def key(self) -> tuple[object, ...]:
         return ("ring", self.shape, self.ring)
@@ -117,10 +130,11 @@ def operand_width(index: int, cols: int, b_transposed: bool, dt: T.DType) -> int
 # -- the pass ----------------------------------------------------------------------------
 
 
-def place_operand_rings(b: TileBuilder, tma: bool = True) -> int:
+def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False) -> int:
     """Give each qualifying product operand a ring (see the module docstring); how many.
     With `tma`, a K loop's rings of 2-d array parameters are filled by TMA
-    (tile/tma_rings.py)."""
+    (tile/tma_rings.py); with `producer` as well, a single pipelined operand's and a
+    loop-invariant operand's, for a producer warp group (`producer_only`)."""
     written = {op.operands[0] for op in b.tile_ops if kind_of(op) in ("store", "atomic")}
     writes: dict[SSAValue, list[Operation]] = {}
     for op in b.tile_ops:
@@ -138,7 +152,8 @@ def place_operand_rings(b: TileBuilder, tma: bool = True) -> int:
             chain = _chain(op, index, writes)
             if chain is None or op.operands[0] is op.operands[1]:
                 continue
-            ring = _ring(op, index, *chain[:2], written, b_transposed, next(ids))
+            ring = _ring(op, index, *chain[:2], written, b_transposed, next(ids),
+                         tma and producer)
             if ring is not None:
                 found.append((ring, chain))
         deferred = len(found) == 2 and all(r.pipelined for r, _ in found)
@@ -146,6 +161,9 @@ def place_operand_rings(b: TileBuilder, tma: bool = True) -> int:
             found = [(replace(r, buffers=r.buffers - 1,
                               tma=tma and _tma_fits(b, r, c[0][0].operands[0])), c)
                      for r, c in found]
+        elif tma and producer:
+            found = [(_for_producer(b, r, c[0][0].operands[0]), c) for r, c in found]
+        found = [(r, c) for r, c in found if not r.resident or r.producer_only]
         settle = _accumulator_reads(op, writes) if len(found) == 2 else None
         if settle is not None:
             # one more buffer each (the product in flight reads one), but for deferred
@@ -174,6 +192,23 @@ def place_operand_rings(b: TileBuilder, tma: bool = True) -> int:
         if deferred:
             op.next_op.set_param("after_product", "barrier")  # type: ignore[union-attr]
     return count
+
+
+def _for_producer(b: TileBuilder, ring: RingLayout, array: SSAValue) -> RingLayout:
+    """A single pipelined operand's ring, or a resident one, filled by TMA for a producer
+    warp group where TMA can fill it: the producer waits for each buffer's release, so a
+    pipelined ring needs no buffer for the reads a barrier would otherwise cover
+    (`ahead + 1`). Other rings as they were."""
+    if not (ring.pipelined or ring.resident) or not _tma_fits(b, ring, array):
+        return ring
+    buffers = 1 if ring.resident else ring.buffers - 1
+    return replace(ring, buffers=buffers, tma=True, producer_only=True)
+
+
+def needs_producer(b: TileBuilder) -> bool:
+    """Whether a ring placed in `b` is one only a producer warp group may fill."""
+    return any(getattr(ring_of(layout_of(op.results[0])), "producer_only", False)
+               for op in b.tile_ops if kind_of(op) == "load")
 
 
 def _tma_fits(b: TileBuilder, ring: RingLayout, array: SSAValue) -> bool:
@@ -283,9 +318,13 @@ def _chain(mma: Operation, index: int, writes: dict[SSAValue, list[Operation]]
 
 
 def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SSAValue],
-          written: set[SSAValue], b_transposed: bool, ring: int) -> RingLayout | None:
-    """The ring of these loads, or None where one does not qualify."""
+          written: set[SSAValue], b_transposed: bool, ring: int, resident: bool = False
+          ) -> RingLayout | None:
+    """The ring of these loads, or None where one does not qualify. With `resident`, a
+    load outside the product's block (the loop-invariant operand of a product in a loop)
+    gets a resident ring (one buffer, `_for_producer` decides whether it stays)."""
     pipes = {ld.param("pipe", (None,))[0] for ld in loads}
+    outside = False
     if variables:
         # the loop's own load stands in the product's block: each step issues one copy
         # and consumes one, the product's barrier between (the buffers' reuse counts on it)
@@ -295,9 +334,12 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
         ahead = loads[0].param("pipe")[1]
         buffers = ahead + 2
     else:
-        if len(loads) != 1 or loads[0].parent_block() is not mma.parent_block():
+        if len(loads) != 1:
             return None
-        buffers = 2
+        outside = loads[0].parent_block() is not mma.parent_block()
+        if outside and not (resident and pipes == {None}):
+            return None
+        buffers = 1 if outside else 2
     for ld in loads:
         t = ld.results[0].type
         assert isinstance(t, TileType)
@@ -314,7 +356,7 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
     base = layout_of(loads[0].results[0])
     return RingLayout(base.shape, base.dims, base.num_warps, ring, buffers,
                       operand_width(index, shape[1], b_transposed, t.dtype), bool(variables),
-                      elem_bytes=t.dtype.itemsize)
+                      elem_bytes=t.dtype.itemsize, resident=outside)
 
 
 def _is_zero(padding: SSAValue) -> bool:

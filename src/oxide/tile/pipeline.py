@@ -10,8 +10,10 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
    stand where layouts must agree;
 3. `place_operand_rings` (tile/operand_rings.py), on sm_90: a load that only feeds a
    wgmma operand copies its tile straight into a ring of shared buffers (cp.async; a K
-   loop's by TMA, tile/tma_rings.py); then `plan_producer` (tile/producer.py): whether a
-   producer warp group issues those TMA copies; and `place_tma_stores`
+   loop's by TMA, tile/tma_rings.py; with `Target.producer_rings`, a single pipelined
+   operand's and a loop-invariant operand's too, for a producer); then `plan_producer`
+   (tile/producer.py): whether a producer warp group issues those TMA copies (where it
+   is not and the rings need one, `ProducerRefused`); and `place_tma_stores`
    (tile/tma_stores.py): which 2-d tile stores go through shared memory and TMA;
 4. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
    guarantees, checked; on the GPU, `check_register_budget` (tile/register_budget.py)
@@ -37,7 +39,7 @@ from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import choose_engines
-from oxide.tile.operand_rings import place_operand_rings
+from oxide.tile.operand_rings import needs_producer, place_operand_rings
 from oxide.tile.ordering import place_barriers
 from oxide.tile.producer import plan_producer, split_roles
 from oxide.tile.register_budget import check_register_budget
@@ -56,6 +58,14 @@ class Target:
     occupancy: int | None = None  # `@tile.kernel(occupancy=...)`: it caps the registers
     rings: bool = True  # wgmma operands may take cp.async rings (tile/operand_rings.py)
     tma: bool = True  # a K loop's rings may be filled by TMA (tile/tma_rings.py)
+    # rings only a producer warp group fills (tile/operand_rings.py `producer_only`) may
+    # be placed: where the producer is then not planned, `ProducerRefused`
+    producer_rings: bool = False
+
+
+class ProducerRefused(Exception):
+    """Rings for a producer warp group were placed (`Target.producer_rings`) and the
+    producer was not planned: the kernel is to be lowered again without them."""
 
 
 def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = False,
@@ -68,8 +78,10 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
     producer = False
     if target.wgmma and target.rings:
-        em.rings_placed = place_operand_rings(b, target.tma)
+        em.rings_placed = place_operand_rings(b, target.tma, target.producer_rings)
         producer = target.tma and plan_producer(b, target.num_warps, target.occupancy)
+        if not producer and needs_producer(b):
+            raise ProducerRefused
         if plan_only:
             return producer
         if target.tma:

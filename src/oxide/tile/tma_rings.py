@@ -113,6 +113,7 @@ def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
     and copies each slab into it; the token names the buffer and the phase to wait for.
     A load issued ahead for an iteration that does not run (`live` false) fills nothing
     and leaves the counters as they were."""
+    assert not ring.producer_only, "a ring for a producer warp group filled without one"
     b = em.b
     ring_array(em, ring, dt)
     if first:  # a pipelined loop starts: its last run's fills landed, its reads are done
@@ -156,11 +157,12 @@ def release_tma(em: Any, ring: RingLayout, dt: T.DType, first: bool,
     The ring's counters advance as the producer's do (where `live`: a fill is made).
     Buffers go back to the producer when the products that read them are done
     (`consume`, `release_all`); a loop's start (`first`) gives back whatever the last run
-    left: its last product's fills."""
+    left: its last product's fills. A resident ring's fill (tile/operand_rings.py) is
+    read by every product until its load runs again: given back there, its products done."""
     b = em.b
     ring_array(em, ring, dt)
     empties(em, ring)
-    if first:
+    if first or ring.resident:
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
         release_all(em, ring)
     buffer, phase = _advance(em, ring, live)
@@ -198,9 +200,12 @@ def _count(em: Any, slot: SSAValue, live: SSAValue | None = None) -> None:
 
 def consume(em: Any, rings: list[RingLayout], in_flight: bool) -> None:
     """After a product's `wgmma.wait_group` in the consumers: it consumed one fill of each
-    ring; the fills whose products are done (all but the one still in flight) go back."""
+    ring; the fills whose products are done (all but the one still in flight) go back. A
+    resident ring's fill is given back by its next load (`release_tma`), not here."""
     b = em.b
     for ring in rings:
+        if ring.resident:
+            continue
         acc = _accounts(em, ring)
         _count(em, acc.consumed)
         done = b.value(ops.SlotReadOp(acc.consumed))

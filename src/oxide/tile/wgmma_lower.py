@@ -94,7 +94,10 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
         wait_for(em, [t for t in rings if t not in tma])
     if tma:  # the mbarriers' phases: TMA's writes are visible to each waiting thread
         wait_tma(em, tma)
-    if len(tma) < 2:  # the threads' stores and copies: into the async proxy, every thread's
+    staged = (not a_regs and ring_of(a.layout) is None) or ring_of(b.layout) is None
+    if staged or len(tma) < len(rings):
+        # the threads' stores and copies: into the async proxy, every thread's (what TMA
+        # filled, the mbarriers' phases made visible; registers need neither)
         em.b.emit(ops.HopperOp("fence.proxy_async", [], []))
         em.barrier()
     _, warp = em._thread()
