@@ -33,7 +33,10 @@ ops, so each op's operands already have their layouts, and gives each result one
   again: nothing moves), so the product's registers stay put across iterations; one
   computed from a product's row reduction (an online softmax's running maximum and sum)
   takes that reduction's layout likewise; and
-  `cumsum` scans a blocked layout.
+  `cumsum` scans a blocked layout;
+- a value broadcast into another layout that is computed from scalars alone (`arange`,
+  `full`, arithmetic and comparisons of them: a causal mask beside a product's scores)
+  is computed again in the layout it is needed in, rather than moved (`_remade`).
 
 What it guarantees: `tile/to_simt.py` finds every tile type's layout set, and the
 operands of each elementwise op in one layout (`check_layouts` checks it where the IR
@@ -75,6 +78,10 @@ def set_layout(v: SSAValue, layout: Layout) -> None:
 
 
 _ELEMENTWISE = ("binary", "unary", "math", "cast", "where", "broadcast", "compare", "convert")
+# what `LayoutPass._remade` computes again in another layout rather than moving it: tiles
+# made from scalars alone, and cheap elementwise ops over them
+_LAYOUT_FREE = ("arange", "full", "splat", "from_scalar", "index")
+_CHEAP_ELEMENTWISE = ("binary", "unary", "cast", "compare", "where")
 
 
 def _sources(v: SSAValue) -> Iterator[Operation]:
@@ -150,6 +157,7 @@ class LayoutPass:
         # the target has tensor cores (the GPU); the CPU runs every product as an FMA loop
         self.tensor_cores = tensor_cores
         self._in_registers: dict[tuple[SSAValue, Layout], SSAValue] = {}
+        self._remade_values: dict[tuple[SSAValue, Layout], SSAValue] = {}
         # the products' warps take whole rows (`mma_warps`): set by `run`
         self.rows_only = False
         # the variables some write computes from a product of their shape: set by `run`
@@ -243,12 +251,89 @@ class LayoutPass:
 
     def _broadcast(self, op: Operation) -> Layout:
         shape = self._shape(op)
+        layout = self.blocked(shape)
         for c in op.operands[1:]:
             t = c.type
             assert isinstance(t, TileType)
             if t.dims == shape:
-                return layout_of(c)
-        return self.blocked(shape)
+                layout = layout_of(c)
+                break
+        self._remake_operand(op, layout)
+        return layout
+
+    def _remake_operand(self, op: Operation, layout: Layout) -> None:
+        """Where the broadcast value is in another layout than the one it broadcasts from
+        for free (the result's, its broadcast dimensions squeezed) and is cheap to compute
+        there (`_remade`: a causal mask's `arange`s and comparisons beside a product's
+        scores), it is computed again in that layout rather than moved through shared
+        memory."""
+        x = op.operands[0]
+        t = x.type
+        if not (isinstance(t, TileType) and t.dims and len(t.dims) == len(layout.shape)):
+            return
+        need = layout
+        for d, (n, m) in enumerate(zip(t.dims, layout.shape, strict=True)):
+            if n != m:
+                need = need.squeeze(d)
+        if layout_of(x).key() != need.key():
+            remade = self._remade(x, need, op)
+            if remade is not None:
+                op.operands[0] = remade
+
+    def _remade(self, v: SSAValue, target: Layout, before: Operation) -> SSAValue | None:
+        """`v` computed again in `target`, by copies of the ops that make it inserted
+        before `before`, where they are all cheap and layout-free: `arange`, `full`,
+        `splat`, 0-d scalars, and elementwise arithmetic, `expand` and `broadcast` of
+        such; None where something else (a load, a reduction) is among them."""
+        t = v.type
+        assert isinstance(t, TileType)
+        if not t.dims or layout_of(v).key() == target.key():
+            return v
+        if t.dims != target.shape:
+            return None
+        key = (v, target)
+        if key in self._remade_values:
+            return self._remade_values[key]
+        owner = v.owner
+        kind = kind_of(owner)
+        assert isinstance(owner, Operation)
+        operands: list[SSAValue | None]
+        if kind in _LAYOUT_FREE:
+            operands = list(owner.operands)  # 0-d tiles or none
+        elif kind in _CHEAP_ELEMENTWISE:
+            operands = [self._remade(x, target, before) for x in owner.operands]
+        elif kind == "expand":
+            inner = target  # the new dimensions dropped: the same slots, in order
+            for d in sorted(owner.param("axes"), reverse=True):
+                inner = inner.drop(d)
+            if inner.slots != target.slots:
+                return None
+            operands = [self._remade(owner.operands[0], inner, before)]
+        elif kind == "broadcast":
+            x = owner.operands[0]
+            xt = x.type
+            assert isinstance(xt, TileType)
+            if not xt.dims:  # a scalar, in every thread
+                operands = list(owner.operands)
+            elif len(xt.dims) != len(target.shape):
+                return None
+            else:
+                need = target
+                for d, (n, m) in enumerate(zip(xt.dims, target.shape, strict=True)):
+                    if n != m:
+                        need = need.squeeze(d)
+                operands = [self._remade(x, need, before), *owner.operands[1:]]
+        else:
+            return None
+        if any(o is None for o in operands):
+            return None
+        copy = owner.clone()
+        for i, o in enumerate(operands):
+            copy.operands[i] = o
+        set_layout(copy.results[0], target)
+        self.b.insert_tile_op(copy, before)
+        self._remade_values[key] = copy.results[0]
+        return copy.results[0]
 
     def _convert(self, op: Operation) -> Layout:
         to = op.param("to")

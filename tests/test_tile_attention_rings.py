@@ -1,0 +1,117 @@
+"""Attention on sm_90's producer rings (tile/operand_rings.py `producer_only`): K and V each
+alone in its product's ring, filled by TMA from a producer warp group, and Q, loaded
+outside the loop, one resident buffer the consumers give back only when it is loaded
+again. Checked as compiled for sm_90 (PTX), and run on the CPU as sm_90 runs it
+(OXIDE_TILE_CPU_HOPPER=1) against NumPy, with the producer and without it."""
+
+from __future__ import annotations
+
+import collections
+import math
+import re
+
+import numpy as np
+import pytest
+from test_tile_tma_rings import TMA, V
+
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+from oxide.examples import tile_attention as ta
+
+pytest.importorskip("ml_dtypes")
+
+SIG = (V(Slice[bf16, 2], vectors=True),) * 3 + (V(DisjointSlice[bf16, 2], vectors=True),)
+
+
+def _counts(ptx: str) -> collections.Counter[str]:
+    return collections.Counter(re.findall(r"^\s*([a-z][\w.:]*)", ptx, re.M))
+
+
+def _ptx(causal: bool, d: int = 128, bn: int = 128) -> str:
+    return ta.tile_attention.compile(*SIG, 4096, np.float32(0.1), 128, bn, d, causal,
+                                     arch="sm_90").ptx
+
+
+def test_k_v_and_q_come_by_tma_from_a_producer() -> None:
+    ops = _counts(_ptx(False))
+    assert ops["setmaxnreg.dec.sync.aligned.u32"] == 1  # the producer warp group
+    # two slabs of 64 columns a tile: Q once, K and V in the pipeline's prologue and in
+    # the loop; the producer's copies and nothing the threads stage: Q is read from its
+    # resident buffer
+    assert ops[TMA] == 2 * (1 + 2 + 2)
+    assert not any(k.startswith("st.shared.v4") for k in ops)
+    assert not any(k.startswith("cp.async.cg") for k in ops)
+    # `p @ v` reads p from registers and V by TMA: no barrier between the products
+    assert ops["wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"] == 16
+
+
+def test_the_causal_mask_is_computed_where_the_scores_are() -> None:
+    """The mask's `arange`s and comparison are made in the scores' (wgmma accumulator)
+    layout, not in the default one and moved through shared memory every step: the
+    causal kernel's shared-memory traffic is the plain one's."""
+    shared = {k: v for k, v in _counts(_ptx(True)).items() if "shared" in k or "barrier" in k}
+    plain = {k: v for k, v in _counts(_ptx(False)).items() if "shared" in k or "barrier" in k}
+    assert shared == plain
+
+
+@tile.kernel(num_warps=4)
+def masked_product(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+                   BM: Const[int], BN: Const[int], K: Const[int]):
+    """A product's result masked above its diagonal (on mma.sync: sm_80)."""
+    i, j = tile.bid(0), tile.bid(1)
+    s = tile.load(a, (i, 0), (BM, K)) @ tile.load(b, (0, j), (K, BN))
+    rows = i * BM + tile.arange(BM)[:, None]
+    cols = j * BN + tile.arange(BN)[None, :]
+    tile.store(c, (i, j), tile.where(cols <= rows, s, 0.0))
+
+
+@tile.kernel(num_warps=4)
+def plain_product(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+                  BM: Const[int], BN: Const[int], K: Const[int]):
+    i, j = tile.bid(0), tile.bid(1)
+    tile.store(c, (i, j), tile.load(a, (i, 0), (BM, K)) @ tile.load(b, (0, j), (K, BN)))
+
+
+def test_a_mask_is_remade_in_the_accumulator_layout_on_mma_sync() -> None:
+    sig = (Slice[bf16, 2], Slice[bf16, 2], DisjointSlice[f32, 2], 64, 64, 32)
+
+    def shared(kernel) -> dict[str, int]:
+        ops = _counts(kernel.compile(*sig, arch="sm_80").ptx)
+        return {k: v for k, v in ops.items() if "shared" in k or k.startswith("bar")}
+    assert shared(masked_product) == shared(plain_product)
+
+
+def test_a_remade_mask_means_what_it_meant() -> None:
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((128, 32)).astype(bf16.numpy)
+    b = rng.standard_normal((32, 128)).astype(bf16.numpy)
+    c = np.zeros((128, 128), np.float32)
+    with ox.device("cpu"):
+        d_c = ox.to_device(c)
+        ox.launch(masked_product, (2, 2), ox.to_device(a), ox.to_device(b), d_c, 64, 64, 32)
+        got = d_c.to_numpy()
+    want = np.tril(a.astype(np.float64) @ b.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("causal, d, env", [
+    (True, 64, {}),
+    (False, 64, {}),
+    (True, 64, {"OXIDE_TILE_PRODUCER": "0"}),  # the same kernel on cp.async rings
+    (True, 128, {"OXIDE_TILE_PERSISTENT": "0"}),  # one block per query block
+])
+def test_attention_on_the_cpus_sm90(causal, d, env, monkeypatch) -> None:
+    """Three query blocks a head, so a causal block runs 1, 2 or 3 steps; the launch
+    walks the 6 blocks with fewer, so Q's resident buffer and the rings are reused."""
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    heads, seq = 2, 384
+    rng = np.random.default_rng(d + causal)
+    q, k, v = (rng.standard_normal((heads * seq, d)).astype(bf16.numpy) for _ in range(3))
+    with ox.device("cpu"):
+        dq, dk, dv, do = (ox.to_device(x) for x in (q, k, v, np.zeros_like(q)))
+        ox.launch(ta.tile_attention, heads * seq // 128, dq, dk, dv, do, seq,
+                  np.float32(1 / math.sqrt(d)), 128, 128, d, causal)
+        got = do.to_numpy().astype(np.float32)
+    np.testing.assert_allclose(got, ta.reference(q, k, v, heads, causal), rtol=2e-2, atol=2e-2)
