@@ -45,7 +45,7 @@ SETUP = {
     """,
     "tile_attention": """
         from oxide.examples import tile_attention as m
-        bm, bn = m.GPU_BLOCK
+        bm, bn = m.gpu_block(64)
         q, k, v = (torch.randn(16 * 4096, 64, device="cuda", dtype=torch.bfloat16)
                    for _ in range(3))
         o = torch.empty_like(q)

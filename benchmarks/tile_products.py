@@ -172,7 +172,7 @@ def attention_rows(do_bench: Any) -> list[tuple[str, float, str]]:
         for name in ENGINE_CHOICE:
             os.environ.update(ENGINES[name])
             m = importlib.reload(importlib.import_module("oxide.examples.tile_attention"))
-            bm, bn = m.GPU_BLOCK
+            bm, bn = m.gpu_block(d)
             args = (*flat, s, 1 / d ** 0.5, bm, bn, d, causal)
             grid = b * h * s // bm
             ox.launch(m.tile_attention, grid, *args)
