@@ -17,12 +17,29 @@ CPU_BLOCK = (16, 16)  # small: the CPU's compile time grows with a thread's prod
 def gpu_block(d: int) -> tuple[int, int]:
     """(query rows a block, key rows a step) on a GPU for head dim `d`. Each block reads
     every key and value of its head once, so taller blocks read less: 128 rows, two warp
-    groups of 64 (8 warps). `num_stages=2` pipelines the loop: on sm_90, K and V come in
-    rings filled by TMA from a producer warp group and Q in one resident buffer (H200, B8
-    H16 S4096, 2026-12-04: D128 366 / 509-529 TFLOPS causal / not, against 240 / 337
-    without). With D64 a step of 256 keys gave 261 / 397 against 245 / 362 for 128; with
-    D256 a step of 64 keeps the rings and Q within shared memory."""
+    groups of 64 (8 warps). `num_stages=2` pipelines the loops: on sm_90, K and V come in
+    rings filled by TMA from a producer warp group (the causal kernel's two loops share
+    them) and Q in one resident buffer (H200, B8 H16 S4096, 2026-12-04: D128 443-451 /
+    522-532 TFLOPS causal / not, against 240 / 337 with one loop and no pipeline). With
+    D64 a step of 256 keys gave 318 / 401 against 297 / 362 for 128; with D256 a step of
+    64 keeps the rings and Q within shared memory."""
     return (128, 256) if d <= 64 else (128, 128) if d <= 128 else (128, 64)
+
+
+@tile.func
+def _step(qt, kt, vt, m, l_sum, acc, scale2, first_key, first_query, MASKED):
+    """One step of the online softmax over a block of keys `kt` and values `vt` (its first
+    key `first_key` of the head); MASKED: only keys up to the query count (causal)."""
+    s = tile.mma(qt, kt.permute((1, 0)), tile.zeros((qt.shape[0], kt.shape[0]), f32)) * scale2
+    if MASKED:  # a Python bool: decided at compile time
+        keys = first_key + tile.arange(kt.shape[0])[None, :]
+        s = tile.where(keys <= first_query + tile.arange(qt.shape[0])[:, None], s, -math.inf)
+    m_new = tile.maximum(m, tile.max(s, 1, keepdims=True))
+    p = tile.exp2(s - m_new)
+    alpha = tile.exp2(m - m_new)
+    l_sum = l_sum * alpha + tile.sum(p, 1, keepdims=True)
+    acc = acc * alpha + tile.mma(p.astype(bf16), vt, tile.zeros(acc.shape, f32))
+    return m_new, l_sum, acc
 
 
 @tile.kernel(num_warps=8, num_stages=2)
@@ -33,8 +50,9 @@ def tile_attention(q: Slice[bf16, 2], k: Slice[bf16, 2], v: Slice[bf16, 2],
     of BM and BN): block `b` owns query rows `b * BM ...` of head `b // (seq / BM)`. Each
     step scores BN keys (`q @ k.T`, tensor cores), keeps the running row maximum `m` and
     sum `l` of exp(score - m), rescales the output accumulator by exp(m_old - m_new) and
-    adds `p @ v`. Causal: keys after the query are -inf, and blocks past the diagonal are
-    not visited. The scores are kept in base 2 (scaled by `scale * log2 e` once), so each
+    adds `p @ v`. Causal: blocks of keys past the diagonal are not visited, and only the
+    steps that cross it mask the keys after each query (-inf), in a loop of their own
+    after the unmasked one, as Triton's tutorial does. The scores are kept in base 2 (scaled by `scale * log2 e` once), so each
     exponential is one `exp2` (one `ex2.approx` on the GPU) rather than libdevice's
     accurate `exp`; the ratio acc / l is the same either way, as in FlashAttention."""
     b = tile.bid(0)
@@ -45,25 +63,24 @@ def tile_attention(q: Slice[bf16, 2], k: Slice[bf16, 2], v: Slice[bf16, 2],
     m = tile.full((BM, 1), -math.inf, f32)
     l_sum = tile.zeros((BM, 1), f32)
     acc = tile.zeros((BM, D), f32)
-    steps = seq // BN
-    if CAUSAL:
-        steps = (first + BM + BN - 1) // BN
     kv0 = head * (seq // BN)
     scale2 = scale * LOG2E
-    for j in range(steps):
-        kt = tile.load(k, (kv0 + j, 0), (BN, D))
-        s = tile.mma(qt, kt.permute((1, 0)), tile.zeros((BM, BN), f32)) * scale2
-        if CAUSAL:
-            rows = first + tile.arange(BM)[:, None]
-            cols = j * BN + tile.arange(BN)[None, :]
-            s = tile.where(cols <= rows, s, -math.inf)
-        m_new = tile.maximum(m, tile.max(s, 1, keepdims=True))
-        p = tile.exp2(s - m_new)
-        alpha = tile.exp2(m - m_new)
-        l_sum = l_sum * alpha + tile.sum(p, 1, keepdims=True)
-        acc = acc * alpha + tile.mma(p.astype(bf16), tile.load(v, (kv0 + j, 0), (BN, D)),
-                                     tile.zeros((BM, D), f32))
-        m = m_new
+    if CAUSAL:
+        # the steps whose keys all come before the block's first query need no mask
+        clear = first // BN
+        for j in range(clear):
+            m, l_sum, acc = _step(qt, tile.load(k, (kv0 + j, 0), (BN, D)),
+                                  tile.load(v, (kv0 + j, 0), (BN, D)), m, l_sum, acc, scale2,
+                                  j * BN, first, False)
+        for j in range(clear, (first + BM + BN - 1) // BN):  # the diagonal's blocks
+            m, l_sum, acc = _step(qt, tile.load(k, (kv0 + j, 0), (BN, D)),
+                                  tile.load(v, (kv0 + j, 0), (BN, D)), m, l_sum, acc, scale2,
+                                  j * BN, first, True)
+    else:
+        for j in range(seq // BN):
+            m, l_sum, acc = _step(qt, tile.load(k, (kv0 + j, 0), (BN, D)),
+                                  tile.load(v, (kv0 + j, 0), (BN, D)), m, l_sum, acc, scale2,
+                                  j * BN, first, False)
     tile.store(o, (b, 0), (acc / l_sum).astype(bf16))
 
 

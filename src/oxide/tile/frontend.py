@@ -256,9 +256,11 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
         self.num_stages = num_stages  # loop iterations of tile loads in flight (stmt_For)
         # the pipelined load statement being evaluated (tile/loops.py), and how many
         # there were: the `pipe` of the loads it makes
-        self.load_pipe: tuple[int, int, bool] | None = None
+        self.load_pipe: tuple[int, int, bool, tuple[int, ...]] | None = None
         self.load_live: Tile | None = None  # whether a load issued ahead's iteration runs
         self.pipes = 0
+        # the pipelined loops being lowered, outermost first (each by its first pipe)
+        self.pipe_loops: tuple[int, ...] = ()
         self.src = source
         self.scope = scope
         self.ctx = ctx

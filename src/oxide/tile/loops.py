@@ -125,13 +125,17 @@ class TileLoopsMixin:
         ahead = self.num_stages - 1
         # the first iterations' tiles, loaded before the loop into names no code can spell
         first_pipe, self.pipes = self.pipes, self.pipes + len(piped)
+        # a pipe names its loop inside the pipelined loops around it: rings of loops
+        # that do not nest may share their buffers (tile/operand_rings.py)
+        enclosing = self.pipe_loops
+        loops = (*enclosing, first_pipe) if piped else enclosing
         # a load issued ahead is live where its iteration runs: the copy of one that does
         # not is skipped (tile/tma_rings.py), so a loop ends with no fill nobody reads
         bound = (self.t.cast(self.as_tile(stop, it, dt), dt), step.obj > 0) if piped else None
         for n, (stmt, name) in enumerate(piped):
             for j in range(ahead):
                 first = self._with_index(node.target.id, start, step.obj * j, dt, stmt.value,
-                                         (first_pipe + n, ahead, j == 0), bound)
+                                         (first_pipe + n, ahead, j == 0, loops), bound)
                 self.env[_ahead(name, j)] = first
                 assigned.append(_ahead(name, j))
         carried = self.carry(node, assigned, node.target.id)
@@ -170,14 +174,18 @@ class TileLoopsMixin:
             skipped.add(id(stmt))
             self.env[name] = self.env[_ahead(name, 0)]
             later = self._with_index(node.target.id, index, step.obj * ahead, dt, stmt.value,
-                                     (first_pipe + n, ahead, False), bound)
+                                     (first_pipe + n, ahead, False, loops), bound)
             for j in range(ahead - 1):
                 self.env[_ahead(name, j)] = self.env[_ahead(name, j + 1)]
             self.env[_ahead(name, ahead - 1)] = later
             self.env[node.target.id] = index
-        for stmt in node.body:
-            if id(stmt) not in skipped:
-                self.lower_stmt(stmt)
+        self.pipe_loops = loops
+        try:
+            for stmt in node.body:
+                if id(stmt) not in skipped:
+                    self.lower_stmt(stmt)
+        finally:
+            self.pipe_loops = enclosing
         self.write_carried(node, carried)
         step_v = (self.b.cast(self.t.extract(step), dt) if persistent
                   else self.t.extract(self.as_tile(step, step_node, dt)))
@@ -280,7 +288,7 @@ class TileLoopsMixin:
         return out
 
     def _with_index(self, loop_var: str, base: Any, offset: int, dt: T.DType,
-                    expr: ast.expr, pipe: tuple[int, int, bool],
+                    expr: ast.expr, pipe: tuple[int, int, bool, tuple[int, ...]],
                     bound: tuple[Tile, bool] | None = None) -> Any:
         """`expr` evaluated with the loop variable bound to `base + offset` (a scalar), its
         loads tagged with `pipe` (`TileLowering.load_pipe`); with `bound` (the loop's stop

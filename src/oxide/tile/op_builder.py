@@ -153,9 +153,11 @@ class TileOps:
 
     def load(self, array: SSAValue, vectors: bool | None, dt: T.DType, padding: Tile,
              index: Sequence[Tile], shape: tuple[int, ...],
-             pipe: tuple[int, int, bool] | None = None, live: Tile | None = None) -> Tile:
+             pipe: tuple[int, int, bool, tuple[int, ...]] | None = None,
+             live: Tile | None = None) -> Tile:
         """`pipe`: (which pipelined load statement, iterations ahead, whether it is the
-        first load of the loop's prologue), for tile/operand_rings.py; `live`: whether
+        first load of the loop's prologue, the pipelined loops it is in: its own last),
+        for tile/operand_rings.py; `live`: whether
         the iteration it is issued for runs (a 0-d bool), the op's last operand (`live_of`)."""
         extra = [] if live is None else [live.ssa]
         return self.make("load", [array, padding, *index, *extra], shape, dt, shape=shape,

@@ -143,13 +143,14 @@ def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False
     budget = RING_BYTES
     count = 0
     ids = itertools.count()  # a ring's number: its own, whether or not it is placed
+    placed: dict[int, _Placed] = {}
     for op in b.tile_ops:
         if kind_of(op) != "mma" or engine_of(op) != "wgmma":
             continue
         b_transposed = bool(op.param("b_transposed", False))
         found = []
         for index in (0, 1):
-            chain = _chain(op, index, writes)
+            chain = _chain(op, index, writes, tma and producer)
             if chain is None or op.operands[0] is op.operands[1]:
                 continue
             ring = _ring(op, index, *chain[:2], written, b_transposed, next(ids),
@@ -162,14 +163,18 @@ def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False
                               tma=tma and _tma_fits(b, r, c[0][0].operands[0])), c)
                      for r, c in found]
         elif tma and producer:
-            found = [(_for_producer(b, r, c[0][0].operands[0]), c) for r, c in found]
+            found = [(_shared(_for_producer(b, r, c[0][0].operands[0]), c[0], placed), c)
+                     for r, c in found]
         found = [(r, c) for r, c in found if not r.resident or r.producer_only]
         settle = _accumulator_reads(op, writes) if len(found) == 2 else None
         if settle is not None:
             # one more buffer each (the product in flight reads one), but for deferred
             # copies, which wait for the product before last anyway
-            wider = found if deferred else [(replace(r, buffers=r.buffers + 1), c)
-                                            for r, c in found]
+            # copies, which wait for the product before last anyway, and a producer's,
+            # which wait for their buffers' release
+            wider = found if deferred else [
+                (r if r.producer_only else replace(r, buffers=r.buffers + 1), c)
+                for r, c in found]
             if sum(ring_bytes(r) for r, _ in wider) <= budget:
                 found = wider
                 op.set_param("in_flight", True)  # type: ignore[attr-defined]
@@ -181,9 +186,12 @@ def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False
         if deferred and sum(ring_bytes(r) for r, _ in found) > budget:
             continue  # both rings or neither: a deferred copy's wait stands for both
         for ring, (loads, variables, reads) in found:
-            if ring_bytes(ring) > budget:
-                continue
-            budget -= ring_bytes(ring)
+            if ring.ring not in placed:  # a ring shared with an earlier loop's: paid for
+                if ring_bytes(ring) > budget:
+                    continue
+                budget -= ring_bytes(ring)
+                placed[ring.ring] = _Placed(ring, loads[0].operands[0])
+            placed[ring.ring].loops.append(_loops_of(loads[0]))
             count += 1
             for v in (*(ld.results[0] for ld in loads), *variables, *reads):
                 set_layout(v, ring)
@@ -203,6 +211,49 @@ def _for_producer(b: TileBuilder, ring: RingLayout, array: SSAValue) -> RingLayo
         return ring
     buffers = 1 if ring.resident else ring.buffers - 1
     return replace(ring, buffers=buffers, tma=True, producer_only=True)
+
+
+@dataclass
+class _Placed:
+    """A ring placed, the array its loads read, and the pipelined loops of those loads
+    (`pipe`'s last part), one entry per chain that took it."""
+
+    ring: RingLayout
+    array: SSAValue
+    loops: list[tuple[int, ...]] = field(default_factory=list)
+
+
+def _loops_of(load: Operation) -> tuple[int, ...]:
+    pipe = load.param("pipe")
+    return tuple(pipe[3]) if pipe else ()
+
+
+def _nested(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether one of two loops (paths of pipelined loops) is the other or inside it."""
+    return a[:len(b)] == b or b[:len(a)] == a
+
+
+def _shared(ring: RingLayout, loads: list[Operation], placed: dict[int, _Placed]
+            ) -> RingLayout:
+    """The ring a producer's chain takes: a resident load's ring placed for an earlier
+    product of it; a pipelined loop's ring of the same tiles from the same array placed for
+    a loop that neither holds this one nor sits in it (two loops one after another, as a
+    causal attention's unmasked and diagonal steps: one ring's fills are made and read in
+    program order, the second loop's first load giving back what the first left); else
+    `ring` itself."""
+    if not ring.producer_only:
+        return ring
+    if ring.resident:
+        return ring_of(layout_of(loads[0].results[0])) or ring
+    loops = _loops_of(loads[0])
+    for p in placed.values():
+        r = p.ring
+        if (r.producer_only and r.pipelined and p.array is loads[0].operands[0]
+                and (r.shape, r.width, r.buffers, r.elem_bytes)
+                == (ring.shape, ring.width, ring.buffers, ring.elem_bytes)
+                and not any(_nested(loops, other) for other in p.loops)):
+            return r
+    return ring
 
 
 def needs_producer(b: TileBuilder) -> bool:
@@ -272,10 +323,12 @@ def _accumulator_reads(mma: Operation, writes: dict[SSAValue, list[Operation]]
     return settle
 
 
-def _chain(mma: Operation, index: int, writes: dict[SSAValue, list[Operation]]
-           ) -> tuple[list[Operation], list[SSAValue], list[SSAValue]] | None:
+def _chain(mma: Operation, index: int, writes: dict[SSAValue, list[Operation]],
+           shared: bool = False) -> tuple[list[Operation], list[SSAValue], list[SSAValue]] | None:
     """(the loads, the variables, the variable reads) whose values can reach operand
-    `index` of `mma`, where they reach nothing else; None otherwise."""
+    `index` of `mma`, where they reach nothing else; None otherwise. With `shared`, a
+    load's value (no variables between) may also be operand `index` of other products on
+    wgmma that read it alike (a resident ring, read by each: `_shared`)."""
     loads: list[Operation] = []
     variables: list[SSAValue] = []
     reads: list[SSAValue] = []
@@ -299,6 +352,7 @@ def _chain(mma: Operation, index: int, writes: dict[SSAValue, list[Operation]]
         else:
             return None
     chain_writes = {id(w) for var in variables for w in writes.get(var, ())}
+    others: list[Operation] = []  # other products that read the value
     for v in seen:
         for use in v.uses:
             user = use.operation
@@ -306,7 +360,15 @@ def _chain(mma: Operation, index: int, writes: dict[SSAValue, list[Operation]]
                 continue
             if id(user) in chain_writes and use.index == 1:
                 continue
+            if (shared and kind_of(user) == "mma" and use.index == index
+                    and engine_of(user) == "wgmma" and user.param("b_transposed", False)
+                    == mma.param("b_transposed", False)):
+                others.append(user)
+                continue
             return None
+    if others and (variables or any(ld.parent_block() is m.parent_block()
+                                    for ld in loads for m in (mma, *others))):
+        return None  # shared only as a resident ring: loaded outside every reader's block
     for var in variables:  # a chain variable's other reads are unused (after the loop)
         for u in var.uses:
             if kind_of(u.operation) != "var_read" or u.operation.results[0] in seen:
