@@ -144,3 +144,18 @@ def test_attention_against_torch_sdpa(d, bn, causal):
     ox.launch(ta.tile_attention, b * h * s // 128, *flat, s, 1 / d ** 0.5, 128, bn, d, causal)
     want = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
     torch.testing.assert_close(o, want, rtol=2e-2, atol=2e-2)
+
+
+def test_a_resident_operand_outlives_its_loop_on_gpu():
+    """test_tile_attention_rings.reused_a on the GPU: A's one buffer stays until A is
+    loaded again, though the loop's other rings are given back when it settles."""
+    from test_tile_attention_rings import reused_a
+
+    rng = np.random.default_rng(10)
+    a = rng.standard_normal((1024, 64)).astype(bf16.numpy)
+    b = rng.standard_normal((64, 256)).astype(bf16.numpy)
+    c = np.zeros((1024, 256), np.float32)
+    gpu(reused_a, (8, 4), a, b, c, 128, 64, 64)
+    prods = a.astype(np.float64) @ b.astype(np.float64)
+    sums = sum(prods[:, 64 * t:64 * t + 64] for t in range(4))
+    np.testing.assert_allclose(c, np.tile(sums, (1, 4)) + prods, rtol=1e-4, atol=1e-3)

@@ -137,3 +137,39 @@ def test_rings_are_shared_only_by_loops_that_do_not_nest() -> None:
     assert not _nested((0, 1), (0, 3))  # two loops in one outer loop, one after another
     assert _nested((0,), (0, 1))  # a loop and one inside it: fills of both interleave
     assert _nested((4,), (4,))  # the same loop
+
+
+@tile.kernel(num_warps=8, num_stages=2)
+def reused_a(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+             BM: Const[int], BN: Const[int], K: Const[int]):
+    """A loaded once (a resident ring) feeds a loop's products, left in flight (settled
+    after the loop), and one more product after the loop."""
+    i, j = tile.bid(0), tile.bid(1)
+    at = tile.load(a, (i, 0), (BM, K))
+    acc = tile.zeros((BM, BN), f32)
+    for t in range(tile.num_tiles(b, 1, BN)):
+        acc = tile.mma(at, tile.load(b, (0, t), (K, BN)), acc)
+    # padding 1 (never read here): staged by the threads, not a ring of its own
+    tile.store(c, (i, j), acc + at @ tile.load(b, (0, j), (K, BN), padding=1.0))
+
+
+def test_a_resident_operand_outlives_its_loop(monkeypatch) -> None:
+    """The loop's last product is settled after the loop (its rings' fills given back),
+    but A's fill is still read after it: it goes back only when A is loaded again (the
+    next logical block's A, on the CPU's walk of 8 blocks by fewer)."""
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    ck = reused_a.compile(*SIG[:2], V(DisjointSlice[f32, 2], vectors=True), 128, 64, 64,
+                          arch="sm_90")
+    assert _counts(ck.ptx)["setmaxnreg.dec.sync.aligned.u32"] == 1
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((512, 64)).astype(bf16.numpy)
+    b = rng.standard_normal((64, 128)).astype(bf16.numpy)
+    with ox.device("cpu"):
+        d_c = ox.to_device(np.zeros((512, 128), np.float32))
+        ox.launch(reused_a, (4, 2), ox.to_device(a), ox.to_device(b), d_c, 128, 64, 64)
+        got = d_c.to_numpy()
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    prods = a64 @ b64
+    want = np.tile(prods[:, :64] + prods[:, 64:], (1, 2)) + prods  # the column tiles' sum
+    # in every tile, plus the tile's own product
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
