@@ -127,20 +127,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
             and persistable(walked[0].func, walked[1].own_registers)):
         b, low, ctx, dump = walked
     else:
-        tried.clear()
-        try:
-            try:
-                b, low, ctx, dump = lower(True)
-            except ProducerRefused:  # its rings as a kernel without a producer has them
-                tried.clear()
-                b, low, ctx, dump = lower(True, producer=False)
-        except UnsupportedFeatureError:
-            if not (tried and tried[0].em.rings_placed):
-                raise
-            # the operand rings' buffers and the kernel's other shared memory may not fit
-            # together where the threads' staging did: the kernel compiles as it did
-            # before them (if that fails too, its own error says why)
-            b, low, ctx, dump = lower(False)
+        b, low, ctx, dump = _first_lowering(lower, tried, producer_rings)
     tile_ir = dump[0] if dump else None
     ctx.uses_barriers = low.em.uses_barriers
     func = b.finish()
@@ -150,6 +137,29 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
                        tuple(low.em.operand_maps),
                        PRODUCER_THREADS if low.em.consumer_threads is not None else 0,
                        low.grid_params is not None)
+
+
+def _first_lowering(lower: Callable[..., Any], tried: list[TileLowering],
+                    producer_rings: bool) -> Any:
+    """The kernel lowered one block per logical block: with the rings only a producer
+    fills where they were worth a try, else (`ProducerRefused`, or their shared memory
+    not fitting) with the rings a kernel without a producer has, else with no rings: the
+    operand rings' buffers and the kernel's other shared memory may not fit together
+    where the threads' staging did, and the kernel compiles as it did before them (if
+    that fails too, its own error says why)."""
+    attempts = [(True, True)] if producer_rings else []
+    attempts += [(True, False), (False, False)]
+    for n, (rings, producer) in enumerate(attempts):
+        tried.clear()
+        try:
+            return lower(rings, producer=producer)
+        except ProducerRefused:
+            continue
+        except UnsupportedFeatureError:
+            last = n == len(attempts) - 1
+            if last or not (tried and tried[0].em.rings_placed):
+                raise
+    raise AssertionError("the last lowering has no rings: it raises or returns")
 
 
 def _walk_the_grid(kernel: Any, sig: tuple[Any, ...], symbol: str, tensor_cores: bool,

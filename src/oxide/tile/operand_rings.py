@@ -169,7 +169,6 @@ def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False
         settle = _accumulator_reads(op, writes) if len(found) == 2 else None
         if settle is not None:
             # one more buffer each (the product in flight reads one), but for deferred
-            # copies, which wait for the product before last anyway
             # copies, which wait for the product before last anyway, and a producer's,
             # which wait for their buffers' release
             wider = found if deferred else [
