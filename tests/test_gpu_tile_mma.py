@@ -159,3 +159,19 @@ def test_a_resident_operand_outlives_its_loop_on_gpu():
     prods = a.astype(np.float64) @ b.astype(np.float64)
     sums = sum(prods[:, 64 * t:64 * t + 64] for t in range(4))
     np.testing.assert_allclose(c, np.tile(sums, (1, 4)) + prods, rtol=1e-4, atol=1e-3)
+
+
+def test_nested_pipelined_loops_on_gpu():
+    """test_tile_attention_rings.nested_loops on the GPU: two pipelined loops over the same
+    tiles, one inside the other, each on its own ring."""
+    from test_tile_attention_rings import nested_loops
+
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal((256, 64)).astype(bf16.numpy)
+    b = rng.standard_normal((64, 320)).astype(bf16.numpy)
+    c = np.zeros((256, 128), np.float32)
+    gpu(nested_loops, (4, 2), a, b, c, 64, 64, 64)
+    tiles = [a.astype(np.float64) @ b[:, 64 * t:64 * t + 64].astype(np.float64)
+             for t in range(5)]
+    want = sum(tiles) + sum(tiles[s] for t in range(5) for s in range(t + 1))
+    np.testing.assert_allclose(c, np.tile(want, (1, 2)), rtol=1e-4, atol=2e-3)

@@ -173,3 +173,40 @@ def test_a_resident_operand_outlives_its_loop(monkeypatch) -> None:
     want = np.tile(prods[:, :64] + prods[:, 64:], (1, 2)) + prods  # the column tiles' sum
     # in every tile, plus the tile's own product
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
+
+
+@tile.kernel(num_warps=4, num_stages=2)
+def nested_loops(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
+                 BM: Const[int], BN: Const[int], K: Const[int]):
+    """Two pipelined loops over the same tiles of `b`, one inside the other: their fills
+    interleave, so their rings must not be one."""
+    i, j = tile.bid(0), tile.bid(1)
+    at = tile.load(a, (i, 0), (BM, K))
+    acc = tile.zeros((BM, BN), f32)
+    for t in range(tile.num_tiles(b, 1, BN)):
+        bt = tile.load(b, (0, t), (K, BN))
+        acc = tile.mma(at, bt, acc)
+        for s in range(t + 1):
+            acc = tile.mma(at, tile.load(b, (0, s), (K, BN)), acc)
+    tile.store(c, (i, j), acc)
+
+
+def test_nested_loops_keep_their_own_rings(monkeypatch) -> None:
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    sig = (*SIG[:2], V(DisjointSlice[f32, 2], vectors=True), 64, 64, 64)
+    ptx = nested_loops.compile(*sig, arch="sm_90").ptx
+    assert TMA in ptx  # a producer fills them
+    rings = re.findall(r"\.shared \.align 1024 \.b8 \w+\[(\d+)\]", ptx)
+    # A resident (8 KiB) and two rings of two 8 KiB buffers of B: not one shared ring
+    assert sorted(int(n) for n in rings) == [8192, 16384, 16384]
+    rng = np.random.default_rng(12)
+    a = rng.standard_normal((128, 64)).astype(bf16.numpy)
+    b = rng.standard_normal((64, 192)).astype(bf16.numpy)
+    with ox.device("cpu"):
+        d_c = ox.to_device(np.zeros((128, 64), np.float32))
+        ox.launch(nested_loops, (2, 1), ox.to_device(a), ox.to_device(b), d_c, 64, 64, 64)
+        got = d_c.to_numpy()
+    tiles = [a.astype(np.float64) @ b[:, 64 * t:64 * t + 64].astype(np.float64)
+             for t in range(3)]
+    want = sum(tiles) + sum(tiles[s] for t in range(3) for s in range(t + 1))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-3)
