@@ -139,6 +139,18 @@ def test_rings_are_shared_only_by_loops_that_do_not_nest() -> None:
     assert _nested((4,), (4,))  # the same loop
 
 
+def _run_ab(kernel, grid, a_shape, b_shape, c_shape, seed: int, bm: int):
+    """Random bf16 `a` and `b`, `kernel(a, b, c, bm, 64, 64)` run on the CPU (as sm_90
+    runs it, where OXIDE_TILE_CPU_HOPPER is set): a, b and c."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(a_shape).astype(bf16.numpy)
+    b = rng.standard_normal(b_shape).astype(bf16.numpy)
+    with ox.device("cpu"):
+        d_c = ox.to_device(np.zeros(c_shape, np.float32))
+        ox.launch(kernel, grid, ox.to_device(a), ox.to_device(b), d_c, bm, 64, 64)
+        return a, b, d_c.to_numpy()
+
+
 @tile.kernel(num_warps=8, num_stages=2)
 def reused_a(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
              BM: Const[int], BN: Const[int], K: Const[int]):
@@ -161,13 +173,7 @@ def test_a_resident_operand_outlives_its_loop(monkeypatch) -> None:
     ck = reused_a.compile(*SIG[:2], V(DisjointSlice[f32, 2], vectors=True), 128, 64, 64,
                           arch="sm_90")
     assert _counts(ck.ptx)["setmaxnreg.dec.sync.aligned.u32"] == 1
-    rng = np.random.default_rng(9)
-    a = rng.standard_normal((512, 64)).astype(bf16.numpy)
-    b = rng.standard_normal((64, 128)).astype(bf16.numpy)
-    with ox.device("cpu"):
-        d_c = ox.to_device(np.zeros((512, 128), np.float32))
-        ox.launch(reused_a, (4, 2), ox.to_device(a), ox.to_device(b), d_c, 128, 64, 64)
-        got = d_c.to_numpy()
+    a, b, got = _run_ab(reused_a, (4, 2), (512, 64), (64, 128), (512, 128), 9, 128)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     prods = a64 @ b64
     want = np.tile(prods[:, :64] + prods[:, 64:], (1, 2)) + prods  # the column tiles' sum
@@ -199,13 +205,7 @@ def test_nested_loops_keep_their_own_rings(monkeypatch) -> None:
     rings = re.findall(r"\.shared \.align 1024 \.b8 \w+\[(\d+)\]", ptx)
     # A resident (8 KiB) and two rings of two 8 KiB buffers of B: not one shared ring
     assert sorted(int(n) for n in rings) == [8192, 16384, 16384]
-    rng = np.random.default_rng(12)
-    a = rng.standard_normal((128, 64)).astype(bf16.numpy)
-    b = rng.standard_normal((64, 192)).astype(bf16.numpy)
-    with ox.device("cpu"):
-        d_c = ox.to_device(np.zeros((128, 64), np.float32))
-        ox.launch(nested_loops, (2, 1), ox.to_device(a), ox.to_device(b), d_c, 64, 64, 64)
-        got = d_c.to_numpy()
+    a, b, got = _run_ab(nested_loops, (2, 1), (128, 64), (64, 192), (128, 64), 12, 64)
     tiles = [a.astype(np.float64) @ b[:, 64 * t:64 * t + 64].astype(np.float64)
              for t in range(3)]
     want = sum(tiles) + sum(tiles[s] for t in range(3) for s in range(t + 1))
