@@ -155,6 +155,17 @@ class Layout:
         return self.squeeze(d)
 
 
+def broadcast_source(target: Layout, dims: tuple[int, ...]) -> Layout:
+    """The layout a tile of `dims` (the target's rank, extents 1 or the target's) is in
+    where broadcasting it to `target` moves nothing: `target` with the broadcast
+    dimensions squeezed."""
+    need = target
+    for d, (n, m) in enumerate(zip(dims, target.shape, strict=True)):
+        if n != m:
+            need = need.squeeze(d)
+    return need
+
+
 def vector_elements(itemsizes: list[int]) -> int:
     """The contiguous elements per thread of a kernel's default layouts: 16 bytes (one
     128-bit access) of its narrowest array element, and at least VECTOR. Every default

@@ -51,7 +51,13 @@ from xdsl.ir import Operation, SSAValue
 
 from oxide.ir.tile_ops import TileType, TileVarType, kind_of, make
 from oxide.tile.builder import TileBuilder
-from oxide.tile.layout import Layout, blocked, mma_accumulator, mma_operand_a
+from oxide.tile.layout import (
+    Layout,
+    blocked,
+    broadcast_source,
+    mma_accumulator,
+    mma_operand_a,
+)
 from oxide.tile.mma_choice import engine_of
 
 # the most A-operand elements a thread keeps in registers across a loop (64 registers)
@@ -271,10 +277,7 @@ class LayoutPass:
         t = x.type
         if not (isinstance(t, TileType) and t.dims and len(t.dims) == len(layout.shape)):
             return
-        need = layout
-        for d, (n, m) in enumerate(zip(t.dims, layout.shape, strict=True)):
-            if n != m:
-                need = need.squeeze(d)
+        need = broadcast_source(layout, t.dims)
         if layout_of(x).key() != need.key():
             remade = self._remade(x, need, op)
             if remade is not None:
@@ -318,11 +321,8 @@ class LayoutPass:
             elif len(xt.dims) != len(target.shape):
                 return None
             else:
-                need = target
-                for d, (n, m) in enumerate(zip(xt.dims, target.shape, strict=True)):
-                    if n != m:
-                        need = need.squeeze(d)
-                operands = [self._remade(x, need, before), *owner.operands[1:]]
+                operands = [self._remade(x, broadcast_source(target, xt.dims), before),
+                            *owner.operands[1:]]
         else:
             return None
         if any(o is None for o in operands):

@@ -38,7 +38,7 @@ from oxide.ir import ops
 from oxide.ir.types import ArrayType, SharedArrayType, constant_attr, dtype_of_ir, ir_type
 from oxide.tile.access import GlobalAccessMixin
 from oxide.tile.atomic_lower import AtomicEmitMixin
-from oxide.tile.layout import WARP_SIZE, Layout
+from oxide.tile.layout import WARP_SIZE, Layout, broadcast_source
 from oxide.tile.shape_lower import ShapeEmitMixin
 from oxide.tile.values import Slots
 
@@ -358,9 +358,7 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
             t = Slots(t.dtype, t.layout.insert(0), t.values)
         bdims = [d for d, (n, m) in enumerate(zip(t.shape, target.shape, strict=True))
                  if n != m]
-        need = target
-        for d in bdims:
-            need = need.squeeze(d)
+        need = broadcast_source(target, t.shape)
         if t.layout.key() != need.key():
             t = self.convert(t, need)
         if not bdims:

@@ -180,8 +180,10 @@ def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False
                 for read in settle:
                     read.set_param("settle", True)  # type: ignore[attr-defined]
                     # the rings whose fills the product's last wait gives back
+                    # (not a resident ring's: its fill may be read after the loop, and
+                    # its next load gives it back)
                     read.set_param("settle_rings",  # type: ignore[attr-defined]
-                                   tuple(r.ring for r, _ in found))
+                                   tuple(r.ring for r, _ in found if not r.resident))
         if deferred and sum(ring_bytes(r) for r, _ in found) > budget:
             continue  # both rings or neither: a deferred copy's wait stands for both
         for ring, (loads, variables, reads) in found:

@@ -261,8 +261,7 @@ class ToSIMT:
             if self.em.consumer_threads is not None:  # its fills back to the producer
                 for ring in filter(None, (ring_by_id(self.em, r)
                                           for r in op.param("settle_rings", ()))):
-                    if not ring.resident:  # a resident fill may still be read: its
-                        release_all(self.em, ring)  # next load gives it back
+                    release_all(self.em, ring)
         return Slots(t.tile.dtype, layout_of(var), tuple(values))
 
 
