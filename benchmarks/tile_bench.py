@@ -4,12 +4,15 @@ Run on a machine with an NVIDIA GPU, torch and triton:
 
     python benchmarks/tile_bench.py            # prints the table, updates docs/performance.md
     python benchmarks/tile_bench.py --no-docs
+    python benchmarks/tile_bench.py --only wide_rows attention   # some sections, docs untouched
 
 Issue 11's bars (same run): tile_vecadd >= 0.97x torch.add (2^28 f32); tile_softmax and
 tile_layernorm >= 1.0x Triton (8192x8192, f32 and bf16; rows of 8,000 columns, where every tile
 crosses the edge, reported beside them); tile_transpose >= 0.85x a copy (16384^2 f32);
 tile_matmul bf16 >= 0.90x cuBLAS at 4096^3 and 8192^3 (compiled to wgmma on sm_90; the
 mma.sync path reported beside it); tile_attention bf16 (B8 H16 S4096, D 128 and 64) reported beside SDPA's flash and cuDNN.
+Issue 31's wide rows: tile_wide_rows' tuned softmax and layer norm >= 0.95x the faster of
+Triton's whole-row and chunked kernels (4096x32768 and 2048x65536, f32 and bf16).
 GPU times come from simt_bench.gpu_seconds (CUDA events around back-to-back launches
 queued behind a sleep). Each result is checked against torch first; a failing section
 prints its error and leaves the others.
@@ -62,8 +65,10 @@ def triton_kernels() -> Any:
     return softmax_rows, layernorm_rows
 
 
-def rows() -> list[tuple[str, str, str, float, float, int, float | None]]:
-    """(kernel, problem, reference, oxide s, reference s, bytes moved, bar)."""
+def rows(only: list[str] | None = None
+         ) -> list[tuple[str, str, str, float, float, int, float | None]]:
+    """(kernel, problem, reference, oxide s, reference s, bytes moved, bar), of the
+    sections named in `only` (all when None)."""
     import torch
 
     import oxide as ox
@@ -227,8 +232,28 @@ def rows() -> list[tuple[str, str, str, float, float, int, float | None]]:
             attention_at(True, d)
             attention_at(False, d)
 
-    sections = [vecadd, softmax, layernorm, transpose, matmul, attention]
+    def wide_rows() -> None:
+        """Issue 31: tile_wide_rows' tuned softmax and layer norm (the whole row while it
+        fits a tile, chunks past that) against the faster of Triton's whole-row and chunked
+        kernels, each autotuned (benchmarks/wide_rows.py), at 4096 x 32768 and 2048 x 65536."""
+        from wide_rows import measure, peer_seconds
+
+        for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+            for m, n in ((4096, 32768), (2048, 65536)):
+                results = measure(m, n, dtype)
+                for kernel, variant, t in results:
+                    if variant.startswith("oxide") and "tuned" in variant:
+                        if isinstance(t, str):
+                            raise RuntimeError(f"{kernel} {name} {m}x{n}: {t}")
+                        out.append((f"tile_wide_rows {kernel}", f"{m}x{n} {name}",
+                                    "Triton (whole row or chunks, tuned)", t,
+                                    peer_seconds(results, kernel),
+                                    2 * dtype.itemsize * m * n, 0.95))
+
+    sections = [vecadd, softmax, layernorm, transpose, matmul, attention, wide_rows]
     for section in sections:
+        if only is not None and section.__name__ not in only:
+            continue
         try:
             section()
             print(f"{section.__name__}: done", flush=True)
@@ -256,12 +281,16 @@ def table(results: list[tuple[str, str, str, float, float, int, float | None]]) 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-docs", action="store_true", help="do not touch docs/performance.md")
+    parser.add_argument("--only", nargs="+", metavar="SECTION",
+                        choices=["vecadd", "softmax", "layernorm", "transpose", "matmul",
+                                 "attention", "wide_rows"],
+                        help="run these sections alone (the docs are then left as they are)")
     args = parser.parse_args()
     section = ("## Tile model vs torch and Triton (`benchmarks/tile_bench.py`)\n\n"
                f"{environment()}. GPU time per run; ratio = reference time / oxide time.\n\n"
-               + table(rows()))
+               + table(rows(args.only)))
     print(section)
-    if not args.no_docs:
+    if not args.no_docs and args.only is None:
         update_docs(section, START, END)
 
 

@@ -1,7 +1,7 @@
-"""Rows of any width (issue 31): the chunked softmax and layer norm of the tile_wide_rows
-example against NumPy on the CPU, ragged widths and 16-bit rows included; on the GPU
-(`pytest -m gpu`) they and the whole-row examples against torch from 256 to 65536
-columns."""
+"""Rows of any width (issue 31): the softmax and layer norm of the tile_wide_rows example
+(the whole row in one tile while it fits, chunks past that) against NumPy on the CPU,
+ragged widths and 16-bit rows included; on the GPU (`pytest -m gpu`) they, their tuned
+forms and the whole-row examples against torch from 256 to 65536 columns."""
 
 from __future__ import annotations
 
@@ -39,13 +39,14 @@ def inputs(rows: int, cols: int, dtype: object, seed: int) -> tuple[np.ndarray, 
 @pytest.mark.parametrize("cols", [1, 100, 256, 257, 1000, 2048])
 @pytest.mark.parametrize("dtype", [np.float32, bf16.numpy])
 def test_chunked_rows_match_numpy_on_the_cpu(cols: int, dtype: object) -> None:
-    """Chunks of 256 columns: one partial chunk, exact multiples, many chunks."""
+    """BN = 256: up to 256 columns the row is one tile (one partial, one exact); past
+    that, chunks (one partial chunk, exact multiples, many chunks)."""
     x, w, b = inputs(5, cols, dtype, cols)
     soft, norm = np.zeros_like(x), np.zeros_like(x)
     tol = 1e-5 if dtype == np.float32 else 2 ** -7
     with ox.device("cpu"):
-        tile_wide_rows.softmax_chunks[5](x, soft, 256)
-        tile_wide_rows.layernorm_chunks[5](x, w, b, norm, EPS, 256)
+        tile_wide_rows.softmax_rows[5](x, soft, 256)
+        tile_wide_rows.layernorm_rows[5](x, w, b, norm, EPS, 256)
     np.testing.assert_allclose(soft.astype(np.float64), softmax_ref(x), rtol=tol, atol=1e-7)
     np.testing.assert_allclose(norm.astype(np.float64), layernorm_ref(x, w, b), rtol=tol,
                                atol=tol * 8)
@@ -56,8 +57,19 @@ def test_a_row_whose_large_values_come_last() -> None:
     x = np.linspace(-50.0, 80.0, 3 * 256 + 7, dtype=np.float32)[None, :].repeat(2, 0)
     soft = np.zeros_like(x)
     with ox.device("cpu"):
-        tile_wide_rows.softmax_chunks[2](x, soft, 256)
+        tile_wide_rows.softmax_rows[2](x, soft, 256)
     np.testing.assert_allclose(soft, softmax_ref(x), rtol=1e-5, atol=1e-30)
+
+
+def test_chunked_layernorm_keeps_its_precision_far_from_zero() -> None:
+    """Rows of mean 1000 and spread 1: E[x^2] - E[x]^2 in f32 would lose the variance to
+    cancellation (an ulp of 10^6 is 0.06); Welford's running deviations keep it."""
+    x, w, b = inputs(3, 1000, np.float32, 5)
+    x = (x - 1) / 3 + np.float32(1000)
+    norm = np.zeros_like(x)
+    with ox.device("cpu"):
+        tile_wide_rows.layernorm_rows[3](x, w, b, norm, EPS, 256)
+    np.testing.assert_allclose(norm, layernorm_ref(x, w, b), rtol=1e-3, atol=1e-3)
 
 
 @pytest.mark.gpu
@@ -74,14 +86,39 @@ def test_rows_of_every_width_on_the_gpu(cols: int) -> None:
     y = torch.empty_like(x)
     for launch, want in (
             (lambda: ox.launch(tile_softmax.tile_softmax, rows, x, y, block), soft),
-            (lambda: ox.launch(tile_wide_rows.softmax_chunks, rows, x, y, 4096), soft),
+            (lambda: ox.launch(tile_wide_rows.softmax_rows, rows, x, y, 4096), soft),
             (lambda: ox.launch(tile_layernorm.tile_layernorm, rows, x, w, b, y, EPS, block),
              norm),
-            (lambda: ox.launch(tile_wide_rows.layernorm_chunks, rows, x, w, b, y, EPS, 4096),
+            (lambda: ox.launch(tile_wide_rows.layernorm_rows, rows, x, w, b, y, EPS, 4096),
              norm)):
         y.zero_()
         launch()
         torch.testing.assert_close(y.double(), want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cols", [3000, 65536 + 7])
+def test_tuned_rows_on_the_gpu(cols: int) -> None:
+    """softmax_tuned and layernorm_tuned: every config they time must be right, and the
+    one chosen is, on a row that fits one tile and on one that takes chunks."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs torch with CUDA")
+    rows = 128
+    x = (torch.randn(rows, cols, device="cuda") * 3 + 1).to(torch.bfloat16)
+    w, b = (torch.randn(cols, device="cuda").to(torch.bfloat16) for _ in range(2))
+    soft = torch.softmax(x.double(), 1)
+    norm = torch.nn.functional.layer_norm(x.double(), (cols,), w.double(), b.double(), 1e-5)
+    y = torch.empty_like(x)
+    for bn, warps, stages, occupancy in tile_wide_rows.ROW_CONFIGS:
+        options = ox.Config(BN=bn, num_warps=warps, num_stages=stages, occupancy=occupancy)
+        softmax = ox.autotune(configs=[options], key=["x"])(tile_wide_rows.softmax_rows)
+        ox.launch(softmax, rows, x, y)
+        torch.testing.assert_close(y.double(), soft, rtol=2 ** -7, atol=1e-6)
+    ox.launch(tile_wide_rows.softmax_tuned, rows, x, y)
+    torch.testing.assert_close(y.double(), soft, rtol=2 ** -7, atol=1e-6)
+    ox.launch(tile_wide_rows.layernorm_tuned, rows, x, w, b, y, EPS)
+    torch.testing.assert_close(y.double(), norm, rtol=2 ** -6, atol=2 ** -6)
 
 
 def _warnings_of(compile_it) -> list[str]:
@@ -102,7 +139,7 @@ def test_a_row_too_wide_for_the_registers_is_warned_of_with_the_way_out() -> Non
     assert "1 x 65536 f32 tile takes 256 registers" in found[0]
     assert "num_warps=16" in found[0] and "for c in range(tile.num_tiles(x, 1, BN))" in found[0]
     assert _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 32768, arch="sm_90")) == []
-    assert _warnings_of(lambda: tile_wide_rows.softmax_chunks.compile(*sig, 4096,
+    assert _warnings_of(lambda: tile_wide_rows.softmax_rows.compile(*sig, 4096,
                                                                       arch="sm_90")) == []
     assert _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 65536, arch="cpu")) == []
 
