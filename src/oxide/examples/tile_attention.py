@@ -27,13 +27,17 @@ def gpu_block(d: int) -> tuple[int, int]:
 
 
 @tile.func
-def _step(qt, kt, vt, m, l_sum, acc, scale2, first_key, first_query, MASKED):
+def _step(qt, kt, vt, m, l_sum, acc, scale2, first_key, first_query, MASKED, key_end,
+          TAIL):
     """One step of the online softmax over a block of keys `kt` and values `vt` (its first
-    key `first_key` of the head); MASKED: only keys up to the query count (causal)."""
+    key `first_key` of the head); MASKED: only keys up to the query count (causal); TAIL:
+    only keys before `key_end` (the block crosses the end of the sequence)."""
     s = tile.mma(qt, kt.permute((1, 0)), tile.zeros((qt.shape[0], kt.shape[0]), f32)) * scale2
     if MASKED:  # a Python bool: decided at compile time
         keys = first_key + tile.arange(kt.shape[0])[None, :]
         s = tile.where(keys <= first_query + tile.arange(qt.shape[0])[:, None], s, -math.inf)
+    if TAIL:
+        s = tile.where(first_key + tile.arange(kt.shape[0])[None, :] < key_end, s, -math.inf)
     m_new = tile.maximum(m, tile.max(s, 1, keepdims=True))
     p = tile.exp2(s - m_new)
     alpha = tile.exp2(m - m_new)
@@ -71,17 +75,63 @@ def tile_attention(q: Slice[bf16, 2], k: Slice[bf16, 2], v: Slice[bf16, 2],
         for j in range(clear):
             m, l_sum, acc = _step(qt, tile.load(k, (kv0 + j, 0), (BN, D)),
                                   tile.load(v, (kv0 + j, 0), (BN, D)), m, l_sum, acc, scale2,
-                                  j * BN, first, False)
+                                  j * BN, first, False, seq, False)
         for j in range(clear, (first + BM + BN - 1) // BN):  # the diagonal's blocks
             m, l_sum, acc = _step(qt, tile.load(k, (kv0 + j, 0), (BN, D)),
                                   tile.load(v, (kv0 + j, 0), (BN, D)), m, l_sum, acc, scale2,
-                                  j * BN, first, True)
+                                  j * BN, first, True, seq, False)
     else:
         for j in range(seq // BN):
             m, l_sum, acc = _step(qt, tile.load(k, (kv0 + j, 0), (BN, D)),
                                   tile.load(v, (kv0 + j, 0), (BN, D)), m, l_sum, acc, scale2,
-                                  j * BN, first, False)
+                                  j * BN, first, False, seq, False)
     tile.store(o, (b, 0), (acc / l_sum).astype(bf16))
+
+
+@tile.kernel(num_warps=8, num_stages=2)
+def tile_attention_any_length(q: Slice[bf16, 3], k: Slice[bf16, 3], v: Slice[bf16, 3],
+                              o: DisjointSlice[bf16, 3], scale: f32, BM: Const[int],
+                              BN: Const[int], D: Const[int], CAUSAL: Const[bool]):
+    """`tile_attention` for sequences of any length: `q`, `k`, `v` and `o` are (batch x
+    heads, seq, D), and block (i, h) owns query rows `i * BM ...` of head `h` (grid
+    (cdiv(seq, BM), batch x heads)). Each tile is a head's (1, rows, D) tile reshaped to
+    2-d; rows past the end read 0 and are not written. Not causal, the last block of keys
+    crosses the end when BN does not divide seq, and is masked (keys past the end
+    -inf); causal, the diagonal's mask already hides them from every row that exists.
+
+    Slower than `tile_attention` for now: the compiler stages these 3-d tiles through
+    shared memory with the threads' own loads, where it fills rings by TMA from a
+    producer warp group for the 2-d ones (docs/performance.md)."""
+    first = tile.bid(0) * BM  # the block's first query row within its head
+    head = tile.bid(1)
+    seq = q.shape[1]
+    qt = tile.load(q, (head, tile.bid(0), 0), (1, BM, D)).reshape((BM, D))
+    m = tile.full((BM, 1), -math.inf, f32)
+    l_sum = tile.zeros((BM, 1), f32)
+    acc = tile.zeros((BM, D), f32)
+    scale2 = scale * LOG2E
+    if CAUSAL:
+        clear = first // BN
+        for j in range(clear):
+            m, l_sum, acc = _step(qt, tile.load(k, (head, j, 0), (1, BN, D)).reshape((BN, D)),
+                                  tile.load(v, (head, j, 0), (1, BN, D)).reshape((BN, D)),
+                                  m, l_sum, acc, scale2, j * BN, first, False, seq, False)
+        for j in range(clear, (tile.minimum(first + BM, seq) + BN - 1) // BN):
+            m, l_sum, acc = _step(qt, tile.load(k, (head, j, 0), (1, BN, D)).reshape((BN, D)),
+                                  tile.load(v, (head, j, 0), (1, BN, D)).reshape((BN, D)),
+                                  m, l_sum, acc, scale2, j * BN, first, True, seq, False)
+    else:
+        whole = seq // BN
+        for j in range(whole):
+            m, l_sum, acc = _step(qt, tile.load(k, (head, j, 0), (1, BN, D)).reshape((BN, D)),
+                                  tile.load(v, (head, j, 0), (1, BN, D)).reshape((BN, D)),
+                                  m, l_sum, acc, scale2, j * BN, first, False, seq, False)
+        if whole * BN < seq:
+            m, l_sum, acc = _step(
+                qt, tile.load(k, (head, whole, 0), (1, BN, D)).reshape((BN, D)),
+                tile.load(v, (head, whole, 0), (1, BN, D)).reshape((BN, D)), m, l_sum, acc,
+                scale2, whole * BN, first, False, seq, True)
+    tile.store(o, (head, tile.bid(0), 0), (acc / l_sum).astype(bf16).reshape((1, BM, D)))
 
 
 def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int, causal: bool
