@@ -94,18 +94,19 @@ def tile_attention_any_length(q: Slice[bf16, 3], k: Slice[bf16, 3], v: Slice[bf1
                               BN: Const[int], D: Const[int], CAUSAL: Const[bool]):
     """`tile_attention` for sequences of any length: `q`, `k`, `v` and `o` are (batch x
     heads, seq, D), and block (i, h) owns query rows `i * BM ...` of head `h` (grid
-    (cdiv(seq, BM), batch x heads)). Each tile is a head's (1, rows, D) tile reshaped to
-    2-d; rows past the end read 0 and are not written. Not causal, the last block of keys
-    crosses the end when BN does not divide seq, and is masked (keys past the end
+    (cdiv(seq, BM), batch x heads)). `k[h]` is head h's (seq, D) matrix (a view, as in
+    NumPy); rows past its end read 0 and are not written. Not causal, the last block of
+    keys crosses the end when BN does not divide seq, and is masked (keys past the end
     -inf); causal, the diagonal's mask already hides them from every row that exists.
 
-    Slower than `tile_attention` for now: the compiler stages these 3-d tiles through
+    Slower than `tile_attention` for now: the compiler stages a view's tiles through
     shared memory with the threads' own loads, where it fills rings by TMA from a
-    producer warp group for the 2-d ones (docs/performance.md)."""
-    first = tile.bid(0) * BM  # the block's first query row within its head
-    head = tile.bid(1)
-    seq = q.shape[1]
-    qt = tile.load(q, (head, tile.bid(0), 0), (1, BM, D)).reshape((BM, D))
+    producer warp group for a 2-d array's (docs/performance.md)."""
+    i, h = tile.bid(0), tile.bid(1)
+    qh, kh, vh = q[h], k[h], v[h]
+    first = i * BM  # the block's first query row within its head
+    seq = qh.shape[0]
+    qt = tile.load(qh, (i, 0), (BM, D))
     m = tile.full((BM, 1), -math.inf, f32)
     l_sum = tile.zeros((BM, 1), f32)
     acc = tile.zeros((BM, D), f32)
@@ -113,25 +114,24 @@ def tile_attention_any_length(q: Slice[bf16, 3], k: Slice[bf16, 3], v: Slice[bf1
     if CAUSAL:
         clear = first // BN
         for j in range(clear):
-            m, l_sum, acc = _step(qt, tile.load(k, (head, j, 0), (1, BN, D)).reshape((BN, D)),
-                                  tile.load(v, (head, j, 0), (1, BN, D)).reshape((BN, D)),
-                                  m, l_sum, acc, scale2, j * BN, first, False, seq, False)
+            m, l_sum, acc = _step(qt, tile.load(kh, (j, 0), (BN, D)),
+                                  tile.load(vh, (j, 0), (BN, D)), m, l_sum, acc, scale2,
+                                  j * BN, first, False, seq, False)
         for j in range(clear, (tile.minimum(first + BM, seq) + BN - 1) // BN):
-            m, l_sum, acc = _step(qt, tile.load(k, (head, j, 0), (1, BN, D)).reshape((BN, D)),
-                                  tile.load(v, (head, j, 0), (1, BN, D)).reshape((BN, D)),
-                                  m, l_sum, acc, scale2, j * BN, first, True, seq, False)
+            m, l_sum, acc = _step(qt, tile.load(kh, (j, 0), (BN, D)),
+                                  tile.load(vh, (j, 0), (BN, D)), m, l_sum, acc, scale2,
+                                  j * BN, first, True, seq, False)
     else:
         whole = seq // BN
         for j in range(whole):
-            m, l_sum, acc = _step(qt, tile.load(k, (head, j, 0), (1, BN, D)).reshape((BN, D)),
-                                  tile.load(v, (head, j, 0), (1, BN, D)).reshape((BN, D)),
-                                  m, l_sum, acc, scale2, j * BN, first, False, seq, False)
+            m, l_sum, acc = _step(qt, tile.load(kh, (j, 0), (BN, D)),
+                                  tile.load(vh, (j, 0), (BN, D)), m, l_sum, acc, scale2,
+                                  j * BN, first, False, seq, False)
         if whole * BN < seq:
-            m, l_sum, acc = _step(
-                qt, tile.load(k, (head, whole, 0), (1, BN, D)).reshape((BN, D)),
-                tile.load(v, (head, whole, 0), (1, BN, D)).reshape((BN, D)), m, l_sum, acc,
-                scale2, whole * BN, first, False, seq, True)
-    tile.store(o, (head, tile.bid(0), 0), (acc / l_sum).astype(bf16).reshape((1, BM, D)))
+            m, l_sum, acc = _step(qt, tile.load(kh, (whole, 0), (BN, D)),
+                                  tile.load(vh, (whole, 0), (BN, D)), m, l_sum, acc, scale2,
+                                  whole * BN, first, False, seq, True)
+    tile.store(o[h], (i, 0), (acc / l_sum).astype(bf16))
 
 
 def reference(q: np.ndarray, k: np.ndarray, v: np.ndarray, heads: int, causal: bool

@@ -29,7 +29,7 @@ import ast
 import builtins
 import math as pymath
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from oxide import types as T
@@ -386,7 +386,7 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
 
     def assign(self, target: ast.expr, value: Any, node: ast.AST) -> None:
         if isinstance(target, ast.Name):
-            if isinstance(value, TArray) and target.id != value.name:
+            if isinstance(value, TArray) and target.id != value.name and not value.fixed:
                 raise self.error(UnsupportedFeatureError, target,
                                  "arrays cannot be renamed in tile kernels",
                                  hint=f"use `{value.name}` itself")
@@ -527,10 +527,42 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
         if isinstance(base, Tile):
             return self.tile_subscript(base, node)
         if isinstance(base, TArray):
-            raise self.error(UnsupportedFeatureError, node,
-                             "tile kernels read arrays a tile at a time",
-                             hint=f"write `tile.load({base.name}, index, shape)`")
+            return self.array_view(base, node)
         raise self.error(KernelTypeError, node, f"cannot index {describe(base)}")
+
+    def array_view(self, arr: TArray, node: ast.Subscript) -> TArray:
+        """`arr[i]`, `arr[i, j]`: the view of `arr` at leading integer indices, an array
+        of the remaining dimensions (values.TArray); its tiles are read and written with
+        tile.load and tile.store as any array's."""
+        v = self.expr(node.slice)
+        items = list(v.obj) if isinstance(v, Static) and isinstance(v.obj, tuple) else (
+            list(v) if isinstance(v, tuple) else [v])
+        items = [i if isinstance(i, (Tile, Static, TArray, ShapeOf)) else Static(i)
+                 for i in items]
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        nodes = list(elts) if len(elts) == len(items) else [node.slice] * len(items)
+        if len(items) >= arr.type.rank:
+            raise self.error(UnsupportedFeatureError, node,
+                             f"`{arr.name}` has rank {arr.type.rank}: `{arr.name}[...]` with "
+                             f"{len(items)} index{'es' if len(items) != 1 else ''} leaves no "
+                             "dimension to read a tile of (tile kernels read arrays a tile at "
+                             "a time)",
+                             hint=f"write `tile.load({arr.name}, index, shape)`, or index "
+                                  f"fewer dimensions: `{arr.name}[i]` is the array at "
+                                  "leading index i")
+        for item, at in zip(items, nodes, strict=True):
+            constant = (isinstance(item, Static) and isinstance(item.obj, int)
+                        and not isinstance(item.obj, bool))
+            if not (constant or (isinstance(item, Tile) and item.ndim == 0
+                                 and item.dtype.is_int)):
+                raise self.error(KernelTypeError, at, f"`{arr.name}[...]` takes integer "
+                                 f"scalars (a view at leading indices), not {describe(item)}",
+                                 hint="slices are not views here: load the tile you need "
+                                      "with `tile.load`")
+        view_type = replace(arr.type, rank=arr.type.rank - len(items))
+        # the items as written (a TileIndex keeps its witness for the DisjointSlice rules)
+        return TArray(arr.ssa, view_type, arr.name, (*arr.fixed, *items),
+                      (*arr.fixed_nodes, *nodes))
 
     def tile_subscript(self, t: Tile, node: ast.Subscript) -> Tile:
         """`x[:, None]`, `x[None, :]`, `x[None]`: new dimensions of extent 1."""
@@ -688,11 +720,13 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
         return self.t.scalar(ssa, dt)
 
     def extent(self, arr: TArray, d: int) -> Tile:
-        """`arr.shape[d]`; where the launch specialized on 16-byte row vectors, a row's
-        length is known to be a multiple of 16 bytes' worth of elements."""
+        """`arr.shape[d]` (of a view: the parameter's dimension past its fixed ones); where
+        the launch specialized on 16-byte row vectors, a row's length is known to be a
+        multiple of 16 bytes' worth of elements."""
+        d += len(arr.fixed)
         ssa = self.b.value(ops.ArrayDimOp(arr.ssa, d, ir_type(T.i64)))
         divisor = None
-        if arr.type.vectors and d == arr.type.rank - 1:
+        if arr.type.vectors and d == arr.base_rank - 1:
             divisor = T.VECTOR_BYTES // arr.type.dtype.itemsize
         return self.t.scalar(ssa, T.i64, divisor)
 

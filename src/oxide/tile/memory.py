@@ -6,6 +6,7 @@ with its index items in the array's dimension order (`order=` applied).
 from __future__ import annotations
 
 import ast
+from dataclasses import replace
 from typing import Any
 
 from oxide import types as T
@@ -97,6 +98,8 @@ class TileMemoryMixin:
         if order is not None:
             items, shape = _to_array_order(items, order), _to_array_order(shape, order)
             nodes = _to_array_order(nodes, order)
+        drop = len(arr.fixed)  # a view's fixed dimensions: extent 1, not in the tile
+        arr, items, nodes, shape, order = _in_parameter(arr, items, nodes, shape, order)
         if arr.type.access == "disjoint":
             self.check_disjoint(arr, items, nodes, shape, node, node.args[1], "read", order)
         elif arr.type.access == "atomic":
@@ -125,7 +128,7 @@ class TileMemoryMixin:
             raise self.error(KernelTypeError, pad_node, f"the padding is a number or a "
                              f"scalar, not {describe(pad_v)}")
         t = self.t.load(arr.ssa, arr.type.vectors, dt, pad, self._index_i64(items, node.args[1]),
-                        shape, self.load_pipe, self.load_live)
+                        shape, self.load_pipe, self.load_live, drop)
         if scalar:  # `tile.load(arr, index, ())`: the element as a 0-d tile
             return self.t.squeeze(t)
         if order is None:
@@ -176,15 +179,34 @@ class TileMemoryMixin:
             items, nodes = _to_array_order(items, order), _to_array_order(nodes, order)
             inverse = tuple(order.index(d) for d in range(len(order)))
             value = self.t.permute(value, inverse)
+        drop = len(arr.fixed)
+        arr, items, nodes, shape, order = _in_parameter(arr, items, nodes, value.shape, order)
         if access == "disjoint":
-            self.check_disjoint(arr, items, nodes, value.shape, node, node.args[1], "written",
+            self.check_disjoint(arr, items, nodes, shape, node, node.args[1], "written",
                                 order)
         if value.dtype != arr.dtype:
             raise self.error(KernelTypeError, node.args[2],
                              f"`{arr.name}` holds {arr.dtype.name}; cannot store "
                              f"{value.describe()}",
                              hint=f"convert: `.astype({arr.dtype.name})`")
-        self.t.store(arr.ssa, arr.type.vectors, value, self._index_i64(items, node.args[1]))
+        self.t.store(arr.ssa, arr.type.vectors, value, self._index_i64(items, node.args[1]),
+                     drop)
+
+
+def _in_parameter(arr: TArray, items: list[Any], nodes: list[ast.AST],
+                  shape: tuple[int, ...], order: tuple[int, ...] | None
+                  ) -> tuple[TArray, list[Any], list[ast.AST], tuple[int, ...],
+                             tuple[int, ...] | None]:
+    """An access of view `arr` (values.TArray) as the parameter's own: its fixed indices
+    first, with extent 1, and `order` over the parameter's dimensions. An array itself
+    comes back as it is."""
+    k = len(arr.fixed)
+    if not k:
+        return arr, items, nodes, shape, order
+    whole = TArray(arr.ssa, replace(arr.type, rank=arr.base_rank), arr.name)
+    full_order = None if order is None else (*range(k), *(d + k for d in order))
+    return (whole, [*arr.fixed, *items], [*arr.fixed_nodes, *nodes], (1,) * k + shape,
+            full_order)
 
 
 def _to_array_order(items: Any, order: tuple[int, ...]) -> Any:

@@ -154,18 +154,23 @@ class TileOps:
     def load(self, array: SSAValue, vectors: bool | None, dt: T.DType, padding: Tile,
              index: Sequence[Tile], shape: tuple[int, ...],
              pipe: tuple[int, int, bool, tuple[int, ...]] | None = None,
-             live: Tile | None = None) -> Tile:
+             live: Tile | None = None, drop: int = 0) -> Tile:
         """`pipe`: (which pipelined load statement, iterations ahead, whether it is the
         first load of the loop's prologue, the pipelined loops it is in: its own last),
         for tile/operand_rings.py; `live`: whether
-        the iteration it is issued for runs (a 0-d bool), the op's last operand (`live_of`)."""
+        the iteration it is issued for runs (a 0-d bool), the op's last operand (`live_of`);
+        `drop`: the array's leading dimensions of extent 1 the tile leaves out (a view's
+        fixed indices), so the tile is `shape[drop:]`."""
         extra = [] if live is None else [live.ssa]
-        return self.make("load", [array, padding, *index, *extra], shape, dt, shape=shape,
-                         vectors=vectors, pipe=pipe, live=live is not None)
+        return self.make("load", [array, padding, *index, *extra], shape[drop:], dt,
+                         shape=shape, vectors=vectors, pipe=pipe, live=live is not None,
+                         drop=drop or None)
 
     def store(self, array: SSAValue, vectors: bool | None, value: Tile,
-              index: Sequence[Tile]) -> None:
-        op = make("store", [array, value.ssa, *(i.ssa for i in index)], [], vectors=vectors)
+              index: Sequence[Tile], drop: int = 0) -> None:
+        """`drop`: the array's leading dimensions of extent 1 the tile leaves out."""
+        op = make("store", [array, value.ssa, *(i.ssa for i in index)], [], vectors=vectors,
+                  drop=drop or None)
         self.b.tile_op(op, self.span())
 
     def atomic(self, array: SSAValue, kind: str, sem: str, scope: str, values: Sequence[Tile],

@@ -159,11 +159,10 @@ def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False
                 found.append((ring, chain))
         deferred = len(found) == 2 and all(r.pipelined for r, _ in found)
         if deferred:  # the copies wait for a barrier after the product: one buffer fewer
-            found = [(replace(r, buffers=r.buffers - 1,
-                              tma=tma and _tma_fits(b, r, c[0][0].operands[0])), c)
-                     for r, c in found]
+            found = [(replace(r, buffers=r.buffers - 1, tma=tma and _tma_fits(b, r, c[0][0])),
+                      c) for r, c in found]
         elif tma and producer:
-            found = [(_shared(_for_producer(b, r, c[0][0].operands[0]), c[0], placed), c)
+            found = [(_shared(_for_producer(b, r, c[0][0]), c[0], placed), c)
                      for r, c in found]
         found = [(r, c) for r, c in found if not r.resident or r.producer_only]
         settle = _accumulator_reads(op, writes) if len(found) == 2 else None
@@ -203,12 +202,12 @@ def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False
     return count
 
 
-def _for_producer(b: TileBuilder, ring: RingLayout, array: SSAValue) -> RingLayout:
+def _for_producer(b: TileBuilder, ring: RingLayout, load: Operation) -> RingLayout:
     """A single pipelined operand's ring, or a resident one, filled by TMA for a producer
     warp group where TMA can fill it: the producer waits for each buffer's release, so a
     pipelined ring needs no buffer for the reads a barrier would otherwise cover
     (`ahead + 1`). Other rings as they were."""
-    if not (ring.pipelined or ring.resident) or not _tma_fits(b, ring, array):
+    if not (ring.pipelined or ring.resident) or not _tma_fits(b, ring, load):
         return ring
     buffers = 1 if ring.resident else ring.buffers - 1
     return replace(ring, buffers=buffers, tma=True, producer_only=True)
@@ -263,17 +262,19 @@ def needs_producer(b: TileBuilder) -> bool:
                for op in b.tile_ops if kind_of(op) == "load")
 
 
-def _tma_fits(b: TileBuilder, ring: RingLayout, array: SSAValue) -> bool:
-    """Whether TMA can fill `ring` from `array`: a mappable array, boxes of at most 256
-    rows."""
-    return mappable(b, array) and ring.shape[0] <= TMA_MAX_BOX
+def _tma_fits(b: TileBuilder, ring: RingLayout, load: Operation) -> bool:
+    """Whether TMA can fill `ring` with `load`'s tiles: a mappable array, boxes of at
+    most 256 rows."""
+    return (mappable(b, load.operands[0], load.param("drop") or 0)
+            and ring.shape[0] <= TMA_MAX_BOX)
 
 
-def mappable(b: TileBuilder, array: SSAValue) -> bool:
-    """Whether the launch can build a tensor map of `array` (runtime/operand_maps.py): a
-    C-contiguous 2-d kernel parameter."""
+def mappable(b: TileBuilder, array: SSAValue, drop: int = 0) -> bool:
+    """Whether the launch can build a tensor map of `array` (runtime/operand_maps.py) for
+    2-d tiles, `drop` leading dimensions of extent 1 left out (a view's): a C-contiguous
+    kernel parameter of rank 2 + drop."""
     return (isinstance(array, BlockArgument) and array.block is b.func.body.blocks[0]
-            and isinstance(array.type, IRArrayType) and array.type.rank.data == 2
+            and isinstance(array.type, IRArrayType) and array.type.rank.data == 2 + drop
             and bool(array.type.contiguous.data))
 
 
@@ -384,8 +385,9 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
           written: set[SSAValue], b_transposed: bool, ring: int, resident: bool = False
           ) -> RingLayout | None:
     """The ring of these loads, or None where one does not qualify. With `resident`, a
-    load outside the product's block (the loop-invariant operand of a product in a loop)
-    gets a resident ring (one buffer, `_for_producer` decides whether it stays)."""
+    load that is not pipelined (the loop-invariant operand of a product in a loop, or a
+    lone step's operand) gets a resident ring (one buffer, `_for_producer` decides
+    whether it stays)."""
     pipes = {ld.param("pipe", (None,))[0] for ld in loads}
     outside = False
     if variables:
@@ -402,6 +404,9 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
         outside = loads[0].parent_block() is not mma.parent_block()
         if outside and not (resident and pipes == {None}):
             return None
+        # for a producer, a load that is not pipelined is resident wherever it stands (a
+        # masked last step's operand after its loop): its one fill stays until it runs again
+        outside = outside or (resident and pipes == {None})
         buffers = 1 if outside else 2
     for ld in loads:
         t = ld.results[0].type
@@ -519,13 +524,16 @@ def issue(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt:
     per = CHUNK // size
     chunks = blocked((rows, cols), em.num_warps, per)  # each run of `per` is one chunk
     assert chunks.dims[1].spt % per == 0
-    starts = em._starts(index, chunks)
-    rooms = em._rooms(array, index, starts, chunks)
+    in_array = chunks  # addressed in the array's dimensions: a view's fixed ones first
+    for _ in range(len(index) - 2):
+        in_array = in_array.insert(0)
+    starts = em._starts(index, in_array)
+    rooms = em._rooms(array, index, starts, in_array)
     coords = em.coords(chunks)
     owner = em.owner(chunks)
     if owner is None:
         owner = em.const(True, T.bool_)
-    offsets = chunks.offsets()
+    offsets = in_array.offsets()
     first_element = b.value(ops.BinaryOp("mul", b.cast(buffer, T.i64),
                                          em.const(rows * cols, T.i64)))
     for k in range(0, len(offsets), per):

@@ -311,15 +311,18 @@ def _advance(em: Any, ring: RingLayout, live: SSAValue | None = None
 def _fill(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt: T.DType,
           buffer: SSAValue) -> None:
     """Arm `full[buffer]` with the tile's bytes and copy the tile at `index` into the
-    buffer, one TMA copy per slab (the calling thread alone)."""
+    buffer, one TMA copy per slab (the calling thread alone). An index longer than 2
+    leads with a view's fixed dimensions (extent 1 in the box)."""
     b = em.b
     bars = barriers(em, ring)
     smem = ring_array(em, ring, dt)
     rows, cols = ring.shape
     width = ring.width
-    tmap = em.operand_map(array, box_of(ring), swizzle_of(ring, dt))
-    row0 = coordinate(em, index[0], rows)
-    col0 = coordinate(em, index[1], cols)
+    drop = len(index) - 2
+    tmap = em.operand_map(array, (1,) * drop + box_of(ring), swizzle_of(ring, dt))
+    fixed = [coordinate(em, i, 1) for i in index[:drop]]
+    row0 = coordinate(em, index[drop], rows)
+    col0 = coordinate(em, index[drop + 1], cols)
     bar = b.value(ops.HopperOp("tma.barrier", [], [ir_type(T.i64)], bars,
                                [b.cast(buffer, T.i64)]))
     b.emit(ops.HopperOp("mbarrier.arrive_expect_tx", [em.const(rows * cols * dt.bits // 8,
@@ -331,7 +334,8 @@ def _fill(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt:
                                                        em.const(s * rows * width, T.i64)))
         col = col0 if s == 0 else b.value(ops.BinaryOp("add", col0,
                                                        em.const(s * width, T.i32)))
-        b.emit(ops.HopperOp("tma.load.2d", [tmap, bar, row0, col], [], smem, [at], imm=()))
+        b.emit(ops.HopperOp(f"tma.load.{2 + drop}d", [tmap, bar, *fixed, row0, col], [], smem,
+                            [at], imm=()))
 
 
 def _token(em: Any, ring: RingLayout, dt: T.DType, buffer: SSAValue, phase: SSAValue) -> Slots:

@@ -89,7 +89,8 @@ def place_tma_stores(b: TileBuilder) -> int:
 def _qualifies(b: TileBuilder, op: Operation, accesses: dict[SSAValue, int]) -> bool:
     array, value = op.operands[0], op.operands[1]
     t = value.type
-    if not isinstance(t, TileType) or len(t.dims) != 2 or t.dtype.name not in _DTYPES:
+    if (not isinstance(t, TileType) or len(t.dims) != 2 or t.dtype.name not in _DTYPES
+            or op.param("drop")):  # a view's tile: TMA stores take 2-d arrays only
         return False
     rows, cols = t.dims
     width = row_elements(cols, t.dtype)

@@ -23,6 +23,7 @@ from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, TileVarType, kind_of
 from oxide.ir.types import ir_type
 from oxide.tile.builder import TileBuilder
+from oxide.tile.layout import Layout
 from oxide.tile.layouts import layout_of
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import engine_of
@@ -195,8 +196,10 @@ class ToSIMT:
                 return issue_tma(self.em, array, index_values, ring, dt, first, live)
             return issue(self.em, array, index_values, ring, dt, first)
         pad = self.b.cast(self._in(padding).scalar, dt)
-        return self.em.load(array, op.param("vectors"), dt,
-                            [self._in(i).scalar for i in index], layout_of(op.results[0]), pad)
+        layout = layout_of(op.results[0])
+        got = self.em.load(array, op.param("vectors"), dt, [self._in(i).scalar for i in index],
+                           _with_dropped(layout, op.param("drop")), pad)
+        return Slots(dt, layout, got.values)
 
     def _store(self, op: Operation) -> None:
         array, value, *index = op.operands
@@ -204,7 +207,9 @@ class ToSIMT:
         if op.param("tma"):  # through shared memory, by TMA (tile/tma_stores.py)
             store_tma(self.em, array, index_values, self._in(value))
             return
-        self.em.store(array, op.param("vectors"), index_values, self._in(value))
+        t = self._in(value)
+        self.em.store(array, op.param("vectors"), index_values,
+                      Slots(t.dtype, _with_dropped(t.layout, op.param("drop")), t.values))
 
     def _atomic(self, op: Operation) -> Slots:
         count = op.param("values")
@@ -305,3 +310,12 @@ def narrow_compare(em: TileEmitter, pred: str, a: Slots, n: Slots) -> Slots:
     for how, cond in conds:
         cmp = em.binary(how, cmp, em.broadcast(cond, a.layout))
     return cmp
+
+
+def _with_dropped(layout: Layout, drop: int | None) -> Layout:
+    """The layout of a tile that leaves out the array's `drop` leading dimensions (a
+    view's access) with them put back, extent 1 and held by every thread: the same
+    elements in the same slots, addressed in the array's dimensions."""
+    for _ in range(drop or 0):
+        layout = layout.insert(0)
+    return layout

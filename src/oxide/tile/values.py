@@ -105,15 +105,25 @@ class Slots:
 
 @dataclass(frozen=True)
 class TArray:
-    """An array parameter: its IR value, type and name."""
+    """An array parameter: its IR value, type and name; or a view of one, `arr[i]` (as
+    NumPy's): the parameter's elements whose leading indices are `fixed`, an array of
+    the remaining dimensions (`type` has their rank). A view's tiles are the parameter's
+    tiles of extent 1 along the fixed dimensions, at those indices (tile/memory.py)."""
 
     ssa: SSAValue
     type: T.ArrayType
     name: str
+    fixed: tuple[Any, ...] = ()  # a view's leading indices: integer scalars (Tiles)
+    fixed_nodes: tuple[Any, ...] = ()  # where each was written (ast nodes)
 
     @property
     def dtype(self) -> T.DType:
         return self.type.dtype
+
+    @property
+    def base_rank(self) -> int:
+        """The parameter's rank (a view's and its fixed dimensions')."""
+        return self.type.rank + len(self.fixed)
 
 
 @dataclass(frozen=True)
