@@ -5,13 +5,15 @@ does: OXIDE_TILE_CPU_HOPPER=1) and against torch's SDPA on the GPU (`pytest -m g
 
 from __future__ import annotations
 
+import collections
 import math
+import re
 
 import numpy as np
 import pytest
 
 import oxide as ox
-from oxide import bf16
+from oxide import DisjointSlice, Slice, bf16
 from oxide.examples import tile_attention as ta
 
 pytest.importorskip("ml_dtypes")
@@ -41,10 +43,30 @@ def test_any_length_on_the_cpu(seq: int, causal: bool) -> None:
 
 @pytest.mark.parametrize("causal", [False, True])
 def test_any_length_on_the_cpus_sm90(causal: bool, monkeypatch) -> None:
-    """The code sm_90 gets (wgmma products), run on the CPU: 64 x 32 blocks over 70 rows
-    (two whole key blocks and a tail; the second query block crosses the end)."""
+    """The code sm_90 gets, run on the CPU, with a GPU's 128 x 128 blocks at D64 over 300
+    rows: Q, K and V by TMA from a producer warp group (the tail step's K and V in
+    resident buffers), the last query block and the last key block crossing the end."""
     monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
-    assert _run(2, 70, 32, causal, (64, 32), 7) < 2e-2
+    assert _run(2, 300, 64, causal, (128, 128), 7) < 2e-2
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_heads_come_by_tma_from_a_producer_on_sm90(causal: bool) -> None:
+    """As compiled for sm_90 (128 x 128 blocks, D64): every copy a 3-d TMA copy of one
+    head's box, a producer warp group, nothing staged by the threads; not causal, the
+    tail step's K and V have their own (resident) buffers: 7 copies, causal 9 (its two
+    loops' prologues)."""
+    from test_tile_tma_rings import V
+
+    sig = (V(Slice[bf16, 3], vectors=True),) * 3 + (V(DisjointSlice[bf16, 3], vectors=True),)
+    ptx = ta.tile_attention_any_length.compile(*sig, np.float32(0.1), 128, 128, 64, causal,
+                                               arch="sm_90").ptx
+    ops = collections.Counter(re.findall(r"^\s*([a-z][\w.:]*)", ptx, re.M))
+    copies = {k: v for k, v in ops.items() if k.startswith("cp.async.bulk.tensor")}
+    assert set(copies) and all(".3d." in k for k in copies), copies
+    assert sum(copies.values()) == (9 if causal else 7)
+    assert ops["setmaxnreg.dec.sync.aligned.u32"] == 1
+    assert not any(k.startswith(("st.shared", "cp.async.cg")) for k in ops)
 
 
 @pytest.mark.gpu

@@ -124,13 +124,21 @@ class Generator(LangOps):
         rng = self.rng
         dt = _weighted(rng, DTYPES)
         grid, names = p.grid, p.tile_names
+        fixed = 0
         if p.rank == 1:
             form = "vec"
         elif p.rank == 3:
-            form = rng.choices(("3d", "2d_trail", "vec_trail"), (70, 15, 15))[0]
+            form = rng.choices(("3d", "2d_trail", "vec_trail", "view"), (55, 15, 15, 15))[0]
         else:
-            form = rng.choices(("2d", "row", "col", "vec_m", "vec_n"), (65, 10, 5, 10, 10))[0]
-        if form == "vec":
+            form = rng.choices(("2d", "row", "col", "vec_m", "vec_n", "view"),
+                               (55, 10, 5, 10, 10, 10))[0]
+        if form == "view":  # `x[c]`: a 3-d array's matrix at a leading index
+            fixed = 1
+            lead = rng.choice(("i", 0, 1)) if p.rank == 3 else rng.choice(("j", 0, 2))
+            tile = (1, *p.tile[-2:])
+            text = ("1", *names[-2:])
+            index = (lead, *("jk" if p.rank == 3 else "ij"))
+        elif form == "vec":
             tile, text, index = p.tile, names, ("i",)
         elif form == "3d":
             tile, text = p.tile, names
@@ -158,14 +166,14 @@ class Generator(LangOps):
                                                     rng.randint(1, size + 2)))))
         pad = None if rng.random() < 0.2 else rng.choice(PADDING[dt])
         buffer, offset = self._buffer(tuple(shape))
-        return Input(f"x{k}", dt, tuple(shape), tile, text, index, pad, buffer, offset)
+        return Input(f"x{k}", dt, tuple(shape), tile, text, index, pad, buffer, offset, fixed)
 
     # -- statements ---------------------------------------------------------------------
 
     def program(self) -> Program:
         p, rng = self.p, self.rng
         for k, x in enumerate(p.inputs):
-            v = self._add("load", (), k, x.dtype, x.tile)
+            v = self._add("load", (), k, x.dtype, x.loaded)
             if p.rank == 2 and len(x.tile) == 1 and (x.index == ("i",) or rng.random() < 0.5):
                 self._add("expand", (v,), 1 if x.index == ("i",) else 0, x.dtype,
                           (x.tile[0], 1) if x.index == ("i",) else (1, x.tile[0]))

@@ -3,7 +3,8 @@
 Values are evaluated for every block at once: an array of shape `grid + tile shape`
 (a 0-d tile is `grid`), so block (i, j) is `value[i, j]`. The rules it follows:
 
-- `tile.load(arr, index, shape, padding=p)` is `t[x, y] = arr[i*BM + x, j*BN + y]`; an
+- `tile.load(arr, index, shape, padding=p)` is `t[x, y] = arr[i*BM + x, j*BN + y]` (a
+  view `arr[c]` fixes a leading index: the tile of extent 1 there, without it); an
   element outside the array reads `p` (converted to the array's dtype; 0 without it).
 - `tile.store(out, (i, j), t)` writes only the elements inside `out`: the rest of the
   tile, and everything around the view `out` is of its buffer, is left as it was.
@@ -320,7 +321,7 @@ class Model(LangModel):
             coords.append(np.clip(c, 0, arr.shape[d] - 1))
         coords = [np.broadcast_to(c, self.grid + x.tile) for c in coords]
         pad = R.constant(0 if x.padding is None else x.padding, x.dtype)
-        v = np.where(inside, arr[tuple(coords)], pad)
+        v = np.where(inside, arr[tuple(coords)], pad).reshape(self.grid + x.loaded)
         return self._done(n, v, np.zeros(v.shape, bool))
 
     def _store(self, root: Value) -> Expected:

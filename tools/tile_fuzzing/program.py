@@ -92,6 +92,14 @@ class Input:
     padding: int | float | None
     buffer: tuple[int, ...]
     offset: tuple[int, ...]
+    # leading dimensions read through a view (`x[i]`): extent 1 in `tile`, not in the
+    # loaded tile (`loaded`)
+    fixed: int = 0
+
+    @property
+    def loaded(self) -> tuple[int, ...]:
+        """The loaded tile's shape: `tile` without the view's fixed dimensions."""
+        return self.tile[self.fixed:]
 
 
 @dataclass(frozen=True)
@@ -199,8 +207,9 @@ def render_op(p: Program, n: Node) -> str:
     if n.op == "load":
         x = p.inputs[n.attr]  # type: ignore[index]
         pad = "" if x.padding is None else f", padding={_padding(x.padding)}"
-        return (f"tile.load({x.name}, {_tuple([str(v) for v in x.index])}, "
-                f"{_tuple(list(x.tile_text))}{pad})")
+        view = x.name + "".join(f"[{v}]" for v in x.index[:x.fixed])
+        return (f"tile.load({view}, {_tuple([str(v) for v in x.index[x.fixed:]])}, "
+                f"{_tuple(list(x.tile_text[x.fixed:]))}{pad})")
     if n.op == "binary":
         return f"{a[0]} {BINARY[n.attr]} {a[1]}"  # type: ignore[index]
     if n.op == "compare":

@@ -23,7 +23,7 @@ import ast
 from typing import Any
 
 from oxide import types as T
-from oxide.errors import KernelTypeError, SafetyError
+from oxide.errors import KernelTypeError, SafetyError, UnsupportedFeatureError
 from oxide.tile.values import Static, TArray, Tile, describe
 
 ATOMICS = ("add", "max", "min", "xchg", "cas", "and", "or", "xor")
@@ -74,6 +74,11 @@ class TileAtomicsMixin:
 
     def _atomic_array(self, v: Any, at: ast.AST, name: str) -> TArray:
         arr = self._array_arg(v, at, name)
+        if arr.fixed:
+            raise self.error(UnsupportedFeatureError, at,
+                             f"{name} on a view (`{arr.name}[...]`) is not built yet",
+                             hint=f"index `{arr.name}` itself, the view's indices first, "
+                                  "with extent 1 along them")
         access = arr.type.access
         if access == "atomic" or (access in ("raw", "disjoint") and self.unsafe_depth):
             return arr

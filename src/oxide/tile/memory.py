@@ -99,9 +99,10 @@ class TileMemoryMixin:
             items, shape = _to_array_order(items, order), _to_array_order(shape, order)
             nodes = _to_array_order(nodes, order)
         drop = len(arr.fixed)  # a view's fixed dimensions: extent 1, not in the tile
-        arr, items, nodes, shape, order = _in_parameter(arr, items, nodes, shape, order)
+        arr, items, nodes, shape, in_array = _in_parameter(arr, items, nodes, shape, order)
         if arr.type.access == "disjoint":
-            self.check_disjoint(arr, items, nodes, shape, node, node.args[1], "read", order)
+            self.check_disjoint(arr, items, nodes, shape, node, node.args[1], "read",
+                                in_array)
         elif arr.type.access == "atomic":
             raise self.error(SafetyError, node.args[0],
                              f"`{arr.name}` is an AtomicSlice: it is read and written only "
@@ -180,10 +181,11 @@ class TileMemoryMixin:
             inverse = tuple(order.index(d) for d in range(len(order)))
             value = self.t.permute(value, inverse)
         drop = len(arr.fixed)
-        arr, items, nodes, shape, order = _in_parameter(arr, items, nodes, value.shape, order)
+        arr, items, nodes, shape, in_array = _in_parameter(arr, items, nodes, value.shape,
+                                                           order)
         if access == "disjoint":
             self.check_disjoint(arr, items, nodes, shape, node, node.args[1], "written",
-                                order)
+                                in_array)
         if value.dtype != arr.dtype:
             raise self.error(KernelTypeError, node.args[2],
                              f"`{arr.name}` holds {arr.dtype.name}; cannot store "

@@ -1,0 +1,162 @@
+"""Array views in tile kernels: `arr[i]` is the array at leading index i, as in NumPy (an
+array of the remaining dimensions; tile/values.py `TArray.fixed`). Its tiles are the
+parameter's tiles of extent 1 along the fixed dimensions, read and written by tile.load
+and tile.store without those dimensions (the ops' `drop`), checked by the same
+DisjointSlice rules, and on sm_90 a product's operand from a view comes by TMA like a
+2-d array's. CPU runs against NumPy; the attention kernel that reads heads as views is
+tested in test_tile_attention_any_length.py."""
+
+from __future__ import annotations
+
+import collections
+import re
+
+import numpy as np
+import pytest
+
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, f32, i32, tile
+
+
+def cpu(kernel, grid, *args) -> None:
+    with ox.device("cpu"):
+        kernel[grid](*args)
+        ox.synchronize()
+
+
+@tile.kernel
+def per_head(x: Slice[f32, 3], out: DisjointSlice[f32, 3], BM: Const[int], BN: Const[int]):
+    """Block (i, h) doubles head h's rows i * BM ...: `x[h]` bound to a name, `o[h]` in
+    place; a view's shape is its own dimensions."""
+    i, h = tile.bid(0), tile.bid(1)
+    xh = x[h]
+    t = tile.load(xh, (i, 0), (BM, BN))
+    tile.store(out[h], (i, 0), t * 2.0 + xh.shape[1] + 10 * tile.num_tiles(xh, 0, BM))
+
+
+def test_a_view_reads_and_writes_its_heads_tiles() -> None:
+    """10 rows of 7 a head, tiles of 4 x 8: the last row tile and every column tile
+    cross the head's end, and read padding there (not the next head's rows)."""
+    x = np.arange(3 * 10 * 7, dtype=np.float32).reshape(3, 10, 7)
+    out = np.full_like(x, -1.0)
+    cpu(per_head, (3, 3), x, out, 4, 8)
+    np.testing.assert_array_equal(out, x * 2 + 7 + 10 * 3)
+
+
+@tile.kernel
+def rows_of_a_matrix(x: Slice[f32, 3], out: DisjointSlice[f32, 2], B: Const[int]):
+    """A view of a view: `x[a][b]` is a row; one element of it (a scalar load); and
+    a view at two leading indices at once, `x[a, b]`."""
+    a = tile.bid(0)
+    row = tile.load(x[a][1], (0,), (B,)) + tile.load(x[a, 2], (0,), (B,))
+    first = tile.load(x[a][0], (3,), ())
+    tile.store(out, (a, 0), (row + first)[None, :])
+
+
+def test_views_of_views_and_scalar_loads() -> None:
+    x = np.random.default_rng(1).standard_normal((4, 3, 5)).astype(np.float32)
+    out = np.zeros((4, 8), np.float32)
+    cpu(rows_of_a_matrix, 4, x, out, 8)
+    want = np.zeros((4, 8), np.float32)
+    want[:, :5] = x[:, 1] + x[:, 2] + x[:, 0, 3:4]
+    want[:, 5:] = x[:, 0, 3:4]  # past the row: padding 0, plus the scalar
+    np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+@tile.kernel
+def transposed_head(x: Slice[f32, 3], out: DisjointSlice[f32, 3], B: Const[int]):
+    """`order=` over a view's own dimensions: head h's tile read transposed."""
+    h = tile.bid(0)
+    tile.store(out[h], (0, 0), tile.load(x[h], (0, 0), (B, B), order=(1, 0)))
+
+
+def test_a_view_takes_order() -> None:
+    x = np.arange(2 * 4 * 4, dtype=np.float32).reshape(2, 4, 4)
+    out = np.zeros_like(x)
+    cpu(transposed_head, 2, x, out, 4)
+    np.testing.assert_array_equal(out, x.transpose(0, 2, 1))
+
+
+@tile.kernel
+def one_head_for_all(x: Slice[f32, 3], out: DisjointSlice[f32, 3], B: Const[int]):
+    i = tile.bid(0)
+    tile.store(out[0], (i, 0), tile.load(x[tile.bid(1)], (i, 0), (B, B)))
+
+
+def test_a_view_does_not_hide_a_race_between_blocks() -> None:
+    """Blocks (i, 0), (i, 1) ... all write `out[0]`'s tile i: the launch is refused, as
+    for the same store written with a 3-d index."""
+    x = np.zeros((3, 8, 8), np.float32)
+    with pytest.raises(ox.LaunchError, match="grid.y = 3"):
+        cpu(one_head_for_all, (2, 3), x, np.zeros_like(x), 4)
+
+
+def test_a_view_needs_a_dimension_left_and_integer_indices() -> None:
+    def whole(x: Slice[f32, 2], out: DisjointSlice[f32, 2]):
+        tile.store(out, (0, 0), tile.load(x[0, 1], (0,), (4,))[None, :])
+
+    def floating(x: Slice[f32, 2], out: DisjointSlice[f32, 2], s: f32):
+        tile.store(out, (0, 0), tile.load(x[s], (0,), (4,))[None, :])
+
+    for fn, message in ((whole, "leaves no dimension"), (floating, "integer scalars")):
+        k = tile.kernel(fn)
+        with pytest.raises(ox.OxideError, match=message):
+            k.compile(Slice[f32, 2], DisjointSlice[f32, 2], *([f32] if fn is floating else []))
+
+
+@tile.kernel(num_warps=8, num_stages=2)
+def batched_product(a: Slice[ox.bf16, 3], b: Slice[ox.bf16, 3], c: DisjointSlice[f32, 3],
+                    BM: Const[int], BN: Const[int], BK: Const[int]):
+    """One GEMM per batch entry, each through views: the K loop's operands by TMA."""
+    i, j, z = tile.bid(0), tile.bid(1), tile.bid(2)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a[z], 1, BK)):
+        acc = tile.mma(tile.load(a[z], (i, k), (BM, BK)), tile.load(b[z], (k, j), (BK, BN)),
+                       acc)
+    tile.store(c[z], (i, j), acc)
+
+
+def test_a_views_product_operands_come_by_tma_on_sm90() -> None:
+    """The batched product on sm_90: its operand rings are filled by 3-d TMA copies (box 1
+    along the batch), no operand is staged by the threads."""
+    from test_tile_tma_rings import V
+
+    sig = (V(Slice[ox.bf16, 3], vectors=True),) * 2 + (V(DisjointSlice[f32, 3], vectors=True),)
+    ptx = batched_product.compile(*sig, 128, 128, 64, arch="sm_90").ptx
+    ops = collections.Counter(re.findall(r"^\s*([a-z][\w.:]*)", ptx, re.M))
+    copies = {k: v for k, v in ops.items() if k.startswith("cp.async.bulk.tensor")}
+    assert copies and all(".3d." in k for k in copies), copies
+    assert not any(k.startswith(("st.shared.v4", "cp.async.cg")) for k in ops)
+
+
+def test_a_views_product_on_the_cpus_sm90(monkeypatch) -> None:
+    """The same kernel as sm_90 compiles it, run on the CPU (TMA copies of the views'
+    boxes, the producer warp group): 3 batch entries of ragged (100 x 72) @ (72 x 130)."""
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((3, 100, 72)).astype(ox.bf16.numpy)
+    b = rng.standard_normal((3, 72, 130)).astype(ox.bf16.numpy)
+    c = np.zeros((3, 100, 130), np.float32)
+    cpu(batched_product, (1, 2, 3), a, b, c, 128, 128, 64)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    np.testing.assert_allclose(c, want, rtol=1e-5, atol=1e-4)
+
+
+def test_an_int_view_index_may_be_any_integer_scalar() -> None:
+    @tile.kernel
+    def pick(x: Slice[f32, 2], out: DisjointSlice[f32, 2], r: i32, B: Const[int]):
+        tile.store(out, (0, 0), tile.load(x[r + 1], (0,), (B,))[None, :])
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    out = np.zeros((1, 4), np.float32)
+    cpu(pick, 1, x, out, 1, 4)
+    np.testing.assert_array_equal(out[0], x[2])
+
+
+def test_atomics_on_a_view_say_they_are_not_built() -> None:
+    @tile.kernel
+    def count(h: ox.AtomicSlice[i32, 2]):
+        tile.atomic_add(h[tile.bid(0)], (0,), tile.full((4,), 1, i32))
+
+    with pytest.raises(ox.UnsupportedFeatureError, match="on a view"):
+        count.compile(ox.AtomicSlice[i32, 2])
