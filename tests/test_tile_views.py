@@ -118,7 +118,8 @@ def batched_product(a: Slice[ox.bf16, 3], b: Slice[ox.bf16, 3], c: DisjointSlice
 
 def test_a_views_product_operands_come_by_tma_on_sm90() -> None:
     """The batched product on sm_90: its operand rings are filled by 3-d TMA copies (box 1
-    along the batch), no operand is staged by the threads."""
+    along the batch), no operand is staged by the threads, and the result goes out by
+    3-d TMA stores."""
     from test_tile_tma_rings import V
 
     sig = (V(Slice[ox.bf16, 3], vectors=True),) * 2 + (V(DisjointSlice[f32, 3], vectors=True),)
@@ -126,6 +127,7 @@ def test_a_views_product_operands_come_by_tma_on_sm90() -> None:
     ops = collections.Counter(re.findall(r"^\s*([a-z][\w.:]*)", ptx, re.M))
     copies = {k: v for k, v in ops.items() if k.startswith("cp.async.bulk.tensor")}
     assert copies and all(".3d." in k for k in copies), copies
+    assert any(".global.shared::cta." in k for k in copies), copies  # the TMA stores
     assert not any(k.startswith(("st.shared.v4", "cp.async.cg")) for k in ops)
 
 

@@ -89,8 +89,7 @@ def place_tma_stores(b: TileBuilder) -> int:
 def _qualifies(b: TileBuilder, op: Operation, accesses: dict[SSAValue, int]) -> bool:
     array, value = op.operands[0], op.operands[1]
     t = value.type
-    if (not isinstance(t, TileType) or len(t.dims) != 2 or t.dtype.name not in _DTYPES
-            or op.param("drop")):  # a view's tile: TMA stores take 2-d arrays only
+    if not isinstance(t, TileType) or len(t.dims) != 2 or t.dtype.name not in _DTYPES:
         return False
     rows, cols = t.dims
     width = row_elements(cols, t.dtype)
@@ -98,13 +97,15 @@ def _qualifies(b: TileBuilder, op: Operation, accesses: dict[SSAValue, int]) -> 
     accumulator = any(a is not None and a.key() == layout.key()
                       for a in (mma_accumulator((rows, cols), layout.num_warps, r)
                                 for r in (False, True)))
-    return (accumulator and accesses.get(array) == 1 and mappable(b, array) and op.param("vectors") is True
+    return (accumulator and accesses.get(array) == 1
+            and mappable(b, array, op.param("drop") or 0) and op.param("vectors") is True
             and rows <= TMA_MAX_BOX and cols % width == 0
             and width * t.dtype.itemsize % 16 == 0)
 
 
 def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots) -> None:
-    """A tile store by TMA (see the module docstring)."""
+    """A tile store by TMA (see the module docstring). An index longer than 2 leads with
+    a view's fixed dimensions (extent 1 in the box)."""
     b = em.b
     rows, cols = t.shape
     width = row_elements(cols, t.dtype)
@@ -115,16 +116,18 @@ def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots) -> None
     smem = stage_swizzled(em, t, width, _ROLE)
     b.emit(ops.HopperOp("fence.proxy_async", [], []))
     em.barrier()
-    tmap = em.operand_map(array, (rows, width), width * t.dtype.itemsize)
-    row0 = coordinate(em, index[0], rows)
-    col0 = coordinate(em, index[1], cols)
+    drop = len(index) - 2
+    tmap = em.operand_map(array, (1,) * drop + (rows, width), width * t.dtype.itemsize)
+    fixed = [coordinate(em, i, 1) for i in index[:drop]]
+    row0 = coordinate(em, index[drop], rows)
+    col0 = coordinate(em, index[drop + 1], cols)
 
     def copy() -> None:
         for s in range(cols // width):
             col = col0 if s == 0 else b.value(ops.BinaryOp("add", col0,
                                                            em.const(s * width, T.i32)))
-            b.emit(ops.HopperOp("tma.store.2d", [tmap, row0, col], [], smem,
-                                [em.const(s * rows * width, T.i64)], imm=()))
+            b.emit(ops.HopperOp(f"tma.store.{2 + drop}d", [tmap, *fixed, row0, col], [],
+                                smem, [em.const(s * rows * width, T.i64)], imm=()))
         b.emit(ops.HopperOp("tma.commit_group", [], []))
 
     only_if(em, first_thread(em), copy)
