@@ -162,3 +162,84 @@ def test_atomics_on_a_view_say_they_are_not_built() -> None:
 
     with pytest.raises(ox.UnsupportedFeatureError, match="on a view"):
         count.compile(ox.AtomicSlice[i32, 2])
+
+
+@ox.kernel
+def head_sums(a: Slice[f32, 4], out: DisjointSlice[f32], twice: ox.RawSlice[f32, 4]):
+    """A SIMT kernel over a rank-4 array: reads, and writes through a RawSlice."""
+    i = ox.thread.index_1d()
+    if i in out:
+        s = f32(0.0)
+        for b in range(a.shape[0]):
+            for h in range(a.shape[1]):
+                for t in range(a.shape[2]):
+                    s += a[b, h, t, i]
+                    with ox.unsafe():
+                        twice[b, h, t, i] = a[b, h, t, i] * 2.0
+        out[i] = s
+
+
+def test_rank_4_arrays_in_a_simt_kernel() -> None:
+    x = np.arange(2 * 3 * 5 * 7, dtype=np.float32).reshape(2, 3, 5, 7)
+    out, twice = np.zeros(7, np.float32), np.zeros_like(x)
+    with ox.device("cpu"):
+        ox.launch(head_sums, ox.LaunchConfig(grid=1, block=32), x, out, twice)
+    np.testing.assert_array_equal(out, x.sum((0, 1, 2)))
+    np.testing.assert_array_equal(twice, 2 * x)
+
+
+@tile.kernel
+def per_batch_head(x: Slice[f32, 4], out: DisjointSlice[f32, 4], BM: Const[int],
+                   BN: Const[int]):
+    """torch's (batch, heads, seq, D) layout: block (i, h, b) reads `x[b, h]`'s row tile i
+    and writes `out[b][h]`'s."""
+    i, h, b = tile.bid(0), tile.bid(1), tile.bid(2)
+    tile.store(out[b][h], (i, 0), tile.load(x[b, h], (i, 0), (BM, BN)) + x.shape[3])
+
+
+def test_a_rank_4_array_through_views() -> None:
+    x = np.arange(2 * 3 * 10 * 7, dtype=np.float32).reshape(2, 3, 10, 7)
+    out = np.zeros_like(x)
+    cpu(per_batch_head, (3, 3, 2), x, out, 4, 8)
+    np.testing.assert_array_equal(out, x + 7)
+
+
+def test_a_rank_4_tile_points_at_views() -> None:
+    @tile.kernel
+    def whole(x: Slice[f32, 4], out: DisjointSlice[f32, 4], B: Const[int]):
+        tile.store(out, (0, 0, 0, 0), tile.load(x, (0, 0, 0, 0), (1, 1, B, B)))
+
+    with pytest.raises(ox.UnsupportedFeatureError, match="rank 4") as e:
+        whole.compile(Slice[f32, 4], DisjointSlice[f32, 4], 8)
+    assert "q[b, h]" in (e.value.hint or "")
+
+
+@tile.kernel(num_warps=8, num_stages=2)
+def head_products(a: Slice[ox.bf16, 4], b: Slice[ox.bf16, 4], c: DisjointSlice[f32, 4],
+                  BM: Const[int], BN: Const[int], BK: Const[int]):
+    """One (M x K) @ (K x N) product per (batch, head), M <= BM and N <= BN."""
+    hd, bt = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    for k in range(tile.num_tiles(a[bt, hd], 1, BK)):
+        acc = tile.mma(tile.load(a[bt, hd], (0, k), (BM, BK)),
+                       tile.load(b[bt, hd], (k, 0), (BK, BN)), acc)
+    tile.store(c[bt, hd], (0, 0), acc)
+
+
+def test_rank_4_views_come_by_4d_tma_on_sm90(monkeypatch) -> None:
+    """Views at two leading indices on sm_90: 4-d TMA copies (box 1, 1 along batch and
+    head) into the rings, 4-d TMA stores; and the same code run on the CPU."""
+    from test_tile_tma_rings import V
+
+    sig = (V(Slice[ox.bf16, 4], vectors=True),) * 2 + (V(DisjointSlice[f32, 4], vectors=True),)
+    ptx = head_products.compile(*sig, 128, 128, 64, arch="sm_90").ptx
+    copies = {k for k in re.findall(r"^\s*(cp\.async\.bulk\.tensor[\w.:]*)", ptx, re.M)}
+    assert copies and all(".4d." in k for k in copies), copies
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((2, 3, 100, 136)).astype(ox.bf16.numpy)
+    b = rng.standard_normal((2, 3, 136, 120)).astype(ox.bf16.numpy)
+    c = np.zeros((2, 3, 100, 120), np.float32)
+    cpu(head_products, (3, 2), a, b, c, 128, 128, 64)
+    np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-5,
+                               atol=1e-4)

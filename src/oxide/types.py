@@ -148,6 +148,9 @@ ACCESS_KINDS = ("slice", "disjoint", "atomic", "raw")
 # the widest global access, one `ld.global.v4.b32`: what `ArrayType.vectors` means by
 # a vector (runtime/array_view.fits_vectors; tile/layout.vector_elements)
 VECTOR_BYTES = 16
+# kernel arrays have up to 4 dimensions (torch's (batch, heads, seq, dim)); tiles up to 3,
+# so a tile kernel reads a rank-4 array through views (`q[b, h]`, docs/language.md)
+MAX_ARRAY_RANK = 4
 
 
 @dataclass(frozen=True)
@@ -188,8 +191,9 @@ class ArrayType:
     def rank_error(self, name: str, got: int) -> str | None:
         """Why an array of rank `got` cannot be `name: self`, or None where it can."""
         dt = self.dtype.name
-        if not 1 <= got <= 3:
-            return f"`{name}` is {self.title}[{dt}...]: kernel arrays have rank 1 to 3; got {got}"
+        if not 1 <= got <= MAX_ARRAY_RANK:
+            return (f"`{name}` is {self.title}[{dt}...]: kernel arrays have rank 1 to "
+                    f"{MAX_ARRAY_RANK}; got {got}")
         if not self.ranked or got == self.rank:
             return None
         return (f"`{name}` is {self.title}[{dt}, {self.rank}]; got an array of rank {got}: "
@@ -211,8 +215,9 @@ class _ArrayFactory:
 
     def __getitem__(self, item: Any) -> ArrayType:
         dtype, rank = (item if isinstance(item, tuple) else (item, 1))
-        if not isinstance(rank, int) or isinstance(rank, bool) or not 1 <= rank <= 3:
-            raise self._error(f"array rank must be 1, 2 or 3, got {rank!r}",
+        if (not isinstance(rank, int) or isinstance(rank, bool)
+                or not 1 <= rank <= MAX_ARRAY_RANK):
+            raise self._error(f"array rank must be 1 to {MAX_ARRAY_RANK}, got {rank!r}",
                               "a rank is the number of indices: `Slice[f32, 2]` for a matrix"
                               + ("; for one value (a 0-d result), pass a 1-element array "
                                  "and use index `(0,)`" if rank == 0 else ""))

@@ -747,8 +747,11 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
                                   "elements past the array's edge")
         if len(obj) > 3:
             raise self.error(UnsupportedFeatureError, node,
-                             f"tiles of rank {len(obj)} are not supported (rank 0 to 3, as "
-                             "arrays)", hint="fold dimensions together with `reshape`")
+                             f"tiles of rank {len(obj)} are not supported (rank 0 to 3)",
+                             hint="read a rank-4 array through a view, its leading indices "
+                                  "fixed: `tile.load(q[b, h], (i, 0), (BM, D))` for "
+                                  "(batch, heads, seq, D); or fold dimensions together with "
+                                  "`reshape`")
         layout = self.blocked(obj)
         if layout.slots > MAX_SLOTS:
             raise self.error(KernelTypeError, node,
