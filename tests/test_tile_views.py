@@ -98,7 +98,11 @@ def test_a_view_needs_a_dimension_left_and_integer_indices() -> None:
     def floating(x: Slice[f32, 2], out: DisjointSlice[f32, 2], s: f32):
         tile.store(out, (0, 0), tile.load(x[s], (0,), (4,))[None, :])
 
-    for fn, message in ((whole, "leaves no dimension"), (floating, "integer scalars")):
+    def negative(x: Slice[f32, 2], out: DisjointSlice[f32, 2]):
+        tile.store(out, (0, 0), tile.load(x[-1], (0,), (4,))[None, :])
+
+    for fn, message in ((whole, "leaves no dimension"), (floating, "integer scalars"),
+                        (negative, "do not wrap around")):
         k = tile.kernel(fn)
         with pytest.raises(ox.OxideError, match=message):
             k.compile(Slice[f32, 2], DisjointSlice[f32, 2], *([f32] if fn is floating else []))

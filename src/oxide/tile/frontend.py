@@ -559,6 +559,11 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
                                  f"scalars (a view at leading indices), not {describe(item)}",
                                  hint="slices are not views here: load the tile you need "
                                       "with `tile.load`")
+            if constant and item.obj < 0:
+                raise self.error(KernelTypeError, at, f"`{arr.name}[{item.obj}]`: negative "
+                                 "indices do not wrap around in kernels",
+                                 hint=f"write the index from the start: "
+                                      f"`{arr.name}[{arr.name}.shape[0] - {-item.obj}]`")
         view_type = replace(arr.type, rank=arr.type.rank - len(items))
         # the items as written (a TileIndex keeps its witness for the DisjointSlice rules)
         return TArray(arr.ssa, view_type, arr.name, (*arr.fixed, *items),
