@@ -252,3 +252,23 @@ def check_head_products(run) -> None:
     run(head_products, (3, 2), a, b, c, 128, 128, 64)
     np.testing.assert_allclose(c, a.astype(np.float64) @ b.astype(np.float64), rtol=1e-4,
                                atol=1e-3)
+
+
+@tile.kernel(num_stages=2)
+def row_sums_by_head(x: Slice[f32, 3], out: DisjointSlice[f32, 2], BN: Const[int]):
+    """Block (r, b): row r of batch entry b summed in chunks, the next chunk's load issued
+    a step ahead (`num_stages=2`: a view's loads pipelined through registers); the sum is
+    one element of `out[b]`, at r."""
+    r, b = tile.bid(0), tile.bid(1)
+    xb = x[b]
+    total = tile.zeros((1, BN), f32)
+    for c in range(tile.num_tiles(xb, 1, BN)):
+        total = total + tile.load(xb, (r, c), (1, BN))
+    tile.store(out[b], (r,), tile.sum(total))
+
+
+def test_a_views_loads_pipelined_through_a_loop() -> None:
+    x = np.random.default_rng(2).standard_normal((3, 5, 300)).astype(np.float32)
+    out = np.zeros((3, 5), np.float32)
+    cpu(row_sums_by_head, (5, 3), x, out, 64)
+    np.testing.assert_allclose(out, x.sum(2), rtol=1e-5, atol=1e-4)
