@@ -23,7 +23,7 @@ import ast
 from typing import Any
 
 from oxide import types as T
-from oxide.errors import KernelTypeError, SafetyError, UnsupportedFeatureError
+from oxide.errors import KernelTypeError, SafetyError
 from oxide.tile.values import Static, TArray, Tile, describe
 
 ATOMICS = ("add", "max", "min", "xchg", "cas", "and", "or", "xor")
@@ -67,18 +67,15 @@ class TileAtomicsMixin:
         sem = self._atomic_keyword(node, "sem", SEMANTICS, "acq_rel")
         scope = self._atomic_keyword(node, "scope", SCOPES, "device")
         op = "exch" if kind == "xchg" else kind  # the SIMT op's name (ox.atomic.exch)
+        # a view's update is the parameter's, its fixed indices first (tile/memory.py)
         old = self.t.atomic(arr.ssa, op, sem, scope, values,
-                            self._index_i64(items, node.args[1]),
-                            self.b.site("index", self.src.span(node), arr.name))
+                            self._index_i64([*arr.fixed, *items], node.args[1]),
+                            self.b.site("index", self.src.span(node), arr.name),
+                            len(arr.fixed))
         return self.t.squeeze(old) if scalar and arr.type.rank else old
 
     def _atomic_array(self, v: Any, at: ast.AST, name: str) -> TArray:
         arr = self._array_arg(v, at, name)
-        if arr.fixed:
-            raise self.error(UnsupportedFeatureError, at,
-                             f"{name} on a view (`{arr.name}[...]`) is not built yet",
-                             hint=f"index `{arr.name}` itself, the view's indices first, "
-                                  "with extent 1 along them")
         access = arr.type.access
         if access == "atomic" or (access in ("raw", "disjoint") and self.unsafe_depth):
             return arr

@@ -174,12 +174,14 @@ class TileOps:
         self.b.tile_op(op, self.span())
 
     def atomic(self, array: SSAValue, kind: str, sem: str, scope: str, values: Sequence[Tile],
-               index: Sequence[Tile], site: int) -> Tile:
+               index: Sequence[Tile], site: int, drop: int = 0) -> Tile:
         """`kind` on the tile of `values[-1]`'s shape at `index` (values: the compare
-        first for cas, in one layout); the old values."""
+        first for cas, in one layout); the old values. `drop`: the array's leading
+        dimensions of extent 1 the tile leaves out (a view's), as for `load`."""
         value = values[-1]
         return self.make("atomic", [array, *values, *index], value.shape, value.dtype,
-                         kind=kind, sem=sem, scope=scope, values=len(values), site=site)
+                         kind=kind, sem=sem, scope=scope, values=len(values), site=site,
+                         drop=drop or None)
 
     # -- variables (an `if`'s merged names, a loop's carried tiles) ---------------------
 

@@ -214,10 +214,13 @@ class ToSIMT:
     def _atomic(self, op: Operation) -> Slots:
         count = op.param("values")
         array, values, index = op.operands[0], op.operands[1:1 + count], op.operands[1 + count:]
-        return self.em.atomic(array, op.param("kind"), op.param("sem"), op.param("scope"),
-                              [self._in(i).scalar for i in index],
-                              [self._in(v) for v in values], op.param("site"),
-                              bool(op.results[0].uses))
+        drop = op.param("drop")
+        slots = [self._in(v) for v in values]
+        old = self.em.atomic(array, op.param("kind"), op.param("sem"), op.param("scope"),
+                             [self._in(i).scalar for i in index],
+                             [Slots(t.dtype, _with_dropped(t.layout, drop), t.values)
+                              for t in slots], op.param("site"), bool(op.results[0].uses))
+        return Slots(old.dtype, slots[-1].layout, old.values)
 
     def _barrier(self, op: Operation) -> None:
         self.em.barrier()
