@@ -8,7 +8,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_gpu_tile_wgmma import _gpu
-from test_tile_views import batched_product, check_head_products, per_batch_head, per_head
+from test_tile_views import (
+    batched_product,
+    check_head_products,
+    count_per_row,
+    per_batch_head,
+    per_head,
+)
 
 import oxide as ox
 
@@ -44,3 +50,10 @@ def test_a_batched_product_through_views_on_gpu(m: int, n: int, k: int) -> None:
 
 def test_rank_4_views_product_on_gpu() -> None:
     check_head_products(_gpu)
+
+
+def test_atomics_through_a_view_on_gpu() -> None:
+    x = np.random.default_rng(3).integers(0, 8, (3, 300)).astype(np.int32)
+    counts = np.zeros((3, 8), np.int32)
+    _gpu(count_per_row, (5, 3), x, counts, 64)
+    np.testing.assert_array_equal(counts, np.stack([np.bincount(r, minlength=8) for r in x]))
