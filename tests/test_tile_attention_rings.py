@@ -15,7 +15,7 @@ import pytest
 from test_tile_tma_rings import TMA, V
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+from oxide import Const, DisjointSlice, Slice, bf16, f32, i32, tile
 from oxide.examples import tile_attention as ta
 
 pytest.importorskip("ml_dtypes")
@@ -105,6 +105,32 @@ def test_a_remade_mask_means_what_it_meant() -> None:
         got = d_c.to_numpy()
     want = np.tril(a.astype(np.float64) @ b.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
+
+
+@tile.kernel(num_warps=1)
+def remade_across_a_loop(x: Slice[i32, 3], y: Slice[f32, 3], out: DisjointSlice[f32, 3],
+                         BL: Const[int], BM: Const[int], BN: Const[int]):
+    """`rows` (from scalars alone) is remade in the loaded tiles' layout where the loop's
+    product reads it, and again after the loop: the loop's copy does not dominate there
+    (a tile-fuzz find, seed 55: invalid LLVM IR before copies were shared per block)."""
+    i, j, k = tile.bid(0), tile.bid(1), tile.bid(2)
+    a = tile.load(x, (i, j, k), (BL, BM, BN))
+    b = tile.load(y, (i, j, k), (BL, BM, BN))
+    rows = tile.arange(BM)[None, :, None] + j * BM
+    for _ in range(1):
+        a = a * rows
+    tile.store(out, (i, j, k), (rows >> 1).astype(f32) - b + a.astype(f32))
+
+
+def test_a_value_remade_in_a_loop_is_made_again_after_it() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.integers(-5, 5, (4, 8, 32)).astype(np.int32)
+    y = rng.standard_normal((4, 8, 32)).astype(np.float32)
+    out = np.zeros_like(y)
+    with ox.device("cpu"):
+        remade_across_a_loop[(2, 1, 1)](x, y, out, 2, 8, 32)
+    rows = np.arange(8)[None, :, None]
+    np.testing.assert_allclose(out, (rows >> 1) - y + x * rows, rtol=1e-6, atol=1e-5)
 
 
 @pytest.mark.parametrize("causal, d, env", [

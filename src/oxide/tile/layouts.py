@@ -47,7 +47,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from xdsl.ir import Operation, SSAValue
+from xdsl.ir import Block, Operation, SSAValue
 
 from oxide.ir.tile_ops import TileType, TileVarType, kind_of, make
 from oxide.tile.builder import TileBuilder
@@ -163,7 +163,7 @@ class LayoutPass:
         # the target has tensor cores (the GPU); the CPU runs every product as an FMA loop
         self.tensor_cores = tensor_cores
         self._in_registers: dict[tuple[SSAValue, Layout], SSAValue] = {}
-        self._remade_values: dict[tuple[SSAValue, Layout], SSAValue] = {}
+        self._remade_values: dict[tuple[SSAValue, Layout, Block | None], SSAValue] = {}
         # the products' warps take whole rows (`mma_warps`): set by `run`
         self.rows_only = False
         # the variables some write computes from a product of their shape: set by `run`
@@ -294,7 +294,9 @@ class LayoutPass:
             return v
         if t.dims != target.shape:
             return None
-        key = (v, target)
+        # a copy made for a use in another block (a loop's body) need not dominate this
+        # one (after the loop): copies are shared within a block only
+        key = (v, target, before.parent_block())
         if key in self._remade_values:
             return self._remade_values[key]
         owner = v.owner
