@@ -271,6 +271,26 @@ def test_full_reduction_to_a_scalar(warps_n):
     np.testing.assert_array_equal(o, want)
 
 
+@tile.kernel(num_warps=1)
+def half_total(x: Slice[ox.f16, 3], o: DisjointSlice[ox.f16, 1], BL: Const[int],
+               BM: Const[int], BN: Const[int]):
+    tile.store(o, (0,), tile.sum(tile.load(x, (0, 0, 0), (BL, BM, BN))))
+
+
+def test_a_16_bit_sum_over_several_axes_is_rounded_once() -> None:
+    """`16-bit floats reduce in f32`: over every axis of a 3-d f16 tile the partial sums
+    of one axis (here past f16's 65504) stay f32, and the total is rounded once (a tile
+    fuzz find, seed 63 program 41: the sum was inf)."""
+    x = np.full((4, 8, 8), -1.0, np.float16)
+    x[0, 0, :] = 8500.0  # one row of 8 sums past f16's range (67968)
+    x[2] = -100.0  # the whole does not (61384)
+    o = np.zeros(1, np.float16)
+    cpu(half_total, 1, x, o, 4, 8, 8)
+    want = x.astype(np.float32).sum()
+    assert x[0, 0].astype(np.float32).sum() > 65504 > want
+    assert o[0] == np.float16(want)
+
+
 @tile.kernel
 def argreduce(x: Slice[f32, 2], rows: DisjointSlice[i32, 2], cols: RawSlice[i32, 2],
               whole: RawSlice[i32], kind: Const[int], BM: Const[int], BN: Const[int]):

@@ -15,6 +15,7 @@ from typing import Any
 from oxide import types as T
 from oxide.errors import KernelSyntaxError, KernelTypeError, UnsupportedFeatureError
 from oxide.tile.elementwise import TILE_ELEMENTWISE
+from oxide.tile.lower import reduce_dtype
 from oxide.tile.mma_lower import accumulate_dtype
 from oxide.tile.uniform import uniform_key
 from oxide.tile.values import (
@@ -248,10 +249,15 @@ class TileCallsMixin:
             raise self.error(KernelTypeError, node.args[0], f"tile.{name} of a bool tile",
                              hint="convert first: `x.astype(i32)`")
         axes, keepdims = self._axes(name, x, node)
+        # over several axes, a 16-bit float is reduced in f32 throughout and rounded once
+        # (axis by axis in its own type, a partial sum past its range was inf)
+        narrow = x.dtype
+        if len(axes) > 1:
+            x = self.t.cast(x, reduce_dtype(narrow))
         # reduce the highest axis first, so the others keep their numbers
         for axis in sorted(axes, reverse=True):
             x = self.t.reduce(_REDUCE[name], x, axis, keepdims)
-        return x
+        return self.t.cast(x, narrow)
 
     def _argreduce(self, kind: str, node: ast.Call) -> Tile:
         name = f"arg{kind}"
