@@ -107,6 +107,32 @@ def test_a_remade_mask_means_what_it_meant() -> None:
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-4)
 
 
+@tile.kernel(num_warps=8, num_stages=2)
+def stepped_b(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2], BM: Const[int],
+              BN: Const[int], BK: Const[int]):
+    """B's tile index is a name the loop's body changes: that load is not pipelined."""
+    i, j = tile.bid(0), tile.bid(1)
+    acc = tile.zeros((BM, BN), f32)
+    kb = i32(0)
+    for k in range(tile.num_tiles(a, 1, BK)):
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (kb, j), (BK, BN)), acc)
+        kb = kb + 1
+    tile.store(c, (i, j), acc)
+
+
+def test_a_loops_load_that_is_not_pipelined_gets_no_resident_ring() -> None:
+    """Only a load in none of the kernel's loops (a masked last step's) is made resident
+    for a producer: this loop's B load keeps its plain ring, with which the producer is
+    refused, as before lone loads had resident rings (no TMA copies in, no setmaxnreg);
+    the any-length attention's tail step is the resident case
+    (test_tile_attention_any_length.py)."""
+    sig = (V(Slice[bf16, 2], vectors=True),) * 2 + (V(DisjointSlice[f32, 2], vectors=True),)
+    ops = _counts(stepped_b.compile(*sig, 128, 128, 64, arch="sm_90").ptx)
+    assert not any(k.startswith("setmaxnreg") for k in ops)
+    assert not any(k.startswith("cp.async.bulk.tensor") and ".shared::cluster.global." in k
+                   for k in ops)
+
+
 @tile.kernel(num_warps=1)
 def remade_across_a_loop(x: Slice[i32, 3], y: Slice[f32, 3], out: DisjointSlice[f32, 3],
                          BL: Const[int], BM: Const[int], BN: Const[int]):

@@ -180,8 +180,12 @@ class TileControlMixin:
             self.b.uniform.add(scalar)
             self.b.cond_br(scalar, body, done)
             self.b.set_block(body)
-            for stmt in node.body:
-                self.lower_stmt(stmt)
+            self.loop_depth += 1
+            try:
+                for stmt in node.body:
+                    self.lower_stmt(stmt)
+            finally:
+                self.loop_depth -= 1
             self.write_carried(node, carried)
             self.b.br(header)
         self.b.set_block(done)

@@ -268,6 +268,9 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
         # there were: the `pipe` of the loads it makes
         self.load_pipe: tuple[int, int, bool, tuple[int, ...]] | None = None
         self.load_live: Tile | None = None  # whether a load issued ahead's iteration runs
+        # the kernel's own loops around the statement being lowered (`for`, `while`; not
+        # the persistent schedule's walk of the grid): a load in none is `lone`
+        self.loop_depth = 0
         self.pipes = 0
         # the pipelined loops being lowered, outermost first (each by its first pipe)
         self.pipe_loops: tuple[int, ...] = ()
@@ -678,7 +681,7 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
                              f"{'s' if len(params) != 1 else ''} ({', '.join(params)}), got "
                              f"{len(node.args) + len(node.keywords)}")
         sub.em, sub.stores, sub.unsafe_depth = self.em, self.stores, self.unsafe_depth
-        sub.vector = self.vector
+        sub.vector, sub.loop_depth = self.vector, self.loop_depth
         sub.call_stack = (*self.call_stack, f)
         sub.env = values
         body = list(tree.body)

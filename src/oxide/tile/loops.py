@@ -180,12 +180,14 @@ class TileLoopsMixin:
             self.env[_ahead(name, ahead - 1)] = later
             self.env[node.target.id] = index
         self.pipe_loops = loops
+        self.loop_depth += 1
         try:
             for stmt in node.body:
                 if id(stmt) not in skipped:
                     self.lower_stmt(stmt)
         finally:
             self.pipe_loops = enclosing
+            self.loop_depth -= 1
         self.write_carried(node, carried)
         step_v = (self.b.cast(self.t.extract(step), dt) if persistent
                   else self.t.extract(self.as_tile(step, step_node, dt)))

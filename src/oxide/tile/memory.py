@@ -129,7 +129,8 @@ class TileMemoryMixin:
             raise self.error(KernelTypeError, pad_node, f"the padding is a number or a "
                              f"scalar, not {describe(pad_v)}")
         t = self.t.load(arr.ssa, arr.type.vectors, dt, pad, self._index_i64(items, node.args[1]),
-                        shape, self.load_pipe, self.load_live, drop)
+                        shape, self.load_pipe, self.load_live, drop,
+                        lone=self.loop_depth == 0 and self.load_pipe is None)
         if scalar:  # `tile.load(arr, index, ())`: the element as a 0-d tile
             return self.t.squeeze(t)
         if order is None:

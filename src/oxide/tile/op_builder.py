@@ -154,17 +154,18 @@ class TileOps:
     def load(self, array: SSAValue, vectors: bool | None, dt: T.DType, padding: Tile,
              index: Sequence[Tile], shape: tuple[int, ...],
              pipe: tuple[int, int, bool, tuple[int, ...]] | None = None,
-             live: Tile | None = None, drop: int = 0) -> Tile:
+             live: Tile | None = None, drop: int = 0, lone: bool = False) -> Tile:
         """`pipe`: (which pipelined load statement, iterations ahead, whether it is the
         first load of the loop's prologue, the pipelined loops it is in: its own last),
         for tile/operand_rings.py; `live`: whether
         the iteration it is issued for runs (a 0-d bool), the op's last operand (`live_of`);
         `drop`: the array's leading dimensions of extent 1 the tile leaves out (a view's
-        fixed indices), so the tile is `shape[drop:]`."""
+        fixed indices), so the tile is `shape[drop:]`; `lone`: issued once, in none of the
+        kernel's loops (tile/operand_rings.py may give it a resident ring)."""
         extra = [] if live is None else [live.ssa]
         return self.make("load", [array, padding, *index, *extra], shape[drop:], dt,
                          shape=shape, vectors=vectors, pipe=pipe, live=live is not None,
-                         drop=drop or None)
+                         drop=drop or None, lone=lone or None)
 
     def store(self, array: SSAValue, vectors: bool | None, value: Tile,
               index: Sequence[Tile], drop: int = 0) -> None:

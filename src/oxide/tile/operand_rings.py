@@ -385,9 +385,9 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
           written: set[SSAValue], b_transposed: bool, ring: int, resident: bool = False
           ) -> RingLayout | None:
     """The ring of these loads, or None where one does not qualify. With `resident`, a
-    load that is not pipelined (the loop-invariant operand of a product in a loop, or a
-    lone step's operand) gets a resident ring (one buffer, `_for_producer` decides
-    whether it stays)."""
+    load outside the product's block (the loop-invariant operand of a product in a loop)
+    or in none of the kernel's loops (a lone step's operand) gets a resident ring (one
+    buffer, `_for_producer` decides whether it stays)."""
     pipes = {ld.param("pipe", (None,))[0] for ld in loads}
     outside = False
     if variables:
@@ -404,9 +404,11 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
         outside = loads[0].parent_block() is not mma.parent_block()
         if outside and not (resident and pipes == {None}):
             return None
-        # for a producer, a load that is not pipelined is resident wherever it stands (a
-        # masked last step's operand after its loop): its one fill stays until it runs again
-        outside = outside or (resident and pipes == {None})
+        # for a producer, a load in none of the kernel's loops is resident wherever it
+        # stands (a masked last step's operand after its loop): its one fill stays until it
+        # runs again (a loop's load that is not pipelined keeps its plain ring, with which
+        # the producer is refused and the kernel keeps its threads' rings)
+        outside = outside or (resident and pipes == {None} and bool(loads[0].param("lone")))
         buffers = 1 if outside else 2
     for ld in loads:
         t = ld.results[0].type
