@@ -190,6 +190,7 @@ class Generator(LangOps):
         if root.shape != p.tile:
             root = self._add("broadcast", (root,), None, root.dtype, p.tile, approx=root.approx)
         p.root, p.out_dtype = root, root.dtype
+        p.out_view = rng.random() < 0.15  # `out[0]` of an array one rank up
         return p
 
     def _absorb(self) -> Node:

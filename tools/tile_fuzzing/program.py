@@ -131,6 +131,8 @@ class Program:
     nodes: list[Node] = field(default_factory=list)
     root: Node | None = None
     scratch: list[Scratch] = field(default_factory=list)
+    # `out` passed with a leading axis of 1 (`out_all`), and `out = out_all[0]`: a view
+    out_view: bool = False
 
     @property
     def rank(self) -> int:
@@ -155,7 +157,9 @@ class Program:
     def source(self) -> str:
         """The module: imports and the one `@tile.kernel fuzz_kernel`."""
         params = [f"{x.name}: Slice[{TYPE_NAME[x.dtype]}, {len(x.shape)}]" for x in self.inputs]
-        params.append(f"out: DisjointSlice[{TYPE_NAME[self.out_dtype]}, {self.rank}]")
+        params.append(f"out_all: DisjointSlice[{TYPE_NAME[self.out_dtype]}, {self.rank + 1}]"
+                      if self.out_view else
+                      f"out: DisjointSlice[{TYPE_NAME[self.out_dtype]}, {self.rank}]")
         params += [f"{s.name}: DisjointSlice[{TYPE_NAME[s.dtype]}, {self.rank}]"
                    for s in self.scratch]
         params += [f"{p.name}: {TYPE_NAME[p.dtype]}" for p in self.params]
@@ -168,6 +172,8 @@ class Program:
                  "i32, tile", "", "",
                  f"@tile.kernel(num_warps={self.warps})",
                  f"def fuzz_kernel({', '.join(params)}):", f"    {bids}"]
+        if self.out_view:
+            lines.append("    out = out_all[0]")
         where = self.where
         for n in self.nodes:
             if n.op == "scratch":  # the stores, then `vK = tile.load(...)` below

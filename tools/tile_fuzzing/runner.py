@@ -61,7 +61,8 @@ def launch_description(p: Program) -> list[str]:
         v = "" if x.buffer == x.shape else f" view of {x.buffer} at {x.offset}"
         out.append(f"{x.name}={x.dtype}{list(x.shape)}{v} (padding={x.padding})")
     v = "" if p.out_buffer == p.out_shape else f" view of {p.out_buffer} at {p.out_offset}"
-    out.append(f"out={p.out_dtype}{list(p.out_shape)}{v}")
+    lead = " as out_all[0] (out_all: a leading axis of 1)" if p.out_view else ""
+    out.append(f"out={p.out_dtype}{list(p.out_shape)}{v}{lead}")
     out += [f"{s.name}={s.dtype}{list(s.shape)}" for s in p.scratch]
     out += [f"{s.name}={s.dtype}({s.value!r})" for s in p.params]
     out += [f"{n}={v}" for n, v in zip(p.tile_names, p.tile, strict=True)]
@@ -84,8 +85,8 @@ def run_program(seed: int, index: int, device: str,
     inputs, buffer, out = make_arrays(p)
     before = buffer.copy()
     expected = model(p, inputs)
-    args = [*inputs.values(), out, *make_scratch(p), *(R.NP[s.dtype](s.value) for s in p.params),
-            *p.tile]
+    args = [*inputs.values(), out[None] if p.out_view else out, *make_scratch(p),
+            *(R.NP[s.dtype](s.value) for s in p.params), *p.tile]
     try:
         kernel = load_kernel(p)
         with ox.device("cpu") if device == "cpu" else ox.device(0):
