@@ -149,6 +149,14 @@ class Layout:
         return Layout((*self.shape[:d], 1, *self.shape[d:]), (*self.dims[:d], DimMap(),
                                                               *self.dims[d:]), self.num_warps)
 
+    def lead(self, n: int) -> Layout:
+        """This layout under `n` new leading dimensions of extent 1 (a view's fixed
+        dimensions put back, so its tile is addressed in the array's): the same slots."""
+        layout = self
+        for _ in range(n):
+            layout = layout.insert(0)
+        return layout
+
     def with_extent_one(self, d: int) -> Layout:
         """This layout with dimension `d` cut to extent 1 (what a broadcast source along
         `d` must look like to need no data movement)."""

@@ -526,9 +526,7 @@ def issue(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt:
     per = CHUNK // size
     chunks = blocked((rows, cols), em.num_warps, per)  # each run of `per` is one chunk
     assert chunks.dims[1].spt % per == 0
-    in_array = chunks  # addressed in the array's dimensions: a view's fixed ones first
-    for _ in range(len(index) - 2):
-        in_array = in_array.insert(0)
+    in_array = chunks.lead(len(index) - 2)  # a view's fixed dimensions first
     starts = em._starts(index, in_array)
     rooms = em._rooms(array, index, starts, in_array)
     coords = em.coords(chunks)

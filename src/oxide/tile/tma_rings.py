@@ -318,11 +318,8 @@ def _fill(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt:
     smem = ring_array(em, ring, dt)
     rows, cols = ring.shape
     width = ring.width
-    drop = len(index) - 2
-    tmap = em.operand_map(array, (1,) * drop + box_of(ring), swizzle_of(ring, dt))
-    fixed = [coordinate(em, i, 1) for i in index[:drop]]
-    row0 = coordinate(em, index[drop], rows)
-    col0 = coordinate(em, index[drop + 1], cols)
+    fixed, row0, col0 = box_start(em, index, rows, cols)
+    tmap = em.operand_map(array, (1,) * len(fixed) + box_of(ring), swizzle_of(ring, dt))
     bar = b.value(ops.HopperOp("tma.barrier", [], [ir_type(T.i64)], bars,
                                [b.cast(buffer, T.i64)]))
     b.emit(ops.HopperOp("mbarrier.arrive_expect_tx", [em.const(rows * cols * dt.bits // 8,
@@ -334,7 +331,7 @@ def _fill(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt:
                                                        em.const(s * rows * width, T.i64)))
         col = col0 if s == 0 else b.value(ops.BinaryOp("add", col0,
                                                        em.const(s * width, T.i32)))
-        b.emit(ops.HopperOp(f"tma.load.{2 + drop}d", [tmap, bar, *fixed, row0, col], [], smem,
+        b.emit(ops.HopperOp(f"tma.load.{len(index)}d", [tmap, bar, *fixed, row0, col], [], smem,
                             [at], imm=()))
 
 
@@ -344,6 +341,15 @@ def _token(em: Any, ring: RingLayout, dt: T.DType, buffer: SSAValue, phase: SSAV
     token = b.value(ops.BinaryOp("or", b.value(ops.BinaryOp(
         "shl", phase, em.const(BUFFER_BITS, T.i32))), buffer))
     return Slots(dt, ring, (token,))
+
+
+def box_start(em: Any, index: list[SSAValue], rows: int, cols: int
+              ) -> tuple[list[SSAValue], SSAValue, SSAValue]:
+    """The first element of a (rows, cols) tile at tile `index`, as TMA coordinates: a
+    view's fixed indices first (boxes of extent 1 there), then the row and the column."""
+    drop = len(index) - 2
+    return ([coordinate(em, i, 1) for i in index[:drop]], coordinate(em, index[drop], rows),
+            coordinate(em, index[drop + 1], cols))
 
 
 def coordinate(em: Any, tile: SSAValue, n: int) -> SSAValue:

@@ -49,7 +49,7 @@ from oxide.tile.operand_rings import (
     ring_of,
     row_elements,
 )
-from oxide.tile.tma_rings import coordinate, first_thread, only_if
+from oxide.tile.tma_rings import box_start, first_thread, only_if
 from oxide.tile.values import Slots
 from oxide.tile.wgmma_lower import stage_swizzled
 
@@ -116,17 +116,14 @@ def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots) -> None
     smem = stage_swizzled(em, t, width, _ROLE)
     b.emit(ops.HopperOp("fence.proxy_async", [], []))
     em.barrier()
-    drop = len(index) - 2
-    tmap = em.operand_map(array, (1,) * drop + (rows, width), width * t.dtype.itemsize)
-    fixed = [coordinate(em, i, 1) for i in index[:drop]]
-    row0 = coordinate(em, index[drop], rows)
-    col0 = coordinate(em, index[drop + 1], cols)
+    fixed, row0, col0 = box_start(em, index, rows, cols)
+    tmap = em.operand_map(array, (1,) * len(fixed) + (rows, width), width * t.dtype.itemsize)
 
     def copy() -> None:
         for s in range(cols // width):
             col = col0 if s == 0 else b.value(ops.BinaryOp("add", col0,
                                                            em.const(s * width, T.i32)))
-            b.emit(ops.HopperOp(f"tma.store.{2 + drop}d", [tmap, *fixed, row0, col], [],
+            b.emit(ops.HopperOp(f"tma.store.{len(index)}d", [tmap, *fixed, row0, col], [],
                                 smem, [em.const(s * rows * width, T.i64)], imm=()))
         b.emit(ops.HopperOp("tma.commit_group", [], []))
 

@@ -23,7 +23,6 @@ from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, TileVarType, kind_of
 from oxide.ir.types import ir_type
 from oxide.tile.builder import TileBuilder
-from oxide.tile.layout import Layout
 from oxide.tile.layouts import layout_of
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import engine_of
@@ -198,7 +197,7 @@ class ToSIMT:
         pad = self.b.cast(self._in(padding).scalar, dt)
         layout = layout_of(op.results[0])
         got = self.em.load(array, op.param("vectors"), dt, [self._in(i).scalar for i in index],
-                           _with_dropped(layout, op.param("drop")), pad)
+                           layout.lead(op.param("drop") or 0), pad)
         return Slots(dt, layout, got.values)
 
     def _store(self, op: Operation) -> None:
@@ -209,16 +208,16 @@ class ToSIMT:
             return
         t = self._in(value)
         self.em.store(array, op.param("vectors"), index_values,
-                      Slots(t.dtype, _with_dropped(t.layout, op.param("drop")), t.values))
+                      Slots(t.dtype, t.layout.lead(op.param("drop") or 0), t.values))
 
     def _atomic(self, op: Operation) -> Slots:
         count = op.param("values")
         array, values, index = op.operands[0], op.operands[1:1 + count], op.operands[1 + count:]
-        drop = op.param("drop")
+        drop = op.param("drop") or 0
         slots = [self._in(v) for v in values]
         old = self.em.atomic(array, op.param("kind"), op.param("sem"), op.param("scope"),
                              [self._in(i).scalar for i in index],
-                             [Slots(t.dtype, _with_dropped(t.layout, drop), t.values)
+                             [Slots(t.dtype, t.layout.lead(drop), t.values)
                               for t in slots], op.param("site"), bool(op.results[0].uses))
         return Slots(old.dtype, slots[-1].layout, old.values)
 
@@ -314,11 +313,3 @@ def narrow_compare(em: TileEmitter, pred: str, a: Slots, n: Slots) -> Slots:
         cmp = em.binary(how, cmp, em.broadcast(cond, a.layout))
     return cmp
 
-
-def _with_dropped(layout: Layout, drop: int | None) -> Layout:
-    """The layout of a tile that leaves out the array's `drop` leading dimensions (a
-    view's access) with them put back, extent 1 and held by every thread: the same
-    elements in the same slots, addressed in the array's dimensions."""
-    for _ in range(drop or 0):
-        layout = layout.insert(0)
-    return layout
