@@ -224,7 +224,8 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
 
         tgt = CPUTarget()
     if getattr(kernel, "is_tile", False):  # @ox.tile.kernel: the tile frontend
-        from oxide.codegen.warp_roles import hopper_on_cpu as cpu_hopper
+        from oxide.codegen.switches import hopper_on_cpu as cpu_hopper
+        from oxide.codegen.switches import tma_enabled, wgmma_enabled
         from oxide.tile.frontend import lower_tile_kernel
 
         hopper_on_cpu = target == "cpu" and cpu_hopper()
@@ -232,9 +233,9 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
             kernel, sig, symbol, keep_tile_ir="tile" in os.environ.get("OXIDE_DUMP", ""),
             verify=os.environ.get("OXIDE_VERIFY_IR", "") not in ("", "0"),
             tensor_cores=target == "nvptx" or hopper_on_cpu,
-            wgmma=(target == "nvptx" and arch in ("sm_90", "sm_90a") and _wgmma_enabled()
+            wgmma=(target == "nvptx" and arch in ("sm_90", "sm_90a") and wgmma_enabled()
                    or hopper_on_cpu),
-            tma=_tma_enabled(), cpu=target == "cpu")
+            tma=tma_enabled(), cpu=target == "cpu")
     else:
         lowered = lower_kernel(kernel, sig, symbol)
     func = lowered.func
@@ -390,29 +391,6 @@ def dump_stages(ck: CompiledKernel, spec: str) -> None:
         else:
             print(f"// ---- oxide {stage}: {ck.name} ----", file=sys.stderr)
             print(getattr(ck, stage), file=sys.stderr)
-
-
-def codegen_switches() -> tuple[bool, bool, bool, bool, bool]:
-    """The environment switches that change a tile kernel's code (wgmma, TMA, a producer
-    warp group, the CPU compiling as sm_90, the persistent schedule): part of what a
-    kernel's compiled specializations are remembered under."""
-    from oxide.codegen import persistent_grid
-    from oxide.codegen.warp_roles import hopper_on_cpu, producer_enabled
-
-    return (_wgmma_enabled(), _tma_enabled(), producer_enabled(), hopper_on_cpu(),
-            persistent_grid.enabled())
-
-
-def _tma_enabled() -> bool:
-    """Whether a tile K loop's operands may be copied by TMA on sm_90 (OXIDE_TILE_TMA=0
-    keeps every thread's cp.async copies, to compare the two)."""
-    return os.environ.get("OXIDE_TILE_TMA", "1") != "0"
-
-
-def _wgmma_enabled() -> bool:
-    """Whether tile products may take the wgmma engine on sm_90 (OXIDE_TILE_WGMMA=0 keeps
-    them on mma.sync, to compare the two)."""
-    return os.environ.get("OXIDE_TILE_WGMMA", "1") != "0"
 
 
 def thread_index_ranks(func: Any) -> tuple[int, ...]:

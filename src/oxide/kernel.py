@@ -51,7 +51,8 @@ class Kernel(KernelBase):
         >>> ck = scale.compile(Slice[f32], f32, DisjointSlice[f32], arch="sm_90")  # doctest: +SKIP
         >>> print(ck.ptx)  # doctest: +SKIP
         """
-        from oxide.compiler import codegen_switches, compile_kernel
+        from oxide.codegen.switches import codegen_switches
+        from oxide.compiler import compile_kernel
         from oxide.specialize import signature_from
 
         try:

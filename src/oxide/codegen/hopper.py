@@ -2,7 +2,7 @@
 
 Each `oxide.hopper` op becomes one LLVM NVVM intrinsic (all of these exist in LLVM 22:
 `mma`, `ldmatrix`, `stmatrix`, `mbarrier.*`, the fences, `elect.sync`, `setmaxnreg`,
-`barrier.cta.sync.count`, the cluster registers and barrier, wgmma's fence and commit),
+`barrier.cta.sync.count` and `.arrive.count`, the cluster registers and barrier, wgmma's fence and commit),
 and `oxide.inline_asm` an LLVM `asm` call, as are `wgmma.mma_async` and wgmma's wait
 (LLVM 22 has no intrinsic for the first; the second must carry the accumulators). Before
 any of that, the target is checked here: LLVM aborts the whole process on an intrinsic it
@@ -80,6 +80,7 @@ def _known_nvvm() -> frozenset[str]:
               "llvm.nvvm.fence.mbarrier_init.release.cluster", "llvm.nvvm.elect.sync",
               "llvm.nvvm.setmaxnreg.inc.sync.aligned.u32",
               "llvm.nvvm.setmaxnreg.dec.sync.aligned.u32", "llvm.nvvm.barrier.cta.sync.count",
+              "llvm.nvvm.barrier.cta.arrive.count",
               "llvm.nvvm.barrier.cluster.arrive", "llvm.nvvm.barrier.cluster.wait",
               "llvm.nvvm.wgmma.fence.sync.aligned", "llvm.nvvm.wgmma.commit_group.sync.aligned",
               "llvm.nvvm.cp.async.bulk.commit.group", "llvm.nvvm.cp.async.bulk.wait.group",
@@ -337,6 +338,8 @@ def _simple(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
         _nvvm(em, f"llvm.nvvm.{kind}.sync.aligned.u32", "void", [("i32", str(n))])
     elif kind == "named_barrier":
         _nvvm(em, "llvm.nvvm.barrier.cta.sync.count", "void", args)
+    elif kind == "named_barrier.arrive":  # counts toward the barrier, without waiting
+        _nvvm(em, "llvm.nvvm.barrier.cta.arrive.count", "void", args)
     elif kind == "cp_async.commit":
         _nvvm(em, "llvm.nvvm.cp.async.commit.group", "void", [])
     elif kind == "cp_async.wait":  # this thread's copies but the `n` latest groups landed

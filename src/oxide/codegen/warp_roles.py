@@ -10,8 +10,6 @@ nothing heavy: the runtime reads it without the compiler.
 
 from __future__ import annotations
 
-import os
-
 from oxide.codegen import markers
 
 PRODUCER_THREADS = 128  # one warp group
@@ -33,16 +31,3 @@ def marker_global(kernel_symbol: str, cpu: bool = False) -> str:
 def extra_threads(kernel_symbol: str, code: bytes) -> int:
     """The threads a launch adds to a block of the kernel in `code` (PTX or a cubin)."""
     return PRODUCER_THREADS if markers.has_marker(kernel_symbol, _SUFFIX, code) else 0
-
-
-def producer_enabled() -> bool:
-    """OXIDE_TILE_PRODUCER=0 keeps thread 0 of the consumers issuing a tile kernel's TMA
-    copies (no producer warp group), to compare the two."""
-    return os.environ.get("OXIDE_TILE_PRODUCER", "1") != "0"
-
-
-def hopper_on_cpu() -> bool:
-    """OXIDE_TILE_CPU_HOPPER=1: the CPU target compiles tile kernels as sm_90 does (wgmma,
-    TMA rings, a producer warp group, TMA stores, each in the CPU's meaning), to test that
-    code without a GPU. Such CPU code is not kept in the disk cache."""
-    return os.environ.get("OXIDE_TILE_CPU_HOPPER", "") == "1"

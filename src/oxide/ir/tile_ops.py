@@ -159,6 +159,8 @@ TILE_OPS: dict[str, str] = {
     "mma": "(a, b, acc) a @ b + acc on tensor cores where the shapes allow",
     "barrier": "a block barrier: orders the block's global accesses before it against "
                "those after it (tile/ordering.py places it)",
+    "schedule": "a point where the consumer warp groups take turns at the tensor cores "
+                "(tile/pingpong.py): before a loop (`enter`) or after it (`leave`) [step]",
     "from_scalar": "(scalar) a scalar SIMT value as a 0-d tile [dtype, divisor]",
     "extract": "(x) a 0-d tile's value, for the kernel's scalar SIMT ops",
     "var": "a tile variable (declared in the entry block)",

@@ -20,8 +20,10 @@ def predecessors(func: ops.FuncOp) -> dict[Block, list[Block]]:
     return preds
 
 
-def reverse_postorder(func: ops.FuncOp) -> list[Block]:
-    entry = func.body.blocks[0]
+def reverse_postorder(func: ops.FuncOp, entry: Block | None = None) -> list[Block]:
+    """The blocks reachable from `entry` (the function's first block by default)."""
+    if entry is None:
+        entry = func.body.blocks[0]
     seen: set[Block] = {entry}
     order: list[Block] = []
     stack: list[tuple[Block, int]] = [(entry, 0)]
@@ -40,9 +42,10 @@ def reverse_postorder(func: ops.FuncOp) -> list[Block]:
     return order
 
 
-def immediate_dominators(func: ops.FuncOp) -> dict[Block, Block]:
-    """Cooper, Harvey and Kennedy's iterative algorithm; the entry maps to itself."""
-    rpo = reverse_postorder(func)
+def immediate_dominators(func: ops.FuncOp, entry: Block | None = None) -> dict[Block, Block]:
+    """Cooper, Harvey and Kennedy's iterative algorithm; the entry (the function's first
+    block by default) maps to itself."""
+    rpo = reverse_postorder(func, entry)
     index = {b: i for i, b in enumerate(rpo)}
     preds = predecessors(func)
     entry = rpo[0]

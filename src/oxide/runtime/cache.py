@@ -38,6 +38,7 @@ import numpy as np
 
 from oxide import types as T
 from oxide.cache_location import cache_dir  # noqa: F401 - this module's public name too
+from oxide.codegen.switches import codegen_switches
 from oxide.errors import Span
 from oxide.runtime import cache_entry, cache_layout
 from oxide.runtime.safe_read import read_regular_file
@@ -266,14 +267,14 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         arch += "+lineinfo"
     if os.environ.get("OXIDE_DRIVER_JIT") == "1":  # the image is the PTX (module_image)
         arch += "+driver-jit"
-    if os.environ.get("OXIDE_TILE_WGMMA", "1") == "0":  # tile products stay on mma.sync
-        arch += "+no-wgmma"
-    if os.environ.get("OXIDE_TILE_TMA", "1") == "0":  # tile K loops copy by cp.async only
-        arch += "+no-tma"
-    if os.environ.get("OXIDE_TILE_PRODUCER", "1") == "0":  # thread 0 issues the TMA copies
-        arch += "+no-producer"
-    if os.environ.get("OXIDE_TILE_PERSISTENT", "1") == "0":  # one block per logical block
-        arch += "+no-persistent"
+    wgmma, tma, producer, _, persistent, pingpong = codegen_switches()
+    arch += "".join(name for name, on in (
+        ("+no-wgmma", not wgmma),  # tile products stay on mma.sync
+        ("+no-tma", not tma),  # tile K loops copy by cp.async only
+        ("+no-producer", not producer),  # thread 0 issues the TMA copies
+        ("+no-persistent", not persistent),  # one block per logical block
+        ("+pingpong", pingpong),  # warp groups take turns at the tensor cores
+    ) if on)
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())
     return h.hexdigest()

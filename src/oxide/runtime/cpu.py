@@ -26,8 +26,9 @@ import numpy as np
 
 from oxide import types as T
 from oxide.codegen.persistent_grid import GRID_PARAMS, hardware_blocks, is_persistent
+from oxide.codegen.switches import codegen_switches
+from oxide.codegen.switches import hopper_on_cpu as _hopper_on_cpu
 from oxide.codegen.warp_roles import extra_threads
-from oxide.codegen.warp_roles import hopper_on_cpu as _hopper_on_cpu
 from oxide.errors import ArgumentError, LaunchError
 from oxide.progress import activity
 from oxide.runtime.args import Plan, bind
@@ -149,9 +150,10 @@ def _to_disk_cache(kernel: Any, plan: Plan, ck: Any) -> None:
 
 def _entry(kernel: Any, plan: Plan) -> _Entry:
     cache = kernel.__dict__.setdefault("_oxide_cpu_entries", {})
-    entry = cache.get(plan)
+    key = (plan, codegen_switches())  # a switch changes a tile kernel's code
+    entry = cache.get(key)
     if entry is None:
-        entry = cache[plan] = _Entry(kernel, plan)
+        entry = cache[key] = _Entry(kernel, plan)
     return entry
 
 

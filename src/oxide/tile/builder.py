@@ -82,6 +82,20 @@ class TileBuilder(IRBuilder):
         self.origins[op] = self.origins.get(beside, ())
         self.tile_ops.insert(self.tile_ops.index(beside) + (1 if after else 0), op)
 
+    def insert_tile_op_at(self, op: Operation, before: Operation, lowered_before: Operation
+                          ) -> None:
+        """A tile op a pass adds just before `before` (any op, a terminator too), lowered
+        when tile op `lowered_before` is about to be: its SIMT ops stand where it stands,
+        and its declarations and blocks sort with `lowered_before`'s (a key of its own
+        block's could sort them before the constants earlier lowerings declared)."""
+        block = before.parent_block()
+        assert block is not None
+        block.insert_op_before(op, before)
+        self.order[op] = self.order[lowered_before]
+        self.spans[op] = self.spans.get(lowered_before)
+        self.origins[op] = self.origins.get(lowered_before, ())
+        self.tile_ops.insert(self.tile_ops.index(lowered_before), op)
+
     # -- both -------------------------------------------------------------------------
 
     def emit(self, op: Operation) -> Operation:
@@ -151,7 +165,10 @@ class TileBuilder(IRBuilder):
         have made them; then the IRBuilder's sealing."""
         if self._end is not None:
             self.block = self._end
-        self._entry_allocs.sort(key=lambda o: self.order[o])
+        # constants first: they need nothing, and a constant is made once and reused, so
+        # the lowering that made it may sort after a later one's declaration using it
+        self._entry_allocs.sort(key=lambda o: (not isinstance(o, ops.ConstantOp),
+                                               self.order[o]))
         region = self.func.body
         blocks = list(region.blocks)[1:]
         for block in blocks:

@@ -67,6 +67,7 @@ from oxide.tile.op_builder import TileOps
 from oxide.tile.operators import TileOperatorsMixin, is_product
 from oxide.tile.persistent_schedule import PersistentScheduleMixin, persistable
 from oxide.tile.philox import TileRandomMixin
+from oxide.tile.pingpong import PingPongRefused
 from oxide.tile.pipeline import ProducerRefused, Target, run_passes
 from oxide.tile.shape_calls import TileShapesMixin
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
@@ -111,14 +112,20 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
 
     def lower(rings: bool, persistent: bool = False, producer: bool = producer_rings
               ) -> tuple[TileBuilder, TileLowering, KernelContext, list[str] | None]:
-        b, low, ctx = evaluate_body(kernel, sig, symbol, persistent)
-        low.em.cpu = cpu
-        tried.append(low)
-        dump: list[str] | None = [] if keep_tile_ir else None
-        run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,
-                                     kernel.tile_options.occupancy, rings, tma, producer),
-                   verify, dump)
-        return b, low, ctx, dump
+        for pingpong in (True, False):  # turns where a loop can take them (tile/pingpong.py)
+            b, low, ctx = evaluate_body(kernel, sig, symbol, persistent)
+            low.em.cpu = cpu
+            tried.append(low)
+            dump: list[str] | None = [] if keep_tile_ir else None
+            try:
+                run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,
+                                             kernel.tile_options.occupancy, rings, tma,
+                                             producer, pingpong), verify, dump)
+            except PingPongRefused:
+                tried.pop()
+                continue
+            return b, low, ctx, dump
+        raise AssertionError("a lowering without turns refuses none")
 
     walked = None
     if _walk_the_grid(kernel, sig, symbol, tensor_cores, wgmma, tma, cpu):

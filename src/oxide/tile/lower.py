@@ -36,6 +36,7 @@ from oxide.frontend.builder import IRBuilder
 from oxide.frontend.hopper_calls import tensormap_ir_type
 from oxide.ir import ops
 from oxide.ir.types import ArrayType, SharedArrayType, constant_attr, dtype_of_ir, ir_type
+from oxide.tile import named_barriers
 from oxide.tile.access import GlobalAccessMixin
 from oxide.tile.atomic_lower import AtomicEmitMixin
 from oxide.tile.layout import WARP_SIZE, Layout, broadcast_source
@@ -89,6 +90,8 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         self.tma_stores = False  # a store went by TMA (tile/tma_stores.py): drain at the end
         self.cpu = False  # the CPU target (no PTX of its own: mbarriers, setmaxnreg)
         self.barriers = 0  # block barriers emitted so far (tile/to_simt.py checks some)
+        self.turns: Any = None  # loops whose warp groups take turns (tile/pingpong.py)
+        self.cpu_named_barriers: SSAValue | None = None  # tile/named_barriers.py
 
     def operand_map(self, array: SSAValue, box: tuple[int, ...], swizzle: int) -> SSAValue:
         """The kernel's hidden tensor-map parameter for TMA copies of `box` from array
@@ -388,14 +391,10 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
     def barrier(self) -> None:
         self.uses_barriers = True
         self.barriers += 1
-        if self.consumer_threads is None or self.cpu:
-            # (the CPU's scheduler holds no block barrier up for a thread that waits on
-            # an mbarrier or has finished, the producer's: codegen/hopper_cpu.py)
+        if self.consumer_threads is None:
             self.b.emit(ops.BarrierOp("block"))
-        else:  # barrier 1 of the consumer threads (0 is the whole block's)
-            self.b.emit(ops.HopperOp("named_barrier", [self.const(1, T.u32),
-                                                       self.const(self.consumer_threads, T.u32)],
-                                     []))
+        else:  # the consumer threads' barrier (the producer never meets it)
+            named_barriers.sync(self, self.const(named_barriers.CONSUMERS, T.u32))
 
     # -- reductions ---------------------------------------------------------------------
 

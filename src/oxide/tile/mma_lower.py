@@ -77,16 +77,18 @@ def relayout(em: TileEmitter, t: Slots, layout: Layout) -> Slots:
 
 
 def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
-              engine: str, b_transposed: bool = False, in_flight: bool = False) -> Slots:
+              engine: str, b_transposed: bool = False, in_flight: bool = False,
+              turn: str | None = None) -> Slots:
     """`a @ b + acc` in `layout`, the result's (the layout pass's choice: the accumulator
     layout, or the accumulator's own for tiles smaller than one instruction; see the
     module docstring), on `engine` (tile/mma_choice.py). With `b_transposed`, `b` is the
     (N, K) tile whose transpose is the product's B (the layout pass folds
     `permute(x, (1, 0))` into it where tensor cores take the product). With `in_flight`
-    (tile/operand_rings.py), the wgmma may still run when this returns."""
+    (tile/operand_rings.py), the wgmma may still run when this returns. `turn` ("head",
+    "tail") marks a product of a loop whose warp groups take turns (tile/pingpong.py)."""
     acc = relayout(em, acc, layout)
     if engine == "wgmma":
-        return lower_wgmma(em, a, b, acc, b_transposed, in_flight)
+        return lower_wgmma(em, a, b, acc, b_transposed, in_flight, turn)
     if engine == "mma.sync":
         return _tensor_cores(em, a, b, acc, b_transposed)
     assert not b_transposed, "a transposed B only where tensor cores take the product"

@@ -49,7 +49,7 @@ from typing import Any
 from xdsl.ir import Block, Operation, SSAValue
 
 from oxide import types as T
-from oxide.codegen.warp_roles import producer_enabled
+from oxide.codegen.switches import producer_enabled
 from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, TileVarType, kind_of
 from oxide.ir.types import ir_type

@@ -68,9 +68,9 @@ def barriers(em: Any, ring: RingLayout) -> SSAValue:
     mbarriers (`empties`), initialized beside them."""
     state = ring_state(em)
     if ring.ring not in state.barriers:
-        state.barriers[ring.ring] = _init_barriers(em, ring.buffers, 1)
+        state.barriers[ring.ring] = init_barriers(em, ring.buffers, 1)
         if em.consumer_threads is not None:  # one arrive per consumer warp
-            state.empties[ring.ring] = _init_barriers(em, ring.buffers, em.num_warps)
+            state.empties[ring.ring] = init_barriers(em, ring.buffers, em.num_warps)
         em.b.at_entry(ops.HopperOp("fence.mbarrier_init", [], []))
         em.b.at_entry(ops.BarrierOp("block"))
         em.uses_barriers = True
@@ -87,7 +87,7 @@ def empties(em: Any, ring: RingLayout) -> SSAValue:
     return ring_state(em).empties[ring.ring]  # type: ignore[no-any-return]
 
 
-def _init_barriers(em: Any, count: int, arrivals: int) -> SSAValue:
+def init_barriers(em: Any, count: int, arrivals: int) -> SSAValue:
     """`count` mbarriers of `arrivals` arrivals each, initialized by thread 0 at the
     kernel's start."""
     bars = em.shared(T.u64, count)

@@ -29,6 +29,7 @@ from oxide.tile.mma_choice import engine_of
 from oxide.tile.mma_lower import lower_mma, relayout
 from oxide.tile.operand_rings import issue, ring_of
 from oxide.tile.ordering import syncs_block
+from oxide.tile.pingpong import PingPongRefused, lower_schedule
 from oxide.tile.tma_rings import (
     drain_all,
     issue_tma,
@@ -64,6 +65,9 @@ class ToSIMT:
                 relied, before, carried = True, carried, None
             assert not relied or self.em.barriers > before, (
                 f"{op.name}: tile/ordering.py counts on a barrier its lowering did not emit")
+            turns = self.em.turns
+            if turns is not None and op in turns.ops and self.em.barriers > before:
+                raise PingPongRefused  # a warp group holding the turn would wait here
             if isinstance(out, Slots):
                 out = (out,)
             for r, s in zip(op.results, out or (), strict=False):
@@ -227,7 +231,11 @@ class ToSIMT:
     def _mma(self, op: Operation) -> Slots:
         a, b, acc = (self._in(v) for v in op.operands)
         return lower_mma(self.em, a, b, acc, layout_of(op.results[0]), engine_of(op),
-                         op.param("b_transposed", False), op.param("in_flight", False))
+                         op.param("b_transposed", False), op.param("in_flight", False),
+                         op.param("pingpong"))
+
+    def _schedule(self, op: Operation) -> None:
+        lower_schedule(self.em, op.param("step"))
 
     def _from_scalar(self, op: Operation) -> Slots:
         v = op.operands[0]

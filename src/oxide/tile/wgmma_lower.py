@@ -61,6 +61,7 @@ from oxide.tile.operand_rings import (
     swizzled_index,
     wait_for,
 )
+from oxide.tile.pingpong import pass_turn, take_turn
 from oxide.tile.tma_rings import consume, wait_tma
 from oxide.tile.values import Slots
 
@@ -68,11 +69,13 @@ _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout field (bits 62
 
 
 def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool,
-                in_flight: bool = False) -> Slots:
+                in_flight: bool = False, turn: str | None = None) -> Slots:
     """`acc + a @ b` on wgmma (see the module docstring); an operand in a ring
     (tile/operand_rings.py) is read where its copies put it. With `in_flight` (both
     operands in rings with a buffer to spare, the result only the next product's
-    accumulator), it waits for the previous product instead (`wgmma.wait_group 1`)."""
+    accumulator), it waits for the previous product instead (`wgmma.wait_group 1`).
+    A loop's `turn` product (tile/pingpong.py): the "tail" waits for the warp group's turn
+    before it is issued, the "head" passes the turn on once it is."""
     (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
     size, step = a.dtype.itemsize, wgmma_k(a.dtype)
     stage_transposed = not b_transposed and size == 1  # K-major only: B's transpose staged
@@ -111,6 +114,8 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     order = [slot[(8 * (e // 2), 8 * j + e % 2)] for j in range(n // 8) for e in range(4)]
     values = list(acc.values)
     regs = [values[s] for s in order]
+    if turn == "tail":
+        take_turn(em)
     em.b.emit(ops.HopperOp("wgmma.fence", [], []))
     one = em.const(1, T.i32)
     kind = f"wgmma.m64n{n}k{step}.{WGMMA_TYPES[a.dtype.name]}.{'rs' if a_regs else 'ss'}"
@@ -134,6 +139,8 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
         em.b.emit(op)
         regs = list(op.results)
     em.b.emit(ops.HopperOp("wgmma.commit", [], []))
+    if turn == "head":
+        pass_turn(em)
     wait = ops.HopperOp("wgmma.wait", regs, [ir_type(T.f32)] * len(regs),
                         imm=(1 if in_flight else 0,))
     em.b.emit(wait)

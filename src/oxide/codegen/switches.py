@@ -1,0 +1,48 @@
+"""The environment switches that change a tile kernel's code, for comparisons, debugging
+and tests: the compiler reads them, and a kernel's compiled specializations (in memory,
+on the CPU's launch path, and in the disk cache's key) are remembered under them. This
+module imports nothing heavy: the runtime's launch path reads it without the compiler."""
+
+from __future__ import annotations
+
+import os
+
+from oxide.codegen import persistent_grid
+
+
+def wgmma_enabled() -> bool:
+    """Whether tile products may take the wgmma engine on sm_90 (OXIDE_TILE_WGMMA=0 keeps
+    them on mma.sync, to compare the two)."""
+    return os.environ.get("OXIDE_TILE_WGMMA", "1") != "0"
+
+
+def tma_enabled() -> bool:
+    """Whether a tile K loop's operands may be copied by TMA on sm_90 (OXIDE_TILE_TMA=0
+    keeps every thread's cp.async copies, to compare the two)."""
+    return os.environ.get("OXIDE_TILE_TMA", "1") != "0"
+
+
+def producer_enabled() -> bool:
+    """OXIDE_TILE_PRODUCER=0 keeps thread 0 of the consumers issuing a tile kernel's TMA
+    copies (no producer warp group), to compare the two."""
+    return os.environ.get("OXIDE_TILE_PRODUCER", "1") != "0"
+
+
+def hopper_on_cpu() -> bool:
+    """OXIDE_TILE_CPU_HOPPER=1: the CPU target compiles tile kernels as sm_90 does (wgmma,
+    TMA rings, a producer warp group, TMA stores, each in the CPU's meaning), to test that
+    code without a GPU. Such CPU code is not kept in the disk cache."""
+    return os.environ.get("OXIDE_TILE_CPU_HOPPER", "") == "1"
+
+
+def pingpong_enabled() -> bool:
+    """OXIDE_TILE_PINGPONG=1: the consumer warp groups take turns at the tensor cores in
+    loops of product -> work -> product (tile/pingpong.py; off by default until measured
+    faster on the H200)."""
+    return os.environ.get("OXIDE_TILE_PINGPONG", "0") == "1"
+
+
+def codegen_switches() -> tuple[bool, bool, bool, bool, bool, bool]:
+    """All of them, with the persistent schedule's (codegen/persistent_grid.py)."""
+    return (wgmma_enabled(), tma_enabled(), producer_enabled(), hopper_on_cpu(),
+            persistent_grid.enabled(), pingpong_enabled())

@@ -1,0 +1,224 @@
+"""Ping-pong: the two consumer warp groups take turns at the tensor cores, so that one's
+softmax (any work between two products) runs while the other's products do.
+
+Why. In a loop whose body is product -> work on its result -> product (attention's
+`q @ k.T`, the row softmax, `p @ v`), both consumer warp groups of a kernel with a
+producer (tile/producer.py) wait for the same TMA fill, so they issue their first product
+together, then both do the softmax while the tensor cores idle, then both issue the
+second product. FlashAttention-3 (paper section 3.1) staggers them with two named
+barriers, a *turn* that one warp group holds while it issues: warp group g waits for the
+turn (`barrier.sync 2 + g, 256`) before its second product, keeps it through the next
+iteration's first product, and passes it on (`barrier.arrive 3 - g, 256`) as soon as that
+product is issued. One warp group's softmax then overlaps the other's products.
+
+Where it applies (`plan_pingpong`): on sm_90 with a producer warp group and two consumer
+warp groups (8 warps), `OXIDE_TILE_PINGPONG=1` (off by default until measured faster on
+the H200), to each innermost loop whose body has exactly two wgmma products, the
+*head* and the *tail*, in one block that runs once per iteration (it dominates every
+back edge), the tail's A operand computed from the head's result, and one block before
+the loop (its preheader) and one after it (its exit). The rule reads the data flow, not
+a kernel's name or shape. A loop in whose blocks the lowering emits a barrier of the
+consumers (a staged operand, a layout conversion through shared memory) cannot take turns:
+a warp group holding the turn would wait there for the other, which waits for the turn.
+`ToSIMT` counts those barriers and raises `PingPongRefused`, and the kernel is lowered
+again without turns (tile/frontend.py).
+
+The protocol, per consumer warp group g (own barrier 2 + g, the other's 3 - g):
+- once per block, before its first loop with turns: warp group 1 arrives on barrier 2
+  (warp group 0 has the first turn);
+- before the loop (`enter`): wait for the turn;
+- in each iteration: the head, `wgmma.commit`, pass the turn (arrive on the other's
+  barrier), ...work..., wait for the turn, the tail (issued and waited for);
+- after the loop (`leave`): pass the turn.
+Every wait of a warp group on its barrier pairs with the other's arrive of the same rank:
+warp group 0's k-th wait on barrier 2 with warp group 1's k-th arrive there (the first is
+the once-per-block arrive), and between two arrives of one warp group on a barrier it
+waits once on its own, which needs the other's arrive, which follows the other's wait of
+the same rank. So no barrier ever holds two arrivals of one warp group, no wait lacks its
+arrive (both warp groups run the same loops the same number of times: tile control flow
+is block-uniform), and the block ends with warp group 1's last pass pending on barrier 2,
+which the block's exit discards. The turns order issue only; they move no data, so the
+results are those without them. On the CPU (OXIDE_TILE_CPU_HOPPER=1) the two barriers are
+mbarriers in shared memory with the same arrivals, so a protocol that deadlocks on the
+GPU deadlocks there too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from xdsl.ir import Block, Operation, SSAValue
+
+from oxide import types as T
+from oxide.codegen.switches import pingpong_enabled
+from oxide.ir import ops
+from oxide.ir.tile_ops import kind_of, make
+from oxide.ir.types import ir_type
+from oxide.passes.cfg import dominators_of, immediate_dominators, predecessors, successors
+from oxide.tile import named_barriers
+from oxide.tile.builder import TileBuilder
+from oxide.tile.lower import TileEmitter
+from oxide.tile.mma_choice import engine_of
+from oxide.tile.named_barriers import FIRST_TURN
+from oxide.tile.operand_rings import zero_slot
+from oxide.tile.tma_rings import only_if
+
+CONSUMERS = 256  # two warp groups
+
+
+class PingPongRefused(Exception):
+    """A loop given turns has a barrier of the consumers in it (see the module docstring):
+    the kernel is to be lowered again without turns."""
+
+
+@dataclass
+class Turns:
+    """The loops given turns: their tile ops (a barrier in the lowering of one refuses
+    them; the lowering moves ops into new blocks, so blocks would not tell), and the
+    lowering's state."""
+
+    ops: set[Operation] = field(default_factory=set)
+    entered: SSAValue | None = None  # a slot: 0 until this thread's first `enter`, then 1
+
+
+def plan_pingpong(b: TileBuilder, em: TileEmitter) -> Turns | None:
+    """Give turns to the kernel's eligible loops (see the module docstring): their head
+    and tail products are marked (`pingpong` = "head" / "tail"), and `schedule` ops stand
+    before each loop (`enter`) and after it (`leave`). None where no loop is eligible."""
+    if em.consumer_threads != CONSUMERS or not pingpong_enabled():
+        return None
+    func = b.func
+    # the entry block holds declarations and falls into the body once the builder seals it
+    idom = immediate_dominators(func, func.body.blocks[1])
+    preds = predecessors(func)
+    loops = _natural_loops(func, idom, preds)
+    turns = Turns()
+    products = [op for op in b.tile_ops if kind_of(op) == "mma" and engine_of(op) == "wgmma"]
+    for header, body in loops.items():
+        pair = _pair(header, body, loops, products, idom)
+        if pair is None:
+            continue
+        outside = [p for p in preds[header] if p not in body]
+        exits = {s for x in body for s in successors(x) if s not in body}
+        if len(outside) != 1 or len(exits) != 1:
+            continue
+        before, (after,) = outside[0], exits
+        # `enter` runs exactly when the loop is entered, `leave` exactly when it is left
+        if successors(before) != (header,) or any(p not in body for p in preds[after]):
+            continue
+        head, tail = pair
+        head.set_param("pingpong", "head")
+        tail.set_param("pingpong", "tail")
+        first, branch = after.first_op, before.last_op
+        assert first is not None and branch is not None  # each holds its terminator at least
+        b.insert_tile_op_at(make("schedule", [], [], step="enter"), branch, head)
+        b.insert_tile_op_at(make("schedule", [], [], step="leave"), first, head)
+        turns.ops |= {op for op in b.tile_ops if op.parent_block() in body}
+    return turns if turns.ops else None
+
+
+def _natural_loops(func: ops.FuncOp, idom: dict[Block, Block],
+                   preds: dict[Block, list[Block]]) -> dict[Block, set[Block]]:
+    """Header -> the blocks of its loop (every back edge to it), for each loop."""
+    loops: dict[Block, set[Block]] = {}
+    for u in func.body.blocks:
+        if u not in idom:
+            continue  # unreachable
+        doms = dominators_of(u, idom)
+        for h in successors(u):
+            if h not in doms:
+                continue
+            body = loops.setdefault(h, {h})
+            stack = [u]
+            while stack:
+                x = stack.pop()
+                if x not in body:
+                    body.add(x)
+                    stack.extend(preds[x])
+    return loops
+
+
+def _pair(header: Block, body: set[Block], loops: dict[Block, set[Block]],
+          products: list[Operation], idom: dict[Block, Block]
+          ) -> tuple[Operation, Operation] | None:
+    """The loop's (head, tail): its only two wgmma products, one block of the loop and of
+    no loop inside it, run once per iteration, the tail's A computed from the head."""
+    mine = [op for op in products if op.parent_block() in body]
+    if len(mine) != 2:
+        return None
+    block = mine[0].parent_block()
+    assert block is not None
+    if mine[1].parent_block() is not block:
+        return None
+    if any(h is not header and block in inner and inner < body
+           for h, inner in loops.items()):
+        return None  # in a loop inside this one
+    latches = [u for u in body if header in successors(u)]
+    if not all(block in dominators_of(u, idom) for u in latches):
+        return None  # not run once per iteration
+    ordered = [op for op in block.ops if op in mine]
+    head, tail = ordered
+    if not _derived(tail.operands[0], head.results[0], block):
+        return None
+    return head, tail
+
+
+def _derived(value: SSAValue, source: SSAValue, block: Block) -> bool:
+    """Whether `value` is computed from `source` by ops of `block`."""
+    seen: set[SSAValue] = set()
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if v is source:
+            return True
+        if v in seen or not isinstance(v.owner, Operation) or v.owner.parent_block() is not block:
+            continue
+        seen.add(v)
+        stack.extend(v.owner.operands)
+    return False
+
+
+# -- the lowering ---------------------------------------------------------------------------
+
+def _group(em: TileEmitter) -> SSAValue:
+    """This consumer thread's warp group, 0 or 1 (the producer's threads are 2 up)."""
+    _, warp = em._thread()
+    return em._entry(ops.BinaryOp("shr", warp, em.const(2, T.i32)))
+
+
+def _barrier_of(em: TileEmitter, mine: bool) -> SSAValue:
+    """This warp group's barrier (2 + g), or the other's (3 - g), as a u32."""
+    group = em._entry(ops.CastOp(_group(em), ir_type(T.u32)))
+    if mine:
+        return em._entry(ops.BinaryOp("add", group, em.const(FIRST_TURN, T.u32)))
+    return em._entry(ops.BinaryOp("sub", em.const(FIRST_TURN + 1, T.u32), group))
+
+
+def pass_turn(em: TileEmitter) -> None:
+    """Arrive on the other warp group's barrier, without waiting."""
+    named_barriers.arrive(em, _barrier_of(em, mine=False))
+
+
+def take_turn(em: TileEmitter) -> None:
+    """Wait on this warp group's barrier until the other passed the turn."""
+    named_barriers.sync(em, _barrier_of(em, mine=True))
+
+
+def lower_schedule(em: TileEmitter, step: str) -> None:
+    """A `schedule` op: `enter` (the block's first also gives warp group 0 the first turn)
+    or `leave`."""
+    if step == "leave":
+        pass_turn(em)
+        return
+    b = em.b
+    turns: Turns = em.turns
+    if turns.entered is None:
+        turns.entered = zero_slot(em)
+    fresh = b.value(ops.CompareOp("eq", b.value(ops.SlotReadOp(turns.entered)),
+                                  em.const(0, T.i32)))
+    second = em._entry(ops.CompareOp("eq", _group(em), em.const(1, T.i32)))
+    opening = b.value(ops.BinaryOp("and", fresh, second))
+    only_if(em, opening,
+            lambda: named_barriers.arrive(em, em.const(FIRST_TURN, T.u32)))
+    b.emit(ops.SlotWriteOp(turns.entered, em.const(1, T.i32)))
+    take_turn(em)
