@@ -437,7 +437,7 @@ def test_a_setmaxnreg_kernel_loads_as_ptx_for_the_driver_jit() -> None:
     their cubin."""
     ck = warp_groups.compile(RawSlice[u32], arch="sm_90")
     assert ck.module_image == ck.ptx.encode() + b"\0"
-    assert ck.cubin.startswith(b"\x7fELF")  # still assembled: ptxas errors surface here
+    assert ck.cubin.startswith(b"\x7fELF")  # nvJitLink still assembles it, on request
     plain = asm_add.compile(RawSlice[u32], RawSlice[u32], arch="sm_90")
     assert plain.module_image == plain.cubin
 
@@ -647,3 +647,25 @@ def test_an_ldmatrix_row_past_the_array_is_an_index_error() -> None:
         for row, col in ((9, 0), (0, 9), (-1, 0)):
             with pytest.raises(ox.KernelIndexError, match="ldmatrix"):
                 ox.launch(ld_row, (1, 32), out, np.int32(row), np.int32(col))
+
+
+def test_ptx_the_driver_rejects_gets_ptxas_diagnostic(monkeypatch) -> None:
+    """A setmaxnreg kernel's image is its PTX, never assembled by nvJitLink before the
+    driver compiles it; where the driver rejects one, ptxas (through nvJitLink) says why,
+    and where ptxas does not object, the driver's own error stands."""
+    from oxide.errors import DeviceError, TargetError
+    from oxide.runtime import gpu
+    from oxide.runtime.kernel_image import KernelImage
+
+    def rejected(code: bytes) -> None:
+        raise DeviceError("CUDA_ERROR_INVALID_PTX loading the kernel's cubin")
+
+    monkeypatch.setattr(gpu.cd, "load_module", rejected)
+    good = warp_groups.compile(RawSlice[u32], arch="sm_90")
+    image = KernelImage(good.module_image, good.name, [], (8,))
+    with pytest.raises(DeviceError, match="INVALID_PTX"):
+        gpu.load_module(image)
+    broken = good.ptx.replace("setmaxnreg.inc.sync.aligned.u32", "setmaxnreg.bogus.u32", 1)
+    assert broken != good.ptx
+    with pytest.raises(TargetError, match="nvJitLink rejected the PTX"):
+        gpu.load_module(KernelImage(broken.encode() + b"\0", good.name, [], (8,)))

@@ -114,9 +114,12 @@ class CompiledKernel:
         program. nvJitLink assembles relocatable code, for which ptxas drops setmaxnreg
         (its note C7504: "unable to determine register count at entry"), while the
         driver's whole-program compile keeps it: gemm_hopper went from 743 to 775 TFLOPS
-        at 4096^3 on the H200 (2026-12-03). The cubin is still built first, so ptxas's
-        errors surface at compile time, without a GPU; the driver caches its own
-        compile (~0.1-0.3 s) across processes.
+        at 4096^3 on the H200 (2026-12-03). The cubin is not built for such a kernel:
+        ptxas would run twice on the first call (0.3-0.5 s each for tile_attention), and
+        nvJitLink's register report, blind to setmaxnreg, says nothing true of the code
+        that runs. Where the driver rejects the PTX, the runtime assembles it with
+        nvJitLink for ptxas's diagnostic (runtime/gpu.py `load_module`); `.cubin` still
+        assembles it on request. The driver caches its own compile across processes.
 
         `OXIDE_DRIVER_JIT=1` loads every kernel's PTX this way (relocatable code also
         costs registers: tile_layernorm f32 90 through nvJitLink, 62 assembled as a whole
@@ -124,12 +127,11 @@ class CompiledKernel:
         call a recursive @ox.func: their stack and recursion limit come from the frame
         sizes in the nvJitLink cubin (runtime/gpu.py), which the driver's code need not
         share."""
-        cubin = self.cubin
-        if self.arch and self.arch.endswith("a") and "setmaxnreg" in self.ptx:
+        whole = bool(self.arch and self.arch.endswith("a") and "setmaxnreg" in self.ptx)
+        if whole or (os.environ.get("OXIDE_DRIVER_JIT") == "1"
+                     and RECURSIVE_SYMBOL_PREFIX not in self.ptx):
             return self.ptx.encode() + b"\0"
-        if os.environ.get("OXIDE_DRIVER_JIT") == "1" and RECURSIVE_SYMBOL_PREFIX not in self.ptx:
-            return self.ptx.encode() + b"\0"
-        return cubin
+        return self.cubin
 
     def __repr__(self) -> str:
         return f"<CompiledKernel {self.name} for {self.arch or self.target}>"

@@ -21,6 +21,7 @@ becomes `ox.KernelIndexError` / `ox.KernelAssertionError` and is cleared.
 from __future__ import annotations
 
 import ctypes
+import re
 import struct
 import sys
 import threading
@@ -34,7 +35,7 @@ from oxide.codegen.abi import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL, RECURS
 from oxide.codegen.grid_sync import counter_symbol as grid_counter_symbol
 from oxide.codegen.persistent_grid import GRID_PARAMS, hardware_blocks, is_persistent
 from oxide.codegen.warp_roles import extra_threads
-from oxide.errors import InternalCompilerError, LaunchError
+from oxide.errors import DeviceError, InternalCompilerError, LaunchError
 from oxide.progress import activity
 from oxide.runtime import cuda_driver as cd
 from oxide.runtime import gpu_devices, native_launch
@@ -237,6 +238,25 @@ def _bf16_bits(x: float) -> int:
     return ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF
 
 
+def load_module(image: KernelImage) -> Any:
+    """The module of `image` on the current device. An image of PTX (which the driver
+    compiles: compiler.py `module_image`) that the driver rejects is assembled by nvJitLink,
+    whose ptxas says why (a TargetError); the driver's own error where it does not."""
+    try:
+        return cd.load_module(image.code)
+    except DeviceError:
+        if not image.code.endswith(b"\0"):
+            raise
+        ptx = image.code[:-1].decode(errors="replace")
+        target = re.search(r"^\.target\s+(sm_\w+)", ptx, re.M)
+        if target is None:
+            raise
+        from oxide.codegen.nvjitlink import ptx_to_cubin
+
+        ptx_to_cubin(ptx, target.group(1), image.symbol)
+        raise
+
+
 class Launcher:
     """One specialization loaded on one device, with its parameter buffer and error record."""
 
@@ -248,7 +268,7 @@ class Launcher:
         self.sites = image.sites
         self.stream_source = stream_source  # where the default stream comes from
         gdev.enter()
-        self.module = cd.load_module(image.code)
+        self.module = load_module(image)
         self.function = cd.get_function(self.module, image.symbol)
         self.max_threads = cd.function_attribute(self.function, "MAX_THREADS_PER_BLOCK")
         self.num_regs = cd.function_attribute(self.function, "NUM_REGS")
