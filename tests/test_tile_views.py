@@ -91,9 +91,9 @@ def test_a_view_does_not_hide_a_race_between_blocks() -> None:
         cpu(one_head_for_all, (2, 3), x, np.zeros_like(x), 4)
 
 
-def test_a_view_needs_a_dimension_left_and_integer_indices() -> None:
+def test_a_view_takes_at_most_rank_integer_indices() -> None:
     def whole(x: Slice[f32, 2], out: DisjointSlice[f32, 2]):
-        tile.store(out, (0, 0), tile.load(x[0, 1], (0,), (4,))[None, :])
+        tile.store(out, (0, 0), tile.load(x[0, 1, 2], (0,), (4,))[None, :])
 
     def floating(x: Slice[f32, 2], out: DisjointSlice[f32, 2], s: f32):
         tile.store(out, (0, 0), tile.load(x[s], (0,), (4,))[None, :])
@@ -101,7 +101,7 @@ def test_a_view_needs_a_dimension_left_and_integer_indices() -> None:
     def negative(x: Slice[f32, 2], out: DisjointSlice[f32, 2]):
         tile.store(out, (0, 0), tile.load(x[-1], (0,), (4,))[None, :])
 
-    for fn, message in ((whole, "leaves no dimension"), (floating, "integer scalars"),
+    for fn, message in ((whole, "at most 2 indexes, not 3"), (floating, "integer scalars"),
                         (negative, "do not wrap around")):
         k = tile.kernel(fn)
         with pytest.raises(ox.OxideError, match=message):

@@ -191,8 +191,8 @@ class ArrayType:
     def rank_error(self, name: str, got: int) -> str | None:
         """Why an array of rank `got` cannot be `name: self`, or None where it can."""
         dt = self.dtype.name
-        if not 1 <= got <= MAX_ARRAY_RANK:
-            return (f"`{name}` is {self.title}[{dt}...]: kernel arrays have rank 1 to "
+        if not 0 <= got <= MAX_ARRAY_RANK:
+            return (f"`{name}` is {self.title}[{dt}...]: kernel arrays have rank 0 to "
                     f"{MAX_ARRAY_RANK}; got {got}")
         if not self.ranked or got == self.rank:
             return None
@@ -216,11 +216,10 @@ class _ArrayFactory:
     def __getitem__(self, item: Any) -> ArrayType:
         dtype, rank = (item if isinstance(item, tuple) else (item, 1))
         if (not isinstance(rank, int) or isinstance(rank, bool)
-                or not 1 <= rank <= MAX_ARRAY_RANK):
-            raise self._error(f"array rank must be 1 to {MAX_ARRAY_RANK}, got {rank!r}",
-                              "a rank is the number of indices: `Slice[f32, 2]` for a matrix"
-                              + ("; for one value (a 0-d result), pass a 1-element array "
-                                 "and use index `(0,)`" if rank == 0 else ""))
+                or not 0 <= rank <= MAX_ARRAY_RANK):
+            raise self._error(f"array rank must be 0 to {MAX_ARRAY_RANK}, got {rank!r}",
+                              "a rank is the number of indices: `Slice[f32, 2]` for a matrix, "
+                              "`Slice[f32, 0]` for one value (a 0-d array, indexed `()`)")
         if not isinstance(dtype, (DType, TypeVar)):
             try:
                 dtype = dtype_of(dtype)

@@ -29,6 +29,7 @@ from oxide import (
 from . import bad
 
 LE, AE, ALE = ox.LaunchError, ox.ArgumentError, ox.AliasingError
+KTE = ox.KernelTypeError
 T = ox.TypeVar("T")
 TABLE = ox.ConstantArray(f32, (4,))  # never set: launching a reader is an error
 
@@ -369,8 +370,10 @@ def object_array():
     scale[1, 8](np.array([1.0] * 8, dtype=object), 2.0, np.zeros(8, np.float32))
 
 
-@bad(AE, pattern=r"rank|0-d|0 dim|dimension", launch=True)
+@bad(KTE, pattern=r"rank-0 array", launch=True)
 def zero_d_array():
+    """`scale`'s unranked `x: Slice[f32]` takes rank 0 from the argument; its body indexes
+    it with a 1-D ThreadIndex."""
     scale[1, 8](np.ones((), np.float32), 2.0, np.zeros(8, np.float32))
 
 

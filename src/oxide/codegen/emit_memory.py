@@ -79,6 +79,8 @@ class MemoryMixin:
             for i, s in zip(idx, strides, strict=True):
                 term = self.ins(f"mul nsw i64 {i}, {s}")
                 offset = term if offset is None else self.ins(f"add nsw i64 {offset}, {term}")
+        if offset is None:  # a 0-d array: its one element
+            return info["ptr"]  # type: ignore[no-any-return]
         ptr_t = self.t.pointer_type(info["space"])
         return self.ins(f"getelementptr inbounds {info['dtype'].llvm}, {ptr_t} {info['ptr']}, "
                         f"i64 {offset}")
@@ -117,6 +119,8 @@ class MemoryMixin:
                  access: Callable[[], str | None]) -> str | None:
         """Emits `access()` where every index is in range (a report where not) and returns
         its value, or 0 on the out-of-range path; None when `access` gives no value."""
+        if not idx:  # a 0-d array's one element is always there
+            return access()
         good, bad = self.bounds_check(array, idx, site)
         join = self.label()
         self.raw(f"br label %{join}")

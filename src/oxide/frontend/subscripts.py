@@ -193,6 +193,15 @@ class SubscriptMixin:
                     hint=f"use thread.index_{arr.type.rank}d()" if arr.type.rank <= 2 else
                     "rank-3 DisjointSlices can only be written inside `with ox.unsafe():`")
             return
+        if arr.type.rank == 0:
+            raise self.error(
+                SafetyError, node.slice,
+                f"`{arr.name}` is a 0-d DisjointSlice: its one element belongs to no single "
+                "thread, so every thread's write would race",
+                label="every thread writes this element",
+                hint=f"declare it `AtomicSlice[...]` and combine the threads' values with "
+                     f"`ox.atomic.add({arr.name}, (), value)` (or another ox.atomic "
+                     "operation), or write it from one thread inside `with ox.unsafe():`")
         if self.ctx.block is not None:
             return  # passes/shared_races.py proves the index map injective over the launch
         label = "this is not a ThreadIndex"

@@ -219,7 +219,7 @@ def to_device(array: Any, device: Any = None, stream: int | None = None) -> Devi
     if ma is not None and isinstance(array, ma.MaskedArray):  # np.asarray drops the mask
         raise ArgumentError("to_device got a NumPy masked array, whose mask a kernel would "
                             "ignore; pass `a.filled(value)` or `a.data`")
-    host = np.ascontiguousarray(np.asarray(array))
+    host = np.asarray(array, order="C")  # (np.ascontiguousarray makes a 0-d array 1-d)
     if not host.dtype.isnative:  # the copy is made anyway: make it in native byte order
         host = host.astype(host.dtype.newbyteorder("="))
     _np_dtype(host.dtype)

@@ -131,6 +131,13 @@ def _check_grid_rule(kernel_name: str, mask: int, cfg: LaunchConfig,
     if not bad:
         return
     used = [f"block_idx.{a}" for i, a in enumerate("xyz") if mask >> i & 1]
+    if tile_block is not None and not mask:
+        raise LaunchError(
+            f"`{kernel_name}` writes a DisjointSlice at constant indices only (a 0-d array, "
+            f"or an index of constants), which one block alone may write; this launch has "
+            f"grid {tuple(cfg.grid)}. Launch it with grid 1, make the array an AtomicSlice "
+            "and combine the blocks' values with tile.atomic_add, or index it with "
+            "tile.bid(0)")
     if tile_block is not None:
         # `k[4, 128]`, numba's [blocks, threads], is a grid of 4 x 128 blocks to a tile kernel
         axes = [f"tile.bid({i})" for i in range(3) if mask >> i & 1]

@@ -551,15 +551,14 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
                  for i in items]
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         nodes = list(elts) if len(elts) == len(items) else [node.slice] * len(items)
-        if len(items) >= arr.type.rank:
-            raise self.error(UnsupportedFeatureError, node,
-                             f"`{arr.name}` has rank {arr.type.rank}: `{arr.name}[...]` with "
-                             f"{len(items)} index{'es' if len(items) != 1 else ''} leaves no "
-                             "dimension to read a tile of (tile kernels read arrays a tile at "
-                             "a time)",
-                             hint=f"write `tile.load({arr.name}, index, shape)`, or index "
-                                  f"fewer dimensions: `{arr.name}[i]` is the array at "
-                                  "leading index i")
+        if len(items) > arr.type.rank:
+            raise self.error(KernelTypeError, node,
+                             f"`{arr.name}` has rank {arr.type.rank}: `{arr.name}[...]` takes "
+                             f"at most {arr.type.rank} index{'es' if arr.type.rank != 1 else ''}"
+                             f", not {len(items)}",
+                             hint=f"`{arr.name}[i]` is the array at leading index i; with every "
+                                  "index given it is the 0-d array of one element, read with "
+                                  "`tile.load(view, (), ())`")
         for item, at in zip(items, nodes, strict=True):
             constant = (isinstance(item, Static) and isinstance(item.obj, int)
                         and not isinstance(item.obj, bool))
