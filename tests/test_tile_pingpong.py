@@ -151,3 +151,17 @@ def test_attention_with_turns_on_the_cpus_sm90(turns, causal, d, env, monkeypatc
                   np.float32(1 / math.sqrt(d)), 128, 128, d, causal)
         got = do.to_numpy().astype(np.float32)
     np.testing.assert_allclose(got, ta.reference(q, k, v, heads, causal), rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_any_length_attention_with_turns_on_the_cpus_sm90(turns, causal, monkeypatch) -> None:
+    """The loops take turns; the masked tail step after them (not in a loop) does not,
+    and the turns stay balanced across it (the CPU's barriers would hang otherwise)."""
+    from test_tile_attention_any_length import _run
+
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    assert _run(2, 300, 64, causal, (128, 128), 8) < 2e-2
+    ptx = ta.tile_attention_any_length.compile(
+        *(V(Slice[bf16, 3], vectors=True),) * 3, V(DisjointSlice[bf16, 3], vectors=True),
+        np.float32(0.1), 128, 128, 64, causal, arch="sm_90").ptx
+    assert ARRIVE.findall(ptx)
