@@ -164,10 +164,16 @@ def test_a_value_remade_in_a_loop_is_made_again_after_it() -> None:
     (False, 64, {}),
     (True, 64, {"OXIDE_TILE_PRODUCER": "0"}),  # the same kernel on cp.async rings
     (True, 128, {"OXIDE_TILE_PERSISTENT": "0"}),  # one block per query block
+    # the consumer warp groups taking turns (tile/pingpong.py): from one block's loops to
+    # the next's, and from the causal kernel's first loop to its second
+    (False, 64, {"OXIDE_TILE_PINGPONG": "1"}),
+    (True, 64, {"OXIDE_TILE_PINGPONG": "1"}),
+    (True, 128, {"OXIDE_TILE_PINGPONG": "1", "OXIDE_TILE_PERSISTENT": "0"}),
 ])
 def test_attention_on_the_cpus_sm90(causal, d, env, monkeypatch) -> None:
     """Three query blocks a head, so a causal block runs 1, 2 or 3 steps; the launch
-    walks the 6 blocks with fewer, so Q's resident buffer and the rings are reused."""
+    walks the 6 blocks with fewer, so Q's resident buffer and the rings are reused (and
+    with turns, the second warp group's rows are stored only once it wrote them)."""
     monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
     for key, value in env.items():
         monkeypatch.setenv(key, value)

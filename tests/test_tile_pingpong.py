@@ -2,11 +2,11 @@
 a loop whose body is product -> work -> product take turns at the tensor cores. Checked
 as compiled for sm_90 (where the named barriers stand in the PTX, and which loops get
 none), and run on the CPU as sm_90 runs it (OXIDE_TILE_CPU_HOPPER=1: the barriers are
-counted mbarriers there, so an unbalanced protocol would hang) against NumPy."""
+counted mbarriers there, so an unbalanced protocol would hang) against NumPy: here, and
+the attention example's runs in tests/test_tile_attention_rings.py."""
 
 from __future__ import annotations
 
-import math
 import re
 
 import numpy as np
@@ -128,29 +128,6 @@ def test_a_loop_with_a_barrier_runs_on_the_cpus_sm90(turns, monkeypatch) -> None
         got = d[3].to_numpy()
     want = _staged_reference(q, k, v)
     np.testing.assert_allclose(got, want, rtol=2e-2, atol=2e-2 * np.abs(want).max())
-
-
-@pytest.mark.parametrize("causal, d, env", [
-    (False, 64, {}),
-    (True, 64, {}),
-    (True, 128, {"OXIDE_TILE_PERSISTENT": "0"}),  # one block per query block
-])
-def test_attention_with_turns_on_the_cpus_sm90(turns, causal, d, env, monkeypatch) -> None:
-    """Three query blocks a head, walked by fewer blocks: the turns continue from one
-    block's loops to the next's (and from the causal kernel's first loop to its second),
-    and the rows of the second warp group are stored only once it wrote them."""
-    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    heads, seq = 2, 384
-    rng = np.random.default_rng(d + causal + 7)
-    q, k, v = (rng.standard_normal((heads * seq, d)).astype(bf16.numpy) for _ in range(3))
-    with ox.device("cpu"):
-        dq, dk, dv, do = (ox.to_device(x) for x in (q, k, v, np.zeros_like(q)))
-        ox.launch(ta.tile_attention, heads * seq // 128, dq, dk, dv, do, seq,
-                  np.float32(1 / math.sqrt(d)), 128, 128, d, causal)
-        got = do.to_numpy().astype(np.float32)
-    np.testing.assert_allclose(got, ta.reference(q, k, v, heads, causal), rtol=2e-2, atol=2e-2)
 
 
 @pytest.mark.parametrize("causal", [False, True])
