@@ -17,7 +17,8 @@ from test_tile_tma_rings import V
 from test_tile_tma_stores import _sig
 from tile_gemm_cases import check, draw
 
-from oxide import Const, DisjointSlice, Slice, bf16, f32, i32, tile
+import oxide as ox
+from oxide import Const, DisjointSlice, Slice, bf16, f8e4m3, f32, i32, tile
 from oxide.codegen.persistent_grid import is_persistent
 from oxide.codegen.warp_roles import PRODUCER_THREADS, extra_threads, marker_symbol
 
@@ -140,3 +141,40 @@ def test_drawn_gemms_with_epilogues(seed) -> None:
     # tests/tile_gemm_cases.py: tiles, warps, stages, dtypes, epilogue and ragged sizes from
     # the seed (small here; tests/test_gpu_tile_gemm_cases.py draws more, and larger)
     check(draw(seed, big=False), lambda kernel, grid, *args: kernel[grid](*args))
+
+
+@tile.kernel(num_warps=4)
+def fp8_staged(a: Slice[f32, 2], b: Slice[f32, 2], out: DisjointSlice[f32, 2],
+               BM: Const[int], BK: Const[int]):
+    """fp8 operands computed in registers (staged by the threads: A K-major, B's transpose
+    element by element, as 8-bit wgmma reads only K-major operands)."""
+    sa = tile.load(a, (0, 0), (BM, BK)).astype(f8e4m3)
+    sb = tile.load(b, (0, 0), (BM, BK)).astype(f8e4m3).permute((1, 0))
+    tile.store(out, (0, 0), tile.mma(sa, sb, tile.zeros((BM, BM), f32)))
+
+
+@pytest.mark.parametrize("bk", [32, 64])
+def test_fp8_wgmma_of_staged_operands(bk) -> None:
+    """The CPU's meaning of an 8-bit wgmma: 32 one-byte elements of each row a step (it
+    read them as 16 halves; tile fuzz seed 98, program 44)."""
+    a, b = (rng.integers(-6, 7, (64, bk)).astype(np.float32) for _ in range(2))
+    out = np.zeros((64, 64), np.float32)
+    ck = fp8_staged.compile(Slice[f32, 2], Slice[f32, 2], DisjointSlice[f32, 2], 64, bk,
+                            arch="sm_90")
+    assert "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3" in ck.ptx
+    fp8_staged[1](a, b, out, 64, bk)
+    np.testing.assert_array_equal(out, a @ b.T)  # small integers: exact in fp8 and f32
+
+
+def test_the_fp8_gemm_example_on_rings() -> None:
+    """tile_fp8_gemm's kernel at GPU tiles: fp8 operands by TMA, K-major, 32 a step."""
+    from oxide.examples import tile_fp8_gemm as fg
+
+    m, n, k = 130, 200, 160
+    xq, wq = (rng.integers(-6, 7, (r, k)).astype(np.float32).astype(f8e4m3.numpy)
+              for r in (m, n))
+    y = np.zeros((m, n), bf16.numpy)
+    ox.launch(fg.fp8_linear, tile.cdiv(m, 128) * tile.cdiv(n, 64), xq, wq, np.float32(0.5),
+              y, 128, 64, 64, device="cpu")
+    want = (xq.astype(np.float64) @ wq.astype(np.float64).T * 0.5).astype(bf16.numpy)
+    np.testing.assert_array_equal(y.astype(np.float32), want.astype(np.float32))

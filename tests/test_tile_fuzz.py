@@ -208,3 +208,26 @@ def test_i32_to_f16_overflows_to_infinity_before_widening() -> None:
     with ox.device("cpu"):
         _shifted_to_f16[1](x, o, 4)
     np.testing.assert_array_equal(o, [-np.inf, 0.0, -np.inf, 0.0])
+
+
+def test_some_frames_put_row_products_on_wgmma(monkeypatch) -> None:
+    """Frames of 16 rows a warp (WGMMA_FRAMES): their row products are wgmma on sm_90
+    (issue 26: the fuzzer's products through the wgmma path), and the code sm_90 gets
+    agrees with the model on the CPU (OXIDE_TILE_CPU_HOPPER=1; seed 98 program 44 found
+    the CPU's 8-bit wgmma reading 16 halves a step)."""
+    from tools.tile_fuzzing.data import make_arrays, make_scratch
+    from tools.tile_fuzzing.runner import load_kernel
+
+    wide = [i for i in range(300) if (p := generate(98, i)).warps * 16 == p.tile[0] >= 64
+            and any(n.op == "rowproduct" for n in p.nodes)]
+    assert len(wide) >= 5
+    p = generate(98, wide[0])
+    inputs, _, out = make_arrays(p)
+    args = [*inputs.values(), out[None] if p.out_view else out, *make_scratch(p),
+            *(R.NP[x.dtype](x.value) for x in p.params), *p.tile]
+    assert "wgmma.mma_async" in load_kernel(p).compile(*args, arch="sm_90").ptx
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    for index in sorted({44, *wide[:2]}):
+        got = run_program(98, index, "cpu")
+        assert got.failure is None, got.failure.report()
+

@@ -41,6 +41,10 @@ OPS = (("arith", 5.0), ("div", 1.5), ("intdiv", 1.0), ("bitwise", 1.0), ("shift"
        ("math", 2.0), ("power", 0.6), ("fma", 0.6), ("ifexp", 1.0), ("loop", 1.2),
        ("fp8trip", 0.8))
 MAX_TILE = 2048  # elements of the output tile: keeps a CPU compile well under a second
+# rank-2 frames of 64 or 128 rows on 4 or 8 warps, where a row product is a wgmma on sm_90
+# (issue 26: the fuzzer's products through the wgmma path); the others as drawn
+WGMMA_FRAMES = 0.15
+WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # their ops
 # ops whose results (or their broadcasts) often sit in another layout than a load's
 OTHER_LAYOUTS = ("reduce", "argreduce", "expand", "rowproduct", "broadcast", "cumsum")
 
@@ -70,6 +74,7 @@ class Generator(LangOps):
 
     def __init__(self, rng: random.Random, seed: int, index: int) -> None:
         self.rng = rng
+        self.wide = False  # a frame of 16 rows a warp (WGMMA_FRAMES)
         self.p = self._frame(seed, index)
 
     # -- the frame: tile, grid, arrays, scalars ----------------------------------------
@@ -91,10 +96,17 @@ class Generator(LangOps):
         else:
             tile = (rng.choice((4, 8, 16, 32, 64, 128, 256, 512, 1024)),)
             grid = (rng.randint(1, 4),)
+        warps = 0
+        wide = random.Random(f"wgmma:{seed}:{index}")  # its own stream: the others stay
+        if rank == 2 and wide.random() < WGMMA_FRAMES:
+            # 16 rows a warp, whole warp groups: its row products can take wgmma on sm_90
+            tile = wide.choice(((64, 16), (64, 32), (128, 16)))
+            warps = tile[0] // 16
+            self.wide = True
         shape = tuple(self._extent(g, b) for g, b in zip(grid, tile, strict=True))
         buffer, offset = self._buffer(shape)
-        p = Program(seed, index, rng.choice((1, 2, 4, 8)), "", shape, buffer, offset, tile,
-                    [], [])
+        drawn = rng.choice((1, 2, 4, 8))
+        p = Program(seed, index, warps or drawn, "", shape, buffer, offset, tile, [], [])
         p.inputs = [self._input(p, k) for k in range(rng.randint(1, 3))]
         if rng.random() < 0.3:
             p.params.append(Scalar("param", "f32", name="sf",
@@ -180,7 +192,7 @@ class Generator(LangOps):
         for _ in range(rng.randint(3, 10)):
             for _attempt in range(20):
                 try:
-                    getattr(self, f"_op_{_weighted(rng, OPS)}")()
+                    getattr(self, f"_op_{_weighted(rng, WGMMA_OPS if self.wide else OPS)}")()
                     break
                 except Retry:
                     continue
@@ -476,8 +488,9 @@ class Generator(LangOps):
         float, all exact there): a
         tensor-core product where the tile takes one (BM 16, BN >= 16: the A and B
         fragments, the transpose folded into the B operand, the row sum in the layout
-        the layout pass picks for reduced products), else the FMA loop; its f32 sums are
-        of integers, exact in any order."""
+        the layout pass picks for reduced products; on sm_90 a wgmma in the frames of 16
+        rows a warp, `WGMMA_FRAMES`), else the FMA loop; its f32 sums are of integers,
+        exact in any order."""
         p = self.p
         if p.rank != 2 or p.tile[1] > 64:
             raise Retry  # a longer K only adds compile time (the CPU emulates each lane)

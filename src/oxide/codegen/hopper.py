@@ -623,8 +623,10 @@ def _cpu_cluster_register(em: Any, reg: str) -> str:
 # A thread's accumulators are its own (row, column) elements of D (the layout of
 # docs/language.md), so each thread computes them with exact loops: the A rows it needs
 # (from shared memory, or in the RS form from its warp's lanes through shuffles, as
-# mma.sync's A), then for each pair of columns the 16 products of each element summed in
-# order in f32 (products of halves are exact in f32). Shared operands are read through
+# mma.sync's A), then for each pair of columns the products of each element (16 halves or
+# 32 8-bit floats: one instruction's K) summed in order in f32 (products of either are
+# exact in f32; the GPU's sums of 8-bit products keep fewer bits: docs/language.md).
+# Shared operands are read through
 # their descriptor's layout: the swizzle XORs byte-address bits 4-6 (4-5, 4) with bits
 # 7-9 (7-8, 7), counted from the array's first element (on the GPU the array is aligned
 # to 1024 bytes, so that is the same). The CPU's descriptor is the operand's start
@@ -633,6 +635,7 @@ def _cpu_cluster_register(em: Any, reg: str) -> str:
 # once: fence, commit and wait order nothing there.
 
 _SWIZZLE_MASK = {1: 7, 2: 3, 3: 1}  # descriptor layout code -> the row bits XORed in
+_CPU_WGMMA_TYPES = {"bf16": T.bf16, "f16": T.f16, "e4m3": T.f8e4m3, "e5m2": T.f8e5m2}
 
 
 def _cpu_wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
@@ -643,7 +646,12 @@ def _cpu_wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     if kind == "wgmma.desc":
         return [em.ins(f"ptrtoint ptr {element_address(em, op)} to i64")]
     _, shape, dt_name, form = kind.split(".")
-    half = T.bf16 if dt_name == "bf16" else T.f16
+    half = _CPU_WGMMA_TYPES[dt_name]
+    step = 256 // half.bits  # K of one instruction: 32 bytes of each row
+    if form == "rs" and half.bits == 8:
+        raise TargetError("on the CPU, ox.wgmma() of 8-bit floats takes A from shared memory "
+                          "(the SS form) only", _span(em, op),
+                          hint="pass A as `ox.wgmma_desc(...)` of its shared array")
     trans_a, trans_b = (a.data for a in op.imm.data)  # type: ignore[attr-defined]
     n = len(op.res)
     n_a = 1 if form == "ss" else (4 if len(op.args) - 2 - n == 4 else 8)
@@ -660,7 +668,7 @@ def _cpu_wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     if form == "ss":
         a_op = _desc_op(em, op, args[0], "A")
         a_rows = [[_cpu_operand(em, a_op, half, rows[i], str(k), bool(trans_a))
-                   for k in range(16)]
+                   for k in range(step)]
                   for i in range(2)]
     else:
         a_rows = _cpu_rs_rows(em, half, [em.v(a) for a in args[:n_a]],
@@ -685,12 +693,12 @@ def _cpu_wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     col0 = em.ins(f"add i32 {em.ins(f'shl i32 {j}, 3')}, {em.ins(f'shl i32 {q}, 1')}")
     cols = [col0, em.ins(f"add i32 {col0}, 1")]
     b_cols = [[_cpu_operand(em, b_op, half, c, str(k), bool(trans_b))
-               for k in range(16)] for c in cols]
+               for k in range(step)] for c in cols]
     for e in range(4):  # element 4j + e: row (e // 2), column (e % 2)
         idx = em.ins(f"add i32 {em.ins(f'shl i32 {j}, 2')}, {e}")
         p = em.ins(f"getelementptr inbounds float, ptr {buf}, i32 {idx}")
         total = em.ins(f"load float, ptr {p}")
-        for k in range(16):
+        for k in range(step):
             prod = em.ins(f"fmul float {a_rows[e // 2][k]}, {b_cols[e % 2][k]}")
             total = em.ins(f"fadd float {total}, {prod}")
         em.raw(f"store float {total}, ptr {p}")
@@ -715,9 +723,10 @@ def _desc_op(em: Any, op: ops.HopperOp, value: Any, which: str) -> ops.HopperOp:
                       hint="write `ox.wgmma_desc(s[i, j], ...)` in the ox.wgmma() call")
 
 
-def _cpu_operand(em: Any, desc: ops.HopperOp, half: T.DType, mn: str, k: str,
+def _cpu_operand(em: Any, desc: ops.HopperOp, dt: T.DType, mn: str, k: str,
                  mn_major: bool) -> str:
-    """One element (M or N index `mn`, K index `k`) of a shared operand, as f32.
+    """One element (M or N index `mn`, K index `k`) of a shared operand of `dt` (a 16- or
+    8-bit float), as f32 (exactly).
 
     K-major: `mn` picks the row, `k` the element in it. MN-major: `k` picks the row of a
     slab of one swizzle row's elements along M/N, the slab is `mn // per_row`."""
@@ -725,23 +734,24 @@ def _cpu_operand(em: Any, desc: ops.HopperOp, half: T.DType, mn: str, k: str,
     info = em.arrays[desc.array[0]]
     base = em.ins(f"ptrtoint ptr {info['ptr']} to i64")
     width = {1: 128, 2: 64, 3: 32}[layout]
-    per_row = width // 2
+    size = dt.bits // 8
+    per_row = width // size
     start = em.names[desc.res[0]]  # the start address (the CPU's descriptor)
     rel = em.ins(f"sub i64 {start}, {base}")
     mn64 = em.ins(f"zext i32 {mn} to i64")
     if not mn_major:
-        off = em.ins(f"add i64 {em.ins(f'mul i64 {mn64}, {width}')}, {2 * int(k)}")
+        off = em.ins(f"add i64 {em.ins(f'mul i64 {mn64}, {width}')}, {size * int(k)}")
     else:
         slab = em.ins(f"udiv i64 {mn64}, {per_row}")
         inner = em.ins(f"urem i64 {mn64}, {per_row}")
         off = em.ins(f"add i64 {em.ins(f'mul i64 {slab}, {lbo << 4}')}, "
                      f"{int(k) * width}")
-        off = em.ins(f"add i64 {off}, {em.ins(f'shl i64 {inner}, 1')}")
+        off = em.ins(f"add i64 {off}, {em.ins(f'mul i64 {inner}, {size}')}")
     rel = em.ins(f"add i64 {rel}, {off}")
     bits = em.ins(f"and i64 {em.ins(f'lshr i64 {rel}, 7')}, {_SWIZZLE_MASK[layout]}")
     rel = em.ins(f"xor i64 {rel}, {em.ins(f'shl i64 {bits}, 4')}")
     ptr = em.ins(f"getelementptr inbounds i8, ptr {info['ptr']}, i64 {rel}")
-    return em.ins(f"fpext {half.llvm} {em.ins(f'load {half.llvm}, ptr {ptr}')} to float")
+    return em.cast(em.ins(f"load {dt.llvm}, ptr {ptr}"), dt, T.f32)
 
 
 def _cpu_rs_rows(em: Any, half: T.DType, a: list[str], dts: list[T.DType], g: str,
