@@ -79,6 +79,9 @@ class Turns:
 
     ops: set[Operation] = field(default_factory=set)
     entered: SSAValue | None = None  # a slot: 0 until this thread's first `enter`, then 1
+    # this thread's warp group (0 or 1), its own barrier and the other's (entry values)
+    group: SSAValue | None = None
+    barriers: tuple[SSAValue, SSAValue] | None = None
 
 
 def plan_pingpong(b: TileBuilder, em: TileEmitter) -> Turns | None:
@@ -182,16 +185,22 @@ def _derived(value: SSAValue, source: SSAValue, block: Block) -> bool:
 
 def _group(em: TileEmitter) -> SSAValue:
     """This consumer thread's warp group, 0 or 1 (the producer's threads are 2 up)."""
-    _, warp = em._thread()
-    return em._entry(ops.BinaryOp("shr", warp, em.const(2, T.i32)))
+    turns: Turns = em.turns
+    if turns.group is None:
+        _, warp = em._thread()
+        turns.group = em._entry(ops.BinaryOp("shr", warp, em.const(2, T.i32)))
+    return turns.group
 
 
 def _barrier_of(em: TileEmitter, mine: bool) -> SSAValue:
     """This warp group's barrier (2 + g), or the other's (3 - g), as a u32."""
-    group = em._entry(ops.CastOp(_group(em), ir_type(T.u32)))
-    if mine:
-        return em._entry(ops.BinaryOp("add", group, em.const(FIRST_TURN, T.u32)))
-    return em._entry(ops.BinaryOp("sub", em.const(FIRST_TURN + 1, T.u32), group))
+    turns: Turns = em.turns
+    if turns.barriers is None:
+        group = em._entry(ops.CastOp(_group(em), ir_type(T.u32)))
+        turns.barriers = (
+            em._entry(ops.BinaryOp("add", group, em.const(FIRST_TURN, T.u32))),
+            em._entry(ops.BinaryOp("sub", em.const(FIRST_TURN + 1, T.u32), group)))
+    return turns.barriers[0 if mine else 1]
 
 
 def pass_turn(em: TileEmitter) -> None:
