@@ -296,6 +296,69 @@ def test_a_write_through_a_choice_makes_both_arrays_written() -> None:
         racy.compile(DisjointSlice[f32], DisjointSlice[f32], i32, target="cpu")
 
 
+@ox.kernel
+def swap_step(a: DisjointSlice[f32], b: DisjointSlice[f32], step: i32):
+    """The Jacobi swap: `src` and `dst` chosen by one computation of the step, arms
+    swapped, so the neighbours read are in the array this launch does not write."""
+    i = thread.index_1d()
+    src = a if step % 2 == 0 else b
+    dst = b if step % 2 == 0 else a
+    if i in dst and i + 1 < len(src):
+        dst[i] = src[i] + src[i + 1]
+
+
+def test_a_swapped_choice_on_a_uniform_condition_reads_the_other_array() -> None:
+    a = np.arange(6, dtype=np.float32)
+    b = 10 * np.arange(6, dtype=np.float32)
+    for step in (0, 1):
+        x, y = a.copy(), b.copy()
+        swap_step[1, 32](x, y, step)
+        src, dst = (a, y) if step == 0 else (b, x)
+        np.testing.assert_array_equal(dst[:5], src[:5] + src[1:])
+
+
+@pytest.mark.parametrize("shape", ["same arms", "thread condition", "two conditions",
+                                   "direct write"])
+def test_a_choice_that_can_meet_the_written_array_is_refused(shape: str) -> None:
+    """Refused where the read may be of the written array: the arms not swapped, a
+    condition that differs between threads, conditions of different computations, a
+    write to the parameter itself."""
+    def same(a: DisjointSlice[f32], b: DisjointSlice[f32], step: i32):
+        i = thread.index_1d()
+        src = a if step % 2 == 0 else b
+        dst = a if step % 2 == 0 else b
+        if i in dst and i + 1 < len(src):
+            dst[i] = src[i + 1]
+
+    def thread_cond(a: DisjointSlice[f32], b: DisjointSlice[f32], step: i32):
+        i = thread.index_1d()
+        src = a if (i + step) % 2 == 0 else b
+        dst = b if (i + step) % 2 == 0 else a
+        if i in dst and i + 1 < len(src):
+            dst[i] = src[i + 1]
+
+    def two_conds(a: DisjointSlice[f32], b: DisjointSlice[f32], step: i32, other: i32):
+        i = thread.index_1d()
+        src = a if step % 2 == 0 else b
+        dst = b if other % 2 == 0 else a
+        if i in dst and i + 1 < len(src):
+            dst[i] = src[i + 1]
+
+    def direct(a: DisjointSlice[f32], b: DisjointSlice[f32], step: i32):
+        i = thread.index_1d()
+        src = a if step % 2 == 0 else b
+        if i in b and i + 1 < len(src):
+            b[i] = src[i + 1]
+        if i in a:
+            a[i] = 0.0
+
+    fn = {"same arms": same, "thread condition": thread_cond, "two conditions": two_conds,
+          "direct write": direct}[shape]
+    sig = (DisjointSlice[f32], DisjointSlice[f32], i32) + ((i32,) if fn is two_conds else ())
+    with pytest.raises(ox.SafetyError, match="DisjointSlice this kernel writes"):
+        ox.kernel(fn).compile(*sig, target="cpu")
+
+
 def test_a_choice_between_arrays_of_different_types_is_refused() -> None:
     @ox.kernel
     def mixed(a: Slice[f32], b: Slice[f32, 2], out: DisjointSlice[f32], step: i32):

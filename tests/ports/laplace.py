@@ -6,12 +6,12 @@ the mean of its four neighbours, the boundary keeps its values.
 
 Friction met while porting (see tests/test_ports.py for the checks that pin it):
 
-- The in-kernel ping-pong, `src = a if step % 2 == 0 else b` (and `dst` likewise): a
-  conditional expression over two arrays of one type works now (issue 15 item 2), but
-  `dst` may be the same array as `src` as far as the compiler can tell, so the neighbour
-  reads of `src` are refused as reads of a DisjointSlice the kernel writes ("is a
-  DisjointSlice this kernel writes"). Without a grid-wide sync between steps they would
-  race anyway.
+- The in-kernel ping-pong, `src = a if step % 2 == 0 else b` and `dst = b if step % 2 ==
+  0 else a`, works (issue 15 item 2): the two choices are made by one computation of the
+  scalar `step`, arms swapped, so every thread reads the array the launch does not write
+  (passes/disjoint_reads.py; `a` and `b` may not alias: the launch refuses it). It was
+  refused as a read of a DisjointSlice the kernel writes until the read rule followed the
+  choices.
 - The same choice through an `if/else` statement (`src = a` / `src = b`) was refused with
   "`src` is an array and cannot be rebound"; it works now (issue 15 item 2), as does the
   swap `src, dst = dst, src` in a loop (tests/test_array_rebinding.py).
