@@ -45,6 +45,14 @@ def test_laplace_natural_if_else(rows: int, cols: int, steps: int) -> None:
     np.testing.assert_array_equal(got, lp.reference(a0, steps))
 
 
+@pytest.mark.parametrize("rows,cols,steps", [(37, 53, 5), (300, 700, 8)])
+def test_laplace_natural_ternary(rows: int, cols: int, steps: int) -> None:
+    # `src = a if step % 2 == 0 else b`, `dst` the other: reads of the unwritten array
+    a0 = lp.initial_grid(rows, cols)
+    got = lp.solve_in_kernel(lp.natural_ternary(), a0, steps, parity=False)
+    np.testing.assert_array_equal(got, lp.reference(a0, steps))
+
+
 @pytest.mark.parametrize("rows,cols,steps", [(20, 30, 6), (150, 250, 30)])
 def test_laplace_natural_grid_sync(rows: int, cols: int, steps: int) -> None:
     # numba's one-launch form with `ox.grid.this_grid().sync()` (issue 15 item 11)
