@@ -244,3 +244,26 @@ def test_a_tile_kernels_grid_launch_goes_native(fake) -> None:
     assert python.calls == 1
     assert [rec["args"][-1] for rec in fake.launches] == [2.0, 3.0, 4.0]
     assert {rec["block"] for rec in fake.launches} == {(128, 1, 1)}
+
+
+@ox.kernel
+def scale_by_0d(s: Slice[f32, 0], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = s[()]
+
+
+def test_a_0d_tensor_goes_native(fake) -> None:
+    """A 0-d tensor: its shape is `()`, one element (the binder's row is that element, no
+    16-byte rows, as fits_vectors says)."""
+    scale_by_0d.__dict__.pop("_oxide_launchers", None)
+    fake.formats = "QQq"
+    s, out = Tensor(0x10000, ()), Tensor(0x20000, (64,))
+    ox.launch(scale_by_0d, CFG, s, out)
+    python = Counted(scale_by_0d)
+    ox.launch(scale_by_0d, CFG, Tensor(0x30000, ()), out)
+    assert python.calls == 0
+    assert [rec["args"][:2] for rec in fake.launches] == [[0x10000, 0x20000],
+                                                          [0x30000, 0x20000]]
+    with pytest.raises(ArgumentError, match="rank"):
+        ox.launch(scale_by_0d, CFG, Tensor(0x30000, (1,)), out)

@@ -299,3 +299,36 @@ def test_tile_binder_declines_rows_that_change_vector_fit(fake, general) -> None
                                                          0x5000, 0x5004]
     vectors = {key[0][0].vectors for key in tile_copy._specializations}
     assert vectors == {True, False}
+
+
+@ox.kernel
+def fill_from_0d(s: Slice[f32, 0], out: DisjointSlice[f32]):
+    i = thread.index_1d()
+    if i in out:
+        out[i] = s[()]
+
+
+@tile.kernel
+def tile_fill_from_0d(s: Slice[f32, 0], out: DisjointSlice[f32], B: Const[int]):
+    i = tile.bid(0)
+    tile.store(out, (i,), tile.load(s, (), ()) + tile.zeros((B,), f32))
+
+
+def test_a_0d_tensor_takes_the_binder(fake, general) -> None:
+    """A 0-d tensor (shape `()`): its pointer alone; a tile kernel's specialization says it
+    has no 16-byte rows. Another rank goes to the general path, which refuses it."""
+    for k in (fill_from_0d, tile_fill_from_0d):
+        k.__dict__.pop("_oxide_launchers", None)
+        k.__dict__.pop("_oxide_bound", None)
+    fake.formats = "QQq"
+    out = Tensor(0x2000, (64,))
+    for s in (0x1000, 0x3000):
+        ox.launch(fill_from_0d, CFG, Tensor(s, ()), out)
+    fake.formats = "QQq"
+    tile_fill_from_0d[2](Tensor(0x1000, ()), out, 32)
+    tile_fill_from_0d[2](Tensor(0x5000, ()), out, 32)
+    assert len(general) == 2  # one first launch per kernel
+    assert [rec["args"][:2] for rec in fake.launches] == [
+        [0x1000, 0x2000], [0x3000, 0x2000], [0x1000, 0x2000], [0x5000, 0x2000]]
+    with pytest.raises(ox.ArgumentError, match="rank"):
+        ox.launch(fill_from_0d, CFG, Tensor(0x1000, (1,)), out)

@@ -222,8 +222,9 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
                 dims = [f"s{i}_{d}" for d in range(spec.rank)]
                 body += [f"if a{i}.dtype is not dtype{i} or {on_device}:",
                          "    return False",
-                         f"shape{i} = a{i}.shape",
-                         f"{', '.join(dims)}, = shape{i}"]
+                         f"shape{i} = a{i}.shape"]
+                body += ([f"{', '.join(dims)}, = shape{i}"] if dims else
+                         [f"if shape{i}:", "    return False"])  # a 0-d tensor: shape ()
                 if strided:
                     body += [f"strides{i} = None if a{i}.is_contiguous() else "
                              f"layout(shape{i}, tuple(a{i}.stride()))"]
@@ -249,7 +250,9 @@ def make_binder(launcher: gpu.Launcher, args: tuple[Any, ...], index: int,
                     body += [f"if strides{i} is not None:",
                              "    return False"]
             if spec.vectors is not None:  # a tile kernel's specialization: ArrayType.vectors
-                if not strided and reader_of(type(a)) is _torch:  # inline: a C-contiguous tensor
+                if not strided and reader_of(type(a)) is _torch and not dims:
+                    test = "False"  # a 0-d tensor has no rows (fits_vectors)
+                elif not strided and reader_of(type(a)) is _torch:  # inline: C-contiguous
                     row = f"s{i}_{spec.rank - 1} * {spec.dtype.itemsize}"
                     test = f"((ptr{i} | {row}) & {VECTOR_BYTES - 1} == 0)"
                 else:

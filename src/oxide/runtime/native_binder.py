@@ -204,6 +204,7 @@ sh.got:
   %len = call i64 @PyTuple_Size(ptr %sh)
   %rank.same = icmp eq i64 %len, %rank
   store i64 1, ptr %numel
+  store i64 1, ptr %last  ; a 0-d tensor's "row" of one element: no 16-byte rows, as fits_vectors
   store i64 0, ptr %d
   br i1 %rank.same, label %dim.loop, label %sh.bad
 dim.loop:
