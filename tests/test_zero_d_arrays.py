@@ -159,3 +159,25 @@ def test_0d_kernels_assemble_for_the_gpu(arch) -> None:
                    (tile_max, (Slice[f32], DisjointSlice[f32, 0], 128)),
                    (tile_views, (Slice[f32], DisjointSlice[f32]))):
         assert k.compile(*sig, arch=arch).cubin.startswith(b"\x7fELF")
+
+
+def test_0d_misuse_gets_a_diagnostic() -> None:
+    def simt_len(s: Slice[f32, 0], out: DisjointSlice[f32]):
+        i = ox.thread.index_1d()
+        if i in out:
+            out[i] = f32(len(s))
+
+    def simt_index(s: Slice[f32, 0], out: DisjointSlice[f32]):
+        i = ox.thread.index_1d()
+        if i in out:
+            out[i] = s[0]
+
+    def tile_shape(s: Slice[f32, 0], out: DisjointSlice[f32], B: Const[int]):
+        tile.store(out, (0,), tile.zeros((B,), f32) + s.shape[0])
+
+    for fn, decorate, extra, message in (
+            (simt_len, ox.kernel, (), r"len\(\) of the 0-d array `s`"),
+            (simt_index, ox.kernel, (), r"index it with `\(\)`, not 1 integer"),
+            (tile_shape, tile.kernel, (4,), r"0-d array: its `shape` is `\(\)`")):
+        with pytest.raises(ox.KernelTypeError, match=message):
+            decorate(fn).compile(Slice[f32, 0], DisjointSlice[f32], *extra)

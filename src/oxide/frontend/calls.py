@@ -139,6 +139,9 @@ class CallsMixin(ParallelCallsMixin, MathCallsMixin, BitCallsMixin, HopperCallsM
 
     def builtin_len(self, node: ast.Call) -> Any:
         (v,) = self.args_exact(node, 1, "len()")
+        if isinstance(v, Array) and v.type.rank == 0:
+            raise self.error(KernelTypeError, node, f"len() of the 0-d array `{v.name}`: it has "
+                             "no dimension", hint=f"it holds one element, `{v.name}[()]`")
         if isinstance(v, Array):
             return self.array_dim(v, 0)
         if isinstance(v, FixedArray):

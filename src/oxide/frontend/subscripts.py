@@ -74,8 +74,10 @@ class SubscriptMixin:
         if len(items) != rank:
             raise self.error(KernelTypeError, node.slice,
                              f"`{self.text(node.value)}` has rank {rank}; index it with "
-                             f"{rank} integer{'s' if rank > 1 else ''}, not {len(items)}",
-                             hint="partial indexing and slicing are not supported")
+                             + (f"{rank} integer{'s' if rank > 1 else ''}" if rank else "`()`")
+                             + f", not {len(items)} integer{'s' if len(items) != 1 else ''}",
+                             hint="partial indexing and slicing are not supported" if rank
+                             else "a 0-d array holds one element: `x[()]`")
         out = []
         for item in items:
             if isinstance(item, Witness):

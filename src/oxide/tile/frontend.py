@@ -518,9 +518,11 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
             d = self.expr(node.slice)
             if not (isinstance(d, Static) and isinstance(d.obj, int)
                     and -base.array.type.rank <= d.obj < base.array.type.rank):
+                rank = base.array.type.rank
                 raise self.error(KernelTypeError, node.slice,
                                  f"`{base.array.name}.shape` is indexed with a constant from 0 "
-                                 f"to {base.array.type.rank - 1}")
+                                 f"to {rank - 1}" if rank else
+                                 f"`{base.array.name}` is a 0-d array: its `shape` is `()`")
             return self.extent(base.array, d.obj % base.array.type.rank)
         if isinstance(base, Static) and isinstance(base.obj, tuple):
             d = self.expr(node.slice)
