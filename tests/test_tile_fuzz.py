@@ -231,3 +231,14 @@ def test_some_frames_put_row_products_on_wgmma(monkeypatch) -> None:
         got = run_program(98, index, "cpu")
         assert got.failure is None, got.failure.report()
 
+
+
+def test_some_inputs_are_0d_arrays() -> None:
+    """`SCALAR_INPUTS`: a 0-d array read with `tile.load(x, (), ())`, one value for every
+    block, against the model."""
+    scalar = [i for i in range(60) if any(x.shape == () for x in generate(103, i).inputs)]
+    assert len(scalar) >= 4
+    assert "tile.load(x" in generate(103, scalar[0]).source()
+    for index in scalar[:3]:
+        got = run_program(103, index, "cpu")
+        assert got.failure is None, got.failure.report()

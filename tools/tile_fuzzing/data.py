@@ -38,6 +38,8 @@ def sentinel(dt: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.nd
 
 
 def view(buffer: np.ndarray, shape: tuple[int, ...], offset: tuple[int, ...]) -> np.ndarray:
+    if not shape:  # a 0-d array (`buffer[()]` would be a NumPy scalar, not an array)
+        return buffer[...]
     return buffer[tuple(slice(o, o + n) for o, n in zip(offset, shape, strict=True))]
 
 

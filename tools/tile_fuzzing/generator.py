@@ -7,7 +7,9 @@ to the output's tile, so any two values can meet.
 
 Issue 28's ops (elementwise math, `**`, `tile.fma`, `a if c else b` on scalar
 conditions with `and`/`or`/`not`, `for` and `while` loops carrying tiles and scalars)
-come from lang_ops.py; frames are rank 1, 2 or 3.
+come from lang_ops.py; frames are rank 1, 2 or 3 (some rank-2 ones of 16 rows a warp, whose
+row products are wgmma on sm_90: `WGMMA_FRAMES`); an input is now and then a 0-d array,
+read with `tile.load(x, (), ())` (`SCALAR_INPUTS`).
 
 Left out on purpose, because the page does not define them for tiles or because a
 NumPy model could not be exact: integer `/` (the page says it gives f32, not how it
@@ -45,6 +47,7 @@ MAX_TILE = 2048  # elements of the output tile: keeps a CPU compile well under a
 # (issue 26: the fuzzer's products through the wgmma path); the others as drawn
 WGMMA_FRAMES = 0.15
 WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # their ops
+SCALAR_INPUTS = 0.08  # inputs that are 0-d arrays (a value every block reads)
 # ops whose results (or their broadcasts) often sit in another layout than a load's
 OTHER_LAYOUTS = ("reduce", "argreduce", "expand", "rowproduct", "broadcast", "cumsum")
 
@@ -144,7 +147,11 @@ class Generator(LangOps):
         else:
             form = rng.choices(("2d", "row", "col", "vec_m", "vec_n", "view"),
                                (55, 10, 5, 10, 10, 10))[0]
-        if form == "view":  # `x[c]`: a 3-d array's matrix at a leading index
+        if random.Random(f"0-d:{p.seed}:{p.index}:{k}").random() < SCALAR_INPUTS:
+            form = "scalar"  # its own stream: the others' inputs stay as they were
+        if form == "scalar":  # a 0-d array, `tile.load(x, (), ())`: one value for all
+            tile, text, index = (), (), ()
+        elif form == "view":  # `x[c]`: a 3-d array's matrix at a leading index
             fixed = 1
             lead = rng.choice(("i", 0, 1)) if p.rank == 3 else rng.choice(("j", 0, 2))
             tile = (1, *p.tile[-2:])
@@ -390,8 +397,8 @@ class Generator(LangOps):
     def _shape_scalar(self) -> Scalar:
         """`x.shape[d]` of an array (or of `out`): an i64 0-d tile."""
         p = self.p
-        arrays = [(x.name, x.shape) for x in p.inputs] + [("out", p.out_shape)]
-        name, shape = self.rng.choice(arrays)
+        arrays = [(x.name, x.shape) for x in p.inputs if x.shape] + [("out", p.out_shape)]
+        name, shape = self.rng.choice(arrays)  # (a 0-d array has no extent)
         d = self.rng.randrange(len(shape))
         return Scalar("shape", "i64", d, name, shape[d])
 

@@ -321,7 +321,8 @@ class Model(LangModel):
             coords.append(np.clip(c, 0, arr.shape[d] - 1))
         coords = [np.broadcast_to(c, self.grid + x.tile) for c in coords]
         pad = R.constant(0 if x.padding is None else x.padding, x.dtype)
-        v = np.where(inside, arr[tuple(coords)], pad).reshape(self.grid + x.loaded)
+        v = np.broadcast_to(np.where(inside, arr[tuple(coords)], pad),  # (a 0-d array: one
+                            self.grid + x.tile).reshape(self.grid + x.loaded)  # for all)
         return self._done(n, v, np.zeros(v.shape, bool))
 
     def _store(self, root: Value) -> Expected:
