@@ -113,7 +113,10 @@ def test_a_fused_epilogue_goes_out_by_tma() -> None:
 
 
 @pytest.mark.parametrize("persistent, m, depth", [("1", 200, 3), ("0", 200, 3),
-                                                  ("1", 1300, 2)])  # 11 x-rows: 8, then 3
+                                                  ("1", 1300, 2),  # 11 x-rows: 8, then 3
+                                                  # 27 blocks: by two, the last round runs
+                                                  # backwards and one block has none
+                                                  ("1", 300, 3)])
 def test_the_logical_grid_is_walked_by_fewer_blocks(persistent, m, depth,
                                                     monkeypatch) -> None:
     # a producer warp group: the kernel walks its logical grid (tile/persistent_schedule.py),

@@ -13,8 +13,9 @@ K = 512, level at 4096^3.
 What the compiler does: `lower_tile_kernel` (tile/frontend.py `_walk_the_grid`) tries it
 for a kernel of 8 warps (two consumer warp groups: with one it was measured slower) where
 a first look, the passes up to `plan_producer`, planned a producer warp group. The body
-is then lowered inside one loop over virtual block indices, `v = block, block + blocks,
-...` up to the logical grid's size, which the launch passes as three hidden i32
+is then lowered inside one loop over virtual block indices, by rounds of `blocks`
+(`block`, then `2 * blocks - 1 - block`, ...: every other round backwards,
+`_serpentine`) up to the logical grid's size, which the launch passes as three hidden i32
 parameters (codegen/persistent_grid.py; the launch runs at most as many blocks as fit at
 once). In the body, `tile.bid(a)` is coordinate a of the logical block that step `v`
 runs, in grouped order (`_grouped_order`: eight x-rows take turns on each y, so the
@@ -42,7 +43,6 @@ from xdsl.ir import SSAValue
 
 from oxide import types as T
 from oxide.codegen.persistent_grid import GRID_PARAMS
-from oxide.frontend.loops import next_counter
 from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile.values import Tile, Witness
@@ -77,13 +77,20 @@ class PersistentScheduleMixin:
         first = ops.RegisterOp("ctaid.x", ir_type(T.i32))
         step = ops.RegisterOp("nctaid.x", ir_type(T.i32))
         self.own_registers = (first, step)
-        counter = b.alloc(ops.SlotOp(ir_type(T.i64)))
-        b.emit(ops.SlotWriteOp(counter, b.cast(b.alloc(first), T.i64)))
+        # the walk goes by rounds of `step` virtual blocks, one per hardware block; in
+        # odd rounds hardware block c runs the round's (step - 1 - c)-th (`_serpentine`)
+        round_start, odd = b.alloc(ops.SlotOp(ir_type(T.i64))), b.alloc(ops.SlotOp(ir_type(T.i64)))
+        zero = b.constant(0, T.i64)
+        b.emit(ops.SlotWriteOp(round_start, zero))
+        b.emit(ops.SlotWriteOp(odd, zero))
+        first_v = b.cast(b.alloc(first), T.i64)
         step_v = b.cast(b.alloc(step), T.i64)
         header, inside, done = b.new_block(), b.new_block(), b.new_block()
         b.br(header)
         b.set_block(header)
-        v = b.value(ops.SlotReadOp(counter))
+        r, parity = b.value(ops.SlotReadOp(round_start)), b.value(ops.SlotReadOp(odd))
+        v = _serpentine(b, r, parity, first_v, step_v)
+        # a virtual block past the grid ends the walk: only the last round has any
         go = b.value(ops.CompareOp("lt", v, total))
         b.uniform.add(go)  # the same trip count in every thread of the block
         b.cond_br(go, inside, done)
@@ -94,7 +101,9 @@ class PersistentScheduleMixin:
             self.lower_stmt(stmt)  # type: ignore[attr-defined]
         self.virtual_block = None
         self.env = outside
-        b.emit(ops.SlotWriteOp(counter, next_counter(b, v, total, None, step_v, T.i64)))
+        # rounds start below the grid's size (< 2**32), so the next one's does not wrap
+        b.emit(ops.SlotWriteOp(round_start, b.value(ops.BinaryOp("add", r, step_v))))
+        b.emit(ops.SlotWriteOp(odd, b.value(ops.BinaryOp("xor", parity, b.constant(1, T.i64)))))
         b.br(header)
         b.set_block(done)
 
@@ -114,6 +123,27 @@ class PersistentScheduleMixin:
         if self.grid_params is not None:
             return self.grid_params[axis]
         return self.b.value(ops.RegisterOp(f"nctaid.{'xyz'[axis]}", ir_type(T.i32)))
+
+
+def _serpentine(b: Any, round_start: SSAValue, odd: SSAValue, first: SSAValue,
+                step: SSAValue) -> SSAValue:
+    """The virtual block that hardware block `first` runs in the round starting at
+    `round_start`: the round's `first`-th, or in odd rounds its (step - 1 - first)-th.
+
+    Why: blocks of a kernel often differ in work along the grid (causal attention's
+    query blocks: the k-th of a head reads k + 1 blocks of keys). Walked in plain
+    stride order, hardware block c meets the virtual blocks c, c + step, ..., whose
+    place in such a period repeats with the step (132 SMs and 32 query blocks a head:
+    block c sees only the places congruent to c mod 4: counted in blocks of keys, the
+    busiest hardware blocks get 1.09 times the mean's work, and the kernel lasts as long
+    as they do). Walking every other round backwards pairs each
+    place with its mirror image, so a work profile that grows or shrinks along the grid
+    evens out; uniform work is unchanged, and the blocks of one round are the same set
+    either way (they share operands in L2 as before)."""
+    back = b.value(ops.BinaryOp("sub", b.value(ops.BinaryOp("sub", step, b.constant(1, T.i64))),
+                                first))
+    even = b.value(ops.CompareOp("eq", odd, b.constant(0, T.i64)))
+    return b.value(ops.BinaryOp("add", round_start, b.value(ops.SelectOp(even, first, back))))
 
 
 def persistable(func: ops.FuncOp, own: tuple[ops.RegisterOp, ...]) -> bool:
