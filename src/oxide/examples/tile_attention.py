@@ -42,7 +42,7 @@ def _step(qt, kt, vt, m, l_sum, acc, scale2, first_key, first_query, MASKED, key
     p = tile.exp2(s - m_new)
     alpha = tile.exp2(m - m_new)
     l_sum = l_sum * alpha + tile.sum(p, 1, keepdims=True)
-    acc = acc * alpha + tile.mma(p.astype(bf16), vt, tile.zeros(acc.shape, f32))
+    acc = tile.mma(p.astype(bf16), vt, acc * alpha)  # the rescaled sum accumulates p @ v
     return m_new, l_sum, acc
 
 
