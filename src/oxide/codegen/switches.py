@@ -42,7 +42,14 @@ def pingpong_enabled() -> bool:
     return os.environ.get("OXIDE_TILE_PINGPONG", "0") == "1"
 
 
-def codegen_switches() -> tuple[bool, bool, bool, bool, bool, bool]:
+def overlap_enabled() -> bool:
+    """OXIDE_TILE_OVERLAP=1: a loop of product -> work -> product issues the next step's
+    first product before its second one, so the work overlaps it (tile/overlap.py; off
+    by default until measured faster on the H200)."""
+    return os.environ.get("OXIDE_TILE_OVERLAP", "0") == "1"
+
+
+def codegen_switches() -> tuple[bool, bool, bool, bool, bool, bool, bool]:
     """All of them, with the persistent schedule's (codegen/persistent_grid.py)."""
     return (wgmma_enabled(), tma_enabled(), producer_enabled(), hopper_on_cpu(),
-            persistent_grid.enabled(), pingpong_enabled())
+            persistent_grid.enabled(), pingpong_enabled(), overlap_enabled())

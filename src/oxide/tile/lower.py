@@ -91,6 +91,7 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         self.cpu = False  # the CPU target (no PTX of its own: mbarriers, setmaxnreg)
         self.barriers = 0  # block barriers emitted so far (tile/to_simt.py checks some)
         self.turns: Any = None  # loops whose warp groups take turns (tile/pingpong.py)
+        self.overlap: Any = None  # rotated loops by number (tile/overlap.py)
         self.cpu_named_barriers: SSAValue | None = None  # tile/named_barriers.py
 
     def operand_map(self, array: SSAValue, box: tuple[int, ...], swizzle: int) -> SSAValue:

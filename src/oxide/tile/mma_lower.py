@@ -35,6 +35,8 @@ What it guarantees:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.ir import SSAValue
 
 from oxide import types as T
@@ -78,17 +80,20 @@ def relayout(em: TileEmitter, t: Slots, layout: Layout) -> Slots:
 
 def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
               engine: str, b_transposed: bool = False, in_flight: bool = False,
-              turn: str | None = None) -> Slots:
+              turn: str | None = None, after_commit: Callable[[], None] | None = None
+              ) -> Slots:
     """`a @ b + acc` in `layout`, the result's (the layout pass's choice: the accumulator
     layout, or the accumulator's own for tiles smaller than one instruction; see the
     module docstring), on `engine` (tile/mma_choice.py). With `b_transposed`, `b` is the
     (N, K) tile whose transpose is the product's B (the layout pass folds
     `permute(x, (1, 0))` into it where tensor cores take the product). With `in_flight`
     (tile/operand_rings.py), the wgmma may still run when this returns. `turn` ("head",
-    "tail") marks a product of a loop whose warp groups take turns (tile/pingpong.py)."""
+    "tail") marks a product of a loop whose warp groups take turns (tile/pingpong.py);
+    `after_commit`, the head of a rotated loop (tile/overlap.py)."""
     acc = relayout(em, acc, layout)
     if engine == "wgmma":
-        return lower_wgmma(em, a, b, acc, b_transposed, in_flight, turn)
+        return lower_wgmma(em, a, b, acc, b_transposed, in_flight, turn,
+                           after_commit=after_commit)
     if engine == "mma.sync":
         return _tensor_cores(em, a, b, acc, b_transposed)
     assert not b_transposed, "a transposed B only where tensor cores take the product"

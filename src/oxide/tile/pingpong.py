@@ -13,11 +13,10 @@ product is issued. One warp group's softmax then overlaps the other's products.
 
 Where it applies (`plan_pingpong`): on sm_90 with a producer warp group and two consumer
 warp groups (8 warps), `OXIDE_TILE_PINGPONG=1` (off by default until measured faster on
-the H200), to each innermost loop whose body has exactly two wgmma products, the
-*head* and the *tail*, in one block that runs once per iteration (it dominates every
-back edge), the tail's A operand computed from the head's result, and one block before
-the loop (its preheader) and one after it (its exit). The rule reads the data flow, not
-a kernel's name or shape. A loop in whose blocks the lowering emits a barrier of the
+the H200), to each product loop (tile/product_loops.py: an innermost loop whose body
+runs a *head* product, work on its result, and a *tail* product of that work, as
+attention's `q @ k.T` -> softmax -> `p @ v`) that the overlap (tile/overlap.py) did not
+take. A loop in whose blocks the lowering emits a barrier of the
 consumers (a staged operand, a layout conversion through shared memory) cannot take turns:
 a warp group holding the turn would wait there for the other, which waits for the turn.
 `ToSIMT` counts those barriers and raises `PingPongRefused`, and the kernel is lowered
@@ -47,20 +46,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from xdsl.ir import Block, Operation, SSAValue
+from xdsl.ir import Operation, SSAValue
 
 from oxide import types as T
 from oxide.codegen.switches import pingpong_enabled
 from oxide.ir import ops
-from oxide.ir.tile_ops import kind_of, make
+from oxide.ir.tile_ops import make
 from oxide.ir.types import ir_type
-from oxide.passes.cfg import dominators_of, immediate_dominators, predecessors, successors
 from oxide.tile import named_barriers
 from oxide.tile.builder import TileBuilder
 from oxide.tile.lower import TileEmitter
-from oxide.tile.mma_choice import engine_of
 from oxide.tile.named_barriers import FIRST_TURN
 from oxide.tile.operand_rings import zero_slot
+from oxide.tile.product_loops import product_loops
 from oxide.tile.tma_rings import only_if
 
 CONSUMERS = 256  # two warp groups
@@ -85,100 +83,22 @@ class Turns:
 
 
 def plan_pingpong(b: TileBuilder, em: TileEmitter) -> Turns | None:
-    """Give turns to the kernel's eligible loops (see the module docstring): their head
-    and tail products are marked (`pingpong` = "head" / "tail"), and `schedule` ops stand
-    before each loop (`enter`) and after it (`leave`). None where no loop is eligible."""
+    """Give turns to the kernel's product loops (tile/product_loops.py; see the module
+    docstring): their head and tail products are marked (`pingpong` = "head" / "tail"),
+    and `schedule` ops stand before each loop (`enter`) and after it (`leave`). None
+    where no loop is eligible."""
     if em.consumer_threads != CONSUMERS or not pingpong_enabled():
         return None
-    func = b.func
-    # the entry block holds declarations and falls into the body once the builder seals it
-    idom = immediate_dominators(func, func.body.blocks[1])
-    preds = predecessors(func)
-    loops = _natural_loops(func, idom, preds)
     turns = Turns()
-    products = [op for op in b.tile_ops if kind_of(op) == "mma" and engine_of(op) == "wgmma"]
-    for header, body in loops.items():
-        pair = _pair(header, body, loops, products, idom)
-        if pair is None:
-            continue
-        outside = [p for p in preds[header] if p not in body]
-        exits = {s for x in body for s in successors(x) if s not in body}
-        if len(outside) != 1 or len(exits) != 1:
-            continue
-        before, (after,) = outside[0], exits
-        # `enter` runs exactly when the loop is entered, `leave` exactly when it is left
-        if successors(before) != (header,) or any(p not in body for p in preds[after]):
-            continue
-        head, tail = pair
-        head.set_param("pingpong", "head")
-        tail.set_param("pingpong", "tail")
-        first, branch = after.first_op, before.last_op
+    for loop in product_loops(b):
+        loop.head.set_param("pingpong", "head")
+        loop.tail.set_param("pingpong", "tail")
+        first, branch = loop.after.first_op, loop.before.last_op
         assert first is not None and branch is not None  # each holds its terminator at least
-        b.insert_tile_op_at(make("schedule", [], [], step="enter"), branch, head)
-        b.insert_tile_op_at(make("schedule", [], [], step="leave"), first, head)
-        turns.ops |= {op for op in b.tile_ops if op.parent_block() in body}
+        b.insert_tile_op_at(make("schedule", [], [], step="enter"), branch, loop.head)
+        b.insert_tile_op_at(make("schedule", [], [], step="leave"), first, loop.head)
+        turns.ops |= {op for op in b.tile_ops if op.parent_block() in loop.body}
     return turns if turns.ops else None
-
-
-def _natural_loops(func: ops.FuncOp, idom: dict[Block, Block],
-                   preds: dict[Block, list[Block]]) -> dict[Block, set[Block]]:
-    """Header -> the blocks of its loop (every back edge to it), for each loop."""
-    loops: dict[Block, set[Block]] = {}
-    for u in func.body.blocks:
-        if u not in idom:
-            continue  # unreachable
-        doms = dominators_of(u, idom)
-        for h in successors(u):
-            if h not in doms:
-                continue
-            body = loops.setdefault(h, {h})
-            stack = [u]
-            while stack:
-                x = stack.pop()
-                if x not in body:
-                    body.add(x)
-                    stack.extend(preds[x])
-    return loops
-
-
-def _pair(header: Block, body: set[Block], loops: dict[Block, set[Block]],
-          products: list[Operation], idom: dict[Block, Block]
-          ) -> tuple[Operation, Operation] | None:
-    """The loop's (head, tail): its only two wgmma products, one block of the loop and of
-    no loop inside it, run once per iteration, the tail's A computed from the head."""
-    mine = [op for op in products if op.parent_block() in body]
-    if len(mine) != 2:
-        return None
-    block = mine[0].parent_block()
-    assert block is not None
-    if mine[1].parent_block() is not block:
-        return None
-    if any(h is not header and block in inner and inner < body
-           for h, inner in loops.items()):
-        return None  # in a loop inside this one
-    latches = [u for u in body if header in successors(u)]
-    if not all(block in dominators_of(u, idom) for u in latches):
-        return None  # not run once per iteration
-    ordered = [op for op in block.ops if op in mine]
-    head, tail = ordered
-    if not _derived(tail.operands[0], head.results[0], block):
-        return None
-    return head, tail
-
-
-def _derived(value: SSAValue, source: SSAValue, block: Block) -> bool:
-    """Whether `value` is computed from `source` by ops of `block`."""
-    seen: set[SSAValue] = set()
-    stack = [value]
-    while stack:
-        v = stack.pop()
-        if v is source:
-            return True
-        if v in seen or not isinstance(v.owner, Operation) or v.owner.parent_block() is not block:
-            continue
-        seen.add(v)
-        stack.extend(v.owner.operands)
-    return False
 
 
 # -- the lowering ---------------------------------------------------------------------------

@@ -21,9 +21,11 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
 5. `place_barriers` (tile/ordering.py): block barriers where two accesses of one array
    hand an element between threads (a load after a store in another layout);
 6. `split_roles` (tile/producer.py), where `plan_producer` said yes: the producer's copy
-   of the body, and the block that sends each thread to its role; then `plan_pingpong`
-   (tile/pingpong.py): the loops whose two consumer warp groups take turns at the tensor
-   cores (where a turn meets a barrier of theirs in the lowering, `PingPongRefused`);
+   of the body, and the block that sends each thread to its role; then `plan_overlap`
+   (tile/overlap.py): the product loops rotated so that a step's softmax overlaps the
+   previous step's second product; then `plan_pingpong` (tile/pingpong.py): the loops
+   whose two consumer warp groups take turns at the tensor cores (where a turn meets a
+   barrier of theirs in the lowering, `PingPongRefused`);
 7. `ToSIMT` (tile/to_simt.py): each tile op becomes the SIMT ops of one thread.
 
 Where `plan_producer` said yes, `lower_tile_kernel` (tile/frontend.py) lowers the body
@@ -43,6 +45,7 @@ from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import choose_engines
 from oxide.tile.operand_rings import needs_producer, place_operand_rings
 from oxide.tile.ordering import place_barriers
+from oxide.tile.overlap import plan_overlap
 from oxide.tile.pingpong import plan_pingpong
 from oxide.tile.producer import plan_producer, split_roles
 from oxide.tile.register_budget import check_register_budget
@@ -97,6 +100,7 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     place_barriers(b)
     if producer:
         split_roles(b, em)
+        em.overlap = plan_overlap(b, em)
         if target.pingpong:
             em.turns = plan_pingpong(b, em)
     if dump is not None:

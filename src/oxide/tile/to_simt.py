@@ -29,6 +29,7 @@ from oxide.tile.mma_choice import engine_of
 from oxide.tile.mma_lower import lower_mma, relayout
 from oxide.tile.operand_rings import issue, ring_of
 from oxide.tile.ordering import syncs_block
+from oxide.tile.overlap import issue_pending_tail, lower_step, settle
 from oxide.tile.pingpong import PingPongRefused, lower_schedule
 from oxide.tile.tma_rings import (
     drain_all,
@@ -230,11 +231,21 @@ class ToSIMT:
 
     def _mma(self, op: Operation) -> Slots:
         a, b, acc = (self._in(v) for v in op.operands)
+        after_commit = None
+        if op.param("overlap") is not None:  # the head of a rotated loop (tile/overlap.py)
+            plan = self.em.overlap[op.param("overlap")]
+            after_commit = lambda: issue_pending_tail(  # noqa: E731
+                self.em, plan, self.vars[plan.acc])
         return lower_mma(self.em, a, b, acc, layout_of(op.results[0]), engine_of(op),
                          op.param("b_transposed", False), op.param("in_flight", False),
-                         op.param("pingpong"))
+                         op.param("pingpong"), after_commit)
 
     def _schedule(self, op: Operation) -> None:
+        if op.param("loop") is not None:  # a rotated loop's (tile/overlap.py)
+            plan = self.em.overlap[op.param("loop")]
+            lower_step(self.em, plan, op.param("step"), [self._in(v) for v in op.operands],
+                       self.vars[plan.acc])
+            return
         lower_schedule(self.em, op.param("step"))
 
     def _from_scalar(self, op: Operation) -> Slots:
@@ -277,6 +288,8 @@ class ToSIMT:
                 for ring in filter(None, (ring_by_id(self.em, r)
                                           for r in op.param("settle_rings", ()))):
                     release_all(self.em, ring)
+        if op.param("overlap_settle") is not None:  # a rotated loop's tail in flight
+            values = settle(self.em, self.em.overlap[op.param("overlap_settle")], values)
         return Slots(t.tile.dtype, layout_of(var), tuple(values))
 
 

@@ -44,6 +44,8 @@ k32 steps: docs/language.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from xdsl.ir import SSAValue
 
 from oxide import types as T
@@ -69,13 +71,19 @@ _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout field (bits 62
 
 
 def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool,
-                in_flight: bool = False, turn: str | None = None) -> Slots:
+                in_flight: bool = False, turn: str | None = None, issue_only: bool = False,
+                after_commit: Callable[[], None] | None = None) -> Slots:
     """`acc + a @ b` on wgmma (see the module docstring); an operand in a ring
     (tile/operand_rings.py) is read where its copies put it. With `in_flight` (both
     operands in rings with a buffer to spare, the result only the next product's
     accumulator), it waits for the previous product instead (`wgmma.wait_group 1`).
     A loop's `turn` product (tile/pingpong.py): the "tail" waits for the warp group's turn
-    before it is issued, the "head" passes the turn on once it is."""
+    before it is issued, the "head" passes the turn on once it is. The overlap
+    (tile/overlap.py): with `issue_only`, the instructions are issued and their
+    results, still being written, returned (no commit, no wait: the caller commits,
+    and waits before it reads them); with `after_commit`, that is emitted after this
+    product's commit (another product's issue and commit), and the wait leaves one
+    group, the newest, in flight (its rings are given back where it is waited for)."""
     (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
     size, step = a.dtype.itemsize, wgmma_k(a.dtype)
     stage_transposed = not b_transposed and size == 1  # K-major only: B's transpose staged
@@ -138,11 +146,17 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
                           imm=(0, 0 if k_major_b else 1))
         em.b.emit(op)
         regs = list(op.results)
+    if issue_only:
+        for s, v in zip(order, regs, strict=True):
+            values[s] = v
+        return Slots(acc.dtype, acc.layout, tuple(values))
     em.b.emit(ops.HopperOp("wgmma.commit", [], []))
     if turn == "head":
         pass_turn(em)
+    if after_commit is not None:
+        after_commit()
     wait = ops.HopperOp("wgmma.wait", regs, [ir_type(T.f32)] * len(regs),
-                        imm=(1 if in_flight else 0,))
+                        imm=(1 if in_flight or after_commit is not None else 0,))
     em.b.emit(wait)
     if tma and em.consumer_threads is not None:  # buffers back to the producer warp group
         consume(em, [ring_of(t.layout) for t in tma], in_flight)  # type: ignore[misc]
