@@ -45,6 +45,20 @@ def test_k_v_and_q_come_by_tma_from_a_producer() -> None:
     assert ops["wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"] == 16
 
 
+@pytest.mark.parametrize("causal", [False, True])
+def test_p_is_packed_before_its_products_chain(causal: bool) -> None:
+    """`p @ v` takes p from registers: every bf16 pair is packed before the chain's
+    `wgmma.fence`, none between its instructions, where ptxas would have to insert a
+    warp-group arrive and, on a path it deems divergent, serialize every wgmma of the
+    kernel (its note C7519, found on the H100 in every attention kernel of 2026-12-05)."""
+    ptx = _ptx(causal, d=64, bn=128)
+    chains = re.findall(r"wgmma\.fence\.sync\.aligned;(.*?)wgmma\.commit_group", ptx, re.S)
+    rs = [c for c in chains if re.search(r"m64n\d+k16\.f32\.bf16\.bf16 \{[^}]*\}, \{", c)]
+    assert rs and all("cvt.rn.bf16x2" not in c for c in rs)
+    from tools.ptxas_report import ptxas_report
+    assert "C7519" not in ptxas_report(ptx, "sm_90a")["notes"]
+
+
 def test_the_causal_mask_is_computed_where_the_scores_are() -> None:
     """The mask's `arange`s and comparison are made in the scores' (wgmma accumulator)
     layout, not in the default one and moved through shared memory every step: the

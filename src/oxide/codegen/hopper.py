@@ -32,11 +32,13 @@ _REQUIRES: tuple[tuple[str, int, bool], ...] = (
     ("elect_sync", 90, False), ("setmaxnreg.", 90, True), ("named_barrier", 80, False),
     ("sreg.", 90, False), ("cluster.", 90, False), ("wgmma.m64n", 90, True),
     ("wgmma.desc", 90, True), ("wgmma.fence", 90, True), ("wgmma.commit", 90, True),
+    ("wgmma.pack", 90, True),
     ("wgmma.wait", 90, True), ("tma.", 90, False), ("cp_async.", 80, False),
 )
 # kind prefix -> the name users wrote
 _NAMES = (("wgmma.desc", "ox.wgmma_desc()"), ("wgmma.fence", "ox.wgmma_fence()"),
           ("wgmma.commit", "ox.wgmma_commit()"), ("wgmma.wait", "ox.wgmma_wait()"),
+          ("wgmma.pack", "a tile product's A from registers"),
           ("wgmma.m64n", "ox.wgmma()"), ("mma.", "ox.mma_sync()"), ("ldmatrix.", "ox.ldmatrix()"),
           ("stmatrix.", "ox.stmatrix()"), ("mbarrier.", "ox.mbarrier.{}()"),
           ("fence.proxy_async", "ox.fence_proxy_async()"),
@@ -451,6 +453,8 @@ def _wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
         return _tied_asm(em, f"{note}wgmma.wait_group.sync.aligned {imm[0]};", [], acc)
     if kind == "wgmma.desc":
         return [_wgmma_desc(em, op, *imm)]
+    if kind == "wgmma.pack":
+        return _wgmma_pack(em, op, pinned=True)
     _, shape, dt, form = kind.split(".")
     em.inline_reports = True  # a report call would serialize every wgmma (C7509)
     n = len(op.res)
@@ -478,6 +482,30 @@ def _wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
                 f"wgmma.mma_async.sync.aligned.{shape}.f32.{dt}.{dt} {d}, {a_text}, "
                 f"{b_text}, p, 1, 1{', ' if trans else ''}{trans};\n}}")
     return _tied_asm(em, template, ins, acc)
+
+
+def _wgmma_pack(em: Any, op: ops.HopperOp, pinned: bool) -> list[str]:
+    """`wgmma.pack`: pairs of 16-bit floats (`args`) as the i32 registers an `rs` wgmma
+    reads (the lower index in the low bits). Why an op of its own: ptxas must not see a
+    register an in-flight wgmma reads being written between the wgmma of one chain, or
+    it inserts a warp-group arrive there, and where that is on a path it deems
+    divergent it serializes every wgmma of the kernel (note C7519). Packed here, before
+    the chain's `wgmma.fence`, and `pinned` on the GPU by an empty `asm sideeffect`
+    through which every register passes, LLVM cannot sink a conversion down between
+    the instructions."""
+    halves = [(dtype_of_ir(a.type), em.v(a)) for a in op.args]
+    packed = [_pack_halves(em, halves[k][0], halves[k][1], halves[k + 1][1])
+              for k in range(0, len(halves), 2)]
+    if not pinned:
+        return packed
+    n = len(packed)
+    ret = "i32" if n == 1 else "{ " + ", ".join(["i32"] * n) + " }"
+    constraints = ",".join(["=r"] * n + [str(k) for k in range(n)])
+    args = ", ".join(f"i32 {v}" for v in packed)
+    value = em.ins(f'call {ret} asm sideeffect "", "{constraints}"({args})')
+    if n == 1:
+        return [value]
+    return [em.ins(f"extractvalue {ret} {value}, {k}") for k in range(n)]
 
 
 def _wgmma_desc(em: Any, op: ops.HopperOp, layout: int, lbo: int, sbo: int) -> str:
@@ -645,6 +673,8 @@ def _cpu_wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
         return [em.v(a) for a in op.args]
     if kind == "wgmma.desc":
         return [em.ins(f"ptrtoint ptr {element_address(em, op)} to i64")]
+    if kind == "wgmma.pack":
+        return _wgmma_pack(em, op, pinned=False)
     _, shape, dt_name, form = kind.split(".")
     half = _CPU_WGMMA_TYPES[dt_name]
     step = 256 // half.bits  # K of one instruction: 32 bytes of each row

@@ -122,17 +122,16 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     order = [slot[(8 * (e // 2), 8 * j + e % 2)] for j in range(n // 8) for e in range(4)]
     values = list(acc.values)
     regs = [values[s] for s in order]
+    packed = _packed_a(em, a, k, step) if a_regs else []
     if turn == "tail":
         take_turn(em)
     em.b.emit(ops.HopperOp("wgmma.fence", [], []))
     one = em.const(1, T.i32)
     kind = f"wgmma.m64n{n}k{step}.{WGMMA_TYPES[a.dtype.name]}.{'rs' if a_regs else 'ss'}"
-    a_slot = {offs: s for s, offs in enumerate(a.layout.offsets())}
     for kk in range(k // step):
         col = step * kk
-        if a_regs:  # a0..a3: (row, k) offsets (0, 0), (8, 0), (0, 8), (8, 8), 2 each
-            a_in = [a.values[a_slot[(8 * (r & 1), col + 8 * (r >> 1) + e)]]
-                    for r in range(4) for e in range(2)]
+        if a_regs:
+            a_in = packed[4 * kk:4 * kk + 4]
         else:
             a_at = _add(em, a_row0, (col // width_a) * m * width_a + col % width_a)
             a_in = [_descriptor(em, sa, a_at, row_bytes, lbo=16, sbo=8 * row_bytes)]
@@ -163,6 +162,18 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     for s, v in zip(order, wait.results, strict=True):
         values[s] = v
     return Slots(acc.dtype, acc.layout, tuple(values))
+
+
+def _packed_a(em: TileEmitter, a: Slots, k: int, step: int) -> list[SSAValue]:
+    """A's registers for every k step of the product (four i32 a step: a0..a3 at (row, k)
+    offsets (0, 0), (8, 0), (0, 8), (8, 8), two halves each), packed by one `wgmma.pack`
+    before the chain's fence (codegen/hopper.py says why)."""
+    a_slot = {offs: s for s, offs in enumerate(a.layout.offsets())}
+    halves = [a.values[a_slot[(8 * (r & 1), col + 8 * (r >> 1) + e)]]
+              for col in range(0, k, step) for r in range(4) for e in range(2)]
+    op = ops.HopperOp("wgmma.pack", halves, [ir_type(T.i32)] * (len(halves) // 2))
+    em.b.emit(op)
+    return list(op.results)
 
 
 def _operand(em: TileEmitter, t: Slots, width: int, role: str, transposed: bool = False
