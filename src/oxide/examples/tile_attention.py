@@ -21,8 +21,8 @@ def gpu_block(d: int) -> tuple[int, int]:
     rings filled by TMA from a producer warp group (the causal kernel's two loops share
     them) and Q in one resident buffer (H200, B8 H16 S4096, 2026-12-04: D128 443-451 /
     522-532 TFLOPS causal / not, against 240 / 337 with one loop and no pipeline). With
-    D64 a step of 256 keys gave 318 / 401 against 297 / 362 for 128; with D256 a step of
-    64 keeps the rings and Q within shared memory."""
+    D64 a step of 256 keys gave 352 / 399 against 328 / 336 for 128 (H200, 2026-12-05);
+    with D256 a step of 64 keeps the rings and Q within shared memory."""
     return (128, 256) if d <= 64 else (128, 128) if d <= 128 else (128, 64)
 
 
