@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from test_tile_attention_rings import SIG
+from test_tile_attention_rings import _ptx
 from test_tile_pingpong import _body_order, staged_tail
 from test_tile_tma_rings import V
 
@@ -27,10 +27,6 @@ COMMIT = "wgmma.commit_group.sync.aligned"
 def rotated(monkeypatch):
     monkeypatch.setenv("OXIDE_TILE_OVERLAP", "1")
 
-
-def _ptx(causal: bool, d: int = 128) -> str:
-    return ta.tile_attention.compile(*SIG, 4096, np.float32(0.1), 128, 128, d, causal,
-                                     arch="sm_90").ptx
 
 
 def test_attention_is_rotated(rotated) -> None:

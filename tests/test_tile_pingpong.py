@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 import pytest
-from test_tile_attention_rings import SIG
+from test_tile_attention_rings import _ptx
 from test_tile_tma_rings import V
 
 import oxide as ox
@@ -28,10 +28,6 @@ TURN_SYNC = re.compile(r"^\s*barrier\.sync\s+(%r\d+), 256;", re.M)  # the ids ar
 def turns(monkeypatch):
     monkeypatch.setenv("OXIDE_TILE_PINGPONG", "1")
 
-
-def _ptx(causal: bool, d: int = 128) -> str:
-    return ta.tile_attention.compile(*SIG, 4096, np.float32(0.1), 128, 128, d, causal,
-                                     arch="sm_90").ptx
 
 
 def _body_order(ptx: str) -> list[str]:
