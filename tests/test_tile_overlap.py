@@ -31,7 +31,7 @@ def rotated(monkeypatch):
 
 def test_attention_is_rotated(rotated) -> None:
     order = _body_order(_ptx(False))
-    # the head, then the previous step's tail (its own fence, in a branch), one commit
+    # the head, then the previous step's tail (its own fence, predicated), one commit
     # for it (an empty group where none was pending), a wait that leaves it in flight;
     # the wait for every group where the sum is read; after the loop, the last tail
     assert order.count(COMMIT) == 3
@@ -41,6 +41,21 @@ def test_attention_is_rotated(rotated) -> None:
     assert order[first + 3] == "wgmma.wait_group.sync.aligned"
     waits = re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", _ptx(False))
     assert "1" in waits
+
+
+def test_the_pending_tail_is_predicated_not_branched_around(rotated, monkeypatch) -> None:
+    """The pending tail's wgmma are guarded by a predicate (`@g`), so its accumulators
+    meet at no branch's join; with the roles told apart by a warp-uniform index
+    (OXIDE_TILE_UNIFORM_ROLE), nvJitLink's ptxas reports no wgmma serialized for an
+    injected warp-group arrive (C7519), which the branch and the divergent role drew."""
+    from tools.ptxas_report import ptxas_report
+
+    guarded = re.findall(r"@g wgmma\.mma_async", _ptx(False))
+    assert len(guarded) == 2 * 8  # the pending tail in the loop and the last one after it
+    monkeypatch.setenv("OXIDE_TILE_UNIFORM_ROLE", "1")
+    ptx = _ptx(True)
+    assert "shfl.sync.idx.b32" in ptx
+    assert "C7519" not in ptxas_report(ptx, "sm_90a")["notes"]
 
 
 def test_each_causal_loop_is_rotated(rotated) -> None:

@@ -459,9 +459,12 @@ def _wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     em.inline_reports = True  # a report call would serialize every wgmma (C7509)
     n = len(op.res)
     args = [em.v(a) for a in op.args]
+    guard = None
+    if _guarded(imm):  # the guard follows the scale: take it out of the argument list
+        guard = args.pop(len(args) - n - 1)
     n_a = 1 if form == "ss" else 4
     a_args = args[:n_a]
-    if form == "rs" and len(op.args) - 2 - n == 8:  # 8 halves: pack pairs
+    if form == "rs" and len(args) - 2 - n == 8:  # 8 halves: pack pairs
         halves = [(dtype_of_ir(op.args[k].type), args[k]) for k in range(8)]
         a_args = [_pack_halves(em, halves[k][0], halves[k][1], halves[k + 1][1])
                   for k in range(0, 8, 2)]
@@ -471,14 +474,19 @@ def _wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
     b, scale = args[n_a_in], args[n_a_in + 1]
     acc = args[n_a_in + 2:]
     ins = ([("i64", a_args[0])] if form == "ss" else [("i32", x) for x in a_args])
-    ins += [("i64", b), ("i32", scale)]
+    ins += [("i64", b), ("i32", scale)] + ([("i32", guard)] if guard is not None else [])
     d = "{" + ", ".join(f"${k}" for k in range(n)) + "}"
     a_text = f"${n}" if form == "ss" else "{" + ", ".join(f"${n + k}" for k in range(4)) + "}"
     b_text, s_text = f"${n + len(a_args)}", f"${n + len(a_args) + 1}"
     trans = f"{imm[0]}, {imm[1]}" if form == "ss" else f"{imm[1]}"
     if dt in ("e4m3", "e5m2"):  # 8-bit operands are K-major: no transpose operands
         trans = ""
-    template = (f"{{\n\t.reg .pred p;\n\tsetp.ne.b32 p, {s_text}, 0;\n\t"
+    # a guarded instruction is predicated, not branched around: a wgmma whose registers
+    # meet at a branch's join makes ptxas inject a warp-group arrive there (C7519)
+    issue = ""
+    if guard is not None:
+        issue = f".reg .pred g;\n\tsetp.ne.b32 g, ${n + len(a_args) + 2}, 0;\n\t@g "
+    template = (f"{{\n\t.reg .pred p;\n\tsetp.ne.b32 p, {s_text}, 0;\n\t{issue}"
                 f"wgmma.mma_async.sync.aligned.{shape}.f32.{dt}.{dt} {d}, {a_text}, "
                 f"{b_text}, p, 1, 1{', ' if trans else ''}{trans};\n}}")
     return _tied_asm(em, template, ins, acc)
@@ -682,10 +690,12 @@ def _cpu_wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
         raise TargetError("on the CPU, ox.wgmma() of 8-bit floats takes A from shared memory "
                           "(the SS form) only", _span(em, op),
                           hint="pass A as `ox.wgmma_desc(...)` of its shared array")
-    trans_a, trans_b = (a.data for a in op.imm.data)  # type: ignore[attr-defined]
+    imm = [a.data for a in op.imm.data]  # type: ignore[attr-defined]
+    trans_a, trans_b = imm[:2]
     n = len(op.res)
-    n_a = 1 if form == "ss" else (4 if len(op.args) - 2 - n == 4 else 8)
     args = list(op.args)
+    guard = em.v(args.pop(len(args) - n - 1)) if _guarded(imm) else None
+    n_a = 1 if form == "ss" else (4 if len(args) - 2 - n == 4 else 8)
     b_desc, scale = args[n_a], em.v(args[n_a + 1])
     acc_in = [em.v(a) for a in args[n_a + 2:]]
     tid = em.t.linear_tid(em)
@@ -740,7 +750,17 @@ def _cpu_wgmma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
         p = em.ins(f"getelementptr inbounds float, ptr {buf}, i64 {e}")
         out.append(em.ins(f"load float, ptr {p}"))
     em.intrinsic("llvm.stackrestore.p0", "void", [("ptr", stack)])
+    if guard is not None:  # not issued: the accumulators as they were
+        issued = em.ins(f"icmp ne i32 {guard}, 0")
+        out = [em.ins(f"select i1 {issued}, float {v}, float {old}")
+               for v, old in zip(out, acc_in, strict=True)]
     return out
+
+
+def _guarded(imm: list[int]) -> bool:
+    """Whether a `wgmma.m64n...` op carries a guard (its third immediate): an i32 after
+    its scale operand, the instruction issued only where it is non-zero."""
+    return len(imm) > 2 and imm[2] == 1
 
 
 def _desc_op(em: Any, op: ops.HopperOp, value: Any, which: str) -> ops.HopperOp:

@@ -49,7 +49,17 @@ def overlap_enabled() -> bool:
     return os.environ.get("OXIDE_TILE_OVERLAP", "0") == "1"
 
 
-def codegen_switches() -> tuple[bool, bool, bool, bool, bool, bool, bool]:
+def uniform_role_enabled() -> bool:
+    """OXIDE_TILE_UNIFORM_ROLE=1: a kernel with a producer warp group tells its roles
+    apart by a warp group index ptxas knows to be warp-uniform (broadcast from lane 0 by
+    `shfl.sync`), so the consumers' code is not a divergent path to it, where a
+    warp-group arrive it must inject serializes every wgmma (note C7519; tile/producer.py
+    `_route`). Off by default until measured on the H200."""
+    return os.environ.get("OXIDE_TILE_UNIFORM_ROLE", "0") == "1"
+
+
+def codegen_switches() -> tuple[bool, ...]:
     """All of them, with the persistent schedule's (codegen/persistent_grid.py)."""
     return (wgmma_enabled(), tma_enabled(), producer_enabled(), hopper_on_cpu(),
-            persistent_grid.enabled(), pingpong_enabled(), overlap_enabled())
+            persistent_grid.enabled(), pingpong_enabled(), overlap_enabled(),
+            uniform_role_enabled())

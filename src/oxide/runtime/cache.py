@@ -267,7 +267,7 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         arch += "+lineinfo"
     if os.environ.get("OXIDE_DRIVER_JIT") == "1":  # the image is the PTX (module_image)
         arch += "+driver-jit"
-    wgmma, tma, producer, _, persistent, pingpong, overlap = codegen_switches()
+    wgmma, tma, producer, _, persistent, pingpong, overlap, uniform_role = codegen_switches()
     arch += "".join(name for name, on in (
         ("+no-wgmma", not wgmma),  # tile products stay on mma.sync
         ("+no-tma", not tma),  # tile K loops copy by cp.async only
@@ -275,6 +275,7 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         ("+no-persistent", not persistent),  # one block per logical block
         ("+pingpong", pingpong),  # warp groups take turns at the tensor cores
         ("+overlap", overlap),  # product loops rotated (tile/overlap.py)
+        ("+uniform-role", uniform_role),  # roles by a shuffled warp group index
     ) if on)
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())

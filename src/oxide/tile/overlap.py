@@ -23,12 +23,16 @@ loop whose tail
 
 What it does: the tail becomes a `schedule` op (`defer_tail`) that keeps its A values and
 B's buffer token in slots of its own and marks the tail pending; the head
-(`overlap` = the loop's number) issues, commits, then where a tail is pending issues it
-from those slots onto the variable's values (`wgmma.fence` first), commits (an empty group
-where none was pending, so one wait count serves both) and waits for all but one group;
+(`overlap` = the loop's number) issues, commits, then issues the pending tail from those
+slots onto the variable's values (`wgmma.fence` first; its instructions predicated on the
+mark, not branched around: accumulators meeting at a branch's join make ptxas inject a
+warp-group arrive, note C7519), commits (an empty group where none was pending, so one
+wait count serves both) and waits for all but one group;
 the variable's read waits for every group (`overlap_settle`) and gives back the pending
 tail's B fill; `open_tail` before the loop clears the mark, `drain_tail` at its exit
-issues and waits for a pending tail. B's buffer stays the consumers' until then: a fill
+issues and waits for a pending tail (predicated the same way). ptxas still sees a
+divergent path in the consumers' code unless their role comes from a warp-uniform index
+(OXIDE_TILE_UNIFORM_ROLE, tile/producer.py). B's buffer stays the consumers' until then: a fill
 is given back once the product that read it completed (tile/tma_rings.py counts fills,
 not steps), and the producer runs at most the ring's depth ahead.
 
@@ -55,7 +59,7 @@ from oxide.tile.layouts import layout_of
 from oxide.tile.lower import TileEmitter
 from oxide.tile.operand_rings import ring_of, zero_slot
 from oxide.tile.product_loops import ProductLoop, derived, product_loops
-from oxide.tile.tma_rings import consume, only_if
+from oxide.tile.tma_rings import consume, only_if, wait_tma
 from oxide.tile.values import Slots
 from oxide.tile.wgmma_lower import lower_wgmma
 
@@ -178,10 +182,12 @@ def _operand_slots(em: TileEmitter, plan: RotatedLoop) -> tuple[list[SSAValue], 
     return plan.a_slots, plan.b_slot
 
 
-def _tail(em: TileEmitter, plan: RotatedLoop, acc_slots: list[SSAValue], issue_only: bool
-          ) -> None:
-    """The pending tail on the variable's values, its result written back (still being
-    written where `issue_only`)."""
+def _tail(em: TileEmitter, plan: RotatedLoop, acc_slots: list[SSAValue]) -> None:
+    """The pending tail issued on the variable's values and its result (still being
+    written) written back, where one is pending: its B fill waited for under a branch,
+    its instructions predicated (no branch: the accumulators would meet at its join,
+    where ptxas injects a warp-group arrive, C7519), then a commit (of an empty group
+    where none was pending)."""
     b = em.b
     (adt, alayout), (bdt, blayout) = plan.a, plan.b
     a_slots, b_slot = _operand_slots(em, plan)
@@ -189,17 +195,20 @@ def _tail(em: TileEmitter, plan: RotatedLoop, acc_slots: list[SSAValue], issue_o
     v = Slots(bdt, blayout, (b.value(ops.SlotReadOp(b_slot)),))
     acc_dt, acc_layout = T.f32, layout_of(plan.acc)
     acc = Slots(acc_dt, acc_layout, tuple(b.value(ops.SlotReadOp(s)) for s in acc_slots))
-    out = lower_wgmma(em, a, v, acc, plan.b_transposed, issue_only=issue_only)
+    pending = b.value(ops.SlotReadOp(_pending(em, plan)))
+    only_if(em, b.value(ops.CompareOp("ne", pending, em.const(0, T.i32))),
+            lambda: wait_tma(em, [v]))
+    out = lower_wgmma(em, a, v, acc, plan.b_transposed, issue_only=True, guard=pending)
     for slot, value in zip(acc_slots, out.values, strict=True):
         b.emit(ops.SlotWriteOp(slot, value))
+    b.emit(ops.HopperOp("wgmma.commit", [], []))
 
 
 def issue_pending_tail(em: TileEmitter, plan: RotatedLoop, acc_slots: list[SSAValue]
                        ) -> None:
     """After the head's commit: the pending tail issued where there is one, then a commit
     (of an empty group where there is none)."""
-    only_if(em, _is_pending(em, plan), lambda: _tail(em, plan, acc_slots, issue_only=True))
-    em.b.emit(ops.HopperOp("wgmma.commit", [], []))
+    _tail(em, plan, acc_slots)
 
 
 def settle(em: TileEmitter, plan: RotatedLoop, values: list[SSAValue]) -> list[SSAValue]:
@@ -229,5 +238,8 @@ def lower_step(em: TileEmitter, plan: RotatedLoop, step: str, operands: list[Slo
         b.emit(ops.SlotWriteOp(_pending(em, plan), em.const(1, T.i32)))
     else:
         assert step == "drain_tail", step
-        only_if(em, _is_pending(em, plan), lambda: _tail(em, plan, acc_slots, issue_only=False))
+        _tail(em, plan, acc_slots)
+        values = [b.value(ops.SlotReadOp(s)) for s in acc_slots]
+        for slot, value in zip(acc_slots, settle(em, plan, values), strict=True):
+            b.emit(ops.SlotWriteOp(slot, value))
         b.emit(ops.SlotWriteOp(_pending(em, plan), em.const(0, T.i32)))

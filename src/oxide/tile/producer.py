@@ -49,7 +49,7 @@ from typing import Any
 from xdsl.ir import Block, Operation, SSAValue
 
 from oxide import types as T
-from oxide.codegen.switches import producer_enabled
+from oxide.codegen.switches import producer_enabled, uniform_role_enabled
 from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, TileVarType, kind_of
 from oxide.ir.types import ir_type
@@ -234,6 +234,22 @@ def _scalar(op: Operation) -> bool:
     return isinstance(op, _SCALAR_OPS)
 
 
+def _role_thread(route: Block, em: Any, tid: SSAValue) -> SSAValue:
+    """The thread index the roles are told apart by: `tid` itself, or with
+    OXIDE_TILE_UNIFORM_ROLE on a GPU the first thread of its warp group, broadcast from
+    lane 0 by `shfl.sync` (CUTLASS's canonical warp group index does the same), which
+    ptxas takes as warp-uniform: the consumers' branch is then no divergent path to it
+    (codegen/switches.py says why that matters)."""
+    if em.cpu or not uniform_role_enabled():
+        return tid
+    group = ops.BinaryOp("shr", tid, em.const(7, T.i32))
+    broadcast = ops.InlineAsmOp("shfl.sync.idx.b32 $0, $1, 0, 31, -1;", "=r,r",
+                                [group.results[0]], [ir_type(T.i32)], False)
+    first = ops.BinaryOp("shl", broadcast.results[0], em.const(7, T.i32))
+    route.add_ops([group, broadcast, first])
+    return first.results[0]
+
+
 def _route(b: TileBuilder, em: Any, consumers: Block, producer: Block) -> None:
     """The body's new first block: threads below num_warps * 32 go on as consumers, the
     producer warp group hands its registers over and keeps one thread, which runs the
@@ -245,10 +261,12 @@ def _route(b: TileBuilder, em: Any, consumers: Block, producer: Block) -> None:
         b.func.body.add_block(block)
         b.order[block] = (-1, k)
     tid = ops.RegisterOp("tid.x", ir_type(T.i32))
-    is_consumer = ops.CompareOp("lt", tid.results[0], em.const(threads, T.i32))
+    route.add_op(tid)
+    is_consumer = ops.CompareOp("lt", _role_thread(route, em, tid.results[0]),
+                                em.const(threads, T.i32))
     # warp-uniform (whole warp groups), and no block barrier follows on either side
     b.uniform.add(is_consumer.results[0])
-    route.add_ops([tid, is_consumer,
+    route.add_ops([is_consumer,
                    ops.CondBranchOp(is_consumer.results[0], consumer, producers)])
     if registers is not None:
         consumer.add_op(ops.HopperOp("setmaxnreg.inc", [], [], imm=(registers[1],)))

@@ -72,7 +72,8 @@ _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout field (bits 62
 
 def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool,
                 in_flight: bool = False, turn: str | None = None, issue_only: bool = False,
-                after_commit: Callable[[], None] | None = None) -> Slots:
+                after_commit: Callable[[], None] | None = None,
+                guard: SSAValue | None = None) -> Slots:
     """`acc + a @ b` on wgmma (see the module docstring); an operand in a ring
     (tile/operand_rings.py) is read where its copies put it. With `in_flight` (both
     operands in rings with a buffer to spare, the result only the next product's
@@ -83,7 +84,10 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     results, still being written, returned (no commit, no wait: the caller commits,
     and waits before it reads them); with `after_commit`, that is emitted after this
     product's commit (another product's issue and commit), and the wait leaves one
-    group, the newest, in flight (its rings are given back where it is waited for)."""
+    group, the newest, in flight (its rings are given back where it is waited for). With
+    `guard` (an i32, with `issue_only`), each instruction is issued only where it is
+    non-zero, predicated rather than branched around, and the caller has waited for the
+    TMA fills it reads (where it issues)."""
     (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
     size, step = a.dtype.itemsize, wgmma_k(a.dtype)
     stage_transposed = not b_transposed and size == 1  # K-major only: B's transpose staged
@@ -103,7 +107,8 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     sb, b_start = _operand(em, b, width_a if k_major_b else SLAB, "wb", stage_transposed)
     if len(tma) < len(rings):
         wait_for(em, [t for t in rings if t not in tma])
-    if tma:  # the mbarriers' phases: TMA's writes are visible to each waiting thread
+    assert guard is None or issue_only
+    if tma and guard is None:  # the mbarriers' phases: TMA's writes visible to each thread
         wait_tma(em, tma)
     staged = (not a_regs and ring_of(a.layout) is None) or ring_of(b.layout) is None
     if staged or len(tma) < len(rings):
@@ -141,8 +146,10 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
                              sbo=8 * row_bytes)
         else:  # K rows of 64-column slabs: MN-major, the next slab `lbo` further
             db = _descriptor(em, sb, _at(em, b_start, col * SLAB), 128, lbo=k * 128, sbo=1024)
-        op = ops.HopperOp(kind, [*a_in, db, one, *regs], [ir_type(T.f32)] * len(regs),
-                          imm=(0, 0 if k_major_b else 1))
+        guarded = [] if guard is None else [guard]
+        op = ops.HopperOp(kind, [*a_in, db, one, *guarded, *regs],
+                          [ir_type(T.f32)] * len(regs),
+                          imm=(0, 0 if k_major_b else 1, int(guard is not None)))
         em.b.emit(op)
         regs = list(op.results)
     if issue_only:
