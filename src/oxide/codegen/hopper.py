@@ -419,18 +419,19 @@ def _tma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
 # hoist it above (a `wait_group` intrinsic orders nothing for pure register reads). Both
 # are `sideeffect` with a memory clobber, so shared-memory writes stay on their side.
 
-def _tied_asm(em: Any, template: str, ins: list[tuple[str, str]], acc: list[str]) -> list[str]:
-    """`asm sideeffect` with len(acc) f32 outputs ($0...), then `ins`, then `acc` tied to
-    the outputs; returns the outputs."""
+def _tied_asm(em: Any, template: str, ins: list[tuple[str, str]], acc: list[str],
+              ty: str = "float", memory: bool = True) -> list[str]:
+    """`asm sideeffect` with len(acc) outputs of type `ty` ($0...), then `ins`, then `acc`
+    tied to the outputs, a memory clobber where `memory`; returns the outputs."""
     n = len(acc)
-    letters = {"i64": "l", "i32": "r"}
-    constraints = ",".join(["=f"] * n + [letters[t] for t, _ in ins]
-                           + [str(k) for k in range(n)] + ["~{memory}"])
-    args = ", ".join([f"{t} {v}" for t, v in ins] + [f"float {v}" for v in acc])
+    letters = {"i64": "l", "i32": "r", "float": "f"}
+    constraints = ",".join([f"={letters[ty]}"] * n + [letters[t] for t, _ in ins]
+                           + [str(k) for k in range(n)] + (["~{memory}"] if memory else []))
+    args = ", ".join([f"{t} {v}" for t, v in ins] + [f"{ty} {v}" for v in acc])
     if n == 0:
         em.raw(f'call void asm sideeffect "{_llvm_string(template)}", "{constraints}"({args})')
         return []
-    ret = "float" if n == 1 else "{ " + ", ".join(["float"] * n) + " }"
+    ret = ty if n == 1 else "{ " + ", ".join([ty] * n) + " }"
     value = em.ins(f'call {ret} asm sideeffect "{_llvm_string(template)}", '
                    f'"{constraints}"({args})')
     if n == 1:
@@ -504,16 +505,7 @@ def _wgmma_pack(em: Any, op: ops.HopperOp, pinned: bool) -> list[str]:
     halves = [(dtype_of_ir(a.type), em.v(a)) for a in op.args]
     packed = [_pack_halves(em, halves[k][0], halves[k][1], halves[k + 1][1])
               for k in range(0, len(halves), 2)]
-    if not pinned:
-        return packed
-    n = len(packed)
-    ret = "i32" if n == 1 else "{ " + ", ".join(["i32"] * n) + " }"
-    constraints = ",".join(["=r"] * n + [str(k) for k in range(n)])
-    args = ", ".join(f"i32 {v}" for v in packed)
-    value = em.ins(f'call {ret} asm sideeffect "", "{constraints}"({args})')
-    if n == 1:
-        return [value]
-    return [em.ins(f"extractvalue {ret} {value}, {k}") for k in range(n)]
+    return _tied_asm(em, "", [], packed, "i32", memory=False) if pinned else packed
 
 
 def _wgmma_desc(em: Any, op: ops.HopperOp, layout: int, lbo: int, sbo: int) -> str:

@@ -182,9 +182,11 @@ def _operand_slots(em: TileEmitter, plan: RotatedLoop) -> tuple[list[SSAValue], 
     return plan.a_slots, plan.b_slot
 
 
-def _tail(em: TileEmitter, plan: RotatedLoop, acc_slots: list[SSAValue]) -> None:
-    """The pending tail issued on the variable's values and its result (still being
-    written) written back, where one is pending: its B fill waited for under a branch,
+def issue_pending_tail(em: TileEmitter, plan: RotatedLoop, acc_slots: list[SSAValue]
+                       ) -> None:
+    """After the head's commit (and at the loop's exit): the pending tail issued on the
+    variable's values and its result (still being written) written back, where one is
+    pending: its B fill waited for under a branch,
     its instructions predicated (no branch: the accumulators would meet at its join,
     where ptxas injects a warp-group arrive, C7519), then a commit (of an empty group
     where none was pending)."""
@@ -203,12 +205,6 @@ def _tail(em: TileEmitter, plan: RotatedLoop, acc_slots: list[SSAValue]) -> None
         b.emit(ops.SlotWriteOp(slot, value))
     b.emit(ops.HopperOp("wgmma.commit", [], []))
 
-
-def issue_pending_tail(em: TileEmitter, plan: RotatedLoop, acc_slots: list[SSAValue]
-                       ) -> None:
-    """After the head's commit: the pending tail issued where there is one, then a commit
-    (of an empty group where there is none)."""
-    _tail(em, plan, acc_slots)
 
 
 def settle(em: TileEmitter, plan: RotatedLoop, values: list[SSAValue]) -> list[SSAValue]:
@@ -238,7 +234,7 @@ def lower_step(em: TileEmitter, plan: RotatedLoop, step: str, operands: list[Slo
         b.emit(ops.SlotWriteOp(_pending(em, plan), em.const(1, T.i32)))
     else:
         assert step == "drain_tail", step
-        _tail(em, plan, acc_slots)
+        issue_pending_tail(em, plan, acc_slots)
         values = [b.value(ops.SlotReadOp(s)) for s in acc_slots]
         for slot, value in zip(acc_slots, settle(em, plan, values), strict=True):
             b.emit(ops.SlotWriteOp(slot, value))
