@@ -2,8 +2,9 @@
 
 What it is for: locating what layernorm's speed depends on (it found issue 11's bf16 gap:
 the shuffles' register mask and the blocks an SM; docs/performance.md). Each variant
-changes one thing against the example (`oxide.examples.tile_layernorm`: 8 warps,
-`occupancy=4`):
+changes one thing against 8 warps at `occupancy=4` (what the example,
+`oxide.examples.tile_layernorm`, had by hand, and what its `num_warps="auto"` chooses at
+8192 columns):
 
 - occupancy None / 3, and 4 or 16 warps: how many blocks share an SM, and registers;
 - "no mask": the variance without `tile.where(arange < n, ...)` (right only when the row
@@ -99,7 +100,7 @@ def main() -> None:
     from oxide.examples.tile_layernorm import tile_layernorm
 
     full = (1 << (args.cols - 1).bit_length()) == args.cols  # the row fills its tile
-    variants = [("example (8 warps, occupancy 4)", tile_layernorm, True),
+    variants = [("example (num_warps=\"auto\")", tile_layernorm, True),
                 ("occupancy None", variant(None), True),
                 ("occupancy 3", variant(3), True),
                 ("4 warps, occupancy 8", variant(8, warps=4), True),

@@ -256,6 +256,9 @@ def test_a_2d_tile_grid_follows_each_axis_to_its_dimension() -> None:
 def test_a_row_per_block_takes_one_block_per_row() -> None:
     data = _json("tile_softmax", "--const", "BN=128", "--shape", "50x100")
     assert data["grid"] == [50, 1, 1]  # tiles of (1, BN) at (row, 0)
+    assert data["block"] == [128, 1, 1]  # num_warps="auto": 4 warps for a 128-column row
+    data = _json("tile_softmax", "--const", "BN=32768", "--shape", "2x32768")
+    assert data["block"] == [1024, 1, 1]  # and 32 for 32768 columns
 
 
 def test_a_tile_grid_the_stores_do_not_give_needs_grid(tile_file: Path) -> None:

@@ -130,29 +130,42 @@ def _warnings_of(compile_it) -> list[str]:
     return [str(w.message) for w in caught if issubclass(w.category, ox.PerformanceWarning)]
 
 
+def _fixed(kernel, **options):
+    """A shipped `num_warps="auto"` example on fixed warps, as it was before it chose."""
+    return ox.tile.kernel(**options)(kernel.fn)
+
+
 def test_a_row_too_wide_for_the_registers_is_warned_of_with_the_way_out() -> None:
     """65536 f32 columns on 8 warps: 256 registers a thread for the row alone. The warning
-    points at the load, and shows the chunk loop; chunks, more warps and the CPU: none."""
+    points at the load, and shows the chunk loop; chunks, more warps, the warps the
+    compiler chooses and the CPU: none."""
     sig = (ox.Slice[ox.f32, 2], ox.DisjointSlice[ox.f32, 2])
-    found = _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 65536, arch="sm_90"))
+    on8 = _fixed(tile_softmax.tile_softmax, num_warps=8)
+    found = _warnings_of(lambda: on8.compile(*sig, 65536, arch="sm_90"))
     assert len(found) == 1
     assert "1 x 65536 f32 tile takes 256 registers" in found[0]
     assert "num_warps=16" in found[0] and "for c in range(tile.num_tiles(x, 1, BN))" in found[0]
-    assert _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 32768, arch="sm_90")) == []
+    assert _warnings_of(lambda: on8.compile(*sig, 32768, arch="sm_90")) == []
     assert _warnings_of(lambda: tile_wide_rows.softmax_rows.compile(*sig, 4096,
                                                                       arch="sm_90")) == []
-    assert _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 65536, arch="cpu")) == []
+    assert _warnings_of(lambda: on8.compile(*sig, 65536, arch="cpu")) == []
+    assert _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 65536,
+                                                                  arch="sm_90")) == []
 
 
 def test_tiles_live_at_once_past_the_occupancy_cap_are_warned_of() -> None:
-    """tile_layernorm (8 warps, occupancy=4: 64 registers a thread): the row centred, the
-    weight and the bias are live together. At 32768 f32 columns they take 256 registers
-    (ptxas spills 4.7 KB, 0.2x Triton on the H200); at 8192, 64 (256 bytes, full speed)."""
+    """tile_layernorm on 8 warps at occupancy=4 (64 registers a thread): the row centred,
+    the weight and the bias are live together. At 32768 f32 columns they take 256
+    registers (ptxas spills 4.7 KB, 0.2x Triton on the H200); at 8192, 64 (256 bytes,
+    full speed). The warps the compiler chooses warn at neither."""
     sig = (ox.Slice[ox.f32, 2], ox.Slice[ox.f32], ox.Slice[ox.f32], ox.DisjointSlice[ox.f32, 2],
            ox.f32)
-    norm = tile_layernorm.tile_layernorm
+    norm = _fixed(tile_layernorm.tile_layernorm, num_warps=8, occupancy=4)
     (found,) = _warnings_of(lambda: norm.compile(*sig, 32768, arch="sm_90"))
     assert "take 256 registers" in found and "`occupancy=4` caps a thread at 64" in found
     assert "a lower `occupancy` than 4" in found
     assert _warnings_of(lambda: norm.compile(*sig, 8192, arch="sm_90")) == []
     assert _warnings_of(lambda: norm.compile(*sig, 32768, arch="cpu")) == []
+    for cols in (8192, 32768, 65536):
+        assert _warnings_of(lambda: tile_layernorm.tile_layernorm.compile(
+            *sig, cols, arch="sm_90")) == []

@@ -302,13 +302,7 @@ class Autotuner:
             return kernel
         variant = self._variants.get(options)
         if variant is None:
-            variant = object.__new__(type(kernel))
-            # what the runtime caches on a kernel (`_oxide_*`) is the variant's own
-            variant.__dict__.update({k: v for k, v in kernel.__dict__.items()
-                                     if not k.startswith("_oxide_")})
-            variant.options = options
-            variant._specializations = {}
-            self._variants[options] = variant
+            variant = self._variants[options] = kernel.with_options(options)
         return variant
 
     # -- tuning --------------------------------------------------------------------------

@@ -202,6 +202,21 @@ class KernelBase(_PythonFunction):
         node = next((a for a in source.tree.args.args if a.arg == name), source.tree)
         return KernelTypeError(message, source.span(node), hint=hint)
 
+    def with_options(self, options: KernelOptions) -> KernelBase:
+        """This kernel under other options (ox.autotune's configs, the warps a
+        `num_warps="auto"` tile kernel chooses): the same function and parameters, with
+        specializations and runtime state (`_oxide_*`) of its own."""
+        variant = object.__new__(self._class_for(options))
+        variant.__dict__.update({k: v for k, v in self.__dict__.items()
+                                 if not k.startswith("_oxide_")})
+        variant.options = options
+        variant._specializations = {}
+        return variant
+
+    def _class_for(self, options: KernelOptions) -> type:
+        """The class of a kernel with `options` (a tile kernel's depends on them)."""
+        return type(self)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         raise LaunchError(f"`{self.__name__}` is a kernel: launch it with "
                         f"`{self.__name__}[config](...)` or `ox.launch({self.__name__}, config, ...)`")

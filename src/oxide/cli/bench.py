@@ -217,6 +217,7 @@ def tile_launch_config(kernel: Any, sig: tuple[Any, ...], shapes: dict[str, tupl
     from oxide.runtime.config import LaunchConfig
     from oxide.tile.grid import GridUnknown, output_grid
 
+    kernel = kernel.kernel_for(sig)  # num_warps="auto": the kernel of this signature
     threads = kernel.block_threads
     if block is not None:
         raise BenchSpecError(f"`{kernel.__name__}` is a tile kernel: its block is num_warps * "

@@ -12,17 +12,18 @@ EPS = 1e-5
 T = TypeVar("T")  # f32, or a 16-bit float (bf16, f16): the math is in f32 either way
 
 
-@tile.kernel(num_warps=8, occupancy=4)
+@tile.kernel(num_warps="auto")
 def tile_layernorm(x: Slice[T, 2], w: Slice[T], b: Slice[T], out: DisjointSlice[T, 2],
                    eps: f32, BN: Const[int]):
     """Columns past the row's end load as 0 and are masked out of the variance. 16-bit
     rows are computed in f32 and rounded once on the way out.
 
-    `occupancy=4` asks for four blocks of 256 threads per SM, so at most 64 registers a
-    thread. Without it, ptxas keeps the row, the weight and the bias in up to 86 (f32) or
-    80 (bf16) registers, fewer blocks fit, and too few loads are in flight: bf16 ran at
-    0.97x Triton with two or three blocks and 1.01x with four; f32 is within 1% at two,
-    three or four (H200, 2026-12-03, benchmarks/layernorm_variants.py)."""
+    `num_warps="auto"` sizes the block to the row (tile/auto_warps.py): 8 warps at 8192
+    columns, 32 at 32768, with blocks enough for half an SM's threads, which caps a thread
+    at 64 registers. At 8192 columns that is what was measured fastest by hand: with 8
+    warps and four blocks per SM bf16 ran at 1.01x Triton, with two or three at 0.97x
+    (H200, 2026-12-03, benchmarks/layernorm_variants.py); on a fixed 8 warps, 32768
+    columns ran at 0.15x-0.19x (the row spilled)."""
     row = tile.bid(0)
     n = x.shape[1]
     t = tile.load(x, (row, 0), (1, BN)).astype(f32)

@@ -1,4 +1,8 @@
-"""Tile softmax: one tile block per row, the whole row in one tile (ox.tile)."""
+"""Tile softmax: one tile block per row, the whole row in one tile (ox.tile).
+
+`num_warps="auto"`: the compiler sizes the block to the row, from 4 warps for a few
+thousand columns to 32 for 32768 and more, so the row stays in registers at every width
+(tile/auto_warps.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,7 @@ T = TypeVar("T")  # f32, or a 16-bit float (bf16, f16): the math is in f32 eithe
 LOG2E = math.log2(math.e)
 
 
-@tile.kernel(num_warps=8)
+@tile.kernel(num_warps="auto")
 def tile_softmax(x: Slice[T, 2], out: DisjointSlice[T, 2], BN: Const[int]):
     """Columns past the row's end load as -inf, so they add exp(-inf) = 0 to the sum;
     subtracting the row maximum keeps exp() finite for any input. 16-bit rows are

@@ -33,9 +33,10 @@ _MAX_STAGES = 4  # iterations of loads in flight: each adds a tile of registers
 @dataclass(frozen=True)
 class TileOptions(KernelOptions):
     """A tile kernel's options: the SIMT ones it fixes, `num_warps`, and `occupancy`
-    (the fewest blocks per SM the GPU code should allow: PTX `.minnctapersm`)."""
+    (the fewest blocks per SM the GPU code should allow: PTX `.minnctapersm`).
+    `num_warps` None: chosen per specialization (`num_warps="auto"`, tile/auto_warps.py)."""
 
-    num_warps: int = 4
+    num_warps: int | None = 4
     occupancy: int | None = None
     num_stages: int = 1
 
@@ -51,7 +52,15 @@ class TileKernel(Kernel):
 
     @property
     def block_threads(self) -> int:
-        return self.tile_options.num_warps * WARP_SIZE
+        return self.tile_options.num_warps * WARP_SIZE  # type: ignore[operator]
+
+    def kernel_for(self, sig: tuple[Any, ...]) -> TileKernel:
+        """The kernel a launch with signature `sig` runs: this one (a `num_warps="auto"`
+        kernel's answer depends on `sig`)."""
+        return self
+
+    def _class_for(self, options: Any) -> type:
+        return _kernel_class(options)
 
     def tile_config(self, config: Any) -> tuple[LaunchConfig, Any]:
         """(LaunchConfig, stream) from a tile launch's `grid`, `(grid, stream)` or a
@@ -92,7 +101,95 @@ class TileKernel(Kernel):
         return f"<oxide.tile.kernel {self.__qualname__}>"
 
 
+class AutoWarpsKernel(TileKernel):
+    """An `@ox.tile.kernel(num_warps="auto")`: the compiler chooses the warps (and the
+    occupancy) of each specialization from what its tiles take in registers
+    (tile/auto_warps.py), so one kernel serves rows of 256 and of 65536 columns. A launch
+    finds the specialization's kernel, a TileKernel of those warps, and launches it: the
+    one more lookup a launch pays (a dict keyed by the arguments' kinds and the Const
+    values) is the price of not naming the warps."""
+
+    @property
+    def block_threads(self) -> int:
+        raise LaunchError(f"`{self.__name__}` chooses its warps per specialization "
+                          f"(num_warps=\"auto\"): `{self.__name__}.kernel_for(signature)` "
+                          f"is the kernel of one signature, with its block")
+
+    def kernel_for(self, sig: tuple[Any, ...]) -> TileKernel:
+        chosen = self.__dict__.setdefault("_oxide_auto_kernels", {})
+        kernel = chosen.get(sig)
+        if kernel is None:
+            from oxide.tile.auto_warps import choose_warps
+
+            num_stages = self.tile_options.num_stages
+            choice = choose_warps(self, sig, lambda warps: self.with_options(
+                tile_options(warps, num_stages=num_stages)))
+            options = tile_options(choice.num_warps, choice.occupancy, self.options.lineinfo,
+                                   num_stages=num_stages)
+            variants = self.__dict__.setdefault("_oxide_auto_variants", {})
+            kernel = variants.get(options)
+            if kernel is None:
+                kernel = variants[options] = self.with_options(options)
+            chosen[sig] = kernel
+        return kernel
+
+    def compile(self, *args: Any, arch: str | None = None, target: str | None = None) -> Any:
+        from oxide.specialize import signature_from
+
+        try:
+            kernel = self.kernel_for(signature_from(self, args))
+        except OxideError as exc:
+            user_frames_only(exc)
+            raise
+        return kernel.compile(*args, arch=arch, target=target)
+
+    def autotuned_launch(self, grid: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+                         stream: Any, device: Any) -> None:
+        """`ox.launch(kernel, grid, *args)` and `kernel[grid](*args)`: the launch of the
+        kernel the arguments' specialization runs."""
+        from oxide.runtime.launch import launch
+
+        if kwargs:
+            from oxide.runtime.args import keyword_args
+
+            args = keyword_args(self, args, kwargs)
+        launch(self._kernel_of(args, device), grid, *args, stream=stream, device=device)
+
+    def _kernel_of(self, args: tuple[Any, ...], device: Any) -> TileKernel:
+        """The kernel for these arguments, by the launch's own type key (runtime/args.py:
+        what a launch specializes on) and its signature, made once per key."""
+        from oxide.runtime.args import plan_for, read_args
+        from oxide.runtime.device import current_device, parse_device
+
+        dev = current_device() if device is None else parse_device(device)
+        key, views = read_args(self, args, dev)
+        by_key = self.__dict__.setdefault("_oxide_auto_by_key", {})
+        kernel = by_key.get((dev, key))
+        if kernel is None:
+            plan = plan_for(self, (dev, key), args, views, dev)
+            kernel = by_key[(dev, key)] = self.kernel_for(plan.signature)
+        return kernel
+
+    def __getitem__(self, config: Any) -> Any:
+        def launch_auto(*args: Any, stream: Any = None, **kwargs: Any) -> None:
+            try:
+                self.autotuned_launch(config, args, kwargs, stream, None)
+            except OxideError as exc:
+                user_frames_only(exc)
+                raise
+
+        return launch_auto
+
+    def __repr__(self) -> str:
+        return f"<oxide.tile.kernel {self.__qualname__} (num_warps=\"auto\")>"
+
+
+def _kernel_class(options: TileOptions) -> type[TileKernel]:
+    return AutoWarpsKernel if options.num_warps is None else TileKernel
+
+
 _MAX_OCCUPANCY = 32  # blocks per SM: the most any CUDA GPU holds (sm_80 and later)
+AUTO = "auto"  # `num_warps=AUTO`: the compiler chooses
 
 
 def _num_warps(n: Any, depth: int | None) -> int:
@@ -136,11 +233,23 @@ def _num_stages(n: Any, depth: int | None) -> int:
                                "loads the next iteration's tiles while this one computes")
 
 
-def tile_options(num_warps: int = 4, occupancy: int | None = None, lineinfo: bool = False,
-                 depth: int | None = None, num_stages: int | None = None) -> TileOptions:
+def tile_options(num_warps: int | str | None = 4, occupancy: int | None = None,
+                 lineinfo: bool = False, depth: int | None = None,
+                 num_stages: int | None = None) -> TileOptions:
     """Checked TileOptions. `depth` (frames above the caller) locates a bad value's
     diagnostic at a decorator line; ox.autotune passes None and keeps the message as
-    the reason a config was skipped."""
+    the reason a config was skipped. `num_warps` "auto" (or None) leaves the warps and
+    the occupancy to the compiler."""
+    if num_warps is None or (isinstance(num_warps, str) and num_warps == AUTO):
+        if occupancy is not None:
+            raise KernelTypeError("@ox.tile.kernel(num_warps=\"auto\") chooses the occupancy "
+                                  "too: leave `occupancy` out",
+                                  _span(None if depth is None else depth + 1, "occupancy"),
+                                  hint="or give num_warps, and occupancy for those warps")
+        return TileOptions(checks=False, contract=True, max_threads=32 * WARP_SIZE,
+                           coarsen=False, lineinfo=lineinfo, block=None, num_warps=None,
+                           num_stages=_num_stages(num_stages,
+                                                  None if depth is None else depth + 1))
     warps = _num_warps(num_warps, None if depth is None else depth + 1)
     occ = _occupancy(occupancy, warps, None if depth is None else depth + 1)
     stages = _num_stages(num_stages, None if depth is None else depth + 1)
@@ -149,10 +258,17 @@ def tile_options(num_warps: int = 4, occupancy: int | None = None, lineinfo: boo
                        num_warps=warps, occupancy=occ, num_stages=stages)
 
 
-def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int = 4,
+def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int | str = 4,
            num_stages: int | None = None, occupancy: int | None = None,
            lineinfo: bool = False) -> Any:
     """Declare a tile kernel. `num_warps` (default 4) sets the block's size.
+
+    `num_warps="auto"` leaves the block's size, and the occupancy, to the compiler, for
+    each specialization: the fewest warps (4 to 32) whose threads hold the tiles live at
+    once in 64 registers each, and blocks enough to fill half an SM's threads (32 warps
+    where none fits; tile/auto_warps.py). A softmax row of 1024 f32 columns then runs on
+    4 warps and one of 32768 on 32, without spilling. Kernels with `tile.mma` still name
+    their warps.
 
     `occupancy=N` asks the GPU code to leave room for N blocks per SM (PTX
     `.minnctapersm N`, beside `.maxntid`): ptxas then caps the registers per thread so
@@ -175,7 +291,7 @@ def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int = 4,
     try:
         options = tile_options(num_warps, occupancy, lineinfo, depth=1, num_stages=num_stages)
         return apply_decorator(fn, "@ox.tile.kernel",
-                               lambda f, localns: TileKernel(f, options, localns))
+                               lambda f, localns: _kernel_class(options)(f, options, localns))
     except OxideError as exc:
         user_frames_only(exc)
         raise
