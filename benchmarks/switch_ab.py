@@ -169,6 +169,8 @@ def main() -> None:
                 if line.startswith("ROW "):
                     row = json.loads(line[4:])
                     results.setdefault((row["work"], name), []).append(row)
+                    print(f"round {round_} {name}: {row['work']} {row['tflops']:.0f} TFLOPS "
+                          f"(registers {row['registers']}, spills {row['spills']})", flush=True)
     print(table(results, [name for name, _ in variants]))
     if args.json:
         Path(args.json).write_text(json.dumps(

@@ -64,12 +64,7 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: 
                 stream = cfg_stream
         # First try: the binder of the kernel's last launch (runtime/fastpath.py), which
         # declines (False) anything unlike that launch, a CPU device included.
-        if device is not None:
-            dev = parse_device(device)
-        else:
-            dev = _state.current or _device._default or default_device()
-            if _device._several and _state.current is None:  # follow the arrays' GPU
-                dev = _device.launch_device(args)
+        dev = device_of_launch(args, device)
         try:
             state = kernel.__dict__
         except AttributeError:  # not a kernel: `_launch` says so
@@ -80,6 +75,18 @@ def launch(kernel: Any, config: Any, /, *args: Any, stream: Any = None, device: 
     except OxideError as exc:  # the user's frames and the diagnostic (oxide/tracebacks.py)
         user_frames_only(exc)
         raise
+
+
+def device_of_launch(args: tuple[Any, ...], device: Any) -> Device:
+    """Where a launch of `args` runs: `device=`, else the current device (`ox.device`,
+    `ox.set_device`, else GPU 0, else the CPU); with several GPUs and none made current,
+    the one the arrays are on."""
+    if device is not None:
+        return parse_device(device)
+    dev = _state.current or _device._default or default_device()
+    if _device._several and _state.current is None:  # follow the arrays' GPU
+        dev = _device.launch_device(args)
+    return dev
 
 
 def _keywords(kernel: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, ...]:

@@ -106,8 +106,8 @@ class AutoWarpsKernel(TileKernel):
     occupancy) of each specialization from what its tiles take in registers
     (tile/auto_warps.py), so one kernel serves rows of 256 and of 65536 columns. A launch
     finds the specialization's kernel, a TileKernel of those warps, and launches it: the
-    one more lookup a launch pays (a dict keyed by the arguments' kinds and the Const
-    values) is the price of not naming the warps."""
+    one more lookup a launch pays (the launch's type key, runtime/args.py `read_args`)
+    is the price of not naming the warps."""
 
     @property
     def block_threads(self) -> int:
@@ -147,21 +147,21 @@ class AutoWarpsKernel(TileKernel):
                          stream: Any, device: Any) -> None:
         """`ox.launch(kernel, grid, *args)` and `kernel[grid](*args)`: the launch of the
         kernel the arguments' specialization runs."""
-        from oxide.runtime.launch import launch
+        from oxide.runtime.launch import device_of_launch, launch
 
         if kwargs:
             from oxide.runtime.args import keyword_args
 
             args = keyword_args(self, args, kwargs)
-        launch(self._kernel_of(args, device), grid, *args, stream=stream, device=device)
+        dev = device_of_launch(args, device)
+        launch(self._kernel_of(args, dev), grid, *args, stream=stream, device=dev)
 
-    def _kernel_of(self, args: tuple[Any, ...], device: Any) -> TileKernel:
-        """The kernel for these arguments, by the launch's own type key (runtime/args.py:
-        what a launch specializes on) and its signature, made once per key."""
+    def _kernel_of(self, args: tuple[Any, ...], dev: Any) -> TileKernel:
+        """The kernel for these arguments on device `dev`, by the launch's own type key
+        (runtime/args.py: what a launch specializes on) and its signature, made once per
+        key."""
         from oxide.runtime.args import plan_for, read_args
-        from oxide.runtime.device import current_device, parse_device
 
-        dev = current_device() if device is None else parse_device(device)
         key, views = read_args(self, args, dev)
         by_key = self.__dict__.setdefault("_oxide_auto_by_key", {})
         kernel = by_key.get((dev, key))
