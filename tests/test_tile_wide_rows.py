@@ -151,6 +151,10 @@ def test_a_row_too_wide_for_the_registers_is_warned_of_with_the_way_out() -> Non
     assert _warnings_of(lambda: on8.compile(*sig, 65536, arch="cpu")) == []
     assert _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 65536,
                                                                   arch="sm_90")) == []
+    # 262144 columns: 256 registers a thread on 32 warps, and no more warps to give
+    (found,) = _warnings_of(lambda: tile_softmax.tile_softmax.compile(*sig, 1 << 18,
+                                                                      arch="sm_90"))
+    assert "help: walk the row in chunks through a loop" in found and "num_warps=" not in found
 
 
 def test_tiles_live_at_once_past_the_occupancy_cap_are_warned_of() -> None:

@@ -120,13 +120,16 @@ def _place(b: TileBuilder, op: Any) -> str:
 
 def _warn(b: TileBuilder, op: Any, what: str, num_warps: int, occupancy: int | None) -> None:
     """The warning, at the user's line that made `op` as a compile error is shown."""
-    fewer = (f", a lower `occupancy` than {occupancy}" if occupancy is not None else "")
+    ways = [] if num_warps >= 32 else [  # a block holds at most 32 warps
+        f"give the block more warps (`@tile.kernel(num_warps={2 * num_warps})`, "
+        f"`num_warps=\"auto\"`, or ox.autotune over num_warps)"]
+    if occupancy is not None:
+        ways.append(f"a lower `occupancy` than {occupancy}")
+    more = "".join(f"{way}, " for way in ways) + ("or " if ways else "")
     message = (
         f"{what}, so ptxas spills to local memory, which can slow the kernel down several "
         f"times.\n"
-        f"  help: give the block more warps (`@tile.kernel(num_warps={min(32, 2 * num_warps)})`"
-        f", or ox.autotune over num_warps){fewer}, or walk the row in chunks through a "
-        f"loop:\n"
+        f"  help: {more}walk the row in chunks through a loop:\n"
         f"      for c in range(tile.num_tiles(x, 1, BN)):\n"
         f"          t = tile.load(x, (row, c), (1, BN))\n"
         f"          ...\n"
