@@ -129,6 +129,15 @@ def test_bad_arguments_get_the_launch_errors() -> None:
             row_max[2](x, x.copy())
 
 
+def test_a_tile_too_large_for_32_warps_gets_the_frontends_error() -> None:
+    """2^19 columns: 512 elements a thread even on 32 warps; every candidate is refused,
+    and the error is the 32-warp block's, at the load."""
+    x = np.zeros((2, 1 << 19), np.float32)
+    with pytest.raises(ox.KernelTypeError, match="puts 512 elements in each of the block's "
+                                                  "1024 threads"):
+        row_max.compile(x, x, 1 << 19, arch="sm_90")
+
+
 def test_an_auto_kernel_has_no_block_of_its_own() -> None:
     with pytest.raises(ox.LaunchError, match="chooses its warps per specialization"):
         row_max.block_threads  # noqa: B018

@@ -54,7 +54,7 @@ def choose_warps(kernel: Any, sig: tuple[Any, ...],
     from oxide.tile.register_budget import live_registers
 
     refused: CompileError | None = None
-    live = 0
+    live: int | None = None  # at the last candidate the frontend took
     for warps in CANDIDATES:
         trial = on_warps(warps)
         try:
@@ -74,7 +74,7 @@ def choose_warps(kernel: Any, sig: tuple[Any, ...],
         live = live_registers(b)[0]
         if live <= LIVE_TARGET:
             return WarpChoice(warps, SM_THREADS // 2 // (32 * warps), live)
-        refused = None
-    if refused is not None:
+    if live is None:
+        assert refused is not None
         raise refused
     return WarpChoice(CANDIDATES[-1], None, live)

@@ -240,7 +240,7 @@ def tile_options(num_warps: int | str | None = 4, occupancy: int | None = None,
     diagnostic at a decorator line; ox.autotune passes None and keeps the message as
     the reason a config was skipped. `num_warps` "auto" (or None) leaves the warps and
     the occupancy to the compiler."""
-    if num_warps is None or (isinstance(num_warps, str) and num_warps == AUTO):
+    if num_warps is None or num_warps == AUTO:
         if occupancy is not None:
             raise KernelTypeError("@ox.tile.kernel(num_warps=\"auto\") chooses the occupancy "
                                   "too: leave `occupancy` out",
