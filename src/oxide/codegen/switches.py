@@ -58,8 +58,15 @@ def uniform_role_enabled() -> bool:
     return os.environ.get("OXIDE_TILE_UNIFORM_ROLE", "0") == "1"
 
 
+def row_staging_enabled() -> bool:
+    """Whether a row too wide for the registers may wait out its reductions in shared
+    memory (tile/row_staging.py; OXIDE_TILE_ROW_STAGING=0 leaves it to ptxas's spills,
+    to compare the two)."""
+    return os.environ.get("OXIDE_TILE_ROW_STAGING", "1") != "0"
+
+
 def codegen_switches() -> tuple[bool, ...]:
     """All of them, with the persistent schedule's (codegen/persistent_grid.py)."""
     return (wgmma_enabled(), tma_enabled(), producer_enabled(), hopper_on_cpu(),
             persistent_grid.enabled(), pingpong_enabled(), overlap_enabled(),
-            uniform_role_enabled())
+            uniform_role_enabled(), row_staging_enabled())

@@ -267,7 +267,8 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         arch += "+lineinfo"
     if os.environ.get("OXIDE_DRIVER_JIT") == "1":  # the image is the PTX (module_image)
         arch += "+driver-jit"
-    wgmma, tma, producer, _, persistent, pingpong, overlap, uniform_role = codegen_switches()
+    (wgmma, tma, producer, _, persistent, pingpong, overlap, uniform_role,
+     row_staging) = codegen_switches()
     arch += "".join(name for name, on in (
         ("+no-wgmma", not wgmma),  # tile products stay on mma.sync
         ("+no-tma", not tma),  # tile K loops copy by cp.async only
@@ -276,6 +277,7 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         ("+pingpong", pingpong),  # warp groups take turns at the tensor cores
         ("+overlap", overlap),  # product loops rotated (tile/overlap.py)
         ("+uniform-role", uniform_role),  # roles by a shuffled warp group index
+        ("+no-row-staging", not row_staging),  # wide rows spill as ptxas chooses
     ) if on)
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())

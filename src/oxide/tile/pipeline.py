@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from oxide.codegen.switches import row_staging_enabled
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.lower import TileEmitter
@@ -49,6 +50,7 @@ from oxide.tile.overlap import plan_overlap
 from oxide.tile.pingpong import plan_pingpong
 from oxide.tile.producer import plan_producer, split_roles
 from oxide.tile.register_budget import check_register_budget
+from oxide.tile.row_staging import STAGE_BYTES, STAGE_BYTES_SM90, Stager, plan_staging
 from oxide.tile.tma_stores import place_tma_stores
 from oxide.tile.to_simt import ToSIMT
 
@@ -105,5 +107,10 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
             em.turns = plan_pingpong(b, em)
     if dump is not None:
         dump.append(str(b.func))
-    ToSIMT(b, em).run()
+    stager = None
+    if target.tensor_cores and row_staging_enabled():  # rows past the registers: shared memory
+        stages = plan_staging(b, target.num_warps, target.occupancy,
+                              STAGE_BYTES_SM90 if target.wgmma else STAGE_BYTES)
+        stager = Stager(em, stages, 32 * target.num_warps) if stages.at else None
+    ToSIMT(b, em, stager).run()
     return producer

@@ -31,6 +31,7 @@ from oxide.tile.operand_rings import issue, ring_of
 from oxide.tile.ordering import syncs_block
 from oxide.tile.overlap import issue_pending_tail, lower_step, settle
 from oxide.tile.pingpong import PingPongRefused, lower_schedule
+from oxide.tile.row_staging import Stager
 from oxide.tile.tma_rings import (
     drain_all,
     issue_tma,
@@ -46,9 +47,10 @@ from oxide.tile.values import Slots
 class ToSIMT:
     """Lowers one kernel's tile ops (see the module docstring)."""
 
-    def __init__(self, b: TileBuilder, em: TileEmitter) -> None:
+    def __init__(self, b: TileBuilder, em: TileEmitter, stager: Stager | None = None) -> None:
         self.b = b
         self.em = em
+        self.stager = stager
         self.slots: dict[SSAValue, Slots] = {}
         self.vars: dict[SSAValue, list[SSAValue]] = {}
 
@@ -61,7 +63,11 @@ class ToSIMT:
             if relied and kind == "mma" and _barrier_follows(op):
                 relied, carried = False, before  # TMA operands: its copies' barrier
             with self.b.lowering(op):
+                if self.stager is not None:
+                    self.stager.store(op, self.slots)
                 out = lower(op)
+                if self.stager is not None:
+                    self.stager.reload(op, self.slots)
             if carried is not None and kind == "load":
                 relied, before, carried = True, carried, None
             assert not relied or self.em.barriers > before, (

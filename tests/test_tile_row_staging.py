@@ -1,0 +1,113 @@
+"""A whole row too wide for the registers waits out its reductions in shared memory
+(tile/row_staging.py): which slots are staged, the PTX that stages them, that nothing
+else is touched, and that the results are bit-identical with and without staging (on the
+CPU compiling as sm_90 does, OXIDE_TILE_CPU_HOPPER=1)."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+from test_tile_tma_rings import V
+
+import oxide as ox
+from oxide import DisjointSlice, Slice, f32
+from oxide.examples.tile_layernorm import tile_layernorm
+from oxide.examples.tile_softmax import tile_softmax
+from oxide.tile import pipeline, row_staging
+
+SOFTMAX_SIG = (V(Slice[f32, 2], vectors=True), V(DisjointSlice[f32, 2], vectors=True))
+
+
+def _softmax_ptx(bn: int) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ox.PerformanceWarning)
+        return tile_softmax.compile(*SOFTMAX_SIG, bn, arch="sm_90").ptx
+
+
+def _stage_stores(ptx: str) -> list[str]:
+    """The 32-bit stores to shared memory: a reduction's cell, or a staged slot."""
+    return re.findall(r"st\.shared\.b32\s+\[%rd\d+(?:\+\d+)?\]", ptx)
+
+
+def _shared_arrays(ptx: str) -> list[int]:
+    """The bytes of each shared array the kernel declares."""
+    return [int(n) for n in re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", ptx)]
+
+
+def test_live_budget_follows_the_block_size() -> None:
+    assert row_staging.live_budget(32, None) == 64 - row_staging.RESERVED
+    assert row_staging.live_budget(8, 4) == 64 - row_staging.RESERVED
+    assert row_staging.live_budget(4, None) == 255 - row_staging.RESERVED
+
+
+def test_a_65536_column_row_stages_a_slice_of_each_reduced_tile() -> None:
+    """32 warps, 64 f32 a thread: 24 slots of the row before the maximum and 24 of the
+    exponentials before the sum (96 KiB of 1024 threads); each thread's cells are
+    `threads` words apart, and sm_90 takes the static shared memory past 48 KiB."""
+    ptx = _softmax_ptx(65536)
+    stores = _stage_stores(ptx)
+    assert len(stores) == 2 + 2 * 24
+    assert 24 * 1024 * 4 in _shared_arrays(ptx)  # one array, reused by both stages
+    offsets = {int(m) for m in re.findall(r"st\.shared\.b32\s+\[%rd\d+\+(\d+)\]", ptx)}
+    assert {k * 4096 for k in range(1, 24)} <= offsets  # slot k at k * 1024 threads * 4 bytes
+    assert ".target sm_90a" in ptx  # 96 KiB of static shared memory
+
+
+def test_rows_that_fit_are_not_staged(monkeypatch) -> None:
+    assert len(_stage_stores(_softmax_ptx(8192))) == 2  # the reductions' own cells only
+    monkeypatch.setenv("OXIDE_TILE_ROW_STAGING", "0")
+    ptx = _softmax_ptx(65536)
+    assert len(_stage_stores(ptx)) == 2
+    assert max(_shared_arrays(ptx)) <= 128
+    assert ".target sm_90\n" in ptx
+
+
+def test_other_gpus_stage_within_48_kib() -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ox.PerformanceWarning)
+        ptx = tile_softmax.compile(*SOFTMAX_SIG, 65536, arch="sm_80").ptx
+    assert len(_stage_stores(ptx)) == 2 + 2 * 8  # 32 KiB: 8 slots of 1024 threads
+    assert 8 * 1024 * 4 in _shared_arrays(ptx)
+    assert ".target sm_80" in ptx
+
+
+@pytest.mark.parametrize("cols", [65536, 65531])
+def test_staged_rows_are_bit_identical(cols: int, monkeypatch) -> None:
+    """Softmax and layer norm of a 65536-column tile (full and ragged rows), compiled as
+    sm_90 does on the CPU: with staging and without, the same bits, and NumPy's values."""
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    plans: list[row_staging.StagingPlan] = []
+
+    def recorded(*args: object) -> row_staging.StagingPlan:
+        plans.append(row_staging.plan_staging(*args))
+        return plans[-1]
+
+    monkeypatch.setattr(pipeline, "plan_staging", recorded)
+    rng = np.random.default_rng(cols)
+    x = rng.standard_normal((2, cols), dtype=np.float32) * 3
+    w, b = (rng.standard_normal(cols, dtype=np.float32) for _ in range(2))
+
+    def run() -> tuple[np.ndarray, np.ndarray]:
+        soft, norm = np.zeros_like(x), np.zeros_like(x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ox.PerformanceWarning)
+            ox.launch(tile_softmax, 2, x, soft, 65536, device="cpu")
+            ox.launch(tile_layernorm, 2, x, w, b, norm, np.float32(1e-5), 65536, device="cpu")
+        return soft, norm
+
+    staged = run()
+    assert [sum(len(s.slots) for st in p.at.values() for s in st) for p in plans] == [48, 48]
+    monkeypatch.setenv("OXIDE_TILE_ROW_STAGING", "0")
+    spilled = run()
+    for a, c in zip(staged, spilled, strict=True):
+        assert a.tobytes() == c.tobytes()
+    x64 = x.astype(np.float64)
+    e = np.exp(x64 - x64.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(staged[0], e / e.sum(axis=1, keepdims=True), rtol=1e-4,
+                               atol=1e-9)
+    mean = x64.mean(axis=1, keepdims=True)
+    want = (x64 - mean) / np.sqrt(((x64 - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(staged[1], want * w + b, rtol=1e-4, atol=1e-4)
