@@ -9,8 +9,12 @@ import numpy as np
 import pytest
 
 import oxide as ox
-from oxide import bf16
+from oxide import bf16, tile
 from oxide.examples import tile_layernorm, tile_softmax, tile_wide_rows
+from oxide.ir.tile_ops import kind_of
+from oxide.specialize import ConstValue
+from oxide.tile.frontend import evaluate_body
+from oxide.tile.register_budget import free_ops
 
 EPS = np.float32(1e-5)
 
@@ -173,3 +177,32 @@ def test_tiles_live_at_once_past_the_occupancy_cap_are_warned_of() -> None:
     auto = tile_layernorm.tile_layernorm
     assert _warnings_of(lambda: [auto.compile(*sig, cols, arch="sm_90")
                                  for cols in (8192, 32768, 65536)]) == []
+
+
+def test_index_arithmetic_takes_no_registers_in_the_estimate() -> None:
+    """Attention's causal mask (`first_key + tile.arange(BN)[None, :] <= rows`) is index
+    arithmetic LLVM folds into each slot's offset and predicate: counted as 96 registers
+    a thread, it made the shipped kernel warn at every head dim, where ptxas gave it 168
+    registers and no spills (H100, 2026-12-05). Float arithmetic on an arange still
+    counts."""
+    from test_tile_tma_rings import V
+
+    from oxide.examples import tile_attention as ta
+
+    bf = ox.bf16
+    sig = (V(ox.Slice[bf, 2], vectors=True),) * 3 + (V(ox.DisjointSlice[bf, 2], vectors=True),)
+    def attention(d: int) -> None:
+        bm, bn = ta.gpu_block(d)
+        ta.tile_attention.compile(*sig, 4096, np.float32(0.1), bm, bn, d, True, arch="sm_90")
+
+    assert _warnings_of(lambda: [attention(d) for d in (64, 128, 256)]) == []
+
+    @ox.tile.kernel(num_warps=4)
+    def ramps(out: ox.DisjointSlice[ox.f32, 2], BN: ox.Const[int]):
+        idx = tile.bid(0) * BN + tile.arange(BN)[None, :]
+        tile.store(out, (tile.bid(0), 0), tile.where(idx < 7, idx.astype(ox.f32) * 0.5, 1.0))
+
+    b, _, _ = evaluate_body(ramps, (ox.DisjointSlice[ox.f32, 2], ConstValue(256)), "ramps")
+    counted = [kind_of(op) for op in b.tile_ops if id(op) not in free_ops(b.tile_ops)]
+    assert counted.count("binary") == 1  # the f32 product; the index sum is free
+    assert "compare" not in counted and "cast" in counted  # i32 -> f32 is a float tile

@@ -33,7 +33,7 @@ from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import layout_of
-from oxide.tile.register_budget import _FREE, thread_registers
+from oxide.tile.register_budget import free_ops, thread_registers
 from oxide.tile.values import Slots
 
 REGISTER_FILE = 65536  # 32-bit registers an SM has (sm_80 and later)
@@ -111,9 +111,10 @@ def _live_across(b: TileBuilder, order: dict[int, int], i: int, op: Operation
     after it: what a thread holds through the reduction (read back after it, the value
     serves the later uses; the earlier ones are lowered already)."""
     block = op.parent_block()
+    free = free_ops(b.tile_ops[:i])
     found = []
     for made in b.tile_ops[:i]:
-        if kind_of(made) in _FREE or made.parent_block() is not block:
+        if id(made) in free or made.parent_block() is not block:
             continue
         for r in made.results:
             if (not isinstance(r.type, TileType) or r.type.layout.data is None
