@@ -232,6 +232,18 @@ def test_some_frames_put_row_products_on_wgmma(monkeypatch) -> None:
         assert got.failure is None, got.failure.report()
 
 
+def test_some_frames_let_the_compiler_choose_the_warps() -> None:
+    """`AUTO_WARPS_FRAMES`: kernels without a product on `num_warps="auto"` (the warps
+    chosen per specialization, tile/auto_warps.py), against the model; a frame drawn for
+    it that has a row product names its warps (auto refuses products)."""
+    auto = [i for i in range(80) if '@tile.kernel(num_warps="auto")' in generate(104, i).source()]
+    assert len(auto) >= 5
+    drawn = [p for i in range(300) if (p := generate(104, i)).auto_warps]
+    assert any('num_warps="auto"' not in p.source() for p in drawn)  # its row product
+    for index in auto[:4]:
+        got = run_program(104, index, "cpu")
+        assert got.failure is None, got.failure.report()
+
 
 def test_some_inputs_are_0d_arrays() -> None:
     """`SCALAR_INPUTS`: a 0-d array read with `tile.load(x, (), ())`, one value for every

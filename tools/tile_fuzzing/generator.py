@@ -8,7 +8,8 @@ to the output's tile, so any two values can meet.
 Issue 28's ops (elementwise math, `**`, `tile.fma`, `a if c else b` on scalar
 conditions with `and`/`or`/`not`, `for` and `while` loops carrying tiles and scalars)
 come from lang_ops.py; frames are rank 1, 2 or 3 (some rank-2 ones of 16 rows a warp, whose
-row products are wgmma on sm_90: `WGMMA_FRAMES`); an input is now and then a 0-d array,
+row products are wgmma on sm_90: `WGMMA_FRAMES`; some without a product on `num_warps="auto"`:
+`AUTO_WARPS_FRAMES`); an input is now and then a 0-d array,
 read with `tile.load(x, (), ())` (`SCALAR_INPUTS`).
 
 Left out on purpose, because the page does not define them for tiles or because a
@@ -46,6 +47,7 @@ MAX_TILE = 2048  # elements of the output tile: keeps a CPU compile well under a
 # rank-2 frames of 64 or 128 rows on 4 or 8 warps, where a row product is a wgmma on sm_90
 # (issue 26: the fuzzer's products through the wgmma path); the others as drawn
 WGMMA_FRAMES = 0.15
+AUTO_WARPS_FRAMES = 0.15  # of the frames without wgmma rows: `num_warps="auto"`
 WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # their ops
 SCALAR_INPUTS = 0.08  # inputs that are 0-d arrays (a value every block reads)
 # ops whose results (or their broadcasts) often sit in another layout than a load's
@@ -110,6 +112,9 @@ class Generator(LangOps):
         buffer, offset = self._buffer(shape)
         drawn = rng.choice((1, 2, 4, 8))
         p = Program(seed, index, warps or drawn, "", shape, buffer, offset, tile, [], [])
+        # its own stream too, so a seed's programs keep their ops and shapes
+        p.auto_warps = not warps and random.Random(f"auto:{seed}:{index}").random() < \
+            AUTO_WARPS_FRAMES
         p.inputs = [self._input(p, k) for k in range(rng.randint(1, 3))]
         if rng.random() < 0.3:
             p.params.append(Scalar("param", "f32", name="sf",

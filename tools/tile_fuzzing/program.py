@@ -133,6 +133,8 @@ class Program:
     scratch: list[Scratch] = field(default_factory=list)
     # `out` passed with a leading axis of 1 (`out_all`), and `out = out_all[0]`: a view
     out_view: bool = False
+    # `num_warps="auto"` where the kernel has no product (the compiler chooses the warps)
+    auto_warps: bool = False
 
     @property
     def rank(self) -> int:
@@ -150,6 +152,12 @@ class Program:
     def where(self) -> str:
         """The block's tile index: `(i,)`, `(i, j)` or `(i, j, k)`."""
         return _tuple(list("ijk"[:self.rank]))
+
+    @property
+    def warps_option(self) -> str:
+        """`num_warps=`'s value in the source: "auto" (quoted) or the drawn count."""
+        products = any(n.op == "rowproduct" for n in self.nodes)
+        return '"auto"' if self.auto_warps and not products else str(self.warps)
 
     def const_args(self) -> list[int]:
         return list(self.tile)
@@ -170,7 +178,7 @@ class Program:
                  "import oxide as ox",
                  "from oxide import Const, DisjointSlice, Slice, bf16, f8e4m3, f8e5m2, f16, f32, "
                  "i32, tile", "", "",
-                 f"@tile.kernel(num_warps={self.warps})",
+                 f"@tile.kernel(num_warps={self.warps_option})",
                  f"def fuzz_kernel({', '.join(params)}):", f"    {bids}"]
         if self.out_view:
             lines.append("    out = out_all[0]")
