@@ -5,6 +5,7 @@ CPU compiling as sm_90 does, OXIDE_TILE_CPU_HOPPER=1)."""
 
 from __future__ import annotations
 
+import math
 import re
 import warnings
 
@@ -13,7 +14,7 @@ import pytest
 from test_tile_tma_rings import V
 
 import oxide as ox
-from oxide import DisjointSlice, Slice, f32
+from oxide import Const, DisjointSlice, Slice, f32, tile
 from oxide.examples.tile_layernorm import tile_layernorm
 from oxide.examples.tile_softmax import tile_softmax
 from oxide.tile import pipeline, row_staging
@@ -111,3 +112,28 @@ def test_staged_rows_are_bit_identical(cols: int, monkeypatch) -> None:
     mean = x64.mean(axis=1, keepdims=True)
     want = (x64 - mean) / np.sqrt(((x64 - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
     np.testing.assert_allclose(staged[1], want * w + b, rtol=1e-4, atol=1e-4)
+
+
+@ox.tile.kernel(num_warps=32)
+def _row_and_transpose(x: Slice[f32, 2], y: Slice[f32, 2], out: DisjointSlice[f32, 2],
+                       out_t: DisjointSlice[f32, 2], BN: Const[int]):
+    """A 65536-column softmax row beside a 64 x 128 transpose (32 KiB of shared memory
+    for the layout conversion)."""
+    row = tile.bid(0)
+    t = tile.load(x, (row, 0), (1, BN), padding=-math.inf)
+    e = tile.exp(t - tile.max(t))
+    tile.store(out, (row, 0), e * (1.0 / tile.sum(e)))
+    tile.store(out_t, (row, 0), tile.load(y, (0, row), (64, 128)).permute((1, 0)))
+
+
+def test_staging_gives_way_to_the_kernels_own_shared_memory() -> None:
+    """On sm_80 (48 KiB a block) the transpose's 32 KiB leave no room for 32 KiB of staged
+    row: the kernel is lowered again without staging (its row spills) instead of being
+    refused; on sm_90 both fit (the kernel is compiled for sm_90a)."""
+    sig = (Slice[f32, 2], Slice[f32, 2], DisjointSlice[f32, 2], DisjointSlice[f32, 2])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ox.PerformanceWarning)
+        on80 = _row_and_transpose.compile(*sig, 65536, arch="sm_80").ptx
+        on90 = _row_and_transpose.compile(*sig, 65536, arch="sm_90").ptx
+    assert 8 * 1024 * 4 not in _shared_arrays(on80) and sum(_shared_arrays(on80)) <= 48 * 1024
+    assert 24 * 1024 * 4 in _shared_arrays(on90) and ".target sm_90a" in on90

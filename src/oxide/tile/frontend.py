@@ -69,6 +69,7 @@ from oxide.tile.persistent_schedule import PersistentScheduleMixin, persistable
 from oxide.tile.philox import TileRandomMixin
 from oxide.tile.pingpong import PingPongRefused
 from oxide.tile.pipeline import ProducerRefused, Target, run_passes
+from oxide.tile.row_staging import StagingRefused
 from oxide.tile.shape_calls import TileShapesMixin
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
 
@@ -112,7 +113,10 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
 
     def lower(rings: bool, persistent: bool = False, producer: bool = producer_rings
               ) -> tuple[TileBuilder, TileLowering, KernelContext, list[str] | None]:
-        for pingpong in (True, False):  # turns where a loop can take them (tile/pingpong.py)
+        # turns where a loop can take them (tile/pingpong.py), and rows staged in shared
+        # memory (tile/row_staging.py): each dropped where it is refused
+        pingpong, staging = True, True
+        while True:
             b, low, ctx = evaluate_body(kernel, sig, symbol, persistent)
             low.em.cpu = cpu
             tried.append(low)
@@ -120,12 +124,18 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
             try:
                 run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,
                                              kernel.tile_options.occupancy, rings, tma,
-                                             producer, pingpong), verify, dump)
+                                             producer, pingpong, staging), verify, dump)
             except PingPongRefused:
+                assert pingpong, "a lowering without turns refuses none"
                 tried.pop()
+                pingpong = False
+                continue
+            except StagingRefused:
+                assert staging, "a lowering without staging refuses none"
+                tried.pop()
+                staging = False
                 continue
             return b, low, ctx, dump
-        raise AssertionError("a lowering without turns refuses none")
 
     walked = None
     if _walk_the_grid(kernel, sig, symbol, tensor_cores, wgmma, tma, cpu):

@@ -66,6 +66,7 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         self.b = b
         self.num_warps = num_warps
         self.reserve_shared = reserve_shared  # counts bytes against the per-block limit
+        self.shared_bytes = 0  # what `shared` counted so far
         self._staging: dict[tuple[str, int, str], SSAValue] = {}  # `staging`'s arrays
         self._lane: SSAValue | None = None
         self._warp: SSAValue | None = None
@@ -374,8 +375,13 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
             out.append(t.values[index[src]])
         return Slots(t.dtype, target, tuple(out))
 
-    def shared(self, dt: T.DType, count: int) -> SSAValue:
-        self.reserve_shared(count * max(1, dt.bits // 8))
+    def shared(self, dt: T.DType, count: int, reserve: bool = True) -> SSAValue:
+        """A shared array of `count` elements; counted against the block's limit now, or
+        (`reserve=False`) by the caller later (tile/row_staging.py counts its arrays last,
+        so that it can give them up)."""
+        if reserve:
+            self.reserve_shared(count * max(1, dt.bits // 8))
+            self.shared_bytes += count * max(1, dt.bits // 8)
         ty = SharedArrayType(ir_type(dt), StringAttr(str(count)), StringAttr("shared"))
         return self.b.alloc(ops.FixedArrayOp(ty))
 

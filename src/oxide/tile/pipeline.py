@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oxide.codegen.switches import row_staging_enabled
+from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, STATIC_SHARED_BYTES
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.lower import TileEmitter
@@ -70,6 +71,9 @@ class Target:
     # be placed: where the producer is then not planned, `ProducerRefused`
     producer_rings: bool = False
     pingpong: bool = True  # loops may take turns (tile/pingpong.py), where it is enabled
+    # rows past the registers may wait in shared memory (tile/row_staging.py), where it is
+    # enabled and the shared memory the target allows has room
+    row_staging: bool = True
 
 
 class ProducerRefused(Exception):
@@ -108,9 +112,11 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     if dump is not None:
         dump.append(str(b.func))
     stager = None
-    if target.tensor_cores and row_staging_enabled():  # rows past the registers: shared memory
+    if target.tensor_cores and target.row_staging and row_staging_enabled():
         stages = plan_staging(b, target.num_warps, target.occupancy,
                               STAGE_BYTES_SM90 if target.wgmma else STAGE_BYTES)
-        stager = Stager(em, stages, 32 * target.num_warps) if stages.at else None
+        if stages.at:  # rows past the registers: shared memory, within the target's
+            stager = Stager(em, stages, 32 * target.num_warps,
+                            SM90A_STATIC_SHARED_BYTES if target.wgmma else STATIC_SHARED_BYTES)
     ToSIMT(b, em, stager).run()
     return producer

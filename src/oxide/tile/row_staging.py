@@ -125,15 +125,33 @@ def _live_across(b: TileBuilder, order: dict[int, int], i: int, op: Operation
     return found
 
 
-class Stager:
-    """Emits a plan's stores before its reduction and its reads after it (ToSIMT)."""
+class StagingRefused(Exception):
+    """The staged rows and the kernel's other shared arrays together take more shared
+    memory than the target has: the kernel is to be lowered again without staging (its
+    rows then spill, as ptxas places them)."""
 
-    def __init__(self, em: Any, plan: StagingPlan, threads: int) -> None:
+
+class Stager:
+    """Emits a plan's stores before its reduction and its reads after it (ToSIMT); its
+    arrays are counted against the block's shared memory last (`finish`), so that a kernel
+    whose other arrays leave no room gives the staging up rather than fail to compile."""
+
+    def __init__(self, em: Any, plan: StagingPlan, threads: int, limit: int) -> None:
         self.em = em
         self.plan = plan
         self.threads = threads
+        self.limit = limit  # the target's shared memory a block
         self.arrays: dict[T.DType, SSAValue] = {}
+        self.bytes = 0
         self._tid: SSAValue | None = None
+
+    def finish(self) -> None:
+        """Count the staging arrays, after every other array of the kernel; raises
+        StagingRefused where they do not fit beside them."""
+        if self.bytes and self.em.shared_bytes + self.bytes > self.limit:
+            raise StagingRefused
+        if self.bytes:
+            self.em.reserve_shared(self.bytes)
 
     def _cell(self, slot: int) -> SSAValue:
         """Slot `slot`'s cell of this thread: `slot * threads + tid`, so the threads of a
@@ -148,7 +166,9 @@ class Stager:
 
     def _array(self, dt: T.DType) -> SSAValue:
         if dt not in self.arrays:
-            self.arrays[dt] = self.em.shared(dt, self.plan.cells[dt] * self.threads)
+            count = self.plan.cells[dt] * self.threads
+            self.arrays[dt] = self.em.shared(dt, count, reserve=False)
+            self.bytes += count * dt.itemsize
         return self.arrays[dt]
 
     def store(self, op: Operation, slots: dict[SSAValue, Slots]) -> None:

@@ -82,6 +82,8 @@ class ToSIMT:
                     assert s.layout.key() == layout_of(r).key(), (
                         f"{op.name}: lowered to another layout than the layout pass gave")
                     self.slots[r] = s
+        if self.stager is not None:
+            self.stager.finish()  # counted last: StagingRefused where they do not fit
         for op in reversed(self.b.tile_ops):
             op.detach()
             op.erase(safe_erase=False)
