@@ -156,12 +156,11 @@ class Stager:
     def _cell(self, slot: int) -> SSAValue:
         """Slot `slot`'s cell of this thread: `slot * threads + tid`, so the threads of a
         warp take consecutive words (no bank conflicts)."""
-        if self._tid is None:
+        if self._tid is None:  # in the entry block: it dominates every stage
             lane, warp = self.em._thread()
-            tid = self.em._entry(ops.BinaryOp("add", self.em._entry(ops.BinaryOp(
+            self._tid = self.em._entry(ops.BinaryOp("add", self.em._entry(ops.BinaryOp(
                 "mul", warp, self.em.const(32, T.i32))), lane))
-            self._tid = self.em.b.cast(tid, T.i64)
-        return self.em.b.value(ops.BinaryOp("add", self._tid,
+        return self.em.b.value(ops.BinaryOp("add", self.em.b.cast(self._tid, T.i64),
                                             self.em.const(slot * self.threads, T.i64)))
 
     def _array(self, dt: T.DType) -> SSAValue:
