@@ -380,8 +380,9 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         (`reserve=False`) by the caller later (tile/row_staging.py counts its arrays last,
         so that it can give them up)."""
         if reserve:
-            self.reserve_shared(count * max(1, dt.bits // 8))
-            self.shared_bytes += count * max(1, dt.bits // 8)
+            nbytes = count * max(1, dt.bits // 8)
+            self.reserve_shared(nbytes)
+            self.shared_bytes += nbytes
         ty = SharedArrayType(ir_type(dt), StringAttr(str(count)), StringAttr("shared"))
         return self.b.alloc(ops.FixedArrayOp(ty))
 

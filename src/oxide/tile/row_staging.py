@@ -33,11 +33,9 @@ from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import layout_of
-from oxide.tile.register_budget import free_ops, thread_registers
+from oxide.tile.register_budget import free_ops, register_cap, thread_registers
 from oxide.tile.values import Slots
 
-REGISTER_FILE = 65536  # 32-bit registers an SM has (sm_80 and later)
-MAX_THREAD_REGISTERS = 255
 RESERVED = 24  # registers a thread needs beside its tiles: addresses, indices, reductions
 # shared memory a block may stage: on sm_90 (227 KiB a block, the kernel compiled for
 # sm_90a past 48 KiB) two such blocks still fit an SM; elsewhere within 48 KiB of static
@@ -68,9 +66,7 @@ class StagingPlan:
 def live_budget(num_warps: int, occupancy: int | None) -> int:
     """The registers a thread's live tiles may take: what the block's size (and an
     `occupancy`) leaves a thread, less RESERVED."""
-    blocks = occupancy or 1
-    cap = min(MAX_THREAD_REGISTERS, REGISTER_FILE // (blocks * 32 * num_warps) // 8 * 8)
-    return cap - RESERVED
+    return register_cap(num_warps, occupancy or 1) - RESERVED
 
 
 def plan_staging(b: TileBuilder, num_warps: int, occupancy: int | None,
@@ -83,10 +79,11 @@ def plan_staging(b: TileBuilder, num_warps: int, occupancy: int | None,
     budget = live_budget(num_warps, occupancy)
     limit = stage_bytes // (32 * num_warps)  # bytes a thread may stage
     order = {id(op): i for i, op in enumerate(b.tile_ops)}
+    free = free_ops(b.tile_ops)
     for i, op in enumerate(b.tile_ops):
         if kind_of(op) not in _REDUCTIONS:
             continue
-        across = _live_across(b, order, i, op)
+        across = _live_across(b, order, free, i, op)
         excess = sum(regs for regs, _ in across) - budget
         stages: list[Stage] = []
         room = limit
@@ -105,13 +102,12 @@ def plan_staging(b: TileBuilder, num_warps: int, occupancy: int | None,
     return plan
 
 
-def _live_across(b: TileBuilder, order: dict[int, int], i: int, op: Operation
-                 ) -> list[tuple[int, Any]]:
+def _live_across(b: TileBuilder, order: dict[int, int], free: set[int], i: int,
+                 op: Operation) -> list[tuple[int, Any]]:
     """(registers, value) of the 32-bit tiles made before op `i` in its block and used
     after it: what a thread holds through the reduction (read back after it, the value
     serves the later uses; the earlier ones are lowered already)."""
     block = op.parent_block()
-    free = free_ops(b.tile_ops[:i])
     found = []
     for made in b.tile_ops[:i]:
         if id(made) in free or made.parent_block() is not block:
@@ -148,20 +144,23 @@ class Stager:
     def finish(self) -> None:
         """Count the staging arrays, after every other array of the kernel; raises
         StagingRefused where they do not fit beside them."""
-        if self.bytes and self.em.shared_bytes + self.bytes > self.limit:
+        if not self.bytes:
+            return
+        if self.em.shared_bytes + self.bytes > self.limit:
             raise StagingRefused
-        if self.bytes:
-            self.em.reserve_shared(self.bytes)
+        self.em.reserve_shared(self.bytes)
 
-    def _cell(self, slot: int) -> SSAValue:
-        """Slot `slot`'s cell of this thread: `slot * threads + tid`, so the threads of a
-        warp take consecutive words (no bank conflicts)."""
+    def _cells(self, count: int) -> list[SSAValue]:
+        """This thread's cells of slots 0 .. count - 1: `slot * threads + tid`, so the
+        threads of a warp take consecutive words (no bank conflicts)."""
         if self._tid is None:  # in the entry block: it dominates every stage
             lane, warp = self.em._thread()
             self._tid = self.em._entry(ops.BinaryOp("add", self.em._entry(ops.BinaryOp(
                 "mul", warp, self.em.const(32, T.i32))), lane))
-        return self.em.b.value(ops.BinaryOp("add", self.em.b.cast(self._tid, T.i64),
-                                            self.em.const(slot * self.threads, T.i64)))
+        tid = self.em.b.cast(self._tid, T.i64)
+        return [self.em.b.value(ops.BinaryOp("add", tid, self.em.const(slot * self.threads,
+                                                                         T.i64)))
+                for slot in range(count)]
 
     def _array(self, dt: T.DType) -> SSAValue:
         if dt not in self.arrays:
@@ -174,9 +173,8 @@ class Stager:
         for stage in self.plan.at.get(op, ()):
             held = slots[stage.value]
             array = self._array(held.dtype)
-            for cell, k in enumerate(stage.slots):
-                self.em.b.emit(ops.StoreOp(array, [self._cell(cell)], held.values[k], 0,
-                                           False, True))
+            for cell, k in zip(self._cells(len(stage.slots)), stage.slots, strict=True):
+                self.em.b.emit(ops.StoreOp(array, [cell], held.values[k], 0, False, True))
 
     def reload(self, op: Operation, slots: dict[SSAValue, Slots]) -> None:
         for stage in self.plan.at.get(op, ()):
@@ -184,7 +182,6 @@ class Stager:
             array = self._array(held.dtype)
             values = list(held.values)
             ty = values[0].type
-            for cell, k in enumerate(stage.slots):
-                values[k] = self.em.b.value(ops.LoadOp(array, [self._cell(cell)], ty, 0,
-                                                       False, True))
+            for cell, k in zip(self._cells(len(stage.slots)), stage.slots, strict=True):
+                values[k] = self.em.b.value(ops.LoadOp(array, [cell], ty, 0, False, True))
             slots[stage.value] = Slots(held.dtype, held.layout, tuple(values))
