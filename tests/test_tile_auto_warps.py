@@ -155,3 +155,39 @@ def test_auto_rows_on_the_gpu(cols: int) -> None:
     block = 1 << (cols - 1).bit_length()
     row_max[17](x, out, block)
     torch.testing.assert_close(out, x - x.max(dim=1, keepdim=True).values, rtol=0, atol=0)
+
+
+_CHOOSE_IN_A_FRESH_PROCESS = """
+import sys
+import numpy as np
+from oxide.examples.tile_softmax import tile_softmax
+from oxide.specialize import signature_from
+x = np.zeros((2, 8192), np.float32)
+kernel = tile_softmax.kernel_for(signature_from(tile_softmax, (x, x, 8192)))
+print(kernel.tile_options.num_warps, kernel.tile_options.occupancy,
+      "xdsl" in sys.modules, "oxide.tile.frontend" in sys.modules)
+"""
+
+
+def test_a_later_process_reads_the_choice_back(tmp_path) -> None:
+    """The choice goes to the cache directory: a second process takes it from there
+    without lowering the kernel (no compiler imported), and takes the same warps; a
+    corrupt file is a choice made again, never an error."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "OXIDE_CACHE_DIR": str(tmp_path)}
+
+    def fresh() -> list[str]:
+        done = subprocess.run([sys.executable, "-c", _CHOOSE_IN_A_FRESH_PROCESS], env=env,
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.split()
+
+    assert fresh() == ["8", "4", "True", "True"]
+    memos = list((tmp_path / "warps").glob("*.json"))
+    assert len(memos) == 1
+    assert fresh() == ["8", "4", "False", "False"]
+    memos[0].write_text("{not json")
+    assert fresh() == ["8", "4", "True", "True"]

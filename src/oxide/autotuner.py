@@ -33,7 +33,6 @@ the list of configs, the key and the device's name; `OXIDE_CACHE=0` keeps it off
 
 from __future__ import annotations
 
-import hashlib
 import json
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -351,15 +350,9 @@ class Autotuner:
         whose source the compile cache cannot key)."""
         from oxide.runtime import cache
 
-        root = cache.cache_dir()
-        fp = cache.kernel_fingerprint(self.kernel) if root is not None else None
-        if root is None or fp is None:
-            return None
-        h = hashlib.sha256(f"oxide-autotune-{FORMAT}".encode())
-        for part in (cache.toolchain_fingerprint(), *fp.parts, repr(self.configs),
-                     repr(self.key), repr(key[1:]), _device_name(dev)):
-            h.update(b"\0" + part.encode())
-        return root / "autotune" / f"{h.hexdigest()}.json"
+        return cache.choice_path("autotune", f"oxide-autotune-{FORMAT}", self.kernel,
+                                 repr(self.configs), repr(self.key), repr(key[1:]),
+                                 _device_name(dev))
 
     def _load(self, key: tuple[Any, ...], dev: Any) -> TuneResult | None:
         """The choice an earlier run stored for this key, or None (missing, unreadable,

@@ -233,7 +233,7 @@ def _describe(obj: Any, depth: int = 0) -> str:
     return f"{kind.__module__}.{kind.__qualname__}"
 
 
-def _signature_text(sig: tuple[Any, ...]) -> str | None:
+def signature_text(sig: tuple[Any, ...]) -> str | None:
     out = []
     for s in sig:
         if isinstance(s, T.ArrayType):
@@ -259,7 +259,7 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
     if cache_dir() is None or os.environ.get("OXIDE_DUMP"):
         return None
     fp = kernel_fingerprint(kernel)
-    sig = _signature_text(signature)
+    sig = signature_text(signature)
     if fp is None or sig is None:
         return None
     h = hashlib.sha256(toolchain_fingerprint().encode())
@@ -282,6 +282,21 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())
     return h.hexdigest()
+
+
+def choice_path(folder: str, salt: str, kernel: Any, *parts: str) -> Path | None:
+    """`<cache dir>/<folder>/<sha256>.json`: the file of a choice made for `kernel` (an
+    autotune's config, the warps of `num_warps="auto"`), keyed by oxide's sources and
+    tools, the kernel's fingerprint and `parts`; None when nothing goes to disk
+    (`OXIDE_CACHE=0`, or a kernel whose source the compile cache cannot key)."""
+    root = cache_dir()
+    fp = kernel_fingerprint(kernel) if root is not None else None
+    if root is None or fp is None:
+        return None
+    h = hashlib.sha256(salt.encode())
+    for part in (toolchain_fingerprint(), *fp.parts, *parts):
+        h.update(b"\0" + part.encode())
+    return root / folder / f"{h.hexdigest()}.json"
 
 
 def covered(kernel: Any, ck: Any) -> bool:

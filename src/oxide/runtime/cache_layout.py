@@ -5,6 +5,7 @@
     <root>/kernels/<sha256>.oxk   compiled kernels (runtime/cache_entry.py)
     <root>/sources/<sha256>       memos of the compiler sources' digest (runtime/cache.py)
     <root>/autotune/<sha256>.json ox.autotune's choices (autotuner.py)
+    <root>/warps/<sha256>.json    the warps num_warps="auto" chose (tile/auto_warps.py)
     <root>/checks/<sha256>        empty files an earlier oxide wrote (a compile that
                                   passed: the retired GEMM template's check), cleared
                                   with the rest
@@ -35,6 +36,7 @@ _TMP = r"\.tmp-[A-Za-z0-9_]{1,64}"
 PATTERNS = {"kernels": re.compile(rf"[0-9a-f]{{64}}\.oxk|{_TMP}"),
             "sources": re.compile(rf"[0-9a-f]{{64}}|{_TMP}"),
             "autotune": re.compile(rf"[0-9a-f]{{64}}\.json|{_TMP}"),
+            "warps": re.compile(rf"[0-9a-f]{{64}}\.json|{_TMP}"),
             "checks": re.compile(rf"[0-9a-f]{{64}}|{_TMP}"),
             "": re.compile(rf"toolchain\.json|{_TMP}")}  # the root: the toolchain memo, writes
 _ENTRY = re.compile(r"[0-9a-f]{64}\.oxk")

@@ -26,6 +26,8 @@ from typing import Any
 
 from oxide.errors import CompileError, UnsupportedFeatureError
 
+MEMO_FORMAT = 1  # of the JSON files: another format is ignored (and the choice made again)
+
 CANDIDATES = (4, 8, 16, 32)
 LIVE_TARGET = 64  # registers a thread's live tiles may take
 SM_THREADS = 2048  # threads an SM holds (sm_80 and later)
@@ -78,3 +80,49 @@ def choose_warps(kernel: Any, sig: tuple[Any, ...],
         assert refused is not None
         raise refused
     return WarpChoice(CANDIDATES[-1], None, live)
+
+
+def remembered_choice(kernel: Any, sig: tuple[Any, ...]) -> WarpChoice | None:
+    """The choice an earlier process stored for `kernel` at `sig`, or None (none stored,
+    nothing on disk, or anything in doubt: the choice is then made again)."""
+    import json
+
+    from oxide.runtime.safe_read import read_regular_file
+
+    path = _memo_path(kernel, sig)
+    if path is None:
+        return None
+    try:
+        data = json.loads(read_regular_file(path, 4096))
+        choice = WarpChoice(data["num_warps"], data["occupancy"], data["live_registers"])
+        if data["format"] != MEMO_FORMAT or choice.num_warps not in CANDIDATES:
+            return None
+        if choice.occupancy is not None and not (isinstance(choice.occupancy, int)
+                                                 and 1 <= choice.occupancy <= 32):
+            return None
+        return choice
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def remember_choice(kernel: Any, sig: tuple[Any, ...], choice: WarpChoice) -> None:
+    """Store `choice` for `remembered_choice` (nothing where the disk refuses: the memo is
+    an optimization)."""
+    import dataclasses
+    import json
+
+    from oxide.runtime import cache_layout
+
+    path = _memo_path(kernel, sig)
+    if path is not None:
+        data = {"format": MEMO_FORMAT, "kernel": kernel.__qualname__,
+                **dataclasses.asdict(choice)}
+        cache_layout.write(path.parent.parent, f"warps/{path.name}", json.dumps(data).encode())
+
+
+def _memo_path(kernel: Any, sig: tuple[Any, ...]) -> Any:
+    from oxide.runtime import cache
+
+    text = cache.signature_text(sig)
+    return None if text is None else cache.choice_path(
+        "warps", f"oxide-auto-warps-{MEMO_FORMAT}", kernel, text)

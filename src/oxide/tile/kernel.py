@@ -119,11 +119,14 @@ class AutoWarpsKernel(TileKernel):
         chosen = self.__dict__.setdefault("_oxide_auto_kernels", {})
         kernel = chosen.get(sig)
         if kernel is None:
-            from oxide.tile.auto_warps import choose_warps
+            from oxide.tile.auto_warps import choose_warps, remember_choice, remembered_choice
 
             num_stages = self.tile_options.num_stages
-            choice = choose_warps(self, sig, lambda warps: self.with_options(
-                tile_options(warps, num_stages=num_stages)))
+            choice = remembered_choice(self, sig)
+            if choice is None:
+                choice = choose_warps(self, sig, lambda warps: self.with_options(
+                    tile_options(warps, num_stages=num_stages)))
+                remember_choice(self, sig, choice)
             options = tile_options(choice.num_warps, choice.occupancy, self.options.lineinfo,
                                    num_stages=num_stages)
             variants = self.__dict__.setdefault("_oxide_auto_variants", {})
