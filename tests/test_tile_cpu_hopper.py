@@ -63,6 +63,21 @@ def test_k_loops_against_numpy(out, warps, stages, m, n, k, tiles, producer,
     _close(c, want, out, k)
 
 
+@pytest.mark.parametrize("out", [bf16, f32])
+def test_a_slab_ring_epilogue_against_numpy(out) -> None:
+    """Three stages of 128 x 128 x 128 rings leave 19 KB: the tile goes out in slabs
+    through two buffers (tile/tma_stores.py `SlabPlan`), ragged at both edges."""
+    from test_tile_tma_stores import STORE
+
+    gemm = make_gemm(out, 8, 3)
+    ptx = gemm.compile(*_sig(out), 128, 128, 128, arch="sm_90").ptx
+    assert ptx.count(STORE) == (4 if out is bf16 else 8)  # 32- and 16-column slabs
+    assert "cp.async.bulk.wait_group.read \t1" in ptx
+    a, b, c, want = _inputs(200, 264, 136, out)
+    gemm[tile.cdiv(200, 128), tile.cdiv(264, 128)](a, b, c, 128, 128, 128)
+    _close(c, want, out, 136)
+
+
 @pytest.mark.parametrize("warps, stages, tiles, k", [
     (4, 2, (64, 64, 32), 160), (4, 3, (64, 64, 32), 160), (8, 3, (128, 128, 64), 160),
     (4, 4, (64, 64, 32), 32), (8, 3, (128, 128, 64), 64)])  # one k step per tile

@@ -451,9 +451,9 @@ def test_the_signature_knows_tensor_maps() -> None:
 
     spec = T.TensorMapType(f16, 3)
     assert bundle.spec_from_json(bundle.spec_to_json(spec), {}) == spec
-    text = cache._signature_text((spec, T.i32))
+    text = cache.signature_text((spec, T.i32))
     assert text == "tensormap f16 3; scalar i32"
-    assert cache._signature_text((T.TensorMapType(f32, 3), T.i32)) != text
+    assert cache.signature_text((T.TensorMapType(f32, 3), T.i32)) != text
 
 
 def test_plans_pack_the_map() -> None:

@@ -22,6 +22,16 @@ vectors) is:
   array's edge are not written (TMA clips them), as the masked stores did not write them;
 - before the kernel ends, thread 0 waits until its stores have read the shared tile.
 
+Where the whole tile does not fit beside the rings (a 128 x 256 bf16 accumulator is 64 KB;
+four stages of 128 x 256 x 64 rings leave 19 KB), the tile goes out through a ring of two
+slab buffers instead (`SlabPlan`, CUTLASS's epilogue does the same with its subtiles):
+slabs of 64, 32 or 16 columns, the widest whose two buffers fit, each written, fenced and
+copied in turn; before a buffer is written again, every thread waits until at most one
+store group has not yet read its buffer (`cp.async.bulk.wait_group.read 1`: the one
+before, issued after it) and a barrier. That takes a slab's
+columns to be the same for every thread at a slot (`slab_of_slots`), as in the
+accumulator's layout, where a thread's columns come in groups of 8.
+
 What it assumes: the layout pass and the rings ran (the rings' shared memory comes
 first: `place_tma_stores` takes what they leave); the store is the array's only access in
 the kernel (no load, atomic or other store of it: the ordering pass then has nothing to
@@ -31,6 +41,7 @@ the masked stores would have left it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from xdsl.ir import Operation, SSAValue
@@ -39,7 +50,7 @@ from oxide import types as T
 from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile.builder import TileBuilder
-from oxide.tile.layout import mma_accumulator
+from oxide.tile.layout import Layout, mma_accumulator
 from oxide.tile.layouts import layout_of
 from oxide.tile.operand_rings import (
     RING_BYTES,
@@ -48,6 +59,7 @@ from oxide.tile.operand_rings import (
     ring_bytes,
     ring_of,
     row_elements,
+    swizzled_index,
 )
 from oxide.tile.tma_rings import box_start, first_thread, only_if
 from oxide.tile.values import Slots
@@ -55,6 +67,53 @@ from oxide.tile.wgmma_lower import stage_swizzled
 
 _DTYPES = ("bf16", "f16", "f32")
 _ROLE = "tma_store"  # the shared tile's staging role (one per size, `TileEmitter.staging`)
+SLAB_BUFFERS = 2  # a slab ring's buffers: one written while the other's copy reads it
+
+
+@dataclass(frozen=True)
+class SlabPlan:
+    """How one store goes out: slabs of `width` columns (a swizzled row of `width`
+    elements each), through `buffers` shared slab buffers (the slab count: the whole tile
+    at once)."""
+
+    width: int
+    buffers: int
+
+    def bytes(self, rows: int, dt: T.DType) -> int:
+        return self.buffers * rows * self.width * dt.itemsize
+
+
+def plan_slabs(rows: int, cols: int, dt: T.DType, layout: Layout, left: int
+               ) -> SlabPlan | None:
+    """The whole tile where it fits in `left` bytes, else the widest slab ring that does
+    (slab rows of at least 32 bytes, what a TMA swizzle takes), else None."""
+    width = row_elements(cols, dt)
+    whole = SlabPlan(width, cols // width)
+    if whole.bytes(rows, dt) <= left:
+        return whole
+    while width * dt.itemsize >= 32:
+        ring = SlabPlan(width, SLAB_BUFFERS)
+        if (cols // width > SLAB_BUFFERS and ring.bytes(rows, dt) <= left
+                and slab_of_slots(layout, width) is not None):
+            return ring
+        width //= 2
+    return None
+
+
+def slab_of_slots(layout: Layout, width: int) -> list[int] | None:
+    """The slab of `width` columns each slot's element lies in, the same for every
+    thread; None where a slot's column crosses a slab boundary from thread to thread
+    (or the layout wraps around the tile's columns)."""
+    m = layout.dims[1]
+    if m.span > layout.shape[1]:
+        return None
+    reach = ((m.wpc - 1) * m.inner * m.tpw + m.tpw - 1) * m.spt  # a thread's column offset
+    slabs = []
+    for _, col in layout.offsets():
+        if col // width != (col + reach) // width:
+            return None
+        slabs.append(col // width)
+    return slabs
 
 
 def place_tma_stores(b: TileBuilder) -> int:
@@ -74,14 +133,15 @@ def place_tma_stores(b: TileBuilder) -> int:
             continue
         t = op.operands[1].type
         assert isinstance(t, TileType)
-        key = (t.dtype.name, t.dims[0] * t.dims[1])
-        size = key[1] * t.dtype.itemsize
+        rows, cols = t.dims
+        plan = plan_slabs(rows, cols, t.dtype, layout_of(op.operands[1]), left)
+        if plan is None:
+            continue
+        key = (t.dtype.name, plan.bytes(rows, t.dtype))
         if key not in staged:
-            if size > left:
-                continue
-            left -= size
+            left -= key[1]
             staged.add(key)
-        op.set_param("tma", True)  # type: ignore[attr-defined]
+        op.set_param("tma", (plan.width, plan.buffers))  # type: ignore[attr-defined]
         count += 1
     return count
 
@@ -103,32 +163,76 @@ def _qualifies(b: TileBuilder, op: Operation, accesses: dict[SSAValue, int]) -> 
             and width * t.dtype.itemsize % 16 == 0)
 
 
-def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots) -> None:
-    """A tile store by TMA (see the module docstring). An index longer than 2 leads with
-    a view's fixed dimensions (extent 1 in the box)."""
+def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
+              plan: tuple[int, int]) -> None:
+    """A tile store by TMA (see the module docstring) in slabs of `plan` = (width,
+    buffers). An index longer than 2 leads with a view's fixed dimensions (extent 1 in
+    the box)."""
     b = em.b
     rows, cols = t.shape
-    width = row_elements(cols, t.dtype)
+    width, buffers = plan
+    slabs = cols // width
     # every thread waits for its stores (thread 0 has some): under a branch, the wait
     # makes ptxas run every wgmma of the kernel one at a time (its C7514 note)
     b.emit(ops.HopperOp("tma.wait_group", [], [], imm=(0,)))
     em.barrier()  # the shared tile's last copy is complete
-    smem = stage_swizzled(em, t, width, _ROLE)
-    b.emit(ops.HopperOp("fence.proxy_async", [], []))
-    em.barrier()
-    fixed, row0, col0 = box_start(em, index, rows, cols)
-    tmap = em.operand_map(array, (1,) * len(fixed) + (rows, width), width * t.dtype.itemsize)
 
-    def copy() -> None:
-        for s in range(cols // width):
-            col = col0 if s == 0 else b.value(ops.BinaryOp("add", col0,
-                                                           em.const(s * width, T.i32)))
-            b.emit(ops.HopperOp(f"tma.store.{len(index)}d", [tmap, *fixed, row0, col], [],
-                                smem, [em.const(s * rows * width, T.i64)], imm=()))
-        b.emit(ops.HopperOp("tma.commit_group", [], []))
+    def copy(first: int, last: int, smem: SSAValue) -> None:
+        fixed, row0, col0 = box_start(em, index, rows, cols)
+        tmap = em.operand_map(array, (1,) * len(fixed) + (rows, width),
+                              width * t.dtype.itemsize)
 
-    only_if(em, first_thread(em), copy)
+        def issue() -> None:
+            for s in range(first, last):
+                col = col0 if s == 0 else b.value(ops.BinaryOp("add", col0,
+                                                               em.const(s * width, T.i32)))
+                at = em.const(s % buffers * rows * width, T.i64)
+                b.emit(ops.HopperOp(f"tma.store.{len(index)}d", [tmap, *fixed, row0, col],
+                                    [], smem, [at], imm=()))
+            b.emit(ops.HopperOp("tma.commit_group", [], []))
+
+        only_if(em, first_thread(em), issue)
+
+    if buffers == slabs:  # the whole tile at once
+        smem = stage_swizzled(em, t, width, _ROLE)
+        b.emit(ops.HopperOp("fence.proxy_async", [], []))
+        em.barrier()
+        copy(0, slabs, smem)
+    else:
+        smem = em.staging(t.dtype, buffers * rows * width, _ROLE)
+        of_slot = slab_of_slots(t.layout, width)
+        assert of_slot is not None, "plan_slabs checked the layout"
+        for s in range(slabs):
+            if s >= buffers:  # the buffer's last copy has read it
+                b.emit(ops.HopperOp("tma.wait_group_read", [], [], imm=(buffers - 1,)))
+                em.barrier()
+            _stage_slab(em, t, width, smem, s % buffers * rows * width,
+                        [k for k, slab in enumerate(of_slot) if slab == s])
+            b.emit(ops.HopperOp("fence.proxy_async", [], []))
+            em.barrier()
+            copy(s, s + 1, smem)
     em.tma_stores = True
+
+
+def _stage_slab(em: Any, t: Slots, width: int, smem: SSAValue, start: int,
+                slots: list[int]) -> None:
+    """Slots `slots` of `t` (one slab's) into the slab buffer at element `start`, rows of
+    `width` elements swizzled as the TMA copy of that row size reads them; a thread's
+    side-by-side elements in one vector store (they stay in one 16-byte chunk)."""
+    rows = t.shape[0]
+    size = t.dtype.itemsize
+    run = max(1, min(t.layout.dims[1].spt, 16 // size, width))
+    coords = em.coords(t.layout)
+    mask, base = em.const(width - 1, T.i64), em.const(start, T.i64)
+    for k in slots[::run]:
+        r, c = (em.b.cast(x, T.i64) for x in coords[k])
+        c = em.b.value(ops.BinaryOp("and", c, mask))
+        at = em.b.value(ops.BinaryOp("add", swizzled_index(em, r, c, rows, width, width,
+                                                           size), base))
+        if run == 1:
+            em.b.emit(ops.StoreOp(smem, [at], t.values[k], 0, False, True))
+        else:
+            em.b.emit(ops.VectorStoreOp(smem, [at], t.values[k:k + run], run * size))
 
 
 def drain_stores(em: Any) -> None:

@@ -217,7 +217,7 @@ class ToSIMT:
         array, value, *index = op.operands
         index_values = [self._in(i).scalar for i in index]
         if op.param("tma"):  # through shared memory, by TMA (tile/tma_stores.py)
-            store_tma(self.em, array, index_values, self._in(value))
+            store_tma(self.em, array, index_values, self._in(value), op.param("tma"))
             return
         t = self._in(value)
         self.em.store(array, op.param("vectors"), index_values,
