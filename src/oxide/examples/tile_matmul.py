@@ -30,19 +30,19 @@ def tiles_for(arch: str | None) -> tuple[int, int, int]:
     return GPU_TILE if int(arch[3:].rstrip("a")) >= 90 else OTHER_GPU_TILE
 
 
-@tile.kernel(num_warps=8, num_stages=3)
+@tile.kernel(num_warps=8, num_stages=4)
 def tile_matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
                 BM: Const[int], BN: Const[int], BK: Const[int]):
     """Each block owns one BM x BN tile of C. Rows and columns past the edges load as 0,
     so they add nothing, and the store drops them.
 
     On an H100/H200 the compiler makes it a warp-specialized wgmma GEMM: the loads of
-    A and B become TMA copies into a ring of 3 shared buffers (`num_stages=3`) that a
+    A and B become TMA copies into a ring of 4 shared buffers (`num_stages=4`) that a
     producer warp group fills, two consumer warp groups multiply on wgmma, the result
-    goes out through shared memory by TMA, and the blocks that fit walk the grid of
-    tiles (docs/architecture.md). Elsewhere the accumulator stays in registers across
-    the loop (the mma.sync layout), and the next two steps' tiles load while this one
-    multiplies."""
+    goes out through shared memory by TMA (in slabs: the rings leave 19 KB), and the
+    blocks that fit walk the grid of tiles (docs/architecture.md). Elsewhere the
+    accumulator stays in registers across the loop (the mma.sync layout), and the next
+    three steps' tiles load while this one multiplies."""
     i, j = tile.bid(0), tile.bid(1)
     acc = tile.zeros((BM, BN), f32)
     for k in range(tile.num_tiles(a, 1, BK)):
