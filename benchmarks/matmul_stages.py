@@ -1,0 +1,131 @@
+"""The canonical tile matmul loop at 3 and 4 stages against cuBLAS, over shapes that
+separate the K loop's length from the number of tiles: how much the fourth ring stage
+gives, and what the result's slab ring (tile/tma_stores.py `SlabPlan`) costs.
+
+Three variants of `tile_matmul`'s body (128 x 256 x 64, 8 warps, bf16, the sm_90
+defaults: TMA rings, a producer warp group, the grid walked), each compiled in this
+process with the disk cache off: 3 stages (the whole 64 KB result tile through shared
+memory by TMA), 4 stages (the rings leave 19 KB: the result goes out in slabs through two
+buffers), and 3 stages with the slab ring forced (the plan given only 16 KB), which
+prices the ring alone. Rounds interleave the variants and cuBLAS; each figure is the best
+round's TFLOPS (GPU time from `simt_bench.gpu_seconds`), with the driver JIT's register
+and spill report of each kernel and the max |difference| from cuBLAS's result.
+
+    python benchmarks/matmul_stages.py [--rounds 3] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+SHAPES = [(4096, 4096, 4096), (8192, 8192, 4096), (4096, 4096, 8192), (8192, 8192, 8192),
+          (4096, 4096, 2048), (4000, 4000, 4000)]
+TILE = (128, 256, 64)
+RING_ONLY_BYTES = 16 * 1024  # what the forced variant's plan is told the rings leave
+
+
+def make(stages: int) -> Any:
+    from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+
+    @tile.kernel(num_warps=8, num_stages=stages)
+    def matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
+               BM: Const[int], BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(a, 1, BK)):
+            x = tile.load(a, (i, k), (BM, BK))
+            y = tile.load(b, (k, j), (BK, BN))
+            acc = tile.mma(x, y, acc)
+        tile.store(c, (i, j), acc.astype(bf16))
+    return matmul
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", help="write the rows here too")
+    opts = parser.parse_args()
+    os.environ["OXIDE_CACHE"] = "0"  # three kernels of one source: nothing shared on disk
+
+    import torch
+    from simt_bench import gpu_seconds
+
+    import oxide as ox
+    import oxide.tile.tma_stores as stores
+    from oxide import tile
+
+    plan = stores.plan_slabs
+
+    def ring_only(rows: int, cols: int, dt: Any, layout: Any, left: int) -> Any:
+        return plan(rows, cols, dt, layout, min(left, RING_ONLY_BYTES))
+
+    variants = {"3 stages": (make(3), plan), "4 stages": (make(4), plan),
+                "3 stages, slab ring": (make(3), ring_only)}
+
+    def compiled(name: str, compile_it: Any) -> Any:
+        """`compile_it()` with the variant's store plan in place (the first launch of a
+        specialization compiles it; later launches reuse it)."""
+        stores.plan_slabs = variants[name][1]
+        try:
+            return compile_it()
+        finally:
+            stores.plan_slabs = plan
+
+    rows: list[dict[str, Any]] = []
+    try:
+        import dataclasses
+
+        from tools.ptxas_report import ptxas_report
+
+        from oxide import DisjointSlice, Slice, bf16
+
+        v = dataclasses.replace
+        sig = (v(Slice[bf16, 2], vectors=True),) * 2 + (v(DisjointSlice[bf16, 2],
+                                                          vectors=True),)
+        for name, (kernel, _) in variants.items():
+            ck = compiled(name, lambda k=kernel: k.compile(*sig, *TILE, arch="sm_90"))
+            report = ptxas_report(ck.ptx, "sm_90a", jit=True)
+            print(f"{name}: {report['registers']} registers, {report['spill_stores']} bytes "
+                  f"spilled, notes {report['notes']}", flush=True)
+    except Exception as exc:  # the report is a developer's tool: the timings go on
+        print(f"(no ptxas report: {exc!r:.200})")
+    bm, bn, bk = TILE
+    for m, n, k in SHAPES:
+        a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+        b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+        want = a @ b
+        runs: dict[str, Any] = {}
+        row: dict[str, Any] = {"m": m, "n": n, "k": k}
+        for name, (kernel, _) in variants.items():
+            c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+            grid = (tile.cdiv(m, bm), tile.cdiv(n, bn))
+            runs[name] = (lambda kernel=kernel, a=a, b=b, c=c, grid=grid:
+                          ox.launch(kernel, grid, a, b, c, bm, bn, bk))
+            compiled(name, runs[name])
+            row[f"{name} max diff"] = float((c.float() - want.float()).abs().max())
+        runs["cuBLAS"] = lambda a=a, b=b: a @ b
+        flops = 2.0 * m * n * k
+        best = dict.fromkeys(runs, 0.0)
+        for _ in range(opts.rounds):
+            for name, fn in runs.items():
+                best[name] = max(best[name], flops / gpu_seconds(fn) / 1e12)
+        row.update({name: round(t, 1) for name, t in best.items()})
+        rows.append(row)
+        print(f"{m} x {n} x {k}: " + ", ".join(
+            f"{name} {t:.1f}" + ("" if name == "cuBLAS" else f" ({t / best['cuBLAS']:.3f}x)")
+            for name, t in best.items()) + " TFLOPS", flush=True)
+    if opts.json:
+        Path(opts.json).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
