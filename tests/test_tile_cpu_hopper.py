@@ -78,6 +78,19 @@ def test_a_slab_ring_epilogue_against_numpy(out) -> None:
     _close(c, want, out, 136)
 
 
+def test_a_slab_ring_in_a_persistent_loop() -> None:
+    """Two blocks walk six tiles: each tile's store starts with the last one's copies
+    complete and reuses the two slab buffers."""
+    from test_tile_tma_stores import STORE
+
+    persistent = make_persistent(f32, 8, 3)
+    ptx = persistent.compile(*_sig(f32), 128, 128, 128, arch="sm_90").ptx
+    assert ptx.count(STORE) == 8 and "cp.async.bulk.wait_group.read \t1" in ptx
+    a, b, c, want = _inputs(300, 264, 136, f32)
+    persistent[2](a, b, c, 128, 128, 128)
+    _close(c, 0.5 * want, f32, 136)
+
+
 @pytest.mark.parametrize("warps, stages, tiles, k", [
     (4, 2, (64, 64, 32), 160), (4, 3, (64, 64, 32), 160), (8, 3, (128, 128, 64), 160),
     (4, 4, (64, 64, 32), 32), (8, 3, (128, 128, 64), 64)])  # one k step per tile
