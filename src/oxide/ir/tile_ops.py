@@ -19,6 +19,7 @@ table `TILE_OPS` names each op and says what it computes.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from xdsl.dialects.builtin import ArrayAttr, IntAttr, StringAttr
@@ -33,6 +34,7 @@ from xdsl.irdl import (
 )
 
 from oxide import types as T
+from oxide.ir.ops import build
 from oxide.tile.layout import Layout
 
 
@@ -77,8 +79,7 @@ class TileType(ParametrizedAttribute, TypeAttribute):
 
     @staticmethod
     def of(shape: tuple[int, ...], dt: T.DType, layout: Layout | None = None) -> TileType:
-        return TileType(ArrayAttr([IntAttr(n) for n in shape]), StringAttr(dt.name),
-                        LayoutAttr(layout))
+        return _tile_type(tuple(shape), dt.name, layout)
 
     def print_parameters(self, printer: Any) -> None:
         """`<1x128xf32, <layout>>`: the shape, dtype and layout (`<?>` before the pass)."""
@@ -93,6 +94,14 @@ class TileType(ParametrizedAttribute, TypeAttribute):
     @property
     def dtype(self) -> T.DType:
         return T.SCALARS[self.element.data]
+
+
+@functools.lru_cache(maxsize=4096)
+def _tile_type(shape: tuple[int, ...], dtype: str, layout: Layout | None) -> TileType:
+    """One TileType per (shape, dtype, layout), shared (attributes are immutable): a
+    kernel's compile asks for thousands, each five attributes to build and verify."""
+    return TileType(ArrayAttr([IntAttr(n) for n in shape]), StringAttr(dtype),
+                    LayoutAttr(layout))
 
 
 @irdl_attr_definition
@@ -189,8 +198,10 @@ def make(op_kind: str, operands: list[SSAValue], result_types: list[Attribute],
          **params: Any) -> TileOperation:
     """A `tile.<op_kind>` op (params with value None are left out)."""
     items = tuple(sorted((k, v) for k, v in params.items() if v is not None))
-    return OP_CLASSES[op_kind](operands=[operands], result_types=[result_types],
-                            properties={"params": StaticAttr(items)})
+    cls = OP_CLASSES[op_kind]
+    op = cls.__new__(cls)
+    build(op, operands, result_types, {"params": StaticAttr(items)})  # one var group each
+    return op
 
 
 def kind_of(op: Any) -> str | None:

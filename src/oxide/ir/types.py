@@ -71,8 +71,19 @@ _FP8 = {"f8e4m3": Float8E4M3FNType, "f8e5m2": Float8E5M2Type}
 _FP8_DTYPES = {cls: T.SCALARS[name] for name, cls in _FP8.items()}
 
 
+_IR_TYPES: dict[str, Attribute] = {}  # by dtype name: attributes are immutable, so shared
+
+
 def ir_type(dt: T.DType) -> Attribute:
-    """The IR type of an oxide scalar dtype."""
+    """The IR type of an oxide scalar dtype (made once a dtype: a compile asks for
+    thousands, and an xDSL attribute costs microseconds to build and verify)."""
+    found = _IR_TYPES.get(dt.name)
+    if found is None:
+        found = _IR_TYPES[dt.name] = _new_ir_type(dt)
+    return found
+
+
+def _new_ir_type(dt: T.DType) -> Attribute:
     if dt is T.bf16 or dt.name == "bf16":
         return BFloat16Type()
     if dt.is_fp8:
