@@ -118,13 +118,16 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
         pingpong, staging = True, True
         while True:
             b, low, ctx = evaluate_body(kernel, sig, symbol, persistent)
+            if persistent and low.stores.persistent:
+                raise _NotWalked  # it walks its tiles itself (`tile.tiles`)
             low.em.cpu = cpu
             tried.append(low)
             dump: list[str] | None = [] if keep_tile_ir else None
             try:
                 run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,
                                              kernel.tile_options.occupancy, rings, tma,
-                                             producer, pingpong, staging), verify, dump)
+                                             producer, pingpong, staging), verify, dump,
+                           need_producer=persistent)
             except PingPongRefused:
                 assert pingpong, "a lowering without turns refuses none"
                 tried.pop()
@@ -138,7 +141,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
             return b, low, ctx, dump
 
     walked = None
-    if _walk_the_grid(kernel, sig, symbol, tensor_cores, wgmma, tma, cpu):
+    if _may_walk_the_grid(kernel, wgmma, tma):
         walked = _lowered_or_none(lambda: lower(True, persistent=True))
     if (walked is not None and walked[1].em.consumer_threads is not None
             and persistable(walked[0].func, walked[1].own_registers)):
@@ -179,35 +182,30 @@ def _first_lowering(lower: Callable[..., Any], tried: list[TileLowering],
     raise AssertionError("the last lowering has no rings: it raises or returns")
 
 
-def _walk_the_grid(kernel: Any, sig: tuple[Any, ...], symbol: str, tensor_cores: bool,
-                   wgmma: bool, tma: bool, cpu: bool) -> bool:
-    """Whether the kernel is to walk its logical grid (tile/persistent_schedule.py): its
-    products get a producer warp group, and it does not walk its tiles itself. Decided on
-    a lowering that runs the passes up to `plan_producer`, for a kernel that can have one
-    (a pipelined loop on TMA, no `occupancy`) with two consumer warp groups (8 warps):
-    with one (4 warps), walking the grid was measured slower (H200, 2026-12-04: a
-    64 x 256 x 64 GEMM 356 against 480 TFLOPS one block per tile; 8 warps gained 2-11%
-    at 128 x 256 x 64)."""
+class _NotWalked(Exception):
+    """The kernel walks its own tiles (`tile.tiles`): the grid is not walked for it."""
+
+
+def _may_walk_the_grid(kernel: Any, wgmma: bool, tma: bool) -> bool:
+    """Whether the kernel may walk its logical grid (tile/persistent_schedule.py): a
+    kernel that can have a producer warp group (a pipelined loop on TMA, no `occupancy`)
+    with two consumer warp groups (8 warps). With one (4 warps), walking the grid was
+    measured slower (H200, 2026-12-04: a 64 x 256 x 64 GEMM 356 against 480 TFLOPS one
+    block per tile; 8 warps gained 2-11% at 128 x 256 x 64). The walked lowering itself
+    then decides: it is given up (`_lowered_or_none`) where the kernel walks its tiles
+    itself (`_NotWalked`, after the frontend) or its products get no producer
+    (`ProducerRefused`, at the pass that plans one), and not taken where the body reads
+    the hardware grid (`persistable`)."""
     options = kernel.tile_options
-    if not (wgmma and tma and persistent_grid.enabled() and options.num_stages >= 2
-            and options.num_warps == 8 and options.occupancy is None):
-        return False
-    try:
-        b, low, _ = evaluate_body(kernel, sig, symbol)
-        low.em.cpu = cpu
-        planned = run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores,
-                                               wgmma, options.occupancy,
-                                               producer_rings=True), plan_only=True)
-    except (CompileError, ProducerRefused):
-        return False  # the full lowering says why
-    return planned and not low.stores.persistent
+    return (wgmma and tma and persistent_grid.enabled() and options.num_stages >= 2
+            and options.num_warps == 8 and options.occupancy is None)
 
 
 def _lowered_or_none(lower: Callable[[], Any]) -> Any:
     """`lower()`, or None where it fails (the kernel is then lowered as written)."""
     try:
         return lower()
-    except (CompileError, ProducerRefused):
+    except (CompileError, ProducerRefused, _NotWalked):
         return None
 
 

@@ -82,21 +82,19 @@ class ProducerRefused(Exception):
 
 
 def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = False,
-               dump: list[str] | None = None, plan_only: bool = False) -> bool:
+               dump: list[str] | None = None, need_producer: bool = False) -> bool:
     """Run the passes over `b`'s tile ops; with `dump`, append the dialect's text as the
     layout and ordering passes leave it (OXIDE_DUMP=tile). Whether a producer warp group
-    fills the rings; with `plan_only`, only that is decided (the builder is then
-    thrown away)."""
+    fills the rings; with `need_producer` (a walked grid), `ProducerRefused` where none
+    does."""
     choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
     producer = False
     if target.wgmma and target.rings:
         em.rings_placed = place_operand_rings(b, target.tma, target.producer_rings)
         producer = target.tma and plan_producer(b, target.num_warps, target.occupancy)
-        if not producer and needs_producer(b):
+        if not producer and (need_producer or needs_producer(b)):
             raise ProducerRefused
-        if plan_only:
-            return producer
         if target.tma:
             place_tma_stores(b)
     if verify:
