@@ -2,7 +2,7 @@
 separate the K loop's length from the number of tiles: how much the fourth ring stage
 gives, and what the result's slab ring (tile/tma_stores.py `SlabPlan`) costs.
 
-Three variants of `tile_matmul`'s body (128 x 256 x 64, 8 warps, bf16, the sm_90
+Three variants of the `tile_matmul` example (128 x 256 x 64, 8 warps, bf16, the sm_90
 defaults: TMA rings, a producer warp group, the grid walked), each compiled in this
 process with the disk cache off: 3 stages (the whole 64 KB result tile through shared
 memory by TMA), 4 stages (the rings leave 19 KB: the result goes out in slabs through two
@@ -34,19 +34,12 @@ RING_ONLY_BYTES = 16 * 1024  # what the forced variant's plan is told the rings 
 
 
 def make(stages: int) -> Any:
-    from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+    """The `tile_matmul` example (8 warps) at `stages`: a variant of its own, with
+    specializations of its own."""
+    from oxide.examples.tile_matmul import tile_matmul
+    from oxide.tile.kernel import tile_options
 
-    @tile.kernel(num_warps=8, num_stages=stages)
-    def matmul(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
-               BM: Const[int], BN: Const[int], BK: Const[int]):
-        i, j = tile.bid(0), tile.bid(1)
-        acc = tile.zeros((BM, BN), f32)
-        for k in range(tile.num_tiles(a, 1, BK)):
-            x = tile.load(a, (i, k), (BM, BK))
-            y = tile.load(b, (k, j), (BK, BN))
-            acc = tile.mma(x, y, acc)
-        tile.store(c, (i, j), acc.astype(bf16))
-    return matmul
+    return tile_matmul.with_options(tile_options(8, num_stages=stages))
 
 
 def main() -> None:
