@@ -26,11 +26,10 @@ Where the whole tile does not fit beside the rings (a 128 x 256 bf16 accumulator
 four stages of 128 x 256 x 64 rings leave 19 KB), the tile goes out through a ring of two
 slab buffers instead (`SlabPlan`, CUTLASS's epilogue does the same with its subtiles):
 slabs of 64, 32 or 16 columns, the widest whose two buffers fit, each written, fenced and
-copied in turn; before a buffer is written again, every thread waits until at most one
-store group has not yet read its buffer (`cp.async.bulk.wait_group.read 1`: the one
-before, issued after it) and a barrier. That takes a slab's
-columns to be the same for every thread at a slot (`slab_of_slots`), as in the
-accumulator's layout, where a thread's columns come in groups of 8.
+copied in turn (one bulk group a slab); before a buffer is written again, every thread
+waits until only the previous slab's group may still be reading (`cp.async.bulk.wait_group
+.read 1`), then a barrier. That takes each slot's slab to be the same for every thread
+(`slab_of_slots`), as in wgmma's accumulator, where a thread's columns come in groups of 8.
 
 What it assumes: the layout pass and the rings ran (the rings' shared memory comes
 first: `place_tma_stores` takes what they leave); the store is the array's only access in
@@ -177,18 +176,23 @@ def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
     b.emit(ops.HopperOp("tma.wait_group", [], [], imm=(0,)))
     em.barrier()  # the shared tile's last copy is complete
 
-    def copy(first: int, last: int, smem: SSAValue) -> None:
+    def box() -> tuple[list[SSAValue], SSAValue, SSAValue, SSAValue]:
         fixed, row0, col0 = box_start(em, index, rows, cols)
         tmap = em.operand_map(array, (1,) * len(fixed) + (rows, width),
                               width * t.dtype.itemsize)
+        return fixed, row0, col0, tmap
+
+    def copy(slab_range: range, smem: SSAValue, at: Any) -> None:
+        """Thread 0 copies slabs `slab_range` out (one bulk group), from box `at`."""
+        fixed, row0, col0, tmap = at
 
         def issue() -> None:
-            for s in range(first, last):
+            for s in slab_range:
                 col = col0 if s == 0 else b.value(ops.BinaryOp("add", col0,
                                                                em.const(s * width, T.i32)))
-                at = em.const(s % buffers * rows * width, T.i64)
+                start = em.const(s % buffers * rows * width, T.i64)
                 b.emit(ops.HopperOp(f"tma.store.{len(index)}d", [tmap, *fixed, row0, col],
-                                    [], smem, [at], imm=()))
+                                    [], smem, [start], imm=()))
             b.emit(ops.HopperOp("tma.commit_group", [], []))
 
         only_if(em, first_thread(em), issue)
@@ -197,11 +201,12 @@ def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
         smem = stage_swizzled(em, t, width, _ROLE)
         b.emit(ops.HopperOp("fence.proxy_async", [], []))
         em.barrier()
-        copy(0, slabs, smem)
+        copy(range(slabs), smem, box())
     else:
         smem = em.staging(t.dtype, buffers * rows * width, _ROLE)
         of_slot = slab_of_slots(t.layout, width)
         assert of_slot is not None, "plan_slabs checked the layout"
+        at = box()
         for s in range(slabs):
             if s >= buffers:  # the buffer's last copy has read it
                 b.emit(ops.HopperOp("tma.wait_group_read", [], [], imm=(buffers - 1,)))
@@ -210,7 +215,7 @@ def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
                         [k for k, slab in enumerate(of_slot) if slab == s])
             b.emit(ops.HopperOp("fence.proxy_async", [], []))
             em.barrier()
-            copy(s, s + 1, smem)
+            copy(range(s, s + 1), smem, at)
     em.tma_stores = True
 
 
@@ -218,7 +223,9 @@ def _stage_slab(em: Any, t: Slots, width: int, smem: SSAValue, start: int,
                 slots: list[int]) -> None:
     """Slots `slots` of `t` (one slab's) into the slab buffer at element `start`, rows of
     `width` elements swizzled as the TMA copy of that row size reads them; a thread's
-    side-by-side elements in one vector store (they stay in one 16-byte chunk)."""
+    side-by-side elements in one vector store (they stay in one 16-byte chunk, and a
+    slab holds whole runs of them: `slot_of_slots` compares a run's first column and
+    the thread's reach past its last)."""
     rows = t.shape[0]
     size = t.dtype.itemsize
     run = max(1, min(t.layout.dims[1].spt, 16 // size, width))
