@@ -191,3 +191,23 @@ def test_a_later_process_reads_the_choice_back(tmp_path) -> None:
     assert fresh() == ["8", "4", "False", "False"]
     memos[0].write_text("{not json")
     assert fresh() == ["8", "4", "True", "True"]
+
+
+def test_a_memo_out_of_range_is_a_choice_made_again(tmp_path, monkeypatch) -> None:
+    """A memo naming warps the rule never takes, or an occupancy past what an SM holds,
+    is doubted (the choice is made again), never launched."""
+    import json
+
+    from oxide.tile.auto_warps import WarpChoice, _memo_path, remember_choice, remembered_choice
+
+    monkeypatch.setenv("OXIDE_CACHE_DIR", str(tmp_path))
+    kernel = tile_softmax.tile_softmax
+    x = np.zeros((2, 1024), np.float32)
+    sig = signature_from(kernel, (x, x, 1024))
+    remember_choice(kernel, sig, WarpChoice(4, 8, 9))
+    assert remembered_choice(kernel, sig) == WarpChoice(4, 8, 9)
+    path = _memo_path(kernel, sig)
+    for bad in ({"num_warps": 64}, {"occupancy": 0}, {"occupancy": "8"}, {"format": 0}):
+        data = {"format": 1, "num_warps": 4, "occupancy": 8, "live_registers": 9, **bad}
+        path.write_text(json.dumps(data))
+        assert remembered_choice(kernel, sig) is None, bad
