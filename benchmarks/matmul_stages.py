@@ -1,15 +1,19 @@
-"""The canonical tile matmul loop at 3 and 4 stages against cuBLAS, over shapes that
-separate the K loop's length from the number of tiles: how much the fourth ring stage
-gives, and what the result's slab ring (tile/tma_stores.py `SlabPlan`) costs.
+"""The canonical tile matmul loop at 3 and 4 stages against cuBLAS and the hand-written
+SIMT GEMM, over shapes that separate the K loop's length from the number of tiles: how
+much the fourth ring stage gives, and what the epilogue's store (tile/tma_stores.py)
+costs.
 
-Three variants of the `tile_matmul` example (128 x 256 x 64, 8 warps, bf16, the sm_90
+Variants of the `tile_matmul` example (128 x 256 x 64, 8 warps, bf16, the sm_90
 defaults: TMA rings, a producer warp group, the grid walked), each compiled in this
 process with the disk cache off: 3 stages (the whole 64 KB result tile through shared
-memory by TMA), 4 stages (the rings leave 19 KB: the result goes out in slabs through two
-buffers), and 3 stages with the slab ring forced (the plan given only 16 KB), which
-prices the ring alone. Rounds interleave the variants and cuBLAS; each figure is the best
-round's TFLOPS (GPU time from `simt_bench.gpu_seconds`), with the driver JIT's register
-and spill report of each kernel and the max |difference| from cuBLAS's result.
+memory by TMA), 4 stages as shipped (the rings leave 35 KB of the block: the result goes
+out in slabs of 64 columns, each consumer warp group its own 64 rows), and 4 stages as
+before 2026-12-05's change (one barrier of both groups per slab, and the rings' own
+budget: 19 KB, slabs of 32 columns). `gemm_hopper` (oxide/kernels/hopper_gemm.py, its
+fastest config: 3 stages, per-group TMA stores) is the hand-written reference. Rounds
+interleave the variants and cuBLAS; each figure is the best round's TFLOPS (GPU time from
+`simt_bench.gpu_seconds`), with the driver JIT's register and spill report of each kernel
+and the max |difference| from cuBLAS's result.
 
     python benchmarks/matmul_stages.py [--rounds 3] [--json out.json]
 """
@@ -30,7 +34,6 @@ sys.path.insert(0, str(HERE.parent))
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 4096), (4096, 4096, 8192), (8192, 8192, 8192),
           (4096, 4096, 2048), (4000, 4000, 4000)]
 TILE = (128, 256, 64)
-RING_ONLY_BYTES = 16 * 1024  # what the forced variant's plan is told the rings leave
 
 
 def make(stages: int) -> Any:
@@ -47,7 +50,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--json", help="write the rows here too")
     opts = parser.parse_args()
-    os.environ["OXIDE_CACHE"] = "0"  # three kernels of one source: nothing shared on disk
+    os.environ["OXIDE_CACHE"] = "0"  # kernels of one source: nothing shared on disk
 
     import torch
     from simt_bench import gpu_seconds
@@ -55,23 +58,25 @@ def main() -> None:
     import oxide as ox
     import oxide.tile.tma_stores as stores
     from oxide import tile
+    from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
+    from oxide.kernels import hopper_gemm
 
-    plan = stores.plan_slabs
-
-    def ring_only(rows: int, cols: int, dt: Any, layout: Any, left: int) -> Any:
-        return plan(rows, cols, dt, layout, min(left, RING_ONLY_BYTES))
-
-    variants = {"3 stages": (make(3), plan), "4 stages": (make(4), plan),
-                "3 stages, slab ring": (make(3), ring_only)}
+    shipped = {"row_bands": stores.row_bands, "BARRIER_BYTES": stores.BARRIER_BYTES}
+    before = {"row_bands": lambda layout: 1,
+              "BARRIER_BYTES": SM90A_STATIC_SHARED_BYTES - stores.RING_BYTES}
+    variants = {"3 stages": (make(3), shipped), "4 stages": (make(4), shipped),
+                "4 stages before": (make(4), before)}
 
     def compiled(name: str, compile_it: Any) -> Any:
-        """`compile_it()` with the variant's store plan in place (the first launch of a
+        """`compile_it()` with the variant's store in place (the first launch of a
         specialization compiles it; later launches reuse it)."""
-        stores.plan_slabs = variants[name][1]
+        for attr, value in variants[name][1].items():
+            setattr(stores, attr, value)
         try:
             return compile_it()
         finally:
-            stores.plan_slabs = plan
+            for attr, value in shipped.items():
+                setattr(stores, attr, value)
 
     rows: list[dict[str, Any]] = []
     try:
@@ -105,6 +110,15 @@ def main() -> None:
                           ox.launch(kernel, grid, a, b, c, bm, bn, bk))
             compiled(name, runs[name])
             row[f"{name} max diff"] = float((c.float() - want.float()).abs().max())
+        cfg = hopper_gemm.FASTEST
+        c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+        maps, config = hopper_gemm.tensor_maps(a, b, c, cfg), hopper_gemm.launch_config(m, n, cfg)
+        runs["hand-written"] = (lambda maps=maps, config=config, c=c, m=m, n=n, k=k, cfg=cfg:
+                                ox.launch(hopper_gemm.gemm_hopper, config, maps[0], maps[1], c,
+                                          maps[2], m, n, k, *cfg.consts()))
+        runs["hand-written"]()
+        torch.cuda.synchronize()
+        row["hand-written max diff"] = float((c.float() - want.float()).abs().max())
         runs["cuBLAS"] = lambda a=a, b=b: a @ b
         flops = 2.0 * m * n * k
         best = dict.fromkeys(runs, 0.0)

@@ -140,12 +140,13 @@ def test_a_bundle_keeps_each_archs_maps(tmp_path) -> None:
     b = ox.load_bundle(tmp_path)
     hopper = b.gemm.compile(*SIG, *tiles, arch="sm_90")
     assert hopper.operand_maps == gemm.compile(*SIG, *tiles, arch="sm_90").operand_maps
-    # A's and B's boxes, and the f32 result's (stored by TMA: 128-byte rows of 32)
+    # A's and B's boxes, and the f32 result's (stored by TMA: 128-byte rows of 32, each
+    # consumer warp group its own 64 rows)
     assert sorted((m.param, m.box) for m in hopper.operand_maps) == [
-        (0, (128, 32)), (1, (32, 64)), (2, (128, 32))]
+        (0, (128, 32)), (1, (32, 64)), (2, (64, 32))]
     # the logical grid (the kernel walks it: tile/persistent_schedule.py), then the maps
     assert [p.name for p in hopper.abi[3:6]] == ["oxide_grid_x", "oxide_grid_y", "oxide_grid_z"]
     assert sorted(p.name for p in hopper.abi[6:]) == [
-        "oxide_map0_128x32", "oxide_map1_32x64", "oxide_map2_128x32"]
+        "oxide_map0_128x32", "oxide_map1_32x64", "oxide_map2_64x32"]
     ampere = b.gemm.compile(*SIG, *tiles, arch="sm_86")  # mma.sync: no maps
     assert ampere.operand_maps == () and len(ampere.abi) == 3

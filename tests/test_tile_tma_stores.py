@@ -11,6 +11,8 @@ from test_tile_tma_rings import V
 
 from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
 from oxide.codegen.abi import OperandMap
+from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
+from oxide.tile import tma_stores
 
 STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 WAIT = "cp.async.bulk.wait_group \t0"
@@ -23,8 +25,9 @@ def _sig(out, vectors: bool = True):
 
 def test_an_epilogue_is_stored_by_tma() -> None:
     ck = make_gemm(bf16, 8, 3).compile(*_sig(bf16), 128, 256, 64, arch="sm_90")
-    # the output's map: boxes of 128 rows x 64 columns (a 128-byte swizzled row)
-    assert OperandMap(2, "bf16", (128, 64), 128) in ck.operand_maps
+    # the output's map: boxes of 64 rows (one consumer warp group's band) x 64 columns
+    # (a 128-byte swizzled row)
+    assert OperandMap(2, "bf16", (64, 64), 128) in ck.operand_maps
     ptx = ck.ptx
     assert ptx.count(STORE) == 4 and "st.global" not in ptx  # four slabs of 64 columns
     assert ptx.count("cp.async.bulk.commit_group") == 1
@@ -56,23 +59,49 @@ def test_no_wgmma_waits_for_the_stores(stages: int) -> None:
     assert "C7514" not in report["notes"], report["log"]
 
 
-def test_a_tile_too_large_for_what_the_rings_leave_goes_through_a_slab_ring() -> None:
-    """Four stages of 128 x 256 x 64 rings leave 19 KB: the 64 KB bf16 tile goes out in
-    eight slabs of 32 columns (64-byte rows, that swizzle) through two 8 KB buffers, each
-    written again only after the copy before the last has read it."""
+@pytest.mark.parametrize("whole_block, width, swizzle", [(True, 64, 128), (False, 32, 64)])
+def test_a_tile_too_large_for_what_the_rings_leave_goes_through_a_slab_ring(
+        monkeypatch, whole_block: bool, width: int, swizzle: int) -> None:
+    """Four stages of 128 x 256 x 64 rings leave 35 KB of the block's 227: the 64 KB bf16
+    tile goes out in four slabs of 64 columns through two 16 KB buffers, each written
+    again only after the copy before the last has read it. Within the rings' own budget
+    (what a kernel with other shared arrays is lowered again with), 19 KB: eight slabs
+    of 32 columns (64-byte rows, that swizzle) through two 8 KB buffers."""
+    if not whole_block:  # (and not the disk cache's kernel of the whole block's plan)
+        monkeypatch.setenv("OXIDE_CACHE", "0")
+        monkeypatch.setattr(tma_stores, "BARRIER_BYTES",
+                            SM90A_STATIC_SHARED_BYTES - tma_stores.RING_BYTES)
     ck = make_gemm(bf16, 8, 4).compile(*_sig(bf16), 128, 256, 64, arch="sm_90")
-    assert OperandMap(2, "bf16", (128, 32), 64) in ck.operand_maps
+    assert OperandMap(2, "bf16", (64, width), swizzle) in ck.operand_maps
+    slabs = 256 // width
     ptx = ck.ptx
-    assert ptx.count(STORE) == 8 and "st.global" not in ptx
-    assert ptx.count("cp.async.bulk.commit_group") == 8
-    assert ptx.count("cp.async.bulk.wait_group.read \t1") == 6  # before slabs 2 to 7
+    assert ptx.count(STORE) == slabs and "st.global" not in ptx
+    assert ptx.count("cp.async.bulk.commit_group") == slabs
+    assert ptx.count("cp.async.bulk.wait_group.read \t1") == slabs - 2  # from slab 2 on
     stores = [i for i in range(len(ptx)) if ptx.startswith(STORE, i)]
     for n, at in enumerate(stores):
-        assert "[oxide_shared" in ptx[at:ptx.index("\n", at)]
         fence = ptx.rindex("fence.proxy.async", 0, at)
         assert n == 0 or fence > stores[n - 1]  # each slab fenced after the copy before
     buffers = {ptx[at:ptx.index("\n", at)].rsplit("[", 1)[1] for at in stores}
-    assert len(buffers) == 2, buffers
+    assert len(buffers) == 2, buffers  # (each a warp group's band of one of them)
+
+
+def test_each_consumer_warp_group_stores_its_own_rows() -> None:
+    """wgmma's accumulator of 8 warps: each consumer warp group holds 64 rows and stores
+    them alone, behind its own named barrier (4 or 5, of 128 threads), its first thread
+    issuing the copies; the consumers' barrier of 256 threads is not met in the epilogue.
+    A blocked layout, or one warp group, stores as one."""
+    from oxide.tile.layout import blocked, mma_accumulator
+    from oxide.tile.tma_stores import row_bands
+
+    assert row_bands(mma_accumulator((128, 256), 8, True)) == 2
+    assert row_bands(mma_accumulator((64, 256), 4, True)) == 1
+    assert row_bands(blocked((128, 256), 8, 4)) == 1
+    ptx = make_gemm(bf16, 8, 3).compile(*_sig(bf16), 128, 256, 64, arch="sm_90").ptx
+    named = [line.strip() for line in ptx.splitlines() if "barrier.sync" in line
+             and "bar.sync" not in line]  # (bar.sync 0: the block's, after the mbarrier init)
+    # the wait for the last copies, the shared tile written: two syncs of the group's own
+    assert len(named) == 2 and all(line.endswith(", 128;") for line in named), named
 
 
 def test_the_plan_of_a_store() -> None:
@@ -120,3 +149,15 @@ def test_what_keeps_each_threads_stores(monkeypatch) -> None:
     assert "bulk" not in gemm.compile(*_sig(bf16), 64, 64, 32, target="cpu").llvm_unoptimized
     monkeypatch.setenv("OXIDE_TILE_TMA", "0")
     assert not by_tma(gemm.compile(*_sig(bf16), 128, 256, 64, arch="sm_90"))
+
+
+def test_stores_past_the_block_lower_again_within_the_rings_budget(monkeypatch) -> None:
+    """Where the store's buffers, planned on the whole block, leave the kernel's other
+    shared arrays no room (here: told the block is 40 KB larger than it is, so the whole
+    64 KB tile is planned beside four stages of rings), the kernel is lowered again
+    with the rings' own budget (tile/pipeline.py `StoresRefused`): 32-column slabs."""
+    monkeypatch.setenv("OXIDE_CACHE", "0")
+    monkeypatch.setattr(tma_stores, "BARRIER_BYTES", -40 * 1024)
+    ck = make_gemm(bf16, 8, 4).compile(*_sig(bf16), 128, 256, 64, arch="sm_90")
+    assert OperandMap(2, "bf16", (64, 32), 64) in ck.operand_maps
+    assert ck.ptx.count(STORE) == 8

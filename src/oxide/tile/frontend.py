@@ -68,7 +68,7 @@ from oxide.tile.operators import TileOperatorsMixin, is_product
 from oxide.tile.persistent_schedule import PersistentScheduleMixin, persistable
 from oxide.tile.philox import TileRandomMixin
 from oxide.tile.pingpong import PingPongRefused
-from oxide.tile.pipeline import ProducerRefused, Target, run_passes
+from oxide.tile.pipeline import ProducerRefused, StoresRefused, Target, run_passes
 from oxide.tile.row_staging import StagingRefused
 from oxide.tile.shape_calls import TileShapesMixin
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
@@ -115,7 +115,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
               ) -> tuple[TileBuilder, TileLowering, KernelContext, list[str] | None]:
         # turns where a loop can take them (tile/pingpong.py), and rows staged in shared
         # memory (tile/row_staging.py): each dropped where it is refused
-        pingpong, staging = True, True
+        pingpong, staging, whole_block_stores = True, True, True
         while True:
             b, low, ctx = evaluate_body(kernel, sig, symbol, persistent)
             if persistent and low.stores.persistent:
@@ -126,7 +126,8 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
             try:
                 run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,
                                              kernel.tile_options.occupancy, rings, tma,
-                                             producer, pingpong, staging), verify, dump,
+                                             producer, pingpong, staging,
+                                             whole_block_stores), verify, dump,
                            need_producer=persistent)
             except PingPongRefused:
                 assert pingpong, "a lowering without turns refuses none"
@@ -137,6 +138,11 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
                 assert staging, "a lowering without staging refuses none"
                 tried.pop()
                 staging = False
+                continue
+            except StoresRefused:
+                assert whole_block_stores, "stores within the rings' budget refuse none"
+                tried.pop()
+                whole_block_stores = False
                 continue
             return b, low, ctx, dump
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from oxide.codegen.switches import row_staging_enabled
+from oxide.errors import UnsupportedFeatureError
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, STATIC_SHARED_BYTES
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import LayoutPass, check_layouts
@@ -74,6 +75,16 @@ class Target:
     # rows past the registers may wait in shared memory (tile/row_staging.py), where it is
     # enabled and the shared memory the target allows has room
     row_staging: bool = True
+    # a TMA store's shared buffers may take what the rings leave of the block's whole
+    # shared memory (tile/tma_stores.py `place_tma_stores`); where the kernel's other
+    # arrays then do not fit, `StoresRefused`
+    whole_block_stores: bool = True
+
+
+class StoresRefused(Exception):
+    """The TMA stores' buffers took shared memory past the rings' budget, and the
+    kernel's other arrays then did not fit: it is to be lowered again without
+    `Target.whole_block_stores`."""
 
 
 class ProducerRefused(Exception):
@@ -96,7 +107,7 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
         if not producer and (need_producer or needs_producer(b)):
             raise ProducerRefused
         if target.tma:
-            place_tma_stores(b)
+            em.stores_beyond = place_tma_stores(b, target.whole_block_stores)
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow
@@ -116,5 +127,10 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
         if stages.at:  # rows past the registers: shared memory, within the target's
             stager = Stager(em, stages, 32 * target.num_warps,
                             SM90A_STATIC_SHARED_BYTES if target.wgmma else STATIC_SHARED_BYTES)
-    ToSIMT(b, em, stager).run()
+    try:
+        ToSIMT(b, em, stager).run()
+    except UnsupportedFeatureError:
+        if em.stores_beyond:
+            raise StoresRefused from None
+        raise
     return producer

@@ -22,8 +22,18 @@ vectors) is:
   array's edge are not written (TMA clips them), as the masked stores did not write them;
 - before the kernel ends, thread 0 waits until its stores have read the shared tile.
 
+Where each consumer warp group of a producer kernel holds a band of the tile's rows
+(`row_bands`: wgmma's accumulator of 8 warps, 64 rows a group), each group does the
+above alone for its band: its own named barrier of 128 threads
+(`named_barriers.sync_group`), its first thread's waits and copies (boxes of the band's
+rows). A group that finishes its products first stores while the other's last products
+still run, instead of both idling the tensor cores behind one barrier.
+
+The store's buffers take what the rings leave of the block's whole shared memory less
+BARRIER_BYTES; where the kernel's other shared arrays then do not fit, it is lowered
+again with what the rings leave of RING_BYTES (tile/pipeline.py `StoresRefused`).
 Where the whole tile does not fit beside the rings (a 128 x 256 bf16 accumulator is 64 KB;
-four stages of 128 x 256 x 64 rings leave 19 KB), the tile goes out through a ring of two
+four stages of 128 x 256 x 64 rings leave 35 KB), the tile goes out through a ring of two
 slab buffers instead (`SlabPlan`, CUTLASS's epilogue does the same with its subtiles):
 slabs of 64, 32 or 16 columns, the widest whose two buffers fit, each written, fenced and
 copied in turn (one bulk group a slab); before a buffer is written again, every thread
@@ -46,8 +56,10 @@ from typing import Any
 from xdsl.ir import Operation, SSAValue
 
 from oxide import types as T
+from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
 from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, kind_of
+from oxide.tile import named_barriers
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, mma_accumulator
 from oxide.tile.layouts import layout_of
@@ -67,6 +79,9 @@ from oxide.tile.wgmma_lower import stage_swizzled
 _DTYPES = ("bf16", "f16", "f32")
 _ROLE = "tma_store"  # the shared tile's staging role (one per size, `TileEmitter.staging`)
 SLAB_BUFFERS = 2  # a slab ring's buffers: one written while the other's copy reads it
+# what `place_tma_stores` leaves of the block's shared memory for the kernel's mbarriers
+# (rings: 16 bytes a buffer) and the alignment of its arrays
+BARRIER_BYTES = 2048
 
 
 @dataclass(frozen=True)
@@ -115,18 +130,29 @@ def slab_of_slots(layout: Layout, width: int) -> list[int] | None:
     return slabs
 
 
-def place_tma_stores(b: TileBuilder) -> int:
+def place_tma_stores(b: TileBuilder, whole_block: bool) -> bool:
     """Mark the stores that go by TMA (`tma` param; see the module docstring), as many as
-    the shared memory the rings leave allows; how many."""
+    the shared memory the rings leave allows: of the block's whole shared memory less
+    BARRIER_BYTES (`whole_block`), else of RING_BYTES, which leaves 16 KB for the
+    kernel's other shared arrays (conversions, reductions). Whether a store took more
+    than RING_BYTES would have let it: where the kernel's other arrays then do not fit,
+    it is lowered again without `whole_block` (tile/frontend.py).
+
+    Why the whole block: four stages of 128 x 256 x 64 rings leave 35 KB, enough for two
+    64-column slabs of the 128 x 256 result (32 KB) where RING_BYTES gives 19 KB, two
+    32-column ones: half the slabs, half the barriers (measured 1% faster on an H100,
+    docs/performance.md)."""
     accesses: dict[SSAValue, int] = {}
     for op in b.tile_ops:
         if kind_of(op) in ("load", "store", "atomic"):
             accesses[op.operands[0]] = accesses.get(op.operands[0], 0) + 1
     rings = {r.ring: r for op in b.tile_ops if kind_of(op) == "load"
              for r in (ring_of(layout_of(op.results[0])),) if r is not None}
-    left = RING_BYTES - sum(ring_bytes(r) for r in rings.values())
+    rings_bytes = sum(ring_bytes(r) for r in rings.values())
+    left = (SM90A_STATIC_SHARED_BYTES - BARRIER_BYTES if whole_block else RING_BYTES) - rings_bytes
+    narrow = RING_BYTES - rings_bytes  # what RING_BYTES would have left
     staged: set[tuple[str, int]] = set()  # one shared tile per dtype and size
-    count = 0
+    beyond = False
     for op in b.tile_ops:
         if kind_of(op) != "store" or not _qualifies(b, op, accesses):
             continue
@@ -139,10 +165,11 @@ def place_tma_stores(b: TileBuilder) -> int:
         key = (t.dtype.name, plan.bytes(rows, t.dtype))
         if key not in staged:
             left -= key[1]
+            narrow -= key[1]
+            beyond = beyond or narrow < 0
             staged.add(key)
         op.set_param("tma", (plan.width, plan.buffers))  # type: ignore[attr-defined]
-        count += 1
-    return count
+    return beyond
 
 
 def _qualifies(b: TileBuilder, op: Operation, accesses: dict[SSAValue, int]) -> bool:
@@ -166,41 +193,65 @@ def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
               plan: tuple[int, int]) -> None:
     """A tile store by TMA (see the module docstring) in slabs of `plan` = (width,
     buffers). An index longer than 2 leads with a view's fixed dimensions (extent 1 in
-    the box)."""
+    the box). Where each consumer warp group holds a band of the tile's rows
+    (`row_bands`), each group stores its band alone: its own barriers, its first
+    thread's copies."""
     b = em.b
     rows, cols = t.shape
     width, buffers = plan
     slabs = cols // width
+    bands = row_bands(t.layout) if em.consumer_threads is not None else 1
+    band_rows = rows // bands
+
+    def sync() -> None:
+        if bands == 1:
+            em.barrier()
+        else:
+            named_barriers.sync_group(em)
+            em.barriers += 1
+
     # every thread waits for its stores (thread 0 has some): under a branch, the wait
     # makes ptxas run every wgmma of the kernel one at a time (its C7514 note)
     b.emit(ops.HopperOp("tma.wait_group", [], [], imm=(0,)))
-    em.barrier()  # the shared tile's last copy is complete
+    sync()  # the shared tile's last copy is complete
 
-    def box() -> tuple[list[SSAValue], SSAValue, SSAValue, SSAValue]:
+    def box() -> tuple[list[SSAValue], SSAValue, SSAValue, SSAValue, SSAValue]:
+        """The box's coordinates, its tensor map and where the band starts in a slab
+        (elements)."""
         fixed, row0, col0 = box_start(em, index, rows, cols)
-        tmap = em.operand_map(array, (1,) * len(fixed) + (rows, width),
+        start = em.const(0, T.i64)
+        if bands > 1:
+            group = named_barriers.warp_group(em)
+            row0 = b.value(ops.BinaryOp("add", row0, b.value(ops.BinaryOp(
+                "mul", group, em.const(band_rows, T.i32)))))
+            start = b.value(ops.BinaryOp("mul", b.cast(group, T.i64),
+                                         em.const(band_rows * width, T.i64)))
+        tmap = em.operand_map(array, (1,) * len(fixed) + (band_rows, width),
                               width * t.dtype.itemsize)
-        return fixed, row0, col0, tmap
+        return fixed, row0, col0, tmap, start
 
     def copy(slab_range: range, smem: SSAValue, at: Any) -> None:
-        """Thread 0 copies slabs `slab_range` out (one bulk group), from box `at`."""
-        fixed, row0, col0, tmap = at
+        """The first thread (of the block, or of each band's warp group) copies slabs
+        `slab_range` out (one bulk group), from box `at`."""
+        fixed, row0, col0, tmap, band_start = at
 
         def issue() -> None:
             for s in slab_range:
                 col = col0 if s == 0 else b.value(ops.BinaryOp("add", col0,
                                                                em.const(s * width, T.i32)))
-                start = em.const(s % buffers * rows * width, T.i64)
+                start = b.value(ops.BinaryOp("add", band_start,
+                                             em.const(s % buffers * rows * width, T.i64)))
                 b.emit(ops.HopperOp(f"tma.store.{len(index)}d", [tmap, *fixed, row0, col],
                                     [], smem, [start], imm=()))
             b.emit(ops.HopperOp("tma.commit_group", [], []))
 
-        only_if(em, first_thread(em), issue)
+        only_if(em, first_thread(em) if bands == 1 else named_barriers.group_leader(em),
+                issue)
 
     if buffers == slabs:  # the whole tile at once
         smem = stage_swizzled(em, t, width, _ROLE)
         b.emit(ops.HopperOp("fence.proxy_async", [], []))
-        em.barrier()
+        sync()
         copy(range(slabs), smem, box())
     else:
         smem = em.staging(t.dtype, buffers * rows * width, _ROLE)
@@ -210,13 +261,30 @@ def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
         for s in range(slabs):
             if s >= buffers:  # the buffer's last copy has read it
                 b.emit(ops.HopperOp("tma.wait_group_read", [], [], imm=(buffers - 1,)))
-                em.barrier()
+                sync()
             _stage_slab(em, t, width, smem, s % buffers * rows * width,
                         [k for k, slab in enumerate(of_slot) if slab == s])
             b.emit(ops.HopperOp("fence.proxy_async", [], []))
-            em.barrier()
+            sync()
             copy(range(s, s + 1), smem, at)
     em.tma_stores = True
+
+
+def row_bands(layout: Layout) -> int:
+    """How many warp groups hold the tile's rows in bands, each group's threads all of
+    their rows in its own band of rows / groups (wgmma's accumulator of 8 warps: 2, of
+    64 rows each), so that each group may store its band alone; 1 where they do not.
+
+    Why: behind one barrier of all the consumers, the tensor cores idle while both
+    groups stage their rows; a group that stores alone starts while the other's last
+    products still run, and goes on to its next tile (measured against the hand-written
+    kernel's per-group epilogue, docs/performance.md)."""
+    rows, cols = layout.dims
+    groups = layout.num_warps // 4
+    if (groups < 2 or layout.num_warps % 4 or rows.wpc != layout.num_warps
+            or rows.warp_shift != 0 or layout.reps(0) != 1 or cols.wpc != 1):
+        return 1
+    return groups
 
 
 def _stage_slab(em: Any, t: Slots, width: int, smem: SSAValue, start: int,
