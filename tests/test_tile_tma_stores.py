@@ -9,6 +9,7 @@ import pytest
 from test_gpu_tile_producer import make_gemm, make_persistent
 from test_tile_tma_rings import V
 
+import oxide as ox
 from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
 from oxide.codegen.abi import OperandMap
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
@@ -161,3 +162,30 @@ def test_stores_past_the_block_lower_again_within_the_rings_budget(monkeypatch) 
     ck = make_gemm(bf16, 8, 4).compile(*_sig(bf16), 128, 256, 64, arch="sm_90")
     assert OperandMap(2, "bf16", (64, 32), 64) in ck.operand_maps
     assert ck.ptx.count(STORE) == 8
+
+
+def test_where_the_tiles_crowd_the_registers_a_slab_ring_is_stored_together() -> None:
+    """A bias + GELU epilogue keeps about 384 registers of tiles live a thread: stored
+    by each warp group alone, its slab ring spilled (H100, 2026-12-05), so the groups
+    store it together (boxes of all 128 rows). The same GEMM without the epilogue's
+    temporaries stores each group's 64 rows alone."""
+    @tile.kernel(num_warps=8, num_stages=4)
+    def linear_gelu(x: Slice[bf16, 2], w: Slice[bf16, 2], bias: Slice[bf16],
+                    y: DisjointSlice[bf16, 2], BM: Const[int], BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(x, 1, BK)):
+            acc = tile.mma(tile.load(x, (i, k), (BM, BK)), tile.load(w, (k, j), (BK, BN)), acc)
+        z = acc + tile.load(bias, (j,), (BN,)).astype(f32)[None, :]
+        tile.store(y, (i, j), (0.5 * z * (1.0 + tile.tanh(0.8 * (z + 0.044715 * z * z * z))))
+                   .astype(bf16))
+
+    sig = (*_sig(bf16)[:2], V(Slice[bf16, 1], vectors=True), _sig(bf16)[2])
+    with pytest.warns(ox.PerformanceWarning):  # the register budget's warning, as well
+        ck = linear_gelu.compile(*sig, 128, 256, 64, arch="sm_90")
+    assert OperandMap(3, "bf16", (128, 64), 128) in ck.operand_maps
+    named = {line.strip() for line in ck.ptx.splitlines() if "barrier.sync" in line
+             and "bar.sync" not in line}
+    assert named == {"barrier.sync \t1, 256;"}, named
+    plain = make_gemm(bf16, 8, 4).compile(*_sig(bf16), 128, 256, 64, arch="sm_90")
+    assert OperandMap(2, "bf16", (64, 64), 128) in plain.operand_maps

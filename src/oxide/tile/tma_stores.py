@@ -27,7 +27,11 @@ Where each consumer warp group of a producer kernel holds a band of the tile's r
 above alone for its band: its own named barrier of 128 threads
 (`named_barriers.sync_group`), its first thread's waits and copies (boxes of the band's
 rows). A group that finishes its products first stores while the other's last products
-still run, instead of both idling the tensor cores behind one barrier.
+still run, instead of both idling the tensor cores behind one barrier. A slab ring
+stored so costs a few registers more, which spilled where the tiles already crowd the
+registers (a bias + GELU epilogue, 384 live registers a thread estimated: 828 bytes of
+spills and 14% slower at 4 stages, H100 2026-12-05): there (`live_registers` past
+LIVE_LIMIT) the groups store a slab ring together.
 
 The store's buffers take what the rings leave of the block's whole shared memory less
 BARRIER_BYTES; where the kernel's other shared arrays then do not fit, it is lowered
@@ -72,6 +76,7 @@ from oxide.tile.operand_rings import (
     row_elements,
     swizzled_index,
 )
+from oxide.tile.register_budget import LIVE_LIMIT, live_registers
 from oxide.tile.tma_rings import box_start, first_thread, only_if
 from oxide.tile.values import Slots
 from oxide.tile.wgmma_lower import stage_swizzled
@@ -153,6 +158,9 @@ def place_tma_stores(b: TileBuilder, whole_block: bool) -> bool:
     narrow = RING_BYTES - rings_bytes  # what RING_BYTES would have left
     staged: set[tuple[str, int]] = set()  # one shared tile per dtype and size
     beyond = False
+    # a slab ring stored by each warp group alone costs the threads a few registers
+    # more: where the tiles already crowd them, the groups store together
+    crowded = live_registers(b)[0] > LIVE_LIMIT
     for op in b.tile_ops:
         if kind_of(op) != "store" or not _qualifies(b, op, accesses):
             continue
@@ -168,7 +176,8 @@ def place_tma_stores(b: TileBuilder, whole_block: bool) -> bool:
             narrow -= key[1]
             beyond = beyond or narrow < 0
             staged.add(key)
-        op.set_param("tma", (plan.width, plan.buffers))  # type: ignore[attr-defined]
+        groups_alone = plan.buffers == cols // plan.width or not crowded
+        op.set_param("tma", (plan.width, plan.buffers, groups_alone))  # type: ignore[attr-defined]
     return beyond
 
 
@@ -190,17 +199,18 @@ def _qualifies(b: TileBuilder, op: Operation, accesses: dict[SSAValue, int]) -> 
 
 
 def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
-              plan: tuple[int, int]) -> None:
+              plan: tuple[int, int, bool]) -> None:
     """A tile store by TMA (see the module docstring) in slabs of `plan` = (width,
-    buffers). An index longer than 2 leads with a view's fixed dimensions (extent 1 in
-    the box). Where each consumer warp group holds a band of the tile's rows
-    (`row_bands`), each group stores its band alone: its own barriers, its first
-    thread's copies."""
+    buffers, whether the warp groups may store alone). An index longer than 2 leads with
+    a view's fixed dimensions (extent 1 in the box). Where each consumer warp group holds
+    a band of the tile's rows (`row_bands`) and may, each group stores its band alone:
+    its own barriers, its first thread's copies."""
     b = em.b
     rows, cols = t.shape
-    width, buffers = plan
+    width, buffers, groups_alone = plan
     slabs = cols // width
-    bands = row_bands(t.layout) if em.consumer_threads is not None else 1
+    bands = (row_bands(t.layout) if em.consumer_threads is not None and groups_alone
+             else 1)
     band_rows = rows // bands
 
     def sync() -> None:
