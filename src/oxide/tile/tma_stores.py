@@ -218,6 +218,8 @@ def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
             em.barrier()
         else:
             named_barriers.sync_group(em)
+            # counted as a barrier: a ping-pong turn around the store is refused
+            # (tile/to_simt.py), as it was with the consumers' barrier
             em.barriers += 1
 
     # every thread waits for its stores (thread 0 has some): under a branch, the wait
