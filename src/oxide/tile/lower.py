@@ -95,8 +95,6 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         self.overlap: Any = None  # rotated loops by number (tile/overlap.py)
         self.cpu_named_barriers: SSAValue | None = None  # tile/named_barriers.py
         self.cpu_group_barriers: SSAValue | None = None
-        # a TMA store's buffers took shared memory past the rings' budget (tile/pipeline.py)
-        self.stores_beyond = False
 
     def operand_map(self, array: SSAValue, box: tuple[int, ...], swizzle: int) -> SSAValue:
         """The kernel's hidden tensor-map parameter for TMA copies of `box` from array

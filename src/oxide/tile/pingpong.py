@@ -107,8 +107,7 @@ def _group(em: TileEmitter) -> SSAValue:
     """This consumer thread's warp group, 0 or 1 (the producer's threads are 2 up)."""
     turns: Turns = em.turns
     if turns.group is None:
-        _, warp = em._thread()
-        turns.group = em._entry(ops.BinaryOp("shr", warp, em.const(2, T.i32)))
+        turns.group = named_barriers.warp_group(em)
     return turns.group
 
 

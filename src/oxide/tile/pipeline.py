@@ -101,13 +101,14 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
     producer = False
+    stores_beyond = False  # a TMA store's buffers took more than the rings' budget
     if target.wgmma and target.rings:
         em.rings_placed = place_operand_rings(b, target.tma, target.producer_rings)
         producer = target.tma and plan_producer(b, target.num_warps, target.occupancy)
         if not producer and (need_producer or needs_producer(b)):
             raise ProducerRefused
         if target.tma:
-            em.stores_beyond = place_tma_stores(b, target.whole_block_stores)
+            stores_beyond = place_tma_stores(b, target.whole_block_stores)
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow
@@ -130,7 +131,7 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     try:
         ToSIMT(b, em, stager).run()
     except UnsupportedFeatureError:
-        if em.stores_beyond:
+        if stores_beyond:
             raise StoresRefused from None
         raise
     return producer

@@ -158,9 +158,7 @@ def place_tma_stores(b: TileBuilder, whole_block: bool) -> bool:
     narrow = RING_BYTES - rings_bytes  # what RING_BYTES would have left
     staged: set[tuple[str, int]] = set()  # one shared tile per dtype and size
     beyond = False
-    # a slab ring stored by each warp group alone costs the threads a few registers
-    # more: where the tiles already crowd them, the groups store together
-    crowded = live_registers(b)[0] > LIVE_LIMIT
+    crowded: bool | None = None  # whether the tiles crowd the registers (asked once)
     for op in b.tile_ops:
         if kind_of(op) != "store" or not _qualifies(b, op, accesses):
             continue
@@ -176,7 +174,13 @@ def place_tma_stores(b: TileBuilder, whole_block: bool) -> bool:
             narrow -= key[1]
             beyond = beyond or narrow < 0
             staged.add(key)
-        groups_alone = plan.buffers == cols // plan.width or not crowded
+        groups_alone = plan.buffers == cols // plan.width
+        if not groups_alone:
+            # a slab ring stored by each warp group alone costs the threads a few
+            # registers more: where the tiles already crowd them, the groups store together
+            if crowded is None:
+                crowded = live_registers(b)[0] > LIVE_LIMIT
+            groups_alone = not crowded
         op.set_param("tma", (plan.width, plan.buffers, groups_alone))  # type: ignore[attr-defined]
     return beyond
 
