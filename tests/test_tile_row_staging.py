@@ -5,6 +5,7 @@ CPU compiling as sm_90 does, OXIDE_TILE_CPU_HOPPER=1)."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 import warnings
@@ -75,10 +76,20 @@ def test_other_gpus_stage_within_48_kib() -> None:
     assert ".target sm_80" in ptx
 
 
+def _uncontracted(k: object) -> object:
+    """`k`'s body on 32 warps without FMA contraction: the bits then follow from the
+    operations alone (a contracting target fuses where the code's shape lets it,
+    docs/language.md), so two orders of the same operations must agree bit for bit."""
+    fixed = ox.tile.kernel(num_warps=32)(k.fn)  # type: ignore[attr-defined]
+    return fixed.with_options(dataclasses.replace(fixed.options, contract=False))
+
+
 @pytest.mark.parametrize("cols", [65536, 65531])
-def test_staged_rows_are_bit_identical(cols: int, monkeypatch) -> None:
+def test_staged_and_reordered_rows_are_bit_identical(cols: int, monkeypatch) -> None:
     """Softmax and layer norm of a 65536-column tile (full and ragged rows), compiled as
-    sm_90 does on the CPU: with staging and without, the same bits, and NumPy's values."""
+    sm_90 does on the CPU: with staging and without, in the lowering's order and in the
+    order that holds fewer values (tile/register_order.py), the same bits (without
+    contraction); and the shipped, contracting kernels agree with NumPy."""
     monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
     plans: list[row_staging.StagingPlan] = []
 
@@ -90,28 +101,37 @@ def test_staged_rows_are_bit_identical(cols: int, monkeypatch) -> None:
     rng = np.random.default_rng(cols)
     x = rng.standard_normal((2, cols), dtype=np.float32) * 3
     w, b = (rng.standard_normal(cols, dtype=np.float32) for _ in range(2))
+    softmax, layernorm = _uncontracted(tile_softmax), _uncontracted(tile_layernorm)
 
-    def run() -> tuple[np.ndarray, np.ndarray]:
+    def run(soft_k: object = softmax, norm_k: object = layernorm
+            ) -> tuple[np.ndarray, np.ndarray]:
         soft, norm = np.zeros_like(x), np.zeros_like(x)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ox.PerformanceWarning)
-            ox.launch(tile_softmax, 2, x, soft, 65536, device="cpu")
-            ox.launch(tile_layernorm, 2, x, w, b, norm, np.float32(1e-5), 65536, device="cpu")
+            ox.launch(soft_k, 2, x, soft, 65536, device="cpu")
+            ox.launch(norm_k, 2, x, w, b, norm, np.float32(1e-5), 65536, device="cpu")
         return soft, norm
 
     staged = run()
     assert [sum(len(s.slots) for st in p.at.values() for s in st) for p in plans] == [48, 48]
-    monkeypatch.setenv("OXIDE_TILE_ROW_STAGING", "0")
-    spilled = run()
-    for a, c in zip(staged, spilled, strict=True):
-        assert a.tobytes() == c.tobytes()
+    assert all(p.over_budget for p in plans)
+    for staging, order in (("0", "1"), ("1", "0"), ("0", "0")):
+        monkeypatch.setenv("OXIDE_TILE_ROW_STAGING", staging)
+        monkeypatch.setenv("OXIDE_TILE_REGISTER_ORDER", order)
+        for a, c in zip(staged, run(), strict=True):
+            assert a.tobytes() == c.tobytes(), (staging, order)
+    monkeypatch.delenv("OXIDE_TILE_ROW_STAGING")
+    monkeypatch.delenv("OXIDE_TILE_REGISTER_ORDER")
+    shipped = run(tile_softmax, tile_layernorm)
     x64 = x.astype(np.float64)
     e = np.exp(x64 - x64.max(axis=1, keepdims=True))
-    np.testing.assert_allclose(staged[0], e / e.sum(axis=1, keepdims=True), rtol=1e-4,
-                               atol=1e-9)
+    for soft in (staged[0], shipped[0]):
+        np.testing.assert_allclose(soft, e / e.sum(axis=1, keepdims=True), rtol=1e-4,
+                                   atol=1e-9)
     mean = x64.mean(axis=1, keepdims=True)
     want = (x64 - mean) / np.sqrt(((x64 - mean) ** 2).mean(axis=1, keepdims=True) + 1e-5)
-    np.testing.assert_allclose(staged[1], want * w + b, rtol=1e-4, atol=1e-4)
+    for norm in (staged[1], shipped[1]):
+        np.testing.assert_allclose(norm, want * w + b, rtol=1e-4, atol=1e-4)
 
 
 @ox.tile.kernel(num_warps=32)

@@ -65,8 +65,15 @@ def row_staging_enabled() -> bool:
     return os.environ.get("OXIDE_TILE_ROW_STAGING", "1") != "0"
 
 
+def register_order_enabled() -> bool:
+    """Whether a block holding more values than a thread's registers is put in an order
+    that holds fewer (tile/register_order.py; OXIDE_TILE_REGISTER_ORDER=0 keeps the
+    order of the lowering, to compare the two)."""
+    return os.environ.get("OXIDE_TILE_REGISTER_ORDER", "1") != "0"
+
+
 def codegen_switches() -> tuple[bool, ...]:
     """All of them, with the persistent schedule's (codegen/persistent_grid.py)."""
     return (wgmma_enabled(), tma_enabled(), producer_enabled(), hopper_on_cpu(),
             persistent_grid.enabled(), pingpong_enabled(), overlap_enabled(),
-            uniform_role_enabled(), row_staging_enabled())
+            uniform_role_enabled(), row_staging_enabled(), register_order_enabled())

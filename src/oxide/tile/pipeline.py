@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oxide.codegen.switches import row_staging_enabled
+from oxide.codegen.switches import register_order_enabled, row_staging_enabled
 from oxide.errors import UnsupportedFeatureError
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, STATIC_SHARED_BYTES
 from oxide.tile.builder import TileBuilder
@@ -51,7 +51,8 @@ from oxide.tile.ordering import place_barriers
 from oxide.tile.overlap import plan_overlap
 from oxide.tile.pingpong import plan_pingpong
 from oxide.tile.producer import plan_producer, split_roles
-from oxide.tile.register_budget import check_register_budget
+from oxide.tile.register_budget import check_register_budget, register_cap
+from oxide.tile.register_order import reorder_for_registers
 from oxide.tile.row_staging import STAGE_BYTES, STAGE_BYTES_SM90, Stager, plan_staging
 from oxide.tile.tma_stores import place_tma_stores
 from oxide.tile.to_simt import ToSIMT
@@ -122,10 +123,13 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     if dump is not None:
         dump.append(str(b.func))
     stager = None
-    if target.tensor_cores and target.row_staging and row_staging_enabled():
+    over_budget = False  # tiles live across a reduction take more than the registers
+    if target.tensor_cores:  # the GPU, and the CPU compiling as sm_90 does
         stages = plan_staging(b, target.num_warps, target.occupancy,
                               STAGE_BYTES_SM90 if target.wgmma else STAGE_BYTES)
-        if stages.at:  # rows past the registers: shared memory, within the target's
+        over_budget = stages.over_budget and register_order_enabled()
+        if stages.at and target.row_staging and row_staging_enabled():
+            # rows past the registers: shared memory, within the target's
             stager = Stager(em, stages, 32 * target.num_warps,
                             SM90A_STATIC_SHARED_BYTES if target.wgmma else STATIC_SHARED_BYTES)
     try:
@@ -134,4 +138,8 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
         if stores_beyond:
             raise StoresRefused from None
         raise
+    if over_budget:  # so the lowered code is put in an order that holds fewer values
+        reorder_for_registers(b.func.body.blocks,
+                              register_cap(target.num_warps, target.occupancy or 1),
+                              stager.cells if stager is not None else {})
     return producer

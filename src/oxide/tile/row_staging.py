@@ -61,6 +61,9 @@ class StagingPlan:
 
     at: dict[Operation, list[Stage]]
     cells: dict[T.DType, int]
+    # whether the tiles live across some reduction take more than the budget, staged or
+    # not (tile/register_order.py then orders the lowered code)
+    over_budget: bool = False
 
 
 def live_budget(num_warps: int, occupancy: int | None) -> int:
@@ -85,6 +88,7 @@ def plan_staging(b: TileBuilder, num_warps: int, occupancy: int | None,
             continue
         across = _live_across(b, order, free, i, op)
         excess = sum(regs for regs, _ in across) - budget
+        plan.over_budget |= excess > 0
         stages: list[Stage] = []
         room = limit
         for regs, r in sorted(across, key=lambda x: -x[0]):
@@ -140,6 +144,9 @@ class Stager:
         self.arrays: dict[T.DType, SSAValue] = {}
         self.bytes = 0
         self._tid: SSAValue | None = None
+        # each access of a cell: its array and the cell's place among a thread's cells
+        # (tile/register_order.py keeps them in order cell by cell)
+        self.cells: dict[Operation, tuple[SSAValue, int]] = {}
 
     def finish(self) -> None:
         """Count the staging arrays, after every other array of the kernel; raises
@@ -173,8 +180,11 @@ class Stager:
         for stage in self.plan.at.get(op, ()):
             held = slots[stage.value]
             array = self._array(held.dtype)
-            for cell, k in zip(self._cells(len(stage.slots)), stage.slots, strict=True):
-                self.em.b.emit(ops.StoreOp(array, [cell], held.values[k], 0, False, True))
+            for place, (cell, k) in enumerate(zip(self._cells(len(stage.slots)), stage.slots,
+                                                  strict=True)):
+                store = self.em.b.emit(ops.StoreOp(array, [cell], held.values[k], 0, False,
+                                                   True))
+                self.cells[store] = (array, place)
 
     def reload(self, op: Operation, slots: dict[SSAValue, Slots]) -> None:
         for stage in self.plan.at.get(op, ()):
@@ -182,6 +192,8 @@ class Stager:
             array = self._array(held.dtype)
             values = list(held.values)
             ty = values[0].type
-            for cell, k in zip(self._cells(len(stage.slots)), stage.slots, strict=True):
+            for place, (cell, k) in enumerate(zip(self._cells(len(stage.slots)), stage.slots,
+                                                  strict=True)):
                 values[k] = self.em.b.value(ops.LoadOp(array, [cell], ty, 0, False, True))
+                self.cells[values[k].owner] = (array, place)
             slots[stage.value] = Slots(held.dtype, held.layout, tuple(values))
