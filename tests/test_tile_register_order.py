@@ -39,14 +39,14 @@ def _recorded(monkeypatch) -> list[dict[str, Any]]:
 
     def record(blocks: Any, cap: int, cells: Any) -> int:
         blocks = list(blocks)
-        before = [(list(b.ops), register_order.peak_values(b.ops, b)) for b in blocks]
+        before = [(list(b.ops), register_order.peak_values(b, cells)) for b in blocks]
         changed = real(blocks, cap, cells)
         for b, (ops, peak) in zip(blocks, before, strict=True):
             if peak > cap:
                 def effects(order: list[Any]) -> list[Any]:
                     return [op for op in order if not register_order._floats(op, cells)]
                 seen.append({"cap": cap, "before": peak,
-                             "after": register_order.peak_values(b.ops, b),
+                             "after": register_order.peak_values(b, cells),
                              "effects": (effects(ops), effects(list(b.ops))),
                              "same_ops": set(ops) == set(b.ops)})
         return changed

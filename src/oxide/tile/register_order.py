@@ -37,7 +37,8 @@ uncontracted kernels.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from xdsl.dialects.builtin import Float64Type, IntegerType
 from xdsl.ir import Block, Operation, SSAValue
@@ -47,27 +48,52 @@ from oxide.ir import ops
 from oxide.ir.types import ArrayType
 
 Cell = tuple[SSAValue, int]  # a staging array and a cell's position in each thread's cells
+OUTSIDE = -1  # a use of a value in another block
 
 
-def register_costs(order: Iterable[Operation]) -> dict[SSAValue, int]:
-    """The 32-bit registers each result of `order`'s ops (one block's) takes: none for a
-    predicate, a constant (an immediate where it is used) or an integer computed from
-    constants and values from outside the block alone (a staging cell's index, a column's
-    offset: ptxas folds them into the addresses), two for a 64-bit float, one otherwise."""
-    costs: dict[SSAValue, int] = {}
-    index: set[SSAValue] = set()  # the integers made of constants and outside values
-    for op in order:
+@dataclass
+class _Facts:
+    """One block's ops as numbers (xDSL hashes an op in Python: the pass keys on ints).
+    Values are the block's results, numbered; an op's `operands` are the values of this
+    block it reads (each once), `results` the values it makes."""
+
+    ops: list[Operation]
+    floating: list[bool]
+    operands: list[list[int]]
+    results: list[list[int]]
+    cost: list[int]  # a value's registers
+    made_by: list[int]  # a value's op
+    users: list[list[int]]  # a value's ops (OUTSIDE for another block's), each once
+
+
+def _facts(block: Block, cells: Mapping[Operation, Cell]) -> _Facts:
+    block_ops = list(block.ops)
+    at = {id(op): i for i, op in enumerate(block_ops)}
+    number: dict[int, int] = {}  # id(value) -> its number
+    facts = _Facts(block_ops, [], [], [], [], [], [])
+    index: set[int] = set()  # the integers made of constants and values from outside
+    for i, op in enumerate(block_ops):
+        facts.floating.append(_floats(op, cells))
+        mine = list(dict.fromkeys(number[id(v)] for v in op.operands if id(v) in number))
+        facts.operands.append(mine)
         constant = isinstance(op, ops.ConstantOp)
-        index_math = constant or (op.has_trait(Pure) and all(
-            v in index or v not in costs for v in op.operands))
+        index_math = constant or (op.has_trait(Pure) and all(n in index for n in mine))
+        made = []
         for r in op.results:
-            if constant or (isinstance(r.type, IntegerType) and index_math):
-                index.add(r)
-            if r in index or (isinstance(r.type, IntegerType) and r.type.width.data == 1):
-                costs[r] = 0
+            n = number[id(r)] = len(facts.cost)
+            made.append(n)
+            facts.made_by.append(i)
+            integer = isinstance(r.type, IntegerType)
+            if constant or (integer and index_math):
+                index.add(n)
+            if n in index or (integer and r.type.width.data == 1):
+                facts.cost.append(0)
             else:
-                costs[r] = 2 if isinstance(r.type, Float64Type) else 1
-    return costs
+                facts.cost.append(2 if isinstance(r.type, Float64Type) else 1)
+            facts.users.append(list(dict.fromkeys(at.get(id(u.operation), OUTSIDE)
+                                                  for u in r.uses)))
+        facts.results.append(made)
+    return facts
 
 
 def _floats(op: Operation, cells: Mapping[Operation, Cell]) -> bool:
@@ -84,179 +110,159 @@ def _floats(op: Operation, cells: Mapping[Operation, Cell]) -> bool:
     return op.has_trait(Pure) and not op.regions
 
 
-def peak_values(order: Iterable[Operation], block: Block) -> int:
-    """The most register-valued results of `block`'s ops alive at once with its ops in
-    `order`: a value from its op to its last use in the block, or to the block's end
-    where another block uses it."""
-    order = list(order)
-    at = {op: i for i, op in enumerate(order)}
-    costs = register_costs(block.ops)
+def _peak(facts: _Facts, order: Sequence[int]) -> int:
+    """The most registers the block's values take at once with its ops in `order`: a
+    value from its op to its last use in the block, or to the block's end where another
+    block uses it (a constant, a predicate, index arithmetic: none, `_facts`)."""
     end = len(order)
+    pos = [0] * end
+    for p, i in enumerate(order):
+        pos[i] = p
     change = [0] * (end + 1)
-    for i, op in enumerate(order):
-        for r in op.results:
-            cost = costs[r]
-            if not cost:
-                continue
-            last = i
-            for use in r.uses:
-                j = at.get(use.operation)
-                last = end if j is None else max(last, j)
-            change[i] += cost
+    for n, cost in enumerate(facts.cost):
+        if cost:
+            last = max((end if u == OUTSIDE else pos[u] for u in facts.users[n]),
+                       default=pos[facts.made_by[n]])
+            change[pos[facts.made_by[n]]] += cost
             change[last] -= cost
     peak = live = 0
-    for i in range(end):
-        live += change[i]
+    for p in range(end):
+        live += change[p]
         peak = max(peak, live)
     return peak
 
 
-def reorder_block(block: Block, cells: Mapping[Operation, Cell]) -> list[Operation]:
-    """`block`'s ops in the order described in the module docstring (the block is not
-    changed)."""
-    original = list(block.ops)
-    index = {op: i for i, op in enumerate(original)}
-    terminator = original[-1] if original and original[-1].has_trait(IsTerminator) else None
-    body = original[:-1] if terminator is not None else original
-    floating = {op for op in body if _floats(op, cells)}
-    costs = register_costs(original)
+def peak_values(block: Block, cells: Mapping[Operation, Cell] | None = None) -> int:
+    """The most registers `block`'s values take at once in its present order."""
+    facts = _facts(block, cells or {})
+    return _peak(facts, range(len(facts.ops)))
+
+
+def _order(facts: _Facts, cells: Mapping[Operation, Cell]) -> list[int]:
+    """The block's ops, by number, in the order the module docstring describes."""
+    count = len(facts.ops)
+    last_op = facts.ops[-1] if count else None
+    body = count - 1 if last_op is not None and last_op.has_trait(IsTerminator) else count
+    floating = facts.floating
     # an op's operands' ops first, the one with the longest chain of floating ops behind
     # it first, then the ops it must follow otherwise
-    height: dict[Operation, int] = {}
-    operands: dict[Operation, list[Operation]] = {}
-    for op in body:
-        made_by = {v.owner for v in op.operands if v.owner in index}
-        height[op] = 1 + max((height[d] for d in made_by if d in floating), default=0)
-        operands[op] = sorted(made_by, key=lambda d: (-height[d], index[d]))
-    after: dict[Operation, list[Operation]] = {op: [] for op in body}
-    previous: Operation | None = None
-    anchors = []
-    for op in body:  # the ops with effects, in their order; staging cells around them
-        if op in floating:
-            continue
-        if previous is not None:
-            after[op].append(previous)
-        anchors.append(op)
-        previous = op
-    _order_cells(body, floating, cells, after)
-    deps = {op: operands[op] + sorted(set(after[op]) - set(operands[op]),
-                                      key=index.__getitem__) for op in body}
-    users: dict[Operation, list[Operation]] = {op: [] for op in body}
-    for op, before in deps.items():
-        for d in before:
-            users[d].append(op)
-    placed: set[Operation] = set()
-    order: list[Operation] = []
+    height = [0] * count
+    deps: list[list[int]] = []
+    for i in range(body):
+        made_by = list(dict.fromkeys(facts.made_by[n] for n in facts.operands[i]))
+        height[i] = 1 + max((height[d] for d in made_by if floating[d]), default=0)
+        deps.append(sorted(made_by, key=lambda d: (-height[d], d)))
+    after: list[list[int]] = [[] for _ in range(body)]
+    anchors = [i for i in range(body) if not floating[i]]
+    for previous, i in zip(anchors, anchors[1:], strict=False):
+        after[i].append(previous)
+    _order_cells(facts, body, cells, after)
+    for i in range(body):
+        deps[i] += sorted(set(after[i]) - set(deps[i]))
+    users: list[list[int]] = [[] for _ in range(body)]
+    for i in range(body):
+        for d in deps[i]:
+            users[d].append(i)
+    free = [not any(facts.cost[n] for n in facts.results[i]) for i in range(body)]
+    placed = [False] * count
+    order: list[int] = []
 
-    def place(op: Operation) -> None:
-        order.append(op)
-        placed.add(op)
+    def ready(i: int) -> bool:
+        """Whether op `i`'s inputs are placed, or free to place now: floating ops whose
+        results take no register (a staging cell's index, say), their inputs so too."""
+        return all(placed[d] or (floating[d] and free[d] and ready(d)) for d in deps[i])
 
-    def ready(op: Operation) -> bool:
-        """Whether `op`'s inputs are placed, or are free to place now: floating ops
-        whose results take no register (a staging cell's index, say) and whose own
-        inputs are so."""
-        return all(d in placed or (d in floating and not any(costs[r] for r in d.results)
-                                   and ready(d)) for d in deps[op])
+    def frees_as_many(i: int) -> bool:
+        """Whether op `i` ends the life of values taking as many registers as it makes."""
+        freed = sum(facts.cost[n] for n in facts.operands[i]
+                    if all(u == i or (u != OUTSIDE and placed[u]) for u in facts.users[n]))
+        return freed >= sum(facts.cost[n] for n in facts.results[i])
 
-    def frees_as_many(op: Operation) -> bool:
-        made = sum(costs[r] for r in op.results)
-        freed = sum(costs[v] for v in set(op.operands)
-                    if v.owner in deps and _last_use(v, op, placed))
-        return freed >= made
-
-    def place_with_inputs(root: Operation, settling: bool) -> list[Operation]:
-        """Place `root` after the inputs it still lacks (depth first), each op followed
+    def place_with_inputs(root: int, settling: bool) -> list[int]:
+        """Place op `root` after the inputs it still lacks (depth first), each op followed
         by what it lets `settle` place where `settling`; the ops placed for `root`."""
-        newly: list[Operation] = []
-        stack: list[tuple[Operation, int]] = [(root, 0)]
+        newly: list[int] = []
+        stack = [(root, 0)]
         while stack:
-            op, k = stack.pop()
-            if op in placed:
+            i, k = stack.pop()
+            if placed[i]:
                 continue
-            before = deps[op]
-            while k < len(before) and before[k] in placed:
+            before = deps[i]
+            while k < len(before) and placed[before[k]]:
                 k += 1
             if k < len(before):
-                stack.append((op, k + 1))
+                stack.append((i, k + 1))
                 stack.append((before[k], 0))
                 continue
-            place(op)
-            newly.append(op)
+            placed[i] = True
+            order.append(i)
+            newly.append(i)
             if settling:
-                settle([op])
+                settle([i])
         return newly
 
-    def settle(work: list[Operation]) -> None:
+    def settle(work: list[int]) -> None:
         """After `work` was placed: place the floating ops near it that are ready and
         free as many values as they make, and the ones those enable in turn."""
         while work:
-            op = work.pop()
-            near = set(users[op])
-            for d in deps[op]:
+            i = work.pop()
+            near = set(users[i])
+            for d in deps[i]:
                 near.update(users[d])
-            for c in sorted(near, key=index.__getitem__):
-                if c not in placed and c in floating and ready(c) and frees_as_many(c):
+            for c in sorted(near):
+                if not placed[c] and floating[c] and ready(c) and frees_as_many(c):
                     work.extend(place_with_inputs(c, settling=False))
 
     for anchor in anchors:
         place_with_inputs(anchor, settling=True)
-    for op in body:  # what no op with effects needs: results other blocks use
-        place_with_inputs(op, settling=True)
-    if terminator is not None:
-        order.append(terminator)
+    for i in range(body):  # what no op with effects needs: results other blocks use
+        place_with_inputs(i, settling=True)
+    order.extend(range(body, count))  # the terminator
     return order
 
 
-def _last_use(v: SSAValue, op: Operation, placed: set[Operation]) -> bool:
-    """Whether `op` is the last use of `v` left to place (a use in another block is
-    never placed here: the value outlives the block)."""
-    return all(use.operation is op or use.operation in placed for use in v.uses)
-
-
-def _order_cells(body: list[Operation], floating: set[Operation],
-                 cells: Mapping[Operation, Cell], deps: dict[Operation, list[Operation]]
-                 ) -> None:
+def _order_cells(facts: _Facts, body: int, cells: Mapping[Operation, Cell],
+                 after: list[list[int]]) -> None:
     """Row staging's accesses: in their order cell by cell; a store before the op with
     effects after it, a read after the one before it (the reduction between them)."""
-    last: dict[Cell, Operation] = {}
-    before: Operation | None = None
-    waiting: list[Operation] = []  # stores since the last op with effects
-    for op in body:
-        if op not in floating:
-            for store in waiting:
-                deps[op].append(store)
+    last: dict[tuple[int, int], int] = {}
+    before: int | None = None
+    waiting: list[int] = []  # stores since the last op with effects
+    for i in range(body):
+        if not facts.floating[i]:
+            after[i] += waiting
             waiting = []
-            before = op
+            before = i
             continue
-        cell = cells.get(op)
+        cell = cells.get(facts.ops[i])
         if cell is None:
             continue
-        if cell in last:
-            deps[op].append(last[cell])
-        last[cell] = op
-        if isinstance(op, ops.StoreOp):
-            waiting.append(op)
+        key = (id(cell[0]), cell[1])
+        if key in last:
+            after[i].append(last[key])
+        last[key] = i
+        if isinstance(facts.ops[i], ops.StoreOp):
+            waiting.append(i)
         elif before is not None:
-            deps[op].append(before)
+            after[i].append(before)
 
 
 def reorder_for_registers(blocks: Iterable[Block], cap: int,
                           cells: Mapping[Operation, Cell]) -> int:
-    """Reorder each of `blocks` whose ops hold more than `cap` values at once where that
-    lowers the count (see the module docstring); the number of blocks reordered."""
+    """Reorder each of `blocks` whose values take more than `cap` registers at once,
+    where that lowers the count (see the module docstring); the blocks reordered."""
     changed = 0
     for block in blocks:
-        ops_now = list(block.ops)
-        before = peak_values(ops_now, block)
+        facts = _facts(block, cells)
+        before = _peak(facts, range(len(facts.ops)))
         if before <= cap:
             continue
-        order = reorder_block(block, cells)
-        if peak_values(order, block) >= before:
+        order = _order(facts, cells)
+        if _peak(facts, order) >= before:
             continue
-        for op in ops_now:
+        for op in facts.ops:
             op.detach()
-        for op in order:
-            block.add_op(op)
+        for i in order:
+            block.add_op(facts.ops[i])
         changed += 1
     return changed
