@@ -167,6 +167,31 @@ def test_seeded_cpu_run_agrees_with_the_model() -> None:
     _check(summary.failures, summary.line())
 
 
+def test_every_block_reordered_agrees_with_the_model(monkeypatch) -> None:
+    """OXIDE_TILE_REGISTER_ORDER=always sends every block of every kernel without
+    products through tile/register_order.py, on the CPU compiling as sm_90 does: the
+    programs still agree with the model (its programs leave FMA contraction nothing to
+    choose), and the pass did move their ops."""
+    from oxide.tile import pipeline
+
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    monkeypatch.setenv("OXIDE_TILE_REGISTER_ORDER", "always")
+    moved = []
+    real = pipeline.reorder_for_registers
+
+    def counted(blocks, cap, cells, always=False):  # type: ignore[no-untyped-def]
+        blocks = list(blocks)
+        before = [list(b.ops) for b in blocks]
+        changed = real(blocks, cap, cells, always)
+        moved.extend(list(b.ops) != ops for b, ops in zip(blocks, before, strict=True))
+        return changed
+
+    monkeypatch.setattr(pipeline, "reorder_for_registers", counted)
+    summary = fuzz(SEED + 70, range(40), "cpu")  # in this process: the count sees it
+    assert summary.programs == 40 and sum(moved) >= 20
+    _check(summary.failures, summary.line())
+
+
 @pytest.mark.gpu
 def test_seeded_gpu_run_agrees_with_the_model() -> None:
     summary = fuzz(SEED, range(60), "gpu")

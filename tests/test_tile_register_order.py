@@ -37,10 +37,10 @@ def _recorded(monkeypatch) -> list[dict[str, Any]]:
     seen: list[dict[str, Any]] = []
     real = register_order.reorder_for_registers
 
-    def record(blocks: Any, cap: int, cells: Any) -> int:
+    def record(blocks: Any, cap: int, cells: Any, always: bool = False) -> int:
         blocks = list(blocks)
         before = [(list(b.ops), register_order.peak_values(b, cells)) for b in blocks]
-        changed = real(blocks, cap, cells)
+        changed = real(blocks, cap, cells, always)
         for b, (ops, peak) in zip(blocks, before, strict=True):
             if peak > cap:
                 def effects(order: list[Any]) -> list[Any]:

@@ -72,8 +72,16 @@ def register_order_enabled() -> bool:
     return os.environ.get("OXIDE_TILE_REGISTER_ORDER", "1") != "0"
 
 
+def register_order_everywhere() -> bool:
+    """OXIDE_TILE_REGISTER_ORDER=always: every block of every tile kernel without products
+    is reordered, whatever it holds: the fuzzer's way to put the pass under every kind of
+    program (tests/test_tile_fuzz.py)."""
+    return os.environ.get("OXIDE_TILE_REGISTER_ORDER", "1") == "always"
+
+
 def codegen_switches() -> tuple[bool, ...]:
     """All of them, with the persistent schedule's (codegen/persistent_grid.py)."""
     return (wgmma_enabled(), tma_enabled(), producer_enabled(), hopper_on_cpu(),
             persistent_grid.enabled(), pingpong_enabled(), overlap_enabled(),
-            uniform_role_enabled(), row_staging_enabled(), register_order_enabled())
+            uniform_role_enabled(), row_staging_enabled(), register_order_enabled(),
+            register_order_everywhere())

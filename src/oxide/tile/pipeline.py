@@ -39,7 +39,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from oxide.codegen.switches import register_order_enabled, row_staging_enabled
+from oxide.codegen.switches import (
+    register_order_enabled,
+    register_order_everywhere,
+    row_staging_enabled,
+)
 from oxide.errors import UnsupportedFeatureError
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, STATIC_SHARED_BYTES
 from oxide.tile.builder import TileBuilder
@@ -124,10 +128,12 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
         dump.append(str(b.func))
     stager = None
     over_budget = False  # tiles live across a reduction take more than the registers
+    everywhere = False
     if target.tensor_cores:  # the GPU, and the CPU compiling as sm_90 does
         stages = plan_staging(b, target.num_warps, target.occupancy,
                               STAGE_BYTES_SM90 if target.wgmma else STAGE_BYTES)
         over_budget = stages.over_budget and register_order_enabled()
+        everywhere = register_order_everywhere() and not stages.has_products
         if stages.at and target.row_staging and row_staging_enabled():
             # rows past the registers: shared memory, within the target's
             stager = Stager(em, stages, 32 * target.num_warps,
@@ -138,8 +144,8 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
         if stores_beyond:
             raise StoresRefused from None
         raise
-    if over_budget:  # so the lowered code is put in an order that holds fewer values
+    if over_budget or everywhere:  # the lowered code in an order that holds fewer values
         reorder_for_registers(b.func.body.blocks,
                               register_cap(target.num_warps, target.occupancy or 1),
-                              stager.cells if stager is not None else {})
+                              stager.cells if stager is not None else {}, everywhere)
     return producer

@@ -248,17 +248,19 @@ def _order_cells(facts: _Facts, body: int, cells: Mapping[Operation, Cell],
 
 
 def reorder_for_registers(blocks: Iterable[Block], cap: int,
-                          cells: Mapping[Operation, Cell]) -> int:
+                          cells: Mapping[Operation, Cell], always: bool = False) -> int:
     """Reorder each of `blocks` whose values take more than `cap` registers at once,
-    where that lowers the count (see the module docstring); the blocks reordered."""
+    where that lowers the count (see the module docstring), or every block where
+    `always` (to test the pass on any program); the blocks reordered."""
     changed = 0
     for block in blocks:
         facts = _facts(block, cells)
-        before = _peak(facts, range(len(facts.ops)))
-        if before <= cap:
-            continue
+        if not always:
+            before = _peak(facts, range(len(facts.ops)))
+            if before <= cap:
+                continue
         order = _order(facts, cells)
-        if _peak(facts, order) >= before:
+        if not always and _peak(facts, order) >= before:
             continue
         for op in facts.ops:
             op.detach()

@@ -64,6 +64,7 @@ class StagingPlan:
     # whether the tiles live across some reduction take more than the budget, staged or
     # not (tile/register_order.py then orders the lowered code)
     over_budget: bool = False
+    has_products: bool = False  # a `tile.mma`: nothing staged, nothing reordered
 
 
 def live_budget(num_warps: int, occupancy: int | None) -> int:
@@ -78,6 +79,7 @@ def plan_staging(b: TileBuilder, num_warps: int, occupancy: int | None,
     shared memory; none in a kernel with a product."""
     plan = StagingPlan({}, {})
     if any(kind_of(op) == "mma" for op in b.tile_ops):
+        plan.has_products = True
         return plan
     budget = live_budget(num_warps, occupancy)
     limit = stage_bytes // (32 * num_warps)  # bytes a thread may stage
