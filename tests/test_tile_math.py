@@ -293,3 +293,20 @@ def test_math_misuse_is_a_diagnostic(kernel, types, message) -> None:
         kernel.compile(*types, arch="cpu")
     assert message in str(info.value)
     assert info.value.span is not None and info.value.hint
+
+
+@tile.kernel
+def _exp2_rows(x: Slice[f32], o: DisjointSlice[f32], B: Const[int]):
+    i = tile.bid(0)
+    tile.store(o, (i,), tile.exp2(tile.load(x, (i,), (B,))))
+
+
+def test_exp2_is_the_non_flushing_instruction_unless_measured(monkeypatch) -> None:
+    """`tile.exp2` in f32 is `ex2.approx.f32` on the GPU (a subnormal 2^x is kept, as
+    docs/language.md says); OXIDE_TILE_EXP2_FTZ=1, a switch for measuring what flushing
+    would buy attention (codegen/switches.py), makes it `ex2.approx.ftz.f32`."""
+    sig = (Slice[f32], DisjointSlice[f32], 128)
+    ptx = _exp2_rows.compile(*sig, arch="sm_90").ptx
+    assert "ex2.approx.f32" in ptx and "ftz" not in ptx
+    monkeypatch.setenv("OXIDE_TILE_EXP2_FTZ", "1")
+    assert "ex2.approx.ftz.f32" in _exp2_rows.compile(*sig, arch="sm_90").ptx

@@ -13,6 +13,7 @@ from typing import Any
 from oxide import types as T
 from oxide.codegen.abi import DEFAULT_STACK_SIZE, RECURSION_LIMIT_SYMBOL
 from oxide.codegen.atomics import emit_atomic
+from oxide.codegen.switches import exp2_ftz_enabled
 from oxide.codegen.warp_lanes import shuffle_source
 from oxide.errors import TargetError
 from oxide.ir.types import dtype_of_ir
@@ -177,7 +178,10 @@ class NVPTXTarget:
             name = "__nv_ldexpf" if dt.name == "f32" else "__nv_ldexp"
             return em.intrinsic(name, t, [(t, args[0]), ("i32", args[1])])
         if fn in _NVVM_F32 and dt.name == "f32":
-            return em.intrinsic(_NVVM_F32[fn], t, [(t, a) for a in args])
+            name = _NVVM_F32[fn]
+            if fn == "exp2" and exp2_ftz_enabled():  # a measuring switch (codegen/switches.py)
+                name = "llvm.nvvm.ex2.approx.ftz.f"
+            return em.intrinsic(name, t, [(t, a) for a in args])
         if fn in _LLVM_MATH:
             sfx = "f32" if dt.name == "f32" else "f64"
             return em.intrinsic(f"{_LLVM_MATH[fn]}.{sfx}", t, [(t, a) for a in args])

@@ -79,9 +79,18 @@ def register_order_everywhere() -> bool:
     return os.environ.get("OXIDE_TILE_REGISTER_ORDER", "1") == "always"
 
 
+def exp2_ftz_enabled() -> bool:
+    """OXIDE_TILE_EXP2_FTZ=1: an f32 `exp2` on the GPU is `ex2.approx.ftz.f32`, one MUFU
+    (Triton's `tl.exp2`, libdevice built for flush-to-zero), instead of `ex2.approx.f32`
+    (docs/language.md: a subnormal 2^x is kept, at a range test and two multiplies a
+    call). It changes what `exp2` means below 2^-126 on the GPU only: for measuring what
+    that meaning would buy (docs/performance.md, attention), not for use."""
+    return os.environ.get("OXIDE_TILE_EXP2_FTZ", "0") == "1"
+
+
 def codegen_switches() -> tuple[bool, ...]:
     """All of them, with the persistent schedule's (codegen/persistent_grid.py)."""
     return (wgmma_enabled(), tma_enabled(), producer_enabled(), hopper_on_cpu(),
             persistent_grid.enabled(), pingpong_enabled(), overlap_enabled(),
             uniform_role_enabled(), row_staging_enabled(), register_order_enabled(),
-            register_order_everywhere())
+            register_order_everywhere(), exp2_ftz_enabled())

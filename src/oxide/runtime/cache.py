@@ -268,7 +268,7 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
     if os.environ.get("OXIDE_DRIVER_JIT") == "1":  # the image is the PTX (module_image)
         arch += "+driver-jit"
     (wgmma, tma, producer, _, persistent, pingpong, overlap, uniform_role,
-     row_staging, register_order, reorder_everywhere) = codegen_switches()
+     row_staging, register_order, reorder_everywhere, exp2_ftz) = codegen_switches()
     arch += "".join(name for name, on in (
         ("+no-wgmma", not wgmma),  # tile products stay on mma.sync
         ("+no-tma", not tma),  # tile K loops copy by cp.async only
@@ -280,6 +280,7 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         ("+no-row-staging", not row_staging),  # wide rows spill as ptxas chooses
         ("+no-register-order", not register_order),  # blocks in the lowering's order
         ("+register-order-everywhere", reorder_everywhere),  # every block reordered
+        ("+exp2-ftz", exp2_ftz),  # f32 exp2 flushes subnormal results (GPU)
     ) if on)
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())
