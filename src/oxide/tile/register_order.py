@@ -11,15 +11,18 @@ thread although row staging (tile/row_staging.py) had moved a third of its row t
 memory, because `d * d` was made for the whole row before it was summed, and the weight
 and bias rows were loaded whole before the first result was stored.
 
-What it does, in each block of the kernel where the values alive at once outnumber the
-registers the block's size leaves a thread (`peak_values` > `cap`): the ops with effects
+What it does, in a kernel without products whose tiles live through a reduction take
+more than the registers (row staging's estimate: tile/pipeline.py asks), in each block
+where the values alive at once outnumber the registers the block's size leaves a thread
+(`peak_values` > `cap`; every block with OXIDE_TILE_REGISTER_ORDER=always): the ops with
+effects
 (stores, barriers, shuffles, other shared memory, anything not known to be free of them)
 stay in their order; every other op (pure arithmetic, loads from read-only `Slice`
 arrays, the row-staging cells) is placed when an op needs it (a depth-first walk from
 each op with effects, the operand with the longest chain behind it first, as Sethi and
 Ullman order a tree's evaluation), or earlier where placing it frees as many values as
-it makes (a value's last use: `d - mean` right after `d`'s last
-other use, a sum's add as soon as both its terms are made). Row staging's cells keep
+it makes (`t - mean` as soon as the mean is known, where it is `t`'s last use; a
+sum's add as soon as both its terms are made). Row staging's cells keep
 their order cell by cell, their stores before the op with effects that followed them
 (the reduction they wait out) and their reads after the one before them. The new order
 is kept only where it holds fewer values.
