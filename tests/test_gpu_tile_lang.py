@@ -63,6 +63,22 @@ def test_unary_function_on_the_gpu(name):
     assert_within(so, np.full(n, ref(np.float64(x[3]))), np.float32, bound)
 
 
+def test_exp2_flush_to_zero_on_the_gpu():
+    """The GPU's `ex2.approx.ftz.f32` (and f64's flush after libdevice's exp2) give zeros
+    exactly where the CPU's flush does, the rest within the same bounds."""
+    from test_tile_math import assert_exp2_flushed, exp2_flush_inputs, exp2_flushed
+
+    x = exp2_flush_inputs()
+    n, B = x.size, 256
+    _, o, o64, o16, kept, _ = gpu(exp2_flushed, tile.cdiv(n, B), x, np.zeros(n, np.float32),
+                                  np.zeros(n, np.float64), np.zeros(n, bf16.numpy),
+                                  np.zeros(n, np.float32), B)
+    assert_exp2_flushed(x, o, 1.0, np.float32, np.float32)
+    assert_exp2_flushed(x, o64, 8.0, np.float64, np.float64)
+    assert_exp2_flushed(x, o16, 1.0, bf16.numpy, np.float32)
+    assert (kept[(x < -127) & (x > -149)] > 0).all()  # ex2.approx.f32 keeps subnormals
+
+
 def test_16_bit_math_on_the_gpu():
     import math
 

@@ -301,6 +301,89 @@ def _exp2_rows(x: Slice[f32], o: DisjointSlice[f32], B: Const[int]):
     tile.store(o, (i,), tile.exp2(tile.load(x, (i,), (B,))))
 
 
+@tile.kernel
+def exp2_flushed(x: Slice[f32], o: DisjointSlice[f32], o64: DisjointSlice[f64],
+                 o16: DisjointSlice[bf16], kept: DisjointSlice[f32], B: Const[int]):
+    i = tile.bid(0)
+    t = tile.load(x, (i,), (B,))
+    tile.store(o, (i,), tile.exp2(t, flush_to_zero=True))
+    # f64: 2 ** (x * 8) reaches below 2^-1022 where x reaches below -127.75
+    tile.store(o64, (i,), tile.exp2(t.astype(f64) * 8.0, flush_to_zero=True))
+    tile.store(o16, (i,), tile.exp2(t.astype(bf16), flush_to_zero=True))
+    tile.store(kept, (i,), tile.exp2(t, flush_to_zero=False))
+
+
+def exp2_flush_inputs(n: int = 1000) -> np.ndarray:
+    """Exponents from -160 to 10 that keep 0.01 away from -126 and -127.75, where a
+    2-ulp difference could move a result across the smallest normal."""
+    x = np.linspace(-160.0, 10.0, n)
+    for edge in (-126.0, -127.75):
+        x = np.where(np.abs(x - edge) < 0.01, edge + 0.013, x)
+    return x.astype(np.float32)
+
+
+def assert_exp2_flushed(x: np.ndarray, got: np.ndarray, scale: float, dtype: type,
+                        compute: type) -> None:
+    """`got` is 2 ** (x * scale) in `dtype` (computed in `compute`) with every result below
+    `compute`'s smallest normal exactly 0, the others within 2 ulps (bf16: rounded once
+    from f32, within 1 of its own)."""
+    if dtype is bf16.numpy:  # the kernel rounds the exponents to bf16 first
+        x = x.astype(bf16.numpy)
+    want = np.exp2(x.astype(np.float64) * scale)
+    flushed = want < np.finfo(compute).tiny
+    assert flushed.any() and (~flushed).any()
+    assert (got[flushed] == 0).all()
+    assert_within(got[~flushed], want[~flushed], dtype, 1 if dtype is bf16.numpy else 2)
+
+
+def test_exp2_flush_to_zero_flushes_below_the_smallest_normal() -> None:
+    """`tile.exp2(x, flush_to_zero=True)` (cuTile's keyword): a result below the smallest
+    normal of the type it is computed in is 0 (f32 for f32 and bf16, f64 for f64), the
+    rest as `tile.exp2`; without it the CPU keeps subnormal results."""
+    x = exp2_flush_inputs()
+    n, B = x.size, 256
+    outs = [np.zeros(n, np.float32), np.zeros(n, np.float64), np.zeros(n, bf16.numpy),
+            np.zeros(n, np.float32)]
+    ox.launch(exp2_flushed, tile.cdiv(n, B), x, *outs, B)
+    o, o64, o16, kept = outs
+    assert_exp2_flushed(x, o, 1.0, np.float32, np.float32)
+    assert_exp2_flushed(x, o64, 8.0, np.float64, np.float64)
+    assert_exp2_flushed(x, o16, 1.0, bf16.numpy, np.float32)
+    assert (kept[(x < -127) & (x > -149)] > 0).all()  # subnormal results kept
+
+
+def test_exp2_flush_to_zero_is_one_instruction_on_the_gpu() -> None:
+    """f32: `ex2.approx.ftz.f32` (the MUFU alone: no range test and rescale around it, as
+    `ex2.approx.f32` has); f64, which has no such instruction, takes libdevice's exp2 and
+    then the flush (checked on the GPU by tests/test_gpu_tile_lang.py)."""
+    sig = (Slice[f32], DisjointSlice[f32], DisjointSlice[f64], DisjointSlice[bf16],
+           DisjointSlice[f32], 256)
+    ptx = exp2_flushed.compile(*sig, arch="sm_90").ptx
+    assert "ex2.approx.ftz.f32" in ptx and "ex2.approx.f32" in ptx  # flushed / kept
+
+
+@tile.kernel
+def exp2_flush_of_a_tile(x: Slice[f32], o: DisjointSlice[f32]):
+    t = tile.load(x, (0,), (8,))
+    tile.store(o, (0,), tile.exp2(t, flush_to_zero=t > 0))
+
+
+@tile.kernel
+def exp_flushed(x: Slice[f32], o: DisjointSlice[f32]):
+    tile.store(o, (0,), tile.exp(tile.load(x, (0,), (8,)), flush_to_zero=True))
+
+
+@pytest.mark.parametrize("kernel,message", [
+    (exp2_flush_of_a_tile, "flush_to_zero is True or False, known at compile time"),
+    (exp_flushed, "`tile.exp(x)` has no keyword argument `flush_to_zero`"),
+])
+def test_flush_to_zero_misuse_is_a_diagnostic(kernel, message) -> None:
+    with pytest.raises(ox.KernelTypeError) as info:
+        kernel.compile(Slice[f32], DisjointSlice[f32], arch="cpu")
+    assert message in str(info.value)
+    assert info.value.span is not None
+
+
 def test_exp2_is_the_non_flushing_instruction_unless_measured(monkeypatch) -> None:
     """`tile.exp2` in f32 is `ex2.approx.f32` on the GPU (a subnormal 2^x is kept, as
     docs/language.md says); OXIDE_TILE_EXP2_FTZ=1, a switch for measuring what flushing

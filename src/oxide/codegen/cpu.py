@@ -162,6 +162,8 @@ class CPUTarget:
             r = self.math(em, fn, T.f32, T.f32 if ret.is_float else ret,
                           [em.cast(a, dt, T.f32) for a in args])
             return em.cast(r, T.f32, ret) if ret.is_float else r
+        if fn == "exp2_ftz":  # tile.exp2(x, flush_to_zero=True): the GPU's ex2.approx.ftz
+            return em.flush_subnormal(self.math(em, "exp2", dt, ret, args), dt)
         t = dt.llvm
         sfx = dt.name
         typed = [(t, a) for a in args]

@@ -231,6 +231,19 @@ class Emitter(ArithmeticMixin, MemoryMixin, MaskedAccessMixin, CoarseningMixin):
             return ""
         return self.ins(call)
 
+    # smallest normal f32 and f64 (2^-126, 2^-1022), as LLVM's hex doubles
+    _MIN_NORMAL = {"f32": "0x3810000000000000", "f64": "0x0010000000000000"}
+
+    def flush_subnormal(self, value: str, dt: T.DType) -> str:
+        """`value` with a subnormal magnitude replaced by a zero of its sign: what a
+        flush-to-zero instruction gives (`tile.exp2(x, flush_to_zero=True)` where the
+        target has no such instruction: the CPU, and f64 on the GPU)."""
+        t = dt.llvm
+        mag = self.intrinsic(f"llvm.fabs.{dt.name}", t, [(t, value)])
+        tiny = self.ins(f"fcmp olt {t} {mag}, {self._MIN_NORMAL[dt.name]}")
+        zero = self.intrinsic(f"llvm.copysign.{dt.name}", t, [(t, "0.0"), (t, value)])
+        return self.ins(f"select i1 {tiny}, {t} {zero}, {t} {value}")
+
     # -- bit-level math (ox.popc & co., frexp), shared by the targets ------------------
 
     def bit_math(self, fn: str, dt: T.DType, ret: T.DType, args: list[str]) -> str:

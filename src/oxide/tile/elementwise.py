@@ -43,11 +43,26 @@ class TileMathMixin:
         if name == "sigmoid":
             (x,) = self.positional(node, 1, "tile.sigmoid(x)")
             return self.sigmoid(x, node)
+        if name == "exp2" and node.keywords:
+            (x,) = self.positional(node, 1, "tile.exp2(x, flush_to_zero=False)",
+                                   ("flush_to_zero",))
+            fn = "exp2_ftz" if self._flush_to_zero(node) else "exp2"
+            return self.elementwise(fn, [x], list(node.args), node, "tile.exp2",
+                                    integers=False)
         n = 3 if name == "fma" else 2 if name == "pow" else 1
         names = {1: "x", 2: "x, y", 3: "a, b, c"}[n]
         args = self.positional(node, n, f"tile.{name}({names})")
         return self.elementwise(name, args, list(node.args), node, f"tile.{name}",
                                 integers=False)
+
+    def _flush_to_zero(self, node: ast.Call) -> bool:
+        """`flush_to_zero=` of `tile.exp2`: a compile-time bool (cuTile's keyword)."""
+        value, at = self.keyword(node, "flush_to_zero")
+        if not (isinstance(value, Static) and isinstance(value.obj, bool)):
+            raise self.error(KernelTypeError, at, "flush_to_zero is True or False, known at "
+                             f"compile time, not {describe(value)}",
+                             hint="use a literal or a Const[bool] parameter")
+        return value.obj
 
     def tile_abs(self, x: Any, at: ast.AST) -> Any:
         """`abs(x)`: the magnitude (floats clear the sign bit, so `abs(-0.0)` is 0.0 and

@@ -75,7 +75,10 @@ zeros = _f("zeros", "`tile.zeros(shape, dtype=f32)`")
 full = _f("full", "`tile.full(shape, value, dtype=None)`")
 arange = _f("arange", "`tile.arange(n, dtype=i32)`: 0, 1, ..., n - 1 (n a power of two).")
 exp = _f("exp", "`tile.exp(x)`, elementwise (floats)")
-exp2 = _f("exp2", "`tile.exp2(x)`, elementwise (floats)")
+exp2 = _f("exp2", "`tile.exp2(x, flush_to_zero=False)`: 2 ** x, elementwise (floats); with "
+         "`flush_to_zero=True` a result below the smallest normal float (2^-126 in f32) is "
+         "0, one `ex2.approx.ftz` instruction on the GPU (cuTile's keyword; Triton's "
+         "`tl.exp2` always flushes)")
 log = _f("log", "`tile.log(x)`, elementwise (floats)")
 sqrt = _f("sqrt", "`tile.sqrt(x)`, elementwise (floats)")
 rsqrt = _f("rsqrt", "`tile.rsqrt(x)`: 1 / sqrt(x), elementwise (floats)")
