@@ -1,4 +1,4 @@
-"""Ping-pong on the GPU (tile/pingpong.py, OXIDE_TILE_PINGPONG=1): the attention example's
+"""Ping-pong on the GPU (tile/pingpong.py, OXIDE_TILE_PINGPONG=1 and =issue): the attention example's
 two consumer warp groups taking turns at the tensor cores, against torch's
 scaled_dot_product_attention. Each run is a process of its own with a time limit, so a
 protocol that deadlocked would fail the test rather than hang the suite."""
@@ -37,13 +37,14 @@ print("ok")
 '''
 
 
+@pytest.mark.parametrize("protocol", ["1", "issue"])
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("d, bn", [(64, 256), (128, 128)])
-def test_attention_with_turns_against_torch_sdpa(tmp_path, d, bn, causal):
+def test_attention_with_turns_against_torch_sdpa(tmp_path, d, bn, causal, protocol):
     pytest.importorskip("torch")
     script = tmp_path / "turns.py"
     script.write_text(PROGRAM)
-    env = {**os.environ, "OXIDE_TILE_PINGPONG": "1", "OXIDE_CACHE": "0"}
+    env = {**os.environ, "OXIDE_TILE_PINGPONG": protocol, "OXIDE_CACHE": "0"}
     try:
         done = subprocess.run([sys.executable, str(script), str(d), str(bn), str(int(causal)),
                                str(Path(__file__).parent)],

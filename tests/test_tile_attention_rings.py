@@ -183,6 +183,10 @@ def test_a_value_remade_in_a_loop_is_made_again_after_it() -> None:
     (False, 64, {"OXIDE_TILE_PINGPONG": "1"}),
     (True, 64, {"OXIDE_TILE_PINGPONG": "1"}),
     (True, 128, {"OXIDE_TILE_PINGPONG": "1", "OXIDE_TILE_PERSISTENT": "0"}),
+    # a turn for each product's issue alone (FlashAttention-3's protocol)
+    (False, 128, {"OXIDE_TILE_PINGPONG": "issue"}),
+    (True, 64, {"OXIDE_TILE_PINGPONG": "issue"}),
+    (True, 128, {"OXIDE_TILE_PINGPONG": "issue", "OXIDE_TILE_PERSISTENT": "0"}),
 ])
 def test_attention_on_the_cpus_sm90(causal, d, env, monkeypatch) -> None:
     """Three query blocks a head, so a causal block runs 1, 2 or 3 steps; the launch

@@ -24,10 +24,12 @@ ARRIVE = re.compile(r"^\s*barrier\.arrive\s+(\S+), 256;", re.M)
 TURN_SYNC = re.compile(r"^\s*barrier\.sync\s+(%r\d+), 256;", re.M)  # the ids are computed
 
 
-@pytest.fixture
-def turns(monkeypatch):
-    monkeypatch.setenv("OXIDE_TILE_PINGPONG", "1")
-
+@pytest.fixture(params=["1", "issue"])
+def turns(request, monkeypatch):
+    """Both protocols: a turn held from the second product through the next step's first
+    (`1`), or over each product's issue alone (`issue`, FlashAttention-3's)."""
+    monkeypatch.setenv("OXIDE_TILE_PINGPONG", request.param)
+    return request.param
 
 
 def _body_order(ptx: str) -> list[str]:
@@ -37,7 +39,8 @@ def _body_order(ptx: str) -> list[str]:
     return [m.split()[0].rstrip(";") if m.startswith("wgmma") else m for m in marks]
 
 
-def test_attention_takes_turns(turns) -> None:
+def test_attention_takes_turns(monkeypatch) -> None:
+    monkeypatch.setenv("OXIDE_TILE_PINGPONG", "1")
     ptx = _ptx(False)
     arrives, syncs = ARRIVE.findall(ptx), TURN_SYNC.findall(ptx)
     # warp group 1's opening arrive on barrier 2; then per loop: the head's pass and the
@@ -53,9 +56,30 @@ def test_attention_takes_turns(turns) -> None:
     assert order[second_fence - 1].startswith("barrier.sync")
 
 
-def test_each_causal_loop_takes_turns(turns) -> None:
+def test_each_product_takes_its_own_turn(monkeypatch) -> None:
+    """OXIDE_TILE_PINGPONG=issue: each product waits for the turn just before its
+    `wgmma.fence` and passes it just after its commit, before waiting for its result;
+    warp group 1's opening arrive comes once, and nothing waits or passes around the
+    loops."""
+    monkeypatch.setenv("OXIDE_TILE_PINGPONG", "issue")
+    for causal in (False, True):
+        ptx = _ptx(causal)
+        order = _body_order(ptx)
+        fences = [i for i, m in enumerate(order) if m.startswith("wgmma.fence")]
+        commits = [i for i, m in enumerate(order) if m.startswith("wgmma.commit")]
+        assert len(fences) == len(commits) == (4 if causal else 2)
+        assert all(order[i - 1].startswith("barrier.sync") for i in fences)
+        assert all(order[i + 1].startswith("barrier.arrive")
+                   and order[i + 2].startswith("wgmma.wait_group") for i in commits)
+        arrives, syncs = ARRIVE.findall(ptx), TURN_SYNC.findall(ptx)
+        assert arrives.count("2") == 1 and len(arrives) == 1 + len(commits)
+        assert len(syncs) == len(fences)
+
+
+def test_each_causal_loop_takes_turns(monkeypatch) -> None:
     """The causal kernel's two loops (the unmasked steps, the diagonal's): each enters and
     leaves; warp group 1 opens once per block."""
+    monkeypatch.setenv("OXIDE_TILE_PINGPONG", "1")
     arrives, syncs = ARRIVE.findall(_ptx(True)), TURN_SYNC.findall(_ptx(True))
     assert arrives.count("2") == 1 and len(arrives) == 1 + 2 * 2 and len(syncs) == 2 * 2
 

@@ -39,7 +39,14 @@ def pingpong_enabled() -> bool:
     """OXIDE_TILE_PINGPONG=1: the consumer warp groups take turns at the tensor cores in
     loops of product -> work -> product (tile/pingpong.py; off by default until measured
     faster on the H200)."""
-    return os.environ.get("OXIDE_TILE_PINGPONG", "0") == "1"
+    return os.environ.get("OXIDE_TILE_PINGPONG", "0") in ("1", "issue")
+
+
+def pingpong_issue_only() -> bool:
+    """OXIDE_TILE_PINGPONG=issue: a warp group holds its turn only while it issues a
+    product (FlashAttention-3's protocol), not from its second product's issue through
+    that product's wait and the next step's first issue, as `=1` does."""
+    return os.environ.get("OXIDE_TILE_PINGPONG", "0") == "issue"
 
 
 def overlap_enabled() -> bool:
@@ -93,4 +100,4 @@ def codegen_switches() -> tuple[bool, ...]:
     return (wgmma_enabled(), tma_enabled(), producer_enabled(), hopper_on_cpu(),
             persistent_grid.enabled(), pingpong_enabled(), overlap_enabled(),
             uniform_role_enabled(), row_staging_enabled(), register_order_enabled(),
-            register_order_everywhere(), exp2_ftz_enabled())
+            register_order_everywhere(), exp2_ftz_enabled(), pingpong_issue_only())

@@ -268,13 +268,15 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
     if os.environ.get("OXIDE_DRIVER_JIT") == "1":  # the image is the PTX (module_image)
         arch += "+driver-jit"
     (wgmma, tma, producer, _, persistent, pingpong, overlap, uniform_role,
-     row_staging, register_order, reorder_everywhere, exp2_ftz) = codegen_switches()
+     row_staging, register_order, reorder_everywhere, exp2_ftz,
+     pingpong_issue) = codegen_switches()
     arch += "".join(name for name, on in (
         ("+no-wgmma", not wgmma),  # tile products stay on mma.sync
         ("+no-tma", not tma),  # tile K loops copy by cp.async only
         ("+no-producer", not producer),  # thread 0 issues the TMA copies
         ("+no-persistent", not persistent),  # one block per logical block
         ("+pingpong", pingpong),  # warp groups take turns at the tensor cores
+        ("+pingpong-issue", pingpong_issue),  # a turn lasts one product's issue
         ("+overlap", overlap),  # product loops rotated (tile/overlap.py)
         ("+uniform-role", uniform_role),  # roles by a shuffled warp group index
         ("+no-row-staging", not row_staging),  # wide rows spill as ptxas chooses

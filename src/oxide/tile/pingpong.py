@@ -29,6 +29,13 @@ The protocol, per consumer warp group g (own barrier 2 + g, the other's 3 - g):
 - in each iteration: the head, `wgmma.commit`, pass the turn (arrive on the other's
   barrier), ...work..., wait for the turn, the tail (issued and waited for);
 - after the loop (`leave`): pass the turn.
+`OXIDE_TILE_PINGPONG=issue` holds a turn over one product's issue alone, as FlashAttention-3
+does: each product (head and tail) waits for the turn after its operands arrived (so no
+turn is held while waiting for TMA), issues, commits and passes the turn, then waits for
+its result; `enter` only opens (warp group 1's arrive) and `leave` does nothing. The
+products issue strictly alternating, head 0, head 1, tail 0, tail 1, ..., so one warp
+group's softmax runs while the other's product does, and neither holds the turn through
+a wait for a product (which `=1` does from the tail's issue to the next head's).
 Every wait of a warp group on its barrier pairs with the other's arrive of the same rank:
 warp group 0's k-th wait on barrier 2 with warp group 1's k-th arrive there (the first is
 the once-per-block arrive), and between two arrives of one warp group on a barrier it
@@ -49,7 +56,7 @@ from dataclasses import dataclass, field
 from xdsl.ir import Operation, SSAValue
 
 from oxide import types as T
-from oxide.codegen.switches import pingpong_enabled
+from oxide.codegen.switches import pingpong_enabled, pingpong_issue_only
 from oxide.ir import ops
 from oxide.ir.tile_ops import make
 from oxide.ir.types import ir_type
@@ -135,8 +142,10 @@ def take_turn(em: TileEmitter) -> None:
 def lower_schedule(em: TileEmitter, step: str) -> None:
     """A `schedule` op: `enter` (the block's first also gives warp group 0 the first turn)
     or `leave`."""
+    issue_only = pingpong_issue_only()  # each product takes and passes its own turn
     if step == "leave":
-        pass_turn(em)
+        if not issue_only:
+            pass_turn(em)
         return
     b = em.b
     turns: Turns = em.turns
@@ -149,4 +158,5 @@ def lower_schedule(em: TileEmitter, step: str) -> None:
     only_if(em, opening,
             lambda: named_barriers.arrive(em, em.const(FIRST_TURN, T.u32)))
     b.emit(ops.SlotWriteOp(turns.entered, em.const(1, T.i32)))
-    take_turn(em)
+    if not issue_only:
+        take_turn(em)

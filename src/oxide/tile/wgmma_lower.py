@@ -49,6 +49,7 @@ from collections.abc import Callable
 from xdsl.ir import SSAValue
 
 from oxide import types as T
+from oxide.codegen.switches import pingpong_issue_only
 from oxide.ir import ops
 from oxide.ir.types import ir_type
 from oxide.tile.layout import mma_operand_a
@@ -128,7 +129,7 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     values = list(acc.values)
     regs = [values[s] for s in order]
     packed = _packed_a(em, a, k, step) if a_regs else []
-    if turn == "tail":
+    if turn == "tail" or (turn == "head" and pingpong_issue_only()):
         take_turn(em)
     em.b.emit(ops.HopperOp("wgmma.fence", [], []))
     one = em.const(1, T.i32)
@@ -157,7 +158,7 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
             values[s] = v
         return Slots(acc.dtype, acc.layout, tuple(values))
     em.b.emit(ops.HopperOp("wgmma.commit", [], []))
-    if turn == "head":
+    if turn == "head" or (turn == "tail" and pingpong_issue_only()):
         pass_turn(em)
     if after_commit is not None:
         after_commit()
