@@ -25,6 +25,7 @@ from tools.tile_fuzzing import rules as R
 from tools.tile_fuzzing.lang_program import Cond, Loop
 from tools.tile_fuzzing.program import Node
 
+MIN_NORMAL_F32 = 2.0**-126  # what `tile.exp2(x, flush_to_zero=True)` flushes below
 ULPS = {"exp": 2, "exp2": 2, "log": 2, "log2": 2, "log1p": 2, "sin": 2, "cos": 2, "tan": 4,
         "tanh": 2, "erf": 2, "rsqrt": 2, "pow": 4, "sigmoid": 4}
 F64 = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "log1p": np.log1p,
@@ -51,7 +52,7 @@ class LangModel:
         return self._done(n, v, src.undef)
 
     def _lang_math(self, n: Node) -> object:
-        fn, _ = n.attr  # type: ignore[misc]
+        fn, spelling = n.attr  # type: ignore[misc]
         rank = len(n.shape)
         args = [self.operand(a, n.dtype, rank) for a in n.args]
         undef = args[0].undef
@@ -69,10 +70,15 @@ class LangModel:
             r = (np.float32(1) / (np.float32(1) + e)).astype(np.float64)
         else:
             r = F64[fn](*wide)
+        near_flush = np.zeros(r.shape, bool)
+        if spelling == "tile_ftz":  # results below f32's smallest normal are 0
+            near_flush = r < MIN_NORMAL_F32 * (1 + 8 * R.EPS["f32"])  # either side
+            r = np.where(r < MIN_NORMAL_F32, 0.0, r)
         v = r.astype(R.NP[n.dtype])
         mag = np.abs(v.astype(np.float64))
         k = ULPS[fn]
         err = k * (R.EPS["f32"] * mag + R.TINY["f32"])
+        err = np.where(near_flush, np.maximum(err, MIN_NORMAL_F32), err)
         if n.dtype == "f16":  # computed in f32, then rounded to f16
             err = err + R.EPS["f16"] * mag + 2 * R.TINY["f16"]
         return self._done(n, v, undef, np.maximum(err, R.TINY[n.dtype]))

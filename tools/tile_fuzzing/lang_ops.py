@@ -16,10 +16,11 @@ from tools.tile_fuzzing import rules as R
 from tools.tile_fuzzing.lang_program import Cond, Loop
 from tools.tile_fuzzing.program import Lit, Node, Operand
 
-# function -> spellings it is generated with (Python's math.floor/ceil give i64: left out)
+# function -> spellings it is generated with (Python's math.floor/ceil give i64: left out;
+# "tile_ftz": `tile.exp2(x, flush_to_zero=True)`)
 UNARY = {"abs": ("tile", "abs"), "floor": ("tile", "ox"), "ceil": ("tile", "ox"),
          "sqrt": ("tile", "ox", "math"), "exp": ("tile", "ox", "math"),
-         "exp2": ("tile", "ox", "math"), "log": ("tile", "ox", "math"),
+         "exp2": ("tile", "ox", "math", "tile_ftz"), "log": ("tile", "ox", "math"),
          "log2": ("tile", "ox", "math"), "log1p": ("tile", "ox", "math"),
          "sin": ("tile", "ox", "math"), "cos": ("tile", "ox", "math"),
          "tan": ("tile", "ox", "math"), "tanh": ("tile", "ox", "math"),

@@ -4,7 +4,8 @@ conditional expressions on scalar conditions built with `and`, `or` and `not`, a
 (`for` and `while`) that carry a tile or a scalar.
 
 Node attributes (`Node.attr`), by op:
-- "math": (function, spelling): the spelling "tile", "ox" or "math" (the module called),
+- "math": (function, spelling): the spelling "tile", "ox" or "math" (the module called;
+  "tile_ftz" calls `tile.exp2(x, flush_to_zero=True)`),
   or "abs" (the builtin) or "**" (`x ** y` for pow);
 - "power": the constant integer exponent of `x ** k`;
 - "ifexp": the condition, a `Cond`;
@@ -76,6 +77,8 @@ def render_lang_op(p: Program, n: Node, a: list[str]) -> str:
             return f"abs({a[0]})"
         if spelling == "**":
             return f"{a[0]} ** {a[1]}"
+        if spelling == "tile_ftz":
+            return f"tile.{fn}({a[0]}, flush_to_zero=True)"
         module = {"tile": "tile", "ox": "ox.math", "math": "math"}[spelling]
         return f"{module}.{fn}({', '.join(a)})"
     if n.op == "power":
