@@ -36,9 +36,9 @@ def hopper_on_cpu() -> bool:
 
 
 def pingpong_enabled() -> bool:
-    """OXIDE_TILE_PINGPONG=1: the consumer warp groups take turns at the tensor cores in
-    loops of product -> work -> product (tile/pingpong.py; off by default until measured
-    faster on the H200)."""
+    """OXIDE_TILE_PINGPONG=1 or =issue: the consumer warp groups take turns at the tensor
+    cores in loops of product -> work -> product (tile/pingpong.py; off by default until
+    measured faster on the H200)."""
     return os.environ.get("OXIDE_TILE_PINGPONG", "0") in ("1", "issue")
 
 
