@@ -177,15 +177,14 @@ class NVPTXTarget:
         if fn == "ldexp":  # libdevice's, with its i32 exponent
             name = "__nv_ldexpf" if dt.name == "f32" else "__nv_ldexp"
             return em.intrinsic(name, t, [(t, args[0]), ("i32", args[1])])
+        if fn == "exp2" and dt.name == "f32" and exp2_ftz_enabled():  # a measuring switch
+            fn = "exp2_ftz"  # (codegen/switches.py): every f32 exp2 as if it flushed
         if fn == "exp2_ftz":  # tile.exp2(x, flush_to_zero=True)
             if dt.name == "f32":  # one MUFU.EX2: subnormal inputs and results are 0
                 return em.intrinsic("llvm.nvvm.ex2.approx.ftz.f", t, [(t, args[0])])
             return em.flush_subnormal(self.math(em, "exp2", dt, ret, args), dt)
         if fn in _NVVM_F32 and dt.name == "f32":
-            name = _NVVM_F32[fn]
-            if fn == "exp2" and exp2_ftz_enabled():  # a measuring switch (codegen/switches.py)
-                name = "llvm.nvvm.ex2.approx.ftz.f"
-            return em.intrinsic(name, t, [(t, a) for a in args])
+            return em.intrinsic(_NVVM_F32[fn], t, [(t, a) for a in args])
         if fn in _LLVM_MATH:
             sfx = "f32" if dt.name == "f32" else "f64"
             return em.intrinsic(f"{_LLVM_MATH[fn]}.{sfx}", t, [(t, a) for a in args])

@@ -139,6 +139,20 @@ def take_turn(em: TileEmitter) -> None:
     named_barriers.sync(em, _barrier_of(em, mine=True))
 
 
+def before_issue(em: TileEmitter, turn: str | None) -> None:
+    """Before a product's `wgmma.fence`: the tail waits for the turn (and, with
+    `=issue`, the head too)."""
+    if turn == "tail" or (turn == "head" and pingpong_issue_only()):
+        take_turn(em)
+
+
+def after_commit(em: TileEmitter, turn: str | None) -> None:
+    """After a product's `wgmma.commit`: the head passes the turn (and, with `=issue`,
+    the tail too)."""
+    if turn == "head" or (turn == "tail" and pingpong_issue_only()):
+        pass_turn(em)
+
+
 def lower_schedule(em: TileEmitter, step: str) -> None:
     """A `schedule` op: `enter` (the block's first also gives warp group 0 the first turn)
     or `leave`."""

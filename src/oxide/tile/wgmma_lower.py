@@ -49,9 +49,9 @@ from collections.abc import Callable
 from xdsl.ir import SSAValue
 
 from oxide import types as T
-from oxide.codegen.switches import pingpong_issue_only
 from oxide.ir import ops
 from oxide.ir.types import ir_type
+from oxide.tile import pingpong
 from oxide.tile.layout import mma_operand_a
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import WGMMA_TYPES, wgmma_k
@@ -64,7 +64,6 @@ from oxide.tile.operand_rings import (
     swizzled_index,
     wait_for,
 )
-from oxide.tile.pingpong import pass_turn, take_turn
 from oxide.tile.tma_rings import consume, wait_tma
 from oxide.tile.values import Slots
 
@@ -129,8 +128,7 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     values = list(acc.values)
     regs = [values[s] for s in order]
     packed = _packed_a(em, a, k, step) if a_regs else []
-    if turn == "tail" or (turn == "head" and pingpong_issue_only()):
-        take_turn(em)
+    pingpong.before_issue(em, turn)
     em.b.emit(ops.HopperOp("wgmma.fence", [], []))
     one = em.const(1, T.i32)
     kind = f"wgmma.m64n{n}k{step}.{WGMMA_TYPES[a.dtype.name]}.{'rs' if a_regs else 'ss'}"
@@ -158,8 +156,7 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
             values[s] = v
         return Slots(acc.dtype, acc.layout, tuple(values))
     em.b.emit(ops.HopperOp("wgmma.commit", [], []))
-    if turn == "head" or (turn == "tail" and pingpong_issue_only()):
-        pass_turn(em)
+    pingpong.after_commit(em, turn)
     if after_commit is not None:
         after_commit()
     wait = ops.HopperOp("wgmma.wait", regs, [ir_type(T.f32)] * len(regs),
