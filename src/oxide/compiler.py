@@ -62,18 +62,24 @@ class CompiledKernel:
         return compiling(self.kernel, self.target, self.arch)
 
     @cached_property
-    def _ptx_stage(self) -> tuple[str, str]:
+    def _ptx(self) -> str:
         from oxide.codegen.llvm import to_ptx
 
         with activity(self.compiling()):
-            return to_ptx(self.llvm_unoptimized, self.arch or "sm_80",
-                          "@__nv_" in self.llvm_unoptimized)
+            return to_ptx(self.llvm_unoptimized, self.arch or "sm_80", self._needs_libdevice)
 
     @property
+    def _needs_libdevice(self) -> bool:
+        return "@__nv_" in self.llvm_unoptimized
+
+    @cached_property
     def llvm(self) -> str:
         """The optimized LLVM IR."""
         if self.target == "nvptx":
-            return self._ptx_stage[0]
+            from oxide.codegen.llvm import optimized_ir
+
+            return optimized_ir(self.llvm_unoptimized, self.arch or "sm_80",
+                                self._needs_libdevice)
         return self.host.llvm
 
     @cached_property
@@ -98,7 +104,7 @@ class CompiledKernel:
     def ptx(self) -> str:
         if self.target != "nvptx":
             raise AttributeError("PTX exists only for GPU targets (compile with arch='sm_90')")
-        return self._ptx_stage[1]
+        return self._ptx
 
     @cached_property
     def cubin(self) -> bytes:

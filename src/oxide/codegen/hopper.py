@@ -179,7 +179,7 @@ def emit_inline_asm(em: Any, op: ops.InlineAsmOp) -> None:
     elif len(outs) == 1:
         ret = _asm_type(outs[0])
     else:
-        ret = "{ " + ", ".join(_asm_type(d) for d in outs) + " }"
+        ret = em.struct_type([_asm_type(d) for d in outs])
     side = "sideeffect " if op.side_effects.data else ""
     call = (f'call {ret} asm {side}"{_llvm_string(op.template.data)}", '
             f'"{_llvm_string(op.constraints.data)}"({", ".join(args)})')
@@ -431,7 +431,7 @@ def _tied_asm(em: Any, template: str, ins: list[tuple[str, str]], acc: list[str]
     if n == 0:
         em.raw(f'call void asm sideeffect "{_llvm_string(template)}", "{constraints}"({args})')
         return []
-    ret = ty if n == 1 else "{ " + ", ".join([ty] * n) + " }"
+    ret = ty if n == 1 else em.struct_type([ty] * n)
     value = em.ins(f'call {ret} asm sideeffect "{_llvm_string(template)}", '
                    f'"{constraints}"({args})')
     if n == 1:

@@ -59,26 +59,39 @@ def optimize(module: Any, machine: Any) -> None:
     pb.getModulePassManager().run(module, pb)
 
 
-def to_ptx(text: str, arch: str, needs_libdevice: bool) -> tuple[str, str]:
-    """(optimized LLVM IR, PTX) for one kernel module."""
-    llvm = binding()
+def to_ptx(text: str, arch: str, needs_libdevice: bool) -> str:
+    """The PTX of one kernel module."""
     with _lock:
         machine = nvptx_machine(arch)
-        module = parse(text)
-        module.data_layout = str(machine.target_data)
-        if needs_libdevice:
-            lib = llvm.parse_bitcode(libdevice_bitcode())
-            lib.triple = module.triple
-            lib.data_layout = module.data_layout
-            module.link_in(lib)
-            _internalize_except_kernels(module)
-            _drop_unused(module, machine)
-        optimize(module, machine)
+        module = _optimized(text, machine, needs_libdevice)
         try:
-            ptx = machine.emit_assembly(module)
+            return machine.emit_assembly(module)
         except RuntimeError as exc:
             raise TargetError(f"LLVM could not generate PTX for {arch}: {exc}") from exc
-        return str(module), ptx
+
+
+def optimized_ir(text: str, arch: str, needs_libdevice: bool) -> str:
+    """The optimized LLVM IR of one kernel module, as `to_ptx` optimizes it. Made again
+    on request rather than printed by every compile: a wgmma kernel's IR is megabytes of
+    text (tile_attention: 1.9 MB, 25-30 ms to print on the dev VM) that few read."""
+    with _lock:
+        return str(_optimized(text, nvptx_machine(arch), needs_libdevice))
+
+
+def _optimized(text: str, machine: Any, needs_libdevice: bool) -> Any:
+    """The module parsed, linked with libdevice where it calls it, and optimized."""
+    llvm = binding()
+    module = parse(text)
+    module.data_layout = str(machine.target_data)
+    if needs_libdevice:
+        lib = llvm.parse_bitcode(libdevice_bitcode())
+        lib.triple = module.triple
+        lib.data_layout = module.data_layout
+        module.link_in(lib)
+        _internalize_except_kernels(module)
+        _drop_unused(module, machine)
+    optimize(module, machine)
+    return module
 
 
 def _drop_unused(module: Any, machine: Any) -> None:
