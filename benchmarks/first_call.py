@@ -5,7 +5,9 @@ Issue 29's bars (H200 host): a cold first call of tile_softmax and tile_layernor
 0.4 s, of tile_attention in 1.0 s, and a warm-cache first call of every example in
 0.1 s. The clock starts after CUDA is initialized (torch's context and oxide's device),
 with the inputs on the GPU, and stops when the result is there (`torch.cuda.synchronize`).
-Before the probes, one process imports everything and compiles nothing, so that the OS
+Cold means every cache empty: oxide's and the CUDA driver's JIT cache (`CUDA_CACHE_PATH`,
+where the PTX of a kernel the driver compiles itself is kept); warm means both as the cold
+probe left them, as a second process finds them. Before the probes, one process imports everything and compiles nothing, so that the OS
 has the shared libraries in its page cache (`--no-page-cache-warmup` skips it: then the
 first probe also reads them from disk, as the first Python run after a boot does), and
 before that the packages the probes import beyond torch get their bytecode, as `pip
@@ -128,7 +130,11 @@ def run_script(code: str, cache: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as work:
         script = Path(work) / "probe.py"
         script.write_text(code)
+        # the driver's JIT cache goes with oxide's: an sm_90a kernel with setmaxnreg
+        # (tile_attention, tile_matmul) loads as PTX the driver compiles and keeps in its
+        # own cache across processes, so a cold probe must not find an earlier one's work
         env = {**os.environ, "OXIDE_CACHE_DIR": str(cache),
+               "CUDA_CACHE_PATH": str(cache / "cuda-driver"),
                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"),
                                                          os.environ.get("PYTHONPATH", "")) if p)}
         done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
