@@ -39,10 +39,11 @@ def libdevice_bitcode() -> bytes:
         return f.read()
 
 
-def parse(text: str) -> Any:
+def parse(text: str, context: Any = None) -> Any:
+    """The module of `text`, in `context` (LLVM's global one by default)."""
     llvm = binding()
     try:
-        module = llvm.parse_assembly(text)
+        module = llvm.parse_assembly(text, context)
         module.verify()
     except RuntimeError as exc:  # oxide emitted invalid IR: a compiler bug
         numbered = "\n".join(f"{i + 1:4} {line}" for i, line in enumerate(text.splitlines()))
@@ -79,12 +80,16 @@ def optimized_ir(text: str, arch: str, needs_libdevice: bool) -> str:
 
 
 def _optimized(text: str, machine: Any, needs_libdevice: bool) -> Any:
-    """The module parsed, linked with libdevice where it calls it, and optimized."""
+    """The module parsed, linked with libdevice where it calls it, and optimized. Each in
+    a context of its own: the named struct types of its text (`%oxide.floatx128`,
+    codegen/emit.py `struct_type`) would otherwise pile up in LLVM's global context and
+    be renamed (`%oxide.floatx128.0`, ...) in every later module that names them."""
     llvm = binding()
-    module = parse(text)
+    context = llvm.create_context()
+    module = parse(text, context)
     module.data_layout = str(machine.target_data)
     if needs_libdevice:
-        lib = llvm.parse_bitcode(libdevice_bitcode())
+        lib = llvm.parse_bitcode(libdevice_bitcode(), context)
         lib.triple = module.triple
         lib.data_layout = module.data_layout
         module.link_in(lib)
