@@ -195,6 +195,11 @@ def test_ptx_leaves_16_bit_wrap_and_abs_to_no_ptxas_folding() -> None:
     for ptx in _ptx(wc.abs_at_minimum, *sig):  # i8's abs.s16 sees no INT16_MIN: kept
         assert not re.search(r"\babs\.s(32|64)\b", ptx)
         assert all(f"selp.b{n}" in ptx for n in (16, 32, 64))
+    # 8- and 16-bit min/max run in 32 bits: ptxas fused a `min.s16` and a test of its
+    # result into a two-half VIMNMX whose predicate read the upper half (seed 62, H100)
+    for ptx in _ptx(wc.min_of_wrapped, *sig):
+        assert re.search(r"\bmin\.s32\b", ptx) and re.search(r"\bmax\.s32\b", ptx)
+        assert not re.search(r"\b(min|max)\.[su]16\b", ptx)
     # bf16 -> f32 is a shift, so LLVM cannot shrink `f16(f32(x) / f32(x))` to half math
     ck = wc.bf16_to_f16.compile(*sig, arch="sm_90")
     assert "fdiv half" not in ck.llvm and "fpext bfloat" not in ck.llvm

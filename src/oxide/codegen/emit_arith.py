@@ -126,6 +126,8 @@ class ArithmeticMixin:
             r = self.wrapping(kind, dt, a, b)
         elif kind in ("and", "or", "xor"):
             r = self.ins(f"{kind} {t} {a}, {b}")
+        elif kind in ("min", "max") and dt.bits < 32 and hasattr(self.t, "narrow_min_max"):
+            r = self.t.narrow_min_max(self, kind, dt, a, b)
         elif kind in ("min", "max"):
             r = self.intrinsic(f"llvm.{'s' if dt.is_signed else 'u'}{kind}.{t}", t,
                                [(t, a), (t, b)])

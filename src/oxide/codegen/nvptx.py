@@ -99,6 +99,30 @@ class NVPTXTarget:
         wide = em.ins(f"{kind} i32 {wa}, {wb}")
         return em.ins(f'call i16 asm "cvt.u16.u32 $0, $1;", "=h,r"(i32 {wide})')
 
+    def narrow_min_max(self, em: Any, kind: str, dt: Any, a: str, b: str) -> str:
+        """An 8- or 16-bit `min`/`max` done in 32 bits.
+
+        ptxas fused a `min.s16` and a test of its result (`min(x, 0) == 0`) into one
+        `VIMNMX.S16x2` whose predicate output also reads the register's upper half, which
+        for a 16-bit value holds its sign extension: the test came out true for negative
+        x (fuzzer seed 62, H100; right at ptxas -O0, wrong at -O1 and up). A 32-bit
+        min/max leaves it no 16-bit pair to fuse; the operands are widened in inline PTX
+        so that LLVM cannot narrow the op back to 16 bits.
+        """
+        signed = dt.is_signed
+        wa, wb = (self._widen_opaque(em, dt, x) for x in (a, b))
+        wide = em.intrinsic(f"llvm.{'s' if signed else 'u'}{kind}.i32", "i32",
+                            [("i32", wa), ("i32", wb)])
+        return em.ins(f"trunc i32 {wide} to {dt.llvm}")
+
+    @staticmethod
+    def _widen_opaque(em: Any, dt: Any, x: str) -> str:
+        """`x` (8 or 16 bits) sign- or zero-extended to 32 bits by inline PTX, which LLVM
+        cannot see through: an op on it stays a 32-bit op."""
+        x16 = x if dt.bits == 16 else em.ins(f"{'sext' if dt.is_signed else 'zext'} "
+                                              f"{dt.llvm} {x} to i16")
+        cvt = "cvt.s32.s16" if dt.is_signed else "cvt.u32.u16"
+        return em.ins(f'call i32 asm "{cvt} $0, $1;", "=r,h"(i16 {x16})')
 
     def register(self, em: Any, reg: str) -> str:
         if reg == "warpid":
