@@ -287,6 +287,45 @@ def test_arrive_cluster_ptx() -> None:
         arrive_on_rank0.compile(RawSlice[i32], arch="sm_80")
 
 
+@ox.kernel
+def release_to_rank0(out: RawSlice[i32]):
+    bars = ox.shared.array(u64, 1)
+    t = ox.thread_idx.x
+    with ox.unsafe():
+        if t == 0:
+            ox.mbarrier.init(bars[0], 32)
+    ox.sync_threads()
+    ox.mbarrier.arrive_cluster(bars[0], 0, scope="cta")
+    ox.sync_threads()
+    done = ox.mbarrier.try_wait_parity(bars[0], 0)
+    with ox.unsafe():
+        out[t] = i32(done)
+
+
+def test_arrive_cluster_at_cta_scope_has_no_cluster_release() -> None:
+    """scope="cta" is the arrive without `.release.cluster`, which ptxas precedes by a
+    GPU-wide fence; on the CPU it is the same local arrive."""
+    ck = release_to_rank0.compile(RawSlice[i32], arch="sm_90")
+    assert re.search(r"mapa\.shared::cluster\.u32 ra, %r\d+, %r\d+; "
+                     r"mbarrier\.arrive\.shared::cluster\.b64 _, \[ra\];", ck.ptx)
+    assert ".release.cluster" not in ck.ptx.split("mbarrier.init")[-1]
+    out = np.zeros(32, np.int32)
+    with ox.device("cpu"):
+        ox.launch(release_to_rank0, (1, 32), out)
+    np.testing.assert_array_equal(out, np.ones(32, np.int32))
+
+
+def test_arrive_cluster_scope_is_checked() -> None:
+    @ox.kernel
+    def bad_scope(out: RawSlice[i32]):
+        bars = ox.shared.array(u64, 1)
+        ox.mbarrier.arrive_cluster(bars[0], 0, scope="gpu")
+
+    with pytest.raises(ox.KernelTypeError, match=r'scope= of ox.mbarrier.arrive_cluster\(\) is '
+                                                 r'the string "cluster" or "cta"'):
+        bad_scope.compile(RawSlice[i32], arch="sm_90")
+
+
 def test_arrive_cluster_on_the_cpu_is_a_local_arrive() -> None:
     """A CPU launch's clusters have one block, rank 0: 32 arrivals complete phase 0."""
     out = np.zeros(32, np.int32)

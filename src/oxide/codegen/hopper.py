@@ -306,10 +306,14 @@ def _mbarrier(em: Any, name: str, op: ops.HopperOp) -> list[str]:
     addr = element_address(em, op)
     args = [(_P3, addr)] + [("i32", em.v(a)) for a in op.args]
     if name == "arrive_cluster":  # the peer's barrier at the same offset (inline PTX: one
-        # string for mapa and the cluster-scope arrive, whatever LLVM's PTX version)
+        # string for mapa and the arrive, whatever LLVM's PTX version). The cluster scope
+        # costs a GPU-wide fence per arrive in ptxas's code (MEMBAR.ALL.GPU, ERRBAR,
+        # CGAERRBAR); `scope="cta"` (imm 1) is the release of the block's own accesses.
+        cta = bool(op.imm.data and op.imm.data[0].data)  # type: ignore[attr-defined]
+        sem = "" if cta else ".release.cluster"
         shared = em.ins(f"ptrtoint {_P3} {addr} to i32")
         em.raw(f'call void asm sideeffect "{{ .reg .b32 ra; mapa.shared::cluster.u32 ra, '
-               f'$0, $1; mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra]; }}", '
+               f'$0, $1; mbarrier.arrive{sem}.shared::cluster.b64 _, [ra]; }}", '
                f'"r,r,~{{memory}}"(i32 {shared}, i32 {em.v(op.args[0])})')
         return []
     if name == "wait_parity":  # spin on try_wait (which itself waits a bounded time)

@@ -344,9 +344,10 @@ class HopperCallsMixin:
     # -- mbarrier --------------------------------------------------------------------
 
     def _mbarrier(self, node: ast.Call, name: str, n_args: int, result: T.DType | None,
-                  arg_names: tuple[str, ...] = ()) -> Any:
+                  arg_names: tuple[str, ...] = (), keywords: tuple[str, ...] = (),
+                  imm: tuple[int, ...] = ()) -> Any:
         what = f"ox.mbarrier.{name}()"
-        self._kwargs(node, (), what)
+        self._kwargs(node, keywords, what)
         args = self._positional(node, 1 + n_args, 1 + n_args,
                                 f"ox.mbarrier.{name}(bars[i]{''.join(', ' + a for a in arg_names)})")
         arr, idx, site = self._shared_element(args[0], what, ("u64", "i64"), "bars[0]")
@@ -354,7 +355,7 @@ class HopperCallsMixin:
                    for a, n in zip(args[1:], arg_names, strict=True)]
         results = [ir_type(result)] if result is not None else []
         op = self._gpu_op(ops.HopperOp(f"mbarrier.{name}", scalars, results, arr.ssa, idx,
-                                       site=site), node)
+                                       imm=imm, site=site), node)
         return Val(op.results[0], result) if result is not None else Static(None)
 
     def intr_mbarrier_init(self, node: ast.Call) -> Any:
@@ -368,7 +369,21 @@ class HopperCallsMixin:
         return self._mbarrier(node, "arrive_expect_tx", 1, T.u64, ("nbytes",))
 
     def intr_mbarrier_arrive_cluster(self, node: ast.Call) -> Any:
-        return self._mbarrier(node, "arrive_cluster", 1, None, ("rank",))
+        """`scope="cluster"` (the default) releases this thread's earlier memory accesses
+        to the whole cluster; `scope="cta"` orders them only within its own block, as a
+        stage handed back after reads needs, without the GPU-wide fence ptxas emits for
+        the cluster scope (codegen/hopper.py `_mbarrier`)."""
+        what = "ox.mbarrier.arrive_cluster()"
+        scope = self._kwargs(node, ("scope",), what).get("scope")
+        cta = False
+        if scope is not None:
+            if not (isinstance(scope, ast.Constant) and scope.value in ("cluster", "cta")):
+                raise self.error(KernelTypeError, scope,
+                                 f'scope= of {what} is the string "cluster" or "cta"',
+                                 hint='"cta" where the block only read what it hands back')
+            cta = scope.value == "cta"
+        return self._mbarrier(node, "arrive_cluster", 1, None, ("rank",), ("scope",),
+                              imm=(int(cta),))
 
     def intr_mbarrier_try_wait_parity(self, node: ast.Call) -> Any:
         return self._mbarrier(node, "try_wait_parity", 1, T.bool_, ("parity",))

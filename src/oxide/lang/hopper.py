@@ -44,8 +44,9 @@ mbarrier = Namespace("mbarrier", {
                    "has completed (a loop around try_wait_parity, sm_90).",
     "arrive_cluster": "arrive_cluster(bars[i], rank): arrive once on the same mbarrier in "
                       "the shared memory of cluster block `rank` (mapa + mbarrier.arrive."
-                      "release.cluster.shared::cluster, sm_90); the CPU's clusters of one "
-                      "have rank 0 only.",
+                      "release.cluster.shared::cluster, sm_90); scope=\"cta\" releases only "
+                      "within this block (no GPU-wide fence: for a buffer it only read); the "
+                      "CPU's clusters of one have rank 0 only.",
 }, doc="Shared-memory barriers (PTX mbarrier) in elements of `ox.shared.array(u64, n)`: "
        "phases complete when `count` threads have arrived and the expected transaction "
        "bytes have landed.")
