@@ -264,14 +264,17 @@ def arrive_on_peer(out: RawSlice[i32]):
 
 
 @ox.kernel
-def arrive_on_rank0(out: RawSlice[i32]):
+def arrive_on_rank0(out: RawSlice[i32], CTA: Const[bool]):
     bars = ox.shared.array(u64, 1)
     t = ox.thread_idx.x
     with ox.unsafe():
         if t == 0:
             ox.mbarrier.init(bars[0], 32)
     ox.sync_threads()
-    ox.mbarrier.arrive_cluster(bars[0], 0)
+    if CTA:
+        ox.mbarrier.arrive_cluster(bars[0], 0, scope="cta")
+    else:
+        ox.mbarrier.arrive_cluster(bars[0], 0)
     ox.sync_threads()  # all 32 arrived
     done = ox.mbarrier.try_wait_parity(bars[0], 0)
     with ox.unsafe():
@@ -284,34 +287,19 @@ def test_arrive_cluster_ptx() -> None:
     assert re.search(r"mapa\.shared::cluster\.u32 ra, %r\d+, %r\d+; mbarrier\.arrive\.release"
                      r"\.cluster\.shared::cluster\.b64 _, \[ra\];", ck.ptx)
     with pytest.raises(ox.TargetError, match=r"ox.mbarrier.arrive_cluster\(\)` needs sm_90"):
-        arrive_on_rank0.compile(RawSlice[i32], arch="sm_80")
-
-
-@ox.kernel
-def release_to_rank0(out: RawSlice[i32]):
-    bars = ox.shared.array(u64, 1)
-    t = ox.thread_idx.x
-    with ox.unsafe():
-        if t == 0:
-            ox.mbarrier.init(bars[0], 32)
-    ox.sync_threads()
-    ox.mbarrier.arrive_cluster(bars[0], 0, scope="cta")
-    ox.sync_threads()
-    done = ox.mbarrier.try_wait_parity(bars[0], 0)
-    with ox.unsafe():
-        out[t] = i32(done)
+        arrive_on_rank0.compile(RawSlice[i32], False, arch="sm_80")
 
 
 def test_arrive_cluster_at_cta_scope_has_no_cluster_release() -> None:
     """scope="cta" is the arrive without `.release.cluster`, which ptxas precedes by a
     GPU-wide fence; on the CPU it is the same local arrive."""
-    ck = release_to_rank0.compile(RawSlice[i32], arch="sm_90")
+    ck = arrive_on_rank0.compile(RawSlice[i32], True, arch="sm_90")
     assert re.search(r"mapa\.shared::cluster\.u32 ra, %r\d+, %r\d+; "
                      r"mbarrier\.arrive\.shared::cluster\.b64 _, \[ra\];", ck.ptx)
     assert ".release.cluster" not in ck.ptx.split("mbarrier.init")[-1]
     out = np.zeros(32, np.int32)
     with ox.device("cpu"):
-        ox.launch(release_to_rank0, (1, 32), out)
+        ox.launch(arrive_on_rank0, (1, 32), out, True)
     np.testing.assert_array_equal(out, np.ones(32, np.int32))
 
 
@@ -330,7 +318,7 @@ def test_arrive_cluster_on_the_cpu_is_a_local_arrive() -> None:
     """A CPU launch's clusters have one block, rank 0: 32 arrivals complete phase 0."""
     out = np.zeros(32, np.int32)
     with ox.device("cpu"):
-        ox.launch(arrive_on_rank0, (1, 32), out)
+        ox.launch(arrive_on_rank0, (1, 32), out, False)
     np.testing.assert_array_equal(out, np.ones(32, np.int32))
 
 
