@@ -171,7 +171,7 @@ cuda:
 {_borrowed("cu", "call ptr @PyObject_GetAttr(ptr %a, ptr %name.is_cuda)")}  %cu.true = icmp eq ptr %cu, %true
   br i1 %cu.true, label %rank.test, label %decline
 rank.test:  ; the sizes from `tensor.shape` (a rank-1 tensor too: torch's `len(tensor)` is
-  ; Python code, ~440 ns against the torch.Size's ~95)
+  ; Python code, ~375 ns from C against ~85 for the torch.Size)
   %rank.p = getelementptr i8, ptr %as, i64 1
   %rank8 = load i8, ptr %rank.p
   %rank = zext i8 %rank8 to i64
