@@ -292,6 +292,13 @@ def test_atomics_across_blocks_on_the_gpu():
     np.testing.assert_array_equal(hist, np.bincount(blocks.max(1) % 4, minlength=4))
 
 
+@pytest.mark.parametrize("splits", [1, 3])
+def test_2d_tile_atomics_inside_and_at_the_edges_on_the_gpu(splits: int):
+    from test_tile_scalars_atomics import add_2d_tiles_case
+
+    add_2d_tiles_case(splits, gpu)
+
+
 def test_a_lock_on_the_gpu():
     """Many blocks contend for the lock at once: the sum is never torn."""
     from test_tile_scalars_atomics import locked_sum

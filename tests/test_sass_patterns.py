@@ -44,3 +44,21 @@ def test_cluster_gemm_arrives_without_a_gpu_wide_fence() -> None:
     cfg = hg.Config(tma_store=True, stages=3, cluster=2)
     text = _sass(hg.gemm_hopper.compile(*hg.signature(cfg), arch="sm_90").ptx, "sm_90a")
     assert text.count("MEMBAR.ALL.GPU") == 2
+
+
+@ox.tile.kernel(num_warps=4)
+def add_tiles_f32(x: Slice[ox.f32, 2], out: ox.AtomicSlice[ox.f32, 2], BM: ox.Const[int],
+                  BN: ox.Const[int]):
+    i, j = ox.tile.bid(0), ox.tile.bid(1)
+    ox.tile.atomic_add(out, (i, j), ox.tile.load(x, (i, j), (BM, BN)), sem="relaxed")
+
+
+def test_tile_atomics_whose_old_values_go_unused_are_reductions() -> None:
+    """A tile `atomic_add` whose result nobody reads becomes REDG: its bounds test is the
+    tile's own, with no second check whose out-of-range path merged a 0 into the result
+    (that kept every element an ATOMG with its own branch; a split-K reduction's 128 x
+    256 f32 tile then cost more than the product, docs/performance.md)."""
+    sig = (Slice[ox.f32, 2], ox.AtomicSlice[ox.f32, 2])
+    text = _sass(add_tiles_f32.compile(*sig, 32, 64, arch="sm_90").ptx, "sm_90")
+    assert "REDG" in text
+    assert "ATOMG" not in text

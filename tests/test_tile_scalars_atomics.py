@@ -233,6 +233,55 @@ def test_atomics_compile_with_their_fences_for_the_gpu() -> None:
     assert ck.cubin
 
 
+@tile.kernel(num_warps=4)
+def add_2d_tiles(x: Slice[i32, 3], out: AtomicSlice[i32, 2], olds: DisjointSlice[i32, 3],
+                 BM: Const[int], BN: Const[int]):
+    """Split-K's reduction in 2-d: block (i, j, s) adds slice s's tile (i, j) into `out`
+    and keeps the old values; each thread holds several elements, so a tile inside the
+    array takes the one-test path and a tile at the ragged edge the per-element one."""
+    i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+    tile.store(olds[s], (i, j), tile.atomic_add(out, (i, j), tile.load(x[s], (i, j), (BM, BN)),
+                                                sem="relaxed"))
+
+
+def add_2d_tiles_case(splits: int, run) -> None:
+    """`add_2d_tiles` over a 70 x 100 array in 32 x 64 tiles (edges along both axes),
+    through `run(kernel, grid, *arrays)` (which returns the arrays after the launch)."""
+    m, n, bm, bn = 70, 100, 32, 64
+    x = rng.integers(-1000, 1000, (splits, m, n)).astype(np.int32)
+    start = rng.integers(-1000, 1000, (m, n)).astype(np.int32)
+    grid = (tile.cdiv(m, bm), tile.cdiv(n, bn), splits)
+    _, out, olds, *_ = run(add_2d_tiles, grid, x, start.copy(),
+                           np.full((splits, m, n), 7, np.int32), bm, bn)
+    np.testing.assert_array_equal(out, start + x.sum(0))
+    if splits == 1:  # one update per element: its old value is the start
+        np.testing.assert_array_equal(olds[0], start)
+    else:  # the updates of an element in some order: each old value is the one before
+        # plus that one's addend, so {old + addend} and the start are {old} and the end
+        after = np.sort(np.concatenate([olds + x, start[None]]), 0)
+        np.testing.assert_array_equal(after, np.sort(np.concatenate([olds, out[None]]), 0))
+
+
+def _run_on_cpu(kernel, grid, *args):
+    cpu(kernel, grid, *args)
+    return list(args)
+
+
+@pytest.mark.parametrize("splits", [1, 3])
+def test_2d_tile_atomics_inside_and_at_the_edges(splits: int) -> None:
+    add_2d_tiles_case(splits, _run_on_cpu)
+
+
+def test_tile_atomics_check_their_bounds_once() -> None:
+    """The tile's own bounds test guards each update: no second check with a report path
+    (its `cas` on the error word) around each atomic; on the GPU a tile wholly inside the
+    array updates without a branch per element (pinned as SASS in test_sass_patterns)."""
+    ck = add_2d_tiles.compile(Slice[i32, 3], AtomicSlice[i32, 2], DisjointSlice[i32, 3],
+                              32, 64, arch="sm_90")
+    assert "atom.global.add.u32" in ck.ptx or "atom.global.add.s32" in ck.ptx
+    assert ".cas." not in ck.ptx
+
+
 # -- diagnostics ---------------------------------------------------------------------------------
 
 

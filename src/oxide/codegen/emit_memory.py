@@ -202,6 +202,7 @@ class MemoryMixin:
             return self.t.atomic(self, op.kind.data, op.scope.data, dt,
                                  self.address(op.array, idx), self.v(op.value), compare, space)
 
-        self.names[op.result] = self.in_range(op.array, idx, op.site.data, dt, update)
+        self.names[op.result] = (self.in_range(op.array, idx, op.site.data, dt, update)
+                                 if op.checked.data else update())
 
     # -- effects ---------------------------------------------------------------------

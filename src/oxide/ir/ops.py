@@ -468,7 +468,10 @@ class ArrayAlignedOp(IRDLOperation):
 
 @irdl_op_definition
 class AtomicOp(IRDLOperation):
-    """Read-modify-write on one element; returns the old value."""
+    """Read-modify-write on one element; returns the old value. `checked=1` (the default)
+    bounds-checks it, reporting failures as `site`; a caller that has proven the element
+    inside the array (a tile atomic guards each element by its tile's bounds) passes
+    `checked=False`, and the update is emitted alone."""
 
     name = "oxide.atomic"
     kind = prop_def(StringAttr)
@@ -478,15 +481,17 @@ class AtomicOp(IRDLOperation):
     compare = var_operand_def()
     indices = var_operand_def()
     site = prop_def(IntAttr)
+    checked = prop_def(IntAttr)
     result = result_def()
     irdl_options = (AttrSizedOperandSegments(as_property=True),)
 
     def __init__(self, kind: str, scope: str, array: SSAValue, indices: Sequence[SSAValue],
-                 value: SSAValue, compare: SSAValue | None, site: int) -> None:
+                 value: SSAValue, compare: SSAValue | None, site: int,
+                 checked: bool = True) -> None:
         super().__init__(
             operands=[array, value, [compare] if compare is not None else [], list(indices)],
             properties={"kind": StringAttr(kind), "scope": StringAttr(scope),
-                        "site": IntAttr(site)},
+                        "site": IntAttr(site), "checked": IntAttr(int(checked))},
             result_types=[value.type])
 
 

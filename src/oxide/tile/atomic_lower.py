@@ -17,7 +17,12 @@ only where it lies inside the array. The memory orderings are built around it:
 What it assumes: tile code is block-uniform (every thread reaches the barriers). What
 it guarantees: no element is updated twice, none outside the array at all (its old
 value reads 0), and the result holds the same old value in every thread that holds the
-element.
+element. The tile's own bounds test (`_slot_inside`, as tile loads and stores use) is the
+only one: the atomic itself is emitted unchecked (`AtomicOp(checked=False)`), no second
+bounds check and report path that the first test makes unreachable. Where the thread's
+whole tile lies inside the array (its farthest slot does) and the thread owns its
+elements, one test covers them all and the updates follow without a branch each; only a
+tile at the array's edge tests element by element.
 """
 
 from __future__ import annotations
@@ -48,23 +53,47 @@ class AtomicEmitMixin:
         starts = self._starts(index, layout)
         rooms = self._rooms(arr, index, starts, layout)
         zero = self.const(0.0 if dt.is_float else 0, dt)
-        olds = []
-        for k, offs in enumerate(layout.offsets()):
+        offsets = layout.offsets()
+        slots = []
+        for _ in offsets:
+            slot = self.b.alloc(ops.SlotOp(ir_type(dt)))
+            self.b.emit(ops.SlotWriteOp(slot, zero))
+            slots.append(slot)
+
+        def update(k: int, offs: tuple[int, ...]) -> None:
+            """Element k's atomic, its old value into its slot. Unchecked: the caller
+            has established that the element lies inside the array."""
+            compare = values[0].values[k] if len(values) == 2 else None
+            old = self.b.value(ops.AtomicOp(kind, scope, arr, self._element(starts, offs),
+                                            value.values[k], compare, site, checked=False))
+            self.b.emit(ops.SlotWriteOp(slots[k], old))
+
+        done = self.b.new_block()
+        if len(offsets) > 1:  # the whole tile inside (and owned): no test per element
+            whole = self._slot_inside(rooms, tuple(max(o[d] for o in offsets)
+                                                   for d in range(len(layout.shape))))
+            if owner is not None:
+                whole = self.b.value(ops.BinaryOp("and", whole, owner))
+            fast, edge = self.b.new_block(), self.b.new_block()
+            self.b.cond_br(whole, fast, edge)
+            self.b.set_block(fast)
+            for k, offs in enumerate(offsets):
+                update(k, offs)
+            self.b.br(done)
+            self.b.set_block(edge)
+        for k, offs in enumerate(offsets):  # at an edge: each element where it lies inside
             cond = self._slot_inside(rooms, offs)
             if owner is not None:
                 cond = self.b.value(ops.BinaryOp("and", cond, owner))
-            slot = self.b.alloc(ops.SlotOp(ir_type(dt)))
-            self.b.emit(ops.SlotWriteOp(slot, zero))
-            update, join = self.b.new_block(), self.b.new_block()
-            self.b.cond_br(cond, update, join)
-            self.b.set_block(update)
-            compare = values[0].values[k] if len(values) == 2 else None
-            old = self.b.value(ops.AtomicOp(kind, scope, arr, self._element(starts, offs),
-                                            value.values[k], compare, site))
-            self.b.emit(ops.SlotWriteOp(slot, old))
+            then, join = self.b.new_block(), self.b.new_block()
+            self.b.cond_br(cond, then, join)
+            self.b.set_block(then)
+            update(k, offs)
             self.b.br(join)
             self.b.set_block(join)
-            olds.append(self.b.value(ops.SlotReadOp(slot)))
+        self.b.br(done)
+        self.b.set_block(done)
+        olds = [self.b.value(ops.SlotReadOp(slot)) for slot in slots]
         result = Slots(dt, layout, tuple(olds))
         acquire = sem in ("acquire", "acq_rel")
         if acquire:
