@@ -42,9 +42,8 @@ SPLIT_MIN_STEPS = 4  # K steps (of BK) each split keeps at least
 def splitk_matmul_kernel() -> Any:
     """A bf16 tile matmul whose grid's third axis splits the K loop: block (i, j, s) runs
     K steps s * STEPS ... (s + 1) * STEPS - 1 of tile (i, j) and adds its partial tile to
-    `c` (f32, zeroed first) with relaxed atomics. The loop is written `range(start,
-    stop)`: on sm_90 its operands then fill TMA rings from a producer warp group, as
-    `tile_matmul`'s do."""
+    `c` (f32, zeroed first) with relaxed atomics. On sm_90 its operands fill TMA rings
+    from a producer warp group, as `tile_matmul`'s do."""
     from oxide import AtomicSlice, Const, Slice, bf16, f32, tile
 
     @tile.kernel(num_warps=8, num_stages=4)
@@ -52,7 +51,8 @@ def splitk_matmul_kernel() -> Any:
                       BM: Const[int], BN: Const[int], BK: Const[int], STEPS: Const[int]):
         i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
         acc = tile.zeros((BM, BN), f32)
-        for k in range(s * STEPS, s * STEPS + STEPS):
+        for kk in range(STEPS):
+            k = s * STEPS + kk
             acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
         tile.atomic_add(c, (i, j), acc, sem="relaxed")
 

@@ -18,7 +18,7 @@ from test_tile_tma_stores import _sig
 from tile_gemm_cases import check, draw
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, bf16, f8e4m3, f32, i32, tile
+from oxide import AtomicSlice, Const, DisjointSlice, Slice, bf16, f8e4m3, f32, i32, tile
 from oxide.codegen.persistent_grid import is_persistent
 from oxide.codegen.warp_roles import PRODUCER_THREADS, extra_threads, marker_symbol
 
@@ -220,3 +220,33 @@ def test_the_fp8_gemm_example_on_rings() -> None:
               y, 128, 64, 64, device="cpu")
     want = (xq.astype(np.float64) @ wq.astype(np.float64).T * 0.5).astype(bf16.numpy)
     np.testing.assert_array_equal(y.astype(np.float32), want.astype(np.float32))
+
+
+@tile.kernel(num_warps=8, num_stages=3)
+def split_k(a: Slice[bf16, 2], b: Slice[bf16, 2], c: AtomicSlice[f32, 2], BM: Const[int],
+            BN: Const[int], BK: Const[int], STEPS: Const[int]):
+    """Split K as users write it: the K index through a name, the partial tiles summed by
+    relaxed f32 atomics."""
+    i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+    acc = tile.zeros((BM, BN), f32)
+    for kk in range(STEPS):
+        k = s * STEPS + kk
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.atomic_add(c, (i, j), acc, sem="relaxed")
+
+
+def test_a_split_k_loop_fills_its_rings_and_adds_its_tiles() -> None:
+    """`k = s * STEPS + kk` then loads at k: the loads still fill TMA rings from a producer
+    warp group, the kernel walks its grid, and the tiles' atomic adds (inside the arrays
+    and at their ragged edges) sum to the product."""
+    sig = (*_sig(f32)[:2], AtomicSlice[f32, 2])
+    ck = split_k.compile(*sig, 128, 64, 32, 2, target="cpu")
+    assert marker_symbol(ck.name) in ck.llvm_unoptimized and "oxide_map" in ck.llvm_unoptimized
+    assert is_persistent(ck.name, ck.host_object[0])
+    m, n, splits, steps = 200, 136, 3, 2
+    k = 32 * steps * splits - 8  # the last split's last step runs past K: zeros
+    a = (rng.integers(-4, 5, (m, k)) * 0.25).astype(bf16.numpy)  # sums exact in f32
+    b = (rng.integers(-4, 5, (k, n)) * 0.25).astype(bf16.numpy)
+    c = np.full((m, n), 3.0, np.float32)
+    split_k[tile.cdiv(m, 128), tile.cdiv(n, 64), splits](a, b, c, 128, 64, 32, steps)
+    np.testing.assert_array_equal(c, 3.0 + a.astype(np.float32) @ b.astype(np.float32))

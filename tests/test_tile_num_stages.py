@@ -158,3 +158,69 @@ def test_a_load_under_a_conditional_expression_stays_put() -> None:
     once = tile.kernel(num_stages=1)(cond.__wrapped__).compile(x, out, 16, True,
                                                                arch="sm_90").ir
     assert ir.count("oxide.vload") == once.count("oxide.vload")
+
+
+def split_k_matmul(stages: int, spelled: str):
+    """A split-K step: block (i, j, s) multiplies K steps s * STEPS ... of tile (i, j) into
+    slice s of `c`; its K index spelled through names the body binds (`spelled`)."""
+    @tile.kernel(num_warps=4, num_stages=stages)
+    def named(a: Slice[f32, 2], b: Slice[f32, 2], c: DisjointSlice[f32, 3], B: Const[int],
+              STEPS: Const[int]):
+        i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+        acc = tile.zeros((B, B))
+        for kk in range(STEPS):
+            k = s * STEPS + kk
+            acc = tile.mma(tile.load(a, (i, k), (B, B)), tile.load(b, (k, j), (B, B)), acc)
+        tile.store(c[s], (i, j), acc)
+
+    @tile.kernel(num_warps=4, num_stages=stages)
+    def chained(a: Slice[f32, 2], b: Slice[f32, 2], c: DisjointSlice[f32, 3], B: Const[int],
+                STEPS: Const[int]):
+        i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+        acc = tile.zeros((B, B))
+        for kk in range(STEPS):
+            first = s * STEPS
+            k = first + kk
+            x = tile.load(a, (i, k), (B, B))
+            acc = tile.mma(x, tile.load(b, (k, j), (B, B)), acc)
+        tile.store(c[s], (i, j), acc)
+
+    @tile.kernel(num_warps=4, num_stages=stages)
+    def divided(a: Slice[f32, 2], b: Slice[f32, 2], c: DisjointSlice[f32, 3], B: Const[int],
+                STEPS: Const[int]):
+        i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+        acc = tile.zeros((B, B))
+        for kk in range(STEPS):
+            k = (s * STEPS * 2 + kk * 2) // 2  # a division: left as the name
+            acc = tile.mma(tile.load(a, (i, k), (B, B)), tile.load(b, (k, j), (B, B)), acc)
+        tile.store(c[s], (i, j), acc)
+
+    return {"named": named, "chained": chained, "divided": divided}[spelled]
+
+
+@pytest.mark.parametrize("spelled", ["named", "chained", "divided"])
+@pytest.mark.parametrize("stages", [1, 3])
+def test_a_k_index_bound_to_a_name_is_pipelined(stages: int, spelled: str) -> None:
+    """`k = s * STEPS + kk` in the body, then loads at k: the loads read the loop variable
+    and names the body does not assign only through k's arithmetic, so they are issued
+    ahead (the name substituted in them) as `tile.load(a, (i, s * STEPS + kk), ...)`
+    would be; a definition with a division is left alone. Same results either way."""
+    B, steps, splits = 16, 2, 3
+    a = (rng.integers(-4, 5, (40, B * steps * splits)) * 0.25).astype(np.float32)
+    b = (rng.integers(-4, 5, (B * steps * splits, 24)) * 0.25).astype(np.float32)
+    c = np.zeros((splits, 40, 24), np.float32)
+    kernel = split_k_matmul(stages, spelled)
+    cpu(kernel, (3, 2, splits), a, b, c, B, steps)
+    for s in range(splits):
+        ks = slice(s * B * steps, (s + 1) * B * steps)
+        np.testing.assert_array_equal(c[s], a[:, ks] @ b[ks])
+    sig = (a, b, c, B, steps)
+
+    def count(ir: str) -> int:  # the tile loads' ops in the IR
+        return ir.count("oxide.masked_load") + ir.count("oxide.vload")
+
+    once = count(split_k_matmul(1, spelled).compile(*sig, arch="sm_90").ir)
+    assert once == 2
+    loads = count(kernel.compile(*sig, arch="sm_90").ir)
+    piped = stages > 1 and spelled != "divided"
+    assert loads == (stages * once if piped else once)

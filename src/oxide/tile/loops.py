@@ -118,6 +118,7 @@ class TileLoopsMixin:
         # the names the body rebinds that hold tiles now: carried in slots
         assigned = names_stored(node.body)
         if not persistent and self.num_stages >= 2:
+            node = _inline_load_indices(node, assigned, lambda n: self._calls(n, lang.load))
             node = self._hoist_nested_loads(node, assigned)
             assigned += [n for n in names_stored(node.body) if n not in assigned]
         piped = ([] if persistent or self.num_stages < 2 else
@@ -313,6 +314,65 @@ class TileLoopsMixin:
                 self.env.pop(loop_var, None)
             else:
                 self.env[loop_var] = saved
+
+
+# what a substituted index may hold: names, constants, + - * and unary minus (no division,
+# which a load issued ahead for an iteration that does not run could evaluate by zero)
+_INDEX_EXPR = (ast.Name, ast.Constant, ast.BinOp, ast.UnaryOp, ast.Add, ast.Sub, ast.Mult,
+               ast.USub, ast.UAdd, ast.expr_context)
+
+
+def _inline_load_indices(node: ast.For, assigned: list[str], is_load: Any) -> ast.For:
+    """The loop with each name the body binds once to sums and products of the loop
+    variable, constants and names the body does not assign (`k = s * STEPS + kk`, a split K loop's
+    step) replaced by that arithmetic inside the `tile.load(...)` calls of the statements
+    after it, so that `_hoist_nested_loads` and `_pipelined_loads` can issue those loads
+    ahead as they would `tile.load(a, (i, s * STEPS + kk), ...)`.
+
+    Why it means the same: the arithmetic's operands hold the same values wherever the
+    iteration reads them (the loop variable is the iteration's, the other names are not
+    assigned in the body), and it has no effects, so a load reads the same element
+    through the substituted expression as through the name. A definition that reads an
+    earlier one is substituted in turn (`k0 = s * STEPS; k = k0 + kk`). Only top-level
+    `name = expr` statements with a name assigned nowhere else in the body count; the
+    statements themselves stay (the names keep their other uses). The kernel's own tree
+    is not changed (the statements that change are copies)."""
+    loop_var = node.target.id  # type: ignore[attr-defined]
+    stores: dict[str, int] = {}
+    for n in ast.walk(ast.Module(body=node.body, type_ignores=[])):
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            stores[n.id] = stores.get(n.id, 0) + 1
+    subs: dict[str, ast.expr] = {}
+
+    class Substitute(ast.NodeTransformer):
+        def visit_Name(self, n: ast.Name) -> ast.AST:
+            if isinstance(n.ctx, ast.Load) and n.id in subs:
+                return ast.copy_location(copy.deepcopy(subs[n.id]), n)
+            return n
+
+    class InLoads(ast.NodeTransformer):
+        def visit_Call(self, n: ast.Call) -> ast.AST:
+            return Substitute().visit(n) if is_load(n) else self.generic_visit(n)
+
+    body: list[ast.stmt] = []
+    for stmt in node.body:
+        if subs:
+            stmt = InLoads().visit(copy.deepcopy(stmt))
+        if (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+                and isinstance(stmt.targets[0], ast.Name)
+                and stores.get(stmt.targets[0].id) == 1
+                and stmt.targets[0].id != loop_var):
+            value = Substitute().visit(copy.deepcopy(stmt.value))
+            parts = list(ast.walk(value))
+            if all(isinstance(p, _INDEX_EXPR) for p in parts) and all(
+                    p.id == loop_var or p.id not in assigned
+                    for p in parts if isinstance(p, ast.Name)):
+                subs[stmt.targets[0].id] = value
+        body.append(stmt)
+    if not subs:
+        return node
+    return ast.copy_location(ast.For(node.target, node.iter, body, node.orelse,
+                                     node.type_comment), node)
 
 
 def _ahead(name: str, j: int) -> str:
