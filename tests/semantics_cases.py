@@ -111,6 +111,34 @@ def negate(a: Slice[T], out: DisjointSlice[T]):
 
 
 @ox.kernel
+def nonnegative_compares(a: Slice[T], out: DisjointSlice[i32]):
+    """Ordered comparisons of values that are >= 0 or NaN (a square, an absolute value)
+    with negative constants, as bits: false for NaN, as IEEE's ordered `>` says. ptxas
+    13.0 took `x * x > -1.0` for always true (tile fuzzer, seed 74, H100)."""
+    i = thread.index_1d()
+    if i in out:
+        x = a[i]
+        sq = x * x
+        bits = 0
+        if sq > -1.0:
+            bits += 1
+        if -60000.0 < sq:  # the fuzzer had -2**31, past f16
+            bits += 2
+        if abs(x) > -0.5:
+            bits += 4
+        if sq >= -1.0:
+            bits += 8
+        if abs(x) >= -0.0:
+            bits += 16
+        out[i] = bits
+
+
+def ref_nonnegative_compares(x: float) -> int:
+    """`nonnegative_compares` in Python floats: every bit set for a number, none for NaN."""
+    return 0 if np.isnan(x) else 31
+
+
+@ox.kernel
 def min_max(a: Slice[T], b: Slice[T], low: DisjointSlice[T], high: DisjointSlice[T]):
     i = thread.index_1d()
     if i in low and i in high:

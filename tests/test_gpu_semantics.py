@@ -102,6 +102,13 @@ def test_gpu_the_issue_examples_of_float_mod() -> None:
 
 
 @pytest.mark.parametrize("dt", sc.FLOATS, ids=lambda d: d.name)
+def test_gpu_ordered_compares_of_squares_are_false_for_nan(dt: Any) -> None:
+    a = np.array([0.0, -0.0, 1.0, -3.0, np.nan, np.inf, -np.inf, 1e-40], dt.numpy)
+    out = launch(sc.nonnegative_compares, a.size, a, np.zeros(a.size, np.int32))[-1]
+    np.testing.assert_array_equal(out, [sc.ref_nonnegative_compares(x) for x in a])
+
+
+@pytest.mark.parametrize("dt", sc.FLOATS, ids=lambda d: d.name)
 def test_gpu_float_min_max_order_negative_zero_first_and_drop_nan(dt: Any) -> None:
     vals = [0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 1e-40]
     a = np.array([x for x in vals for _ in vals], dt.numpy)

@@ -229,6 +229,19 @@ def test_float_min_max_order_negative_zero_first_and_drop_nan(dt: Any) -> None:
     _ptx(sc.min_max, Slice[dt], Slice[dt], DisjointSlice[dt], DisjointSlice[dt])
 
 
+@pytest.mark.parametrize("dt", sc.FLOATS, ids=lambda d: d.name)
+def test_ordered_compares_of_squares_are_false_for_nan(dt: Any) -> None:
+    """`x * x > -1.0` is false for NaN x. On the GPU an explicit NaN test joins such a
+    comparison with a negative constant (codegen/nvptx.py `nan_guarded_compare`): ptxas
+    13.0 folded it to true."""
+    a = np.array([0.0, -0.0, 1.0, -3.0, np.nan, np.inf, -np.inf, 1e-40], dt.numpy)
+    out = np.zeros(a.size, np.int32)
+    launch(sc.nonnegative_compares, a.size, a, out)
+    np.testing.assert_array_equal(out, [sc.ref_nonnegative_compares(x) for x in a])
+    for ptx in _ptx(sc.nonnegative_compares, Slice[dt], DisjointSlice[i32]):
+        assert ptx.count("setp.num") >= 5
+
+
 # -- item 13: conversions and range ------------------------------------------------------
 
 

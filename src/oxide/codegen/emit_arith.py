@@ -81,6 +81,11 @@ class ArithmeticMixin:
             a, b, dt = self.cast(a, dt, T.f32), self.cast(b, dt, T.f32), T.f32
         if dt.is_float:
             text = f"fcmp {_FCMP[pred]} {dt.llvm} {a}, {b}"
+            if hasattr(self.t, "nan_guarded_compare"):
+                guarded = self.t.nan_guarded_compare(self, pred, dt, a, b, text)
+                if guarded is not None:
+                    self.names[op.result] = guarded
+                    return
         else:
             if pred in ("eq", "ne"):
                 p = pred

@@ -42,6 +42,23 @@ def check_arch(arch: str) -> str:
     return arch
 
 
+def _negative_literal(text: str) -> bool:
+    """Whether LLVM IR float literal `text` (`-1.000000e+00`, `0xC1E0000000000000`, a
+    half's `0xH...` or a bfloat's `0xR...`) has its sign bit set; False for a value name."""
+    if text.startswith("0x"):
+        digits = text[2:].lstrip("HRKLM")  # the kinds of LLVM's hexadecimal float literals
+        try:
+            bits = int(digits, 16)
+        except ValueError:
+            return False
+        width = 16 if text[2:3] in ("H", "R") else 64
+        return bool(bits >> (width - 1) & 1)
+    try:
+        return text.startswith("-") and float(text) <= 0.0
+    except ValueError:
+        return False
+
+
 class NVPTXTarget:
     """Target hooks for the Emitter, for one GPU architecture."""
 
@@ -114,6 +131,36 @@ class NVPTXTarget:
         wide = em.intrinsic(f"llvm.{'s' if signed else 'u'}{kind}.i32", "i32",
                             [("i32", wa), ("i32", wb)])
         return em.ins(f"trunc i32 {wide} to {dt.llvm}")
+
+    def nan_guarded_compare(self, em: Any, pred: str, dt: Any, a: str, b: str,
+                            fcmp: str) -> str | None:
+        """An ordered `x > c` / `x >= c` (or `c < x`, `c <= x`) against a negative constant
+        c, as `fcmp` and a test that x is a number which LLVM cannot see through; None
+        for every other comparison (emitted as it is).
+
+        ptxas 13.0 drops `setp.gt.f32 p, x, c` for c < 0 where it knows x >= 0 (x = y * y,
+        x = |y|), taking p to be true, which is wrong when x is NaN (tile fuzzer, seed 74,
+        H100: `-2147483648 < v * v` came out true for a NaN v). An explicit NaN test
+        joined to the comparison keeps the answer whatever ptxas folds: the comparison is
+        true only for numbers, as IEEE's ordered `>` is. LLVM would drop a plain
+        `fcmp ord` joined to an ordered compare (one implies the other), so the test is
+        inline PTX."""
+        if pred in ("gt", "ge"):
+            x, c = a, b
+        elif pred in ("lt", "le"):
+            x, c = b, a
+        else:
+            return None
+        if not _negative_literal(c) or x.startswith(("0x", "-", "+")) or not x.startswith("%"):
+            return None
+        compared = em.ins(fcmp)
+        wide = x if dt.bits >= 32 else em.ins(f"fpext {dt.llvm} {x} to float")
+        kind, reg = ("f64", "d") if dt.bits == 64 else ("f32", "f")
+        ty = "double" if dt.bits == 64 else "float"
+        flag = em.ins(f'call i32 asm "{{ .reg .pred p; setp.num.{kind} p, $1, $1; '
+                      f'selp.u32 $0, 1, 0, p; }}", "=r,{reg}"({ty} {wide})')
+        number = em.ins(f"icmp ne i32 {flag}, 0")
+        return em.ins(f"and i1 {compared}, {number}")
 
     @staticmethod
     def _widen_opaque(em: Any, dt: Any, x: str) -> str:
