@@ -151,7 +151,7 @@ class NVPTXTarget:
             x, c = b, a
         else:
             return None
-        if not _negative_literal(c) or x.startswith(("0x", "-", "+")) or not x.startswith("%"):
+        if not _negative_literal(c) or not x.startswith("%"):  # x a literal too: folded
             return None
         compared = em.ins(fcmp)
         wide = x if dt.bits >= 32 else em.ins(f"fpext {dt.llvm} {x} to float")
