@@ -334,3 +334,63 @@ def test_a_scalar_store_converts_on_the_gpu():
     _, *got = gpu(scalar_conversions, 6, x, *outs)
     for g, want in zip(got, scalar_conversions_reference(x), strict=True):
         np.testing.assert_array_equal(g, want)
+
+
+# -- a relaxed atomic add of an accumulator goes by TMA reduction (tile/tma_stores.py) --------
+
+TINY = 2.0 ** -140  # f32 subnormal: tiles scaled by it are sums of the smallest steps
+
+
+@tile.kernel(num_warps=8, num_stages=3)
+def tiny_split_k(a: ox.Slice[bf16, 2], b: ox.Slice[bf16, 2], c: ox.AtomicSlice[ox.f32, 2],
+                 d: ox.AtomicSlice[ox.f32, 2], BM: ox.Const[int], BN: ox.Const[int],
+                 BK: ox.Const[int]):
+    """Split K in threes, the partial tiles scaled into the subnormals and added to `c`
+    by TMA (relaxed) and to `d` by each thread's atomics (acq_rel)."""
+    i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+    acc = tile.zeros((BM, BN), ox.f32)
+    for kk in range(2):
+        k = s * 2 + kk
+        acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.atomic_add(c, (i, j), acc * TINY, sem="relaxed")
+    tile.atomic_add(d, (i, j), acc * TINY)
+
+
+def test_split_k_sums_by_tma_reduction_on_the_gpu():
+    """Split K summed by relaxed tile atomics (a TMA reduction: `cp.reduce.async.bulk
+    .tensor.add` in the PTX) at ragged edges, exact against NumPy; then subnormal partial
+    tiles added to subnormal values, the same by TMA, by each thread's atomics, and on
+    the CPU (bit for bit: every sum here is exact, so the order of the splits' adds does
+    not matter, and a flushed subnormal would show)."""
+    from test_tile_cpu_hopper import split_k
+
+    m, n, splits, steps = 200, 136, 3, 2
+    k = 32 * steps * splits - 8
+    a = (rng.integers(-4, 5, (m, k)) * 0.25).astype(bf16.numpy)
+    b = (rng.integers(-4, 5, (k, n)) * 0.25).astype(bf16.numpy)
+    c = np.full((m, n), 3.0, np.float32)
+    grid = (tile.cdiv(m, 128), tile.cdiv(n, 64), splits)
+    (_, _, got, *_) = gpu(split_k, grid, a, b, c, 128, 64, 32, steps)
+    np.testing.assert_array_equal(got, 3.0 + a.astype(np.float32) @ b.astype(np.float32))
+
+    k = 64 * 2 * 3
+    a = rng.integers(-3, 4, (m, k)).astype(bf16.numpy)
+    b = rng.integers(-3, 4, (k, n)).astype(bf16.numpy)
+    start = (rng.integers(-50, 51, (m, n)) * TINY).astype(np.float32)
+    grid = (tile.cdiv(m, 128), tile.cdiv(n, 128), 3)
+    args = (a, b, start.copy(), start.copy(), 128, 128, 64)
+    from test_tile_tma_rings import V
+
+    types = (ox.Slice[bf16, 2], ox.Slice[bf16, 2], ox.AtomicSlice[ox.f32, 2],
+             ox.AtomicSlice[ox.f32, 2])
+    ck = tiny_split_k.compile(*(V(t, vectors=True) for t in types), *args[4:], arch="sm_90")
+    assert "cp.reduce.async.bulk.tensor" in ck.ptx
+    (_, _, by_tma, by_threads, *_) = gpu(tiny_split_k, grid, *args)
+    cpu = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
+    ox.launch(tiny_split_k, grid, *cpu, device="cpu")
+    want = (start.astype(np.float64)
+            + (a.astype(np.float64) @ b.astype(np.float64)) * TINY).astype(np.float32)
+    np.testing.assert_array_equal(cpu[2], want)
+    assert np.count_nonzero(want) > m * n // 2 and np.all(np.abs(want) < 2.0 ** -126)
+    np.testing.assert_array_equal(by_threads.view(np.int32), cpu[3].view(np.int32))
+    np.testing.assert_array_equal(by_tma.view(np.int32), cpu[2].view(np.int32))

@@ -10,7 +10,7 @@ from test_gpu_tile_producer import make_gemm, make_persistent
 from test_tile_tma_rings import V
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+from oxide import AtomicSlice, Const, DisjointSlice, Slice, bf16, f32, tile
 from oxide.codegen.abi import OperandMap
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
 from oxide.tile import tma_stores
@@ -189,3 +189,61 @@ def test_where_the_tiles_crowd_the_registers_a_slab_ring_is_stored_together() ->
     assert named == {"barrier.sync \t1, 256;"}, named
     plain = make_gemm(bf16, 8, 4).compile(*_sig(bf16), 128, 256, 64, arch="sm_90")
     assert OperandMap(2, "bf16", (64, 64), 128) in plain.operand_maps
+
+
+REDUCE = "cp.reduce.async.bulk.tensor.2d.global.shared::cta.add.tile.bulk_group"
+
+
+def _adds(sem: str = "relaxed", scope: str = "device", kind: str = "add", used: bool = False):
+    """A K split of a product whose partial tiles are summed by a tile atomic: `sem`,
+    `scope`, `kind` and whether the old values are read (stored to `d`) vary."""
+    @tile.kernel(num_warps=8, num_stages=3)
+    def split(a: Slice[bf16, 2], b: Slice[bf16, 2], c: AtomicSlice[f32, 2],
+              d: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int], BK: Const[int]):
+        i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+        acc = tile.zeros((BM, BN), f32)
+        for kk in range(2):
+            k = s * 2 + kk
+            acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+        if kind == "max":
+            tile.atomic_max(c, (i, j), acc, sem=sem, scope=scope)
+        elif used:
+            tile.store(d, (i, j), tile.atomic_add(c, (i, j), acc, sem=sem, scope=scope))
+        else:
+            tile.atomic_add(c, (i, j), acc, sem=sem, scope=scope)
+    return split
+
+
+def _split_sig(vectors: bool = True):
+    return (V(Slice[bf16, 2], vectors=True), V(Slice[bf16, 2], vectors=True),
+            V(AtomicSlice[f32, 2], vectors=vectors), V(DisjointSlice[f32, 2], vectors=True))
+
+
+def test_a_relaxed_add_of_an_accumulator_is_a_tma_reduction() -> None:
+    """Split K's partial tiles, summed by `tile.atomic_add(c, (i, j), acc, sem="relaxed")`:
+    staged in shared memory as a store is, then added by TMA (`cp.reduce.async.bulk.tensor
+    .add`, each element a relaxed device-scope atomic in L2): no per-element atomics.
+    Block scope takes it too (the copy's atomics are device-scope: at least as strong)."""
+    for scope in ("device", "block"):
+        ck = _adds(scope=scope).compile(*_split_sig(), 128, 256, 64, arch="sm_90")
+        assert OperandMap(2, "f32", (64, 32), 128) in ck.operand_maps
+        ptx = ck.ptx
+        assert ptx.count(REDUCE) == 8 and STORE not in ptx  # slabs of 32 f32 columns
+        assert "red.global" not in ptx and "atom.global" not in ptx
+
+
+def test_what_keeps_the_atomics() -> None:
+    """An ordering (release, acquire: fences and barriers around the atomic), system
+    scope, old values read, another operation, and rows not known to take 16-byte
+    vectors keep each thread's atomics."""
+    def reduced(kernel, sig=None) -> bool:
+        ptx = kernel.compile(*(sig or _split_sig()), 128, 256, 64, arch="sm_90").ptx
+        return REDUCE in ptx
+
+    assert reduced(_adds())
+    assert not reduced(_adds(sem="acq_rel"))
+    assert not reduced(_adds(sem="release"))
+    assert not reduced(_adds(scope="system"))
+    assert not reduced(_adds(used=True))
+    assert not reduced(_adds(kind="max"))
+    assert not reduced(_adds(), _split_sig(vectors=False))

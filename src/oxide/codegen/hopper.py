@@ -47,6 +47,7 @@ _NAMES = (("wgmma.desc", "ox.wgmma_desc()"), ("wgmma.fence", "ox.wgmma_fence()")
           ("named_barrier", "ox.named_barrier_sync()"), ("sreg.", "ox.cluster registers"),
           ("cluster.", "the cluster barrier"), ("tma.load", "ox.tma.load()"),
           ("tma.barrier", "ox.tma.load()"), ("tma.store", "ox.tma.store()"),
+          ("tma.reduce_add", "a tile atomic_add by TMA"),
           ("tma.prefetch_descriptor", "ox.tma.prefetch_descriptor()"),
           ("tma.prefetch", "ox.tma.prefetch()"), ("tma.commit_group", "ox.tma.commit_group()"),
           ("tma.wait_group_read", "ox.tma.wait_group_read()"),
@@ -90,7 +91,7 @@ def _known_nvvm() -> frozenset[str]:
               "llvm.nvvm.cp.async.commit.group", "llvm.nvvm.cp.async.wait.group"}
     for rank in range(1, 6):
         names |= {f"llvm.nvvm.cp.async.bulk.tensor.{op}.tile.{rank}d"
-                  for op in ("g2s", "s2g", "prefetch")}
+                  for op in ("g2s", "s2g", "reduce.add", "prefetch")}
     return frozenset(names)
 
 
@@ -398,9 +399,10 @@ def _tma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
         return []
     _align_shared(em, op.array[0], TMA_ALIGN)
     smem = tma_address(em, op)
-    if name == "store":
+    if name in ("store", "reduce_add"):  # reduce_add: each element added, relaxed.gpu
         coords = [("i32", c) for c in reversed(args[1:1 + rank])]
-        _nvvm(em, f"llvm.nvvm.cp.async.bulk.tensor.s2g.tile.{rank}d", "void",
+        copy = "s2g" if name == "store" else "reduce.add"
+        _nvvm(em, f"llvm.nvvm.cp.async.bulk.tensor.{copy}.tile.{rank}d", "void",
               [(_P3, smem), tmap, *coords, ("i64", "0"), ("i1", "false")])
         return []
     bar = em.ins(f"inttoptr i64 {args[1]} to {_P3}")

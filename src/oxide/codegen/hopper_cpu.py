@@ -19,7 +19,8 @@ where the hardware puts it: with a swizzle of S bytes, the 16-byte chunk bits of
 byte offset from the shared array's first element (bits 4 up) are XORed with the row
 bits (7 up), as wgmma's CPU meaning reads them back. It then completes the mbarrier's
 transaction by the whole box's bytes. `tma.store` copies back through the same
-layout, dropping what falls outside the array. Bulk groups complete at once, so commit,
+layout, dropping what falls outside the array, and `tma.reduce_add` adds each element
+to the array's by a relaxed atomic (a TMA reduction). Bulk groups complete at once, so commit,
 wait and prefetch do nothing. A box that does not fit the shared array from the element
 given is reported as an index error (with checks on) and clipped.
 """
@@ -139,7 +140,7 @@ def tma(em: Any, kind: str, op: ops.HopperOp) -> list[str]:
                           hint="compile this kernel for a GPU (arch='sm_90'), or load "
                                "without multicast= on the CPU")
     rank = int(parts[2][:-1])
-    _copy(em, op, rank, load=name == "load")
+    _copy(em, op, rank, load=name == "load", add=name == "reduce_add")
     return []
 
 
@@ -149,8 +150,10 @@ def _field(em: Any, desc: str, offset: int, ty: str) -> str:
     return v if ty == "i64" else em.ins(f"zext {ty} {v} to i64")
 
 
-def _copy(em: Any, op: ops.HopperOp, rank: int, load: bool) -> None:
-    """The box copy between global memory (through the description) and shared memory."""
+def _copy(em: Any, op: ops.HopperOp, rank: int, load: bool, add: bool = False) -> None:
+    """The box copy between global memory (through the description) and shared memory;
+    with `add`, a reduction: each shared element added to its global one by a relaxed
+    atomic (`atomicrmw fadd ... monotonic`, the CPU's `ox.atomic.add`)."""
     array = op.array[0]
     info = em.arrays[array]
     dt = info["dtype"]
@@ -228,7 +231,11 @@ def _copy(em: Any, op: ops.HopperOp, rank: int, load: bool) -> None:
         store, skip = em.label(), em.label()
         em.raw(f"br i1 {inside}, label %{store}, label %{skip}")
         em.start_block(store)
-        em.raw(f"store {ity} {em.ins(f'load {ity}, ptr {sptr}')}, ptr {gptr}")
+        if add:
+            v = em.ins(f"load {dt.llvm}, ptr {sptr}")
+            em.ins(f"atomicrmw fadd ptr {gptr}, {dt.llvm} {v} monotonic")
+        else:
+            em.raw(f"store {ity} {em.ins(f'load {ity}, ptr {sptr}')}, ptr {gptr}")
         em.raw(f"br label %{skip}")
         em.start_block(skip)
     em.raw(f"store i64 {em.ins(f'add i64 {e}, 1')}, ptr {counter}")

@@ -71,7 +71,7 @@ class TileAtomicsMixin:
         old = self.t.atomic(arr.ssa, op, sem, scope, values,
                             self._index_i64([*arr.fixed, *items], node.args[1]),
                             self.b.site("index", self.src.span(node), arr.name),
-                            len(arr.fixed))
+                            len(arr.fixed), arr.type.vectors)
         return self.t.squeeze(old) if scalar and arr.type.rank else old
 
     def _atomic_array(self, v: Any, at: ast.AST, name: str) -> TArray:

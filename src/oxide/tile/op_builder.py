@@ -175,14 +175,17 @@ class TileOps:
         self.b.tile_op(op, self.span())
 
     def atomic(self, array: SSAValue, kind: str, sem: str, scope: str, values: Sequence[Tile],
-               index: Sequence[Tile], site: int, drop: int = 0) -> Tile:
+               index: Sequence[Tile], site: int, drop: int = 0,
+               vectors: bool | None = None) -> Tile:
         """`kind` on the tile of `values[-1]`'s shape at `index` (values: the compare
         first for cas, in one layout); the old values. `drop`: the array's leading
-        dimensions of extent 1 the tile leaves out (a view's), as for `load`."""
+        dimensions of extent 1 the tile leaves out (a view's), as for `load`; `vectors`:
+        whether the array's rows take 16-byte vectors, as for `store` (a TMA reduction
+        needs them, tile/tma_stores.py)."""
         value = values[-1]
         return self.make("atomic", [array, *values, *index], value.shape, value.dtype,
                          kind=kind, sem=sem, scope=scope, values=len(values), site=site,
-                         drop=drop or None)
+                         drop=drop or None, vectors=vectors)
 
     # -- variables (an `if`'s merged names, a loop's carried tiles) ---------------------
 

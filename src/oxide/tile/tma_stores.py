@@ -45,11 +45,22 @@ waits until only the previous slab's group may still be reading (`cp.async.bulk.
 .read 1`), then a barrier. That takes each slot's slab to be the same for every thread
 (`slab_of_slots`), as in wgmma's accumulator, where a thread's columns come in groups of 8.
 
+A tile atomic that adds such a tile (`reducible`: `tile.atomic_add(c, idx, acc,
+sem="relaxed")` of f32, at block or device scope, its old values unread; split K's
+partial tiles) goes out the same way, with a TMA reduction (`cp.reduce.async.bulk.tensor
+.add`) in place of the TMA store: the copy adds each element to the array's in L2, each
+addition a relaxed atomic at device scope (the PTX ISA's words), the elements past the
+array's edge untouched, as each thread's atomics left them. Instead of 32k `red.global`
+a 128 x 256 tile, the block issues one copy a slab. Other orderings keep each thread's
+atomics: a release or acquire orders the block's other accesses around the atomic by
+fences and barriers of the generic proxy, which a copy in the async proxy would not
+follow without more fences (not built); old values are each thread's by definition.
+
 What it assumes: the layout pass and the rings ran (the rings' shared memory comes
-first: `place_tma_stores` takes what they leave); the store is the array's only access in
-the kernel (no load, atomic or other store of it: the ordering pass then has nothing to
-order, and no access can see the copy in flight). What it guarantees: the array ends as
-the masked stores would have left it.
+first: `place_tma_stores` takes what they leave); the store (or atomic) is the array's
+only access in the kernel (no load, atomic or other store of it: the ordering pass then
+has nothing to order, and no access can see the copy in flight). What it guarantees: the
+array ends as the masked stores (or each thread's relaxed atomics) would have left it.
 """
 
 from __future__ import annotations
@@ -160,7 +171,7 @@ def place_tma_stores(b: TileBuilder, whole_block: bool) -> bool:
     beyond = False
     crowded: bool | None = None  # whether the tiles crowd the registers (asked once)
     for op in b.tile_ops:
-        if kind_of(op) != "store" or not _qualifies(b, op, accesses):
+        if kind_of(op) not in ("store", "atomic") or not _qualifies(b, op, accesses):
             continue
         t = op.operands[1].type
         assert isinstance(t, TileType)
@@ -190,6 +201,8 @@ def _qualifies(b: TileBuilder, op: Operation, accesses: dict[SSAValue, int]) -> 
     t = value.type
     if not isinstance(t, TileType) or len(t.dims) != 2 or t.dtype.name not in _DTYPES:
         return False
+    if kind_of(op) == "atomic" and not reducible(op):
+        return False
     rows, cols = t.dims
     width = row_elements(cols, t.dtype)
     layout = layout_of(value)
@@ -202,17 +215,29 @@ def _qualifies(b: TileBuilder, op: Operation, accesses: dict[SSAValue, int]) -> 
             and width * t.dtype.itemsize % 16 == 0)
 
 
+def reducible(op: Operation) -> bool:
+    """Whether a tile atomic may go out as a TMA reduction (`cp.reduce.async.bulk.tensor
+    .add`, see the module docstring): a relaxed f32 add whose old values nothing reads,
+    at block or device scope (each of the copy's additions is a relaxed atomic at device
+    scope: at least what was asked)."""
+    return (op.param("kind") == "add" and op.param("sem") == "relaxed"
+            and op.param("scope") in ("block", "device") and op.param("values") == 1
+            and not op.results[0].uses and op.operands[1].type.dtype.name == "f32")
+
+
 def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
-              plan: tuple[int, int, bool]) -> None:
+              plan: tuple[int, int, bool], reduce: bool = False) -> None:
     """A tile store by TMA (see the module docstring) in slabs of `plan` = (width,
-    buffers, whether the warp groups may store alone). An index longer than 2 leads with
-    a view's fixed dimensions (extent 1 in the box). Where each consumer warp group holds
-    a band of the tile's rows (`row_bands`) and may, each group stores its band alone:
-    its own barriers, its first thread's copies."""
+    buffers, whether the warp groups may store alone); with `reduce`, a TMA reduction
+    that adds the tile to the array's elements instead. An index longer than 2 leads
+    with a view's fixed dimensions (extent 1 in the box). Where each consumer warp group
+    holds a band of the tile's rows (`row_bands`) and may, each group stores its band
+    alone: its own barriers, its first thread's copies."""
     b = em.b
     rows, cols = t.shape
     width, buffers, groups_alone = plan
     slabs = cols // width
+    verb = "reduce_add" if reduce else "store"
     bands = (row_bands(t.layout) if em.consumer_threads is not None and groups_alone
              else 1)
     band_rows = rows // bands
@@ -257,7 +282,7 @@ def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
                                                                em.const(s * width, T.i32)))
                 start = b.value(ops.BinaryOp("add", band_start,
                                              em.const(s % buffers * rows * width, T.i64)))
-                b.emit(ops.HopperOp(f"tma.store.{len(index)}d", [tmap, *fixed, row0, col],
+                b.emit(ops.HopperOp(f"tma.{verb}.{len(index)}d", [tmap, *fixed, row0, col],
                                     [], smem, [start], imm=()))
             b.emit(ops.HopperOp("tma.commit_group", [], []))
 

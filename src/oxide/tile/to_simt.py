@@ -228,6 +228,12 @@ class ToSIMT:
         array, values, index = op.operands[0], op.operands[1:1 + count], op.operands[1 + count:]
         drop = op.param("drop") or 0
         slots = [self._in(v) for v in values]
+        if op.param("tma"):  # added by a TMA reduction (tile/tma_stores.py): no old values
+            t = slots[-1]
+            store_tma(self.em, array, [self._in(i).scalar for i in index], t,
+                      op.param("tma"), reduce=True)
+            zero = self.em.const(0.0, t.dtype)
+            return Slots(t.dtype, t.layout, [zero] * len(t.values))
         old = self.em.atomic(array, op.param("kind"), op.param("sem"), op.param("scope"),
                              [self._in(i).scalar for i in index],
                              [Slots(t.dtype, t.layout.lead(drop), t.values)
