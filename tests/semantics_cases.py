@@ -138,6 +138,55 @@ def ref_nonnegative_compares(x: float) -> int:
     return 0 if np.isnan(x) else 31
 
 
+@ox.kernel(block=64)
+def f32_atomic_adds(start: Slice[f32], x: Slice[f32], glob: ox.AtomicSlice[f32],
+                    old: DisjointSlice[f32], shared: DisjointSlice[f32],
+                    shared_old: DisjointSlice[f32]):
+    """`glob[i] += x[i]` (`glob` starts as `start`), keeping the old values, by a global
+    atomic (the GPU's `atom.add.f32` flushes subnormals) and a shared one (it keeps them);
+    one block of 64 threads, one element each."""
+    sh = ox.shared.array(f32, 64)
+    i = thread.in_block()
+    sh[i] = start[i]
+    ox.sync_threads()
+    old[i] = ox.atomic.add(glob, i, x[i])
+    shared_old[i] = ox.atomic.add(sh, i, x[i])
+    ox.sync_threads()
+    shared[i] = sh[i]
+
+
+def f32_atomic_add_inputs() -> tuple[np.ndarray, np.ndarray]:
+    """64 (start, addend) pairs: subnormal, normal, zero and signed-zero operands and
+    sums that land in the subnormals, leave them, or cancel."""
+    tiny, low = 2.0 ** -140, 2.0 ** -126  # a subnormal step, the smallest normal
+    pairs = [(2.0 ** -120, tiny), (tiny, 2.0 ** -120), (0.0, tiny), (low / 2, low / 2),
+             (1.0, 2.0 ** -120), (-tiny, tiny), (low, -tiny), (0.0, 0.0), (-0.0, -tiny),
+             (-low, tiny), (low, -low / 2), (3 * tiny, -tiny), (1.5, -1.5),
+             (-0.0, -0.0), (low / 2, -low)]
+    pairs += [(float(a), float(b)) for a, b in
+              (rng.integers(-40, 41, (64 - len(pairs), 2)) * np.array([tiny, 2.0 ** -130]))]
+    start, x = (np.array(col, np.float32) for col in zip(*pairs, strict=True))
+    return start, x
+
+
+def ref_flushed_add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """What `atom.add.f32` on global memory gives: subnormal inputs and results flushed to
+    zeros of their sign, the sum rounded to nearest even between."""
+    def flush(v: np.ndarray) -> np.ndarray:
+        return np.where(np.abs(v) < np.float32(2.0 ** -126), np.copysign(np.float32(0), v), v)
+    return flush(flush(a) + flush(b)).astype(np.float32)
+
+
+def check_f32_atomic_adds(start: np.ndarray, x: np.ndarray, glob: np.ndarray,
+                          old: np.ndarray, shared: np.ndarray, shared_old: np.ndarray) -> None:
+    """The global sums flushed, the shared ones IEEE's, the old values as they were."""
+    assert_same(glob, ref_flushed_add(start, x), start, x)
+    assert_same(shared, (start + x).astype(np.float32), start, x)
+    assert_same(old, start, start, x)
+    assert_same(shared_old, start, start, x)
+    assert np.count_nonzero(glob != shared) >= 8  # the inputs reach the flush
+
+
 @ox.kernel
 def min_max(a: Slice[T], b: Slice[T], low: DisjointSlice[T], high: DisjointSlice[T]):
     i = thread.index_1d()

@@ -108,6 +108,13 @@ def test_gpu_ordered_compares_of_squares_are_false_for_nan(dt: Any) -> None:
     np.testing.assert_array_equal(out, [sc.ref_nonnegative_compares(x) for x in a])
 
 
+def test_gpu_f32_atomic_adds_flush_subnormals_on_global_memory_only() -> None:
+    start, x = sc.f32_atomic_add_inputs()
+    zeros = np.zeros(64, np.float32)
+    got = launch(sc.f32_atomic_adds, 64, start, x, start.copy(), zeros, zeros, zeros, block=64)
+    sc.check_f32_atomic_adds(start, x, *got[2:])
+
+
 @pytest.mark.parametrize("dt", sc.FLOATS, ids=lambda d: d.name)
 def test_gpu_float_min_max_order_negative_zero_first_and_drop_nan(dt: Any) -> None:
     vals = [0.0, -0.0, 1.0, -1.0, np.nan, np.inf, -np.inf, 1e-40]

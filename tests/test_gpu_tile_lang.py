@@ -338,31 +338,31 @@ def test_a_scalar_store_converts_on_the_gpu():
 
 # -- a relaxed atomic add of an accumulator goes by TMA reduction (tile/tma_stores.py) --------
 
-TINY = 2.0 ** -140  # f32 subnormal: tiles scaled by it are sums of the smallest steps
+STEP = 2.0 ** -130  # partial tiles scaled by it straddle the smallest normal, 2**-126
 
 
 @tile.kernel(num_warps=8, num_stages=3)
-def tiny_split_k(a: ox.Slice[bf16, 2], b: ox.Slice[bf16, 2], c: ox.AtomicSlice[ox.f32, 2],
-                 d: ox.AtomicSlice[ox.f32, 2], BM: ox.Const[int], BN: ox.Const[int],
-                 BK: ox.Const[int]):
-    """Split K in threes, the partial tiles scaled into the subnormals and added to `c`
-    by TMA (relaxed) and to `d` by each thread's atomics (acq_rel)."""
-    i, j, s = tile.bid(0), tile.bid(1), tile.bid(2)
+def scaled_adds(a: ox.Slice[bf16, 2], b: ox.Slice[bf16, 2], c: ox.AtomicSlice[ox.f32, 2],
+                d: ox.AtomicSlice[ox.f32, 2], BM: ox.Const[int], BN: ox.Const[int],
+                BK: ox.Const[int]):
+    """A product scaled to straddle the subnormals, added to `c` by TMA (relaxed) and to
+    `d` by each thread's atomics (acq_rel)."""
+    i, j = tile.bid(0), tile.bid(1)
     acc = tile.zeros((BM, BN), ox.f32)
-    for kk in range(2):
-        k = s * 2 + kk
+    for k in range(tile.num_tiles(a, 1, BK)):
         acc = tile.mma(tile.load(a, (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
-    tile.atomic_add(c, (i, j), acc * TINY, sem="relaxed")
-    tile.atomic_add(d, (i, j), acc * TINY)
+    tile.atomic_add(c, (i, j), acc * STEP, sem="relaxed")
+    tile.atomic_add(d, (i, j), acc * STEP)
 
 
 def test_split_k_sums_by_tma_reduction_on_the_gpu():
     """Split K summed by relaxed tile atomics (a TMA reduction: `cp.reduce.async.bulk
-    .tensor.add` in the PTX) at ragged edges, exact against NumPy; then subnormal partial
-    tiles added to subnormal values, the same by TMA, by each thread's atomics, and on
-    the CPU (bit for bit: every sum here is exact, so the order of the splits' adds does
-    not matter, and a flushed subnormal would show)."""
+    .tensor.add` in the PTX) at ragged edges, exact against NumPy. Then a product scaled
+    to straddle the subnormals and added once to values that do too: by TMA, by each
+    thread's atomics and on the CPU, all three flush subnormal inputs and results as
+    `atom.add.f32` does on global memory (docs/language.md), bit for bit."""
     from test_tile_cpu_hopper import split_k
+    from test_tile_tma_rings import V
 
     m, n, splits, steps = 200, 136, 3, 2
     k = 32 * steps * splits - 8
@@ -373,24 +373,23 @@ def test_split_k_sums_by_tma_reduction_on_the_gpu():
     (_, _, got, *_) = gpu(split_k, grid, a, b, c, 128, 64, 32, steps)
     np.testing.assert_array_equal(got, 3.0 + a.astype(np.float32) @ b.astype(np.float32))
 
-    k = 64 * 2 * 3
-    a = rng.integers(-3, 4, (m, k)).astype(bf16.numpy)
-    b = rng.integers(-3, 4, (k, n)).astype(bf16.numpy)
-    start = (rng.integers(-50, 51, (m, n)) * TINY).astype(np.float32)
-    grid = (tile.cdiv(m, 128), tile.cdiv(n, 128), 3)
-    args = (a, b, start.copy(), start.copy(), 128, 128, 64)
-    from test_tile_tma_rings import V
+    from semantics_cases import ref_flushed_add
 
+    a = rng.integers(-3, 4, (m, 128)).astype(bf16.numpy)
+    b = rng.integers(-3, 4, (128, n)).astype(bf16.numpy)
+    start = (rng.integers(-300, 301, (m, n)) * STEP).astype(np.float32)
+    grid = (tile.cdiv(m, 128), tile.cdiv(n, 128))
+    args = (a, b, start.copy(), start.copy(), 128, 128, 64)
     types = (ox.Slice[bf16, 2], ox.Slice[bf16, 2], ox.AtomicSlice[ox.f32, 2],
              ox.AtomicSlice[ox.f32, 2])
-    ck = tiny_split_k.compile(*(V(t, vectors=True) for t in types), *args[4:], arch="sm_90")
+    ck = scaled_adds.compile(*(V(t, vectors=True) for t in types), *args[4:], arch="sm_90")
     assert "cp.reduce.async.bulk.tensor" in ck.ptx
-    (_, _, by_tma, by_threads, *_) = gpu(tiny_split_k, grid, *args)
+    (_, _, by_tma, by_threads, *_) = gpu(scaled_adds, grid, *args)
     cpu = [x.copy() if isinstance(x, np.ndarray) else x for x in args]
-    ox.launch(tiny_split_k, grid, *cpu, device="cpu")
-    want = (start.astype(np.float64)
-            + (a.astype(np.float64) @ b.astype(np.float64)) * TINY).astype(np.float32)
-    np.testing.assert_array_equal(cpu[2], want)
-    assert np.count_nonzero(want) > m * n // 2 and np.all(np.abs(want) < 2.0 ** -126)
-    np.testing.assert_array_equal(by_threads.view(np.int32), cpu[3].view(np.int32))
-    np.testing.assert_array_equal(by_tma.view(np.int32), cpu[2].view(np.int32))
+    ox.launch(scaled_adds, grid, *cpu, device="cpu")
+    part = ((a.astype(np.float64) @ b.astype(np.float64)) * STEP).astype(np.float32)
+    want = ref_flushed_add(start, part)
+    exact = start + part
+    assert np.count_nonzero(want != exact) > m * n // 20 and np.count_nonzero(want) > m * n // 2
+    for got in (cpu[2], cpu[3], by_threads, by_tma):
+        np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))

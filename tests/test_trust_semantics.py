@@ -242,6 +242,17 @@ def test_ordered_compares_of_squares_are_false_for_nan(dt: Any) -> None:
         assert ptx.count("setp.num") >= 5
 
 
+def test_f32_atomic_adds_to_global_memory_flush_subnormals() -> None:
+    """The GPU's `atom.add.f32` on global memory flushes subnormal inputs and results to
+    zeros of their sign (the PTX ISA; measured on an H100), on shared memory it does not:
+    the CPU does the same (codegen/atomics.py `flush_f32`), bit for bit."""
+    start, x = sc.f32_atomic_add_inputs()
+    glob, old, shared, shared_old = (np.zeros(64, np.float32) for _ in range(4))
+    glob[:] = start
+    launch(sc.f32_atomic_adds, 64, start, x, glob, old, shared, shared_old, block=64)
+    sc.check_f32_atomic_adds(start, x, glob, old, shared, shared_old)
+
+
 # -- item 13: conversions and range ------------------------------------------------------
 
 

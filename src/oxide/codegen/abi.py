@@ -13,6 +13,7 @@ kernel whose products read their operands by TMA takes one hidden tensor map per
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from oxide import types as T
 
@@ -59,15 +60,27 @@ class OperandMap:
     dtype: str  # the array's element type (a DType name)
     box: tuple[int, ...]
     swizzle: int
+    # f32 whose TMA reductions flush subnormal inputs and results to zeros of their sign
+    # (CU_TENSOR_MAP_DATA_TYPE_FLOAT32_FTZ), as `atom.add.f32` on global memory does
+    # (tile/tma_stores.py: a tile atomic_add must not depend on the path it takes)
+    ftz: bool = False
 
     @property
     def abi(self) -> ParamABI:
-        return ParamABI(f"oxide_map{self.param}_{'x'.join(map(str, self.box))}",
+        return ParamABI(f"oxide_map{self.param}_{'x'.join(map(str, self.box))}"
+                        f"{'_ftz' if self.ftz else ''}",
                         T.TensorMapType(T.SCALARS[self.dtype], len(self.box)))
 
     def to_json(self) -> dict[str, object]:
-        return {"param": self.param, "dtype": self.dtype, "box": list(self.box),
-                "swizzle": self.swizzle}
+        out: dict[str, object] = {"param": self.param, "dtype": self.dtype,
+                                  "box": list(self.box), "swizzle": self.swizzle}
+        if self.ftz:  # (absent: what bundles and cache entries before it wrote)
+            out["ftz"] = True
+        return out
+
+    @classmethod
+    def from_json(cls, m: dict[str, Any]) -> OperandMap:
+        return cls(m["param"], m["dtype"], tuple(m["box"]), m["swizzle"], bool(m.get("ftz")))
 
 
 def logical_grid_abi() -> list[ParamABI]:

@@ -148,7 +148,9 @@ class CPUTarget:
         if kind in ("inc", "dec"):  # CUDA's atomicInc/atomicDec wrap (u32 only)
             op = "uinc_wrap" if kind == "inc" else "udec_wrap"
             return em.ins(f"atomicrmw {op} ptr {addr}, i32 {value} monotonic")
-        return emit_atomic(em, kind, "", dt, addr, value, compare, "ptr")
+        # f32 adds to global memory flush subnormals, as the GPU's atom.add.f32 does there
+        return emit_atomic(em, kind, "", dt, addr, value, compare, "ptr",
+                           flush_f32=space == "global")
 
     # -- math and printf -------------------------------------------------------------
 

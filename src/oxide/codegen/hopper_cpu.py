@@ -29,6 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from oxide.codegen.atomics import emit_atomic
 from oxide.codegen.hopper_address import element_address, tma_address
 from oxide.errors import TargetError
 from oxide.ir import ops
@@ -153,7 +154,7 @@ def _field(em: Any, desc: str, offset: int, ty: str) -> str:
 def _copy(em: Any, op: ops.HopperOp, rank: int, load: bool, add: bool = False) -> None:
     """The box copy between global memory (through the description) and shared memory;
     with `add`, a reduction: each shared element added to its global one by a relaxed
-    atomic (`atomicrmw fadd ... monotonic`, the CPU's `ox.atomic.add`)."""
+    atomic (the CPU's `ox.atomic.add`, f32 subnormals flushed as on the GPU)."""
     array = op.array[0]
     info = em.arrays[array]
     dt = info["dtype"]
@@ -231,9 +232,9 @@ def _copy(em: Any, op: ops.HopperOp, rank: int, load: bool, add: bool = False) -
         store, skip = em.label(), em.label()
         em.raw(f"br i1 {inside}, label %{store}, label %{skip}")
         em.start_block(store)
-        if add:
-            v = em.ins(f"load {dt.llvm}, ptr {sptr}")
-            em.ins(f"atomicrmw fadd ptr {gptr}, {dt.llvm} {v} monotonic")
+        if add:  # as the CPU's ox.atomic.add: f32 flushes, as the GPU's FTZ map does
+            emit_atomic(em, "add", "", dt, gptr, em.ins(f"load {dt.llvm}, ptr {sptr}"),
+                        None, "ptr", flush_f32=True)
         else:
             em.raw(f"store {ity} {em.ins(f'load {ity}, ptr {sptr}')}, ptr {gptr}")
         em.raw(f"br label %{skip}")

@@ -315,10 +315,11 @@ def _operand_maps(data: Any) -> dict[str, tuple[OperandMap, ...]]:
         if not isinstance(maps, list) or not all(
                 isinstance(m, dict) and type(m.get("param")) is int
                 and m.get("dtype") in T.SCALARS and m.get("swizzle") in (32, 64, 128)
+                and type(m.get("ftz", False)) is bool
                 and isinstance(m.get("box"), list)
                 and all(type(b) is int and 0 < b <= 256 for b in m["box"]) for m in maps):
             raise ValueError(f"operand_maps of {arch} are not well-formed tensor maps")
-        out[arch] = tuple(OperandMap(m["param"], m["dtype"], tuple(m["box"]), m["swizzle"])
+        out[arch] = tuple(OperandMap.from_json(m)
                           for m in maps)
     return out
 

@@ -346,8 +346,7 @@ def load(key: str, arg_sizes: tuple[int, ...]) -> Any:
         return None
     from oxide.codegen.abi import OperandMap
 
-    maps = tuple(OperandMap(m["param"], m["dtype"], tuple(m["box"]), m["swizzle"])
-                 for m in entry.operand_maps)
+    maps = tuple(OperandMap.from_json(m) for m in entry.operand_maps)
     return KernelImage(entry.cubin, entry.symbol, cached_sites(entry), entry.arg_sizes,
                        grid_x_factor=entry.grid_x_factor,
                        thread_index_ranks=entry.thread_index_ranks, operand_maps=maps)

@@ -71,7 +71,7 @@ class OperandMapPacker:
         strides = T.c_strides(shape)
         tensormap.check(dtype, shape, strides, m.box, m.swizzle, ptr, L2_PROMOTION, "zero")
         return tensormap.encode(ptr, dtype, shape, strides, m.box, m.swizzle, L2_PROMOTION,
-                                "zero")
+                                "zero", m.ftz)
 
     def _empty(self) -> int:
         if not self.empty:

@@ -33,6 +33,7 @@ from oxide.runtime.config import as_int
 # CUtensorMapDataType of each dtype TMA moves (signedness does not matter to a copy)
 DATA_TYPES = {"u8": 0, "i8": 0, "u16": 1, "i16": 1, "u32": 2, "i32": 3, "u64": 4, "i64": 5,
               "f16": 6, "f32": 7, "f64": 8, "bf16": 9, "f8e4m3": 0, "f8e5m2": 0}
+FLOAT32_FTZ = 10  # CU_TENSOR_MAP_DATA_TYPE_FLOAT32_FTZ
 SWIZZLES = {None: 0, 32: 1, 64: 2, 128: 3}  # bytes -> CUtensorMapSwizzle
 L2_PROMOTIONS = {None: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion
 OOB_FILLS = {"zero": 0, "nan": 1}  # -> CUtensorMapFloatOOBfill (NAN_REQUEST_ZERO_FMA)
@@ -220,9 +221,10 @@ def cpu_description(ptr: int, dtype: T.DType, shape: tuple[int, ...],
 
 def encode(ptr: int, dtype: T.DType, shape: tuple[int, ...], strides: tuple[int, ...],
            box: tuple[int, ...], swizzle: int | None, l2_promotion: int | None,
-           oob_fill: str) -> bytes:
+           oob_fill: str, ftz: bool = False) -> bytes:
     """The driver's 128-byte CUtensorMap (cuTensorMapEncodeTiled), dimensions innermost
-    first, strides in bytes for dimensions 1 and up."""
+    first, strides in bytes for dimensions 1 and up; `ftz`: an f32 map whose reductions
+    flush subnormals (FLOAT32_FTZ)."""
     from cuda.bindings import driver as drv
 
     from oxide.runtime import cuda_driver as cd
@@ -232,7 +234,7 @@ def encode(ptr: int, dtype: T.DType, shape: tuple[int, ...], strides: tuple[int,
     rank = len(shape)
     u64, u32 = drv.cuuint64_t, drv.cuuint32_t  # the binding takes no plain ints in lists
     err, tmap = drv.cuTensorMapEncodeTiled(
-        drv.CUtensorMapDataType(DATA_TYPES[dtype.name]), rank, ptr,
+        drv.CUtensorMapDataType(FLOAT32_FTZ if ftz else DATA_TYPES[dtype.name]), rank, ptr,
         [u64(int(n)) for n in reversed(shape)],
         [u64(int(s * item)) for s in reversed(strides[:-1])],
         [u32(int(b)) for b in reversed(box)], [u32(1)] * rank,

@@ -96,12 +96,14 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         self.cpu_named_barriers: SSAValue | None = None  # tile/named_barriers.py
         self.cpu_group_barriers: SSAValue | None = None
 
-    def operand_map(self, array: SSAValue, box: tuple[int, ...], swizzle: int) -> SSAValue:
+    def operand_map(self, array: SSAValue, box: tuple[int, ...], swizzle: int,
+                    ftz: bool = False) -> SSAValue:
         """The kernel's hidden tensor-map parameter for TMA copies of `box` from array
         parameter `array` (codegen/abi.py `OperandMap`; the launch builds it), added to the
-        kernel's parameters the first time it is asked for."""
+        kernel's parameters the first time it is asked for; `ftz`: f32 reductions through
+        it flush subnormals."""
         assert isinstance(array, BlockArgument) and isinstance(array.type, ArrayType)
-        m = OperandMap(array.index, dtype_of_ir(array.type.elem).name, box, swizzle)
+        m = OperandMap(array.index, dtype_of_ir(array.type.elem).name, box, swizzle, ftz)
         if m not in self.operand_maps:
             block = self.b.func.body.blocks[0]
             spec = T.TensorMapType(T.SCALARS[m.dtype], len(box))

@@ -50,7 +50,11 @@ sem="relaxed")` of f32, at block or device scope, its old values unread; split K
 partial tiles) goes out the same way, with a TMA reduction (`cp.reduce.async.bulk.tensor
 .add`) in place of the TMA store: the copy adds each element to the array's in L2, each
 addition a relaxed atomic at device scope (the PTX ISA's words), the elements past the
-array's edge untouched, as each thread's atomics left them. Instead of 32k `red.global`
+array's edge untouched, as each thread's atomics left them. Its tensor map is f32 with
+flushed subnormals (`OperandMap.ftz`): each thread's `atom.add.f32` on global memory
+flushes subnormal inputs and results to zeros of their sign, a plain f32 map's reduction
+keeps them (both measured on an H100), and the path a tile atomic takes must not change
+its result (docs/language.md says the flush). Instead of 32k `red.global`
 a 128 x 256 tile, the block issues one copy a slab. Other orderings keep each thread's
 atomics: a release or acquire orders the block's other accesses around the atomic by
 fences and barriers of the generic proxy, which a copy in the async proxy would not
@@ -268,7 +272,7 @@ def store_tma(em: Any, array: SSAValue, index: list[SSAValue], t: Slots,
             start = b.value(ops.BinaryOp("mul", b.cast(group, T.i64),
                                          em.const(band_rows * width, T.i64)))
         tmap = em.operand_map(array, (1,) * len(fixed) + (band_rows, width),
-                              width * t.dtype.itemsize)
+                              width * t.dtype.itemsize, ftz=reduce)
         return fixed, row0, col0, tmap, start
 
     def copy(slab_range: range, smem: SSAValue, at: Any) -> None:
