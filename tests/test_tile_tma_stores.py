@@ -223,10 +223,12 @@ def test_a_relaxed_add_of_an_accumulator_is_a_tma_reduction() -> None:
     """Split K's partial tiles, summed by `tile.atomic_add(c, (i, j), acc, sem="relaxed")`:
     staged in shared memory as a store is, then added by TMA (`cp.reduce.async.bulk.tensor
     .add`, each element a relaxed device-scope atomic in L2): no per-element atomics.
-    Block scope takes it too (the copy's atomics are device-scope: at least as strong)."""
+    Block scope takes it too (the copy's atomics are device-scope: at least as strong).
+    Its tensor map flushes f32 subnormals (FLOAT32_FTZ), as each thread's atomics do."""
     for scope in ("device", "block"):
         ck = _adds(scope=scope).compile(*_split_sig(), 128, 256, 64, arch="sm_90")
-        assert OperandMap(2, "f32", (64, 32), 128) in ck.operand_maps
+        # flushing subnormals as each thread's atom.add.f32 on global memory does
+        assert OperandMap(2, "f32", (64, 32), 128, ftz=True) in ck.operand_maps
         ptx = ck.ptx
         assert ptx.count(REDUCE) == 8 and STORE not in ptx  # slabs of 32 f32 columns
         assert "red.global" not in ptx and "atom.global" not in ptx
@@ -247,3 +249,15 @@ def test_what_keeps_the_atomics() -> None:
     assert not reduced(_adds(used=True))
     assert not reduced(_adds(kind="max"))
     assert not reduced(_adds(), _split_sig(vectors=False))
+
+
+def test_a_tensor_maps_flush_survives_the_cache_and_bundles() -> None:
+    """`OperandMap.ftz` goes through JSON (the disk cache, bundles); an entry written
+    before it (no key) reads as a plain map."""
+    for m in (OperandMap(2, "f32", (64, 32), 128, ftz=True),
+              OperandMap(0, "bf16", (128, 64), 128)):
+        assert OperandMap.from_json(m.to_json()) == m
+    assert "ftz" not in OperandMap(0, "bf16", (128, 64), 128).to_json()
+    assert OperandMap(2, "f32", (64, 32), 128, ftz=True).abi.name.endswith("_ftz")
+    old = {"param": 1, "dtype": "f32", "box": [64, 32], "swizzle": 128}
+    assert OperandMap.from_json(old) == OperandMap(1, "f32", (64, 32), 128)
