@@ -7,9 +7,10 @@ Why: with one block per 128 x 256 output tile, a product with fewer tiles than t
 has SMs leaves the rest idle for the whole K loop, where cuBLAS splits K across blocks.
 The table says how far that costs, next to the square sizes where the two are level,
 and what a user gets today by splitting K by hand (`splitk_matmul` below: a third grid
-axis takes a share of the K loop each, and the partial tiles meet by f32 atomic adds
-into a zeroed f32 result; the time includes that zeroing), as a measure of what a split-K
-schedule in the compiler would give.
+axis takes a share of the K loop each, and the partial tiles meet by relaxed f32 atomic
+adds into a zeroed f32 result, on sm_90 one TMA reduction a slab, tile/tma_stores.py;
+the time includes that zeroing), as a measure of what a split-K schedule in the compiler
+would give.
 
 Each shape: bf16 in and out, f32 accumulation, inputs random, the result checked against
 an f32 product first; GPU time from `simt_bench.gpu_seconds` (CUDA events around launches
