@@ -393,3 +393,11 @@ def test_split_k_sums_by_tma_reduction_on_the_gpu():
     assert np.count_nonzero(want != exact) > m * n // 20 and np.count_nonzero(want) > m * n // 2
     for got in (cpu[2], cpu[3], by_threads, by_tma):
         np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def test_split_k_into_a_view_on_the_gpu():
+    from test_tile_cpu_hopper import heads_split_k, heads_split_k_case
+
+    grid, args, want = heads_split_k_case()
+    (_, _, got, *_) = gpu(heads_split_k, grid, *args)
+    np.testing.assert_array_equal(got, want)

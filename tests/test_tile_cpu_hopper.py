@@ -19,6 +19,7 @@ from tile_gemm_cases import check, draw
 
 import oxide as ox
 from oxide import AtomicSlice, Const, DisjointSlice, Slice, bf16, f8e4m3, f32, i32, tile
+from oxide.codegen.abi import OperandMap
 from oxide.codegen.persistent_grid import is_persistent
 from oxide.codegen.warp_roles import PRODUCER_THREADS, extra_threads, marker_symbol
 
@@ -250,3 +251,41 @@ def test_a_split_k_loop_fills_its_rings_and_adds_its_tiles() -> None:
     c = np.full((m, n), 3.0, np.float32)
     split_k[tile.cdiv(m, 128), tile.cdiv(n, 64), splits](a, b, c, 128, 64, 32, steps)
     np.testing.assert_array_equal(c, 3.0 + a.astype(np.float32) @ b.astype(np.float32))
+
+
+@tile.kernel(num_warps=8, num_stages=3)
+def heads_split_k(a: Slice[bf16, 3], b: Slice[bf16, 2], c: AtomicSlice[f32, 3],
+                  BM: Const[int], BN: Const[int], BK: Const[int]):
+    """Per head h, `a[h] @ b` with K split in two (grid axis 2 is h * 2 + split), the
+    halves added into the view `c[h]`: a TMA reduction of a 3-d array's 2-d view."""
+    i, j, z = tile.bid(0), tile.bid(1), tile.bid(2)
+    h, s = z // 2, z % 2
+    acc = tile.zeros((BM, BN), f32)
+    for kk in range(2):
+        k = s * 2 + kk
+        acc = tile.mma(tile.load(a[h], (i, k), (BM, BK)), tile.load(b, (k, j), (BK, BN)), acc)
+    tile.atomic_add(c[h], (i, j), acc, sem="relaxed")
+
+
+def heads_split_k_case() -> tuple[tuple, tuple, np.ndarray]:
+    """(grid, arguments, the exact result) of `heads_split_k` at ragged sizes."""
+    heads, m, n, k = 3, 200, 136, 256
+    a = rng.integers(-3, 4, (heads, m, k)).astype(bf16.numpy)
+    b = rng.integers(-3, 4, (k, n)).astype(bf16.numpy)
+    c = np.ones((heads, m, n), np.float32)
+    want = 1 + np.einsum("hmk,kn->hmn", a.astype(np.float64), b.astype(np.float64))
+    return (tile.cdiv(m, 128), tile.cdiv(n, 128), heads * 2), (a, b, c, 128, 128, 64), want
+
+
+def test_split_k_into_a_view_is_a_tma_reduction_of_its_box() -> None:
+    """The view's reduction goes through a map of the 3-d array whose boxes have extent 1
+    on the head's dimension (and flush f32 subnormals, as each thread's atomics do), on
+    the CPU's meaning of the sm_90 code: exact sums at the ragged edges."""
+    sig = (V(Slice[bf16, 3], vectors=True), V(Slice[bf16, 2], vectors=True),
+           V(AtomicSlice[f32, 3], vectors=True))
+    ck = heads_split_k.compile(*sig, 128, 128, 64, arch="sm_90")
+    assert ck.ptx.count("cp.reduce.async.bulk.tensor.3d") == 4
+    assert OperandMap(2, "f32", (1, 64, 32), 128, ftz=True) in ck.operand_maps
+    grid, args, want = heads_split_k_case()
+    ox.launch(heads_split_k, grid, *args, device="cpu")
+    np.testing.assert_array_equal(args[2], want)
