@@ -279,3 +279,26 @@ def test_some_inputs_are_0d_arrays() -> None:
     for index in scalar[:3]:
         got = run_program(103, index, "cpu")
         assert got.failure is None, got.failure.report()
+
+
+def test_some_outputs_are_added_by_atomics(monkeypatch) -> None:
+    """`Program.out_atomic`: about a third of the f32 and i32 outputs are added to an
+    AtomicSlice (`sem` relaxed or acq_rel) that starts from values a quarter of which
+    lie in and next to the f32 subnormals, against the model's flushed add (the
+    language's rule for f32 atomic adds to global memory). A CPU that kept subnormals,
+    as it did before that rule, is caught."""
+    import oxide.codegen.cpu as cpu_target
+
+    added = [i for i in range(40) if generate(80, i).out_atomic]
+    assert len(added) >= 6
+    source = generate(80, added[0]).source()
+    assert "AtomicSlice[" in source and "tile.atomic_add(out, " in source
+    f32_added = [i for i in added if generate(80, i).out_dtype == "f32"]
+    for index in f32_added[:3]:
+        got = run_program(80, index, "cpu")
+        assert got.failure is None, got.failure.report()
+    monkeypatch.setenv("OXIDE_CACHE", "0")
+    plain = cpu_target.emit_atomic
+    monkeypatch.setattr(cpu_target, "emit_atomic",
+                        lambda *a, **k: plain(*a, **{**k, "flush_f32": False}))
+    assert any(run_program(80, index, "cpu").failure is not None for index in f32_added[:6])

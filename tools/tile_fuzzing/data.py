@@ -49,7 +49,20 @@ def make_arrays(p: Program) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarr
     inputs = {x.name: view(values(x.dtype, x.buffer, rng), x.shape, x.offset)
               for x in p.inputs}
     out = sentinel(p.out_dtype, p.out_buffer, rng)
+    if p.out_atomic:  # the values the atomics add to
+        view(out, p.out_shape, p.out_offset)[...] = start_values(
+            p.out_dtype, p.out_shape, np.random.default_rng([p.seed & 0xFFFFFFFF, p.index, 2]))
     return inputs, out, view(out, p.out_shape, p.out_offset)
+
+
+def start_values(dt: str, shape: tuple[int, ...], rng: np.random.Generator) -> np.ndarray:
+    """What an atomic output starts from: `values`, with a quarter of an f32's in the
+    subnormals and next to them (the atomic add flushes those, docs/language.md)."""
+    out = values(dt, shape, rng)
+    if dt == "f32":
+        tiny = rng.integers(-300, 301, shape) * 2.0 ** -132
+        out = np.where(rng.random(shape) < 0.25, tiny, out).astype(np.float32)
+    return out
 
 
 def make_scratch(p: Program) -> list[np.ndarray]:

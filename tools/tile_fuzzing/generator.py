@@ -215,6 +215,10 @@ class Generator(LangOps):
             root = self._add("broadcast", (root,), None, root.dtype, p.tile, approx=root.approx)
         p.root, p.out_dtype = root, root.dtype
         p.out_view = rng.random() < 0.15  # `out[0]` of an array one rank up
+        # drawn apart from `rng`, so that every program of a seed keeps its statements
+        atomic = random.Random(f"oxide-tile-fuzz-atomic/{p.seed}/{p.index}")
+        if p.out_dtype in ("f32", "i32") and atomic.random() < 0.3:
+            p.out_atomic = atomic.choice(("relaxed", "acq_rel"))
         return p
 
     def _absorb(self) -> Node:

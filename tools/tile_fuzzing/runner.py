@@ -85,6 +85,8 @@ def run_program(seed: int, index: int, device: str,
     inputs, buffer, out = make_arrays(p)
     before = buffer.copy()
     expected = model(p, inputs)
+    if p.out_atomic:
+        expected = added(p, expected, out.copy())
     args = [*inputs.values(), out[None] if p.out_view else out, *make_scratch(p),
             *(R.NP[s.dtype](s.value) for s in p.params), *p.tile]
     try:
@@ -100,6 +102,26 @@ def run_program(seed: int, index: int, device: str,
     return Outcome(checked, None if detail is None else Failure("mismatch", p, device, detail))
 
 
+def flushed(v: np.ndarray) -> np.ndarray:
+    """f32 values with the subnormals flushed to zeros of their sign."""
+    return np.where(np.abs(v) < np.float32(2.0 ** -126), np.copysign(np.float32(0), v), v)
+
+
+def added(p: Program, e: Expected, start: np.ndarray) -> Expected:
+    """The output an atomic add of the model's values leaves in `start`: i32 wraps; f32
+    flushes subnormal inputs and results (global memory's `atom.add.f32`, the language's
+    rule). A bounded value's bound grows by the sum's rounding and a flushed result."""
+    if p.out_dtype == "i32":
+        return Expected((start + e.value).astype(np.int32), e.undef, e.err)
+    with np.errstate(invalid="ignore", over="ignore"):
+        value = flushed(flushed(start) + flushed(e.value)).astype(np.float32)
+        err = None
+        if e.err is not None:
+            slack = np.abs(value.astype(np.float64)) * 2.0 ** -23 + 2.0 ** -125
+            err = np.where(e.err > 0, e.err + slack, e.err)
+    return Expected(value, e.undef, err)
+
+
 def compare(p: Program, e: Expected, got: np.ndarray, before: np.ndarray,
             after: np.ndarray) -> tuple[int, str | None]:
     """(elements compared, None or what differs first): integers and exact floats bit for
@@ -112,7 +134,7 @@ def compare(p: Program, e: Expected, got: np.ndarray, before: np.ndarray,
         if e.err is not None:
             with np.errstate(invalid="ignore"):  # inf - inf: NaN, never within a bound
                 diff = np.abs(got.astype(np.float64) - e.value.astype(np.float64))
-            same = np.where(e.err > 0, diff <= e.err, same)
+            same = np.where(e.err > 0, same | (diff <= e.err), same)  # (inf == inf too)
     else:
         same = got == e.value
     bad = np.argwhere(defined & ~same)
