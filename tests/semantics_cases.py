@@ -155,6 +155,33 @@ def f32_atomic_adds(start: Slice[f32], x: Slice[f32], glob: ox.AtomicSlice[f32],
     shared[i] = sh[i]
 
 
+@ox.kernel
+def min_max_of_negated(a: Slice[i32], b: Slice[i32], c: Slice[i32], low: DisjointSlice[i32],
+                       high: DisjointSlice[i32]):
+    """Three-operand min and max with a negated middle operand: ptxas 13.0 fused them
+    into one `VIMNMX3` that dropped the negation (codegen/ptx_rewrite.py)."""
+    i = thread.index_1d()
+    if i in low:
+        low[i] = min(min(a[i], -b[i]), c[i])
+    if i in high:
+        high[i] = max(max(a[i], -b[i]), c[i])
+
+
+def min_max_of_negated_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """i32 operands with the ends of the range (-(-2**31) wraps to itself)."""
+    edges = np.array([0, 1, -1, 5, -5, 2**31 - 1, -(2**31), 100, -100], np.int64)
+    a, b, c = (np.concatenate([np.resize(np.roll(edges, k), 81), rng.integers(-1000, 1001, 47)])
+               .astype(np.int32) for k in range(3))
+    b[:81] = np.repeat(edges, 9)
+    return a, b, c
+
+
+def ref_min_max_of_negated(a: np.ndarray, b: np.ndarray, c: np.ndarray
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    neg = (-b.astype(np.int64)).astype(np.int32)  # wraps as i32 does
+    return np.minimum(np.minimum(a, neg), c), np.maximum(np.maximum(a, neg), c)
+
+
 def f32_atomic_add_inputs() -> tuple[np.ndarray, np.ndarray]:
     """64 (start, addend) pairs: subnormal, normal, zero and signed-zero operands and
     sums that land in the subnormals, leave them, or cancel."""

@@ -108,6 +108,15 @@ def test_gpu_ordered_compares_of_squares_are_false_for_nan(dt: Any) -> None:
     np.testing.assert_array_equal(out, [sc.ref_nonnegative_compares(x) for x in a])
 
 
+def test_gpu_min_max_of_a_negated_operand() -> None:
+    a, b, c = sc.min_max_of_negated_inputs()
+    low, high = launch(sc.min_max_of_negated, a.size, a, b, c, np.zeros_like(a),
+                       np.zeros_like(a))[-2:]
+    want_low, want_high = sc.ref_min_max_of_negated(a, b, c)
+    np.testing.assert_array_equal(low, want_low)
+    np.testing.assert_array_equal(high, want_high)
+
+
 def test_gpu_f32_atomic_adds_flush_subnormals_on_global_memory_only() -> None:
     start, x = sc.f32_atomic_add_inputs()
     zeros = np.zeros(64, np.float32)

@@ -62,3 +62,63 @@ def test_tile_atomics_whose_old_values_go_unused_are_reductions() -> None:
     text = _sass(add_tiles_f32.compile(*sig, 32, 64, arch="sm_90").ptx, "sm_90")
     assert "REDG" in text
     assert "ATOMG" not in text
+
+
+# five PTX instructions of the fault: min(min(a, -b), c) of three loaded i32
+_MIN_OF_NEGATED = """.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry k(.param .u64 p)
+{
+	.reg .b32 %r<8>;
+	.reg .b64 %rd<3>;
+	ld.param.u64 %rd1, [p];
+	cvta.to.global.u64 %rd2, %rd1;
+	ld.global.u32 %r1, [%rd2];
+	ld.global.u32 %r2, [%rd2+4];
+	ld.global.u32 %r3, [%rd2+8];
+	neg.s32 %r4, %r2;
+	min.s32 %r5, %r1, %r4;
+	min.s32 %r6, %r5, %r3;
+	st.global.u32 [%rd2+12], %r6;
+	ret;
+}
+"""
+
+
+def _negating(sass: str) -> int:
+    """Instructions that negate or invert a register: `IADD3 Rd, -Rs, ...`,
+    `IMAD.MOV ..., -Rs` or `LOP3.LUT ..., 0x33` (bitwise not)."""
+    return sum(1 for line in sass.splitlines()
+               if re.search(r"(IADD3|IMAD\.MOV)[^;]*, -R\d+", line) or
+               ("LOP3.LUT" in line and "0x33" in line))
+
+
+def test_a_negated_operand_of_a_min_chain_keeps_its_negation() -> None:
+    """ptxas 13.0 fused `min(min(a, -b), c)` into `VIMNMX3 a, b, c`, without the
+    negation (tile fuzzer seed 81 program 122 on an H100). Spelled `not` + `add 1`
+    (codegen/ptx_rewrite.py), the negation is an instruction of its own in the SASS:
+    the five-instruction fault, and a SIMT kernel's min and max chains."""
+    from oxide.codegen.ptx_rewrite import keep_negations
+
+    assert _negating(_sass(_MIN_OF_NEGATED, "sm_90")) == 0  # ptxas's fault, pinned
+    assert _negating(_sass(keep_negations(_MIN_OF_NEGATED), "sm_90")) == 1
+    import semantics_cases as sc
+
+    from oxide import i32
+
+    ptx = sc.min_max_of_negated.compile(Slice[i32], Slice[i32], Slice[i32],
+                                        DisjointSlice[i32], DisjointSlice[i32],
+                                        arch="sm_90").ptx
+    negations = ptx.count("not.b32")
+    assert negations >= 2 and _negating(_sass(ptx, "sm_90")) >= negations
+
+
+def test_keep_negations_spells_each_neg_s32_with_its_guard() -> None:
+    from oxide.codegen.ptx_rewrite import keep_negations
+
+    ptx = "\tneg.s32 \t%r4, %r2;\n\t@%p3 neg.s32 \t%r9, %r9;\n\tneg.s64 \t%rd1, %rd2;\n"
+    assert keep_negations(ptx) == (
+        "\tnot.b32 \t%r4, %r2;\n\tadd.s32 \t%r4, %r4, 1;\n"
+        "\t@%p3 not.b32 \t%r9, %r9;\n\t@%p3 add.s32 \t%r9, %r9, 1;\n"
+        "\tneg.s64 \t%rd1, %rd2;\n")

@@ -242,6 +242,21 @@ def test_ordered_compares_of_squares_are_false_for_nan(dt: Any) -> None:
         assert ptx.count("setp.num") >= 5
 
 
+def test_min_max_of_a_negated_operand() -> None:
+    """`min(min(a, -b), c)` and the max: on the GPU, LLVM's `neg.s32` is spelled
+    `not` + `add 1` in the PTX (codegen/ptx_rewrite.py), because ptxas 13.0 fused the
+    negation into a min chain and dropped it."""
+    a, b, c = sc.min_max_of_negated_inputs()
+    low, high = np.zeros_like(a), np.zeros_like(a)
+    launch(sc.min_max_of_negated, a.size, a, b, c, low, high)
+    want_low, want_high = sc.ref_min_max_of_negated(a, b, c)
+    np.testing.assert_array_equal(low, want_low)
+    np.testing.assert_array_equal(high, want_high)
+    for ptx in _ptx(sc.min_max_of_negated, Slice[i32], Slice[i32], Slice[i32],
+                    DisjointSlice[i32], DisjointSlice[i32]):
+        assert "neg.s32" not in ptx and "not.b32" in ptx
+
+
 def test_f32_atomic_adds_to_global_memory_flush_subnormals() -> None:
     """The GPU's `atom.add.f32` on global memory flushes subnormal inputs and results to
     zeros of their sign (the PTX ISA; measured on an H100), on shared memory it does not:

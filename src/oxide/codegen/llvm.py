@@ -9,6 +9,7 @@ import functools
 import threading
 from typing import Any
 
+from oxide.codegen.ptx_rewrite import keep_negations
 from oxide.errors import InternalCompilerError, TargetError
 
 _lock = threading.Lock()
@@ -66,9 +67,10 @@ def to_ptx(text: str, arch: str, needs_libdevice: bool) -> str:
         machine = nvptx_machine(arch)
         module = _optimized(text, machine, needs_libdevice)
         try:
-            return machine.emit_assembly(module)
+            ptx = machine.emit_assembly(module)
         except RuntimeError as exc:
             raise TargetError(f"LLVM could not generate PTX for {arch}: {exc}") from exc
+    return keep_negations(ptx)  # around a ptxas wrong-code bug (codegen/ptx_rewrite.py)
 
 
 def optimized_ir(text: str, arch: str, needs_libdevice: bool) -> str:
