@@ -48,6 +48,8 @@ MAX_TILE = 2048  # elements of the output tile: keeps a CPU compile well under a
 # (issue 26: the fuzzer's products through the wgmma path); the others as drawn
 WGMMA_FRAMES = 0.15
 AUTO_WARPS_FRAMES = 0.15  # of the frames without wgmma rows: `num_warps="auto"`
+# of the WGMMA_FRAMES: a chain of two products whose (BM, BN) result reaches the output
+PRODUCT_CHAINS = 0.5
 WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # their ops
 SCALAR_INPUTS = 0.08  # inputs that are 0-d arrays (a value every block reads)
 # ops whose results (or their broadcasts) often sit in another layout than a load's
@@ -208,6 +210,9 @@ class Generator(LangOps):
                     break
                 except Retry:
                     continue
+        chain = random.Random(f"oxide-tile-fuzz-product/{p.seed}/{p.index}")
+        if self.wide and chain.random() < PRODUCT_CHAINS:
+            self._product_chain(chain)
         root = self._absorb()
         if root.dtype == "bool":
             root = self._add("astype", (root,), None, "i32", root.shape)
@@ -518,6 +523,20 @@ class Generator(LangOps):
         b = self._pick(whole)
         self._add("rowproduct", (a, b), self.rng.choice(("bf16", "f16", *R.FP8)), "f32",
                   (p.tile[0], 1))
+
+    def _product_chain(self, r: random.Random) -> None:
+        """`tile.mma(s(tile.mma(s(a), s(b).permute((1, 0)), zeros)), s(a), zeros)`: the
+        first product's (BM, BM) tile mapped to small integers (in f32: `% 7` of exact
+        integers is exact) and multiplied again by `s(a)`, a (BM, BN) product whose A
+        comes from registers (wgmma's RS form on sm_90) and whose tile may leave the kernel
+        by a TMA store or reduction (tile/tma_stores.py) as the output. Drawn from `r`, apart
+        from the program's own stream."""
+        p = self.p
+        whole = [n for n in p.nodes if n.dtype == "i32" and n.shape == p.tile and self._fits(n)]
+        if not whole:
+            return
+        self._add("productchain", (r.choice(whole), r.choice(whole)), r.choice(("bf16", "f16")),
+                  "f32", p.tile)
 
     def _op_scratch(self) -> None:
         """A tile stored to a scratch DisjointSlice at the block's index and loaded back:

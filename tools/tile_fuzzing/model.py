@@ -162,6 +162,8 @@ class Model(LangModel):
             return self._reduce(n)
         if n.op == "rowproduct":
             return self._rowproduct(n)
+        if n.op == "productchain":
+            return self._product_chain(n)
         if n.op in ("roundtrip", "cumsum", "argreduce"):
             return self._reorder(n)
         if n.op == "where":
@@ -239,6 +241,20 @@ class Model(LangModel):
         sa, sb = ((np.mod(t.v.astype(np.int64), 7) - 3).astype(np.float64) for t in (a, b))
         v = np.matmul(sa, np.swapaxes(sb, -1, -2)).sum(axis=-1, keepdims=True)
         undef = a.undef.any(axis=-1, keepdims=True) | b.undef.any(axis=(-2, -1), keepdims=True)
+        return self._done(n, v.astype(np.float32), np.broadcast_to(undef, v.shape))
+
+    def _product_chain(self, n: Node) -> Value:
+        """`s(s(a) @ s(b).T) @ s(a)`, `s(x) = x % 7 - 3` (Python's `%`, on the f32 sums
+        too): small integers throughout, exact in f32 in any order. Element (r, c) depends
+        on row r of `a`, all of `b` and column c of `a`."""
+        x, y = n.args
+        assert isinstance(x, Node) and isinstance(y, Node)
+        a, b = self.env[x.name], self.env[y.name]
+        sa, sb = ((np.mod(t.v.astype(np.int64), 7) - 3).astype(np.float64) for t in (a, b))
+        first = np.mod(np.matmul(sa, np.swapaxes(sb, -1, -2)), 7) - 3  # each block's
+        v = np.matmul(first, sa)
+        undef = (a.undef.any(axis=-1, keepdims=True) | b.undef.any(axis=(-2, -1), keepdims=True)
+                 | a.undef.any(axis=-2, keepdims=True))
         return self._done(n, v.astype(np.float32), np.broadcast_to(undef, v.shape))
 
     def _reorder(self, n: Node) -> Value:

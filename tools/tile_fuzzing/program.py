@@ -159,7 +159,7 @@ class Program:
     @property
     def warps_option(self) -> str:
         """`num_warps=`'s value in the source: "auto" (quoted) or the drawn count."""
-        products = any(n.op == "rowproduct" for n in self.nodes)
+        products = any(n.op in ("rowproduct", "productchain") for n in self.nodes)
         return '"auto"' if self.auto_warps and not products else str(self.warps)
 
     def const_args(self) -> list[int]:
@@ -264,6 +264,11 @@ def render_op(p: Program, n: Node) -> str:
         small = [f"(({x} % 7) - 3).astype({n.attr})" for x in a]
         return (f"tile.sum(tile.mma({small[0]}, {small[1]}.permute((1, 0)), "
                 f"tile.zeros((BM, BM), f32)), 1, keepdims=True)")
+    if n.op == "productchain":
+        small = [f"(({x} % 7) - 3).astype({n.attr})" for x in a]
+        first = f"tile.mma({small[0]}, {small[1]}.permute((1, 0)), tile.zeros((BM, BM), f32))"
+        return (f"tile.mma((({first} % 7) - 3).astype({n.attr}), {small[0]}, "
+                f"tile.zeros((BM, BN), f32))")
     if n.op == "expand":  # attr: the new axis
         items = [":"] * (len(n.shape) - 1)
         items.insert(n.attr, "None")  # type: ignore[arg-type]
