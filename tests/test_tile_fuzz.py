@@ -307,25 +307,30 @@ def test_some_outputs_are_added_by_atomics(monkeypatch) -> None:
 def test_some_wgmma_frames_chain_two_products(monkeypatch) -> None:
     """`PRODUCT_CHAINS`: in frames of 16 rows a warp, a product of a product
     (`s(s(a) @ s(b).T) @ s(a)`, the second's A from registers) reaches the output as a
-    (BM, BN) tile: on sm_90 the first is a wgmma, and an output added by a relaxed atomic
-    may leave by a TMA reduction (seed 80 program 100). Against the model on the CPU and
-    on the CPU's meaning of the sm_90 code."""
+    (BM, BN) tile: on sm_90 the first is a wgmma, in 64 x 64 frames (`SQUARE_FRAMES`)
+    the second too, and the output may leave by a TMA store (seed 2 program 115) or,
+    added by a relaxed atomic, a TMA reduction (seed 80 program 100). Against the model
+    on the CPU and on the CPU's meaning of the sm_90 code."""
     from tools.tile_fuzzing.data import make_arrays, make_scratch
     from tools.tile_fuzzing.runner import load_kernel
 
     chained = [i for i in range(120) if any(n.op == "productchain" for n in generate(98, i).nodes)]
     assert len(chained) >= 4
     assert "tile.mma(((tile.mma(" in generate(98, chained[0]).source()
-    p = generate(80, 100)
-    inputs, _, out = make_arrays(p)
-    args = [*inputs.values(), out[None] if p.out_view else out, *make_scratch(p),
-            *(R.NP[x.dtype](x.value) for x in p.params), *p.tile]
-    ptx = load_kernel(p).compile(*args, arch="sm_90").ptx
-    assert "wgmma.mma_async" in ptx and "cp.reduce.async.bulk.tensor" in ptx
+    def sm90_ptx(seed: int, index: int) -> str:
+        p = generate(seed, index)
+        inputs, _, out = make_arrays(p)
+        args = [*inputs.values(), out[None] if p.out_view else out, *make_scratch(p),
+                *(R.NP[x.dtype](x.value) for x in p.params), *p.tile]
+        return load_kernel(p).compile(*args, arch="sm_90").ptx
+
+    reduced, stored = sm90_ptx(80, 100), sm90_ptx(2, 115)
+    assert reduced.count("wgmma.mma_async") >= 8 and "cp.reduce.async.bulk.tensor" in reduced
+    assert "cp.async.bulk.tensor.2d.global.shared::cta" in stored
     for index in chained[:2]:
         got = run_program(98, index, "cpu")
         assert got.failure is None, got.failure.report()
     monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
-    for seed, index in ((80, 100), (98, chained[0])):
+    for seed, index in ((80, 100), (2, 115), (98, chained[0])):
         got = run_program(seed, index, "cpu")
         assert got.failure is None, got.failure.report()

@@ -50,6 +50,9 @@ WGMMA_FRAMES = 0.15
 AUTO_WARPS_FRAMES = 0.15  # of the frames without wgmma rows: `num_warps="auto"`
 # of the WGMMA_FRAMES: a chain of two products whose (BM, BN) result reaches the output
 PRODUCT_CHAINS = 0.5
+# of the WGMMA_FRAMES: 64 x 64 (beyond MAX_TILE), where the chain's second product (N = 64)
+# is a wgmma too and its tile may leave by a TMA store; drawn apart, as the chains are
+SQUARE_FRAMES = 0.3
 WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # their ops
 SCALAR_INPUTS = 0.08  # inputs that are 0-d arrays (a value every block reads)
 # ops whose results (or their broadcasts) often sit in another layout than a load's
@@ -108,6 +111,8 @@ class Generator(LangOps):
         if rank == 2 and wide.random() < WGMMA_FRAMES:
             # 16 rows a warp, whole warp groups: its row products can take wgmma on sm_90
             tile = wide.choice(((64, 16), (64, 32), (128, 16)))
+            if random.Random(f"square:{seed}:{index}").random() < SQUARE_FRAMES:
+                tile = (64, 64)  # a product chain's second product is a wgmma too
             warps = tile[0] // 16
             self.wide = True
         shape = tuple(self._extent(g, b) for g, b in zip(grid, tile, strict=True))
