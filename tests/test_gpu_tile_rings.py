@@ -1,5 +1,5 @@
 """Product operands staged through rings of shared buffers (tile/operand_rings.py) on an
-sm_90 GPU, against NumPy: pipelined K loops of 2 to 4 stages (a wgmma left in flight,
+sm_90 GPU, against NumPy: pipelined K loops of 2 to 8 stages (a wgmma left in flight,
 or waited for where the accumulator is read otherwise), ragged edges in every dimension (rows of 16-byte vectors, so
 the copies take them), a transposed weight, a persistent loop that starts the pipeline
 again for every tile, and kernels whose loads keep the registers' path beside them."""
@@ -37,6 +37,8 @@ CASES = [  # dtype, warps, stages, M, N, K, BM, BN, BK (K a multiple of 8: 16-by
     (bf16, 4, 2, 64, 64, 16, 64, 64, 16),        # one k step: the prologue only
     (bf16, 4, 3, 130, 200, 96, 64, 64, 32),      # 64-byte swizzle rows, three k tiles
     (bf16, 4, 1, 130, 200, 520, 64, 128, 64),    # no pipelining: copies then the product
+    (bf16, 4, 8, 70, 200, 1048, 64, 64, 64),     # eight stages: rings of 8 and more buffers
+    (f16, 8, 6, 200, 136, 328, 128, 128, 64),    # six stages, more than the k steps
 ]
 
 

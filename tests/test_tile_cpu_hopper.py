@@ -51,6 +51,8 @@ def test_the_cpu_compiles_the_producer_and_the_rings() -> None:
     (bf16, 8, 3, 260, 264, 200, (128, 128, 64)),  # two consumer warp groups
     (bf16, 4, 2, 64, 72, 16, (64, 64, 16)),    # one k step: the prologue alone
     (f32, 4, 4, 130, 72, 32, (64, 64, 16)),    # two k steps of four stages: a fill not made
+    (bf16, 4, 8, 70, 136, 328, (64, 64, 16)),  # eight stages: the ring wraps twice, ragged k
+    (f32, 8, 6, 130, 72, 100, (128, 64, 32)),  # six stages, four k steps: fills not made
 ])
 def test_k_loops_against_numpy(out, warps, stages, m, n, k, tiles, producer,
                                monkeypatch) -> None:
@@ -105,7 +107,8 @@ def test_a_slab_ring_in_a_persistent_loop() -> None:
 
 @pytest.mark.parametrize("warps, stages, tiles, k", [
     (4, 2, (64, 64, 32), 160), (4, 3, (64, 64, 32), 160), (8, 3, (128, 128, 64), 160),
-    (4, 4, (64, 64, 32), 32), (8, 3, (128, 128, 64), 64)])  # one k step per tile
+    (4, 4, (64, 64, 32), 32), (8, 3, (128, 128, 64), 64),  # one k step per tile
+    (4, 8, (64, 64, 16), 200)])  # eight stages: a ring of 8 buffers restarted
 def test_a_persistent_loop_restarts_its_rings(warps, stages, tiles, k) -> None:
     # 3 blocks walk the tiles: each K loop starts again with its buffers as the last tile
     # left them; a loop shorter than the pipeline makes none of the fills past its end

@@ -361,7 +361,7 @@ def test_corpus_is_large_enough():
 def test_bad_options_at_the_decorator():
     with pytest.raises(ox.KernelTypeError, match="num_warps` must be 1, 2, 4, 8, 16 or 32"):
         tile.kernel(num_warps=3)
-    with pytest.raises(ox.KernelTypeError, match="`num_stages` must be an int from 1 to 4"):
+    with pytest.raises(ox.KernelTypeError, match="`num_stages` must be an int from 1 to 8"):
         tile.kernel(num_stages=9)
 
 

@@ -27,7 +27,10 @@ from oxide.tile.func_def import TileFunctionDef
 from oxide.tile.layout import WARP_SIZE
 from oxide.tracebacks import user_frames_only
 
-_MAX_STAGES = 4  # iterations of loads in flight: each adds a tile of registers
+# iterations of loads in flight: on sm_90 each adds a ring buffer of shared memory (a ring
+# that does not fit keeps registers), elsewhere a tile of registers; Triton's own configs
+# reach 5 to 7 for small tiles
+_MAX_STAGES = 8
 
 
 @dataclass(frozen=True)
@@ -277,7 +280,7 @@ def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int | str = 4,
     `.minnctapersm N`, beside `.maxntid`): ptxas then caps the registers per thread so
     that N blocks fit. It changes nothing on the CPU.
 
-    `num_stages=S` (1 to 4, default 1) software-pipelines the tile loads of `for ... in
+    `num_stages=S` (1 to 8, default 1) software-pipelines the tile loads of `for ... in
     range(...)` loops: a `tile.load(...)` in a top-level statement of the body (`x =
     tile.load(...)`, or inside an expression such as `tile.mma(tile.load(...), ...)`,
     though not under a conditional expression) whose arguments depend only on the loop

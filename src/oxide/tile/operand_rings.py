@@ -79,13 +79,15 @@ CHUNK = 16  # bytes per cp.async copy
 RING_BYTES = SM90A_STATIC_SHARED_BYTES - 16 * 1024
 MAX_WAIT = 7  # the largest `cp.async.wait_group` count a product asks for
 TMA_MAX_BOX = 256  # elements per TMA box dimension (a ring of taller tiles keeps cp.async)
-BUFFER_BITS = 3  # a token is `group << 3 | buffer`
+# a token is `group << 4 | buffer`: room for 16 buffers, where the deepest ring takes
+# `ahead + 3` (num_stages 8 ahead 7, one more for a product in flight)
+BUFFER_BITS = 4
 
 
 @dataclass(frozen=True)
 class RingLayout(Layout):
     """The layout of a token: one i32 per thread standing for a tile of `shape` in buffer
-    `token & 7` of ring `ring` (`buffers` of them), staged in rows of `width` elements of
+    `token & 15` of ring `ring` (`buffers` of them), staged in rows of `width` elements of
     `elem_bytes` bytes."""
 
     ring: int = 0
@@ -98,6 +100,10 @@ class RingLayout(Layout):
     # one's: see `place_operand_rings`)
     producer_only: bool = False
     resident: bool = False  # a loop-invariant operand's: its fill is read until the next
+
+    def __post_init__(self) -> None:
+        # a token names its buffer in BUFFER_BITS bits (num_stages bounds the depth)
+        assert 1 <= self.buffers <= 1 << BUFFER_BITS, self.buffers
 
     def key(self) -> tuple[object, ...]:
         return ("ring", self.shape, self.ring)

@@ -15,7 +15,7 @@ cp.async copies:
 - buffer b of a ring has an mbarrier `full[b]` (count 1, initialized at the kernel's
   start by thread 0, before a barrier); a ring load takes the ring's next buffer: thread 0
   arms `full[b]` with the tile's bytes (`mbarrier.arrive.expect_tx`) and issues one TMA
-  copy per slab; the token is `phase << 3 | b`, the phase being the parity of the
+  copy per slab; the token is `phase << 4 | b`, the phase being the parity of the
   buffer's fill count;
 - a product whose operands both came by TMA waits for their phases (`mbarrier.try_wait
   .parity`, every thread) and needs neither the proxy fence nor the barrier a cp.async
@@ -336,7 +336,7 @@ def _fill(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt:
 
 
 def _token(em: Any, ring: RingLayout, dt: T.DType, buffer: SSAValue, phase: SSAValue) -> Slots:
-    """The ring load's value: `phase << 3 | buffer`, what the product waits for."""
+    """The ring load's value: `phase << 4 | buffer`, what the product waits for."""
     b = em.b
     token = b.value(ops.BinaryOp("or", b.value(ops.BinaryOp(
         "shl", phase, em.const(BUFFER_BITS, T.i32))), buffer))
