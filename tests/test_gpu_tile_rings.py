@@ -89,6 +89,14 @@ def test_a_transposed_weight_through_rings() -> None:
            (128, 128, 64), transposed=True)
 
 
+@pytest.mark.parametrize("bn, stages", [(8, 3), (16, 4), (32, 8)])
+def test_narrow_tiles_of_a_transposed_weight(bn: int, stages: int) -> None:
+    """wgmma m64n8/16/32 reading a K-major B of that many rows, ragged everywhere."""
+    n = 5 * bn - 3
+    _check(make_linear_t(bf16, 4, stages), (tile.cdiv(70, 64), tile.cdiv(n, bn)), 70, n, 392,
+           (64, bn, 64), transposed=True)
+
+
 @tile.kernel(num_warps=4, num_stages=3)
 def persistent_gemm(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[f32, 2],
                     BM: Const[int], BN: Const[int], BK: Const[int]):

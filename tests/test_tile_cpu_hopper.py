@@ -292,3 +292,40 @@ def test_split_k_into_a_view_is_a_tma_reduction_of_its_box() -> None:
     grid, args, want = heads_split_k_case()
     ox.launch(heads_split_k, grid, *args, device="cpu")
     np.testing.assert_array_equal(args[2], want)
+
+
+def make_narrow_linear(out, stages: int):
+    @tile.kernel(num_warps=4, num_stages=stages)
+    def narrow_linear(x: Slice[bf16, 2], w: Slice[bf16, 2], y: DisjointSlice[out, 2],
+                      BM: Const[int], BN: Const[int], BK: Const[int]):
+        """y = x @ w.T, w (N x K) as torch's Linear keeps it, in narrow column tiles."""
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(x, 1, BK)):
+            acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
+                           tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
+        tile.store(y, (i, j), acc.astype(out))
+    return narrow_linear
+
+
+@pytest.mark.parametrize("bn, out, stages", [(8, f32, 3), (16, bf16, 4), (32, f32, 8)])
+def test_narrow_tiles_of_a_transposed_weight_run_on_wgmma(bn, out, stages) -> None:
+    """N tiles of 8, 16 or 32 columns (more blocks for a product of few rows): a K-major
+    B holds N rows, so wgmma m64nN reads it as it reads a wide one; ragged in every
+    dimension. An MN-major B (`a @ b`) of 32 columns keeps mma.sync (its slabs are 64
+    columns wide)."""
+    import re
+
+    kernel = make_narrow_linear(out, stages)
+    ptx = kernel.compile(*_sig(out), 64, bn, 64, arch="sm_90").ptx
+    assert set(re.findall(r"wgmma\.mma_async\S+", ptx)) == {
+        f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.bf16.bf16"}
+    assert "mma.sync" not in ptx
+    m, n, k = 70, 3 * bn - 4, 200
+    a = rng.standard_normal((m, k)).astype(bf16.numpy)
+    w = rng.standard_normal((n, k)).astype(bf16.numpy)
+    c = np.full((m, n), 7, out.numpy)
+    kernel[tile.cdiv(m, 64), tile.cdiv(n, bn)](a, w, c, 64, bn, 64)
+    _close(c, a.astype(np.float64) @ w.astype(np.float64).T, out, k)
+    wide = make_gemm(f32, 4, 3).compile(*_sig(f32), 64, 32, 64, arch="sm_90").ptx
+    assert "wgmma.mma_async" not in wide and "mma.sync" in wide

@@ -10,7 +10,10 @@ carries an `engine` parameter that the later passes read instead of deciding aga
   layout; `tile/mma_lower.py` stages the operands and reads them with `ldmatrix`.
 - `"wgmma"`: the same on an sm_90 target where the shapes fit one m64nNk16 instruction
   per warp group and k step (`supports`: M = 16 * num_warps,
-  N a multiple of 64 up to 256, K of 16, 32 or a multiple of 64). The layout pass gives
+  N a multiple of 64 up to 256 (or 8, 16 or 32 where B is K-major in shared memory, a
+  `w.permute((1, 0))` the layout pass folds: its rows are N, so a narrow N is fewer
+  rows of the same layout; an MN-major B's slabs are 64 columns wide), K of 16, 32 or a
+  multiple of 64). The layout pass gives
   the result the accumulator layout with every warp on whole rows (wgmma's own). 8-bit
   float operands (f8e4m3, f8e5m2: m64nNk32, K of 32, 64 or a multiple of 128) take it
   too (wgmma reads them K-major only: a B written as `w.permute((1, 0))` of an (N, K)
@@ -37,6 +40,7 @@ from oxide.tile.layout import mma_accumulator
 
 HALVES = ("bf16", "f16")
 WGMMA_SLAB = 64  # elements of a 128-byte swizzle row of 16-bit floats
+NARROW_N = (8, 16, 32)  # wgmma's N below a slab (tiles are powers of two), K-major B only
 SWIZZLE_ROW = 128  # bytes: the widest swizzle row, a wgmma operand's staging row
 MMA_K = 16
 ENGINES = ("wgmma", "mma.sync", "fma")
@@ -54,21 +58,33 @@ def wgmma_k(dt: T.DType) -> int:
     return 32 // dt.itemsize
 
 
-def supports(m: int, n: int, k: int, num_warps: int, dt: T.DType = T.bf16) -> bool:
+def supports(m: int, n: int, k: int, num_warps: int, dt: T.DType = T.bf16,
+             b_k_major: bool = False) -> bool:
     """Whether tile/wgmma_lower.py takes an (M, K) @ (K, N) product of `dt` tiles on
-    `num_warps` warps."""
+    `num_warps` warps (`b_k_major`: B is an (N, K) tile's transpose)."""
     step = wgmma_k(dt)
-    return (num_warps % 4 == 0 and m == 16 * num_warps and n % WGMMA_SLAB == 0 and n <= 256
+    wide = n % WGMMA_SLAB == 0 and n <= 256
+    narrow = b_k_major and n in NARROW_N
+    return (num_warps % 4 == 0 and m == 16 * num_warps and (wide or narrow)
             and (k in (step, 2 * step) or k % slab_elements(dt) == 0))
 
 
+def b_is_transposed(op: Operation) -> bool:
+    """Whether a `tile.mma`'s B is `x.permute((1, 0))` used only there: the layout pass
+    folds it into the product (`b_transposed`, tile/layouts.py), so B stays K-major."""
+    b = op.operands[1]
+    owner = b.owner
+    return (isinstance(owner, Operation) and kind_of(owner) == "permute"
+            and owner.param("axes") == (1, 0) and b.has_one_use())  # type: ignore[attr-defined]
+
+
 def engine_for(a: TileType, shape: tuple[int, ...], num_warps: int, tensor_cores: bool,
-               wgmma: bool = False) -> str:
+               wgmma: bool = False, b_k_major: bool = False) -> str:
     """The engine of a product of `a` (M, K) into an (M, N) `shape`."""
     k = a.dims[1]
     if not (tensor_cores and k >= MMA_K and mma_accumulator(shape, num_warps)):
         return "fma"
-    fits = wgmma and supports(shape[0], shape[1], k, num_warps, a.dtype)
+    fits = wgmma and supports(shape[0], shape[1], k, num_warps, a.dtype, b_k_major)
     if a.dtype.name in HALVES:
         return "wgmma" if fits else "mma.sync"
     return "wgmma" if a.dtype.is_fp8 and fits else "fma"
@@ -82,7 +98,8 @@ def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: 
             continue
         a, result = op.operands[0].type, op.results[0].type
         assert isinstance(a, TileType) and isinstance(result, TileType)
-        engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores, wgmma)
+        engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores, wgmma,
+                            b_is_transposed(op))
         op.set_param("engine", engine)  # type: ignore[attr-defined]
 
 
