@@ -39,6 +39,9 @@ CASES = [  # dtype, warps, stages, M, N, K, BM, BN, BK (K a multiple of 8: 16-by
     (bf16, 4, 1, 130, 200, 520, 64, 128, 64),    # no pipelining: copies then the product
     (bf16, 4, 8, 70, 200, 1048, 64, 64, 64),     # eight stages: rings of 8 and more buffers
     (f16, 8, 6, 200, 136, 328, 128, 128, 64),    # six stages, more than the k steps
+    (bf16, 4, 3, 70, 40, 200, 64, 16, 64),       # N of 16: one slab of 32-byte rows
+    (bf16, 4, 6, 130, 88, 328, 64, 32, 64),      # N of 32: 64-byte rows
+    (bf16, 4, 2, 70, 45, 197, 64, 32, 64),       # rows not of 16-byte vectors: the threads
 ]
 
 

@@ -312,8 +312,7 @@ def make_narrow_linear(out, stages: int):
 def test_narrow_tiles_of_a_transposed_weight_run_on_wgmma(bn, out, stages) -> None:
     """N tiles of 8, 16 or 32 columns (more blocks for a product of few rows): a K-major
     B holds N rows, so wgmma m64nN reads it as it reads a wide one; ragged in every
-    dimension. An MN-major B (`a @ b`) of 32 columns keeps mma.sync (its slabs are 64
-    columns wide)."""
+    dimension."""
     import re
 
     kernel = make_narrow_linear(out, stages)
@@ -327,5 +326,31 @@ def test_narrow_tiles_of_a_transposed_weight_run_on_wgmma(bn, out, stages) -> No
     c = np.full((m, n), 7, out.numpy)
     kernel[tile.cdiv(m, 64), tile.cdiv(n, bn)](a, w, c, 64, bn, 64)
     _close(c, a.astype(np.float64) @ w.astype(np.float64).T, out, k)
-    wide = make_gemm(f32, 4, 3).compile(*_sig(f32), 64, 32, 64, arch="sm_90").ptx
-    assert "wgmma.mma_async" not in wide and "mma.sync" in wide
+
+
+@pytest.mark.parametrize("path", ["producer", "cp.async", "threads"])
+@pytest.mark.parametrize("bn, out, stages", [(16, f32, 3), (32, bf16, 6)])
+def test_narrow_tiles_of_an_mn_major_b_run_on_wgmma(bn, out, stages, path,
+                                                    monkeypatch) -> None:
+    """`a @ b` with b (K, N) and N tiles of 16 or 32: B's one slab has rows of N columns
+    (32 or 64 bytes, that swizzle), filled by TMA, by cp.async, or stored by the threads
+    (rows of A and B not of whole 16-byte vectors). A tile of 8 columns, which no
+    swizzle takes, keeps mma.sync."""
+    import re
+
+    if path == "cp.async":
+        monkeypatch.setenv("OXIDE_TILE_TMA", "0")
+    threads = path == "threads"  # rows not of whole 16-byte vectors: no ring takes them
+    kernel = make_gemm(out, 4, stages)
+    sig = (V(Slice[bf16, 2], vectors=not threads),) * 2 + _sig(out)[2:]
+    ptx = kernel.compile(*sig, 64, bn, 64, arch="sm_90").ptx
+    assert set(re.findall(r"wgmma\.mma_async\S+", ptx)) == {
+        f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.bf16.bf16"}
+    copied = "cp.async.bulk.tensor.2d.shared::cluster.global" in ptx or "cp.async.cg" in ptx
+    assert copied != threads
+    m, n, k = (70, 3 * bn - 9, 197) if threads else (70, 3 * bn - 8, 200)
+    a, b, c, want = _inputs(m, n, k, out)
+    kernel[tile.cdiv(m, 64), tile.cdiv(n, bn)](a, b, c, 64, bn, 64)
+    _close(c, want, out, k)
+    eight = make_gemm(f32, 4, 3).compile(*_sig(f32), 64, 8, 64, arch="sm_90").ptx
+    assert "wgmma.mma_async" not in eight and "mma.sync" in eight

@@ -10,9 +10,10 @@ carries an `engine` parameter that the later passes read instead of deciding aga
   layout; `tile/mma_lower.py` stages the operands and reads them with `ldmatrix`.
 - `"wgmma"`: the same on an sm_90 target where the shapes fit one m64nNk16 instruction
   per warp group and k step (`supports`: M = 16 * num_warps,
-  N a multiple of 64 up to 256 (or 8, 16 or 32 where B is K-major in shared memory, a
-  `w.permute((1, 0))` the layout pass folds: its rows are N, so a narrow N is fewer
-  rows of the same layout; an MN-major B's slabs are 64 columns wide), K of 16, 32 or a
+  N a multiple of 64 up to 256, or a narrow 8, 16 or 32 where B is K-major in shared
+  memory (a `w.permute((1, 0))` the layout pass folds: its rows are N, so a narrow N is
+  fewer rows of the same layout), 16 or 32 for a 16-bit MN-major B (`a @ b`: its one
+  slab's rows are N columns, 32 or 64 bytes with that swizzle), K of 16, 32 or a
   multiple of 64). The layout pass gives
   the result the accumulator layout with every warp on whole rows (wgmma's own). 8-bit
   float operands (f8e4m3, f8e5m2: m64nNk32, K of 32, 64 or a multiple of 128) take it
@@ -40,7 +41,7 @@ from oxide.tile.layout import mma_accumulator
 
 HALVES = ("bf16", "f16")
 WGMMA_SLAB = 64  # elements of a 128-byte swizzle row of 16-bit floats
-NARROW_N = (8, 16, 32)  # wgmma's N below a slab (tiles are powers of two), K-major B only
+NARROW_N = (8, 16, 32)  # wgmma's N below a slab (tiles are powers of two)
 SWIZZLE_ROW = 128  # bytes: the widest swizzle row, a wgmma operand's staging row
 MMA_K = 16
 ENGINES = ("wgmma", "mma.sync", "fma")
@@ -64,7 +65,9 @@ def supports(m: int, n: int, k: int, num_warps: int, dt: T.DType = T.bf16,
     `num_warps` warps (`b_k_major`: B is an (N, K) tile's transpose)."""
     step = wgmma_k(dt)
     wide = n % WGMMA_SLAB == 0 and n <= 256
-    narrow = b_k_major and n in NARROW_N
+    # a K-major B's rows are N; an MN-major one's (16-bit) rows are N columns wide, with
+    # the swizzle of that width (64 or 32 bytes: no swizzle takes rows of 16)
+    narrow = n in NARROW_N and (b_k_major or dt.itemsize == 2 and n >= 16)
     return (num_warps % 4 == 0 and m == 16 * num_warps and (wide or narrow)
             and (k in (step, 2 * step) or k % slab_elements(dt) == 0))
 

@@ -129,8 +129,9 @@ def row_elements(k: int, dt: T.DType = T.bf16) -> int:
 
 def operand_width(index: int, cols: int, b_transposed: bool, dt: T.DType) -> int:
     """The staging row of operand `index` (0: A, K-major; 1: B) with `cols` columns: B as
-    `a @ b` has it (K x N) goes in slabs of 64 columns (MN-major for the instruction)."""
-    return SLAB if index == 1 and not b_transposed else row_elements(cols, dt)
+    `a @ b` has it (K x N) goes in slabs of 64 columns (MN-major for the instruction), a
+    narrower N (16 or 32) in one slab of its width."""
+    return min(SLAB, cols) if index == 1 and not b_transposed else row_elements(cols, dt)
 
 
 # -- the pass ----------------------------------------------------------------------------

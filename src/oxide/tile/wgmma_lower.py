@@ -6,7 +6,7 @@ transpose is the product's B (`b_transposed`, folded by the layout pass); or 8-b
 ones (wgmma reads those K-major only: a (K, N) B is staged transposed); the block's
 warps in whole warp groups with M = 16 * num_warps (warp group g owns rows 64g..64g+63,
 one m64nNk16 instruction per k step, m64nNk32 for 8-bit floats: 32 bytes of each row);
-N a multiple of 64 up to 256; K of one or two instructions or a multiple of a 128-byte
+N a multiple of 64 up to 256 (or 8, 16, 32: tile/mma_choice.py `supports`); K of one or two instructions or a multiple of a 128-byte
 row; the accumulator in `layout.mma_accumulator(..., rows_only=True)`, which is
 wgmma's own fragment layout (warp w holds rows 16w + g and 16w + g + 8, columns 2t, 2t + 1
 of every 8-column group).
@@ -26,7 +26,7 @@ What it does, per product:
   `r` stored at `c ^ (r * row_bytes / 128 % (swizzle / 16))`, what a TMA copy with that
   swizzle writes), K-major for A (and a transposed B), and for B as `a @ b` has it
   (K x N row-major: MN-major for the instruction) slabs of 64 columns, each K rows of
-  128 bytes; an 8-bit B as `a @ b` has it, element by element into the K-major layout
+  128 bytes (a narrow N of 16 or 32: one slab, rows of 32 or 64 bytes); an 8-bit B as `a @ b` has it, element by element into the K-major layout
   of its transpose (8-bit wgmma has no MN-major operands);
 - `fence.proxy.async` (the generic-proxy stores become visible to the tensor cores'
   async proxy) and a barrier;
@@ -104,7 +104,8 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     if (not a_regs and ring_of(a.layout) is None) or ring_of(b.layout) is None:
         em.barrier()  # the previous product's reads of the staging arrays are over
     sa, a_start = (None, None) if a_regs else _operand(em, a, width_a, "wa")
-    sb, b_start = _operand(em, b, width_a if k_major_b else SLAB, "wb", stage_transposed)
+    width_b = width_a if k_major_b else min(SLAB, n)  # MN-major: slabs of 64, or all N
+    sb, b_start = _operand(em, b, width_b, "wb", stage_transposed)
     if len(tma) < len(rings):
         wait_for(em, [t for t in rings if t not in tma])
     assert guard is None or issue_only
@@ -143,8 +144,10 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
             b_at = (col // width_a) * n * width_a + col % width_a
             db = _descriptor(em, sb, _at(em, b_start, b_at), row_bytes, lbo=16,
                              sbo=8 * row_bytes)
-        else:  # K rows of 64-column slabs: MN-major, the next slab `lbo` further
-            db = _descriptor(em, sb, _at(em, b_start, col * SLAB), 128, lbo=k * 128, sbo=1024)
+        else:  # K rows of slabs of width_b columns: MN-major, the next slab `lbo` further
+            b_row = width_b * b.dtype.itemsize
+            db = _descriptor(em, sb, _at(em, b_start, col * width_b), b_row, lbo=k * b_row,
+                             sbo=8 * b_row)
         guarded = [] if guard is None else [guard]
         op = ops.HopperOp(kind, [*a_in, db, one, *guarded, *regs],
                           [ir_type(T.f32)] * len(regs),
