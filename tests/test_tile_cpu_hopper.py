@@ -212,16 +212,22 @@ def test_fp8_wgmma_of_staged_operands(bk) -> None:
     np.testing.assert_array_equal(out, a @ b.T)  # small integers: exact in fp8 and f32
 
 
-def test_the_fp8_gemm_example_on_rings() -> None:
-    """tile_fp8_gemm's kernel at GPU tiles: fp8 operands by TMA, K-major, 32 a step."""
+@pytest.mark.parametrize("bn, bk", [(64, 64), (16, 128)])
+def test_the_fp8_gemm_example_on_rings(bn, bk) -> None:
+    """tile_fp8_gemm's kernel at GPU tiles: fp8 operands by TMA, K-major, 32 a step; and
+    in narrow column tiles (wgmma m64n16k32)."""
     from oxide.examples import tile_fp8_gemm as fg
 
     m, n, k = 130, 200, 160
+    if bn < 64:
+        sig = (V(Slice[f8e4m3, 2], vectors=True),) * 2 + (f32,) + _sig(bf16)[2:]
+        ptx = fg.fp8_linear.compile(*sig, 128, bn, bk, arch="sm_90").ptx
+        assert f"wgmma.mma_async.sync.aligned.m64n{bn}k32.f32.e4m3.e4m3" in ptx
     xq, wq = (rng.integers(-6, 7, (r, k)).astype(np.float32).astype(f8e4m3.numpy)
               for r in (m, n))
     y = np.zeros((m, n), bf16.numpy)
-    ox.launch(fg.fp8_linear, tile.cdiv(m, 128) * tile.cdiv(n, 64), xq, wq, np.float32(0.5),
-              y, 128, 64, 64, device="cpu")
+    ox.launch(fg.fp8_linear, tile.cdiv(m, 128) * tile.cdiv(n, bn), xq, wq, np.float32(0.5),
+              y, 128, bn, bk, device="cpu")
     want = (xq.astype(np.float64) @ wq.astype(np.float64).T * 0.5).astype(bf16.numpy)
     np.testing.assert_array_equal(y.astype(np.float32), want.astype(np.float32))
 
