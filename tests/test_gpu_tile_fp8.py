@@ -19,6 +19,8 @@ CASES = [  # dtype, warps, stages, M, N, K, BM, BN, BK
     (f8e5m2, 4, 2, 64, 128, 32, 64, 128, 32),       # one k32 step, 32-byte rows
     (f8e4m3, 4, 1, 130, 70, 300, 64, 64, 64),       # no pipeline, 64-byte rows
     (f8e4m3, 8, 4, 256, 256, 1024, 128, 256, 128),  # four stages in flight
+    (f8e4m3, 4, 6, 70, 100, 640, 64, 16, 128),      # narrow column tiles, six stages
+    (f8e5m2, 4, 3, 70, 45, 256, 64, 8, 128),        # N of 8
 ]
 
 
