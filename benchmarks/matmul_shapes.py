@@ -69,20 +69,11 @@ def splitk_matmul_kernel() -> Any:
 
 
 def linear_kernel() -> Any:
-    """`x @ w.T` with w (N, K), as torch's Linear keeps its weight: B K-major."""
-    from oxide import Const, DisjointSlice, Slice, bf16, f32, tile
+    """`x @ w.T` with w (N, K), as torch's Linear keeps its weight: B K-major
+    (tile_products.py's kernel)."""
+    from tile_products import make_linear_t
 
-    @tile.kernel(num_warps=8, num_stages=4)
-    def tile_linear(x: Slice[bf16, 2], w: Slice[bf16, 2], y: DisjointSlice[bf16, 2],
-                    BM: Const[int], BN: Const[int], BK: Const[int]):
-        i, j = tile.bid(0), tile.bid(1)
-        acc = tile.zeros((BM, BN), f32)
-        for k in range(tile.num_tiles(x, 1, BK)):
-            acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
-                           tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
-        tile.store(y, (i, j), acc.astype(bf16))
-
-    return tile_linear
+    return make_linear_t(8, 4)
 
 
 def tuned(kernel: Any) -> Any:

@@ -57,9 +57,9 @@ def test_ring_products_against_numpy(case) -> None:
     np.testing.assert_allclose(c, want, rtol=0, atol=1e-4 * np.sqrt(k) * 10)
 
 
-def make_linear_t(dt, warps: int, stages: int):
+def make_linear_t(dt, warps: int, stages: int, out=f32):
     @tile.kernel(num_warps=warps, num_stages=stages)
-    def linear_t(x: Slice[dt, 2], w: Slice[dt, 2], y: DisjointSlice[f32, 2],
+    def linear_t(x: Slice[dt, 2], w: Slice[dt, 2], y: DisjointSlice[out, 2],
                  BM: Const[int], BN: Const[int], BK: Const[int]):
         """y = x @ w.T, w (N x K) as a torch Linear keeps it."""
         i, j = tile.bid(0), tile.bid(1)
@@ -67,7 +67,7 @@ def make_linear_t(dt, warps: int, stages: int):
         for k in range(tile.num_tiles(x, 1, BK)):
             acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
                            tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
-        tile.store(y, (i, j), acc)
+        tile.store(y, (i, j), acc.astype(out))
     return linear_t
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from test_gpu_tile_producer import _close, check_three_axes, make_gemm, make_persistent, three_axes
+from test_gpu_tile_rings import make_linear_t
 from test_tile_producer import two_loops
 from test_tile_tma_rings import V
 from test_tile_tma_stores import _sig
@@ -300,20 +301,6 @@ def test_split_k_into_a_view_is_a_tma_reduction_of_its_box() -> None:
     np.testing.assert_array_equal(args[2], want)
 
 
-def make_narrow_linear(out, stages: int):
-    @tile.kernel(num_warps=4, num_stages=stages)
-    def narrow_linear(x: Slice[bf16, 2], w: Slice[bf16, 2], y: DisjointSlice[out, 2],
-                      BM: Const[int], BN: Const[int], BK: Const[int]):
-        """y = x @ w.T, w (N x K) as torch's Linear keeps it, in narrow column tiles."""
-        i, j = tile.bid(0), tile.bid(1)
-        acc = tile.zeros((BM, BN), f32)
-        for k in range(tile.num_tiles(x, 1, BK)):
-            acc = tile.mma(tile.load(x, (i, k), (BM, BK)),
-                           tile.load(w, (j, k), (BN, BK)).permute((1, 0)), acc)
-        tile.store(y, (i, j), acc.astype(out))
-    return narrow_linear
-
-
 @pytest.mark.parametrize("bn, out, stages", [(8, f32, 3), (16, bf16, 4), (32, f32, 8)])
 def test_narrow_tiles_of_a_transposed_weight_run_on_wgmma(bn, out, stages) -> None:
     """N tiles of 8, 16 or 32 columns (more blocks for a product of few rows): a K-major
@@ -321,7 +308,7 @@ def test_narrow_tiles_of_a_transposed_weight_run_on_wgmma(bn, out, stages) -> No
     dimension."""
     import re
 
-    kernel = make_narrow_linear(out, stages)
+    kernel = make_linear_t(bf16, 4, stages, out)
     ptx = kernel.compile(*_sig(out), 64, bn, 64, arch="sm_90").ptx
     assert set(re.findall(r"wgmma\.mma_async\S+", ptx)) == {
         f"wgmma.mma_async.sync.aligned.m64n{bn}k16.f32.bf16.bf16"}
