@@ -58,7 +58,7 @@ from oxide.tile.layout import (
     mma_accumulator,
     mma_operand_a,
 )
-from oxide.tile.mma_choice import engine_of
+from oxide.tile.mma_choice import b_is_transposed, engine_of
 
 # the most A-operand elements a thread keeps in registers across a loop (64 registers)
 _MAX_A_IN_REGISTERS = 128
@@ -401,10 +401,10 @@ class LayoutPass:
     def _fold_transpose(self, op: Operation, b: SSAValue) -> None:
         """`mma(a, permute(x, (1, 0)), acc)`, the permute used only here: `mma(a, x, acc)`
         with `b_transposed` (its lowering stages x and reads it as the column-major B)."""
-        permute = b.owner
-        if not (kind_of(permute) == "permute" and permute.param("axes") == (1, 0)
-                and b.has_one_use()):
+        if not b_is_transposed(op):  # the engine choice read the same condition
             return
+        permute = b.owner
+        assert isinstance(permute, Operation)
         op.operands[1] = permute.operands[0]
         op.set_param("b_transposed", True)  # type: ignore[attr-defined]
         self.b.tile_ops.remove(permute)

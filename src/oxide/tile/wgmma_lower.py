@@ -6,10 +6,10 @@ transpose is the product's B (`b_transposed`, folded by the layout pass); or 8-b
 ones (wgmma reads those K-major only: a (K, N) B is staged transposed); the block's
 warps in whole warp groups with M = 16 * num_warps (warp group g owns rows 64g..64g+63,
 one m64nNk16 instruction per k step, m64nNk32 for 8-bit floats: 32 bytes of each row);
-N a multiple of 64 up to 256 (or 8, 16, 32: tile/mma_choice.py `supports`); K of one or two instructions or a multiple of a 128-byte
-row; the accumulator in `layout.mma_accumulator(..., rows_only=True)`, which is
-wgmma's own fragment layout (warp w holds rows 16w + g and 16w + g + 8, columns 2t, 2t + 1
-of every 8-column group).
+N a multiple of 64 up to 256 (or 8, 16, 32: tile/mma_choice.py `supports`); K of one or
+two instructions or a multiple of a 128-byte row; the accumulator in
+`layout.mma_accumulator(..., rows_only=True)`, which is wgmma's own fragment layout (warp
+w holds rows 16w + g and 16w + g + 8, columns 2t, 2t + 1 of every 8-column group).
 
 What it does, per product:
 - a 16-bit A in the A-fragment layout (`mma_operand_a`: every warp on 16 rows, a
