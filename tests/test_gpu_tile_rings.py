@@ -42,6 +42,8 @@ CASES = [  # dtype, warps, stages, M, N, K, BM, BN, BK (K a multiple of 8: 16-by
     (bf16, 4, 3, 70, 40, 200, 64, 16, 64),       # N of 16: one slab of 32-byte rows
     (bf16, 4, 6, 130, 88, 328, 64, 32, 64),      # N of 32: 64-byte rows
     (bf16, 4, 2, 70, 45, 197, 64, 32, 64),       # rows not of 16-byte vectors: the threads
+    (bf16, 8, 1, 200, 40, 96, 128, 16, 32),      # B of 64 chunks for 256 threads: replicas
+    (f16, 8, 4, 200, 40, 96, 128, 16, 32),       # the same, pipelined
 ]
 
 
@@ -55,6 +57,14 @@ def test_ring_products_against_numpy(case) -> None:
          bk)
     want = a.astype(np.float64) @ b.astype(np.float64)
     np.testing.assert_allclose(c, want, rtol=0, atol=1e-4 * np.sqrt(k) * 10)
+
+
+def test_a_transposed_weight_of_fewer_chunks_than_threads() -> None:
+    """B's (16, 32) tile on 8 warps: three threads in four hold a replica's chunk
+    (found by the tile fuzzer's K loops, tests/test_tile_cpu_hopper.py)."""
+    for stages in (1, 3):
+        _check(make_linear_t(bf16, 8, stages), (tile.cdiv(200, 128), tile.cdiv(37, 16)), 200,
+               37, 96, (128, 16, 32), transposed=True)
 
 
 def make_linear_t(dt, warps: int, stages: int, out=f32):

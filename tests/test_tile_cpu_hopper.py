@@ -347,3 +347,25 @@ def test_narrow_tiles_of_an_mn_major_b_run_on_wgmma(bn, out, stages, path,
     _close(c, want, out, k)
     eight = make_gemm(f32, 4, 3).compile(*_sig(f32), 64, 8, 64, arch="sm_90").ptx
     assert "wgmma.mma_async" not in eight and "mma.sync" in eight
+
+
+@pytest.mark.parametrize("path", ["producer", "cp.async"])
+@pytest.mark.parametrize("transposed, stages", [(True, 1), (False, 1), (True, 3), (False, 4)])
+def test_an_operand_of_fewer_chunks_than_threads(path, transposed, stages,
+                                                 monkeypatch) -> None:
+    """A ring's B tile of 16 x 32 (or 32 x 16) halves on 8 warps: 64 16-byte chunks for
+    256 threads, so three threads in four copy a replica's chunk, which their `owner`
+    test leaves out (the tile fuzzer's K loops found the copy's layout assuming a chunk a
+    thread: an assertion at compile time)."""
+    if path == "cp.async":
+        monkeypatch.setenv("OXIDE_TILE_TMA", "0")
+    kernel = make_linear_t(bf16, 8, stages) if transposed else make_gemm(f32, 8, stages)
+    ptx = kernel.compile(*_sig(f32), 128, 16, 32, arch="sm_90").ptx
+    assert "wgmma.mma_async.sync.aligned.m64n16k16" in ptx
+    assert ("cp.async.cg" in ptx) == (path == "cp.async" or stages == 1)
+    m, n, k = 200, 37, 96
+    a, b, c, want = _inputs(m, n, k, f32)
+    if transposed:
+        b = np.ascontiguousarray(b.T)
+    kernel[tile.cdiv(m, 128), tile.cdiv(n, 16)](a, b, c, 128, 16, 32)
+    _close(c, want, f32, k)

@@ -235,22 +235,27 @@ def test_i32_to_f16_overflows_to_infinity_before_widening() -> None:
     np.testing.assert_array_equal(o, [-np.inf, 0.0, -np.inf, 0.0])
 
 
+def _sm90_ptx(seed: int, index: int) -> str:
+    """The PTX sm_90 gets for program `index` of `seed`, specialized on its arguments."""
+    from tools.tile_fuzzing.data import make_arrays, make_scratch
+    from tools.tile_fuzzing.runner import load_kernel
+
+    p = generate(seed, index)
+    inputs, _, out = make_arrays(p)
+    args = [*inputs.values(), out[None] if p.out_view else out, *make_scratch(p),
+            *(R.NP[x.dtype](x.value) for x in p.params), *p.tile]
+    return load_kernel(p).compile(*args, arch="sm_90").ptx  # type: ignore[no-any-return]
+
+
 def test_some_frames_put_row_products_on_wgmma(monkeypatch) -> None:
     """Frames of 16 rows a warp (WGMMA_FRAMES): their row products are wgmma on sm_90
     (issue 26: the fuzzer's products through the wgmma path), and the code sm_90 gets
     agrees with the model on the CPU (OXIDE_TILE_CPU_HOPPER=1; seed 98 program 44 found
     the CPU's 8-bit wgmma reading 16 halves a step)."""
-    from tools.tile_fuzzing.data import make_arrays, make_scratch
-    from tools.tile_fuzzing.runner import load_kernel
-
     wide = [i for i in range(300) if (p := generate(98, i)).warps * 16 == p.tile[0] >= 64
             and any(n.op == "rowproduct" for n in p.nodes)]
     assert len(wide) >= 5
-    p = generate(98, wide[0])
-    inputs, _, out = make_arrays(p)
-    args = [*inputs.values(), out[None] if p.out_view else out, *make_scratch(p),
-            *(R.NP[x.dtype](x.value) for x in p.params), *p.tile]
-    assert "wgmma.mma_async" in load_kernel(p).compile(*args, arch="sm_90").ptx
+    assert "wgmma.mma_async" in _sm90_ptx(98, wide[0])
     monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
     for index in sorted({44, *wide[:2]}):
         got = run_program(98, index, "cpu")
@@ -311,20 +316,10 @@ def test_some_wgmma_frames_chain_two_products(monkeypatch) -> None:
     the second too, and the output may leave by a TMA store (seed 2 program 115) or,
     added by a relaxed atomic, a TMA reduction (seed 80 program 100). Against the model
     on the CPU and on the CPU's meaning of the sm_90 code."""
-    from tools.tile_fuzzing.data import make_arrays, make_scratch
-    from tools.tile_fuzzing.runner import load_kernel
-
     chained = [i for i in range(120) if any(n.op == "productchain" for n in generate(98, i).nodes)]
     assert len(chained) >= 4
     assert "tile.mma(((tile.mma(" in generate(98, chained[0]).source()
-    def sm90_ptx(seed: int, index: int) -> str:
-        p = generate(seed, index)
-        inputs, _, out = make_arrays(p)
-        args = [*inputs.values(), out[None] if p.out_view else out, *make_scratch(p),
-                *(R.NP[x.dtype](x.value) for x in p.params), *p.tile]
-        return load_kernel(p).compile(*args, arch="sm_90").ptx
-
-    reduced, stored = sm90_ptx(80, 100), sm90_ptx(2, 115)
+    reduced, stored = _sm90_ptx(80, 100), _sm90_ptx(2, 115)
     assert reduced.count("wgmma.mma_async") >= 8 and "cp.reduce.async.bulk.tensor" in reduced
     assert "cp.async.bulk.tensor.2d.global.shared::cta" in stored
     for index in chained[:2]:
@@ -334,3 +329,30 @@ def test_some_wgmma_frames_chain_two_products(monkeypatch) -> None:
     for seed, index in ((80, 100), (2, 115), (98, chained[0])):
         got = run_program(seed, index, "cpu")
         assert got.failure is None, got.failure.report()
+
+
+def test_some_frames_pipeline_a_k_loop(monkeypatch) -> None:
+    """`K_LOOPS` (program.KLoop): a K loop of products over two arrays of K columns, at a
+    `num_stages` from 1 to 8, K often not a multiple of the step, 0 steps now and then
+    and one past K (a load of padding alone). On sm_90 a wgmma frame's loop fills TMA
+    rings (seed 8 program 110: 7 stages, a K-major B; program 42: 3 stages, B as it is),
+    and rows of 73 halves (program 2) cannot be TMA boxes; against the model on the CPU
+    and on the CPU's meaning of the sm_90 code."""
+    looped = [i for i in range(300) if generate(8, i).kloop is not None]
+    assert len(looped) >= 10
+    drawn = [generate(8, i) for i in looped]
+    assert len({p.num_stages for p in drawn}) >= 5
+    assert {p.kloop.b_k_major for p in drawn} == {True, False}  # type: ignore[union-attr]
+    assert any(p.kloop.steps == 0 for p in drawn)  # type: ignore[union-attr]
+    assert "for t in range(kt):" in drawn[0].source()
+    for index in (110, 42):
+        ptx = _sm90_ptx(8, index)
+        assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor.2d.shared::cluster" in ptx
+    assert "cp.async.bulk.tensor" not in _sm90_ptx(8, 2)
+    for index in looped[:4]:
+        got = run_program(8, index, "cpu")
+        assert got.failure is None, got.failure.report()
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    for index in (110, 42, 2):
+        got = run_program(8, index, "cpu")
+        assert got.failure is None and got.checked > 0, got.failure and got.failure.report()

@@ -28,7 +28,8 @@ from collections.abc import Callable
 
 from tools.tile_fuzzing import rules as R
 from tools.tile_fuzzing.lang_ops import LangOps
-from tools.tile_fuzzing.program import Input, Lit, Node, Operand, Program, Scalar, Scratch
+from tools.tile_fuzzing.program import (Input, KLoop, Lit, Node, Operand, Program, Scalar,
+                                        Scratch)
 
 INT_LITERALS = (0, 1, 2, 3, -1, 7, -8, 100, 255, 12345, 65504, 2**31 - 1, -(2**31))
 FLOAT_LITERALS = (0.0, -0.0, 0.5, 1.0, -1.0, 2.5, -3.0, 0.1, 1e-3, 1e5, 1e10, 3e38, 1e-40,
@@ -54,6 +55,9 @@ PRODUCT_CHAINS = 0.5
 # is a wgmma too and its tile may leave by a TMA store; drawn apart, as the chains are
 SQUARE_FRAMES = 0.3
 WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # their ops
+# a K loop of products (`num_stages` pipelines it): of the WGMMA_FRAMES, and of the other
+# rank-2 frames (mma.sync or FMA products, rings of cp.async on sm_90)
+K_LOOPS = (0.5, 0.12)
 SCALAR_INPUTS = 0.08  # inputs that are 0-d arrays (a value every block reads)
 # ops whose results (or their broadcasts) often sit in another layout than a load's
 OTHER_LAYOUTS = ("reduce", "argreduce", "expand", "rowproduct", "broadcast", "cumsum")
@@ -216,8 +220,11 @@ class Generator(LangOps):
                 except Retry:
                     continue
         chain = random.Random(f"oxide-tile-fuzz-product/{p.seed}/{p.index}")
+        kloop = random.Random(f"oxide-tile-fuzz-kloop/{p.seed}/{p.index}")
         if self.wide and chain.random() < PRODUCT_CHAINS:
-            self._product_chain(chain)
+            self._product_chain(chain)  # (its programs, pinned by tests, stay as they were)
+        elif p.rank == 2 and kloop.random() < K_LOOPS[0 if self.wide else 1]:
+            self._k_loop(kloop)
         root = self._absorb()
         if root.dtype == "bool":
             root = self._add("astype", (root,), None, "i32", root.shape)
@@ -542,6 +549,25 @@ class Generator(LangOps):
             return
         self._add("productchain", (r.choice(whole), r.choice(whole)), r.choice(("bf16", "f16")),
                   "f32", p.tile)
+
+    def _k_loop(self, r: random.Random) -> None:
+        """A K loop of products into a (BM, BN) f32 accumulator (program.KLoop), with the
+        kernel's `num_stages` from 1 to 8; drawn from `r`, apart from the program's own
+        stream. Its arrays' extents are ragged as the inputs' are, K often not a multiple
+        of the step (a TMA box past the edge, or rows not 16-byte aligned: cp.async)."""
+        p = self.p
+        bm, bn = p.tile
+        dtype = "f16" if self.wide or r.random() < 0.7 else "f32"
+        bk = r.choice((16, 32, 64)) if dtype == "f16" else r.choice((4, 8, 16))
+        k = r.choice((bk, 2 * bk, 4 * bk, r.randint(1, 5 * bk)))
+        steps = -(-k // bk)
+        steps = r.choices((0, steps, steps + 1), (1, 8, 1))[0]
+        reach = (lambda blocks, size: (blocks - 1) * size + r.randint(1, size))
+        p.kloop = KLoop(dtype, bk, k, reach(p.grid[0], bm), reach(p.grid[1], bn),
+                        r.random() < 0.5, steps)
+        p.num_stages = r.randint(1, 8)
+        p.params.append(Scalar("param", "i32", name="kt", value=steps))
+        self._add("kloop", (), None, "f32", p.tile, product=True)
 
     def _op_scratch(self) -> None:
         """A tile stored to a scratch DisjointSlice at the block's index and loaded back:

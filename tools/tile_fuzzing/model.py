@@ -162,6 +162,8 @@ class Model(LangModel):
             return self._reduce(n)
         if n.op == "rowproduct":
             return self._rowproduct(n)
+        if n.op == "kloop":
+            return self._k_loop(n)
         if n.op == "productchain":
             return self._product_chain(n)
         if n.op in ("roundtrip", "cumsum", "argreduce"):
@@ -256,6 +258,24 @@ class Model(LangModel):
         undef = (a.undef.any(axis=-1, keepdims=True) | b.undef.any(axis=(-2, -1), keepdims=True)
                  | a.undef.any(axis=-2, keepdims=True))
         return self._done(n, v.astype(np.float32), np.broadcast_to(undef, v.shape))
+
+    def _k_loop(self, n: Node) -> Value:
+        """program.KLoop: each block's (BM, BN) tile of A @ B over the loop's steps, A and
+        B read as zero past their edges (the default padding) and past K: small integers,
+        exact in f32."""
+        loop = self.p.kloop
+        assert loop is not None
+        (bm, bn), (g0, g1) = self.p.tile, self.grid
+        reach = min(loop.k, loop.steps * loop.bk)
+        a = np.zeros((g0 * bm, reach))
+        b = np.zeros((reach, g1 * bn))
+        ka = self.arrays["ka"].astype(np.float64)[:g0 * bm, :reach]
+        kb = self.arrays["kb"].astype(np.float64)
+        kb = (kb.T if loop.b_k_major else kb)[:reach, :g1 * bn]
+        a[:ka.shape[0]] = ka
+        b[:, :kb.shape[1]] = kb
+        v = (a @ b).reshape(g0, bm, g1, bn).transpose(0, 2, 1, 3)
+        return self._done(n, v.astype(np.float32), np.zeros(v.shape, bool))
 
     def _reorder(self, n: Node) -> Value:
         """A layout round trip (the same tile), an i32 `cumsum` (wraps), or `argmax` /

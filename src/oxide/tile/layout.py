@@ -183,11 +183,15 @@ def vector_elements(itemsizes: list[int]) -> int:
     return max(VECTOR, T.VECTOR_BYTES // min(itemsizes)) if itemsizes else VECTOR
 
 
-def blocked(shape: tuple[int, ...], num_warps: int, vector: int = VECTOR) -> Layout:
+def blocked(shape: tuple[int, ...], num_warps: int, vector: int = VECTOR,
+            whole_vectors: bool = False) -> Layout:
     """The default layout of a tile: up to `vector` contiguous elements per thread along
     the innermost dimension, lanes fastest along it, warps along the outermost dimensions
     (so a row stays in one warp when it fits, and row reductions need no shared memory).
-    A kernel picks `vector` once, from its narrowest array element (`vector_elements`)."""
+    A kernel picks `vector` once, from its narrowest array element (`vector_elements`).
+    `whole_vectors`: runs of `vector` elements (or the whole row) even where the tile has
+    fewer than `vector` elements a thread, the threads left over holding replicas (a
+    16-byte copy each: tile/operand_rings.py)."""
     rank = len(shape)
     if rank == 0:
         return Layout((), (), num_warps)
@@ -196,7 +200,7 @@ def blocked(shape: tuple[int, ...], num_warps: int, vector: int = VECTOR) -> Lay
         total *= n
     threads = num_warps * WARP_SIZE
     spt = [1] * rank
-    spt[-1] = max(1, min(vector, shape[-1], total // threads))
+    spt[-1] = max(1, min(vector, shape[-1], vector if whole_vectors else total // threads))
     tpw = [1] * rank
     lane_shift = [0] * rank
     lanes, shift = WARP_SIZE, 0

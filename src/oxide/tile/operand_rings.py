@@ -531,7 +531,9 @@ def issue(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout, dt:
     rows, cols = ring.shape
     size = dt.bits // 8
     per = CHUNK // size
-    chunks = blocked((rows, cols), em.num_warps, per)  # each run of `per` is one chunk
+    # each run of `per` is one chunk (a tile of fewer chunks than threads: replicas,
+    # which `owner` leaves out)
+    chunks = blocked((rows, cols), em.num_warps, per, whole_vectors=True)
     assert chunks.dims[1].spt % per == 0
     in_array = chunks.lead(len(index) - 2)  # a view's fixed dimensions first
     starts = em._starts(index, in_array)
