@@ -28,8 +28,7 @@ from collections.abc import Callable
 
 from tools.tile_fuzzing import rules as R
 from tools.tile_fuzzing.lang_ops import LangOps
-from tools.tile_fuzzing.program import (Input, KLoop, Lit, Node, Operand, Program, Scalar,
-                                        Scratch)
+from tools.tile_fuzzing.program import Input, KLoop, Lit, Node, Operand, Program, Scalar, Scratch
 
 INT_LITERALS = (0, 1, 2, 3, -1, 7, -8, 100, 255, 12345, 65504, 2**31 - 1, -(2**31))
 FLOAT_LITERALS = (0.0, -0.0, 0.5, 1.0, -1.0, 2.5, -3.0, 0.1, 1e-3, 1e5, 1e10, 3e38, 1e-40,
@@ -562,9 +561,9 @@ class Generator(LangOps):
         k = r.choice((bk, 2 * bk, 4 * bk, r.randint(1, 5 * bk)))
         steps = -(-k // bk)
         steps = r.choices((0, steps, steps + 1), (1, 8, 1))[0]
-        reach = (lambda blocks, size: (blocks - 1) * size + r.randint(1, size))
-        p.kloop = KLoop(dtype, bk, k, reach(p.grid[0], bm), reach(p.grid[1], bn),
-                        r.random() < 0.5, steps)
+        rows = (p.grid[0] - 1) * bm + r.randint(1, bm)  # ragged, as `_extent` draws
+        cols = (p.grid[1] - 1) * bn + r.randint(1, bn)
+        p.kloop = KLoop(dtype, bk, k, rows, cols, r.random() < 0.5, steps)
         p.num_stages = r.randint(1, 8)
         p.params.append(Scalar("param", "i32", name="kt", value=steps))
         self._add("kloop", (), None, "f32", p.tile, product=True)
