@@ -334,7 +334,8 @@ def test_some_wgmma_frames_chain_two_products(monkeypatch) -> None:
 def test_some_frames_pipeline_a_k_loop(monkeypatch) -> None:
     """`K_LOOPS` (program.KLoop): a K loop of products over two arrays of K columns, at a
     `num_stages` from 1 to 8, K often not a multiple of the step, 0 steps now and then
-    and one past K (a load of padding alone). On sm_90 a wgmma frame's loop fills TMA
+    and one past K (a load of padding alone), the accumulator now and then negated
+    between products (`acc = tile.mma(a, b, -acc)`: a wgmma in flight must finish). On sm_90 a wgmma frame's loop fills TMA
     rings (seed 8 program 110: 7 stages, a K-major B; program 42: 3 stages, B as it is),
     and rows of 73 halves (program 2) cannot be TMA boxes; against the model on the CPU
     and on the CPU's meaning of the sm_90 code."""
@@ -344,6 +345,10 @@ def test_some_frames_pipeline_a_k_loop(monkeypatch) -> None:
     assert len({p.num_stages for p in drawn}) >= 5
     assert {p.kloop.b_k_major for p in drawn} == {True, False}  # type: ignore[union-attr]
     assert any(p.kloop.steps == 0 for p in drawn)  # type: ignore[union-attr]
+    assert {p.kloop.dtype for p in drawn} == {"f16", "bf16", "f32"}  # type: ignore[union-attr]
+    assert any(p.kloop.negate for p in drawn)  # type: ignore[union-attr]
+    assert "-v" in next(p for p in drawn if p.kloop.negate).source().split(  # type: ignore
+        "for t in range(kt):")[1].split("\n")[1]
     assert "for t in range(kt):" in drawn[0].source()
     for index in (110, 42):
         ptx = _sm90_ptx(8, index)

@@ -49,9 +49,12 @@ def make_arrays(p: Program) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarr
     inputs = {x.name: view(values(x.dtype, x.buffer, rng), x.shape, x.offset)
               for x in p.inputs}
     if p.kloop is not None:  # small integers: the loop's sums are exact (program.KLoop)
+        from oxide import bf16
+
         small = np.random.default_rng([p.seed & 0xFFFFFFFF, p.index, 3])
+        dtype = bf16.numpy if p.kloop.dtype == "bf16" else R.NP[p.kloop.dtype]
         for name, shape in (("ka", p.kloop.a_shape), ("kb", p.kloop.b_shape)):
-            inputs[name] = small.integers(-3, 4, shape).astype(R.NP[p.kloop.dtype])
+            inputs[name] = small.integers(-3, 4, shape).astype(dtype)
     out = sentinel(p.out_dtype, p.out_buffer, rng)
     if p.out_atomic:  # the values the atomics add to
         view(out, p.out_shape, p.out_offset)[...] = start_values(

@@ -563,8 +563,11 @@ class Generator(LangOps):
         steps = r.choices((0, steps, steps + 1), (1, 8, 1))[0]
         rows = (p.grid[0] - 1) * bm + r.randint(1, bm)  # ragged, as `_extent` draws
         cols = (p.grid[1] - 1) * bn + r.randint(1, bn)
-        p.kloop = KLoop(dtype, bk, k, rows, cols, r.random() < 0.5, steps)
+        b_k_major = r.random() < 0.5
         p.num_stages = r.randint(1, 8)
+        if dtype == "f16" and r.random() < 0.4:  # (drawn last: earlier loops stay as drawn)
+            dtype = "bf16"
+        p.kloop = KLoop(dtype, bk, k, rows, cols, b_k_major, steps, r.random() < 0.3)
         p.params.append(Scalar("param", "i32", name="kt", value=steps))
         self._add("kloop", (), None, "f32", p.tile, product=True)
 

@@ -260,21 +260,25 @@ class Model(LangModel):
         return self._done(n, v.astype(np.float32), np.broadcast_to(undef, v.shape))
 
     def _k_loop(self, n: Node) -> Value:
-        """program.KLoop: each block's (BM, BN) tile of A @ B over the loop's steps, A and
-        B read as zero past their edges (the default padding) and past K: small integers,
-        exact in f32."""
+        """program.KLoop: each block's (BM, BN) tile of A @ B over the loop's steps (each
+        step's product minus the accumulator where it negates), A and B read as zero past
+        their edges (the default padding) and past K: small integers, exact in f32."""
         loop = self.p.kloop
         assert loop is not None
         (bm, bn), (g0, g1) = self.p.tile, self.grid
         reach = min(loop.k, loop.steps * loop.bk)
-        a = np.zeros((g0 * bm, reach))
-        b = np.zeros((reach, g1 * bn))
+        a = np.zeros((g0 * bm, loop.steps * loop.bk))
+        b = np.zeros((loop.steps * loop.bk, g1 * bn))
         ka = self.arrays["ka"].astype(np.float64)[:g0 * bm, :reach]
         kb = self.arrays["kb"].astype(np.float64)
         kb = (kb.T if loop.b_k_major else kb)[:reach, :g1 * bn]
-        a[:ka.shape[0]] = ka
-        b[:, :kb.shape[1]] = kb
-        v = (a @ b).reshape(g0, bm, g1, bn).transpose(0, 2, 1, 3)
+        a[:ka.shape[0], :reach] = ka
+        b[:reach, :kb.shape[1]] = kb
+        acc = np.zeros((g0 * bm, g1 * bn))
+        for t in range(loop.steps):
+            step = slice(t * loop.bk, (t + 1) * loop.bk)
+            acc = a[:, step] @ b[step] + (-acc if loop.negate else acc)
+        v = acc.reshape(g0, bm, g1, bn).transpose(0, 2, 1, 3)
         return self._done(n, v.astype(np.float32), np.zeros(v.shape, bool))
 
     def _reorder(self, n: Node) -> Value:

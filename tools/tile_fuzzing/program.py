@@ -123,13 +123,16 @@ class KLoop:
     integers, so every sum is exact in f32; past an edge a load reads its padding, 0.
     The kernel's `num_stages` pipelines the loop (TMA or cp.async rings on sm_90)."""
 
-    dtype: str  # of `ka` and `kb`: "f16" (tensor cores) or "f32" (FMA)
+    dtype: str  # of `ka` and `kb`: "f16", "bf16" (tensor cores) or "f32" (FMA)
     bk: int
     k: int  # the arrays' K extent (often not a multiple of bk)
     rows: int  # of `ka`
     cols: int  # of `kb`'s N side
     b_k_major: bool
     steps: int  # the loop's trip count (`kt`): 0, enough for K, or one more
+    # `acc = tile.mma(a, b, -acc)`: the accumulator changed between products (exact: a
+    # negation), which a wgmma left in flight must finish first
+    negate: bool = False
 
     @property
     def a_shape(self) -> tuple[int, int]:
@@ -145,7 +148,7 @@ class KLoop:
         b = (f"tile.load(kb, (j, t), (BN, {self.bk})).permute((1, 0))" if self.b_k_major
              else f"tile.load(kb, (t, j), ({self.bk}, BN))")
         return [f"{acc} = tile.zeros((BM, BN), f32)", "for t in range(kt):",
-                f"    {acc} = tile.mma({a}, {b}, {acc})"]
+                f"    {acc} = tile.mma({a}, {b}, {'-' if self.negate else ''}{acc})"]
 
 
 @dataclass
@@ -208,7 +211,7 @@ class Program:
         """The module: imports and the one `@tile.kernel fuzz_kernel`."""
         params = [f"{x.name}: Slice[{TYPE_NAME[x.dtype]}, {len(x.shape)}]" for x in self.inputs]
         if self.kloop is not None:
-            params += [f"{x}: Slice[{TYPE_NAME[self.kloop.dtype]}, 2]" for x in ("ka", "kb")]
+            params += [f"{x}: Slice[{self.kloop.dtype}, 2]" for x in ("ka", "kb")]
         out_kind = "AtomicSlice" if self.out_atomic else "DisjointSlice"
         params.append(f"out_all: {out_kind}[{TYPE_NAME[self.out_dtype]}, {self.rank + 1}]"
                       if self.out_view else
