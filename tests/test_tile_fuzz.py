@@ -335,29 +335,34 @@ def test_some_frames_pipeline_a_k_loop(monkeypatch) -> None:
     """`K_LOOPS` (program.KLoop): a K loop of products over two arrays of K columns, at a
     `num_stages` from 1 to 8, K often not a multiple of the step, 0 steps now and then
     and one past K (a load of padding alone), the accumulator now and then negated
-    between products (`acc = tile.mma(a, b, -acc)`: a wgmma in flight must finish). On sm_90 a wgmma frame's loop fills TMA
-    rings (seed 8 program 110: 7 stages, a K-major B; program 42: 3 stages, B as it is),
+    between products (`acc = tile.mma(a, b, -acc)`: a wgmma in flight must finish); a
+    third of them attention's loop (two products a step, the second's A the first's
+    result mapped to small integers). On sm_90 a wgmma frame's loop fills TMA rings
+    (seed 8 program 17: 4 stages; program 110, attention's, 7 stages and the RS form),
     and rows of 73 halves (program 2) cannot be TMA boxes; against the model on the CPU
     and on the CPU's meaning of the sm_90 code."""
+    import re
+
     looped = [i for i in range(300) if generate(8, i).kloop is not None]
     assert len(looped) >= 10
     drawn = [generate(8, i) for i in looped]
+    loops = [p.kloop for p in drawn if p.kloop is not None]
     assert len({p.num_stages for p in drawn}) >= 5
-    assert {p.kloop.b_k_major for p in drawn} == {True, False}  # type: ignore[union-attr]
-    assert any(p.kloop.steps == 0 for p in drawn)  # type: ignore[union-attr]
-    assert {p.kloop.dtype for p in drawn} == {"f16", "bf16", "f32"}  # type: ignore[union-attr]
-    assert any(p.kloop.negate for p in drawn)  # type: ignore[union-attr]
-    assert "-v" in next(p for p in drawn if p.kloop.negate).source().split(  # type: ignore
-        "for t in range(kt):")[1].split("\n")[1]
+    assert {x.b_k_major for x in loops} == {True, False} and any(x.steps == 0 for x in loops)
+    assert {x.dtype for x in loops} == {"f16", "bf16", "f32"}
+    assert any(x.negate for x in loops) and any(x.keys for x in loops)
     assert "for t in range(kt):" in drawn[0].source()
-    for index in (110, 42):
+    assert "-v" in next(p for p in drawn if p.kloop and p.kloop.negate).source().split(
+        "for t in range(kt):")[1].split("\n")[1]
+    for index in (17, 110):
         ptx = _sm90_ptx(8, index)
         assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor.2d.shared::cluster" in ptx
+    assert re.search(r"wgmma\.mma_async[^;]*\},\s*\{%r", _sm90_ptx(8, 110))  # A in registers
     assert "cp.async.bulk.tensor" not in _sm90_ptx(8, 2)
     for index in looped[:4]:
         got = run_program(8, index, "cpu")
         assert got.failure is None, got.failure.report()
     monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
-    for index in (110, 42, 2):
+    for index in (17, 110, 2, 91):
         got = run_program(8, index, "cpu")
         assert got.failure is None and got.checked > 0, got.failure and got.failure.report()

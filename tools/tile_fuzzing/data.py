@@ -53,7 +53,7 @@ def make_arrays(p: Program) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarr
 
         small = np.random.default_rng([p.seed & 0xFFFFFFFF, p.index, 3])
         dtype = bf16.numpy if p.kloop.dtype == "bf16" else R.NP[p.kloop.dtype]
-        for name, shape in (("ka", p.kloop.a_shape), ("kb", p.kloop.b_shape)):
+        for name, shape in p.kloop.arrays.items():
             inputs[name] = small.integers(-3, 4, shape).astype(dtype)
     out = sentinel(p.out_dtype, p.out_buffer, rng)
     if p.out_atomic:  # the values the atomics add to

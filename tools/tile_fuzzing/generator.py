@@ -57,6 +57,7 @@ WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # th
 # a K loop of products (`num_stages` pipelines it): of the WGMMA_FRAMES, and of the other
 # rank-2 frames (mma.sync or FMA products, rings of cp.async on sm_90)
 K_LOOPS = (0.5, 0.12)
+ATTENTION_LOOPS = 0.35  # of the K loops: attention's form (program.KLoop `keys`)
 SCALAR_INPUTS = 0.08  # inputs that are 0-d arrays (a value every block reads)
 # ops whose results (or their broadcasts) often sit in another layout than a load's
 OTHER_LAYOUTS = ("reduce", "argreduce", "expand", "rowproduct", "broadcast", "cumsum")
@@ -567,7 +568,11 @@ class Generator(LangOps):
         p.num_stages = r.randint(1, 8)
         if dtype == "f16" and r.random() < 0.4:  # (drawn last: earlier loops stay as drawn)
             dtype = "bf16"
-        p.kloop = KLoop(dtype, bk, k, rows, cols, b_k_major, steps, r.random() < 0.3)
+        negate, keys = r.random() < 0.3, 0
+        if r.random() < ATTENTION_LOOPS:  # attention's loop: bk is the head's width
+            keys = r.choice((16, 32, 64)) if dtype != "f32" else r.choice((4, 8, 16))
+            steps = r.choices((0, -(-k // keys), -(-k // keys) + 1), (1, 8, 1))[0]
+        p.kloop = KLoop(dtype, bk, k, rows, cols, b_k_major, steps, negate, keys)
         p.params.append(Scalar("param", "i32", name="kt", value=steps))
         self._add("kloop", (), None, "f32", p.tile, product=True)
 

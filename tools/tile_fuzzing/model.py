@@ -265,6 +265,8 @@ class Model(LangModel):
         their edges (the default padding) and past K: small integers, exact in f32."""
         loop = self.p.kloop
         assert loop is not None
+        if loop.keys:
+            return self._attention_loop(n)
         (bm, bn), (g0, g1) = self.p.tile, self.grid
         reach = min(loop.k, loop.steps * loop.bk)
         a = np.zeros((g0 * bm, loop.steps * loop.bk))
@@ -278,6 +280,30 @@ class Model(LangModel):
         for t in range(loop.steps):
             step = slice(t * loop.bk, (t + 1) * loop.bk)
             acc = a[:, step] @ b[step] + (-acc if loop.negate else acc)
+        v = acc.reshape(g0, bm, g1, bn).transpose(0, 2, 1, 3)
+        return self._done(n, v.astype(np.float32), np.zeros(v.shape, bool))
+
+    def _attention_loop(self, n: Node) -> Value:
+        """program.KLoop with `keys`: per step, the scores `q @ k_t.T` (each block's q the
+        rows of `ka` it loads, zero past the edges), mapped to `s % 7 - 3` (Python's `%`),
+        times the step's rows of `kc`; keys past the end score 0 and meet zero rows."""
+        loop = self.p.kloop
+        assert loop is not None
+        (bm, bn), (g0, g1) = self.p.tile, self.grid
+        span = loop.steps * loop.keys
+        reach = min(loop.k, span)
+        q = np.zeros((g0 * bm, loop.bk))
+        ka = self.arrays["ka"].astype(np.float64)[:g0 * bm]
+        q[:ka.shape[0]] = ka
+        keys, values = np.zeros((span, loop.bk)), np.zeros((span, g1 * bn))
+        keys[:reach] = self.arrays["kb"].astype(np.float64)[:reach]
+        kc = self.arrays["kc"].astype(np.float64)[:reach, :g1 * bn]
+        values[:reach, :kc.shape[1]] = kc
+        acc = np.zeros((g0 * bm, g1 * bn))
+        for t in range(loop.steps):
+            step = slice(t * loop.keys, (t + 1) * loop.keys)
+            p = np.mod(q @ keys[step].T, 7) - 3
+            acc = p @ values[step] + (-acc if loop.negate else acc)
         v = acc.reshape(g0, bm, g1, bn).transpose(0, 2, 1, 3)
         return self._done(n, v.astype(np.float32), np.zeros(v.shape, bool))
 

@@ -121,7 +121,13 @@ class KLoop:
     (cols, k) and its (BN, bk) tile is transposed (`w.permute((1, 0))`, torch's Linear);
     else `kb` is (k, cols) and its (bk, BN) tile is B as it is. The arrays hold small
     integers, so every sum is exact in f32; past an edge a load reads its padding, 0.
-    The kernel's `num_stages` pipelines the loop (TMA or cp.async rings on sm_90)."""
+    The kernel's `num_stages` pipelines the loop (TMA or cp.async rings on sm_90).
+
+    With `keys`, the loop is attention's instead: `q`, an (BM, bk) tile of `ka` (rows,
+    bk), is loaded once; each step scores `keys` rows of `kb` (k, bk) against it (`q @
+    k_t.T`), maps the scores to small integers (`s % 7 - 3`, in `dtype`) and adds their
+    product with `keys` rows of `kc` (k, cols): a second product whose A comes from
+    registers (wgmma's RS form on sm_90), both B tiles in rings."""
 
     dtype: str  # of `ka` and `kb`: "f16", "bf16" (tensor cores) or "f32" (FMA)
     bk: int
@@ -133,22 +139,33 @@ class KLoop:
     # `acc = tile.mma(a, b, -acc)`: the accumulator changed between products (exact: a
     # negation), which a wgmma left in flight must finish first
     negate: bool = False
+    keys: int = 0  # attention's loop: keys a step (0: the K loop of a product)
 
     @property
-    def a_shape(self) -> tuple[int, int]:
-        return (self.rows, self.k)
-
-    @property
-    def b_shape(self) -> tuple[int, int]:
-        return (self.cols, self.k) if self.b_k_major else (self.k, self.cols)
+    def arrays(self) -> dict[str, tuple[int, int]]:
+        """The loop's arrays and their shapes, in parameter order."""
+        if self.keys:
+            return {"ka": (self.rows, self.bk), "kb": (self.k, self.bk),
+                    "kc": (self.k, self.cols)}
+        return {"ka": (self.rows, self.k),
+                "kb": (self.cols, self.k) if self.b_k_major else (self.k, self.cols)}
 
     def render(self, acc: str) -> list[str]:
         """The loop's statements, accumulating into `acc`."""
+        into = f"{'-' if self.negate else ''}{acc}"
+        if self.keys:
+            n, d = self.keys, self.bk
+            k_t = f"tile.load(kb, (t, 0), ({n}, {d})).permute((1, 0))"
+            return [f"{acc}q = tile.load(ka, (i, 0), (BM, {d}))",
+                    f"{acc} = tile.zeros((BM, BN), f32)", "for t in range(kt):",
+                    f"    {acc}s = tile.mma({acc}q, {k_t}, tile.zeros((BM, {n}), f32))",
+                    f"    {acc} = tile.mma((({acc}s % 7) - 3).astype({self.dtype}), "
+                    f"tile.load(kc, (t, j), ({n}, BN)), {into})"]
         a = f"tile.load(ka, (i, t), (BM, {self.bk}))"
         b = (f"tile.load(kb, (j, t), (BN, {self.bk})).permute((1, 0))" if self.b_k_major
              else f"tile.load(kb, (t, j), ({self.bk}, BN))")
         return [f"{acc} = tile.zeros((BM, BN), f32)", "for t in range(kt):",
-                f"    {acc} = tile.mma({a}, {b}, {'-' if self.negate else ''}{acc})"]
+                f"    {acc} = tile.mma({a}, {b}, {into})"]
 
 
 @dataclass
@@ -211,7 +228,7 @@ class Program:
         """The module: imports and the one `@tile.kernel fuzz_kernel`."""
         params = [f"{x.name}: Slice[{TYPE_NAME[x.dtype]}, {len(x.shape)}]" for x in self.inputs]
         if self.kloop is not None:
-            params += [f"{x}: Slice[{self.kloop.dtype}, 2]" for x in ("ka", "kb")]
+            params += [f"{x}: Slice[{self.kloop.dtype}, 2]" for x in self.kloop.arrays]
         out_kind = "AtomicSlice" if self.out_atomic else "DisjointSlice"
         params.append(f"out_all: {out_kind}[{TYPE_NAME[self.out_dtype]}, {self.rank + 1}]"
                       if self.out_view else

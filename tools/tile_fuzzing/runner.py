@@ -61,8 +61,7 @@ def launch_description(p: Program) -> list[str]:
         v = "" if x.buffer == x.shape else f" view of {x.buffer} at {x.offset}"
         out.append(f"{x.name}={x.dtype}{list(x.shape)}{v} (padding={x.padding})")
     if p.kloop is not None:
-        out += [f"ka={p.kloop.dtype}{list(p.kloop.a_shape)}",
-                f"kb={p.kloop.dtype}{list(p.kloop.b_shape)} (K-major: {p.kloop.b_k_major})"]
+        out += [f"{name}={p.kloop.dtype}{list(shape)}" for name, shape in p.kloop.arrays.items()]
     v = "" if p.out_buffer == p.out_shape else f" view of {p.out_buffer} at {p.out_offset}"
     lead = " as out_all[0] (out_all: a leading axis of 1)" if p.out_view else ""
     out.append(f"out={p.out_dtype}{list(p.out_shape)}{v}{lead}")
