@@ -335,12 +335,13 @@ def test_some_frames_pipeline_a_k_loop(monkeypatch) -> None:
     """`K_LOOPS` (program.KLoop): a K loop of products over two arrays of K columns, at a
     `num_stages` from 1 to 8, K often not a multiple of the step, 0 steps now and then
     and one past K (a load of padding alone), the accumulator now and then negated
-    between products (`acc = tile.mma(a, b, -acc)`: a wgmma in flight must finish); a
+    between products (`acc = tile.mma(a, b, 0.0 - acc)`: a wgmma in flight must finish); a
     third of them attention's loop (two products a step, the second's A the first's
     result mapped to small integers). On sm_90 a wgmma frame's loop fills TMA rings
-    (seed 8 program 17: 4 stages; program 110, attention's, 7 stages and the RS form),
-    and rows of 73 halves (program 2) cannot be TMA boxes; against the model on the CPU
-    and on the CPU's meaning of the sm_90 code."""
+    (seed 8 program 55: 2 stages; program 110, attention's, 7 stages and the RS form;
+    program 42, attention's in a persistent frame, restarting its rings every tile), and
+    rows of 73 halves (program 2) cannot be TMA boxes; against the model on the CPU and
+    on the CPU's meaning of the sm_90 code."""
     import re
 
     looped = [i for i in range(300) if generate(8, i).kloop is not None]
@@ -352,9 +353,10 @@ def test_some_frames_pipeline_a_k_loop(monkeypatch) -> None:
     assert {x.dtype for x in loops} == {"f16", "bf16", "f32"}
     assert any(x.negate for x in loops) and any(x.keys for x in loops)
     assert "for t in range(kt):" in drawn[0].source()
-    assert "-v" in next(p for p in drawn if p.kloop and p.kloop.negate).source().split(
+    assert "0.0 - v" in next(p for p in drawn if p.kloop and p.kloop.negate).source().split(
         "for t in range(kt):")[1].split("\n")[1]
-    for index in (17, 110):
+    assert generate(8, 42).persistent is not None
+    for index in (55, 110, 42):
         ptx = _sm90_ptx(8, index)
         assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor.2d.shared::cluster" in ptx
     assert re.search(r"wgmma\.mma_async[^;]*\},\s*\{%r", _sm90_ptx(8, 110))  # A in registers
@@ -363,6 +365,22 @@ def test_some_frames_pipeline_a_k_loop(monkeypatch) -> None:
         got = run_program(8, index, "cpu")
         assert got.failure is None, got.failure.report()
     monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
-    for index in (17, 110, 2, 91):
+    for index in (55, 110, 42, 2, 91):
+        got = run_program(8, index, "cpu")
+        assert got.failure is None and got.checked > 0, got.failure and got.failure.report()
+
+
+def test_some_frames_walk_their_tiles() -> None:
+    """`PERSISTENT_FRAMES` (Program.persistent): a rank-2 kernel walks its tiles itself,
+    `for tt in tile.tiles(n)` with `i, j = tile.grouped(tt, ...)` (the statements inside,
+    its block indices' i32 copies `bi`, `bj` as the scalars), launched on fewer blocks
+    than tiles, against the model (each tile's values are what one block per tile gives)."""
+    walking = [i for i in range(120) if generate(8, i).persistent is not None]
+    assert len(walking) >= 6
+    p = generate(8, walking[0])
+    assert p.launch_grid[0] < p.grid[0] * p.grid[1] and len(p.launch_grid) == 1
+    source = p.source()
+    assert "for tt in tile.tiles(" in source and "i, j = tile.grouped(tt, " in source
+    for index in walking[:4]:
         got = run_program(8, index, "cpu")
         assert got.failure is None and got.checked > 0, got.failure and got.failure.report()

@@ -57,6 +57,8 @@ WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # th
 # a K loop of products (`num_stages` pipelines it): of the WGMMA_FRAMES, and of the other
 # rank-2 frames (mma.sync or FMA products, rings of cp.async on sm_90)
 K_LOOPS = (0.5, 0.12)
+# rank-2 frames of several tiles that walk them themselves (program.Program.persistent)
+PERSISTENT_FRAMES = 0.15
 ATTENTION_LOOPS = 0.35  # of the K loops: attention's form (program.KLoop `keys`)
 SCALAR_INPUTS = 0.08  # inputs that are 0-d arrays (a value every block reads)
 # ops whose results (or their broadcasts) often sit in another layout than a load's
@@ -126,6 +128,10 @@ class Generator(LangOps):
         # its own stream too, so a seed's programs keep their ops and shapes
         p.auto_warps = not warps and random.Random(f"auto:{seed}:{index}").random() < \
             AUTO_WARPS_FRAMES
+        walk = random.Random(f"persistent:{seed}:{index}")  # its own stream, as above
+        tiles = p.grid[0] * p.grid[1] if rank == 2 else 1
+        if tiles > 1 and walk.random() < PERSISTENT_FRAMES:
+            p.persistent = (walk.randint(1, tiles - 1), walk.choice((1, 2, 3)))
         p.inputs = [self._input(p, k) for k in range(rng.randint(1, 3))]
         if rng.random() < 0.3:
             p.params.append(Scalar("param", "f32", name="sf",
@@ -312,7 +318,8 @@ class Generator(LangOps):
 
     def _scalars(self) -> list[Scalar]:
         p = self.p
-        return [Scalar("bid", "i32", d) for d in range(p.rank)] + list(p.params)
+        names = ("bi", "bj") if p.persistent else ("", "", "")
+        return [Scalar("bid", "i32", d, names[d]) for d in range(p.rank)] + list(p.params)
 
     def _typed(self, a: Operand, b: Operand) -> str:
         """The dtype two operands meet in; a literal must fit it."""
@@ -572,6 +579,10 @@ class Generator(LangOps):
         if r.random() < ATTENTION_LOOPS:  # attention's loop: bk is the head's width
             keys = r.choice((16, 32, 64)) if dtype != "f32" else r.choice((4, 8, 16))
             steps = r.choices((0, -(-k // keys), -(-k // keys) + 1), (1, 8, 1))[0]
+        tiles = [bm * bk, bk * bn] if not keys else [bm * bk, keys * bk, bm * keys, keys * bn]
+        if max(tiles) > max(MAX_TILE, bm * bn):  # more than a thread's registers may hold
+            p.num_stages = None
+            return
         p.kloop = KLoop(dtype, bk, k, rows, cols, b_k_major, steps, negate, keys)
         p.params.append(Scalar("param", "i32", name="kt", value=steps))
         self._add("kloop", (), None, "f32", p.tile, product=True)

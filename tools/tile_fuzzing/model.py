@@ -279,7 +279,7 @@ class Model(LangModel):
         acc = np.zeros((g0 * bm, g1 * bn))
         for t in range(loop.steps):
             step = slice(t * loop.bk, (t + 1) * loop.bk)
-            acc = a[:, step] @ b[step] + (-acc if loop.negate else acc)
+            acc = a[:, step] @ b[step] + (0.0 - acc if loop.negate else acc)
         v = acc.reshape(g0, bm, g1, bn).transpose(0, 2, 1, 3)
         return self._done(n, v.astype(np.float32), np.zeros(v.shape, bool))
 
@@ -303,7 +303,7 @@ class Model(LangModel):
         for t in range(loop.steps):
             step = slice(t * loop.keys, (t + 1) * loop.keys)
             p = np.mod(q @ keys[step].T, 7) - 3
-            acc = p @ values[step] + (-acc if loop.negate else acc)
+            acc = p @ values[step] + (0.0 - acc if loop.negate else acc)
         v = acc.reshape(g0, bm, g1, bn).transpose(0, 2, 1, 3)
         return self._done(n, v.astype(np.float32), np.zeros(v.shape, bool))
 

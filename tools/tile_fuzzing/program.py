@@ -46,8 +46,8 @@ class Scalar:
     approx = False
 
     def render(self) -> str:
-        if self.kind == "bid":
-            return "ijk"[self.axis]
+        if self.kind == "bid":  # (a persistent frame's names its i32 copies: `bi`, `bj`)
+            return self.name or "ijk"[self.axis]
         if self.kind == "shape":
             return f"{self.name}.shape[{self.axis}]"
         return self.name
@@ -136,8 +136,9 @@ class KLoop:
     cols: int  # of `kb`'s N side
     b_k_major: bool
     steps: int  # the loop's trip count (`kt`): 0, enough for K, or one more
-    # `acc = tile.mma(a, b, -acc)`: the accumulator changed between products (exact: a
-    # negation), which a wgmma left in flight must finish first
+    # `acc = tile.mma(a, b, 0.0 - acc)`: the accumulator changed between products (exact,
+    # and never -0.0, whose sign a product's sum of zeros would keep or not as the engine
+    # adds), which a wgmma left in flight must finish first
     negate: bool = False
     keys: int = 0  # attention's loop: keys a step (0: the K loop of a product)
 
@@ -152,7 +153,7 @@ class KLoop:
 
     def render(self, acc: str) -> list[str]:
         """The loop's statements, accumulating into `acc`."""
-        into = f"{'-' if self.negate else ''}{acc}"
+        into = f"{'0.0 - ' if self.negate else ''}{acc}"
         if self.keys:
             n, d = self.keys, self.bk
             k_t = f"tile.load(kb, (t, 0), ({n}, {d})).permute((1, 0))"
@@ -197,6 +198,9 @@ class Program:
     # kernel's `num_stages` (None: not written)
     kloop: KLoop | None = None
     num_stages: int | None = None
+    # (blocks, group): the kernel walks its tiles itself, `for tt in tile.tiles(n)` with
+    # `i, j = tile.grouped(tt, ...)`, launched on fewer blocks than tiles (rank 2)
+    persistent: tuple[int, int] | None = None
 
     @property
     def rank(self) -> int:
@@ -205,6 +209,11 @@ class Program:
     @property
     def grid(self) -> tuple[int, ...]:
         return tuple(-(-n // b) for n, b in zip(self.out_shape, self.tile, strict=True))
+
+    @property
+    def launch_grid(self) -> tuple[int, ...]:
+        """The grid the kernel is launched on: `grid`, or a persistent frame's blocks."""
+        return self.grid if self.persistent is None else (self.persistent[0],)
 
     @property
     def tile_names(self) -> tuple[str, ...]:
@@ -248,6 +257,15 @@ class Program:
                  f"def fuzz_kernel({', '.join(params)}):", f"    {bids}"]
         if self.out_view:
             lines.append("    out = out_all[0]")
+        body = len(lines)
+        if self.persistent is not None:  # the tile walk; the statements go inside it
+            lines.pop(body - 1 - self.out_view)  # `i, j = tile.bid(0), tile.bid(1)`
+            counts = "tile.num_tiles(out, 0, BM), tile.num_tiles(out, 1, BN)"
+            body = len(lines)
+            lines += ["    for tt in tile.tiles(tile.num_tiles(out, 0, BM) * "
+                      "tile.num_tiles(out, 1, BN)):",
+                      f"        i, j = tile.grouped(tt, {counts}, {self.persistent[1]})",
+                      "        bi, bj = i.astype(i32), j.astype(i32)"]
         where = self.where
         for n in self.nodes:
             if n.op == "scratch":  # the stores, then `vK = tile.load(...)` below
@@ -267,6 +285,8 @@ class Program:
                          f"sem={self.out_atomic!r})")
         else:
             lines.append(f"    tile.store(out, {where}, {self.root.name})")
+        if self.persistent is not None:
+            lines[body + 3:] = ["    " + line for line in lines[body + 3:]]
         return "\n".join(lines) + "\n"
 
 

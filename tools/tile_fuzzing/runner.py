@@ -41,7 +41,7 @@ class Failure:
         lines = [f"{self.kind.upper()} on {self.device} (seed {p.seed}, program {p.index}; "
                  f"rerun: python tools/tile_fuzz.py --seed {p.seed} --only {p.index})",
                  *("  | " + line for line in p.source().rstrip().split("\n")),
-                 f"  launch: fuzz_kernel[{p.grid}]({', '.join(launch_description(p))})",
+                 f"  launch: fuzz_kernel[{p.launch_grid}]({', '.join(launch_description(p))})",
                  *("  " + line for line in self.detail.split("\n"))]
         return "\n".join(lines)
 
@@ -94,7 +94,7 @@ def run_program(seed: int, index: int, device: str,
     try:
         kernel = load_kernel(p)
         with ox.device("cpu") if device == "cpu" else ox.device(0):
-            kernel[p.grid](*args)
+            kernel[p.launch_grid](*args)
             ox.synchronize()
     except ox.CompileError as exc:
         return Outcome(0, Failure("compile error", p, device, f"{type(exc).__name__}: {exc}"))
