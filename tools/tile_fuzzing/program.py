@@ -369,7 +369,8 @@ def render_op(p: Program, n: Node) -> str:
         r = f"tile.arange({names[axis]})"
         if p.rank > 1:
             r += "[" + ", ".join(":" if d == axis else "None" for d in range(p.rank)) + "]"
-        return f"{r} + {'ijk'[axis]} * {names[axis]}" if glob else r
+        block = ("bi", "bj")[axis] if p.persistent else "ijk"[axis]  # an i32 either way
+        return f"{r} + {block} * {names[axis]}" if glob else r
     if n.op == "full":
         return f"tile.full({_tuple(names)}, {a[0]}, dtype={TYPE_NAME[n.dtype]})"
     return render_lang_op(p, n, a)
