@@ -39,6 +39,7 @@ result, and keeps the data small enough that the bounds stay tight.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -276,12 +277,8 @@ class Model(LangModel):
         kb = (kb.T if loop.b_k_major else kb)[:reach, :g1 * bn]
         a[:ka.shape[0], :reach] = ka
         b[:reach, :kb.shape[1]] = kb
-        acc = np.zeros((g0 * bm, g1 * bn))
-        for t in range(loop.steps):
-            step = slice(t * loop.bk, (t + 1) * loop.bk)
-            acc = a[:, step] @ b[step] + (0.0 - acc if loop.negate else acc)
-        v = acc.reshape(g0, bm, g1, bn).transpose(0, 2, 1, 3)
-        return self._done(n, v.astype(np.float32), np.zeros(v.shape, bool))
+        steps = (slice(t * loop.bk, (t + 1) * loop.bk) for t in range(loop.steps))
+        return self._accumulated(n, (a[:, step] @ b[step] for step in steps))
 
     def _attention_loop(self, n: Node) -> Value:
         """program.KLoop with `keys`: per step, the scores `q @ k_t.T` (each block's q the
@@ -299,11 +296,19 @@ class Model(LangModel):
         keys[:reach] = self.arrays["kb"].astype(np.float64)[:reach]
         kc = self.arrays["kc"].astype(np.float64)[:reach, :g1 * bn]
         values[:reach, :kc.shape[1]] = kc
+        steps = (slice(t * loop.keys, (t + 1) * loop.keys) for t in range(loop.steps))
+        return self._accumulated(n, ((np.mod(q @ keys[step].T, 7) - 3) @ values[step]
+                                     for step in steps))
+
+    def _accumulated(self, n: Node, products: Iterable[np.ndarray]) -> Value:
+        """A K loop's accumulator over the whole output (rows, columns), from zeros, one
+        step's product at a time (`0.0 - acc` first where it negates), as per-block tiles."""
+        loop = self.p.kloop
+        assert loop is not None
+        (bm, bn), (g0, g1) = self.p.tile, self.grid
         acc = np.zeros((g0 * bm, g1 * bn))
-        for t in range(loop.steps):
-            step = slice(t * loop.keys, (t + 1) * loop.keys)
-            p = np.mod(q @ keys[step].T, 7) - 3
-            acc = p @ values[step] + (0.0 - acc if loop.negate else acc)
+        for product in products:
+            acc = product + (0.0 - acc if loop.negate else acc)
         v = acc.reshape(g0, bm, g1, bn).transpose(0, 2, 1, 3)
         return self._done(n, v.astype(np.float32), np.zeros(v.shape, bool))
 

@@ -254,18 +254,24 @@ class Program:
                  "from oxide import AtomicSlice, Const, DisjointSlice, Slice, bf16, f8e4m3, "
                  "f8e5m2, f16, f32, i32, tile", "", "",
                  f"@tile.kernel(num_warps={self.warps_option}{stages})",
-                 f"def fuzz_kernel({', '.join(params)}):", f"    {bids}"]
+                 f"def fuzz_kernel({', '.join(params)}):"]
+        if self.persistent is None:
+            lines.append(f"    {bids}")
         if self.out_view:
             lines.append("    out = out_all[0]")
-        body = len(lines)
+        body = self._statements()
         if self.persistent is not None:  # the tile walk; the statements go inside it
-            lines.pop(body - 1 - self.out_view)  # `i, j = tile.bid(0), tile.bid(1)`
-            counts = "tile.num_tiles(out, 0, BM), tile.num_tiles(out, 1, BN)"
-            body = len(lines)
-            lines += ["    for tt in tile.tiles(tile.num_tiles(out, 0, BM) * "
-                      "tile.num_tiles(out, 1, BN)):",
-                      f"        i, j = tile.grouped(tt, {counts}, {self.persistent[1]})",
+            m, n = "tile.num_tiles(out, 0, BM)", "tile.num_tiles(out, 1, BN)"
+            lines += [f"    for tt in tile.tiles({m} * {n}):",
+                      f"        i, j = tile.grouped(tt, {m}, {n}, {self.persistent[1]})",
                       "        bi, bj = i.astype(i32), j.astype(i32)"]
+            body = ["    " + line for line in body]
+        lines += body
+        return "\n".join(lines) + "\n"
+
+    def _statements(self) -> list[str]:
+        """The kernel's statements after its block indices, the output's store last."""
+        lines: list[str] = []
         where = self.where
         for n in self.nodes:
             if n.op == "scratch":  # the stores, then `vK = tile.load(...)` below
@@ -285,9 +291,7 @@ class Program:
                          f"sem={self.out_atomic!r})")
         else:
             lines.append(f"    tile.store(out, {where}, {self.root.name})")
-        if self.persistent is not None:
-            lines[body + 3:] = ["    " + line for line in lines[body + 3:]]
-        return "\n".join(lines) + "\n"
+        return lines
 
 
 def _stored(s: Scratch, a: Operand) -> str:
