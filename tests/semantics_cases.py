@@ -182,6 +182,48 @@ def ref_min_max_of_negated(a: np.ndarray, b: np.ndarray, c: np.ndarray
     return np.minimum(np.minimum(a, neg), c), np.maximum(np.maximum(a, neg), c)
 
 
+@ox.tile.kernel(num_warps=8)
+def halves_beside_a_select_chain(x0: Slice[f32, 1], x1: Slice[f16, 1], x2: Slice[i32, 1],
+                                 out: DisjointSlice[f32, 1], B: ox.Const[int]):
+    """f16 products beside a choice between their operands, from the tile fuzzer (seed
+    124 program 58): ptxas 13.0 paired `v6 * v6` with `v9 * v9` into one HFMA2 after it
+    had turned the `tile.where` into a predicated write of v6's register, so the product
+    read the chosen value (121 for 144). No f16 arithmetic reaches ptxas now
+    (codegen/ptx_rewrite.py `halves_in_f32`)."""
+    i = ox.tile.bid(0)
+    v0 = ox.tile.load(x0, (i,), (B,), padding=-2.5)
+    v1 = ox.tile.load(x1, (i,), (B,), padding=65504.0)
+    v2 = ox.tile.load(x2, (i,), (B,), padding=-2147483648)
+    v4 = ox.tile.floor(v1)
+    v5 = (-1) <= v4
+    v6 = ox.tile.ceil(v4)
+    v8 = v6 * v6
+    v9 = v6 - i
+    v10 = ox.tile.where(v5, v9, v6)
+    v13 = v2 + ox.tile.minimum(v0, v9 * v9 * v9)
+    ox.tile.store(out, (i,), ox.tile.maximum(ox.tile.maximum(v13, v8), v10))
+
+
+def halves_beside_a_select_chain_inputs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """48 elements (three blocks of 16): f16 values whose floors are integers from -10 to
+    10, so every f16 step (the cube of v9, at most 12 in size, too) is exact and the
+    reference can compute in f64."""
+    x0 = rng.integers(-100, 100, 48).astype(np.float32)
+    x1 = (rng.integers(-10, 11, 48) + rng.choice([0.0, 0.25, 0.49], 48)).astype(np.float16)
+    x2 = rng.integers(-100, 100, 48).astype(np.int32)
+    return x0, x1, x2
+
+
+def ref_halves_beside_a_select_chain(x0: np.ndarray, x1: np.ndarray, x2: np.ndarray
+                                     ) -> np.ndarray:
+    block = np.arange(x1.size) // 16
+    v4 = np.floor(x1.astype(np.float64))
+    v9 = v4 - block
+    v10 = np.where(v4 >= -1, v9, v4)
+    v13 = x2 + np.minimum(x0, v9 ** 3)
+    return np.maximum(np.maximum(v13, v4 * v4), v10).astype(np.float32)
+
+
 def f32_atomic_add_inputs() -> tuple[np.ndarray, np.ndarray]:
     """64 (start, addend) pairs: subnormal, normal, zero and signed-zero operands and
     sums that land in the subnormals, leave them, or cancel."""

@@ -117,6 +117,16 @@ def test_gpu_min_max_of_a_negated_operand() -> None:
     np.testing.assert_array_equal(high, want_high)
 
 
+def test_gpu_f16_products_beside_a_select_chain() -> None:
+    """ptxas 13.0 paired two f16 products after turning a `tile.where` into a predicated
+    write of one's operand (121 for 144 at element 16): the PTX now does them in f32."""
+    x0, x1, x2 = sc.halves_beside_a_select_chain_inputs()
+    args = [ox.to_device(a) for a in (x0, x1, x2, np.zeros(48, np.float32))]
+    sc.halves_beside_a_select_chain[3](*args, 16)
+    np.testing.assert_array_equal(args[-1].to_numpy(),
+                                  sc.ref_halves_beside_a_select_chain(x0, x1, x2))
+
+
 def test_gpu_f32_atomic_adds_flush_subnormals_on_global_memory_only() -> None:
     start, x = sc.f32_atomic_add_inputs()
     zeros = np.zeros(64, np.float32)

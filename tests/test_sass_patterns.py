@@ -122,3 +122,68 @@ def test_keep_negations_spells_each_neg_s32_with_its_guard() -> None:
         "\tnot.b32 \t%r4, %r2;\n\tadd.s32 \t%r4, %r4, 1;\n"
         "\t@%p3 not.b32 \t%r9, %r9;\n\t@%p3 add.s32 \t%r9, %r9, 1;\n"
         "\tneg.s64 \t%rd1, %rd2;\n")
+
+
+def _writes_what_a_pair_reads(sass: str) -> bool:
+    """Whether a predicated SEL writes a register that a later PRMT packs for a two-half
+    instruction: ptxas 13.0's fault of the kernel below, where the pair wanted the
+    register's value from before the SEL."""
+    lines = sass.splitlines()
+    for k, line in enumerate(lines):
+        m = re.search(r"@!?P\d+ SEL (R\d+),", line)
+        if m and any(re.search(rf"PRMT R\d+, {m[1]}\b", later) for later in lines[k + 1:]):
+            return True
+    return False
+
+
+def test_f16_products_beside_a_select_chain_reach_ptxas_in_f32() -> None:
+    """The tile fuzzer's kernel (seed 124 program 58, semantics_cases): from LLVM's PTX,
+    ptxas pairs `v6 * v6` and `v9 * v9` into one HFMA2 after a predicated SEL has put
+    `where(c, v9, v6)` in v6's register. From oxide's (codegen/ptx_rewrite.py
+    `halves_in_f32`), no two-half arithmetic is left to pair."""
+    import semantics_cases as sc
+
+    from oxide.codegen.llvm import llvm_ptx
+
+    sig = (Slice[ox.f32, 1], Slice[ox.f16, 1], Slice[ox.i32, 1], DisjointSlice[ox.f32, 1], 16)
+    ck = sc.halves_beside_a_select_chain.compile(*sig, arch="sm_90")
+    text = ck.llvm_unoptimized
+    assert _writes_what_a_pair_reads(_sass(llvm_ptx(text, ck.arch, "@__nv_" in text),
+                                           "sm_90"))  # ptxas's fault, pinned
+    fixed = _sass(ck.ptx, "sm_90")
+    assert not _writes_what_a_pair_reads(fixed)
+    assert not re.search(r"\b(HFMA2|HMUL2|HMNMX2|HADD2)(\.MMA|\.BF16_V2)*\s", fixed)
+
+
+def test_halves_in_f32_spells_each_16_bit_float_operation_in_f32() -> None:
+    from oxide.codegen.ptx_rewrite import halves_in_f32
+
+    ptx = ("\tmul.rn.f16 \t%rs3, %rs1, %rs2;\n"
+           "\t@%p2 fma.rn.bf16 \t%rs4, %rs1, %rs2, %rs3;\n"
+           "\tmin.NaN.bf16x2 \t%r3, %r1, %r2;\n"
+           "\tneg.f16x2 \t%r4, %r3;\n\tabs.bf16 \t%rs5, %rs4;\n"
+           "\t@!%p1 setp.ltu.f16 \t%p3, %rs1, %rs5;\n"
+           "\tsetp.eq.f16x2 \t%p4|%p5, %r1, %r4;\n"
+           "\tcvt.f32.f16 \t%f1, %rs1;\n")
+    assert halves_in_f32(ptx).splitlines() == [
+        "\t{ .reg .f32 %oxw<3>; cvt.f32.f16 %oxw0, %rs1; cvt.f32.f16 %oxw1, %rs2; "
+        "mul.rn.f32 %oxw2, %oxw0, %oxw1; cvt.rn.f16.f32 %rs3, %oxw2; }",
+        "\t{ .reg .f32 %oxw<4>; cvt.f32.bf16 %oxw0, %rs1; cvt.f32.bf16 %oxw1, %rs2; "
+        "cvt.f32.bf16 %oxw2, %rs3; fma.rn.f32 %oxw3, %oxw0, %oxw1, %oxw2; "
+        "@%p2 cvt.rn.bf16.f32 %rs4, %oxw3; }",
+        "\t{ .reg .f32 %oxw<3>; .reg .b16 %oxh<4>, %oxd<2>; mov.b32 {%oxh0, %oxh1}, %r1; "
+        "mov.b32 {%oxh2, %oxh3}, %r2; cvt.f32.bf16 %oxw0, %oxh0; cvt.f32.bf16 %oxw1, %oxh2; "
+        "min.NaN.f32 %oxw2, %oxw0, %oxw1; cvt.rn.bf16.f32 %oxd0, %oxw2; "
+        "cvt.f32.bf16 %oxw0, %oxh1; cvt.f32.bf16 %oxw1, %oxh3; min.NaN.f32 %oxw2, %oxw0, "
+        "%oxw1; cvt.rn.bf16.f32 %oxd1, %oxw2; mov.b32 %r3, {%oxd0, %oxd1}; }",
+        "\txor.b32 \t%r4, %r3, 0x80008000;",
+        "\tand.b16 \t%rs5, %rs4, 0x7FFF;",
+        "\t{ .reg .f32 %oxw<2>; cvt.f32.f16 %oxw0, %rs1; cvt.f32.f16 %oxw1, %rs5; "
+        "@!%p1 setp.ltu.f32 %p3, %oxw0, %oxw1; }",
+        "\t{ .reg .f32 %oxw<2>; .reg .b16 %oxh<4>; mov.b32 {%oxh0, %oxh1}, %r1; "
+        "mov.b32 {%oxh2, %oxh3}, %r4; cvt.f32.f16 %oxw0, %oxh0; cvt.f32.f16 %oxw1, %oxh2; "
+        "setp.eq.f32 %p4, %oxw0, %oxw1; cvt.f32.f16 %oxw0, %oxh1; cvt.f32.f16 %oxw1, "
+        "%oxh3; setp.eq.f32 %p5, %oxw0, %oxw1; }",
+        "\tcvt.f32.f16 \t%f1, %rs1;"]
+    with pytest.raises(ox.InternalCompilerError, match="max.xorsign.abs.f16"):
+        halves_in_f32("\tmax.xorsign.abs.f16 \t%rs3, %rs1, %rs2;\n")

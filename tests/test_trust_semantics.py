@@ -257,6 +257,20 @@ def test_min_max_of_a_negated_operand() -> None:
         assert "neg.s32" not in ptx and "not.b32" in ptx
 
 
+def test_f16_products_beside_a_select_chain() -> None:
+    """The fuzzer's kernel that ptxas 13.0 miscompiled (semantics_cases): right on the
+    CPU, and its PTX holds no f16 arithmetic for ptxas to pair (codegen/ptx_rewrite.py
+    `halves_in_f32`): only conversions around f32 operations."""
+    x0, x1, x2 = sc.halves_beside_a_select_chain_inputs()
+    out = np.zeros(48, np.float32)
+    sc.halves_beside_a_select_chain[3](x0, x1, x2, out, 16)
+    np.testing.assert_array_equal(out, sc.ref_halves_beside_a_select_chain(x0, x1, x2))
+    for arch in ("sm_80", "sm_90"):
+        ptx = sc.halves_beside_a_select_chain.compile(x0, x1, x2, out, 16, arch=arch).ptx
+        assert not re.search(r"^\s*(add|sub|mul|fma|min|max)[.a-zA-Z]*\.f16", ptx, re.M)
+        assert "mul.rn.f32" in ptx and "cvt.rn.f16.f32" in ptx
+
+
 def test_f32_atomic_adds_to_global_memory_flush_subnormals() -> None:
     """The GPU's `atom.add.f32` on global memory flushes subnormal inputs and results to
     zeros of their sign (the PTX ISA; measured on an H100), on shared memory it does not:

@@ -9,7 +9,7 @@ import functools
 import threading
 from typing import Any
 
-from oxide.codegen.ptx_rewrite import keep_negations
+from oxide.codegen.ptx_rewrite import halves_in_f32, keep_negations
 from oxide.errors import InternalCompilerError, TargetError
 
 _lock = threading.Lock()
@@ -62,15 +62,21 @@ def optimize(module: Any, machine: Any) -> None:
 
 
 def to_ptx(text: str, arch: str, needs_libdevice: bool) -> str:
-    """The PTX of one kernel module."""
+    """The PTX of one kernel module, as ptxas gets it: LLVM's, rewritten around two
+    ptxas wrong-code bugs (codegen/ptx_rewrite.py)."""
+    return keep_negations(halves_in_f32(llvm_ptx(text, arch, needs_libdevice)))
+
+
+def llvm_ptx(text: str, arch: str, needs_libdevice: bool) -> str:
+    """LLVM's PTX of one kernel module, before the rewrites (tests read ptxas's faults
+    in it)."""
     with _lock:
         machine = nvptx_machine(arch)
         module = _optimized(text, machine, needs_libdevice)
         try:
-            ptx = machine.emit_assembly(module)
+            return machine.emit_assembly(module)  # type: ignore[no-any-return]
         except RuntimeError as exc:
             raise TargetError(f"LLVM could not generate PTX for {arch}: {exc}") from exc
-    return keep_negations(ptx)  # around a ptxas wrong-code bug (codegen/ptx_rewrite.py)
 
 
 def optimized_ir(text: str, arch: str, needs_libdevice: bool) -> str:
