@@ -19,9 +19,10 @@ from oxide.testing import (
 # 32 (mma.sync, each warp 32 x 64); on the CPU a smaller one (each thread runs a loop of
 # multiply-adds for its own elements: 64 x 64 compiles in 0.7 s on a 2-core VM, 128 x 256
 # in 4.4 s, and the example's matrices are small there). A product of few rows (an LLM's
-# decode) fills the GPU better with 64-row tiles of 32 or 64 columns and 6 to 8 stages:
-# `ox.autotune` over tile shapes, num_warps and num_stages, as benchmarks/matmul_shapes.py
-# does, runs 16-128 rows against a 4096 x 4096 weight twice as fast as this tile
+# decode) fills the GPU better with 64-row tiles of 32 or 64 columns, K steps of 128 or
+# 256 and 4 or 5 stages: `ox.autotune` over tile shapes, num_warps and num_stages, as
+# benchmarks/matmul_shapes.py does, runs 16-128 rows against a 4096 x 4096 weight 2.2-3.4
+# times as fast as this tile (H100, docs/performance.md)
 GPU_TILE = (128, 256, 64)
 OTHER_GPU_TILE = (128, 128, 32)
 CPU_TILE = (64, 64, 32)
