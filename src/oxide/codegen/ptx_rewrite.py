@@ -58,18 +58,18 @@ def keep_negations(ptx: str) -> str:
 # is an f32 fma rounded to the type, as `tile.fma` is on every target; negation and
 # absolute value are the sign bit's `xor` and `and`; comparisons compare the f32 values.
 
+_HALF_OPS = "add|sub|mul|fma|min|max|neg|abs"
 _HALF_TYPES = r"(?P<type>bf16|f16)(?P<x2>x2)?"
 _GUARD = r"^(?P<indent>[ \t]*)(?P<guard>@!?%p\d+[ \t]+)?"
-_HALF_ARITH = re.compile(_GUARD + r"(?P<op>add|sub|mul|fma|min|max|neg|abs)"
-                         r"(?P<mods>(?:\.[A-Za-z]+)*?)\." + _HALF_TYPES +
-                         r"[ \t]+(?P<operands>[^;]*);$", re.MULTILINE)
+_HALF_ARITH = re.compile(_GUARD + rf"(?P<op>{_HALF_OPS})(?P<mods>(?:\.[A-Za-z]+)*?)\."
+                         + _HALF_TYPES + r"[ \t]+(?P<operands>[^;]*);$", re.MULTILINE)
 _HALF_SETP = re.compile(_GUARD + r"setp\.(?P<cmp>[a-z]+)(?P<mods>(?:\.[A-Za-z]+)*?)\."
                         + _HALF_TYPES + r"[ \t]+(?P<operands>[^;]*);$", re.MULTILINE)
 # what is left of a 16-bit float operation after the rewrite: a form it does not know
-_HALF_LEFT = re.compile(r"^[ \t]*(?:@!?%p\d+[ \t]+)?(?:add|sub|mul|fma|min|max|neg|abs|"
-                        r"setp)(?:\.[A-Za-z0-9]+)*\.b?f16(?:x2)?[ \t]", re.MULTILINE)
+_HALF_LEFT = re.compile(rf"^[ \t]*(?:@!?%p\d+[ \t]+)?(?:{_HALF_OPS}|setp)"
+                        r"(?:\.[A-Za-z0-9]+)*\.b?f16(?:x2)?[ \t]", re.MULTILINE)
 _ROUNDED = {"add", "sub", "mul", "fma"}  # f32 instructions that take `.rn`
-_SIGN = {"neg": "xor", "abs": "and"}  # the sign bit's operation, and its mask (below)
+_SIGN = {"neg": ("xor", 0x8000), "abs": ("and", 0x7FFF)}  # the sign bit's operation, mask
 
 
 def halves_in_f32(ptx: str) -> str:
@@ -80,16 +80,19 @@ def halves_in_f32(ptx: str) -> str:
     ptx = _HALF_SETP.sub(_compare_in_f32, _HALF_ARITH.sub(_arith_in_f32, ptx))
     left = _HALF_LEFT.search(ptx)
     if left is not None:
-        raise InternalCompilerError(f"a 16-bit float instruction that oxide does not keep "
-                                    f"from ptxas's pairing: `{left.group(0).strip()}`")
+        raise _unknown(left.group(0))
     return ptx
+
+
+def _unknown(instruction: str) -> InternalCompilerError:
+    return InternalCompilerError(f"a 16-bit float instruction that oxide does not keep from "
+                                 f"ptxas's pairing: `{instruction.strip()}`")
 
 
 def _operands(m: re.Match[str], count: int) -> list[str]:
     ops = [o.strip() for o in m["operands"].split(",")]
     if len(ops) != count or not all(o.startswith("%") for o in ops):
-        raise InternalCompilerError(f"unexpected operands of a 16-bit float instruction: "
-                                    f"`{m.group(0).strip()}`")
+        raise _unknown(m.group(0))
     return ops
 
 
@@ -97,15 +100,14 @@ def _arith_in_f32(m: re.Match[str]) -> str:
     op, t, x2 = m["op"], m["type"], bool(m["x2"])
     mods = set(m["mods"].split(".")) - {""}
     if mods - {"rn", "NaN"} or ("NaN" in mods and op not in ("min", "max")):
-        raise InternalCompilerError(f"a 16-bit float instruction that oxide does not keep "
-                                    f"from ptxas's pairing: `{m.group(0).strip()}`")
+        raise _unknown(m.group(0))
     ins, guard = m["indent"], m["guard"] or ""
     if op in _SIGN:
         d, a = _operands(m, 2)
-        mask = {"neg": 0x8000, "abs": 0x7FFF}[op]
-        bits = "b32" if x2 else "b16"
-        mask_text = f"0x{mask * 0x10001 if x2 else mask:X}"
-        return f"{ins}{guard}{_SIGN[op]}.{bits} \t{d}, {a}, {mask_text};"
+        bit_op, mask = _SIGN[op]
+        if x2:
+            return f"{ins}{guard}{bit_op}.b32 \t{d}, {a}, 0x{mask * 0x10001:X};"
+        return f"{ins}{guard}{bit_op}.b16 \t{d}, {a}, 0x{mask:X};"
     regs = _operands(m, 4 if op == "fma" else 3)
     d, sources = regs[0], regs[1:]
     f32_op = f"{op}{'.rn' if op in _ROUNDED else ''}{'.NaN' if 'NaN' in mods else ''}.f32"
@@ -126,23 +128,18 @@ def _arith_in_f32(m: re.Match[str]) -> str:
 
 
 def _compare_in_f32(m: re.Match[str]) -> str:
-    t, x2, mods = m["type"], bool(m["x2"]), m["mods"]
-    if mods or m["cmp"] in ("and", "or", "xor"):
-        raise InternalCompilerError(f"a 16-bit float comparison that oxide does not keep "
-                                    f"from ptxas's pairing: `{m.group(0).strip()}`")
-    ins, guard, cmp = m["indent"], m["guard"] or "", m["cmp"]
-    ops = [o.strip() for o in m["operands"].split(",")]
-    if len(ops) != 3:
-        raise InternalCompilerError(f"unexpected operands of a 16-bit float comparison: "
-                                    f"`{m.group(0).strip()}`")
-    dest, a, b = ops
-    if not x2:
+    """A comparison's predicate from the f32 values (`setp.lt.and.f16`, a bool-op form,
+    has modifiers and is refused)."""
+    if m["mods"]:
+        raise _unknown(m.group(0))
+    t, ins, guard, cmp = m["type"], m["indent"], m["guard"] or "", m["cmp"]
+    dest, a, b = _operands(m, 3)
+    if not m["x2"]:
         return (f"{ins}{{ .reg .f32 %oxw<2>; cvt.f32.{t} %oxw0, {a}; cvt.f32.{t} %oxw1, {b}; "
                 f"{guard}setp.{cmp}.f32 {dest}, %oxw0, %oxw1; }}")
     lanes = dest.split("|")
     if len(lanes) != 2:
-        raise InternalCompilerError(f"unexpected operands of a 16-bit float comparison: "
-                                    f"`{m.group(0).strip()}`")
+        raise _unknown(m.group(0))
     body = [f"mov.b32 {{%oxh0, %oxh1}}, {a};", f"mov.b32 {{%oxh2, %oxh3}}, {b};"]
     for lane, p in enumerate(lanes):
         body += [f"cvt.f32.{t} %oxw0, %oxh{lane};", f"cvt.f32.{t} %oxw1, %oxh{2 + lane};",
