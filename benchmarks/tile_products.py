@@ -2,7 +2,8 @@
 
 Issue 26's kernels: a bf16 GEMM with a bias + GELU epilogue (against a Triton kernel of
 the same math autotuned over 3 configs, and torch), an f16 GEMM against a transposed
-(N x K) weight (against cuBLAS through torch), an f8e4m3 GEMM with per-tensor scales
+(N x K) weight (against cuBLAS through torch), a bf16 weight gradient dW = X^T @ dY (its A
+the transpose of a loaded tile; against cuBLAS's `x.T @ dy`), an f8e4m3 GEMM with per-tensor scales
 (against torch._scaled_mm, 8192^3), each oxide kernel with its products on
 wgmma (the sm_90 default: a K loop's operands by TMA), on wgmma with thread 0 of the kernel's warps issuing the TMA copies
 (no producer warp group: OXIDE_TILE_PRODUCER=0), on wgmma with every thread's
@@ -10,7 +11,7 @@ cp.async copies (OXIDE_TILE_TMA=0) and on mma.sync (OXIDE_TILE_WGMMA=0), over a 
 shapes. Also tile_attention on each engine. triton.testing.do_bench medians; inputs random.
 
     python benchmarks/tile_products.py [--sizes 4096 8192] [--engines wgmma wgmma-cp.async]
-        [--parts gelu transposed fp8 attention]
+        [--parts gelu transposed weight_grad fp8 attention]
 """
 
 from __future__ import annotations
@@ -29,6 +30,21 @@ from oxide import Const, DisjointSlice, Slice, TypeVar, bf16, f8e4m3, f32, tile 
 
 T = TypeVar("T")
 C = math.sqrt(2.0 / math.pi)
+
+
+def make_weight_grad(warps: int, stages: int) -> Any:
+    """dW = X^T @ dY (X: tokens x in, dY: tokens x out), the A operand written as the
+    transpose of a (BK, BM) tile: read MN-major by wgmma, no transpose in registers."""
+    @tile.kernel(num_warps=warps, num_stages=stages)
+    def weight_grad(x: Slice[T, 2], dy: Slice[T, 2], dw: DisjointSlice[T, 2],
+                    BM: Const[int], BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(x, 0, BK)):
+            acc = tile.mma(tile.load(x, (k, i), (BK, BM)).permute((1, 0)),
+                           tile.load(dy, (k, j), (BK, BN)), acc)
+        tile.store(dw, (i, j), acc.astype(T))
+    return weight_grad
 
 
 def make_linear_gelu(warps: int, stages: int) -> Any:
@@ -221,6 +237,21 @@ def transposed_rows(n: int, do_bench: Any) -> list[tuple[str, float, str]]:
                               cublas_ms, "cuBLAS", do_bench)
 
 
+def weight_grad_rows(n: int, do_bench: Any) -> list[tuple[str, float, str]]:
+    """The bf16 weight gradient dW = X^T @ dY at n^3: cuBLAS (`x.T @ dy`), oxide on each
+    engine."""
+    import torch
+
+    x = torch.randn(n, n, device="cuda", dtype=torch.bfloat16) / 8
+    dy = torch.randn(n, n, device="cuda", dtype=torch.bfloat16) / 8
+    dw = torch.empty_like(x)
+    cublas_ms = do_bench(lambda: torch.matmul(x.T, dy, out=dw), return_mode="median")
+    rows = [(f"bf16 dW = X^T @ dY {n}^3  cuBLAS", tflops(n, cublas_ms), "")]
+    want = x.float().T @ dy.float()
+    return rows + engine_rows(f"bf16 dW = X^T @ dY {n}^3", make_weight_grad, (x, dy), dw,
+                              want, n, cublas_ms, "cuBLAS", do_bench)
+
+
 def fp8_rows(n: int, do_bench: Any) -> list[tuple[str, float, str]]:
     """The f8e4m3 GEMM y = (x @ w.T) * scale -> bf16 with per-tensor scales:
     torch._scaled_mm (cuBLAS) and oxide on wgmma (fp8 has no mma.sync engine here)."""
@@ -281,7 +312,7 @@ def tflops(n: int, ms: float) -> float:
     return 2 * n ** 3 / ms / 1e9
 
 
-PARTS = ("gelu", "transposed", "fp8", "attention")
+PARTS = ("gelu", "transposed", "weight_grad", "fp8", "attention")
 
 
 def main() -> None:
@@ -300,6 +331,9 @@ def main() -> None:
             rows += gelu_rows(n, tri, do_bench)
     if "transposed" in args.parts:
         rows += transposed_rows(4096, do_bench)
+    if "weight_grad" in args.parts:
+        for n in args.sizes:
+            rows += weight_grad_rows(n, do_bench)
     if "fp8" in args.parts:
         rows += fp8_rows(8192, do_bench)
     if "attention" in args.parts:

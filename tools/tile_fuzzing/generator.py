@@ -579,11 +579,13 @@ class Generator(LangOps):
         if r.random() < ATTENTION_LOOPS:  # attention's loop: bk is the head's width
             keys = r.choice((16, 32, 64)) if dtype != "f32" else r.choice((4, 8, 16))
             steps = r.choices((0, -(-k // keys), -(-k // keys) + 1), (1, 8, 1))[0]
+        # (drawn after the others: earlier loops stay as drawn)
+        a_mn_major = not keys and r.random() < 0.3
         tiles = [bm * bk, bk * bn] if not keys else [bm * bk, keys * bk, bm * keys, keys * bn]
         if max(tiles) > max(MAX_TILE, bm * bn):  # more than a thread's registers may hold
             p.num_stages = None
             return
-        p.kloop = KLoop(dtype, bk, k, rows, cols, b_k_major, steps, negate, keys)
+        p.kloop = KLoop(dtype, bk, k, rows, cols, b_k_major, steps, negate, keys, a_mn_major)
         p.params.append(Scalar("param", "i32", name="kt", value=steps))
         self._add("kloop", (), None, "f32", p.tile, product=True)
 

@@ -272,7 +272,8 @@ class Model(LangModel):
         reach = min(loop.k, loop.steps * loop.bk)
         a = np.zeros((g0 * bm, loop.steps * loop.bk))
         b = np.zeros((loop.steps * loop.bk, g1 * bn))
-        ka = self.arrays["ka"].astype(np.float64)[:g0 * bm, :reach]
+        ka = self.arrays["ka"].astype(np.float64)
+        ka = (ka.T if loop.a_mn_major else ka)[:g0 * bm, :reach]
         kb = self.arrays["kb"].astype(np.float64)
         kb = (kb.T if loop.b_k_major else kb)[:reach, :g1 * bn]
         a[:ka.shape[0], :reach] = ka

@@ -116,7 +116,8 @@ class Scratch:
 @dataclass(frozen=True)
 class KLoop:
     """A K loop of products (`KLoop` node, drawn apart from the program's stream): `kt`
-    steps, each loading an (BM, bk) tile of `ka` (rows, k) at (i, t) and a B tile of `kb`
+    steps, each loading an (BM, bk) tile of `ka` (rows, k) at (i, t) (or the transpose
+    of a (bk, BM) tile of `ka` (k, rows) at (t, i): `a_mn_major`) and a B tile of `kb`
     at its step, `acc = tile.mma(a, b, acc)` from `tile.zeros`. `b_k_major`: `kb` is
     (cols, k) and its (BN, bk) tile is transposed (`w.permute((1, 0))`, torch's Linear);
     else `kb` is (k, cols) and its (bk, BN) tile is B as it is. The arrays hold small
@@ -141,6 +142,9 @@ class KLoop:
     # adds), which a wgmma left in flight must finish first
     negate: bool = False
     keys: int = 0  # attention's loop: keys a step (0: the K loop of a product)
+    # `ka` is (k, rows) and its (bk, BM) tile is transposed (`x.permute((1, 0))`: a
+    # weight's gradient, `X^T @ dY`); wgmma reads 16-bit ones MN-major
+    a_mn_major: bool = False
 
     @property
     def arrays(self) -> dict[str, tuple[int, int]]:
@@ -148,7 +152,7 @@ class KLoop:
         if self.keys:
             return {"ka": (self.rows, self.bk), "kb": (self.k, self.bk),
                     "kc": (self.k, self.cols)}
-        return {"ka": (self.rows, self.k),
+        return {"ka": (self.k, self.rows) if self.a_mn_major else (self.rows, self.k),
                 "kb": (self.cols, self.k) if self.b_k_major else (self.k, self.cols)}
 
     def render(self, acc: str) -> list[str]:
@@ -162,7 +166,8 @@ class KLoop:
                     f"    {acc}s = tile.mma({acc}q, {k_t}, tile.zeros((BM, {n}), f32))",
                     f"    {acc} = tile.mma((({acc}s % 7) - 3).astype({self.dtype}), "
                     f"tile.load(kc, (t, j), ({n}, BN)), {into})"]
-        a = f"tile.load(ka, (i, t), (BM, {self.bk}))"
+        a = (f"tile.load(ka, (t, i), ({self.bk}, BM)).permute((1, 0))" if self.a_mn_major
+             else f"tile.load(ka, (i, t), (BM, {self.bk}))")
         b = (f"tile.load(kb, (j, t), (BN, {self.bk})).permute((1, 0))" if self.b_k_major
              else f"tile.load(kb, (t, j), ({self.bk}, BN))")
         return [f"{acc} = tile.zeros((BM, BN), f32)", "for t in range(kt):",

@@ -24,7 +24,8 @@ ops, so each op's operands already have their layouts, and gives each result one
   `permute((1, 0))` whose only use is
   the B operand is folded into the product (`b_transposed`: the untransposed tile is
   staged and read as the instruction's column-major B, no transpose through shared
-  memory);
+  memory), and on wgmma one of 16-bit floats whose only use is the A operand
+  (`a_transposed`: the (K, M) tile staged as it is, read as an MN-major A);
 - where two layouts must agree it inserts a `tile.convert` (through shared memory,
   `tile/lower.py`): a variable (an `if`'s merge, a loop's carry) keeps the layout of its
   first write, but one that a later write computes from a product of its shape
@@ -58,7 +59,7 @@ from oxide.tile.layout import (
     mma_accumulator,
     mma_operand_a,
 )
-from oxide.tile.mma_choice import b_is_transposed, engine_of
+from oxide.tile.mma_choice import a_is_transposed, b_is_transposed, engine_of
 
 # the most A-operand elements a thread keeps in registers across a loop (64 registers)
 _MAX_A_IN_REGISTERS = 128
@@ -378,7 +379,7 @@ class LayoutPass:
 
     def _mma(self, op: Operation) -> Layout:
         shape = self._shape(op)
-        a, b = op.operands[0], op.operands[1]
+        a = op.operands[0]
         at = a.type
         assert isinstance(at, TileType)
         m, k = at.dims
@@ -387,10 +388,13 @@ class LayoutPass:
             # a K-major B, staged as it is; an A computed in the A-fragment layout (a
             # product's result, attention's `p`) goes from registers (the `rs` form), but
             # a loop-invariant one stays staged: in registers it measured no faster, and
-            # gave wrong results beside a pipelined ring (see tile/wgmma_lower.py)
-            self._fold_transpose(op, b)
+            # gave wrong results beside a pipelined ring (see tile/wgmma_lower.py); a
+            # 16-bit `x.permute((1, 0))` A, staged as x is and read MN-major
+            self._fold_transpose(op, 1)
+            if a_is_transposed(op):
+                self._fold_transpose(op, 0)
         elif engine_of(op) == "mma.sync":
-            self._fold_transpose(op, b)
+            self._fold_transpose(op, 1)
             target = mma_operand_a((m, k), result.dims[0].wpc, self.num_warps)
             defined = a.owner
             if (isinstance(defined, Operation) and defined.parent_block() is not op.parent_block()
@@ -398,15 +402,17 @@ class LayoutPass:
                 op.operands[0] = self._converted_after(defined, a, target)
         return result
 
-    def _fold_transpose(self, op: Operation, b: SSAValue) -> None:
+    def _fold_transpose(self, op: Operation, index: int) -> None:
         """`mma(a, permute(x, (1, 0)), acc)`, the permute used only here: `mma(a, x, acc)`
-        with `b_transposed` (its lowering stages x and reads it as the column-major B)."""
-        if not b_is_transposed(op):  # the engine choice read the same condition
+        with `b_transposed` (its lowering stages x and reads it as the column-major B);
+        for the A operand (`index` 0, wgmma only: the caller checked `a_is_transposed`),
+        `mma(x, b, acc)` with `a_transposed`, x read as the MN-major A."""
+        if index == 1 and not b_is_transposed(op):  # the engine choice read the same
             return
-        permute = b.owner
+        permute = op.operands[index].owner
         assert isinstance(permute, Operation)
-        op.operands[1] = permute.operands[0]
-        op.set_param("b_transposed", True)  # type: ignore[attr-defined]
+        op.operands[index] = permute.operands[0]
+        op.set_param("b_transposed" if index else "a_transposed", True)  # type: ignore[attr-defined]
         self.b.tile_ops.remove(permute)
         permute.detach()
         permute.erase()

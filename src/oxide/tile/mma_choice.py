@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from xdsl.ir import Operation
+from xdsl.ir import Operation, SSAValue
 
 from oxide import types as T
 from oxide.ir.tile_ops import TileType, kind_of
@@ -75,10 +75,23 @@ def supports(m: int, n: int, k: int, num_warps: int, dt: T.DType = T.bf16,
 def b_is_transposed(op: Operation) -> bool:
     """Whether a `tile.mma`'s B is `x.permute((1, 0))` used only there: the layout pass
     folds it into the product (`b_transposed`, tile/layouts.py), so B stays K-major."""
-    b = op.operands[1]
-    owner = b.owner
+    return _transpose_used_once(op.operands[1])
+
+
+def a_is_transposed(op: Operation) -> bool:
+    """Whether a `tile.mma`'s A is `x.permute((1, 0))` of 16-bit floats used only there:
+    on wgmma the layout pass folds it into the product (`a_transposed`, tile/layouts.py),
+    and the instruction reads the (K, M) tile x as an MN-major A (its transpose bit), as
+    `dW = dY.permute((1, 0)) @ X` and `C^T = W^T X^T` need. 8-bit A is read K-major
+    only, so its transpose stays a permute (staged transposed)."""
+    a = op.operands[0]
+    return _transpose_used_once(a) and a.type.dtype.itemsize == 2  # type: ignore[attr-defined]
+
+
+def _transpose_used_once(v: SSAValue) -> bool:
+    owner = v.owner
     return (isinstance(owner, Operation) and kind_of(owner) == "permute"
-            and owner.param("axes") == (1, 0) and b.has_one_use())  # type: ignore[attr-defined]
+            and owner.param("axes") == (1, 0) and v.has_one_use())  # type: ignore[attr-defined]
 
 
 def engine_for(a: TileType, shape: tuple[int, ...], num_warps: int, tensor_cores: bool,

@@ -80,20 +80,22 @@ def relayout(em: TileEmitter, t: Slots, layout: Layout) -> Slots:
 
 def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
               engine: str, b_transposed: bool = False, in_flight: bool = False,
-              turn: str | None = None, after_commit: Callable[[], None] | None = None
-              ) -> Slots:
+              turn: str | None = None, after_commit: Callable[[], None] | None = None,
+              a_transposed: bool = False) -> Slots:
     """`a @ b + acc` in `layout`, the result's (the layout pass's choice: the accumulator
     layout, or the accumulator's own for tiles smaller than one instruction; see the
     module docstring), on `engine` (tile/mma_choice.py). With `b_transposed`, `b` is the
     (N, K) tile whose transpose is the product's B (the layout pass folds
-    `permute(x, (1, 0))` into it where tensor cores take the product). With `in_flight`
+    `permute(x, (1, 0))` into it where tensor cores take the product); with
+    `a_transposed` (wgmma only), `a` is the (K, M) tile whose transpose is A. With `in_flight`
     (tile/operand_rings.py), the wgmma may still run when this returns. `turn` ("head",
     "tail") marks a product of a loop whose warp groups take turns (tile/pingpong.py);
     `after_commit`, the head of a rotated loop (tile/overlap.py)."""
     acc = relayout(em, acc, layout)
     if engine == "wgmma":
         return lower_wgmma(em, a, b, acc, b_transposed, in_flight, turn,
-                           after_commit=after_commit)
+                           after_commit=after_commit, a_transposed=a_transposed)
+    assert not a_transposed, "a transposed A only where wgmma takes the product"
     if engine == "mma.sync":
         return _tensor_cores(em, a, b, acc, b_transposed)
     assert not b_transposed, "a transposed B only where tensor cores take the product"

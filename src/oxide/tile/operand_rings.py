@@ -127,11 +127,20 @@ def row_elements(k: int, dt: T.DType = T.bf16) -> int:
     return min(k, slab_elements(dt))
 
 
-def operand_width(index: int, cols: int, b_transposed: bool, dt: T.DType) -> int:
-    """The staging row of operand `index` (0: A, K-major; 1: B) with `cols` columns: B as
-    `a @ b` has it (K x N) goes in slabs of 64 columns (MN-major for the instruction), a
-    narrower N (16 or 32) in one slab of its width."""
-    return min(SLAB, cols) if index == 1 and not b_transposed else row_elements(cols, dt)
+def operand_width(mn_major: bool, cols: int, dt: T.DType) -> int:
+    """The staging row of an operand tile with `cols` columns: an MN-major one (B as `a @
+    b` has it, K x N; a folded `a_transposed` A, K x M) goes in slabs of 64 columns, a
+    narrower N (16 or 32) in one slab of its width; a K-major one in rows of K
+    (`row_elements`)."""
+    return min(SLAB, cols) if mn_major else row_elements(cols, dt)
+
+
+def mn_major(mma: Operation, index: int) -> bool:
+    """Whether operand `index` of a wgmma product is read MN-major: B as `a @ b` has it,
+    or an A the layout pass folded from `x.permute((1, 0))` (`a_transposed`)."""
+    if index == 0:
+        return bool(mma.param("a_transposed", False))  # type: ignore[attr-defined]
+    return not mma.param("b_transposed", False)  # type: ignore[attr-defined]
 
 
 # -- the pass ----------------------------------------------------------------------------
@@ -154,13 +163,12 @@ def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False
     for op in b.tile_ops:
         if kind_of(op) != "mma" or engine_of(op) != "wgmma":
             continue
-        b_transposed = bool(op.param("b_transposed", False))
         found = []
         for index in (0, 1):
             chain = _chain(op, index, writes, tma and producer)
             if chain is None or op.operands[0] is op.operands[1]:
                 continue
-            ring = _ring(op, index, *chain[:2], written, b_transposed, next(ids),
+            ring = _ring(op, *chain[:2], written, mn_major(op, index), next(ids),
                          tma and producer)
             if ring is not None:
                 found.append((ring, chain))
@@ -370,8 +378,8 @@ def _chain(mma: Operation, index: int, writes: dict[SSAValue, list[Operation]],
             if id(user) in chain_writes and use.index == 1:
                 continue
             if (shared and kind_of(user) == "mma" and use.index == index
-                    and engine_of(user) == "wgmma" and user.param("b_transposed", False)
-                    == mma.param("b_transposed", False)):
+                    and engine_of(user) == "wgmma"
+                    and mn_major(user, index) == mn_major(mma, index)):
                 others.append(user)
                 continue
             return None
@@ -388,10 +396,11 @@ def _chain(mma: Operation, index: int, writes: dict[SSAValue, list[Operation]],
     return loads, variables, reads
 
 
-def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SSAValue],
-          written: set[SSAValue], b_transposed: bool, ring: int, resident: bool = False
+def _ring(mma: Operation, loads: list[Operation], variables: list[SSAValue],
+          written: set[SSAValue], mn: bool, ring: int, resident: bool = False
           ) -> RingLayout | None:
-    """The ring of these loads, or None where one does not qualify. With `resident`, a
+    """The ring of these loads (an operand read MN-major where `mn`), or None where one
+    does not qualify. With `resident`, a
     load outside the product's block (the loop-invariant operand of a product in a loop)
     or in none of the kernel's loops (a lone step's operand) gets a resident ring (one
     buffer, `_for_producer` decides whether it stays)."""
@@ -420,8 +429,8 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
     for ld in loads:
         t = ld.results[0].type
         assert isinstance(t, TileType)
-        k_major = index == 0 or b_transposed  # 8-bit operands: wgmma reads them so only
-        if not ((t.dtype.name in HALVES or t.dtype.is_fp8 and k_major) and len(t.dims) == 2
+        # 8-bit operands: wgmma reads them K-major only
+        if not ((t.dtype.name in HALVES or t.dtype.is_fp8 and not mn) and len(t.dims) == 2
                 and ld.param("vectors") is True and ld.operands[0] not in written
                 and _is_zero(ld.operands[1]) and t.dims[1] * t.dtype.itemsize % CHUNK == 0):
             return None
@@ -432,7 +441,7 @@ def _ring(mma: Operation, index: int, loads: list[Operation], variables: list[SS
         return None
     base = layout_of(loads[0].results[0])
     return RingLayout(base.shape, base.dims, base.num_warps, ring, buffers,
-                      operand_width(index, shape[1], b_transposed, t.dtype), bool(variables),
+                      operand_width(mn, shape[1], t.dtype), bool(variables),
                       elem_bytes=t.dtype.itemsize, resident=outside)
 
 

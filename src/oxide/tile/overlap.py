@@ -98,6 +98,8 @@ def _eligible(b: TileBuilder, em: TileEmitter, loop: ProductLoop
               ) -> tuple[SSAValue, Operation] | None:
     """(the accumulator variable, its read in the loop) where `loop` may be rotated."""
     head, tail = loop.head, loop.tail
+    if tail.param("a_transposed", False):  # type: ignore[attr-defined]
+        return None  # the rotated tail reads its A from registers or K-major only
     block = tail.parent_block()
     assert block is not None
     result = tail.results[0]

@@ -2,7 +2,8 @@
 
 What it assumes (tile/mma_choice.py chose the `"wgmma"` engine only then): an sm_90
 target; 16-bit float operands `a` (M, K) and `b` (K, N), or `b` as the (N, K) tile whose
-transpose is the product's B (`b_transposed`, folded by the layout pass); or 8-bit float
+transpose is the product's B (`b_transposed`, folded by the layout pass), or `a` as the
+(K, M) tile whose transpose is A (`a_transposed`, likewise: read MN-major); or 8-bit float
 ones (wgmma reads those K-major only: a (K, N) B is staged transposed); the block's
 warps in whole warp groups with M = 16 * num_warps (warp group g owns rows 64g..64g+63,
 one m64nNk16 instruction per k step, m64nNk32 for 8-bit floats: 32 bytes of each row);
@@ -25,7 +26,8 @@ What it does, per product:
   read: rows of 32, 64 or 128 bytes with the matching swizzle (16-byte chunk `c` of row
   `r` stored at `c ^ (r * row_bytes / 128 % (swizzle / 16))`, what a TMA copy with that
   swizzle writes), K-major for A (and a transposed B), and for B as `a @ b` has it
-  (K x N row-major: MN-major for the instruction) slabs of 64 columns, each K rows of
+  (K x N row-major: MN-major for the instruction; an `a_transposed` A's (K, M) tile
+  the same) slabs of 64 columns, each K rows of
   128 bytes (a narrow N of 16 or 32: one slab, rows of 32 or 64 bytes); an 8-bit B as `a @ b` has it, element by element into the K-major layout
   of its transpose (8-bit wgmma has no MN-major operands);
 - `fence.proxy.async` (the generic-proxy stores become visible to the tensor cores'
@@ -73,7 +75,7 @@ _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout field (bits 62
 def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool,
                 in_flight: bool = False, turn: str | None = None, issue_only: bool = False,
                 after_commit: Callable[[], None] | None = None,
-                guard: SSAValue | None = None) -> Slots:
+                guard: SSAValue | None = None, a_transposed: bool = False) -> Slots:
     """`acc + a @ b` on wgmma (see the module docstring); an operand in a ring
     (tile/operand_rings.py) is read where its copies put it. With `in_flight` (both
     operands in rings with a buffer to spare, the result only the next product's
@@ -87,24 +89,29 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     group, the newest, in flight (its rings are given back where it is waited for). With
     `guard` (an i32, with `issue_only`), each instruction is issued only where it is
     non-zero, predicated rather than branched around, and the caller has waited for the
-    TMA fills it reads (where it issues)."""
-    (m, k), n = a.shape, b.shape[0] if b_transposed else b.shape[1]
+    TMA fills it reads (where it issues). With `a_transposed` (16-bit), `a` is the (K, M)
+    tile whose transpose is A, staged as it is (slabs of 64 columns, each K rows of 128
+    bytes: warp group g's 64 rows of A are slab g) and read MN-major."""
+    assert not a_transposed or a.dtype.itemsize == 2
+    (m, k) = a.shape[::-1] if a_transposed else a.shape
+    n = b.shape[0] if b_transposed else b.shape[1]
     size, step = a.dtype.itemsize, wgmma_k(a.dtype)
     stage_transposed = not b_transposed and size == 1  # K-major only: B's transpose staged
     assert not stage_transposed or ring_of(b.layout) is None
     k_major_b = b_transposed or stage_transposed
-    width_a = row_elements(k, a.dtype)
-    row_bytes = width_a * size
+    width_k = row_elements(k, a.dtype)  # a K-major operand's staging row
+    row_bytes = width_k * size
+    width_a = SLAB if a_transposed else width_k
     rings = [t for t in (a, b) if ring_of(t.layout) is not None]
     tma = [t for t in rings if ring_of(t.layout).tma]  # type: ignore[union-attr]
     # A in the A-fragment layout (the layout pass's choice for a loop-invariant A, and a
     # product's result such as attention's p): read from registers, the `rs` form
-    a_regs = size == 2 and \
+    a_regs = size == 2 and not a_transposed and \
         a.layout.key() == mma_operand_a((m, k), em.num_warps, em.num_warps).key()
     if (not a_regs and ring_of(a.layout) is None) or ring_of(b.layout) is None:
         em.barrier()  # the previous product's reads of the staging arrays are over
     sa, a_start = (None, None) if a_regs else _operand(em, a, width_a, "wa")
-    width_b = width_a if k_major_b else min(SLAB, n)  # MN-major: slabs of 64, or all N
+    width_b = width_k if k_major_b else min(SLAB, n)  # MN-major: slabs of 64, or all N
     sb, b_start = _operand(em, b, width_b, "wb", stage_transposed)
     if len(tma) < len(rings):
         wait_for(em, [t for t in rings if t not in tma])
@@ -119,9 +126,11 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
         em.barrier()
     _, warp = em._thread()
     group = em._entry(ops.BinaryOp("shr", warp, em.const(2, T.i32)))
-    # warp group g's 64 rows of A start at row 64 g of every slab
+    # warp group g's 64 rows of A start at row 64 g of every slab (K-major), or are slab
+    # g, K rows of 64 (MN-major)
     a_row0 = em._entry(ops.CastOp(em._entry(ops.BinaryOp(
-        "mul", group, em.const(64 * width_a, T.i32))), ir_type(T.i64)))
+        "mul", group, em.const(64 * (k if a_transposed else width_a), T.i32))),
+        ir_type(T.i64)))
     if a_start is not None:
         a_row0 = em.b.value(ops.BinaryOp("add", a_row0, a_start))
     slot = {offs: s for s, offs in enumerate(acc.layout.offsets())}
@@ -137,11 +146,15 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
         col = step * kk
         if a_regs:
             a_in = packed[4 * kk:4 * kk + 4]
+        elif a_transposed:  # K rows of the group's slab: MN-major, as B's slabs below
+            a_row = SLAB * size
+            a_in = [_descriptor(em, sa, _add(em, a_row0, col * SLAB), a_row,
+                                lbo=k * a_row, sbo=8 * a_row)]
         else:
-            a_at = _add(em, a_row0, (col // width_a) * m * width_a + col % width_a)
+            a_at = _add(em, a_row0, (col // width_k) * m * width_k + col % width_k)
             a_in = [_descriptor(em, sa, a_at, row_bytes, lbo=16, sbo=8 * row_bytes)]
         if k_major_b:  # (N, K) K-major, like A, every warp group reads all N rows
-            b_at = (col // width_a) * n * width_a + col % width_a
+            b_at = (col // width_k) * n * width_k + col % width_k
             db = _descriptor(em, sb, _at(em, b_start, b_at), row_bytes, lbo=16,
                              sbo=8 * row_bytes)
         else:  # K rows of slabs of width_b columns: MN-major, the next slab `lbo` further
@@ -151,7 +164,8 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
         guarded = [] if guard is None else [guard]
         op = ops.HopperOp(kind, [*a_in, db, one, *guarded, *regs],
                           [ir_type(T.f32)] * len(regs),
-                          imm=(0, 0 if k_major_b else 1, int(guard is not None)))
+                          imm=(int(a_transposed), 0 if k_major_b else 1,
+                               int(guard is not None)))
         em.b.emit(op)
         regs = list(op.results)
     if issue_only:
