@@ -33,7 +33,7 @@ from oxide.kernel_types import (  # noqa: F401 - oxide.kernel's names, as before
     func,
 )
 from oxide.runtime.config import as_int
-from oxide.runtime.launch import NOT_BOUND, bind_launch
+from oxide.runtime.launch import bind_launch
 from oxide.tracebacks import user_frames_only
 
 _MAX_BLOCK_THREADS = 1024  # threads per block, on every CUDA architecture
@@ -72,12 +72,10 @@ class Kernel(KernelBase):
             user_frames_only(exc)
             raise
 
-    _oxide_bound: tuple[Any, Any] = NOT_BOUND  # (config, launch function): bind_launch's
-
     def __getitem__(self, config: Any) -> Any:
-        last, launch = self._oxide_bound  # bind_launch's first test, inlined
-        if last is config:
-            return launch
+        bound = self.__dict__.get("_oxide_bound")  # bind_launch's first test, inlined
+        if bound is not None and bound[0] is config:
+            return bound[1]
         return bind_launch(self, config)
 
 

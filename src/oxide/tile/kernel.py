@@ -88,9 +88,9 @@ class TileKernel(Kernel):
                           f"ints (or `[grid, stream]`)")
 
     def __getitem__(self, config: Any) -> Any:
-        last, launch = self._oxide_bound  # as Kernel.__getitem__
-        if last is config:
-            return launch
+        bound = self.__dict__.get("_oxide_bound")
+        if bound is not None and bound[0] is config:
+            return bound[1]
         try:
             cfg, stream = self.tile_config(config)
         except OxideError as exc:  # the user's frames and the diagnostic (oxide/tracebacks.py)
