@@ -45,6 +45,9 @@ class TileBuilder(IRBuilder):
         self._sub = 0
         self._tail: list[Operation] = []
         self._end: Block | None = None  # the frontend's last block, once lowering begins
+        # the deepest `num_stages` whose operand rings fit, where a pipelined loop's did
+        # not at the kernel's (tile/operand_rings.py `_too_deep`)
+        self.stages_that_fit: int | None = None
 
     def _next_key(self) -> tuple[int, ...]:
         if self._anchor is None and not self._lowering_key:

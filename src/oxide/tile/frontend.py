@@ -28,6 +28,7 @@ from __future__ import annotations
 import ast
 import builtins
 import math as pymath
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -40,6 +41,7 @@ from oxide.errors import (
     CompileError,
     KernelSyntaxError,
     KernelTypeError,
+    PerformanceWarning,
     UnsupportedFeatureError,
 )
 from oxide.frontend.entry import KernelContext, LoweredKernel
@@ -64,11 +66,18 @@ from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
 from oxide.tile.op_builder import TileOps
+from oxide.tile.operand_rings import RING_BYTES
 from oxide.tile.operators import TileOperatorsMixin, is_product
 from oxide.tile.persistent_schedule import PersistentScheduleMixin, persistable
 from oxide.tile.philox import TileRandomMixin
 from oxide.tile.pingpong import PingPongRefused
-from oxide.tile.pipeline import ProducerRefused, StoresRefused, Target, run_passes
+from oxide.tile.pipeline import (
+    ProducerRefused,
+    RingsTooDeep,
+    StoresRefused,
+    Target,
+    run_passes,
+)
 from oxide.tile.row_staging import StagingRefused
 from oxide.tile.shape_calls import TileShapesMixin
 from oxide.tile.values import Method, ShapeOf, Static, TArray, Tile, describe, shape_text
@@ -105,7 +114,40 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     """Lower a tile kernel's body for one signature into oxide IR through the passes of
     tile/pipeline.py; with `keep_tile_ir`, keep the text of its tile-dialect form as the
     layout and ordering passes leave it; with `verify`, check what the layout pass guarantees. Without
-    `tensor_cores` (the CPU target), every product is an FMA loop."""
+    `tensor_cores` (the CPU target), every product is an FMA loop. Where a pipelined
+    loop's operand rings do not fit shared memory at the kernel's `num_stages`
+    (`RingsTooDeep`), it is lowered at the deepest `num_stages` whose rings fit, with a
+    PerformanceWarning that says so (the results are the same at any depth)."""
+    asked = kernel.tile_options.num_stages
+    while True:
+        try:
+            lowered = _lower_tile_kernel(kernel, sig, symbol, keep_tile_ir, verify,
+                                         tensor_cores, wgmma, tma, cpu)
+        except RingsTooDeep as deep:
+            kernel = kernel.with_options(replace(kernel.tile_options, num_stages=deep.stages))
+            continue
+        if kernel.tile_options.num_stages != asked:
+            _warn_stages(kernel, asked)
+        return lowered
+
+
+def _warn_stages(kernel: Any, asked: int) -> None:
+    """The PerformanceWarning of a pipeline made shallower than `num_stages` asked, at the
+    kernel's `def` line."""
+    stages = kernel.tile_options.num_stages
+    code = kernel.fn.__code__
+    warnings.warn_explicit(
+        f"`{kernel.__name__}`: num_stages={asked} needs operand rings larger than the "
+        f"{RING_BYTES // 1024} KB of shared memory they may take; compiled with "
+        f"num_stages={stages}, the deepest whose rings fit\n"
+        f"  help: write `num_stages={stages}` (or smaller tiles) to keep this pipeline "
+        f"without the warning", PerformanceWarning, code.co_filename, code.co_firstlineno)
+
+
+def _lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str, keep_tile_ir: bool,
+                       verify: bool, tensor_cores: bool, wgmma: bool, tma: bool, cpu: bool
+                       ) -> TileLowered:
+    """`lower_tile_kernel` at the kernel's own `num_stages`."""
     tried: list[TileLowering] = []
 
     # rings a producer warp group alone fills are worth a try where a loop is pipelined

@@ -199,10 +199,13 @@ def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False
                     read.set_param("settle_rings",  # type: ignore[attr-defined]
                                    tuple(r.ring for r, _ in found if not r.resident))
         if deferred and sum(ring_bytes(r) for r, _ in found) > budget:
+            _too_deep(b, [r for r, _ in found], budget, found[0][1][0][0])
             continue  # both rings or neither: a deferred copy's wait stands for both
         for ring, (loads, variables, reads) in found:
             if ring.ring not in placed:  # a ring shared with an earlier loop's: paid for
                 if ring_bytes(ring) > budget:
+                    if ring.pipelined:
+                        _too_deep(b, [ring], budget, loads[0])
                     continue
                 budget -= ring_bytes(ring)
                 placed[ring.ring] = _Placed(ring, loads[0].operands[0])
@@ -215,6 +218,20 @@ def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False
         if deferred:
             op.next_op.set_param("after_product", "barrier")  # type: ignore[union-attr]
     return count
+
+
+def _too_deep(b: TileBuilder, rings: list[RingLayout], budget: int, load: Operation) -> None:
+    """Note on `b` (`stages_that_fit`) the deepest pipeline whose buffers of these
+    pipelined `rings` (one loop's, `load` among its loads) fit the `budget` left, where at
+    least two stages do: tile/frontend.py lowers the kernel again at that `num_stages`
+    rather than keep the loop's tiles in registers, `num_stages` deep."""
+    ahead = load.param("pipe")[1]
+    per_buffer = sum(ring_bytes(r) // r.buffers for r in rings)
+    extra = max(r.buffers for r in rings) - ahead  # buffers beyond the copies in flight
+    stages = budget // per_buffer - extra + 1
+    if 2 <= stages <= ahead:
+        noted = b.stages_that_fit
+        b.stages_that_fit = stages if noted is None else min(noted, stages)
 
 
 def _for_producer(b: TileBuilder, ring: RingLayout, load: Operation) -> RingLayout:

@@ -13,7 +13,9 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
    loop's by TMA, tile/tma_rings.py; with `Target.producer_rings`, a single pipelined
    operand's and a loop-invariant operand's too, for a producer); then `plan_producer`
    (tile/producer.py): whether a producer warp group issues those TMA copies (where it
-   is not and the rings need one, `ProducerRefused`); and `place_tma_stores`
+   is not and the rings need one, `ProducerRefused`; where a pipelined loop's rings do
+   not fit shared memory at `num_stages`, `RingsTooDeep`: lowered again at the depth
+   that fits); and `place_tma_stores`
    (tile/tma_stores.py): which 2-d tile stores go through shared memory and TMA;
 4. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
    guarantees, checked; on the GPU, `check_register_budget` (tile/register_budget.py)
@@ -97,6 +99,17 @@ class ProducerRefused(Exception):
     producer was not planned: the kernel is to be lowered again without them."""
 
 
+class RingsTooDeep(Exception):
+    """A pipelined loop's operand rings did not fit shared memory at the kernel's
+    `num_stages`, and would at `stages` (tile/operand_rings.py `_too_deep`): the kernel is
+    to be lowered again at that depth, rather than keep the loop's tiles in registers,
+    `num_stages` deep (spilled: 20-90x slower than its rings, H100, 2026-12-06)."""
+
+    def __init__(self, stages: int) -> None:
+        super().__init__(stages)
+        self.stages = stages
+
+
 def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = False,
                dump: list[str] | None = None, need_producer: bool = False) -> bool:
     """Run the passes over `b`'s tile ops; with `dump`, append the dialect's text as the
@@ -109,6 +122,8 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     stores_beyond = False  # a TMA store's buffers took more than the rings' budget
     if target.wgmma and target.rings:
         em.rings_placed = place_operand_rings(b, target.tma, target.producer_rings)
+        if b.stages_that_fit is not None:
+            raise RingsTooDeep(b.stages_that_fit)
         producer = target.tma and plan_producer(b, target.num_warps, target.occupancy)
         if not producer and (need_producer or needs_producer(b)):
             raise ProducerRefused
