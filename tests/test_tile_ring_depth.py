@@ -1,9 +1,9 @@
 """A `num_stages` deeper than shared memory holds rings for: the kernel is lowered at the
 deepest `num_stages` whose operand rings fit (tile/pipeline.py `RingsTooDeep`), with a
 PerformanceWarning naming that depth, rather than keeping the loop's tiles in
-registers `num_stages` deep (spilled: 568-1560 us against 16-24 us with rings for a
-128-row product of K = 4096, H100, 2026-12-06). Checked as compiled for sm_90 (PTX: TMA
-copies, no spill warning) and run on the CPU as sm_90 runs it, against NumPy."""
+registers `num_stages` deep, where they spill. Checked as compiled for sm_90 (PTX: TMA
+copies, no spill warning) and run on the CPU as sm_90 runs it, against NumPy; on the GPU
+in tests/test_gpu_tile_ring_depth.py."""
 
 from __future__ import annotations
 

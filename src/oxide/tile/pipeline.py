@@ -103,7 +103,8 @@ class RingsTooDeep(Exception):
     """A pipelined loop's operand rings did not fit shared memory at the kernel's
     `num_stages`, and would at `stages` (tile/operand_rings.py `_too_deep`): the kernel is
     to be lowered again at that depth, rather than keep the loop's tiles in registers,
-    `num_stages` deep (spilled: 20-90x slower than its rings, H100, 2026-12-06)."""
+    `num_stages` deep, where they spill (H100, 2026-12-06: a 64 x 64 x 128 product of K =
+    4096 at 8 stages so took 568 us, at 6 stages with its rings 16.6 us)."""
 
     def __init__(self, stages: int) -> None:
         super().__init__(stages)
