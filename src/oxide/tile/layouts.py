@@ -390,11 +390,13 @@ class LayoutPass:
             # a loop-invariant one stays staged: in registers it measured no faster, and
             # gave wrong results beside a pipelined ring (see tile/wgmma_lower.py); a
             # 16-bit `x.permute((1, 0))` A, staged as x is and read MN-major
-            self._fold_transpose(op, 1)
+            if b_is_transposed(op):
+                self._fold_transpose(op, 1)
             if a_is_transposed(op):
                 self._fold_transpose(op, 0)
         elif engine_of(op) == "mma.sync":
-            self._fold_transpose(op, 1)
+            if b_is_transposed(op):  # the engine choice read the same condition
+                self._fold_transpose(op, 1)
             target = mma_operand_a((m, k), result.dims[0].wpc, self.num_warps)
             defined = a.owner
             if (isinstance(defined, Operation) and defined.parent_block() is not op.parent_block()
@@ -405,10 +407,9 @@ class LayoutPass:
     def _fold_transpose(self, op: Operation, index: int) -> None:
         """`mma(a, permute(x, (1, 0)), acc)`, the permute used only here: `mma(a, x, acc)`
         with `b_transposed` (its lowering stages x and reads it as the column-major B);
-        for the A operand (`index` 0, wgmma only: the caller checked `a_is_transposed`),
-        `mma(x, b, acc)` with `a_transposed`, x read as the MN-major A."""
-        if index == 1 and not b_is_transposed(op):  # the engine choice read the same
-            return
+        for the A operand (`index` 0, wgmma only), `mma(x, b, acc)` with `a_transposed`,
+        x read as the MN-major A. The caller checked `b_is_transposed` /
+        `a_is_transposed`."""
         permute = op.operands[index].owner
         assert isinstance(permute, Operation)
         op.operands[index] = permute.operands[0]
