@@ -1,6 +1,7 @@
 """tests/test_tile_transposed_a.py's kernels on the GPU: an A written as `x.permute((1,
 0))` read by wgmma as an MN-major A (sm_90), or through mma.sync elsewhere, against
-NumPy, with a producer warp group, without one, and through cp.async rings."""
+NumPy, with a producer warp group, without one, and through cp.async rings; the same
+transposes spelled `tile.load(..., order=(1, 0))`."""
 
 from __future__ import annotations
 
@@ -33,6 +34,14 @@ def test_xt_y(case, producer, monkeypatch) -> None:
 def test_rows_as_n(case, producer, monkeypatch) -> None:
     switch(producer, monkeypatch)
     check_rows_as_n(case, _gpu)
+
+
+@pytest.mark.parametrize("producer", ["1", "cp.async"])
+@pytest.mark.parametrize("case", [XT_Y[0], ROWS_AS_N[0]], ids=["xt_y", "rows_as_n"])
+def test_order_loads(case, producer, monkeypatch) -> None:
+    """The transposes spelled `tile.load(..., order=(1, 0))`."""
+    switch(producer, monkeypatch)
+    (check_xt_y if case is XT_Y[0] else check_rows_as_n)(case, _gpu, order=True)
 
 
 def test_a_computed_transposed_a() -> None:

@@ -23,8 +23,9 @@ WGMMA = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.(\w+)\.
                    r"\{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, (\d), (\d);")
 
 
-def make_xt_y(warps: int, stages: int, dt=bf16):
-    """c = x^T @ y, x (K, M) and y (K, N): A transposed, B as `a @ b` has it."""
+def make_xt_y(warps: int, stages: int, dt=bf16, order: bool = False):
+    """c = x^T @ y, x (K, M) and y (K, N): A transposed, B as `a @ b` has it. With
+    `order`, the transpose is spelled `tile.load(..., order=(1, 0))`."""
     @tile.kernel(num_warps=warps, num_stages=stages)
     def xt_y(x: Slice[dt, 2], y: Slice[dt, 2], c: DisjointSlice[f32, 2],
              BM: Const[int], BN: Const[int], BK: Const[int]):
@@ -34,12 +35,23 @@ def make_xt_y(warps: int, stages: int, dt=bf16):
             xt = tile.load(x, (k, i), (BK, BM)).permute((1, 0))
             acc = tile.mma(xt, tile.load(y, (k, j), (BK, BN)), acc)
         tile.store(c, (i, j), acc)
-    return xt_y
+
+    @tile.kernel(num_warps=warps, num_stages=stages)
+    def xt_y_order(x: Slice[dt, 2], y: Slice[dt, 2], c: DisjointSlice[f32, 2],
+                   BM: Const[int], BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BM, BN), f32)
+        for k in range(tile.num_tiles(x, 0, BK)):
+            xt = tile.load(x, (i, k), (BM, BK), order=(1, 0))
+            acc = tile.mma(xt, tile.load(y, (k, j), (BK, BN)), acc)
+        tile.store(c, (i, j), acc)
+    return xt_y_order if order else xt_y
 
 
-def make_rows_as_n(warps: int, stages: int):
+def make_rows_as_n(warps: int, stages: int, order: bool = False):
     """c = a @ w computed as c^T = w^T a^T: the weight's columns are wgmma's M, the few
-    rows of `a` its N (both operands transposed: A MN-major, B K-major)."""
+    rows of `a` its N (both operands transposed: A MN-major, B K-major). With `order`,
+    both transposes are `order=(1, 0)` loads, the second one nested in the product."""
     @tile.kernel(num_warps=warps, num_stages=stages)
     def rows_as_n(a: Slice[bf16, 2], w: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
                   BM: Const[int], BN: Const[int], BK: Const[int]):
@@ -50,7 +62,17 @@ def make_rows_as_n(warps: int, stages: int):
             at = tile.load(a, (i, k), (BM, BK)).permute((1, 0))
             acc = tile.mma(wt, at, acc)
         tile.store(c, (i, j), acc.permute((1, 0)).astype(bf16))
-    return rows_as_n
+
+    @tile.kernel(num_warps=warps, num_stages=stages)
+    def rows_as_n_order(a: Slice[bf16, 2], w: Slice[bf16, 2], c: DisjointSlice[bf16, 2],
+                        BM: Const[int], BN: Const[int], BK: Const[int]):
+        i, j = tile.bid(0), tile.bid(1)
+        acc = tile.zeros((BN, BM), f32)
+        for k in range(tile.num_tiles(a, 1, BK)):
+            wt = tile.load(w, (j, k), (BN, BK), order=(1, 0))
+            acc = tile.mma(wt, tile.load(a, (k, i), (BK, BM), order=(1, 0)), acc)
+        tile.store(c, (i, j), acc.permute((1, 0)).astype(bf16))
+    return rows_as_n_order if order else rows_as_n
 
 
 def make_scaled_xt_y(warps: int):
@@ -88,8 +110,22 @@ def test_a_transposed_a_is_read_mn_major_from_tma_rings(dt) -> None:
     assert not re.search(r"st\.shared\.(b16|u16|v\d\.b16)", ptx)
 
 
-def test_both_operands_transposed_rows_as_wgmma_n() -> None:
-    ptx = make_rows_as_n(4, 6).compile(*_sig(bf16, bf16), 16, 64, 128, arch="sm_90").ptx
+def test_a_loaded_with_order_is_read_mn_major_from_tma_rings() -> None:
+    """`tile.load(x, ..., order=(1, 0))` in a pipelined loop: the loop carries the tile
+    as x lays it out and permutes it at its use, so the product folds it as it folds
+    `.permute((1, 0))`; the two spellings compile to the same products."""
+    ptx = make_xt_y(8, 3, order=True).compile(*_sig(bf16), 128, 128, 64, arch="sm_90").ptx
+    assert {p[2:] for p in _products(ptx)} == {("1", "1")}
+    assert "setmaxnreg" in ptx and ptx.count(TMA) >= 2
+    assert not re.search(r"st\.shared\.(b16|u16|v\d\.b16)", ptx)
+    spelled = make_xt_y(8, 3).compile(*_sig(bf16), 128, 128, 64, arch="sm_90").ptx
+    assert sorted(_products(ptx)) == sorted(_products(spelled))
+
+
+@pytest.mark.parametrize("order", [False, True], ids=["permute", "order"])
+def test_both_operands_transposed_rows_as_wgmma_n(order) -> None:
+    ptx = make_rows_as_n(4, 6, order).compile(*_sig(bf16, bf16), 16, 64, 128,
+                                              arch="sm_90").ptx
     products = _products(ptx)
     # A (the weight's transpose) MN-major, B (the rows' transpose) K-major, N = 16 rows
     assert products and {p[0] for p in products} == {"16"}
@@ -134,23 +170,23 @@ def on_cpu(kernel, grid, *args) -> None:
     kernel[grid](*args)
 
 
-def check_xt_y(case, launch: Launch) -> None:
+def check_xt_y(case, launch: Launch, order: bool = False) -> None:
     warps, stages, m, n, k, (bm, bn, bk) = case
     x = rng.standard_normal((k, m)).astype(bf16.numpy)
     y = rng.standard_normal((k, n)).astype(bf16.numpy)
     c = np.full((m, n), 7, np.float32)
-    launch(make_xt_y(warps, stages), (tile.cdiv(m, bm), tile.cdiv(n, bn)), x, y, c, bm, bn,
-           bk)
+    launch(make_xt_y(warps, stages, order=order), (tile.cdiv(m, bm), tile.cdiv(n, bn)), x,
+           y, c, bm, bn, bk)
     close(c, x.astype(np.float64).T @ y.astype(np.float64), f32, k)
 
 
-def check_rows_as_n(case, launch: Launch) -> None:
+def check_rows_as_n(case, launch: Launch, order: bool = False) -> None:
     warps, stages, m, n, k, (bm, bn, bk) = case
     a = rng.standard_normal((m, k)).astype(bf16.numpy)
     w = rng.standard_normal((k, n)).astype(bf16.numpy)
     c = np.full((m, n), 7, bf16.numpy)
-    launch(make_rows_as_n(warps, stages), (tile.cdiv(m, bm), tile.cdiv(n, bn)), a, w, c, bm,
-           bn, bk)
+    launch(make_rows_as_n(warps, stages, order), (tile.cdiv(m, bm), tile.cdiv(n, bn)), a, w,
+           c, bm, bn, bk)
     close(c, a.astype(np.float64) @ w.astype(np.float64), bf16, k)
 
 
@@ -176,6 +212,15 @@ def test_xt_y_against_numpy(case, producer, monkeypatch) -> None:
 def test_rows_as_n_against_numpy(case, producer, monkeypatch) -> None:
     switch(producer, monkeypatch)
     check_rows_as_n(case, on_cpu)
+
+
+@pytest.mark.parametrize("hopper", ["1", "0"], ids=["sm90", "sm80"])
+@pytest.mark.parametrize("case", [XT_Y[0], ROWS_AS_N[0]], ids=["xt_y", "rows_as_n"])
+def test_order_loads_against_numpy(case, hopper, monkeypatch) -> None:
+    """The `order=(1, 0)` spellings, as sm_90 runs them (folded into wgmma) and as sm_80
+    does (the permute at the use, on mma.sync)."""
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", hopper)
+    (check_xt_y if case is XT_Y[0] else check_rows_as_n)(case, on_cpu, order=True)
 
 
 @pytest.mark.usefixtures("hopper_on_cpu")

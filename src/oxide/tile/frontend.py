@@ -331,6 +331,8 @@ class TileLowering(TileOperatorsMixin, TileCallsMixin, TileMathMixin, TileContro
         # there were: the `pipe` of the loads it makes
         self.load_pipe: tuple[int, int, bool, tuple[int, ...]] | None = None
         self.load_live: Tile | None = None  # whether a load issued ahead's iteration runs
+        # the `order=` of the load `_with_index` just issued ahead (applied at its use)
+        self.piped_order: tuple[int, ...] | None = None
         # the kernel's own loops around the statement being lowered (`for`, `while`; not
         # the persistent schedule's walk of the grid): a load in none is `lone`
         self.loop_depth = 0

@@ -133,10 +133,12 @@ class TileLoopsMixin:
         # a load issued ahead is live where its iteration runs: the copy of one that does
         # not is skipped (tile/tma_rings.py), so a loop ends with no fill nobody reads
         bound = (self.t.cast(self.as_tile(stop, it, dt), dt), step.obj > 0) if piped else None
+        orders: dict[str, tuple[int, ...] | None] = {}  # a piped load's `order=`
         for n, (stmt, name) in enumerate(piped):
             for j in range(ahead):
                 first = self._with_index(node.target.id, start, step.obj * j, dt, stmt.value,
                                          (first_pipe + n, ahead, j == 0, loops), bound)
+                orders[name] = self.piped_order
                 self.env[_ahead(name, j)] = first
                 assigned.append(_ahead(name, j))
         carried = self.carry(node, assigned, node.target.id)
@@ -174,6 +176,8 @@ class TileLoopsMixin:
         for n, (stmt, name) in enumerate(piped):
             skipped.add(id(stmt))
             self.env[name] = self.env[_ahead(name, 0)]
+            if orders[name] is not None:  # loaded as the array lays it out (tile/memory.py)
+                self.env[name] = self.t.permute(self.env[name], orders[name])
             later = self._with_index(node.target.id, index, step.obj * ahead, dt, stmt.value,
                                      (first_pipe + n, ahead, False, loops), bound)
             for j in range(ahead - 1):
@@ -295,7 +299,10 @@ class TileLoopsMixin:
                     bound: tuple[Tile, bool] | None = None) -> Any:
         """`expr` evaluated with the loop variable bound to `base + offset` (a scalar), its
         loads tagged with `pipe` (`TileLowering.load_pipe`); with `bound` (the loop's stop
-        and whether it ascends), also with whether that iteration runs (`load_live`)."""
+        and whether it ascends), also with whether that iteration runs (`load_live`). A
+        load with `order=` comes back as the array lays it out, its order in
+        `piped_order`: the body permutes it where it binds the name, so a product sees
+        `permute(load)` there, which wgmma reads as it lies (tile/layouts.py)."""
         saved = self.env.get(loop_var)
         k = self.as_tile(base, expr, dt) if not isinstance(base, Tile) else base
         k = self.t.cast(k, dt)
@@ -303,6 +310,7 @@ class TileLoopsMixin:
             k = self.t.binary("add", k, self.t.full((), offset, dt))
         self.env[loop_var] = k
         self.load_pipe = pipe
+        self.piped_order = None
         if bound is not None:
             self.load_live = self.t.compare("lt" if bound[1] else "gt", k, bound[0])
         try:

@@ -135,6 +135,12 @@ class TileMemoryMixin:
             return self.t.squeeze(t)
         if order is None:
             return t
+        if self.load_pipe is not None:
+            # issued ahead by a pipelined loop: it carries the tile as the array lays it
+            # out and permutes it where the body binds it, so that a product's operand
+            # is still `permute(load)` there (folded on wgmma, tile/layouts.py)
+            self.piped_order = order
+            return t
         return self.t.permute(t, order)
 
     def call_store(self, node: ast.Call) -> None:
