@@ -157,6 +157,13 @@ class Layout:
             layout = layout.insert(0)
         return layout
 
+    def transposed(self) -> Layout:
+        """A 2-d layout with its dimensions swapped: each thread holds the transposes of
+        the elements it held (a product computed transposed keeps its accumulator so,
+        tile/mma_choice.py `swapped_fits`)."""
+        assert len(self.shape) == 2
+        return Layout(self.shape[::-1], self.dims[::-1], self.num_warps)
+
     def with_extent_one(self, d: int) -> Layout:
         """This layout with dimension `d` cut to extent 1 (what a broadcast source along
         `d` must look like to need no data movement)."""

@@ -59,7 +59,7 @@ from oxide.tile.layout import (
     mma_accumulator,
     mma_operand_a,
 )
-from oxide.tile.mma_choice import a_is_transposed, b_is_transposed, engine_of
+from oxide.tile.mma_choice import a_is_transposed, b_is_transposed, engine_of, swapped
 
 # the most A-operand elements a thread keeps in registers across a loop (64 registers)
 _MAX_A_IN_REGISTERS = 128
@@ -169,6 +169,8 @@ class LayoutPass:
         self.rows_only = False
         # the variables some write computes from a product of their shape: set by `run`
         self.carries_products: set[SSAValue] = set()
+        # the result shapes of the products computed transposed (tile/mma_choice.py)
+        self.swapped_shapes: set[tuple[int, ...]] = set()
 
     def blocked(self, shape: tuple[int, ...]) -> Layout:
         return blocked(shape, self.num_warps, self.vector)
@@ -176,6 +178,8 @@ class LayoutPass:
     def mma(self, shape: tuple[int, ...], otherwise: Layout) -> Layout:
         if not self.tensor_cores:
             return otherwise
+        if shape in self.swapped_shapes:  # wgmma's accumulator of the transposed product
+            return mma_accumulator(shape[::-1], self.num_warps, True).transposed()  # type: ignore[union-attr]
         return mma_accumulator(shape, self.num_warps, self.rows_only) or otherwise
 
     def run(self) -> None:
@@ -183,6 +187,8 @@ class LayoutPass:
         self.rows_only = any(_reduces_product_rows(op) or (kind_of(op) == "mma" and
                                                            engine_of(op) == "wgmma")
                              for op in self.b.tile_ops)
+        self.swapped_shapes = {tuple(op.results[0].type.dims) for op in self.b.tile_ops  # type: ignore[attr-defined]
+                               if kind_of(op) == "mma" and swapped(op)}
         self.carries_products = {op.operands[0] for op in self.b.tile_ops
                                  if kind_of(op) == "var_write"
                                  and _computed_from_product(op.operands[1])}

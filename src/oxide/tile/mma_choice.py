@@ -18,7 +18,11 @@ carries an `engine` parameter that the later passes read instead of deciding aga
   the result the accumulator layout with every warp on whole rows (wgmma's own). 8-bit
   float operands (f8e4m3, f8e5m2: m64nNk32, K of 32, 64 or a multiple of 128) take it
   too (wgmma reads them K-major only: a B written as `w.permute((1, 0))` of an (N, K)
-  tile, which the layout pass folds, is; a (K, N) one is staged transposed);
+  tile, which the layout pass folds, is; a (K, N) one is staged transposed). A 16-bit
+  product of few rows (M of 8, 16 or 32, where wgmma's M is 64 a warp group) takes it
+  computed transposed (`swapped`: `acc^T = b^T a^T`, N as the instruction's M and the
+  rows as its narrow N; `swapped_fits`), its accumulator in the transpose of wgmma's
+  layout; measured on decode steps against mma.sync in docs/performance.md;
 - `"fma"`: everything else (f32 and f64, tiles smaller than an instruction, 8-bit floats
   off Hopper's wgmma) and every product on the CPU target: a loop over k of multiply-adds
   per thread, the same bits (products of halves and of 8-bit floats are exact in f32;
@@ -106,17 +110,48 @@ def engine_for(a: TileType, shape: tuple[int, ...], num_warps: int, tensor_cores
     return "wgmma" if a.dtype.is_fp8 and fits else "fma"
 
 
+def swapped_fits(a: TileType, shape: tuple[int, ...], num_warps: int,
+                 a_mn_major: bool) -> bool:
+    """Whether wgmma takes an (M, K) @ (K, N) product of few rows computed transposed,
+    `(b^T a^T)^T`: N as the instruction's M (16 * num_warps) and the M rows (8, 16 or 32)
+    as its narrow N, 16-bit operands. B's tile becomes an A read MN-major (or K-major,
+    where it is a folded `w.permute((1, 0))`), A's a B read K-major (MN-major where A is
+    a folded transpose itself: `a_mn_major`, which needs 16 or 32 rows)."""
+    m, n = shape
+    return (a.dtype.name in HALVES and m in NARROW_N and m != 16 * num_warps
+            and supports(n, m, a.dims[1], num_warps, a.dtype, b_k_major=not a_mn_major))
+
+
 def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: bool,
                    wgmma: bool = False) -> None:
-    """Set `engine` on every `tile.mma` of the kernel (see the module docstring)."""
-    for op in tile_ops:
-        if kind_of(op) != "mma":
-            continue
+    """Set `engine` on every `tile.mma` of the kernel (see the module docstring), and
+    `swapped` on a wgmma product of few rows computed transposed (`swapped_fits`), where
+    no other product has its result's shape (the layout pass gives all results of a shape
+    one accumulator layout, and a swapped product's is the transpose's)."""
+    products = [op for op in tile_ops if kind_of(op) == "mma"]
+    swapped: dict[Operation, str] = {}  # the engine each would have without the swap
+    for op in products:
         a, result = op.operands[0].type, op.results[0].type
         assert isinstance(a, TileType) and isinstance(result, TileType)
-        engine = engine_for(a, tuple(result.dims), num_warps, tensor_cores, wgmma,
-                            b_is_transposed(op))
+        shape = tuple(result.dims)
+        engine = engine_for(a, shape, num_warps, tensor_cores, wgmma, b_is_transposed(op))
+        if (engine != "wgmma" and tensor_cores and wgmma
+                and swapped_fits(a, shape, num_warps, a_is_transposed(op))):
+            swapped[op], engine = engine, "wgmma"
         op.set_param("engine", engine)  # type: ignore[attr-defined]
+    for op, unswapped in swapped.items():
+        shape = op.results[0].type.dims  # type: ignore[attr-defined]
+        alone = all(p in swapped for p in products
+                    if p.results[0].type.dims == shape)  # type: ignore[attr-defined]
+        if alone:
+            op.set_param("swapped", True)  # type: ignore[attr-defined]
+        else:
+            op.set_param("engine", unswapped)  # type: ignore[attr-defined]
+
+
+def swapped(op: Operation) -> bool:
+    """Whether `choose_engines` computes a product transposed (`swapped_fits`)."""
+    return bool(op.param("swapped", False))  # type: ignore[attr-defined]
 
 
 def engine_of(op: Operation) -> str:

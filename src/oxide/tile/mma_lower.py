@@ -81,7 +81,7 @@ def relayout(em: TileEmitter, t: Slots, layout: Layout) -> Slots:
 def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
               engine: str, b_transposed: bool = False, in_flight: bool = False,
               turn: str | None = None, after_commit: Callable[[], None] | None = None,
-              a_transposed: bool = False) -> Slots:
+              a_transposed: bool = False, swapped: bool = False) -> Slots:
     """`a @ b + acc` in `layout`, the result's (the layout pass's choice: the accumulator
     layout, or the accumulator's own for tiles smaller than one instruction; see the
     module docstring), on `engine` (tile/mma_choice.py). With `b_transposed`, `b` is the
@@ -90,8 +90,16 @@ def lower_mma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, layout: Layout,
     `a_transposed` (wgmma only), `a` is the (K, M) tile whose transpose is A. With `in_flight`
     (tile/operand_rings.py), the wgmma may still run when this returns. `turn` ("head",
     "tail") marks a product of a loop whose warp groups take turns (tile/pingpong.py);
-    `after_commit`, the head of a rotated loop (tile/overlap.py)."""
+    `after_commit`, the head of a rotated loop (tile/overlap.py). With `swapped` (wgmma,
+    few rows: tile/mma_choice.py `swapped_fits`), the product is computed transposed,
+    `acc^T + b^T a^T`, B's tile the instruction's A and A's its B, into an accumulator
+    whose layout is the transpose of wgmma's."""
     acc = relayout(em, acc, layout)
+    if engine == "wgmma" and swapped:  # b^T's tile is (K, N) as `a @ b` has it: MN-major
+        return lower_wgmma(em, b, a, acc, not a_transposed, in_flight, turn,
+                           after_commit=after_commit, a_transposed=not b_transposed,
+                           transposed_acc=True)
+    assert not swapped, "a product computed transposed only on wgmma"
     if engine == "wgmma":
         return lower_wgmma(em, a, b, acc, b_transposed, in_flight, turn,
                            after_commit=after_commit, a_transposed=a_transposed)

@@ -57,6 +57,7 @@ from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, mma_operand_a
 from oxide.tile.layouts import layout_of
 from oxide.tile.lower import TileEmitter
+from oxide.tile.mma_choice import swapped
 from oxide.tile.operand_rings import ring_of, zero_slot
 from oxide.tile.product_loops import ProductLoop, derived, product_loops
 from oxide.tile.tma_rings import consume, only_if, wait_tma
@@ -98,7 +99,7 @@ def _eligible(b: TileBuilder, em: TileEmitter, loop: ProductLoop
               ) -> tuple[SSAValue, Operation] | None:
     """(the accumulator variable, its read in the loop) where `loop` may be rotated."""
     head, tail = loop.head, loop.tail
-    if tail.param("a_transposed", False):  # type: ignore[attr-defined]
+    if tail.param("a_transposed", False) or swapped(tail) or swapped(head):
         return None  # the rotated tail reads its A from registers or K-major only
     block = tail.parent_block()
     assert block is not None

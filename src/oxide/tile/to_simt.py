@@ -252,7 +252,8 @@ class ToSIMT:
                 self.em, plan, self.vars[plan.acc])
         return lower_mma(self.em, a, b, acc, layout_of(op.results[0]), engine_of(op),
                          op.param("b_transposed", False), op.param("in_flight", False),
-                         op.param("pingpong"), after_commit, op.param("a_transposed", False))
+                         op.param("pingpong"), after_commit, op.param("a_transposed", False),
+                         op.param("swapped", False))
 
     def _schedule(self, op: Operation) -> None:
         if op.param("loop") is not None:  # a rotated loop's (tile/overlap.py)

@@ -75,7 +75,8 @@ _SWIZZLE_CODE = {128: 1, 64: 2, 32: 3}  # the descriptor's layout field (bits 62
 def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: bool,
                 in_flight: bool = False, turn: str | None = None, issue_only: bool = False,
                 after_commit: Callable[[], None] | None = None,
-                guard: SSAValue | None = None, a_transposed: bool = False) -> Slots:
+                guard: SSAValue | None = None, a_transposed: bool = False,
+                transposed_acc: bool = False) -> Slots:
     """`acc + a @ b` on wgmma (see the module docstring); an operand in a ring
     (tile/operand_rings.py) is read where its copies put it. With `in_flight` (both
     operands in rings with a buffer to spare, the result only the next product's
@@ -91,7 +92,10 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     non-zero, predicated rather than branched around, and the caller has waited for the
     TMA fills it reads (where it issues). With `a_transposed` (16-bit), `a` is the (K, M)
     tile whose transpose is A, staged as it is (slabs of 64 columns, each K rows of 128
-    bytes: warp group g's 64 rows of A are slab g) and read MN-major."""
+    bytes: warp group g's 64 rows of A are slab g) and read MN-major. With
+    `transposed_acc`, `acc` holds the transpose of the instruction's (M, N) result (its
+    layout is wgmma's `transposed()`): a product of few rows computed transposed, whose
+    `a` and `b` the caller swapped (tile/mma_lower.py)."""
     assert not a_transposed or a.dtype.itemsize == 2
     (m, k) = a.shape[::-1] if a_transposed else a.shape
     n = b.shape[0] if b_transposed else b.shape[1]
@@ -134,7 +138,10 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     if a_start is not None:
         a_row0 = em.b.value(ops.BinaryOp("add", a_row0, a_start))
     slot = {offs: s for s, offs in enumerate(acc.layout.offsets())}
-    order = [slot[(8 * (e // 2), 8 * j + e % 2)] for j in range(n // 8) for e in range(4)]
+    # fragment register e of column group j: row 8 * (e // 2), column 8 * j + e % 2 of
+    # the thread's share (the other way round in a transposed accumulator)
+    at = [(8 * (e // 2), 8 * j + e % 2) for j in range(n // 8) for e in range(4)]
+    order = [slot[(c, r) if transposed_acc else (r, c)] for r, c in at]
     values = list(acc.values)
     regs = [values[s] for s in order]
     packed = _packed_a(em, a, k, step) if a_regs else []
