@@ -185,13 +185,14 @@ def test_the_layout_check_catches_what_the_pass_must_not_leave() -> None:
 def test_the_engine_pass_puts_products_of_halves_on_tensor_cores_only_on_the_gpu(
         monkeypatch, capfd) -> None:
     """tile/mma_choice.py, the first pass: mma.sync where the GPU's tensor cores take the
-    product, an FMA loop on the CPU and for f32."""
+    product, an FMA loop on the CPU and for f32 (sm_90 takes this 128-row tile on wgmma,
+    two instructions a warp group: tests/test_tile_row_blocks.py)."""
     import ml_dtypes
 
     a = np.zeros((128, 64), ml_dtypes.bfloat16)
     b = np.zeros((64, 128), ml_dtypes.bfloat16)
     c = np.zeros((128, 128), np.float32)
-    for arch, engine in (("sm_90", "mma.sync"), ("cpu", "fma")):
+    for arch, engine in (("sm_80", "mma.sync"), ("sm_90", "wgmma"), ("cpu", "fma")):
         monkeypatch.setenv("OXIDE_DUMP", "tile")
         monkeypatch.setenv("OXIDE_CACHE", "0")
         product_of.compile(a, b, c, arch=arch)

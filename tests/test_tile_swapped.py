@@ -112,10 +112,19 @@ def test_sm80_keeps_mma_sync() -> None:
     assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k16" in ptx
 
 
+def test_two_row_blocks_of_columns() -> None:
+    """128 columns on 4 warps: each warp group issues two m64 instructions a k step,
+    one for each 64 of B's columns (tests/test_tile_row_blocks.py)."""
+    ptx = make_matmul(4, 3, "ab").compile(*_sig(), 16, 128, 64, arch="sm_90").ptx
+    products = WGMMA.findall(ptx)
+    assert set(products) == {("16", "1", "0")} and len(products) == 2 * 64 // 16
+
+
 def test_not_when_it_does_not_fit() -> None:
-    """B's columns must be a warp group's 64 rows a group (16 * num_warps): 128 columns
-    on 4 warps stay on mma.sync, as do 16 rows on 8 warps over 64 columns."""
-    for warps, bn in ((4, 128), (8, 64)):
+    """B's columns must be one or two blocks of a warp group's 64 rows a group (16 *
+    num_warps): 256 columns on 4 warps stay on mma.sync, as do 16 rows on 8 warps over
+    64 columns."""
+    for warps, bn in ((4, 256), (8, 64)):
         ptx = make_matmul(warps, 3, "ab").compile(*_sig(), 16, bn, 64, arch="sm_90").ptx
         assert "wgmma" not in ptx and "mma.sync" in ptx
 
@@ -146,7 +155,7 @@ def check_row_sums(launch: Launch) -> None:
 
 # (warps, stages, M, N, K, tiles): ragged in every dimension
 CASES = [(4, 4, 16, 200, 264, (16, 64, 128)), (4, 3, 40, 130, 96, (32, 64, 32)),
-         (8, 3, 8, 260, 128, (8, 128, 64))]
+         (8, 3, 8, 260, 128, (8, 128, 64)), (4, 3, 24, 300, 128, (32, 128, 64))]
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ to the output's tile, so any two values can meet.
 Issue 28's ops (elementwise math, `**`, `tile.fma`, `a if c else b` on scalar
 conditions with `and`/`or`/`not`, `for` and `while` loops carrying tiles and scalars)
 come from lang_ops.py; frames are rank 1, 2 or 3 (some rank-2 ones of 16 rows a warp, whose
-row products are wgmma on sm_90: `WGMMA_FRAMES`; some without a product on `num_warps="auto"`:
+row products are wgmma on sm_90: `WGMMA_FRAMES`, or of 32 rows a warp: `ROW_BLOCK_FRAMES`; some without a product on `num_warps="auto"`:
 `AUTO_WARPS_FRAMES`); an input is now and then a 0-d array,
 read with `tile.load(x, (), ())` (`SCALAR_INPUTS`).
 
@@ -53,6 +53,9 @@ PRODUCT_CHAINS = 0.5
 # of the WGMMA_FRAMES: 64 x 64 (beyond MAX_TILE), where the chain's second product (N = 64)
 # is a wgmma too and its tile may leave by a TMA store; drawn apart, as the chains are
 SQUARE_FRAMES = 0.3
+# of the WGMMA_FRAMES of 128 rows: on 4 warps, 32 rows a warp, so that each warp group
+# issues two m64 instructions a k step (tile/mma_choice.py `row_blocks`)
+ROW_BLOCK_FRAMES = 0.4
 WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # their ops
 # a K loop of products (`num_stages` pipelines it): of the WGMMA_FRAMES, and of the other
 # rank-2 frames (mma.sync or FMA products, rings of cp.async on sm_90)
@@ -120,6 +123,9 @@ class Generator(LangOps):
             if random.Random(f"square:{seed}:{index}").random() < SQUARE_FRAMES:
                 tile = (64, 64)  # a product chain's second product is a wgmma too
             warps = tile[0] // 16
+            if tile[0] == 128 and random.Random(f"blocks:{seed}:{index}").random() < \
+                    ROW_BLOCK_FRAMES:
+                warps = 4
             self.wide = True
         shape = tuple(self._extent(g, b) for g, b in zip(grid, tile, strict=True))
         buffer, offset = self._buffer(shape)

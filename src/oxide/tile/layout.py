@@ -277,6 +277,18 @@ def mma_accumulator(shape: tuple[int, ...], num_warps: int, rows_only: bool = Fa
     return Layout((m, n), (rows, cols), num_warps)
 
 
+def wgmma_accumulator(shape: tuple[int, int], num_warps: int) -> Layout:
+    """wgmma's accumulator over an (M, N) tile of M = r * 16 * num_warps rows: warp group
+    g's instruction j writes rows `64 (j * groups + g) ...` (its warp w, the group's
+    w-th, rows `16 w + g` and `16 w + g + 8`, lane `g = l >> 2`), so warp w's rows are
+    `16 w + g + 8 i` of every block of 16 * num_warps rows, the blocks repeated (`reps`).
+    For r = 1 it is `mma_accumulator(shape, num_warps, rows_only=True)`."""
+    m, n = shape
+    rows = DimMap(spt=1, lane_shift=2, tpw=8, warp_shift=0, wpc=num_warps, inner=2)
+    cols = DimMap(spt=2, lane_shift=0, tpw=4, inner=n // 8)
+    return Layout((m, n), (rows, cols), num_warps)
+
+
 def mma_operand_a(shape: tuple[int, int], wm: int, num_warps: int) -> Layout:
     """The layout of an (M, K) tile as mma.sync's A operand of a product whose result
     splits M over `wm` warps: each thread holds the A fragments its warp's rows need

@@ -58,8 +58,15 @@ from oxide.tile.layout import (
     broadcast_source,
     mma_accumulator,
     mma_operand_a,
+    wgmma_accumulator,
 )
-from oxide.tile.mma_choice import a_is_transposed, b_is_transposed, engine_of, swapped
+from oxide.tile.mma_choice import (
+    a_is_transposed,
+    b_is_transposed,
+    engine_of,
+    row_blocks,
+    swapped,
+)
 
 # the most A-operand elements a thread keeps in registers across a loop (64 registers)
 _MAX_A_IN_REGISTERS = 128
@@ -169,8 +176,10 @@ class LayoutPass:
         self.rows_only = False
         # the variables some write computes from a product of their shape: set by `run`
         self.carries_products: set[SSAValue] = set()
-        # the result shapes of the products computed transposed (tile/mma_choice.py)
+        # the result shapes of the products computed transposed, and of those whose warp
+        # groups issue several m64 instructions a k step (tile/mma_choice.py)
         self.swapped_shapes: set[tuple[int, ...]] = set()
+        self.stacked_shapes: set[tuple[int, ...]] = set()
 
     def blocked(self, shape: tuple[int, ...]) -> Layout:
         return blocked(shape, self.num_warps, self.vector)
@@ -179,7 +188,9 @@ class LayoutPass:
         if not self.tensor_cores:
             return otherwise
         if shape in self.swapped_shapes:  # wgmma's accumulator of the transposed product
-            return mma_accumulator(shape[::-1], self.num_warps, True).transposed()  # type: ignore[union-attr]
+            return wgmma_accumulator(shape[::-1], self.num_warps).transposed()  # type: ignore[arg-type]
+        if shape in self.stacked_shapes:  # two m64 instructions a warp group
+            return wgmma_accumulator(shape, self.num_warps)  # type: ignore[arg-type]
         return mma_accumulator(shape, self.num_warps, self.rows_only) or otherwise
 
     def run(self) -> None:
@@ -189,6 +200,10 @@ class LayoutPass:
                              for op in self.b.tile_ops)
         self.swapped_shapes = {tuple(op.results[0].type.dims) for op in self.b.tile_ops  # type: ignore[attr-defined]
                                if kind_of(op) == "mma" and swapped(op)}
+        self.stacked_shapes = {tuple(op.results[0].type.dims) for op in self.b.tile_ops  # type: ignore[attr-defined]
+                               if kind_of(op) == "mma" and engine_of(op) == "wgmma"
+                               and not swapped(op)
+                               and row_blocks(op.results[0].type.dims[0], self.num_warps) > 1}  # type: ignore[attr-defined]
         self.carries_products = {op.operands[0] for op in self.b.tile_ops
                                  if kind_of(op) == "var_write"
                                  and _computed_from_product(op.operands[1])}

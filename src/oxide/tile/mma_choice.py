@@ -48,6 +48,9 @@ WGMMA_SLAB = 64  # elements of a 128-byte swizzle row of 16-bit floats
 NARROW_N = (8, 16, 32)  # wgmma's N below a slab (tiles are powers of two)
 SWIZZLE_ROW = 128  # bytes: the widest swizzle row, a wgmma operand's staging row
 MMA_K = 16
+# the most m64 instructions a warp group issues a k step (M = 128 a group: 128 of each
+# thread's registers for 128 f32 columns, as Triton's 128-row tiles on 4 warps)
+MAX_ROW_BLOCKS = 2
 ENGINES = ("wgmma", "mma.sync", "fma")
 # the PTX name of each operand type wgmma takes
 WGMMA_TYPES = {"bf16": "bf16", "f16": "f16", "f8e4m3": "e4m3", "f8e5m2": "e5m2"}
@@ -72,8 +75,16 @@ def supports(m: int, n: int, k: int, num_warps: int, dt: T.DType = T.bf16,
     # a K-major B's rows are N; an MN-major one's (16-bit) rows are N columns wide, with
     # the swizzle of that width (64 or 32 bytes: no swizzle takes rows of 16)
     narrow = n in NARROW_N and (b_k_major or dt.itemsize == 2 and n >= 16)
-    return (num_warps % 4 == 0 and m == 16 * num_warps and (wide or narrow)
+    return (num_warps % 4 == 0 and row_blocks(m, num_warps) > 0 and (wide or narrow)
             and (k in (step, 2 * step) or k % slab_elements(dt) == 0))
+
+
+def row_blocks(m: int, num_warps: int) -> int:
+    """How many m64 instructions each warp group issues a k step for M rows (1 where M is
+    64 a group; 2 where it is 128 a group, as Triton's 128-row tiles on 4 warps); 0 where
+    wgmma does not take M."""
+    blocks, rest = divmod(m, 16 * num_warps)
+    return blocks if not rest and 1 <= blocks <= MAX_ROW_BLOCKS else 0
 
 
 def b_is_transposed(op: Operation) -> bool:
@@ -113,40 +124,45 @@ def engine_for(a: TileType, shape: tuple[int, ...], num_warps: int, tensor_cores
 def swapped_fits(a: TileType, shape: tuple[int, ...], num_warps: int,
                  a_mn_major: bool) -> bool:
     """Whether wgmma takes an (M, K) @ (K, N) product of few rows computed transposed,
-    `(b^T a^T)^T`: N as the instruction's M (16 * num_warps) and the M rows (8, 16 or 32)
-    as its narrow N, 16-bit operands. B's tile becomes an A read MN-major (or K-major,
+    `(b^T a^T)^T`: N as the instruction's M (16 * num_warps, or twice that: two
+    instructions a warp group, `row_blocks`) and the M rows (8, 16 or 32) as its narrow
+    N, 16-bit operands. B's tile becomes an A read MN-major (or K-major,
     where it is a folded `w.permute((1, 0))`), A's a B read K-major (MN-major where A is
     a folded transpose itself: `a_mn_major`, which needs 16 or 32 rows)."""
     m, n = shape
-    return (a.dtype.name in HALVES and m in NARROW_N and m != 16 * num_warps
+    return (a.dtype.name in HALVES and m in NARROW_N
             and supports(n, m, a.dims[1], num_warps, a.dtype, b_k_major=not a_mn_major))
 
 
 def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: bool,
                    wgmma: bool = False) -> None:
     """Set `engine` on every `tile.mma` of the kernel (see the module docstring), and
-    `swapped` on a wgmma product of few rows computed transposed (`swapped_fits`), where
-    no other product has its result's shape (the layout pass gives all results of a shape
-    one accumulator layout, and a swapped product's is the transpose's)."""
+    `swapped` on a wgmma product of few rows computed transposed (`swapped_fits`). Such a
+    product, and one of two m64 instructions a warp group (`row_blocks`), keeps wgmma
+    only where every product of its result's shape does so too: the layout pass gives
+    the results of a shape one accumulator layout, and theirs is wgmma's own (the
+    transpose's, or rows interleaved by block: `layout.wgmma_accumulator`)."""
     products = [op for op in tile_ops if kind_of(op) == "mma"]
-    swapped: dict[Operation, str] = {}  # the engine each would have without the swap
+    # the products whose accumulator layout is wgmma's alone (computed transposed, or
+    # two m64 instructions a warp group), with the engine each has without wgmma
+    special: dict[Operation, str] = {}
     for op in products:
         a, result = op.operands[0].type, op.results[0].type
         assert isinstance(a, TileType) and isinstance(result, TileType)
         shape = tuple(result.dims)
         engine = engine_for(a, shape, num_warps, tensor_cores, wgmma, b_is_transposed(op))
-        if (engine != "wgmma" and tensor_cores and wgmma
+        if engine == "wgmma" and row_blocks(shape[0], num_warps) > 1:
+            special[op] = engine_for(a, shape, num_warps, tensor_cores)
+        elif (engine != "wgmma" and tensor_cores and wgmma
                 and swapped_fits(a, shape, num_warps, a_is_transposed(op))):
-            swapped[op], engine = engine, "wgmma"
-        op.set_param("engine", engine)  # type: ignore[attr-defined]
-    for op, unswapped in swapped.items():
-        shape = op.results[0].type.dims  # type: ignore[attr-defined]
-        alone = all(p in swapped for p in products
-                    if p.results[0].type.dims == shape)  # type: ignore[attr-defined]
-        if alone:
+            special[op], engine = engine, "wgmma"
             op.set_param("swapped", True)  # type: ignore[attr-defined]
-        else:
-            op.set_param("engine", unswapped)  # type: ignore[attr-defined]
+        op.set_param("engine", engine)  # type: ignore[attr-defined]
+    for op, without in special.items():
+        shape = op.results[0].type.dims  # type: ignore[attr-defined]
+        if any(p not in special for p in products if p.results[0].type.dims == shape):  # type: ignore[attr-defined]
+            op.set_param("engine", without)  # type: ignore[attr-defined]
+            op.set_param("swapped", False)  # type: ignore[attr-defined]
 
 
 def swapped(op: Operation) -> bool:

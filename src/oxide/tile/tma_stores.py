@@ -80,7 +80,7 @@ from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile import named_barriers
 from oxide.tile.builder import TileBuilder
-from oxide.tile.layout import Layout, mma_accumulator
+from oxide.tile.layout import Layout, mma_accumulator, wgmma_accumulator
 from oxide.tile.layouts import layout_of
 from oxide.tile.operand_rings import (
     RING_BYTES,
@@ -211,8 +211,9 @@ def _qualifies(b: TileBuilder, op: Operation, accesses: dict[SSAValue, int]) -> 
     width = row_elements(cols, t.dtype)
     layout = layout_of(value)
     accumulator = any(a is not None and a.key() == layout.key()
-                      for a in (mma_accumulator((rows, cols), layout.num_warps, r)
-                                for r in (False, True)))
+                      for a in (mma_accumulator((rows, cols), layout.num_warps, False),
+                                mma_accumulator((rows, cols), layout.num_warps, True),
+                                wgmma_accumulator((rows, cols), layout.num_warps)))
     return (accumulator and accesses.get(array) == 1
             and mappable(b, array, op.param("drop") or 0) and op.param("vectors") is True
             and rows <= TMA_MAX_BOX and cols % width == 0

@@ -6,7 +6,9 @@ transpose is the product's B (`b_transposed`, folded by the layout pass), or `a`
 (K, M) tile whose transpose is A (`a_transposed`, likewise: read MN-major); or 8-bit float
 ones (wgmma reads those K-major only: a (K, N) B is staged transposed); the block's
 warps in whole warp groups with M = 16 * num_warps (warp group g owns rows 64g..64g+63,
-one m64nNk16 instruction per k step, m64nNk32 for 8-bit floats: 32 bytes of each row);
+one m64nNk16 instruction per k step, m64nNk32 for 8-bit floats: 32 bytes of each row),
+or twice that (each warp group issues an instruction a block of 16 * num_warps rows,
+rows 64g.. of each: `layout.wgmma_accumulator`, Triton's 128-row tiles on 4 warps);
 N a multiple of 64 up to 256 (or 8, 16, 32: tile/mma_choice.py `supports`); K of one or
 two instructions or a multiple of a 128-byte row; the accumulator in
 `layout.mma_accumulator(..., rows_only=True)`, which is wgmma's own fragment layout (warp
@@ -110,7 +112,9 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     tma = [t for t in rings if ring_of(t.layout).tma]  # type: ignore[union-attr]
     # A in the A-fragment layout (the layout pass's choice for a loop-invariant A, and a
     # product's result such as attention's p): read from registers, the `rs` form
-    a_regs = size == 2 and not a_transposed and \
+    span = 16 * em.num_warps  # the rows one m64 instruction of each warp group covers
+    blocks = m // span  # row blocks: m64 instructions a warp group issues a k step
+    a_regs = size == 2 and not a_transposed and blocks == 1 and \
         a.layout.key() == mma_operand_a((m, k), em.num_warps, em.num_warps).key()
     if (not a_regs and ring_of(a.layout) is None) or ring_of(b.layout) is None:
         em.barrier()  # the previous product's reads of the staging arrays are over
@@ -138,12 +142,16 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     if a_start is not None:
         a_row0 = em.b.value(ops.BinaryOp("add", a_row0, a_start))
     slot = {offs: s for s, offs in enumerate(acc.layout.offsets())}
-    # fragment register e of column group j: row 8 * (e // 2), column 8 * j + e % 2 of
-    # the thread's share (the other way round in a transposed accumulator)
-    at = [(8 * (e // 2), 8 * j + e % 2) for j in range(n // 8) for e in range(4)]
-    order = [slot[(c, r) if transposed_acc else (r, c)] for r, c in at]
+    # row block j's fragment register e of column group c: row span * j + 8 * (e // 2),
+    # column 8 * c + e % 2 of the thread's share (the other way round in a transposed
+    # accumulator)
+    at = [[(span * j + 8 * (e // 2), 8 * c + e % 2) for c in range(n // 8) for e in range(4)]
+          for j in range(blocks)]
+    order = [[slot[(c, r) if transposed_acc else (r, c)] for r, c in block] for block in at]
     values = list(acc.values)
-    regs = [values[s] for s in order]
+    regs = [[values[s] for s in block] for block in order]
+    # block j's rows of A: `span * j` rows further (K-major), or `span / 64` slabs
+    block_rows = span * (k if a_transposed else width_a)
     packed = _packed_a(em, a, k, step) if a_regs else []
     pingpong.before_issue(em, turn)
     em.b.emit(ops.HopperOp("wgmma.fence", [], []))
@@ -151,15 +159,6 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     kind = f"wgmma.m64n{n}k{step}.{WGMMA_TYPES[a.dtype.name]}.{'rs' if a_regs else 'ss'}"
     for kk in range(k // step):
         col = step * kk
-        if a_regs:
-            a_in = packed[4 * kk:4 * kk + 4]
-        elif a_transposed:  # K rows of the group's slab: MN-major, as B's slabs below
-            a_row = SLAB * size
-            a_in = [_descriptor(em, sa, _add(em, a_row0, col * SLAB), a_row,
-                                lbo=k * a_row, sbo=8 * a_row)]
-        else:
-            a_at = _add(em, a_row0, (col // width_k) * m * width_k + col % width_k)
-            a_in = [_descriptor(em, sa, a_at, row_bytes, lbo=16, sbo=8 * row_bytes)]
         if k_major_b:  # (N, K) K-major, like A, every warp group reads all N rows
             b_at = (col // width_k) * n * width_k + col % width_k
             db = _descriptor(em, sb, _at(em, b_start, b_at), row_bytes, lbo=16,
@@ -169,26 +168,39 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
             db = _descriptor(em, sb, _at(em, b_start, col * width_b), b_row, lbo=k * b_row,
                              sbo=8 * b_row)
         guarded = [] if guard is None else [guard]
-        op = ops.HopperOp(kind, [*a_in, db, one, *guarded, *regs],
-                          [ir_type(T.f32)] * len(regs),
-                          imm=(int(a_transposed), 0 if k_major_b else 1,
-                               int(guard is not None)))
-        em.b.emit(op)
-        regs = list(op.results)
+        for j in range(blocks):
+            if a_regs:
+                a_in = packed[4 * kk:4 * kk + 4]
+            elif a_transposed:  # K rows of the group's slab: MN-major, as B's slabs below
+                a_row = SLAB * size
+                a_in = [_descriptor(em, sa, _add(em, a_row0, block_rows * j + col * SLAB),
+                                    a_row, lbo=k * a_row, sbo=8 * a_row)]
+            else:
+                a_at = _add(em, a_row0, block_rows * j + (col // width_k) * m * width_k
+                            + col % width_k)
+                a_in = [_descriptor(em, sa, a_at, row_bytes, lbo=16, sbo=8 * row_bytes)]
+            op = ops.HopperOp(kind, [*a_in, db, one, *guarded, *regs[j]],
+                              [ir_type(T.f32)] * len(regs[j]),
+                              imm=(int(a_transposed), 0 if k_major_b else 1,
+                                   int(guard is not None)))
+            em.b.emit(op)
+            regs[j] = list(op.results)
+    flat_order = [s for block in order for s in block]
+    flat = [v for block in regs for v in block]
     if issue_only:
-        for s, v in zip(order, regs, strict=True):
+        for s, v in zip(flat_order, flat, strict=True):
             values[s] = v
         return Slots(acc.dtype, acc.layout, tuple(values))
     em.b.emit(ops.HopperOp("wgmma.commit", [], []))
     pingpong.after_commit(em, turn)
     if after_commit is not None:
         after_commit()
-    wait = ops.HopperOp("wgmma.wait", regs, [ir_type(T.f32)] * len(regs),
+    wait = ops.HopperOp("wgmma.wait", flat, [ir_type(T.f32)] * len(flat),
                         imm=(1 if in_flight or after_commit is not None else 0,))
     em.b.emit(wait)
     if tma and em.consumer_threads is not None:  # buffers back to the producer warp group
         consume(em, [ring_of(t.layout) for t in tma], in_flight)  # type: ignore[misc]
-    for s, v in zip(order, wait.results, strict=True):
+    for s, v in zip(flat_order, wait.results, strict=True):
         values[s] = v
     return Slots(acc.dtype, acc.layout, tuple(values))
 

@@ -1,0 +1,93 @@
+"""A product tile of 128 rows a warp group on sm_90 (Triton's 128 x N tiles on 4 warps,
+256 x N on 8): each warp group issues two m64 instructions a k step, one for each block
+of 16 * num_warps rows (tile/mma_choice.py `row_blocks`), into wgmma's accumulator of
+those blocks (`layout.wgmma_accumulator`: warp w's rows `16 w + g + 8 i` of each block).
+Before, such a product ran on mma.sync. Checked as compiled for sm_90 (PTX) and run on
+the CPU as sm_90 runs it (OXIDE_TILE_CPU_HOPPER=1) against NumPy;
+tests/test_gpu_tile_row_blocks.py runs the same kernels on the GPU."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import pytest
+from test_tile_swapped import _sig, check_matmul, make_matmul
+from test_tile_tma_rings import TMA
+from test_tile_transposed_a import on_cpu, switch
+
+from oxide import bf16, f32, tile
+
+WGMMA = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.\w+\.\w+ "
+                   r"\{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, (\d), (\d);")
+
+
+def _ptx(warps: int, stages: int, form: str, bm: int, bn: int, bk: int) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a 128 x 256 tile on 4 warps warns of spills
+        return make_matmul(warps, stages, form).compile(*_sig(), bm, bn, bk,
+                                                        arch="sm_90").ptx
+
+
+@pytest.mark.parametrize("warps, bm, bn, bk", [(4, 128, 128, 64), (4, 128, 64, 32),
+                                               (8, 256, 128, 64)])
+@pytest.mark.parametrize("form, bits", [("ab", ("0", "1")), ("wt", ("0", "0")),
+                                        ("at", ("1", "1"))])
+def test_two_row_blocks_a_warp_group(warps, bm, bn, bk, form, bits) -> None:
+    ptx = _ptx(warps, 3, form, bm, bn, bk)
+    products = WGMMA.findall(ptx)
+    assert set(products) == {(str(bn), *bits)}
+    # two instructions a k step for each warp group (the chain is written once)
+    assert len(products) == 2 * bk // 16
+    assert "mma.sync" not in ptx and ptx.count(TMA) >= 2
+
+
+def test_four_blocks_stay_on_mma_sync() -> None:
+    ptx = _ptx(4, 2, "ab", 256, 64, 32)
+    assert "wgmma" not in ptx and "mma.sync" in ptx
+
+
+def test_a_product_of_the_same_shape_on_mma_sync_keeps_both_there() -> None:
+    """Two products of one result shape share its accumulator layout: where one cannot
+    take wgmma (f32 operands: a multiply-add loop), the other's two row blocks stay on
+    mma.sync."""
+    from oxide import Const, DisjointSlice, Slice
+
+    @tile.kernel(num_warps=4)
+    def mixed(a: Slice[bf16, 2], b: Slice[bf16, 2], x: Slice[f32, 2], y: Slice[f32, 2],
+              c: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int], BK: Const[int]):
+        acc = tile.mma(tile.load(a, (0, 0), (BM, BK)), tile.load(b, (0, 0), (BK, BN)),
+                       tile.zeros((BM, BN), f32))
+        acc = tile.mma(tile.load(x, (0, 0), (BM, BK)), tile.load(y, (0, 0), (BK, BN)), acc)
+        tile.store(c, (0, 0), acc)
+
+    from test_tile_tma_rings import V
+    sig = (V(Slice[bf16, 2], vectors=True), V(Slice[bf16, 2], vectors=True),
+           V(Slice[f32, 2], vectors=True), V(Slice[f32, 2], vectors=True),
+           V(DisjointSlice[f32, 2], vectors=True))
+    ptx = mixed.compile(*sig, 128, 64, 32, arch="sm_90").ptx
+    assert "wgmma.mma_async" not in ptx and "mma.sync" in ptx
+
+
+# (warps, stages, M, N, K, tiles): ragged in every dimension
+CASES = [(4, 3, 200, 130, 136, (128, 64, 64)), (4, 4, 130, 260, 96, (128, 128, 32)),
+         (8, 3, 300, 140, 128, (256, 128, 64))]
+
+
+@pytest.fixture
+def hopper_on_cpu(monkeypatch):
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+
+
+@pytest.mark.usefixtures("hopper_on_cpu")
+@pytest.mark.parametrize("producer", ["1", "0", "cp.async"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[2:5])))
+def test_matmul_against_numpy(case, producer, monkeypatch) -> None:
+    switch(producer, monkeypatch)
+    check_matmul(case, on_cpu)
+
+
+@pytest.mark.usefixtures("hopper_on_cpu")
+@pytest.mark.parametrize("form", ["wt", "at"])
+def test_transposed_operands_against_numpy(form) -> None:
+    check_matmul(CASES[0], on_cpu, form)
