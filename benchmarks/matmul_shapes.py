@@ -13,7 +13,8 @@ the time includes that zeroing), as a measure of what a split-K schedule in the 
 would give; and what `ox.autotune` gives over tile shapes, `num_warps` and `num_stages`
 (TILE_CONFIGS: the example's tile, and 64-row tiles down to 16 columns with deep rings,
 or with K steps of 128 and 256 and fewer stages, which give a product of few rows more
-blocks without splitting K and more bytes in flight a stage), for `a @ b` (the
+blocks without splitting K and more bytes in flight a stage, and 16- and 32-row tiles,
+which sm_90 computes transposed: the rows as wgmma's N), for `a @ b` (the
 example's own kernel) and for `x @ w.T` with w (N, K) as torch's Linear keeps it
 (against `torch.nn.functional.linear`).
 
@@ -47,7 +48,9 @@ SPLIT_MIN_STEPS = 4  # K steps (of BK) each split keeps at least
 TILE_CONFIGS = [(128, 256, 64, 8, 4), (128, 128, 64, 8, 6), (64, 256, 64, 4, 4),
                 (64, 128, 64, 4, 6), (64, 64, 64, 4, 8), (64, 32, 128, 4, 6),
                 (64, 16, 128, 4, 8), (64, 128, 128, 4, 3), (64, 64, 128, 4, 5),
-                (64, 64, 256, 4, 3), (64, 32, 256, 4, 4)]
+                (64, 64, 256, 4, 3), (64, 32, 256, 4, 4),
+                # few rows, computed transposed on wgmma (the rows as its N, stop 59)
+                (16, 64, 256, 4, 4), (32, 64, 256, 4, 4)]
 
 
 def splitk_matmul_kernel() -> Any:
