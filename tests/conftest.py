@@ -76,3 +76,10 @@ def general(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(gpu, "launch_gpu", counted)
     return calls
+
+
+@pytest.fixture
+def hopper_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tile kernels run on the CPU as sm_90 compiles them (OXIDE_TILE_CPU_HOPPER=1):
+    wgmma, TMA rings and the producer warp group emulated, checked against NumPy."""
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")

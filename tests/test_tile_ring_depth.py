@@ -52,11 +52,6 @@ def test_transposed_operands_too_deep() -> None:
     assert len(said) == 1 and "compiled with num_stages=4" in said[0]
 
 
-@pytest.fixture
-def hopper_on_cpu(monkeypatch):
-    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
-
-
 @pytest.mark.usefixtures("hopper_on_cpu")
 def test_the_shallower_pipeline_against_numpy() -> None:
     m, n, k = 130, 264, 200  # rows of whole 16-byte vectors: both operands take rings

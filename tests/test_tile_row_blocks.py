@@ -74,11 +74,6 @@ CASES = [(4, 3, 200, 130, 136, (128, 64, 64)), (4, 4, 130, 260, 96, (128, 128, 3
          (8, 3, 300, 140, 128, (256, 128, 64))]
 
 
-@pytest.fixture
-def hopper_on_cpu(monkeypatch):
-    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
-
-
 @pytest.mark.usefixtures("hopper_on_cpu")
 @pytest.mark.parametrize("producer", ["1", "0", "cp.async"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[2:5])))

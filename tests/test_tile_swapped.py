@@ -158,11 +158,6 @@ CASES = [(4, 4, 16, 200, 264, (16, 64, 128)), (4, 3, 40, 130, 96, (32, 64, 32)),
          (8, 3, 8, 260, 128, (8, 128, 64)), (4, 3, 24, 300, 128, (32, 128, 64))]
 
 
-@pytest.fixture
-def hopper_on_cpu(monkeypatch):
-    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
-
-
 @pytest.mark.usefixtures("hopper_on_cpu")
 @pytest.mark.parametrize("producer", ["1", "cp.async"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[2:5])))

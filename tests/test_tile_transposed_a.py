@@ -146,11 +146,6 @@ def test_sm80_keeps_the_permute_on_mma_sync() -> None:
     assert "wgmma" not in ptx and "mma.sync.aligned.m16n8k16" in ptx
 
 
-@pytest.fixture
-def hopper_on_cpu(monkeypatch):
-    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
-
-
 def close(got: np.ndarray, want: np.ndarray, out, k: int) -> None:
     rtol = 2.0 ** -7 if out is bf16 else 1e-6
     np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol,
