@@ -86,3 +86,31 @@ def test_matmul_against_numpy(case, producer, monkeypatch) -> None:
 @pytest.mark.parametrize("form", ["wt", "at"])
 def test_transposed_operands_against_numpy(form) -> None:
     check_matmul(CASES[0], on_cpu, form)
+
+
+@pytest.mark.usefixtures("hopper_on_cpu")
+def test_fp8_two_row_blocks_against_numpy() -> None:
+    """8-bit floats too: x @ w.T of e4m3, 128 rows on 4 warps, two m64nNk32 instructions
+    a warp group and k step."""
+    import dataclasses
+
+    import numpy as np
+    from test_gpu_tile_rings import make_linear_t
+
+    from oxide import DisjointSlice, Slice, f8e4m3
+
+    vec = dataclasses.replace
+    sig = (vec(Slice[f8e4m3, 2], vectors=True), vec(Slice[f8e4m3, 2], vectors=True),
+           vec(DisjointSlice[f32, 2], vectors=True))
+    kernel = make_linear_t(f8e4m3, 4, 3)
+    ptx = kernel.compile(*sig, 128, 64, 128, arch="sm_90").ptx
+    assert ptx.count("m64n64k32.f32.e4m3.e4m3") == 2 * 128 // 32 and "mma.sync" not in ptx
+    rng = np.random.default_rng(11)
+    m, n, k = 200, 100, 256
+    x = rng.standard_normal((m, k)).astype(f8e4m3.numpy)
+    w = rng.standard_normal((n, k)).astype(f8e4m3.numpy)
+    y = np.full((m, n), 7, np.float32)
+    kernel[tile.cdiv(m, 128), tile.cdiv(n, 64)](x, w, y, 128, 64, 128)
+    want = x.astype(np.float64) @ w.astype(np.float64).T
+    # Hopper keeps about 13 bits of a running fp8 sum between k32 steps (language.md)
+    np.testing.assert_allclose(y, want, rtol=2e-3, atol=2e-3 * np.sqrt(k))
