@@ -8,7 +8,8 @@ to the output's tile, so any two values can meet.
 Issue 28's ops (elementwise math, `**`, `tile.fma`, `a if c else b` on scalar
 conditions with `and`/`or`/`not`, `for` and `while` loops carrying tiles and scalars)
 come from lang_ops.py; frames are rank 1, 2 or 3 (some rank-2 ones of 16 rows a warp, whose
-row products are wgmma on sm_90: `WGMMA_FRAMES`, or of 32 rows a warp: `ROW_BLOCK_FRAMES`; some without a product on `num_warps="auto"`:
+row products are wgmma on sm_90: `WGMMA_FRAMES`, or of 32 rows a warp: `ROW_BLOCK_FRAMES`; some of few rows on 4 warps:
+`FEW_ROW_FRAMES`; some without a product on `num_warps="auto"`:
 `AUTO_WARPS_FRAMES`); an input is now and then a 0-d array,
 read with `tile.load(x, (), ())` (`SCALAR_INPUTS`).
 
@@ -56,6 +57,10 @@ SQUARE_FRAMES = 0.3
 # of the WGMMA_FRAMES of 128 rows: on 4 warps, 32 rows a warp, so that each warp group
 # issues two m64 instructions a k step (tile/mma_choice.py `row_blocks`)
 ROW_BLOCK_FRAMES = 0.4
+# of the other rank-2 frames of 8 to 32 rows over 64 or 128 columns: on 4 warps, where
+# a product is wgmma computed transposed on sm_90 (the rows as its N), and K loops as
+# often as in the WGMMA_FRAMES
+FEW_ROW_FRAMES = 0.5
 WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # their ops
 # a K loop of products (`num_stages` pipelines it): of the WGMMA_FRAMES, and of the other
 # rank-2 frames (mma.sync or FMA products, rings of cp.async on sm_90)
@@ -94,6 +99,7 @@ class Generator(LangOps):
     def __init__(self, rng: random.Random, seed: int, index: int) -> None:
         self.rng = rng
         self.wide = False  # a frame of 16 rows a warp (WGMMA_FRAMES)
+        self.few_rows = False  # a frame of 8 to 32 rows on 4 warps (FEW_ROW_FRAMES)
         self.p = self._frame(seed, index)
 
     # -- the frame: tile, grid, arrays, scalars ----------------------------------------
@@ -127,6 +133,9 @@ class Generator(LangOps):
                     ROW_BLOCK_FRAMES:
                 warps = 4
             self.wide = True
+        elif rank == 2 and tile[0] in (8, 16, 32) and tile[1] in (64, 128) and \
+                random.Random(f"fewrows:{seed}:{index}").random() < FEW_ROW_FRAMES:
+            warps, self.few_rows = 4, True
         shape = tuple(self._extent(g, b) for g, b in zip(grid, tile, strict=True))
         buffer, offset = self._buffer(shape)
         drawn = rng.choice((1, 2, 4, 8))
@@ -235,7 +244,8 @@ class Generator(LangOps):
         kloop = random.Random(f"oxide-tile-fuzz-kloop/{p.seed}/{p.index}")
         if self.wide and chain.random() < PRODUCT_CHAINS:
             self._product_chain(chain)  # (its programs, pinned by tests, stay as they were)
-        elif p.rank == 2 and kloop.random() < K_LOOPS[0 if self.wide else 1]:
+        elif p.rank == 2 and kloop.random() < K_LOOPS[0 if self.wide or self.few_rows
+                                                      else 1]:
             self._k_loop(kloop)
         root = self._absorb()
         if root.dtype == "bool":
@@ -570,7 +580,7 @@ class Generator(LangOps):
         of the step (a TMA box past the edge, or rows not 16-byte aligned: cp.async)."""
         p = self.p
         bm, bn = p.tile
-        dtype = "f16" if self.wide or r.random() < 0.7 else "f32"
+        dtype = "f16" if self.wide or self.few_rows or r.random() < 0.7 else "f32"
         bk = r.choice((16, 32, 64)) if dtype == "f16" else r.choice((4, 8, 16))
         k = r.choice((bk, 2 * bk, 4 * bk, r.randint(1, 5 * bk)))
         steps = -(-k // bk)
