@@ -100,7 +100,9 @@ def _eligible(b: TileBuilder, em: TileEmitter, loop: ProductLoop
     """(the accumulator variable, its read in the loop) where `loop` may be rotated."""
     head, tail = loop.head, loop.tail
     if tail.param("a_transposed", False) or swapped(tail) or swapped(head):
-        return None  # the rotated tail reads its A from registers or K-major only
+        # the rotated tail reads its A from registers or K-major only, and as the
+        # product's A (a product computed transposed reads its B's tile there)
+        return None
     block = tail.parent_block()
     assert block is not None
     result = tail.results[0]
