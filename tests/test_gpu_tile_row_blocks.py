@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 from test_gpu_tile_wgmma import _gpu
-from test_tile_row_blocks import CASES
+from test_tile_row_blocks import CASES, check_fp8_two_row_blocks
 from test_tile_swapped import check_matmul, make_matmul
 from test_tile_transposed_a import switch
 
@@ -26,6 +26,10 @@ def test_matmul(case, producer, monkeypatch) -> None:
 @pytest.mark.parametrize("form", ["wt", "at"])
 def test_transposed_operands(form) -> None:
     check_matmul(CASES[0], _gpu, form)
+
+
+def test_fp8_two_row_blocks() -> None:
+    check_fp8_two_row_blocks(_gpu)
 
 
 @pytest.mark.parametrize("warps, bm, bn", [(4, 128, 128), (8, 256, 128)])

@@ -12,7 +12,7 @@ import re
 import warnings
 
 import pytest
-from test_tile_swapped import _sig, check_matmul, make_matmul
+from test_tile_swapped import Launch, _sig, check_matmul, make_matmul
 from test_tile_tma_rings import TMA
 from test_tile_transposed_a import on_cpu, switch
 
@@ -88,8 +88,7 @@ def test_transposed_operands_against_numpy(form) -> None:
     check_matmul(CASES[0], on_cpu, form)
 
 
-@pytest.mark.usefixtures("hopper_on_cpu")
-def test_fp8_two_row_blocks_against_numpy() -> None:
+def check_fp8_two_row_blocks(launch: Launch) -> None:
     """8-bit floats too: x @ w.T of e4m3, 128 rows on 4 warps, two m64nNk32 instructions
     a warp group and k step."""
     import dataclasses
@@ -110,7 +109,12 @@ def test_fp8_two_row_blocks_against_numpy() -> None:
     x = rng.standard_normal((m, k)).astype(f8e4m3.numpy)
     w = rng.standard_normal((n, k)).astype(f8e4m3.numpy)
     y = np.full((m, n), 7, np.float32)
-    kernel[tile.cdiv(m, 128), tile.cdiv(n, 64)](x, w, y, 128, 64, 128)
+    launch(kernel, (tile.cdiv(m, 128), tile.cdiv(n, 64)), x, w, y, 128, 64, 128)
     want = x.astype(np.float64) @ w.astype(np.float64).T
     # Hopper keeps about 13 bits of a running fp8 sum between k32 steps (language.md)
     np.testing.assert_allclose(y, want, rtol=2e-3, atol=2e-3 * np.sqrt(k))
+
+
+@pytest.mark.usefixtures("hopper_on_cpu")
+def test_fp8_two_row_blocks_against_numpy() -> None:
+    check_fp8_two_row_blocks(on_cpu)

@@ -14,6 +14,7 @@ from oxide import AtomicSlice, Const, DisjointSlice, Slice, bf16, f32, tile
 from oxide.codegen.abi import OperandMap
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
 from oxide.tile import tma_stores
+from oxide.tile.operand_rings import RING_BYTES
 
 STORE = "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group"
 WAIT = "cp.async.bulk.wait_group \t0"
@@ -71,7 +72,7 @@ def test_a_tile_too_large_for_what_the_rings_leave_goes_through_a_slab_ring(
     if not whole_block:  # (and not the disk cache's kernel of the whole block's plan)
         monkeypatch.setenv("OXIDE_CACHE", "0")
         monkeypatch.setattr(tma_stores, "BARRIER_BYTES",
-                            SM90A_STATIC_SHARED_BYTES - tma_stores.RING_BYTES)
+                            SM90A_STATIC_SHARED_BYTES - RING_BYTES)
     ck = make_gemm(bf16, 8, 4).compile(*_sig(bf16), 128, 256, 64, arch="sm_90")
     assert OperandMap(2, "bf16", (64, width), swizzle) in ck.operand_maps
     slabs = 256 // width

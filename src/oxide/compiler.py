@@ -263,6 +263,9 @@ def _compile(kernel: Any, sig: tuple[Any, ...], target: str, arch: str | None) -
             tgt = NVPTXTarget(arch, launch_bound(kernel.options),
                               getattr(kernel.options, "occupancy", None),
                               declared_block_size(kernel.options))
+    chosen = getattr(lowered, "occupancy", None)
+    if chosen and target == "nvptx":  # (a tile kernel compiled for two blocks an SM)
+        tgt.min_blocks = chosen
     producer_threads = getattr(lowered, "producer_threads", 0)
     if producer_threads and target == "nvptx":  # a producer warp group past the warps
         tgt.max_threads += producer_threads

@@ -28,6 +28,13 @@ def producer_enabled() -> bool:
     return os.environ.get("OXIDE_TILE_PRODUCER", "1") != "0"
 
 
+def two_blocks_enabled() -> bool:
+    """OXIDE_TILE_TWO_BLOCKS=1: a 4-warp tile kernel with a pipelined product loop may be
+    compiled for two blocks an SM on sm_90 (tile/frontend.py `_may_take_two_blocks`).
+    Off by default until measured on a GPU: it changes every such kernel's code."""
+    return os.environ.get("OXIDE_TILE_TWO_BLOCKS", "0") == "1"
+
+
 def hopper_on_cpu() -> bool:
     """OXIDE_TILE_CPU_HOPPER=1: the CPU target compiles tile kernels as sm_90 does (wgmma,
     TMA rings, a producer warp group, TMA stores, each in the CPU's meaning), to test that
@@ -100,4 +107,5 @@ def codegen_switches() -> tuple[bool, ...]:
     return (wgmma_enabled(), tma_enabled(), producer_enabled(), hopper_on_cpu(),
             persistent_grid.enabled(), pingpong_enabled(), overlap_enabled(),
             uniform_role_enabled(), row_staging_enabled(), register_order_enabled(),
-            register_order_everywhere(), exp2_ftz_enabled(), pingpong_issue_only())
+            register_order_everywhere(), exp2_ftz_enabled(), pingpong_issue_only(),
+            two_blocks_enabled())

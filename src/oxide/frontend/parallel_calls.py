@@ -35,6 +35,16 @@ LOCAL_ARRAY_BYTES = 64 * 1024
 STATIC_SHARED_BYTES = 48 * 1024
 # ptxas takes up to 227 KiB of static shared memory for sm_90a (sm_90 and older: 48 KiB)
 SM90A_STATIC_SHARED_BYTES = 227 * 1024
+# an sm_90 SM's shared memory, of which the driver keeps 1 KiB for each resident block
+SM90_SHARED_PER_SM = 228 * 1024
+SM90_RESERVED_PER_BLOCK = 1024
+
+
+def sm90_block_shared_bytes(occupancy: int | None) -> int:
+    """The shared memory one block may take on sm_90 so that `occupancy` blocks fit an SM
+    at once (`@tile.kernel(occupancy=N)`; None or 1: the whole block's limit)."""
+    per_block = SM90_SHARED_PER_SM // (occupancy or 1) - SM90_RESERVED_PER_BLOCK
+    return min(SM90A_STATIC_SHARED_BYTES, per_block)
 
 
 class ParallelCallsMixin:

@@ -36,6 +36,7 @@ from typing import Any
 from oxide import types as T
 from oxide.codegen import persistent_grid
 from oxide.codegen.abi import OperandMap
+from oxide.codegen.switches import two_blocks_enabled
 from oxide.codegen.warp_roles import PRODUCER_THREADS
 from oxide.errors import (
     CompileError,
@@ -66,7 +67,7 @@ from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
 from oxide.tile.memory import TileMemoryMixin
 from oxide.tile.op_builder import TileOps
-from oxide.tile.operand_rings import RING_BYTES
+from oxide.tile.operand_rings import ring_budget
 from oxide.tile.operators import TileOperatorsMixin, is_product
 from oxide.tile.persistent_schedule import PersistentScheduleMixin, persistable
 from oxide.tile.philox import TileRandomMixin
@@ -101,6 +102,11 @@ class TileLowered(LoweredKernel):
     # the kernel walks its logical grid, passed as hidden parameters after its own
     # (tile/persistent_schedule.py, codegen/persistent_grid.py)
     persistent_grid: bool = False
+    # blocks an SM the kernel was compiled to leave room for (`.minnctapersm`): the
+    # kernel's `occupancy`, or 2 where the compiler chose it (`_two_blocks_an_sm`)
+    occupancy: int | None = None
+    # every product reads its operands from TMA rings (what two blocks an SM pay for)
+    two_blocks_pay: bool = False
 
 
 def is_power_of_two(n: int) -> bool:
@@ -117,7 +123,19 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     `tensor_cores` (the CPU target), every product is an FMA loop. Where a pipelined
     loop's operand rings do not fit shared memory at the kernel's `num_stages`
     (`RingsTooDeep`), it is lowered at the deepest `num_stages` whose rings fit, with a
-    PerformanceWarning that says so (the results are the same at any depth)."""
+    PerformanceWarning that says so (the results are the same at any depth). A kernel
+    of one warp group with a pipelined product loop is compiled for two blocks an SM
+    where that keeps its pipeline (`_two_blocks_an_sm`)."""
+    if wgmma and tma and _may_take_two_blocks(kernel):
+        two = kernel.with_options(replace(kernel.tile_options, occupancy=2))
+        try:
+            lowered = _lower_tile_kernel(two, sig, symbol, keep_tile_ir, verify, tensor_cores,
+                                         wgmma, tma, cpu)
+        except RingsTooDeep:  # half an SM's shared memory holds too shallow a pipeline
+            pass
+        else:
+            if lowered.two_blocks_pay:
+                return lowered
     asked = kernel.tile_options.num_stages
     while True:
         try:
@@ -131,6 +149,26 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
         return lowered
 
 
+def _may_take_two_blocks(kernel: Any) -> bool:
+    """Whether a kernel is worth a lowering for two blocks an SM (occupancy 2): one warp
+    group (4 warps), a pipelined loop (`num_stages` >= 2), no `occupancy` of its own.
+
+    Why. One consumer warp group leaves the tensor cores idle wherever it waits (for a
+    product, a fill, its epilogue's stores); a producer warp group hides the fills but
+    not the rest, and measured nothing on 4 warps (H100, 2026-12-07: 128 x 128 x 64,
+    4096^3, 452 / 574 TFLOPS with it at 3 / 4 stages, 486 / 599 without). A second
+    block on the SM fills those gaps, as Triton's 4-warp kernels get it (their rings
+    leave room): the rings and the store's buffers are then kept within half the SM's
+    shared memory (`sm90_block_shared_bytes`), and the kernel has no producer. Where
+    its rings at `num_stages` do not fit that (`RingsTooDeep`), or it has no TMA ring,
+    it is compiled as before, as it is where a product reads an operand from registers
+    or staged by the threads (`products_on_tma_rings`: attention's rings, which only a
+    producer fills). OXIDE_TILE_TWO_BLOCKS=1 turns it on (codegen/switches.py)."""
+    options = kernel.tile_options
+    return (two_blocks_enabled() and options.num_warps == 4 and options.occupancy is None
+            and options.num_stages >= 2)
+
+
 def _warn_stages(kernel: Any, asked: int) -> None:
     """The PerformanceWarning of a pipeline made shallower than `num_stages` asked, at the
     kernel's `def` line."""
@@ -138,10 +176,15 @@ def _warn_stages(kernel: Any, asked: int) -> None:
     code = kernel.fn.__code__
     warnings.warn_explicit(
         f"`{kernel.__name__}`: num_stages={asked} needs operand rings larger than the "
-        f"{RING_BYTES // 1024} KB of shared memory they may take; compiled with "
+        f"{ring_budget(kernel.tile_options.occupancy) // 1024} KB of shared memory they may "
+        f"take{_at_occupancy(kernel.tile_options.occupancy)}; compiled with "
         f"num_stages={stages}, the deepest whose rings fit\n"
         f"  help: write `num_stages={stages}` (or smaller tiles) to keep this pipeline "
         f"without the warning", PerformanceWarning, code.co_filename, code.co_firstlineno)
+
+
+def _at_occupancy(occupancy: int | None) -> str:
+    return f" at occupancy={occupancy}" if occupancy and occupancy > 1 else ""
 
 
 def _lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str, keep_tile_ir: bool,
@@ -204,7 +247,8 @@ def _lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str, keep_tile
     return TileLowered(func, b.sites, ctx, b, axes, tile_ir, tuple(sorted(low.stores.launch_rules)),
                        tuple(low.em.operand_maps),
                        PRODUCER_THREADS if low.em.consumer_threads is not None else 0,
-                       low.grid_params is not None)
+                       low.grid_params is not None, kernel.tile_options.occupancy,
+                       low.em.products_on_tma)
 
 
 def _first_lowering(lower: Callable[..., Any], tried: list[TileLowering],

@@ -62,7 +62,7 @@ from typing import Any
 from xdsl.ir import BlockArgument, Operation, SSAValue
 
 from oxide import types as T
-from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
+from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, sm90_block_shared_bytes
 from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.ir.types import ArrayType as IRArrayType
@@ -76,7 +76,13 @@ from oxide.tile.values import Slots
 
 CHUNK = 16  # bytes per cp.async copy
 # the rings of one kernel take at most this much shared memory (the rest: conversions)
-RING_BYTES = SM90A_STATIC_SHARED_BYTES - 16 * 1024
+OTHER_SHARED_BYTES = 16 * 1024
+RING_BYTES = SM90A_STATIC_SHARED_BYTES - OTHER_SHARED_BYTES
+
+
+def ring_budget(occupancy: int | None) -> int:
+    """RING_BYTES, or less where `occupancy` blocks must fit an SM's shared memory."""
+    return sm90_block_shared_bytes(occupancy) - OTHER_SHARED_BYTES
 MAX_WAIT = 7  # the largest `cp.async.wait_group` count a product asks for
 TMA_MAX_BOX = 256  # elements per TMA box dimension (a ring of taller tiles keeps cp.async)
 # a token is `group << 4 | buffer`: room for 16 buffers, where the deepest ring takes
@@ -146,17 +152,19 @@ def mn_major(mma: Operation, index: int) -> bool:
 # -- the pass ----------------------------------------------------------------------------
 
 
-def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False) -> int:
+def place_operand_rings(b: TileBuilder, tma: bool = True, producer: bool = False,
+                        occupancy: int | None = None) -> int:
     """Give each qualifying product operand a ring (see the module docstring); how many.
     With `tma`, a K loop's rings of 2-d array parameters are filled by TMA
     (tile/tma_rings.py); with `producer` as well, a single pipelined operand's and a
-    loop-invariant operand's, for a producer warp group (`producer_only`)."""
+    loop-invariant operand's, for a producer warp group (`producer_only`). With
+    `occupancy`, the rings leave room for that many blocks an SM (`ring_budget`)."""
     written = {op.operands[0] for op in b.tile_ops if kind_of(op) in ("store", "atomic")}
     writes: dict[SSAValue, list[Operation]] = {}
     for op in b.tile_ops:
         if kind_of(op) == "var_write":
             writes.setdefault(op.operands[0], []).append(op)
-    budget = RING_BYTES
+    budget = ring_budget(occupancy)
     count = 0
     ids = itertools.count()  # a ring's number: its own, whether or not it is placed
     placed: dict[int, _Placed] = {}
@@ -292,6 +300,15 @@ def needs_producer(b: TileBuilder) -> bool:
     """Whether a ring placed in `b` is one only a producer warp group may fill."""
     return any(getattr(ring_of(layout_of(op.results[0])), "producer_only", False)
                for op in b.tile_ops if kind_of(op) == "load")
+
+
+def products_on_tma_rings(b: TileBuilder) -> bool:
+    """Whether `b` has wgmma products and each reads both operands from rings TMA fills
+    (a K loop as a GEMM writes it; not an operand from registers or staged by the
+    threads)."""
+    products = [op for op in b.tile_ops if kind_of(op) == "mma" and engine_of(op) == "wgmma"]
+    return bool(products) and all(getattr(ring_of(layout_of(v)), "tma", False)
+                                  for op in products for v in op.operands[:2])
 
 
 def _tma_fits(b: TileBuilder, ring: RingLayout, load: Operation) -> bool:

@@ -52,7 +52,11 @@ from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.lower import TileEmitter
 from oxide.tile.mma_choice import choose_engines
-from oxide.tile.operand_rings import needs_producer, place_operand_rings
+from oxide.tile.operand_rings import (
+    needs_producer,
+    place_operand_rings,
+    products_on_tma_rings,
+)
 from oxide.tile.ordering import place_barriers
 from oxide.tile.overlap import plan_overlap
 from oxide.tile.pingpong import plan_pingpong
@@ -122,14 +126,16 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     producer = False
     stores_beyond = False  # a TMA store's buffers took more than the rings' budget
     if target.wgmma and target.rings:
-        em.rings_placed = place_operand_rings(b, target.tma, target.producer_rings)
+        em.rings_placed = place_operand_rings(b, target.tma, target.producer_rings,
+                                               target.occupancy)
         if b.stages_that_fit is not None:
             raise RingsTooDeep(b.stages_that_fit)
+        em.products_on_tma = products_on_tma_rings(b)
         producer = target.tma and plan_producer(b, target.num_warps, target.occupancy)
         if not producer and (need_producer or needs_producer(b)):
             raise ProducerRefused
         if target.tma:
-            stores_beyond = place_tma_stores(b, target.whole_block_stores)
+            stores_beyond = place_tma_stores(b, target.whole_block_stores, target.occupancy)
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow

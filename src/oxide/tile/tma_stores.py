@@ -75,7 +75,7 @@ from typing import Any
 from xdsl.ir import Operation, SSAValue
 
 from oxide import types as T
-from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES
+from oxide.frontend.parallel_calls import sm90_block_shared_bytes
 from oxide.ir import ops
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile import named_barriers
@@ -83,9 +83,9 @@ from oxide.tile.builder import TileBuilder
 from oxide.tile.layout import Layout, mma_accumulator, wgmma_accumulator
 from oxide.tile.layouts import layout_of
 from oxide.tile.operand_rings import (
-    RING_BYTES,
     TMA_MAX_BOX,
     mappable,
+    ring_budget,
     ring_bytes,
     ring_of,
     row_elements,
@@ -150,7 +150,7 @@ def slab_of_slots(layout: Layout, width: int) -> list[int] | None:
     return slabs
 
 
-def place_tma_stores(b: TileBuilder, whole_block: bool) -> bool:
+def place_tma_stores(b: TileBuilder, whole_block: bool, occupancy: int | None = None) -> bool:
     """Mark the stores that go by TMA (`tma` param; see the module docstring), as many as
     the shared memory the rings leave allows: of the block's whole shared memory less
     BARRIER_BYTES (`whole_block`), else of RING_BYTES, which leaves 16 KB for the
@@ -161,7 +161,8 @@ def place_tma_stores(b: TileBuilder, whole_block: bool) -> bool:
     Why the whole block: four stages of 128 x 256 x 64 rings leave 35 KB, enough for two
     64-column slabs of the 128 x 256 result (32 KB) where RING_BYTES gives 19 KB, two
     32-column ones: half the slabs, half the barriers (measured 1% faster on an H100,
-    docs/performance.md)."""
+    docs/performance.md). With `occupancy`, both budgets are of the shared memory that
+    leaves room for that many blocks an SM (`sm90_block_shared_bytes`)."""
     accesses: dict[SSAValue, int] = {}
     for op in b.tile_ops:
         if kind_of(op) in ("load", "store", "atomic"):
@@ -169,8 +170,9 @@ def place_tma_stores(b: TileBuilder, whole_block: bool) -> bool:
     rings = {r.ring: r for op in b.tile_ops if kind_of(op) == "load"
              for r in (ring_of(layout_of(op.results[0])),) if r is not None}
     rings_bytes = sum(ring_bytes(r) for r in rings.values())
-    left = (SM90A_STATIC_SHARED_BYTES - BARRIER_BYTES if whole_block else RING_BYTES) - rings_bytes
-    narrow = RING_BYTES - rings_bytes  # what RING_BYTES would have left
+    block, rings_budget = sm90_block_shared_bytes(occupancy), ring_budget(occupancy)
+    left = (block - BARRIER_BYTES if whole_block else rings_budget) - rings_bytes
+    narrow = rings_budget - rings_bytes  # what the rings' budget would have left
     staged: set[tuple[str, int]] = set()  # one shared tile per dtype and size
     beyond = False
     crowded: bool | None = None  # whether the tiles crowd the registers (asked once)

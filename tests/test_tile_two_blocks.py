@@ -1,0 +1,116 @@
+"""Two blocks an SM for a kernel of one warp group (tile/frontend.py `_may_take_two_blocks`)
+and the shared memory an `occupancy` leaves a block (frontend/parallel_calls.py
+`sm90_block_shared_bytes`), without a GPU: the PTX's launch bounds and shared arrays,
+and the kernels run on the CPU as sm_90 compiles them."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from test_tile_swapped import check_matmul
+from test_tile_tma_rings import V
+from test_tile_transposed_a import on_cpu
+
+import oxide as ox
+from oxide import DisjointSlice, Slice, bf16
+from oxide.examples.tile_matmul import tile_matmul
+from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, sm90_block_shared_bytes
+from oxide.tile.kernel import tile_options
+
+
+@pytest.fixture(autouse=True)
+def two_blocks(monkeypatch):
+    monkeypatch.setenv("OXIDE_TILE_TWO_BLOCKS", "1")
+
+
+HALF_SM = 113 * 1024  # 228 KB an SM, halved, less the driver's 1 KB a block
+SIG = (V(Slice[bf16, 2], vectors=True), V(Slice[bf16, 2], vectors=True),
+       V(DisjointSlice[bf16, 2], vectors=True))
+
+
+def shared_bytes(ptx: str) -> int:
+    return sum(int(n) for n in re.findall(r"\.shared \.align \d+ \.b8 \w+\[(\d+)\]", ptx))
+
+
+def matmul_ptx(warps: int, stages: int, tiles: tuple[int, int, int],
+               occupancy: int | None = None) -> str:
+    kernel = tile_matmul.with_options(tile_options(warps, occupancy, False, num_stages=stages))
+    return kernel.compile(*SIG, *tiles, arch="sm_90").ptx
+
+
+def test_the_shared_memory_of_a_block() -> None:
+    assert sm90_block_shared_bytes(None) == sm90_block_shared_bytes(1) == \
+        SM90A_STATIC_SHARED_BYTES
+    assert sm90_block_shared_bytes(2) == HALF_SM
+    assert sm90_block_shared_bytes(3) == 75 * 1024
+
+
+@pytest.mark.parametrize("stages, tiles", [(3, (128, 128, 64)), (4, (64, 128, 64)),
+                                           (4, (16, 64, 128))])
+def test_one_warp_group_takes_two_blocks_where_its_rings_fit(stages, tiles) -> None:
+    """4 warps and a pipeline whose rings fit half the SM: `.minnctapersm 2`, no
+    producer warp group (128 threads), the rings and the TMA store's buffers within
+    half the SM's shared memory."""
+    ptx = matmul_ptx(4, stages, tiles)
+    assert ".maxntid 128" in ptx and ".minnctapersm 2" in ptx
+    assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor.2d.shared" in ptx
+    if tiles[0] >= 64:  # (few rows: a transposed accumulator, each thread's stores)
+        assert "cp.async.bulk.tensor.2d.global.shared" in ptx  # the store, by TMA
+    assert shared_bytes(ptx) <= HALF_SM
+
+
+@pytest.mark.parametrize("warps, stages, tiles", [
+    (4, 4, (128, 128, 64)),  # 128 KB of rings: one block, with a producer
+    (8, 3, (128, 256, 64)),  # two consumer warp groups
+    (4, 1, (128, 128, 64)),  # no pipeline
+])
+def test_where_it_does_not(warps, stages, tiles) -> None:
+    ptx = matmul_ptx(warps, stages, tiles)
+    assert ".minnctapersm" not in ptx
+    if stages > 1:  # a producer warp group past the consumers
+        assert f".maxntid {warps * 32 + 128}" in ptx
+
+
+def test_without_the_switch_one_block(monkeypatch) -> None:
+    monkeypatch.delenv("OXIDE_TILE_TWO_BLOCKS")
+    ptx = matmul_ptx(4, 3, (128, 128, 64))
+    assert ".minnctapersm" not in ptx and ".maxntid 256" in ptx
+    assert shared_bytes(ptx) > HALF_SM  # the whole tile staged beside three stages
+
+
+def test_an_occupancy_leaves_room_for_its_blocks() -> None:
+    """`occupancy=2` asked: the same budget. A pipeline deeper than half the SM holds
+    is made shallower, and the warning says why."""
+    ptx = matmul_ptx(4, 3, (128, 128, 64), occupancy=2)
+    assert ".minnctapersm 2" in ptx and 96 * 1024 < shared_bytes(ptx) <= HALF_SM
+    with pytest.warns(ox.PerformanceWarning, match="97 KB .* at occupancy=2; compiled with "
+                                                   "num_stages=3"):
+        ptx = matmul_ptx(4, 4, (128, 128, 64), occupancy=2)
+    assert shared_bytes(ptx) <= HALF_SM
+
+
+@pytest.mark.usefixtures("hopper_on_cpu")
+@pytest.mark.parametrize("case", [(4, 3, 200, 130, 136, (128, 64, 64)),
+                                  (4, 4, 40, 200, 264, (16, 64, 128))],
+                         ids=["128x64", "16x64"])
+def test_two_blocks_against_numpy(case) -> None:
+    check_matmul(case, on_cpu)
+
+
+def test_the_cpu_computes_what_it_did() -> None:
+    """The same kernel on the CPU as sm_90 with and without the choice: the same bits."""
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((130, 96)).astype(bf16.numpy)
+    b = rng.standard_normal((96, 70)).astype(bf16.numpy)
+    out = []
+    for two in ("1", "0"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+            mp.setenv("OXIDE_TILE_TWO_BLOCKS", two)
+            c = np.zeros((130, 70), bf16.numpy)
+            kernel = tile_matmul.with_options(tile_options(4, None, False, num_stages=3))
+            kernel[ox.tile.cdiv(130, 64), ox.tile.cdiv(70, 64)](a, b, c, 64, 64, 32)
+            out.append(c.view(np.uint16).copy())
+    np.testing.assert_array_equal(out[0], out[1])
