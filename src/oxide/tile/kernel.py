@@ -278,7 +278,8 @@ def kernel(fn: Callable[..., Any] | None = None, *, num_warps: int | str = 4,
 
     `occupancy=N` asks the GPU code to leave room for N blocks per SM (PTX
     `.minnctapersm N`, beside `.maxntid`): ptxas then caps the registers per thread so
-    that N blocks fit. It changes nothing on the CPU.
+    that N blocks fit, and on sm_90 the product rings and the TMA stores' buffers stay
+    within the SM's shared memory divided by N. It changes nothing on the CPU.
 
     `num_stages=S` (1 to 8, default 1) software-pipelines the tile loads of `for ... in
     range(...)` loops: a `tile.load(...)` in a top-level statement of the body (`x =
