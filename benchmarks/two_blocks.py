@@ -19,7 +19,7 @@ Square bf16 products (`--sizes`), and decode steps (16 and 32 rows against a 409
 weight, few rows computed transposed). Each figure is the best of `--rounds` GPU-timed
 rounds (`simt_bench.gpu_seconds`); every result is checked against torch first.
 
-    python benchmarks/two_blocks.py [--sizes 4096 8192] [--rounds 5]
+    python benchmarks/two_blocks.py [--sizes 4096 8192] [--rounds 5] [--quick] [--no-decode]
 """
 
 from __future__ import annotations
@@ -145,6 +145,8 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[4096, 8192])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-decode", action="store_true", help="square products only")
+    parser.add_argument("--quick", action="store_true",
+                        help="128 x 128 x 64 at 3 and 4 stages, and 16-row decode steps")
     opts = parser.parse_args()
     os.environ["OXIDE_CACHE"] = "0"  # variants of one source: nothing shared on disk
     import warnings
@@ -157,13 +159,13 @@ def main() -> None:
     print(torch.cuda.get_device_name(), flush=True)
     matmul = triton_matmul()
     for s in opts.sizes:
-        configs = [((bm, bn, bk), st) for bm, bn, bk, st in SQUARE_CONFIGS]
+        configs = [((bm, bn, bk), st) for bm, bn, bk, st in SQUARE_CONFIGS[:2 if opts.quick else None]]
         rows = run_shape(s, s, s, configs, opts.rounds, matmul)
         for label, t in rows:
             print(f"{s}^3 {label:52s} {t * 1e6:9.1f} us {2 * s ** 3 / t / 1e12:6.0f} TFLOPS "
                   f"{rows[0][1] / t:5.2f}x cuBLAS", flush=True)
     if not opts.no_decode:
-        for rows_ in (16, 32):
+        for rows_ in (16,) if opts.quick else (16, 32):
             configs = [((rows_, bn, bk), st) for bn, bk, st in DECODE_CONFIGS]
             rows = run_shape(rows_, 4096, 4096, configs, opts.rounds, None)
             for label, t in rows:
