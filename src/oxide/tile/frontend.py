@@ -103,7 +103,7 @@ class TileLowered(LoweredKernel):
     # (tile/persistent_schedule.py, codegen/persistent_grid.py)
     persistent_grid: bool = False
     # blocks an SM the kernel was compiled to leave room for (`.minnctapersm`): the
-    # kernel's `occupancy`, or 2 where the compiler chose it (`_two_blocks_an_sm`)
+    # kernel's `occupancy`, or 2 where the compiler chose it (`_may_take_two_blocks`)
     occupancy: int | None = None
     # every product reads its operands from TMA rings (what two blocks an SM pay for)
     two_blocks_pay: bool = False
@@ -125,7 +125,7 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     (`RingsTooDeep`), it is lowered at the deepest `num_stages` whose rings fit, with a
     PerformanceWarning that says so (the results are the same at any depth). A kernel
     of one warp group with a pipelined product loop is compiled for two blocks an SM
-    where that keeps its pipeline (`_two_blocks_an_sm`)."""
+    where that keeps its pipeline (`_may_take_two_blocks`)."""
     if wgmma and tma and _may_take_two_blocks(kernel):
         two = kernel.with_options(replace(kernel.tile_options, occupancy=2))
         try:

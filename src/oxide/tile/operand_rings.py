@@ -78,16 +78,16 @@ CHUNK = 16  # bytes per cp.async copy
 # the rings of one kernel take at most this much shared memory (the rest: conversions)
 OTHER_SHARED_BYTES = 16 * 1024
 RING_BYTES = SM90A_STATIC_SHARED_BYTES - OTHER_SHARED_BYTES
-
-
-def ring_budget(occupancy: int | None) -> int:
-    """RING_BYTES, or less where `occupancy` blocks must fit an SM's shared memory."""
-    return sm90_block_shared_bytes(occupancy) - OTHER_SHARED_BYTES
 MAX_WAIT = 7  # the largest `cp.async.wait_group` count a product asks for
 TMA_MAX_BOX = 256  # elements per TMA box dimension (a ring of taller tiles keeps cp.async)
 # a token is `group << 4 | buffer`: room for 16 buffers, where the deepest ring takes
 # `ahead + 3` (num_stages 8 ahead 7, one more for a product in flight)
 BUFFER_BITS = 4
+
+
+def ring_budget(occupancy: int | None) -> int:
+    """RING_BYTES, or less where `occupancy` blocks must fit an SM's shared memory."""
+    return sm90_block_shared_bytes(occupancy) - OTHER_SHARED_BYTES
 
 
 @dataclass(frozen=True)
