@@ -114,3 +114,43 @@ def test_the_cpu_computes_what_it_did() -> None:
             kernel[ox.tile.cdiv(130, 64), ox.tile.cdiv(70, 64)](a, b, c, 64, 64, 32)
             out.append(c.view(np.uint16).copy())
     np.testing.assert_array_equal(out[0], out[1])
+
+
+@ox.tile.kernel(num_warps=4, num_stages=3)
+def squares(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[ox.f32, 2],
+            BM: ox.Const[int], BN: ox.Const[int], BK: ox.Const[int]):
+    """A 4-warp K loop whose epilogue keeps 128 + 128 registers a thread live (the
+    register budget's warning)."""
+    i, j = ox.tile.bid(0), ox.tile.bid(1)
+    acc = ox.tile.zeros((BM, BN), ox.f32)
+    for t in range(ox.tile.num_tiles(a, 1, BK)):
+        acc = ox.tile.mma(ox.tile.load(a, (i, t), (BM, BK)), ox.tile.load(b, (t, j), (BK, BN)),
+                          acc)
+    ox.tile.store(c, (i, j), acc * acc + acc)
+
+
+@ox.tile.kernel(num_warps=4, num_stages=3)
+def squares_of_a_sum(a: Slice[bf16, 2], b: Slice[bf16, 2], c: DisjointSlice[ox.f32, 2],
+                     BM: ox.Const[int], BN: ox.Const[int], BK: ox.Const[int]):
+    """`squares` with A plus one: a product whose A comes from registers (no two blocks)."""
+    i, j = ox.tile.bid(0), ox.tile.bid(1)
+    acc = ox.tile.zeros((BM, BN), ox.f32)
+    for t in range(ox.tile.num_tiles(a, 1, BK)):
+        at = (ox.tile.load(a, (i, t), (BM, BK)).astype(ox.f32) + 1.0).astype(bf16)
+        acc = ox.tile.mma(at, ox.tile.load(b, (t, j), (BK, BN)), acc)
+    ox.tile.store(c, (i, j), acc * acc + acc)
+
+
+@pytest.mark.parametrize("kernel, two", [(squares, True), (squares_of_a_sum, False)],
+                         ids=["kept", "dropped"])
+def test_a_trial_warns_once_and_of_no_occupancy(kernel, two) -> None:
+    """The register warning of a kernel compiled for two blocks (or tried and compiled
+    for one) comes once, and names no `occupancy`: the kernel asked none, and at 4
+    warps two blocks cap a thread at 255 registers as one does."""
+    sig = (V(Slice[bf16, 2], vectors=True), V(Slice[bf16, 2], vectors=True),
+           V(DisjointSlice[ox.f32, 2], vectors=True))
+    with pytest.warns(ox.PerformanceWarning) as said:
+        ptx = kernel.compile(*sig, 128, 128, 64, arch="sm_90").ptx
+    spills = [str(w.message) for w in said if "registers in each" in str(w.message)]
+    assert len(spills) == 1 and "occupancy" not in spills[0]
+    assert (".minnctapersm 2" in ptx) is two

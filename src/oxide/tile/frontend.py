@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import contextlib
 import math as pymath
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -77,6 +78,7 @@ from oxide.tile.pipeline import (
     RingsTooDeep,
     StoresRefused,
     Target,
+    TwoBlocksDoNotPay,
     run_passes,
 )
 from oxide.tile.row_staging import StagingRefused
@@ -105,8 +107,6 @@ class TileLowered(LoweredKernel):
     # blocks an SM the kernel was compiled to leave room for (`.minnctapersm`): the
     # kernel's `occupancy`, or 2 where the compiler chose it (`_may_take_two_blocks`)
     occupancy: int | None = None
-    # every product reads its operands from TMA rings (what two blocks an SM pay for)
-    two_blocks_pay: bool = False
 
 
 def is_power_of_two(n: int) -> bool:
@@ -129,13 +129,10 @@ def lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str,
     if wgmma and tma and _may_take_two_blocks(kernel):
         two = kernel.with_options(replace(kernel.tile_options, occupancy=2))
         try:
-            lowered = _lower_tile_kernel(two, sig, symbol, keep_tile_ir, verify, tensor_cores,
-                                         wgmma, tma, cpu)
-        except RingsTooDeep:  # half an SM's shared memory holds too shallow a pipeline
-            pass
-        else:
-            if lowered.two_blocks_pay:
-                return lowered
+            return _lower_tile_kernel(two, sig, symbol, keep_tile_ir, verify, tensor_cores,
+                                      wgmma, tma, cpu, two_blocks=True)
+        except (RingsTooDeep, TwoBlocksDoNotPay):  # (RingsTooDeep: half an SM's shared
+            pass  # memory holds too shallow a pipeline)
     asked = kernel.tile_options.num_stages
     while True:
         try:
@@ -188,9 +185,11 @@ def _at_occupancy(occupancy: int | None) -> str:
 
 
 def _lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str, keep_tile_ir: bool,
-                       verify: bool, tensor_cores: bool, wgmma: bool, tma: bool, cpu: bool
-                       ) -> TileLowered:
-    """`lower_tile_kernel` at the kernel's own `num_stages`."""
+                       verify: bool, tensor_cores: bool, wgmma: bool, tma: bool, cpu: bool,
+                       two_blocks: bool = False) -> TileLowered:
+    """`lower_tile_kernel` at the kernel's own `num_stages`; `two_blocks`: a trial at the
+    occupancy of two blocks the compiler chose (`TwoBlocksDoNotPay` where it does not
+    pay)."""
     tried: list[TileLowering] = []
 
     # rings a producer warp group alone fills are worth a try where a loop is pipelined
@@ -202,18 +201,19 @@ def _lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str, keep_tile
         # memory (tile/row_staging.py): each dropped where it is refused
         pingpong, staging, whole_block_stores = True, True, True
         while True:
-            b, low, ctx = evaluate_body(kernel, sig, symbol, persistent)
-            if persistent and low.stores.persistent:
-                raise _NotWalked  # it walks its tiles itself (`tile.tiles`)
-            low.em.cpu = cpu
-            tried.append(low)
-            dump: list[str] | None = [] if keep_tile_ir else None
             try:
-                run_passes(b, low.em, Target(low.num_warps, low.vector, tensor_cores, wgmma,
-                                             kernel.tile_options.occupancy, rings, tma,
-                                             producer, pingpong, staging,
-                                             whole_block_stores), verify, dump,
-                           need_producer=persistent)
+                with _warnings_if_kept():
+                    b, low, ctx = evaluate_body(kernel, sig, symbol, persistent)
+                    if persistent and low.stores.persistent:
+                        raise _NotWalked  # it walks its tiles itself (`tile.tiles`)
+                    low.em.cpu = cpu
+                    tried.append(low)
+                    dump: list[str] | None = [] if keep_tile_ir else None
+                    run_passes(b, low.em,
+                               Target(low.num_warps, low.vector, tensor_cores, wgmma,
+                                      kernel.tile_options.occupancy, rings, tma, producer,
+                                      pingpong, staging, whole_block_stores, two_blocks),
+                               verify, dump, need_producer=persistent)
             except PingPongRefused:
                 assert pingpong, "a lowering without turns refuses none"
                 tried.pop()
@@ -247,8 +247,20 @@ def _lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str, keep_tile
     return TileLowered(func, b.sites, ctx, b, axes, tile_ir, tuple(sorted(low.stores.launch_rules)),
                        tuple(low.em.operand_maps),
                        PRODUCER_THREADS if low.em.consumer_threads is not None else 0,
-                       low.grid_params is not None, kernel.tile_options.occupancy,
-                       low.em.products_on_tma)
+                       low.grid_params is not None, kernel.tile_options.occupancy)
+
+
+@contextlib.contextmanager
+def _warnings_if_kept() -> Iterator[None]:
+    """The warnings of one lowering attempt, given to the user's filters where it
+    succeeds and dropped where it raises: a kernel is often lowered several times
+    (without a producer, without rings, shallower, one block rather than two), and only
+    the lowering kept speaks of the kernel compiled."""
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        yield
+    for w in said:
+        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _first_lowering(lower: Callable[..., Any], tried: list[TileLowering],

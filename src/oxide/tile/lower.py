@@ -81,7 +81,8 @@ class TileEmitter(GlobalAccessMixin, ShapeEmitMixin, AtomicEmitMixin):
         # launch specialized on 16-byte row vectors): `compare_offsets` shares compares
         self.divisors: dict[SSAValue, int] = {}
         self.rings_placed = 0  # product operands given rings (tile/operand_rings.py)
-        # every product reads both operands from TMA rings (`products_on_tma_rings`)
+        # every product reads both operands from TMA rings (`products_on_tma_rings`): what
+        # a two-blocks trial needs (tile/pipeline.py `TwoBlocksDoNotPay`)
         self.products_on_tma = False
         self.rings: Any = None  # the rings' lowering state, once a ring is used
         # hidden tensor-map parameters TMA rings read through (tile/tma_rings.py)

@@ -15,7 +15,8 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
    (tile/producer.py): whether a producer warp group issues those TMA copies (where it
    is not and the rings need one, `ProducerRefused`; where a pipelined loop's rings do
    not fit shared memory at `num_stages`, `RingsTooDeep`: lowered again at the depth
-   that fits); and `place_tma_stores`
+   that fits; in a two-blocks trial whose products do not all read TMA rings,
+   `TwoBlocksDoNotPay`); and `place_tma_stores`
    (tile/tma_stores.py): which 2-d tile stores go through shared memory and TMA;
 4. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
    guarantees, checked; on the GPU, `check_register_budget` (tile/register_budget.py)
@@ -90,6 +91,16 @@ class Target:
     # shared memory (tile/tma_stores.py `place_tma_stores`); where the kernel's other
     # arrays then do not fit, `StoresRefused`
     whole_block_stores: bool = True
+    # a lowering for two blocks an SM that the compiler chose, not the kernel's own
+    # `occupancy` (tile/frontend.py `_may_take_two_blocks`): `TwoBlocksDoNotPay` where a
+    # product reads an operand from elsewhere than TMA rings
+    two_blocks_trial: bool = False
+
+
+class TwoBlocksDoNotPay(Exception):
+    """A two-blocks trial (`Target.two_blocks_trial`) found a product whose operands do
+    not all come from TMA rings: the kernel is to be lowered as it asked, one block an
+    SM. Raised as soon as the rings are placed, before the passes that warn."""
 
 
 class StoresRefused(Exception):
@@ -136,6 +147,8 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
             raise ProducerRefused
         if target.tma:
             stores_beyond = place_tma_stores(b, target.whole_block_stores, target.occupancy)
+    if target.two_blocks_trial and not em.products_on_tma:
+        raise TwoBlocksDoNotPay
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow

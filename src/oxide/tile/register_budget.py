@@ -133,11 +133,12 @@ def check_register_budget(b: TileBuilder, num_warps: int, occupancy: int | None 
     if live <= limit or not tiles:
         return
     made = ", ".join(f"{regs} registers from {_place(b, op)}" for regs, op in tiles[:4])
-    capped = (f" (`occupancy={occupancy}` caps a thread at {cap} registers)"
-              if occupancy is not None else "")
+    # an occupancy whose cap is a thread's 255 anyway (4 warps, two blocks) limits nothing
+    capping = occupancy if cap < 255 else None
+    capped = f" (`occupancy={occupancy}` caps a thread at {cap} registers)" if capping else ""
     _warn(b, b.tile_ops[at], f"the tiles live here take {live} registers in each of the "
                              f"block's {32 * num_warps} threads{capped}; the largest: {made}",
-          num_warps, occupancy)
+          num_warps, capping)
 
 
 def _place(b: TileBuilder, op: Any) -> str:
