@@ -112,6 +112,62 @@ def test_a_load_of_an_array_the_loop_stores_to_is_not_pipelined() -> None:
     np.testing.assert_array_equal(x.reshape(6, 8)[:, 0], np.arange(6, dtype=np.float32))
 
 
+def rebinding_row_sums(stages: int, SCALE: bool):
+    @tile.kernel(num_warps=2, num_stages=stages)
+    def k(x: Slice[f32, 2], out: DisjointSlice[f32, 2], BM: Const[int], BK: Const[int]):
+        """`row_sums` whose body rebinds the loaded name after the load (Triton's
+        `a = a.to(...)` idiom, and a compile-time `if`)."""
+        i = tile.bid(0)
+        acc = tile.zeros((BM, 1))
+        for kk in range(tile.cdiv(x.shape[1], BK)):
+            t = tile.load(x, (i, kk), (BM, BK))
+            t = t * 2.0
+            if SCALE:
+                t = t + 1.0
+            acc = acc + tile.sum(t, 1, keepdims=True)
+        tile.store(out, (i, 0), acc)
+    return k
+
+
+@pytest.mark.parametrize("scale", [False, True])
+def test_a_load_whose_name_is_rebound_after_it_is_pipelined(scale: bool) -> None:
+    """The iteration's tile is bound as the iteration starts; a later rebinding of the
+    name leaves the load issued ahead, and the results as one stage gives them."""
+    x = (rng.integers(-8, 9, (24, 70)) * 0.5).astype(np.float32)
+    outs = []
+    for stages in (1, 3):
+        out = np.full((24, 1), -1.0, np.float32)
+        cpu(rebinding_row_sums(stages, scale), 3, x, out, 8, 16)
+        outs.append(out)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    want = 2 * x.sum(axis=1) + (80.0 if scale else 0.0)  # + 1 at 5 tiles' 80 columns
+    np.testing.assert_array_equal(outs[1][:, 0], want.astype(np.float32))
+    args = (x, np.zeros((24, 1), np.float32), 8, 16)
+    ir1 = rebinding_row_sums(1, scale).compile(*args, arch="sm_90").ir
+    ir3 = rebinding_row_sums(3, scale).compile(*args, arch="sm_90").ir
+    assert ir3.count("oxide.vload") == 3 * ir1.count("oxide.vload")
+
+
+def test_a_load_whose_name_the_body_reads_first_is_not_pipelined() -> None:
+    """`acc + t` reads the previous iteration's `t` before the load rebinds it: issued
+    ahead, the load would be seen one iteration early."""
+    @tile.kernel(num_stages=3)
+    def lagged(x: Slice[f32], out: DisjointSlice[f32], B: Const[int]):
+        i = tile.bid(0)
+        acc = tile.zeros((B,))
+        t = tile.zeros((B,))
+        for kk in range(4):
+            acc = acc + t * (kk + 1.0)
+            t = tile.load(x, (kk,), (B,))
+        tile.store(out, (i,), acc)
+
+    x = rng.integers(-8, 9, 64).astype(np.float32)
+    out = np.zeros(16, np.float32)
+    cpu(lagged, 1, x, out, 16)
+    rows = x.reshape(4, 16)
+    np.testing.assert_array_equal(out, 2 * rows[0] + 3 * rows[1] + 4 * rows[2])
+
+
 def inline_matmul(stages: int):
     @tile.kernel(num_warps=4, num_stages=stages)
     def mm(a: Slice[f32, 2], b: Slice[f32, 2], c: DisjointSlice[f32, 2], B: Const[int]):

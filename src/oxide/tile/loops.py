@@ -268,28 +268,29 @@ class TileLoopsMixin:
     def _pipelined_loads(self, node: ast.For, assigned: list[str]
                          ) -> list[tuple[ast.Assign, str]]:
         """The `x = tile.load(...)` statements at the top level of the loop body that
-        `num_stages` issues ahead: x assigned nowhere else in the body, the arguments
-        reading only the loop variable and names the body does not assign, and the array
-        one the body does not store to (a later iteration's tile read early could miss
-        this iteration's store: a RawSlice written in the loop)."""
+        `num_stages` issues ahead: x neither read nor bound by a statement before it in
+        the body (the iteration's tile is bound to x as the iteration starts; a later
+        statement may rebind x, as `x = x.astype(f32)` or `if SCALE: x = x * s` do), the
+        arguments reading only the loop variable and names the body does not assign, and
+        the array one the body does not store to (a later iteration's tile read early
+        could miss this iteration's store: a RawSlice written in the loop)."""
         loop_var = node.target.id  # type: ignore[attr-defined]
         written = {n.args[0].id for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
                    if self._calls(n, lang.store) and n.args and isinstance(n.args[0], ast.Name)}
         out = []
-        for stmt in node.body:
+        for at, stmt in enumerate(node.body):
             if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
                     and isinstance(stmt.targets[0], ast.Name) and self._calls(stmt.value,
                                                                               lang.load)):
                 continue
             name = stmt.targets[0].id
-            stores = sum(1 for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))
-                         if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
-                         and n.id == name)
+            before = {n.id for n in ast.walk(ast.Module(body=node.body[:at], type_ignores=[]))
+                      if isinstance(n, ast.Name)}
             reads = {n.id for n in ast.walk(stmt.value) if isinstance(n, ast.Name)}
             array = stmt.value.args[0] if stmt.value.args else None
             if isinstance(array, ast.Name) and array.id in written:
                 continue
-            if stores == 1 and name != loop_var and all(
+            if name not in before and name != loop_var and all(
                     r == loop_var or r not in assigned for r in reads):
                 out.append((stmt, name))
         return out
