@@ -3,6 +3,7 @@ catches a wrong result, a seeded CPU run, and the bugs it found."""
 
 from __future__ import annotations
 
+import random
 import sys
 from pathlib import Path
 
@@ -391,3 +392,33 @@ def test_some_frames_walk_their_tiles() -> None:
     for index in walking[:4]:
         got = run_program(8, index, "cpu")
         assert got.failure is None and got.checked > 0, got.failure and got.failure.report()
+
+
+def test_some_frames_loop_on_tma_rings_alone(monkeypatch) -> None:
+    """`RING_LOOP_FRAMES`: of the frames of 16 rows a warp on 4 warps without a chain or a
+    K loop, some get a K loop of 16-bit arrays whose rows are 16-byte aligned as their
+    only product (no row products), which sm_90 fills by TMA and, with
+    OXIDE_TILE_TWO_BLOCKS=1, compiles for two blocks an SM (seed 2 program 76: 64 x 64
+    at 3 stages; program 29: 64 x 16); against the model on the CPU's meaning of that
+    code."""
+    from tools.tile_fuzzing.generator import Generator
+
+    ringed = []
+    for i in range(300):
+        g = Generator(random.Random(f"oxide-tile-fuzz/2/{i}"), 2, i)
+        if g.ring_loop:
+            ringed.append(i)
+    assert {29, 76} <= set(ringed)
+    for index in (29, 76):
+        p = generate(2, index)
+        assert p.kloop is not None and p.kloop.dtype in ("f16", "bf16") and not p.kloop.keys
+        assert not any(n.op in ("rowproduct", "productchain") for n in p.nodes)
+    monkeypatch.setenv("OXIDE_TILE_TWO_BLOCKS", "1")
+    monkeypatch.setenv("OXIDE_CACHE", "0")
+    for index in (29, 76):
+        ptx = _sm90_ptx(2, index)
+        assert ".minnctapersm 2" in ptx and "cp.async.bulk.tensor.2d.shared" in ptx
+    monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
+    for index in (29, 76):
+        got = run_program(2, index, "cpu")
+        assert got.failure is None, got.failure.report()

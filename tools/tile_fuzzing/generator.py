@@ -8,7 +8,9 @@ to the output's tile, so any two values can meet.
 Issue 28's ops (elementwise math, `**`, `tile.fma`, `a if c else b` on scalar
 conditions with `and`/`or`/`not`, `for` and `while` loops carrying tiles and scalars)
 come from lang_ops.py; frames are rank 1, 2 or 3 (some rank-2 ones of 16 rows a warp, whose
-row products are wgmma on sm_90: `WGMMA_FRAMES`, or of 32 rows a warp: `ROW_BLOCK_FRAMES`; some of few rows on 4 warps:
+row products are wgmma on sm_90: `WGMMA_FRAMES`, or of 32 rows a warp: `ROW_BLOCK_FRAMES`;
+of those on 4 warps, some with a K loop on TMA rings as their only product, which two
+blocks an SM may take: `RING_LOOP_FRAMES`; some of few rows on 4 warps:
 `FEW_ROW_FRAMES`; some without a product on `num_warps="auto"`:
 `AUTO_WARPS_FRAMES`); an input is now and then a 0-d array,
 read with `tile.load(x, (), ())` (`SCALAR_INPUTS`).
@@ -65,6 +67,10 @@ WGMMA_OPS = tuple((op, 6.0 if op == "rowproduct" else w) for op, w in OPS)  # th
 # a K loop of products (`num_stages` pipelines it): of the WGMMA_FRAMES, and of the other
 # rank-2 frames (mma.sync or FMA products, rings of cp.async on sm_90)
 K_LOOPS = (0.5, 0.12)
+# of the WGMMA_FRAMES on 4 warps: a K loop whose products alone read tiles, both operands
+# from TMA rings (16-bit arrays whose rows are 16-byte aligned, no register product),
+# which two blocks an SM may take on sm_90 (tile/frontend.py `_may_take_two_blocks`)
+RING_LOOP_FRAMES = 0.4
 # rank-2 frames of several tiles that walk them themselves (program.Program.persistent)
 PERSISTENT_FRAMES = 0.15
 ATTENTION_LOOPS = 0.35  # of the K loops: attention's form (program.KLoop `keys`)
@@ -100,6 +106,7 @@ class Generator(LangOps):
         self.rng = rng
         self.wide = False  # a frame of 16 rows a warp (WGMMA_FRAMES)
         self.few_rows = False  # a frame of 8 to 32 rows on 4 warps (FEW_ROW_FRAMES)
+        self.ring_loop = False  # a K loop of TMA-ring products alone (RING_LOOP_FRAMES)
         self.p = self._frame(seed, index)
 
     # -- the frame: tile, grid, arrays, scalars ----------------------------------------
@@ -133,6 +140,9 @@ class Generator(LangOps):
                     ROW_BLOCK_FRAMES:
                 warps = 4
             self.wide = True
+            self.ring_loop = warps == 4 and not self._chained(seed, index) and \
+                not self._looped(seed, index, rank) and \
+                random.Random(f"ringloop:{seed}:{index}").random() < RING_LOOP_FRAMES
         elif rank == 2 and tile[0] in (8, 16, 32) and tile[1] in (64, 128) and \
                 random.Random(f"fewrows:{seed}:{index}").random() < FEW_ROW_FRAMES:
             warps, self.few_rows = 4, True
@@ -236,16 +246,16 @@ class Generator(LangOps):
         for _ in range(rng.randint(3, 10)):
             for _attempt in range(20):
                 try:
-                    getattr(self, f"_op_{_weighted(rng, WGMMA_OPS if self.wide else OPS)}")()
+                    getattr(self, f"_op_{_weighted(rng, self._ops())}")()
                     break
                 except Retry:
                     continue
         chain = random.Random(f"oxide-tile-fuzz-product/{p.seed}/{p.index}")
         kloop = random.Random(f"oxide-tile-fuzz-kloop/{p.seed}/{p.index}")
-        if self.wide and chain.random() < PRODUCT_CHAINS:
+        chain.random(), kloop.random()  # (the draws `_chained` and `_looped` made)
+        if self._chained(p.seed, p.index):
             self._product_chain(chain)  # (its programs, pinned by tests, stay as they were)
-        elif p.rank == 2 and kloop.random() < K_LOOPS[0 if self.wide or self.few_rows
-                                                      else 1]:
+        elif self._looped(p.seed, p.index, p.rank) or self.ring_loop:
             self._k_loop(kloop)
         root = self._absorb()
         if root.dtype == "bool":
@@ -559,6 +569,23 @@ class Generator(LangOps):
         self._add("rowproduct", (a, b), self.rng.choice(("bf16", "f16", *R.FP8)), "f32",
                   (p.tile[0], 1))
 
+    def _chained(self, seed: int, index: int) -> bool:
+        """Whether the program ends in a chain of two products (`PRODUCT_CHAINS`)."""
+        return self.wide and random.Random(
+            f"oxide-tile-fuzz-product/{seed}/{index}").random() < PRODUCT_CHAINS
+
+    def _looped(self, seed: int, index: int, rank: int) -> bool:
+        """Whether the program has a K loop (`K_LOOPS`), where it has no chain."""
+        return rank == 2 and random.Random(f"oxide-tile-fuzz-kloop/{seed}/{index}").random() \
+            < K_LOOPS[0 if self.wide or self.few_rows else 1]
+
+    def _ops(self) -> tuple[tuple[str, float], ...]:
+        """The ops a statement is drawn from: a ring-loop frame's leave out the row
+        product, whose operands come from registers."""
+        if self.ring_loop:
+            return tuple(o for o in OPS if o[0] != "rowproduct")
+        return WGMMA_OPS if self.wide else OPS
+
     def _product_chain(self, r: random.Random) -> None:
         """`tile.mma(s(tile.mma(s(a), s(b).permute((1, 0)), zeros)), s(a), zeros)`: the
         first product's (BM, BM) tile mapped to small integers (in f32: `% 7` of exact
@@ -597,6 +624,10 @@ class Generator(LangOps):
             steps = r.choices((0, -(-k // keys), -(-k // keys) + 1), (1, 8, 1))[0]
         # (drawn after the others: earlier loops stay as drawn)
         a_mn_major = not keys and r.random() < 0.3
+        if self.ring_loop:  # both operands by TMA: every row stride a multiple of 16 bytes
+            keys = 0  # (steps as drawn: a multiple of 8 keeps ceil(k / bk))
+            k, rows, cols = (-(-n // 8) * 8 for n in (k, rows, cols))
+            p.num_stages = r.randint(2, 5)
         tiles = [bm * bk, bk * bn] if not keys else [bm * bk, keys * bk, bm * keys, keys * bn]
         if max(tiles) > max(MAX_TILE, bm * bn):  # more than a thread's registers may hold
             p.num_stages = None
