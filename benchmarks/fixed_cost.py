@@ -1,0 +1,152 @@
+"""What one small GEMM launch costs beyond its work: `tile_matmul` on one tile (and one
+wave) with each piece of its sm_90 code switched off in turn, beside cuBLAS and the
+launch floors of a trivial kernel (torch's, oxide's tile and SIMT ones).
+
+Why: one 128 x 256 x 64 tile took 5.5 us against cuBLAS's 3.1 (H100, 2026-12-06,
+docs/performance.md "Where `tile_matmul` still trails cuBLAS"), and at 4096^3 the
+kernel ends ~7k cycles later after its busiest SM's last warp than cuBLAS's does: a
+fixed cost of ~2.4 us a launch, about the 2% by which the 4096^3 product trails. A
+`prefetch.tensormap` at entry did not change it. Each row here is the same launch
+with one thing different, so the table says which piece holds the cost:
+
+- `as shipped`: a producer warp group (loaded as PTX for its `setmaxnreg`), TMA stores,
+  the persistent walk of the grid;
+- `no producer` (OXIDE_TILE_PRODUCER=0: no `setmaxnreg`, a cubin from nvJitLink);
+- `no TMA store` (each thread stores its own elements);
+- `no grid walk` (OXIDE_TILE_PERSISTENT=0: one block per tile);
+- `no TMA` (OXIDE_TILE_TMA=0: cp.async rings filled by the threads);
+- trivial kernels: torch's `zero_()` of the output, an oxide tile kernel storing a
+  (128, 256) tile of zeros, an oxide SIMT kernel of one warp storing one element.
+
+Times are GPU-timed back-to-back launches (`simt_bench.gpu_seconds`: queued behind a
+sleep, so the CPU's launch cost is hidden), best of `--rounds`.
+
+    python benchmarks/fixed_cost.py [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+TILE = (128, 256, 64)
+SHAPES = [(128, 256, 64), (128, 256, 4096), (1536, 2816, 64)]  # one tile; long K; a wave
+# (label, environment, TMA stores)
+VARIANTS = [("as shipped", {}, True), ("no producer", {"OXIDE_TILE_PRODUCER": "0"}, True),
+            ("no TMA store", {}, False), ("no grid walk", {"OXIDE_TILE_PERSISTENT": "0"}, True),
+            ("no TMA", {"OXIDE_TILE_TMA": "0"}, True)]
+
+
+@contextlib.contextmanager
+def variant(env: dict[str, str], tma_stores: bool) -> Iterator[None]:
+    """The switches of one variant, for the kernels compiled inside."""
+    import oxide.tile.pipeline as pipeline
+
+    saved = {k: os.environ.get(k) for k in env}
+    real = pipeline.place_tma_stores
+    os.environ.update(env)
+    if not tma_stores:
+        pipeline.place_tma_stores = lambda *args, **kwargs: False
+    try:
+        yield
+    finally:
+        pipeline.place_tma_stores = real
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def timed(fn: Callable[[], Any], rounds: int) -> float:
+    import torch
+    from simt_bench import gpu_seconds
+
+    fn()
+    torch.cuda.synchronize()
+    return min(gpu_seconds(fn) for _ in range(rounds))
+
+
+def trivial_kernels() -> tuple[Any, Any]:
+    """(a tile kernel storing a tile of zeros, a SIMT kernel storing one element)."""
+    import oxide as ox
+    from oxide import Const, DisjointSlice, bf16, f32, tile
+
+    @tile.kernel(num_warps=8)
+    def zeros(c: DisjointSlice[bf16, 2], BM: Const[int], BN: Const[int]):
+        tile.store(c, (tile.bid(0), tile.bid(1)), tile.zeros((BM, BN), bf16))
+
+    @ox.kernel
+    def one(out: ox.DisjointSlice[f32]):
+        i = ox.thread.index_1d()
+        if i in out:
+            out[i] = 1.0
+
+    return zeros, one
+
+
+def shape_rows(m: int, n: int, k: int, rounds: int) -> list[tuple[str, float]]:
+    """[(row label, seconds)] of one shape: cuBLAS, each variant, the trivial kernels."""
+    import torch
+
+    import oxide as ox
+    from oxide import tile
+    from oxide.examples.tile_matmul import tile_matmul
+
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
+    c = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    want = a.float() @ b.float()
+    rows = [("cuBLAS", timed(lambda: torch.matmul(a, b, out=c), rounds))]
+    grid = (tile.cdiv(m, TILE[0]), tile.cdiv(n, TILE[1]))
+    for label, env, stores in VARIANTS:
+        # a fresh kernel object a variant: launches keep their compiled code
+        kernel = tile_matmul.with_options(tile_matmul.tile_options)
+        with variant(env, stores):
+            c.zero_()
+            kernel[grid](a, b, c, *TILE)
+        torch.cuda.synchronize()
+        err = float((c.float() - want).abs().max())
+        if err > 0.02 * k ** 0.5:
+            raise AssertionError(f"{label}: max |error| {err}")
+        rows.append((f"oxide tile_matmul, {label}",
+                     timed(lambda kernel=kernel: kernel[grid](a, b, c, *TILE), rounds)))
+    zeros, one = trivial_kernels()
+    flat = torch.empty(1, device="cuda")  # (one thread of the warp in bounds)
+    rows += [("torch c.zero_()", timed(c.zero_, rounds)),
+             ("oxide tile kernel: a tile of zeros a block",
+              timed(lambda: zeros[grid](c, *TILE[:2]), rounds)),
+             ("oxide SIMT kernel: one element",
+              timed(lambda: ox.launch(one, ox.LaunchConfig(1, 32), flat), rounds))]
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    opts = parser.parse_args()
+    os.environ["OXIDE_CACHE"] = "0"  # variants of one source: nothing shared on disk
+    import warnings
+
+    import torch
+
+    from oxide.errors import PerformanceWarning
+
+    warnings.simplefilter("ignore", PerformanceWarning)
+    print(torch.cuda.get_device_name(), flush=True)
+    for m, n, k in SHAPES:
+        rows = shape_rows(m, n, k, opts.rounds)
+        for label, t in rows:
+            print(f"{m}x{n}x{k} {label:46s} {t * 1e6:8.2f} us  {t / rows[0][1]:5.2f}x cuBLAS",
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
