@@ -27,14 +27,13 @@ sleep, so the CPU's launch cost is hidden), best of `--rounds`.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from compiler_variants import switched, timed  # noqa: E402
 
 TILE = (128, 256, 64)
 SHAPES = [(128, 256, 64), (128, 256, 4096), (1536, 2816, 64)]  # one tile; long K; a wave
@@ -42,36 +41,6 @@ SHAPES = [(128, 256, 64), (128, 256, 4096), (1536, 2816, 64)]  # one tile; long 
 VARIANTS = [("as shipped", {}, True), ("no producer", {"OXIDE_TILE_PRODUCER": "0"}, True),
             ("no TMA store", {}, False), ("no grid walk", {"OXIDE_TILE_PERSISTENT": "0"}, True),
             ("no TMA", {"OXIDE_TILE_TMA": "0"}, True)]
-
-
-@contextlib.contextmanager
-def variant(env: dict[str, str], tma_stores: bool) -> Iterator[None]:
-    """The switches of one variant, for the kernels compiled inside."""
-    import oxide.tile.pipeline as pipeline
-
-    saved = {k: os.environ.get(k) for k in env}
-    real = pipeline.place_tma_stores
-    os.environ.update(env)
-    if not tma_stores:
-        pipeline.place_tma_stores = lambda *args, **kwargs: False
-    try:
-        yield
-    finally:
-        pipeline.place_tma_stores = real
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
-def timed(fn: Callable[[], Any], rounds: int) -> float:
-    import torch
-    from simt_bench import gpu_seconds
-
-    fn()
-    torch.cuda.synchronize()
-    return min(gpu_seconds(fn) for _ in range(rounds))
 
 
 def trivial_kernels() -> tuple[Any, Any]:
@@ -109,7 +78,7 @@ def shape_rows(m: int, n: int, k: int, rounds: int) -> list[tuple[str, float]]:
     for label, env, stores in VARIANTS:
         # a fresh kernel object a variant: launches keep their compiled code
         kernel = tile_matmul.with_options(tile_matmul.tile_options)
-        with variant(env, stores):
+        with switched(env, stores):
             c.zero_()
             kernel[grid](a, b, c, *TILE)
         torch.cuda.synchronize()

@@ -25,42 +25,21 @@ rounds (`simt_bench.gpu_seconds`); every result is checked against torch first.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+from compiler_variants import switched, timed  # noqa: E402
 
 # (label, OXIDE_TILE_TWO_BLOCKS, OXIDE_TILE_PRODUCER, TMA stores)
 VARIANTS = [("one block", "0", "1", True), ("one block, no producer", "0", "0", True),
             ("two blocks", "1", "1", True), ("two blocks, stores from registers", "1", "1", False)]
 SQUARE_CONFIGS = [(128, 128, 64, 3), (128, 128, 64, 4), (128, 64, 64, 4), (128, 64, 64, 5)]
 DECODE_CONFIGS = [(64, 128, 4), (128, 64, 4), (128, 128, 3)]  # (BN, BK, stages), BM = rows
-
-
-@contextlib.contextmanager
-def variant(two_blocks: str, producer: str, tma_stores: bool) -> Iterator[None]:
-    """The switches of one variant, for the kernels compiled inside."""
-    import oxide.tile.pipeline as pipeline
-
-    saved = {k: os.environ.get(k) for k in ("OXIDE_TILE_TWO_BLOCKS", "OXIDE_TILE_PRODUCER")}
-    real = pipeline.place_tma_stores
-    os.environ["OXIDE_TILE_TWO_BLOCKS"], os.environ["OXIDE_TILE_PRODUCER"] = two_blocks, producer
-    if not tma_stores:
-        pipeline.place_tma_stores = lambda *args, **kwargs: False
-    try:
-        yield
-    finally:
-        pipeline.place_tma_stores = real
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def triton_matmul() -> Any:
@@ -90,15 +69,6 @@ def triton_matmul() -> Any:
     return matmul
 
 
-def timed(fn: Callable[[], Any], rounds: int) -> float:
-    import torch
-    from simt_bench import gpu_seconds
-
-    fn()
-    torch.cuda.synchronize()
-    return min(gpu_seconds(fn) for _ in range(rounds))
-
-
 def oxide_call(m: int, n: int, k: int, tiles: tuple[int, int, int], stages: int,
                a: Any, b: Any, c: Any) -> Callable[[], Any]:
     from oxide import tile
@@ -123,7 +93,8 @@ def run_shape(m: int, n: int, k: int, configs: list[tuple[tuple[int, int, int], 
     for tiles, stages in configs:
         config = f"{'x'.join(map(str, tiles))} s{stages}"
         for label, two, producer, stores in VARIANTS:
-            with variant(two, producer, stores):
+            with switched({"OXIDE_TILE_TWO_BLOCKS": two, "OXIDE_TILE_PRODUCER": producer},
+                          stores):
                 call = oxide_call(m, n, k, tiles, stages, a, b, c)
                 c.zero_()
                 call()
