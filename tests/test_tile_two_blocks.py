@@ -12,6 +12,7 @@ import pytest
 from test_tile_swapped import check_matmul
 from test_tile_tma_rings import V
 from test_tile_transposed_a import on_cpu
+from tools.ptxas_report import ptxas_report
 
 import oxide as ox
 from oxide import DisjointSlice, Slice, bf16
@@ -59,6 +60,21 @@ def test_one_warp_group_takes_two_blocks_where_its_rings_fit(stages, tiles) -> N
     if tiles[0] >= 64:  # (few rows: a transposed accumulator, each thread's stores)
         assert "cp.async.bulk.tensor.2d.global.shared" in ptx  # the store, by TMA
     assert shared_bytes(ptx) <= HALF_SM
+
+
+@pytest.mark.parametrize("stages, tiles", [(3, (128, 128, 64)), (4, (64, 128, 64)),
+                                           (4, (128, 64, 64))])
+def test_ptxas_keeps_the_products_in_flight(stages, tiles) -> None:
+    """A two-block kernel stores its result in several TMA slabs; waiting on the rings'
+    mbarriers after them made ptxas serialize every wgmma (its note C7514): the rings
+    are drained where the loop's product settles, before the epilogue."""
+    ptx = matmul_ptx(4, stages, tiles)
+    assert ptx.count("cp.async.bulk.tensor.2d.global.shared") >= 4  # slabs
+    after_stores = ptx[ptx.rindex("cp.async.bulk.tensor.2d.global.shared"):]
+    assert "mbarrier.try_wait" not in after_stores
+    report = ptxas_report(ptx, "sm_90a")
+    assert report["spill_stores"] == 0 and not {"C7514", "C7515", "C7510"} & set(
+        report["notes"])
 
 
 @pytest.mark.parametrize("warps, stages, tiles", [

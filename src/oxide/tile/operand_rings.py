@@ -503,6 +503,9 @@ class _Rings:
     # buffer and phase of the next to release (tile/tma_rings.py `release_one`)
     accounts: dict[int, Any] = field(default_factory=dict)
     tma_rings: list[RingLayout] = field(default_factory=list)
+    # TMA rings drained where a loop's product settled and filled by nothing emitted
+    # since: the kernel's end need not wait for them again (tile/tma_rings.py `drain_all`)
+    drained: set[int] = field(default_factory=set)
 
 
 def ring_state(em: Any) -> _Rings:

@@ -121,6 +121,7 @@ def issue_tma(em: Any, array: SSAValue, index: list[SSAValue], ring: RingLayout,
         b.emit(ops.HopperOp("wgmma.wait", [], [], imm=(0,)))
         em.barrier()
     buffer, phase = _advance(em, ring, live)
+    ring_state(em).drained.discard(ring.ring)  # a fill to wait for again
     issuer = first_thread(em)
     if live is not None:
         issuer = b.value(ops.BinaryOp("and", issuer, live))
@@ -396,7 +397,24 @@ def drain_ring(em: Any, ring: RingLayout) -> None:
 
 
 def drain_all(em: Any) -> None:
-    """At the kernel's end: no TMA copy still lands in the block's shared memory."""
+    """At the kernel's end: no TMA copy still lands in the block's shared memory (but
+    for the rings drained where their loop's product settled, `drain_settled`, and not
+    filled since)."""
     state = em.rings
     for ring in (state.tma_rings if state is not None else ()):
-        drain_ring(em, ring)
+        if ring.ring not in state.drained:
+            drain_ring(em, ring)
+
+
+def drain_settled(em: Any, ring: RingLayout) -> None:
+    """Where a loop's last product settled (its wgmma waited for) in a kernel without a
+    producer: wait for the ring's fills here, not at the kernel's end. Why: ptxas
+    serializes every wgmma of a kernel (its note C7514, "non wgmma instructions reading
+    accumulator registers ... between start and end of the pipeline stage") whose
+    epilogue stores the result in several TMA slabs and then waits on an mbarrier
+    (ptxas 13.0, sm_90a, 2026-12-07: 128 x 128 x 64 on 4 warps at occupancy 2, or 64 x 128
+    x 64; the same waits moved before the epilogue: no note). Every fill of the loop was
+    waited for by the products that read it (a loop makes no fill past its end), so
+    these waits return at once."""
+    drain_ring(em, ring)
+    ring_state(em).drained.add(ring.ring)

@@ -34,6 +34,7 @@ from oxide.tile.pingpong import PingPongRefused, lower_schedule
 from oxide.tile.row_staging import Stager
 from oxide.tile.tma_rings import (
     drain_all,
+    drain_settled,
     issue_tma,
     produce_tma,
     release_all,
@@ -299,10 +300,12 @@ class ToSIMT:
             wait = ops.HopperOp("wgmma.wait", values, [v.type for v in values], imm=(0,))
             self.b.emit(wait)
             values = list(wait.results)
-            if self.em.consumer_threads is not None:  # its fills back to the producer
-                for ring in filter(None, (ring_by_id(self.em, r)
-                                          for r in op.param("settle_rings", ()))):
+            for ring in filter(None, (ring_by_id(self.em, r)
+                                      for r in op.param("settle_rings", ()))):
+                if self.em.consumer_threads is not None:  # its fills back to the producer
                     release_all(self.em, ring)
+                else:
+                    drain_settled(self.em, ring)
         if op.param("overlap_settle") is not None:  # a rotated loop's tail in flight
             values = settle(self.em, self.em.overlap[op.param("overlap_settle")], values)
         return Slots(t.tile.dtype, layout_of(var), tuple(values))
