@@ -107,6 +107,17 @@ def test_an_occupancy_leaves_room_for_its_blocks() -> None:
     assert shared_bytes(ptx) <= HALF_SM
 
 
+def test_an_occupancy_too_high_for_the_accumulator_is_refused_at_its_line() -> None:
+    """8 warps at `occupancy=2` leave a thread 128 registers, a 128 x 256 accumulator
+    takes 128: ptxas would stop at "Insufficient registers" with no line of the
+    kernel's; the compiler names the product and the ways out."""
+    with pytest.raises(ox.KernelTypeError, match=r"128 x 256 f32 accumulator takes 128 "
+                       r"registers .* `occupancy=2` leaves a thread 128") as caught:
+        matmul_ptx(8, 2, (128, 256, 64), occupancy=2)
+    assert caught.value.span is not None and "tile.mma" in caught.value.render()
+    assert ".minnctapersm 2" in matmul_ptx(8, 2, (128, 128, 64), occupancy=2)  # 64 fit
+
+
 @pytest.mark.usefixtures("hopper_on_cpu")
 @pytest.mark.parametrize("case", [(4, 3, 200, 130, 136, (128, 64, 64)),
                                   (4, 4, 40, 200, 264, (16, 64, 128))],

@@ -62,7 +62,7 @@ from oxide.tile.ordering import place_barriers
 from oxide.tile.overlap import plan_overlap
 from oxide.tile.pingpong import plan_pingpong
 from oxide.tile.producer import plan_producer, split_roles
-from oxide.tile.register_budget import check_register_budget, register_cap
+from oxide.tile.register_budget import check_register_budget, check_wgmma_fits, register_cap
 from oxide.tile.register_order import reorder_for_registers
 from oxide.tile.row_staging import STAGE_BYTES, STAGE_BYTES_SM90, Stager, plan_staging
 from oxide.tile.tma_stores import place_tma_stores
@@ -152,6 +152,7 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     if verify:
         check_layouts(b.tile_ops)
     if target.tensor_cores:  # the GPU: a register file to overflow
+        check_wgmma_fits(b, target.num_warps, target.occupancy)
         check_register_budget(b, target.num_warps, target.occupancy)
     place_barriers(b)
     if producer:

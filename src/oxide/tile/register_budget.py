@@ -15,10 +15,11 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
-from oxide.errors import PerformanceWarning
+from oxide.errors import KernelTypeError, PerformanceWarning
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import layout_of
+from oxide.tile.mma_choice import engine_of
 from oxide.tile.operand_rings import ring_of
 
 LIMIT = 128  # 32-bit registers one tile may take in each thread
@@ -101,6 +102,34 @@ def register_cap(num_warps: int, occupancy: int | None) -> int:
     if occupancy is None:
         return 255
     return min(255, 65536 // (occupancy * 32 * num_warps) // 8 * 8)
+
+
+# registers a wgmma needs beside its accumulator (its descriptors, addresses, the loop's
+# counters): ptxas asked for 154 where a 128-register accumulator met a cap of 128
+# (`occupancy=2` on 8 warps; ptxas 13.0, sm_90a, 2026-12-07)
+WGMMA_BESIDES = 16
+
+
+def check_wgmma_fits(b: TileBuilder, num_warps: int, occupancy: int | None) -> None:
+    """Refuse a wgmma whose accumulator cannot fit the registers `occupancy` leaves a
+    thread: a wgmma reads and writes its whole accumulator in registers, which ptxas
+    cannot spill, so it would stop at "Insufficient registers" with no line of the
+    kernel's; here the error names the product and the ways out."""
+    cap = register_cap(num_warps, occupancy)
+    if cap >= 255:
+        return
+    for op in b.tile_ops:
+        if kind_of(op) != "mma" or engine_of(op) != "wgmma":
+            continue
+        regs = thread_registers(op.results[0])
+        if regs + WGMMA_BESIDES > cap:
+            shape = " x ".join(str(d) for d in op.results[0].type.dims)
+            raise KernelTypeError(
+                f"this product's {shape} f32 accumulator takes {regs} registers in each of "
+                f"the block's {32 * num_warps} threads, and `occupancy={occupancy}` leaves a "
+                f"thread {cap}: a wgmma keeps its whole accumulator in registers",
+                b.spans.get(op), hint=f"a lower `occupancy` than {occupancy}, or a smaller "
+                f"tile (fewer columns)")
 
 
 def check_register_budget(b: TileBuilder, num_warps: int, occupancy: int | None = None
