@@ -38,7 +38,8 @@ def _inputs(m: int, n: int, k: int, out):
     return a, b, np.full((m, n), 7, out.numpy), a.astype(np.float64) @ b.astype(np.float64)
 
 
-def test_the_cpu_compiles_the_producer_and_the_rings() -> None:
+def test_the_cpu_compiles_the_producer_and_the_rings(monkeypatch) -> None:
+    monkeypatch.setenv("OXIDE_TILE_TWO_BLOCKS", "0")  # (else 4 warps take two blocks)
     ck = make_gemm(f32, 4, 3).compile(*_sig(f32), 64, 64, 32, target="cpu")
     code = ck.llvm_unoptimized
     assert marker_symbol(ck.name) in code and "oxide_map" in code
@@ -59,8 +60,9 @@ def test_k_loops_against_numpy(out, warps, stages, m, n, k, tiles, producer,
                                monkeypatch) -> None:
     if producer == "cp.async":  # every thread's copies into the rings (made at once here)
         monkeypatch.setenv("OXIDE_TILE_TMA", "0")
-    else:
+    else:  # ("1": a producer on 4 warps too; "0": thread 0 issues, 4 warps on two blocks)
         monkeypatch.setenv("OXIDE_TILE_PRODUCER", producer)
+        monkeypatch.setenv("OXIDE_TILE_TWO_BLOCKS", "0" if producer == "1" else "1")
     a, b, c, want = _inputs(m, n, k, out)
     bm, bn, _ = tiles
     make_gemm(out, warps, stages)[tile.cdiv(m, bm), tile.cdiv(n, bn)](a, b, c, *tiles)

@@ -76,9 +76,11 @@ def test_buffers_go_back_when_their_products_are_done(monkeypatch) -> None:
     assert ptx.count("mbarrier.try_wait.parity", settle, epilogue) == 6
 
 
-def test_a_persistent_loop_and_a_transposed_b_take_it_too() -> None:
+def test_a_persistent_loop_and_a_transposed_b_take_it_too(monkeypatch) -> None:
     # 4 warps walking tiles: the producer's copy walks them too (and keeps no registers
-    # from the consumers); a (N, K) weight read through `permute` on 8 warps
+    # from the consumers); a (N, K) weight read through `permute` on 8 warps. (4 warps
+    # whose rings fit half an SM take two blocks and no producer by default.)
+    monkeypatch.setenv("OXIDE_TILE_TWO_BLOCKS", "0")
     persistent = _compile(persistent_gemm, 64, 128, 64).ptx
     assert ".maxntid 256" in persistent and "setmaxnreg" not in persistent
     transposed = _compile(linear_t, 128, 128, 64).ptx
@@ -87,7 +89,8 @@ def test_a_persistent_loop_and_a_transposed_b_take_it_too() -> None:
         assert "mbarrier.arrive.shared.b64" in ptx and "bar.sync" in ptx
 
 
-def test_four_consumer_warps_keep_their_registers() -> None:
+def test_four_consumer_warps_keep_their_registers(monkeypatch) -> None:
+    monkeypatch.setenv("OXIDE_TILE_TWO_BLOCKS", "0")  # (else two blocks, no producer)
     ptx = _compile(make_gemm(bf16, 4, 3), 64, 64, 32).ptx
     assert ".maxntid 256" in ptx and "setmaxnreg" not in ptx
     assert "mbarrier.arrive.shared.b64" in ptx

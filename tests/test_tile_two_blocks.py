@@ -49,7 +49,7 @@ def test_the_shared_memory_of_a_block() -> None:
 
 
 @pytest.mark.parametrize("stages, tiles", [(3, (128, 128, 64)), (4, (64, 128, 64)),
-                                           (4, (16, 64, 128))])
+                                           (4, (128, 64, 64))])
 def test_one_warp_group_takes_two_blocks_where_its_rings_fit(stages, tiles) -> None:
     """4 warps and a pipeline whose rings fit half the SM: `.minnctapersm 2`, no
     producer warp group (128 threads), the rings and the TMA store's buffers within
@@ -81,6 +81,7 @@ def test_ptxas_keeps_the_products_in_flight(stages, tiles) -> None:
     (4, 4, (128, 128, 64)),  # 128 KB of rings: one block, with a producer
     (8, 3, (128, 256, 64)),  # two consumer warp groups
     (4, 1, (128, 128, 64)),  # no pipeline
+    (4, 4, (16, 64, 128)),  # few rows computed transposed: slower on two blocks
 ])
 def test_where_it_does_not(warps, stages, tiles) -> None:
     ptx = matmul_ptx(warps, stages, tiles)
@@ -90,7 +91,7 @@ def test_where_it_does_not(warps, stages, tiles) -> None:
 
 
 def test_without_the_switch_one_block(monkeypatch) -> None:
-    monkeypatch.delenv("OXIDE_TILE_TWO_BLOCKS")
+    monkeypatch.setenv("OXIDE_TILE_TWO_BLOCKS", "0")
     ptx = matmul_ptx(4, 3, (128, 128, 64))
     assert ".minnctapersm" not in ptx and ".maxntid 256" in ptx
     assert shared_bytes(ptx) > HALF_SM  # the whole tile staged beside three stages

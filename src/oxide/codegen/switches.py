@@ -29,10 +29,11 @@ def producer_enabled() -> bool:
 
 
 def two_blocks_enabled() -> bool:
-    """OXIDE_TILE_TWO_BLOCKS=1: a 4-warp tile kernel with a pipelined product loop may be
-    compiled for two blocks an SM on sm_90 (tile/frontend.py `_may_take_two_blocks`).
-    Off by default until measured on a GPU: it changes every such kernel's code."""
-    return os.environ.get("OXIDE_TILE_TWO_BLOCKS", "0") == "1"
+    """A 4-warp tile kernel with a pipelined product loop may be compiled for two blocks an
+    SM on sm_90 (tile/frontend.py `_may_take_two_blocks`); OXIDE_TILE_TWO_BLOCKS=0 turns
+    it off, to compare (H100, 2026-12-07: 128 x 128 x 64 at 3 stages 609 TFLOPS against
+    451 one block with a producer; benchmarks/two_blocks.py)."""
+    return os.environ.get("OXIDE_TILE_TWO_BLOCKS", "1") != "0"
 
 
 def hopper_on_cpu() -> bool:

@@ -156,11 +156,15 @@ def _may_take_two_blocks(kernel: Any) -> bool:
     4096^3, 452 / 574 TFLOPS with it at 3 / 4 stages, 486 / 599 without). A second
     block on the SM fills those gaps, as Triton's 4-warp kernels get it (their rings
     leave room): the rings and the store's buffers are then kept within half the SM's
-    shared memory (`sm90_block_shared_bytes`), and the kernel has no producer. Where
-    its rings at `num_stages` do not fit that (`RingsTooDeep`), or it has no TMA ring,
-    it is compiled as before, as it is where a product reads an operand from registers
-    or staged by the threads (`products_on_tma_rings`: attention's rings, which only a
-    producer fills). OXIDE_TILE_TWO_BLOCKS=1 turns it on (codegen/switches.py)."""
+    shared memory (`sm90_block_shared_bytes`), and the kernel has no producer (H100,
+    2026-12-07, 4096^3: 128 x 128 x 64 at 3 stages 609 TFLOPS against 451, Triton 674;
+    128 x 64 x 64 at 4 stages 399 against 382, Triton 394). Where its rings at
+    `num_stages` do not fit that (`RingsTooDeep`), or it has no TMA ring, it is compiled
+    as before, as it is where a product reads an operand from registers or staged by the
+    threads (`products_on_tma_rings`: attention's rings, which only a producer fills) or
+    is one of few rows computed transposed (a decode step's, which lost 11-18% on two
+    blocks: `TwoBlocksDoNotPay`). OXIDE_TILE_TWO_BLOCKS=0 turns it off
+    (codegen/switches.py)."""
     options = kernel.tile_options
     return (two_blocks_enabled() and options.num_warps == 4 and options.occupancy is None
             and options.num_stages >= 2)

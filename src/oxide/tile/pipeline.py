@@ -49,10 +49,11 @@ from oxide.codegen.switches import (
 )
 from oxide.errors import UnsupportedFeatureError
 from oxide.frontend.parallel_calls import SM90A_STATIC_SHARED_BYTES, STATIC_SHARED_BYTES
+from oxide.ir.tile_ops import kind_of
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.lower import TileEmitter
-from oxide.tile.mma_choice import choose_engines
+from oxide.tile.mma_choice import choose_engines, swapped
 from oxide.tile.operand_rings import (
     needs_producer,
     place_operand_rings,
@@ -99,8 +100,10 @@ class Target:
 
 class TwoBlocksDoNotPay(Exception):
     """A two-blocks trial (`Target.two_blocks_trial`) found a product whose operands do
-    not all come from TMA rings: the kernel is to be lowered as it asked, one block an
-    SM. Raised as soon as the rings are placed, before the passes that warn."""
+    not all come from TMA rings, or one of few rows computed transposed (a decode step's:
+    H100, 2026-12-07, 16 x 4096 x 4096 at 16 x 64 x 128, 4 stages: 16.1 us on two blocks
+    against 14.4 on one with a producer): the kernel is to be lowered as it asked, one
+    block an SM. Raised as soon as the rings are placed, before the passes that warn."""
 
 
 class StoresRefused(Exception):
@@ -147,7 +150,8 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
             raise ProducerRefused
         if target.tma:
             stores_beyond = place_tma_stores(b, target.whole_block_stores, target.occupancy)
-    if target.two_blocks_trial and not em.products_on_tma:
+    if target.two_blocks_trial and (not em.products_on_tma or any(
+            kind_of(op) == "mma" and swapped(op) for op in b.tile_ops)):
         raise TwoBlocksDoNotPay
     if verify:
         check_layouts(b.tile_ops)
