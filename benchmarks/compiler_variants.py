@@ -42,3 +42,12 @@ def timed(fn: Callable[[], Any], rounds: int) -> float:
     fn()
     torch.cuda.synchronize()
     return min(gpu_seconds(fn) for _ in range(rounds))
+
+
+def check_product(c: Any, want: Any, k: int, label: str) -> None:
+    """Raise where a bf16 product `c` (torch, on the GPU) is further from `want` (its f32
+    reference) than its accumulation over `k` (0.02 sqrt(k)) and its own rounding to bf16
+    (half a unit in the last place: at most 2^-8 of the value) explain."""
+    err = float(((c.float() - want).abs() - want.abs() * 2.0 ** -8).max())
+    if err > 0.02 * k ** 0.5:
+        raise AssertionError(f"{label}: max |error| past bf16 rounding {err}")

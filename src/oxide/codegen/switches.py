@@ -31,8 +31,8 @@ def producer_enabled() -> bool:
 def two_blocks_enabled() -> bool:
     """A 4-warp tile kernel with a pipelined product loop may be compiled for two blocks an
     SM on sm_90 (tile/frontend.py `_may_take_two_blocks`); OXIDE_TILE_TWO_BLOCKS=0 turns
-    it off, to compare (H100, 2026-12-07: 128 x 128 x 64 at 3 stages 609 TFLOPS against
-    451 one block with a producer; benchmarks/two_blocks.py)."""
+    it off, to compare (H100, 2026-12-07: 128 x 128 x 64 at 3 stages 610 TFLOPS against
+    454 one block with a producer; benchmarks/two_blocks.py)."""
     return os.environ.get("OXIDE_TILE_TWO_BLOCKS", "1") != "0"
 
 

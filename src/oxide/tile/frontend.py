@@ -27,10 +27,9 @@ from __future__ import annotations
 
 import ast
 import builtins
-import contextlib
 import math as pymath
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -63,6 +62,7 @@ from oxide.tile.control import TileControlMixin
 from oxide.tile.disjoint import DisjointUses, TileDisjointMixin
 from oxide.tile.early_return import fold_returns
 from oxide.tile.elementwise import TileMathMixin
+from oxide.tile.held_warnings import held
 from oxide.tile.layout import VECTOR, Layout, blocked, vector_elements
 from oxide.tile.loops import TileLoopsMixin
 from oxide.tile.lower import TileEmitter
@@ -157,7 +157,7 @@ def _may_take_two_blocks(kernel: Any) -> bool:
     block on the SM fills those gaps, as Triton's 4-warp kernels get it (their rings
     leave room): the rings and the store's buffers are then kept within half the SM's
     shared memory (`sm90_block_shared_bytes`), and the kernel has no producer (H100,
-    2026-12-07, 4096^3: 128 x 128 x 64 at 3 stages 609 TFLOPS against 451, Triton 674;
+    2026-12-07, 4096^3: 128 x 128 x 64 at 3 stages 610 TFLOPS against 454, Triton 673;
     128 x 64 x 64 at 4 stages 399 against 382, Triton 394). Where its rings at
     `num_stages` do not fit that (`RingsTooDeep`), or it has no TMA ring, it is compiled
     as before, as it is where a product reads an operand from registers or staged by the
@@ -206,7 +206,7 @@ def _lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str, keep_tile
         pingpong, staging, whole_block_stores = True, True, True
         while True:
             try:
-                with _warnings_if_kept():
+                with held():
                     b, low, ctx = evaluate_body(kernel, sig, symbol, persistent)
                     if persistent and low.stores.persistent:
                         raise _NotWalked  # it walks its tiles itself (`tile.tiles`)
@@ -252,19 +252,6 @@ def _lower_tile_kernel(kernel: Any, sig: tuple[Any, ...], symbol: str, keep_tile
                        tuple(low.em.operand_maps),
                        PRODUCER_THREADS if low.em.consumer_threads is not None else 0,
                        low.grid_params is not None, kernel.tile_options.occupancy)
-
-
-@contextlib.contextmanager
-def _warnings_if_kept() -> Iterator[None]:
-    """The warnings of one lowering attempt, given to the user's filters where it
-    succeeds and dropped where it raises: a kernel is often lowered several times
-    (without a producer, without rings, shallower, one block rather than two), and only
-    the lowering kept speaks of the kernel compiled."""
-    with warnings.catch_warnings(record=True) as said:
-        warnings.simplefilter("always")
-        yield
-    for w in said:
-        warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
 
 
 def _first_lowering(lower: Callable[..., Any], tried: list[TileLowering],

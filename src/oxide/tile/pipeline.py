@@ -15,9 +15,9 @@ The frontend (tile/frontend.py) turns a tile kernel's body into the tile dialect
    (tile/producer.py): whether a producer warp group issues those TMA copies (where it
    is not and the rings need one, `ProducerRefused`; where a pipelined loop's rings do
    not fit shared memory at `num_stages`, `RingsTooDeep`: lowered again at the depth
-   that fits; in a two-blocks trial whose products do not all read TMA rings,
-   `TwoBlocksDoNotPay`); and `place_tma_stores`
-   (tile/tma_stores.py): which 2-d tile stores go through shared memory and TMA;
+   that fits); and `place_tma_stores` (tile/tma_stores.py): which 2-d tile stores go
+   through shared memory and TMA; then, in a two-blocks trial whose products do not all
+   read TMA rings or include one of few rows computed transposed, `TwoBlocksDoNotPay`;
 4. `check_layouts` (tile/layouts.py), where the IR is verified: the layout pass's
    guarantees, checked; on the GPU, `check_register_budget` (tile/register_budget.py)
    warns of a tile too large for a thread's registers;
@@ -94,7 +94,8 @@ class Target:
     whole_block_stores: bool = True
     # a lowering for two blocks an SM that the compiler chose, not the kernel's own
     # `occupancy` (tile/frontend.py `_may_take_two_blocks`): `TwoBlocksDoNotPay` where a
-    # product reads an operand from elsewhere than TMA rings
+    # product reads an operand from elsewhere than TMA rings, or is one of few rows
+    # computed transposed
     two_blocks_trial: bool = False
 
 
@@ -103,7 +104,8 @@ class TwoBlocksDoNotPay(Exception):
     not all come from TMA rings, or one of few rows computed transposed (a decode step's:
     H100, 2026-12-07, 16 x 4096 x 4096 at 16 x 64 x 128, 4 stages: 16.1 us on two blocks
     against 14.4 on one with a producer): the kernel is to be lowered as it asked, one
-    block an SM. Raised as soon as the rings are placed, before the passes that warn."""
+    block an SM. Raised once the rings and the TMA stores are placed, before the passes
+    that warn."""
 
 
 class StoresRefused(Exception):

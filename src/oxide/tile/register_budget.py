@@ -12,12 +12,13 @@ through a loop (the tile_wide_rows example). The CPU has no register file to ove
 
 from __future__ import annotations
 
-import warnings
+import sys
 from typing import Any
 
 from oxide.errors import KernelTypeError, PerformanceWarning
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile.builder import TileBuilder
+from oxide.tile.held_warnings import warn_at
 from oxide.tile.layouts import layout_of
 from oxide.tile.mma_choice import engine_of
 from oxide.tile.operand_rings import ring_of
@@ -123,11 +124,12 @@ def check_wgmma_fits(b: TileBuilder, num_warps: int, occupancy: int | None) -> N
             continue
         regs = thread_registers(op.results[0])
         if regs + WGMMA_BESIDES > cap:
-            shape = " x ".join(str(d) for d in op.results[0].type.dims)
+            acc = op.results[0].type
+            shape = " x ".join(str(d) for d in acc.dims)
             raise KernelTypeError(
-                f"this product's {shape} f32 accumulator takes {regs} registers in each of "
-                f"the block's {32 * num_warps} threads, and `occupancy={occupancy}` leaves a "
-                f"thread {cap}: a wgmma keeps its whole accumulator in registers",
+                f"this product's {shape} {acc.dtype.name} accumulator takes {regs} registers "
+                f"in each of the block's {32 * num_warps} threads, and `occupancy={occupancy}` "
+                f"leaves a thread {cap}: a wgmma keeps its whole accumulator in registers",
                 b.spans.get(op), hint=f"a lower `occupancy` than {occupancy}, or a smaller "
                 f"tile (fewer columns)")
 
@@ -193,7 +195,8 @@ def _warn(b: TileBuilder, op: Any, what: str, num_warps: int, occupancy: int | N
         f"  with BN a few thousand columns (`oxide show tile_wide_rows`: softmax and layer "
         f"norm that way)")
     span = b.spans.get(op)
-    if span is None:
-        warnings.warn(message, PerformanceWarning, stacklevel=4)
+    if span is None:  # (where the compiler made the op: the caller of the pass)
+        caller = sys._getframe(3)
+        warn_at(message, PerformanceWarning, caller.f_code.co_filename, caller.f_lineno)
     else:
-        warnings.warn_explicit(message, PerformanceWarning, span.file, span.line)
+        warn_at(message, PerformanceWarning, span.file, span.line)
