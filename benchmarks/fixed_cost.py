@@ -15,8 +15,9 @@ with one thing different, so the table says which piece holds the cost:
 - `no TMA store` (each thread stores its own elements);
 - `no grid walk` (OXIDE_TILE_PERSISTENT=0: one block per tile);
 - `no TMA` (OXIDE_TILE_TMA=0: cp.async rings filled by the threads);
-- trivial kernels: torch's `zero_()` of the output, an oxide tile kernel storing a
-  (128, 256) tile of zeros, an oxide SIMT kernel of one warp storing one element.
+- trivial kernels: torch's `zero_()` of the output; an oxide tile kernel storing a
+  (128, 256) tile of zeros (by TMA, or each thread its elements) or an (8, 64) one; an
+  oxide SIMT kernel of one warp storing one element, or of 256 threads one each.
 
 Times are GPU-timed back-to-back launches (`simt_bench.gpu_seconds`: queued behind a
 sleep, so the CPU's launch cost is hidden), best of `--rounds`.
@@ -86,12 +87,22 @@ def shape_rows(m: int, n: int, k: int, rounds: int) -> list[tuple[str, float]]:
         rows.append((f"oxide tile_matmul, {label}",
                      timed(lambda kernel=kernel: kernel[grid](a, b, c, *TILE), rounds)))
     zeros, one = trivial_kernels()
+    by_threads = zeros.with_options(zeros.tile_options)
+    with switched({}, tma_stores=False):
+        by_threads[grid](c, *TILE[:2])
     flat = torch.empty(1, device="cuda")  # (one thread of the warp in bounds)
+    wide = torch.empty(256, device="cuda")
     rows += [("torch c.zero_()", timed(c.zero_, rounds)),
              ("oxide tile kernel: a tile of zeros a block",
               timed(lambda: zeros[grid](c, *TILE[:2]), rounds)),
+             ("oxide tile kernel: the same, stored by each thread",
+              timed(lambda: by_threads[grid](c, *TILE[:2]), rounds)),
+             ("oxide tile kernel: an 8 x 64 tile of zeros",
+              timed(lambda: zeros[1, 1](c, 8, 64), rounds)),
              ("oxide SIMT kernel: one element",
-              timed(lambda: ox.launch(one, ox.LaunchConfig(1, 32), flat), rounds))]
+              timed(lambda: ox.launch(one, ox.LaunchConfig(1, 32), flat), rounds)),
+             ("oxide SIMT kernel: 256 threads, one element each",
+              timed(lambda: ox.launch(one, ox.LaunchConfig(1, 256), wide), rounds))]
     return rows
 
 
