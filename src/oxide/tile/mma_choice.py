@@ -36,11 +36,14 @@ The wgmma engine's operands reach shared memory by cp.async rings where their lo
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 from xdsl.ir import Operation, SSAValue
 
 from oxide import types as T
+from oxide.errors import PerformanceWarning
 from oxide.ir.tile_ops import TileType, kind_of
+from oxide.tile.held_warnings import warn_at
 from oxide.tile.layout import mma_accumulator
 
 HALVES = ("bf16", "f16")
@@ -175,3 +178,50 @@ def engine_of(op: Operation) -> str:
     engine = op.param("engine")  # type: ignore[attr-defined]
     assert engine in ENGINES, f"tile.mma without an engine: {op}"
     return engine  # type: ignore[no-any-return]
+
+
+def warn_off_wgmma(tile_ops: Iterable[Operation], spans: dict[Operation, Any],
+                   num_warps: int) -> None:
+    """A PerformanceWarning at each 16-bit product that `choose_engines` kept on mma.sync
+    on an sm_90 target, saying why and what takes wgmma: mma.sync runs such a product at a
+    quarter to a third of wgmma's speed (H100, 2026-12-07: a 64 x 128 x 64 tile on 8 warps
+    169 TFLOPS at 4096^3, on 4 warps 478), and nothing else tells the user."""
+    for op in tile_ops:
+        if kind_of(op) != "mma" or engine_of(op) != "mma.sync":
+            continue
+        span = spans.get(op)
+        a, result = op.operands[0].type, op.results[0].type
+        assert isinstance(a, TileType) and isinstance(result, TileType)
+        if span is None or a.dtype.name not in HALVES:
+            continue
+        (m, k), n = a.dims, result.dims[1]
+        groups = num_warps // 4
+        b_k_major = b_is_transposed(op)
+        warps = [w for w in (4, 8, 16) if supports(m, n, k, w, a.dtype, b_k_major)
+                 or swapped_fits(a, (m, n), w, a_is_transposed(op))]
+        other_warps = f"`num_warps={warps[0]}` for this tile, or " if warps else ""
+        if supports(m, n, k, num_warps, a.dtype, b_k_major):
+            why = ("another product of the same result shape cannot take it, and the "
+                   "products of one shape share one accumulator layout")
+            hint = "give that product a shape wgmma takes too"
+        elif num_warps % 4:
+            why = f"wgmma runs on whole warp groups of 4 warps, and the block has {num_warps}"
+            hint = other_warps + "a multiple of 4 warps"
+        elif m % (16 * num_warps) or not row_blocks(m, num_warps):
+            why = (f"wgmma gives each warp group 64 or 128 of the tile's rows, and {m} rows "
+                   f"do not make that for the block's {groups} warp group"
+                   f"{'s' if groups != 1 else ''} ({num_warps} warps)")
+            hint = other_warps + (f"a tile of {16 * num_warps} or {32 * num_warps} rows on "
+                                  f"{num_warps} warps")
+            if m in NARROW_N:  # few rows: computed transposed where N makes the rows
+                hint += (f" (a tile of {m} rows takes wgmma computed transposed where N is "
+                         f"{16 * num_warps} or {32 * num_warps})")
+        else:
+            why = (f"wgmma takes N a multiple of 64 up to 256 (or 16 or 32; 8 where B is "
+                   f"`w.permute((1, 0))`) and K of {wgmma_k(a.dtype)}, "
+                   f"{2 * wgmma_k(a.dtype)} or a multiple of {slab_elements(a.dtype)}, and "
+                   f"this product has N = {n}, K = {k}")
+            hint = "a tile shape wgmma takes (docs/language.md, `tile.mma`)"
+        warn_at(f"this ({m}, {k}) @ ({k}, {n}) {a.dtype.name} product runs on mma.sync, "
+                f"a quarter to a third of wgmma's speed on sm_90: {why}\n  help: {hint}",
+                PerformanceWarning, span.file, span.line)

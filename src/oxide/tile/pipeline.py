@@ -53,7 +53,7 @@ from oxide.ir.tile_ops import kind_of
 from oxide.tile.builder import TileBuilder
 from oxide.tile.layouts import LayoutPass, check_layouts
 from oxide.tile.lower import TileEmitter
-from oxide.tile.mma_choice import choose_engines, swapped
+from oxide.tile.mma_choice import choose_engines, swapped, warn_off_wgmma
 from oxide.tile.operand_rings import (
     needs_producer,
     place_operand_rings,
@@ -138,6 +138,8 @@ def run_passes(b: TileBuilder, em: TileEmitter, target: Target, verify: bool = F
     fills the rings; with `need_producer` (a walked grid), `ProducerRefused` where none
     does."""
     choose_engines(b.tile_ops, target.num_warps, target.tensor_cores, target.wgmma)
+    if target.wgmma:
+        warn_off_wgmma(b.tile_ops, b.spans, target.num_warps)
     LayoutPass(b, target.num_warps, target.vector, target.tensor_cores).run()
     producer = False
     stores_beyond = False  # a TMA store's buffers took more than the rings' budget
