@@ -192,7 +192,7 @@ def warn_off_wgmma(tile_ops: Iterable[Operation], spans: dict[Operation, Any],
         span = spans.get(op)
         a, result = op.operands[0].type, op.results[0].type
         assert isinstance(a, TileType) and isinstance(result, TileType)
-        if span is None or a.dtype.name not in HALVES:
+        if span is None or a.dtype.name not in HALVES or len(a.dims) != 2:
             continue
         (m, k), n = a.dims, result.dims[1]
         groups = num_warps // 4
