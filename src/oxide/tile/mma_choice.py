@@ -180,6 +180,14 @@ def engine_of(op: Operation) -> str:
     return engine  # type: ignore[no-any-return]
 
 
+def _takes_wgmma(a: TileType, shape: tuple[int, int], num_warps: int, b_k_major: bool,
+                 a_mn_major: bool) -> bool:
+    """Whether wgmma takes the product on `num_warps` warps, as written or computed
+    transposed."""
+    return (supports(shape[0], shape[1], a.dims[1], num_warps, a.dtype, b_k_major)
+            or swapped_fits(a, shape, num_warps, a_mn_major))
+
+
 def warn_off_wgmma(tile_ops: Iterable[Operation], spans: dict[Operation, Any],
                    num_warps: int) -> None:
     """A PerformanceWarning at each 16-bit product that `choose_engines` kept on mma.sync
@@ -196,11 +204,10 @@ def warn_off_wgmma(tile_ops: Iterable[Operation], spans: dict[Operation, Any],
             continue
         (m, k), n = a.dims, result.dims[1]
         groups = num_warps // 4
-        b_k_major = b_is_transposed(op)
-        warps = [w for w in (4, 8, 16) if supports(m, n, k, w, a.dtype, b_k_major)
-                 or swapped_fits(a, (m, n), w, a_is_transposed(op))]
+        majors = (b_is_transposed(op), a_is_transposed(op))
+        warps = [w for w in (4, 8, 16) if _takes_wgmma(a, (m, n), w, *majors)]
         other_warps = f"`num_warps={warps[0]}` for this tile, or " if warps else ""
-        if supports(m, n, k, num_warps, a.dtype, b_k_major):
+        if _takes_wgmma(a, (m, n), num_warps, *majors):
             why = ("another product of the same result shape cannot take it, and the "
                    "products of one shape share one accumulator layout")
             hint = "give that product a shape wgmma takes too"

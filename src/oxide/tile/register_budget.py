@@ -195,7 +195,7 @@ def _warn(b: TileBuilder, op: Any, what: str, num_warps: int, occupancy: int | N
         f"  with BN a few thousand columns (`oxide show tile_wide_rows`: softmax and layer "
         f"norm that way)")
     span = b.spans.get(op)
-    if span is None:  # (where the compiler made the op: the caller of the pass)
+    if span is None:  # no line of the user's: the frame `stacklevel=4` named before
         caller = sys._getframe(3)
         warn_at(message, PerformanceWarning, caller.f_code.co_filename, caller.f_lineno)
     else:
