@@ -18,7 +18,11 @@ stage functions; profiling inflates them, so read them as shares): the frontend 
 tile passes, the safety passes, the LLVM IR text, LLVM O3 + NVPTX, nvJitLink, loading
 the module, and what is left (imports, the launch path, the runtime's first-launch work).
 
-    python benchmarks/first_call.py [--json out.json]
+Where Triton is installed, the same work written in Triton (a softmax, a causal attention
+of the same blocks) is timed the same way beside them: a peer's time to first result on
+the same host.
+
+    python benchmarks/first_call.py [--json out.json] [--kernels tile_attention ...]
 """
 
 from __future__ import annotations
@@ -72,6 +76,76 @@ SETUP = {
     """,
 }
 
+# The same work written in Triton, timed the same way (Triton's cache, TRITON_CACHE_DIR,
+# goes with oxide's): a peer's time to first result on the same host. The attention is
+# the online-softmax forward oxide's example computes, causal, with the same blocks
+# (128 queries a program, 8 warps) and the masked diagonal in a loop of its own.
+PEERS = {
+    "Triton softmax": """
+        import triton, triton.language as tl
+
+        @triton.jit
+        def softmax_rows(x_ptr, out_ptr, n, BN: tl.constexpr):
+            row = tl.program_id(0)
+            cols = tl.arange(0, BN)
+            x = tl.load(x_ptr + row * n + cols, mask=cols < n, other=-float("inf"))
+            e = tl.exp(x - tl.max(x, 0))
+            tl.store(out_ptr + row * n + cols, e / tl.sum(e, 0), mask=cols < n)
+
+        x = torch.randn(8192, 8192, device="cuda"); out = torch.empty_like(x)
+        call = lambda: softmax_rows[(8192,)](x, out, 8192, BN=8192)
+    """,
+    "Triton attention": """
+        import triton, triton.language as tl
+
+        @triton.jit
+        def _keys(acc, m, l, q, k_ptr, v_ptr, first_q, lo, hi, scale2,
+                  BM: tl.constexpr, BN: tl.constexpr, D: tl.constexpr, MASKED: tl.constexpr):
+            rows = first_q + tl.arange(0, BM)
+            for start in range(lo, hi, BN):
+                keys = start + tl.arange(0, BN)
+                kt = tl.load(k_ptr + keys[None, :] * D + tl.arange(0, D)[:, None])
+                s = tl.dot(q, kt)
+                if MASKED:
+                    s = tl.where(keys[None, :] <= rows[:, None], s, -float("inf"))
+                m_new = tl.maximum(m, tl.max(s, 1) * scale2)
+                p = tl.math.exp2(s * scale2 - m_new[:, None])
+                alpha = tl.math.exp2(m - m_new)
+                l = l * alpha + tl.sum(p, 1)
+                vt = tl.load(v_ptr + keys[:, None] * D + tl.arange(0, D)[None, :])
+                acc = tl.dot(p.to(tl.bfloat16), vt, acc * alpha[:, None])
+                m = m_new
+            return acc, m, l
+
+        @triton.jit
+        def attention(q_ptr, k_ptr, v_ptr, o_ptr, seq, scale2, BM: tl.constexpr,
+                      BN: tl.constexpr, D: tl.constexpr):
+            b = tl.program_id(0)
+            head = b // (seq // BM)
+            first = (b % (seq // BM)) * BM
+            base = head * seq * D
+            rows = first + tl.arange(0, BM)
+            q = tl.load(q_ptr + base + rows[:, None] * D + tl.arange(0, D)[None, :])
+            acc = tl.zeros((BM, D), tl.float32)
+            m = tl.full((BM,), -float("inf"), tl.float32)
+            l = tl.zeros((BM,), tl.float32)
+            acc, m, l = _keys(acc, m, l, q, k_ptr + base, v_ptr + base, first, 0, first,
+                              scale2, BM, BN, D, False)
+            acc, m, l = _keys(acc, m, l, q, k_ptr + base, v_ptr + base, first, first,
+                              first + BM, scale2, BM, BN, D, True)
+            out = acc / l[:, None]
+            tl.store(o_ptr + base + rows[:, None] * D + tl.arange(0, D)[None, :],
+                     out.to(tl.bfloat16))
+
+        q, k, v = (torch.randn(16 * 4096, 64, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        o = torch.empty_like(q)
+        call = lambda: attention[(16 * 4096 // 128,)](q, k, v, o, 4096, 0.125 * 1.4426950408889634,
+                                                       BM=128, BN=128, D=64, num_warps=8,
+                                                       num_stages=3)
+    """,
+}
+
 # stage -> the functions whose cumulative time it is (file suffix, function name)
 STAGES = {
     "frontend + tile passes": [("frontend/entry.py", "lower_kernel"),
@@ -117,7 +191,8 @@ print(json.dumps({{"first": first, "second": second, "stages": stages}}))
 
 
 def probe(name: str, cache: Path, profile: bool) -> dict[str, Any]:
-    code = PROBE.format(setup=textwrap.dedent(SETUP[name]), profile=profile, stages=STAGES)
+    setup = {**SETUP, **PEERS}[name]
+    code = PROBE.format(setup=textwrap.dedent(setup), profile=profile, stages=STAGES)
     try:
         return run_script(code, cache)
     except RuntimeError as exc:
@@ -135,6 +210,7 @@ def run_script(code: str, cache: Path) -> dict[str, Any]:
         # own cache across processes, so a cold probe must not find an earlier one's work
         env = {**os.environ, "OXIDE_CACHE_DIR": str(cache),
                "CUDA_CACHE_PATH": str(cache / "cuda-driver"),
+               "TRITON_CACHE_DIR": str(cache / "triton"),
                "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT / "src"),
                                                          os.environ.get("PYTHONPATH", "")) if p)}
         done = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
@@ -183,6 +259,14 @@ print(json.dumps({"packages": sorted(roots), "failed": failed}))
 """
 
 
+def _has_triton() -> bool:
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the figures here too")
@@ -191,6 +275,9 @@ def main() -> None:
     parser.add_argument("--no-bytecode", action="store_true",
                         help="leave modules without bytecode compiling from source in "
                              "every probe")
+    parser.add_argument("--kernels", nargs="+", choices=[*SETUP, *PEERS], metavar="NAME",
+                        help="only these (default: every kernel, and Triton's peers "
+                             "where Triton is installed)")
     args = parser.parse_args()
     if not args.no_bytecode:
         with tempfile.TemporaryDirectory() as cache_dir:
@@ -200,17 +287,19 @@ def main() -> None:
     if not args.no_page_cache_warmup:
         with tempfile.TemporaryDirectory() as cache_dir:
             run_script(WARM_PAGE_CACHE, Path(cache_dir))
+    names = args.kernels or [*SETUP, *(PEERS if _has_triton() else ())]
     results: dict[str, Any] = {}
-    for name in SETUP:
+    for name in names:
         with tempfile.TemporaryDirectory() as cache_dir:
             cache = Path(cache_dir)
             cold = probe(name, cache, profile=False)
             warm = probe(name, cache, profile=False)
-        with tempfile.TemporaryDirectory() as cache_dir:
-            profiled = probe(name, Path(cache_dir), profile=True)
         results[name] = {"cold": cold["first"], "warm": warm["first"],
-                         "second": cold["second"], "profiled": profiled["first"],
-                         "stages": profiled["stages"]}
+                         "second": cold["second"]}
+        if name in SETUP:  # where oxide's stages go; a peer has none of them
+            with tempfile.TemporaryDirectory() as cache_dir:
+                profiled = probe(name, Path(cache_dir), profile=True)
+            results[name].update(profiled=profiled["first"], stages=profiled["stages"])
     print(f"{'kernel':<16} {'cold first call':>16} {'warm cache':>11} {'2nd call':>9}")
     for name, r in results.items():
         print(f"{name:<16} {r['cold'] * 1e3:>13.0f} ms {r['warm'] * 1e3:>8.0f} ms "
@@ -219,6 +308,8 @@ def main() -> None:
     stages = list(STAGES) + ["rest"]
     print(f"{'kernel':<16} " + " ".join(f"{s[:14]:>14}" for s in stages))
     for name, r in results.items():
+        if "profiled" not in r:
+            continue
         total = r["profiled"]
         shares = [r["stages"].get(s, 0.0) for s in STAGES]
         shares.append(max(0.0, total - sum(shares)))

@@ -36,6 +36,13 @@ def two_blocks_enabled() -> bool:
     return os.environ.get("OXIDE_TILE_TWO_BLOCKS", "1") != "0"
 
 
+def column_groups_enabled() -> bool:
+    """A 64-row product tile on 8 warps may split its columns between the two warp groups
+    on sm_90 (tile/mma_choice.py `column_groups`); OXIDE_TILE_COLUMN_GROUPS=0 keeps it on
+    mma.sync, as before, to compare (benchmarks/column_groups.py)."""
+    return os.environ.get("OXIDE_TILE_COLUMN_GROUPS", "1") != "0"
+
+
 def hopper_on_cpu() -> bool:
     """OXIDE_TILE_CPU_HOPPER=1: the CPU target compiles tile kernels as sm_90 does (wgmma,
     TMA rings, a producer warp group, TMA stores, each in the CPU's meaning), to test that
@@ -109,4 +116,4 @@ def codegen_switches() -> tuple[bool, ...]:
             persistent_grid.enabled(), pingpong_enabled(), overlap_enabled(),
             uniform_role_enabled(), row_staging_enabled(), register_order_enabled(),
             register_order_everywhere(), exp2_ftz_enabled(), pingpong_issue_only(),
-            two_blocks_enabled())
+            two_blocks_enabled(), column_groups_enabled())

@@ -269,7 +269,7 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         arch += "+driver-jit"
     (wgmma, tma, producer, _, persistent, pingpong, overlap, uniform_role,
      row_staging, register_order, reorder_everywhere, exp2_ftz,
-     pingpong_issue, two_blocks) = codegen_switches()
+     pingpong_issue, two_blocks, column_groups) = codegen_switches()
     arch += "".join(name for name, on in (
         ("+no-wgmma", not wgmma),  # tile products stay on mma.sync
         ("+no-tma", not tma),  # tile K loops copy by cp.async only
@@ -284,6 +284,7 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         ("+register-order-everywhere", reorder_everywhere),  # every block reordered
         ("+exp2-ftz", exp2_ftz),  # f32 exp2 flushes subnormal results (GPU)
         ("+two-blocks", two_blocks),  # 4-warp product loops take two blocks an SM
+        ("+no-column-groups", not column_groups),  # 64-row tiles on 8 warps on mma.sync
     ) if on)
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())

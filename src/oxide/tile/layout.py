@@ -282,10 +282,16 @@ def wgmma_accumulator(shape: tuple[int, int], num_warps: int) -> Layout:
     g's instruction j writes rows `64 (j * groups + g) ...` (its warp w, the group's
     w-th, rows `16 w + g` and `16 w + g + 8`, lane `g = l >> 2`), so warp w's rows are
     `16 w + g + 8 i` of every block of 16 * num_warps rows, the blocks repeated (`reps`).
-    For r = 1 it is `mma_accumulator(shape, num_warps, rows_only=True)`."""
+    For r = 1 it is `mma_accumulator(shape, num_warps, rows_only=True)`. Where M is
+    fewer rows than the warps cover (64 rows on 8 warps: tile/mma_choice.py
+    `column_groups`), the warp groups split the columns instead: warp bits 0-1 pick the
+    16 rows, the group bits the group's band of N / groups columns."""
     m, n = shape
-    rows = DimMap(spt=1, lane_shift=2, tpw=8, warp_shift=0, wpc=num_warps, inner=2)
-    cols = DimMap(spt=2, lane_shift=0, tpw=4, inner=n // 8)
+    row_warps = min(num_warps, max(4, m // 16))
+    col_warps = num_warps // row_warps
+    rows = DimMap(spt=1, lane_shift=2, tpw=8, warp_shift=0, wpc=row_warps, inner=2)
+    cols = DimMap(spt=2, lane_shift=0, tpw=4, warp_shift=2 if col_warps > 1 else 0,
+                  wpc=col_warps, inner=n // col_warps // 8)
     return Layout((m, n), (rows, cols), num_warps)
 
 

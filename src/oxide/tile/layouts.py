@@ -63,6 +63,7 @@ from oxide.tile.layout import (
 from oxide.tile.mma_choice import (
     a_is_transposed,
     b_is_transposed,
+    column_groups,
     engine_of,
     row_blocks,
     swapped,
@@ -153,6 +154,14 @@ def _row_statistic_of(v: SSAValue) -> tuple[int, ...] | None:
     return None
 
 
+def _own_accumulator(shape: tuple[int, ...], num_warps: int) -> bool:
+    """Whether a wgmma product of result `shape` (not computed transposed) has wgmma's
+    accumulator layout rather than mma.sync's: two m64 instructions a warp group, or the
+    warp groups splitting the columns."""
+    m, n = shape
+    return row_blocks(m, num_warps) > 1 or column_groups(m, n, num_warps) > 0
+
+
 def _has_layout(v: SSAValue) -> bool:
     t = v.type
     if isinstance(t, TileVarType):
@@ -177,7 +186,8 @@ class LayoutPass:
         # the variables some write computes from a product of their shape: set by `run`
         self.carries_products: set[SSAValue] = set()
         # the result shapes of the products computed transposed, and of those whose warp
-        # groups issue several m64 instructions a k step (tile/mma_choice.py)
+        # groups issue several m64 instructions a k step or split the columns
+        # (tile/mma_choice.py)
         self.swapped_shapes: set[tuple[int, ...]] = set()
         self.stacked_shapes: set[tuple[int, ...]] = set()
 
@@ -189,7 +199,7 @@ class LayoutPass:
             return otherwise
         if shape in self.swapped_shapes:  # wgmma's accumulator of the transposed product
             return wgmma_accumulator(shape[::-1], self.num_warps).transposed()  # type: ignore[arg-type]
-        if shape in self.stacked_shapes:  # two m64 instructions a warp group
+        if shape in self.stacked_shapes:  # two m64 instructions a group, or columns split
             return wgmma_accumulator(shape, self.num_warps)  # type: ignore[arg-type]
         return mma_accumulator(shape, self.num_warps, self.rows_only) or otherwise
 
@@ -203,7 +213,7 @@ class LayoutPass:
         self.stacked_shapes = {tuple(op.results[0].type.dims) for op in self.b.tile_ops  # type: ignore[attr-defined]
                                if kind_of(op) == "mma" and engine_of(op) == "wgmma"
                                and not swapped(op)
-                               and row_blocks(op.results[0].type.dims[0], self.num_warps) > 1}  # type: ignore[attr-defined]
+                               and _own_accumulator(op.results[0].type.dims, self.num_warps)}  # type: ignore[attr-defined]
         self.carries_products = {op.operands[0] for op in self.b.tile_ops
                                  if kind_of(op) == "var_write"
                                  and _computed_from_product(op.operands[1])}

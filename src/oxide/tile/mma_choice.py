@@ -14,8 +14,10 @@ carries an `engine` parameter that the later passes read instead of deciding aga
   memory (a `w.permute((1, 0))` the layout pass folds: its rows are N, so a narrow N is
   fewer rows of the same layout), 16 or 32 for a 16-bit MN-major B (`a @ b`: its one
   slab's rows are N columns, 32 or 64 bytes with that swizzle), K of 16, 32 or a
-  multiple of 64). The layout pass gives
-  the result the accumulator layout with every warp on whole rows (wgmma's own). 8-bit
+  multiple of 64; or M = 64 on 8 warps, each warp group all 64 rows of N / 2 columns,
+  N / 2 a multiple of 64 up to 256: `column_groups`). The layout pass gives the result
+  wgmma's accumulator layout (`layout.wgmma_accumulator`: every warp on whole rows of
+  its group's columns). 8-bit
   float operands (f8e4m3, f8e5m2: m64nNk32, K of 32, 64 or a multiple of 128) take it
   too (wgmma reads them K-major only: a B written as `w.permute((1, 0))` of an (N, K)
   tile, which the layout pass folds, is; a (K, N) one is staged transposed). A 16-bit
@@ -41,6 +43,7 @@ from typing import Any
 from xdsl.ir import Operation, SSAValue
 
 from oxide import types as T
+from oxide.codegen.switches import column_groups_enabled
 from oxide.errors import PerformanceWarning
 from oxide.ir.tile_ops import TileType, kind_of
 from oxide.tile.held_warnings import warn_at
@@ -78,7 +81,8 @@ def supports(m: int, n: int, k: int, num_warps: int, dt: T.DType = T.bf16,
     # a K-major B's rows are N; an MN-major one's (16-bit) rows are N columns wide, with
     # the swizzle of that width (64 or 32 bytes: no swizzle takes rows of 16)
     narrow = n in NARROW_N and (b_k_major or dt.itemsize == 2 and n >= 16)
-    return (num_warps % 4 == 0 and row_blocks(m, num_warps) > 0 and (wide or narrow)
+    splits = row_blocks(m, num_warps) > 0 and (wide or narrow) or column_groups(m, n, num_warps)
+    return (num_warps % 4 == 0 and bool(splits)
             and (k in (step, 2 * step) or k % slab_elements(dt) == 0))
 
 
@@ -88,6 +92,19 @@ def row_blocks(m: int, num_warps: int) -> int:
     wgmma does not take M."""
     blocks, rest = divmod(m, 16 * num_warps)
     return blocks if not rest and 1 <= blocks <= MAX_ROW_BLOCKS else 0
+
+
+def column_groups(m: int, n: int, num_warps: int) -> int:
+    """How many warp groups split an (M, N) product's columns: where M is 64 (one m64
+    instruction) and the block has several warp groups (8 warps: 2), each group computes
+    all 64 rows of its own N / groups columns, an m64 instruction of N / groups (whole
+    slabs of 64, up to 256), as Triton's 64-row tiles on 8 warps do; 0 where they do not
+    (the groups split the rows instead: `row_blocks`)."""
+    groups = 2  # (8 warps: a block of more warp groups is not built)
+    if (num_warps != 4 * groups or m != 64 or n % (groups * WGMMA_SLAB)
+            or not column_groups_enabled()):
+        return 0
+    return groups if n // groups <= 256 else 0
 
 
 def b_is_transposed(op: Operation) -> bool:
@@ -141,20 +158,23 @@ def choose_engines(tile_ops: Iterable[Operation], num_warps: int, tensor_cores: 
                    wgmma: bool = False) -> None:
     """Set `engine` on every `tile.mma` of the kernel (see the module docstring), and
     `swapped` on a wgmma product of few rows computed transposed (`swapped_fits`). Such a
-    product, and one of two m64 instructions a warp group (`row_blocks`), keeps wgmma
-    only where every product of its result's shape does so too: the layout pass gives
-    the results of a shape one accumulator layout, and theirs is wgmma's own (the
-    transpose's, or rows interleaved by block: `layout.wgmma_accumulator`)."""
+    product, one of two m64 instructions a warp group (`row_blocks`), and one whose warp
+    groups split the columns (`column_groups`), keeps wgmma only where every product of
+    its result's shape does so too: the layout pass gives the results of a shape one
+    accumulator layout, and theirs is wgmma's own (the transpose's, rows interleaved by
+    block, or warps split over columns: `layout.wgmma_accumulator`)."""
     products = [op for op in tile_ops if kind_of(op) == "mma"]
-    # the products whose accumulator layout is wgmma's alone (computed transposed, or
-    # two m64 instructions a warp group), with the engine each has without wgmma
+    # the products whose accumulator layout is wgmma's alone (computed transposed, two
+    # m64 instructions a warp group, or columns split), with the engine each has without
+    # wgmma
     special: dict[Operation, str] = {}
     for op in products:
         a, result = op.operands[0].type, op.results[0].type
         assert isinstance(a, TileType) and isinstance(result, TileType)
         shape = tuple(result.dims)
         engine = engine_for(a, shape, num_warps, tensor_cores, wgmma, b_is_transposed(op))
-        if engine == "wgmma" and row_blocks(shape[0], num_warps) > 1:
+        if engine == "wgmma" and (row_blocks(shape[0], num_warps) > 1
+                                  or column_groups(*shape, num_warps)):
             special[op] = engine_for(a, shape, num_warps, tensor_cores)
         elif (engine != "wgmma" and tensor_cores and wgmma
                 and swapped_fits(a, shape, num_warps, a_is_transposed(op))):
@@ -214,7 +234,13 @@ def warn_off_wgmma(tile_ops: Iterable[Operation], spans: dict[Operation, Any],
         elif num_warps % 4:
             why = f"wgmma runs on whole warp groups of 4 warps, and the block has {num_warps}"
             hint = other_warps + "a multiple of 4 warps"
-        elif m % (16 * num_warps) or not row_blocks(m, num_warps):
+        elif m == 64 and num_warps == 8 and not column_groups(m, n, num_warps):
+            why = (f"the block's {groups} warp groups ({num_warps} warps) split a 64-row "
+                   f"tile's N columns, N / {groups} a multiple of 64 up to 256 each, and "
+                   f"this product has N = {n}")
+            hint = other_warps + f"N a multiple of {64 * groups} up to {256 * groups}"
+        elif not column_groups(m, n, num_warps) and (m % (16 * num_warps)
+                                                     or not row_blocks(m, num_warps)):
             why = (f"wgmma gives each warp group 64 or 128 of the tile's rows, and {m} rows "
                    f"do not make that for the block's {groups} warp group"
                    f"{'s' if groups != 1 else ''} ({num_warps} warps)")

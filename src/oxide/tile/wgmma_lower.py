@@ -58,7 +58,7 @@ from oxide.ir.types import ir_type
 from oxide.tile import pingpong
 from oxide.tile.layout import mma_operand_a
 from oxide.tile.lower import TileEmitter
-from oxide.tile.mma_choice import WGMMA_TYPES, wgmma_k
+from oxide.tile.mma_choice import WGMMA_TYPES, column_groups, wgmma_k
 from oxide.tile.operand_rings import (
     SLAB,
     buffer_start,
@@ -112,9 +112,13 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     tma = [t for t in rings if ring_of(t.layout).tma]  # type: ignore[union-attr]
     # A in the A-fragment layout (the layout pass's choice for a loop-invariant A, and a
     # product's result such as attention's p): read from registers, the `rs` form
-    span = 16 * em.num_warps  # the rows one m64 instruction of each warp group covers
+    # warp groups side by side over the columns (64 rows on 8 warps), each computing its
+    # band of N / groups columns with instructions that N wide
+    groups_n = 1 if transposed_acc else column_groups(m, n, em.num_warps) or 1
+    n_i = n // groups_n  # the instruction's N
+    span = 16 * em.num_warps // groups_n  # the rows one m64 instruction of each group covers
     blocks = m // span  # row blocks: m64 instructions a warp group issues a k step
-    a_regs = size == 2 and not a_transposed and blocks == 1 and \
+    a_regs = size == 2 and not a_transposed and blocks == 1 and groups_n == 1 and \
         a.layout.key() == mma_operand_a((m, k), em.num_warps, em.num_warps).key()
     if (not a_regs and ring_of(a.layout) is None) or ring_of(b.layout) is None:
         em.barrier()  # the previous product's reads of the staging arrays are over
@@ -135,17 +139,23 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     _, warp = em._thread()
     group = em._entry(ops.BinaryOp("shr", warp, em.const(2, T.i32)))
     # warp group g's 64 rows of A start at row 64 g of every slab (K-major), or are slab
-    # g, K rows of 64 (MN-major)
-    a_row0 = em._entry(ops.CastOp(em._entry(ops.BinaryOp(
-        "mul", group, em.const(64 * (k if a_transposed else width_a), T.i32))),
+    # g, K rows of 64 (MN-major); where the groups split the columns, each reads all 64
+    # rows, and B from its band: N / groups rows further (K-major), or as many slabs
+    a_row0 = em.const(0, T.i64) if groups_n > 1 else em._entry(ops.CastOp(em._entry(
+        ops.BinaryOp("mul", group, em.const(64 * (k if a_transposed else width_a), T.i32))),
         ir_type(T.i64)))
     if a_start is not None:
         a_row0 = em.b.value(ops.BinaryOp("add", a_row0, a_start))
+    if groups_n > 1:
+        band = em._entry(ops.CastOp(em._entry(ops.BinaryOp(
+            "mul", group, em.const(n_i * (width_k if k_major_b else k), T.i32))),
+            ir_type(T.i64)))
+        b_start = band if b_start is None else em.b.value(ops.BinaryOp("add", band, b_start))
     slot = {offs: s for s, offs in enumerate(acc.layout.offsets())}
     # row block j's fragment register e of column group c: row span * j + 8 * (e // 2),
     # column 8 * c + e % 2 of the thread's share (the other way round in a transposed
     # accumulator)
-    at = [[(span * j + 8 * (e // 2), 8 * c + e % 2) for c in range(n // 8) for e in range(4)]
+    at = [[(span * j + 8 * (e // 2), 8 * c + e % 2) for c in range(n_i // 8) for e in range(4)]
           for j in range(blocks)]
     order = [[slot[(c, r) if transposed_acc else (r, c)] for r, c in block] for block in at]
     values = list(acc.values)
@@ -156,7 +166,7 @@ def lower_wgmma(em: TileEmitter, a: Slots, b: Slots, acc: Slots, b_transposed: b
     pingpong.before_issue(em, turn)
     em.b.emit(ops.HopperOp("wgmma.fence", [], []))
     one = em.const(1, T.i32)
-    kind = f"wgmma.m64n{n}k{step}.{WGMMA_TYPES[a.dtype.name]}.{'rs' if a_regs else 'ss'}"
+    kind = f"wgmma.m64n{n_i}k{step}.{WGMMA_TYPES[a.dtype.name]}.{'rs' if a_regs else 'ss'}"
     for kk in range(k // step):
         col = step * kk
         if k_major_b:  # (N, K) K-major, like A, every warp group reads all N rows
