@@ -87,12 +87,6 @@ def test_a_product_of_the_same_shape_on_mma_sync_keeps_both_there() -> None:
     assert "wgmma.mma_async" not in ptx and "mma.sync" in ptx
 
 
-def test_a_narrow_tile_on_eight_warps_warns_with_the_n_that_splits() -> None:
-    with pytest.warns(PerformanceWarning, match=r"split a 64-row tile's N columns.*N = 64"
-                      r"(.|\n)*N a multiple of 128 up to 512"):
-        make_matmul(8, 3).compile(*_sig(), 64, 64, 64, arch="sm_90")
-
-
 # (warps, stages, M, N, K, tiles): ragged in every dimension
 CASES = [(8, 3, 100, 200, 136, (64, 128, 64)), (8, 2, 70, 300, 64, (64, 256, 32))]
 

@@ -24,12 +24,22 @@ def compiled(warps: int, tiles: tuple[int, int, int], arch: str = "sm_90") -> tu
                  and "runs on mma.sync" in str(w.message)]
 
 
-def test_rows_the_warp_groups_cannot_share() -> None:
-    ptx, said = compiled(8, (64, 128, 64))
+def test_columns_the_warp_groups_cannot_split() -> None:
+    """64 rows on 8 warps take wgmma where the two warp groups split N into whole slabs
+    (tests/test_tile_column_groups.py); N = 64 does not split."""
+    ptx, said = compiled(8, (64, 64, 64))
     assert "mma.sync" in ptx and "wgmma" not in ptx
     assert len(said) == 1  # once, though the kernel is lowered more than once
-    assert "64 rows do not make that for the block's 2 warp groups (8 warps)" in said[0]
-    assert "`num_warps=4` for this tile" in said[0]
+    assert ("the block's 2 warp groups (8 warps) split a 64-row tile's N columns, N / 2 a "
+            "multiple of 64 up to 256 each, and this product has N = 64") in said[0]
+    assert "`num_warps=4` for this tile, or N a multiple of 128 up to 512" in said[0]
+
+
+def test_rows_the_warp_groups_cannot_share() -> None:
+    ptx, said = compiled(8, (32, 64, 64))
+    assert "mma.sync" in ptx and "wgmma" not in ptx
+    assert len(said) == 1
+    assert "32 rows do not make that for the block's 2 warp groups (8 warps)" in said[0]
 
 
 def test_a_shape_wgmma_does_not_take() -> None:
@@ -39,7 +49,7 @@ def test_a_shape_wgmma_does_not_take() -> None:
 
 def test_quiet_where_the_product_takes_wgmma_or_mma_sync_is_all_there_is() -> None:
     for warps, tiles, arch in [(4, (64, 128, 64), "sm_90"), (8, (128, 256, 64), "sm_90"),
-                               (8, (64, 128, 64), "sm_80")]:
+                               (8, (64, 128, 64), "sm_90"), (8, (64, 128, 64), "sm_80")]:
         ptx, said = compiled(warps, tiles, arch)
         assert said == [], (warps, tiles, arch)
         assert ("wgmma" in ptx) is (arch == "sm_90")

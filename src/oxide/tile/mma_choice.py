@@ -212,8 +212,9 @@ def warn_off_wgmma(tile_ops: Iterable[Operation], spans: dict[Operation, Any],
                    num_warps: int) -> None:
     """A PerformanceWarning at each 16-bit product that `choose_engines` kept on mma.sync
     on an sm_90 target, saying why and what takes wgmma: mma.sync runs such a product at a
-    quarter to a third of wgmma's speed (H100, 2026-12-07: a 64 x 128 x 64 tile on 8 warps
-    169 TFLOPS at 4096^3, on 4 warps 478), and nothing else tells the user."""
+    quarter to a third of wgmma's speed (H100, 2026-12-07: a 64 x 128 x 64 tile on 8 warps,
+    on mma.sync before `column_groups`, 169 TFLOPS at 4096^3, on 4 warps' wgmma 478), and
+    nothing else tells the user."""
     for op in tile_ops:
         if kind_of(op) != "mma" or engine_of(op) != "mma.sync":
             continue

@@ -8,7 +8,9 @@ ones (wgmma reads those K-major only: a (K, N) B is staged transposed); the bloc
 warps in whole warp groups with M = 16 * num_warps (warp group g owns rows 64g..64g+63,
 one m64nNk16 instruction per k step, m64nNk32 for 8-bit floats: 32 bytes of each row),
 or twice that (each warp group issues an instruction a block of 16 * num_warps rows,
-rows 64g.. of each: `layout.wgmma_accumulator`, Triton's 128-row tiles on 4 warps);
+rows 64g.. of each: `layout.wgmma_accumulator`, Triton's 128-row tiles on 4 warps), or
+M = 64 on 8 warps (the two warp groups split the columns, each all 64 rows of N / 2 with
+an m64nN/2 instruction, reading B from its band: `mma_choice.column_groups`);
 N a multiple of 64 up to 256 (or 8, 16, 32: tile/mma_choice.py `supports`); K of one or
 two instructions or a multiple of a 128-byte row; the accumulator in
 `layout.mma_accumulator(..., rows_only=True)`, which is wgmma's own fragment layout (warp
