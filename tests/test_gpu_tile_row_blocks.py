@@ -1,6 +1,6 @@
 """tests/test_tile_row_blocks.py's kernels on the GPU: 128-row tiles on 4 warps and
-256-row tiles on 8, two m64 wgmma instructions a warp group (sm_90; mma.sync
-elsewhere), against NumPy, with a producer warp group, without one and through cp.async
+256-row tiles on 8, two m64 wgmma instructions a warp group, and 64-row tiles on 8 warps
+whose warp groups split the columns (sm_90; mma.sync elsewhere), against NumPy, with a producer warp group, without one and through cp.async
 rings, and a 4096^2 product against torch."""
 
 from __future__ import annotations
@@ -24,15 +24,17 @@ def test_matmul(case, producer, monkeypatch) -> None:
 
 
 @pytest.mark.parametrize("form", ["wt", "at"])
-def test_transposed_operands(form) -> None:
-    check_matmul(CASES[0], _gpu, form)
+@pytest.mark.parametrize("case", [CASES[0], CASES[3]], ids=["row_blocks", "column_groups"])
+def test_transposed_operands(form, case) -> None:
+    check_matmul(case, _gpu, form)
 
 
 def test_fp8_two_row_blocks() -> None:
     check_fp8_two_row_blocks(_gpu)
 
 
-@pytest.mark.parametrize("warps, bm, bn", [(4, 128, 128), (8, 256, 128)])
+@pytest.mark.parametrize("warps, bm, bn", [(4, 128, 128), (8, 256, 128), (8, 64, 128),
+                                           (8, 64, 256)])
 def test_a_large_product_against_torch(warps, bm, bn) -> None:
     torch = pytest.importorskip("torch")
     a = torch.randn(4096, 4096, device="cuda", dtype=torch.bfloat16)

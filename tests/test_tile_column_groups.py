@@ -4,7 +4,8 @@ instruction a k step, into wgmma's accumulator with the group bits along the col
 (`layout.wgmma_accumulator`). Before, such a product ran on mma.sync (H100, 2026-12-07: a
 64 x 128 x 64 tile on 8 warps 169 TFLOPS at 4096^3 against 478 on 4 warps). Checked as
 compiled for sm_90 (PTX) and run on the CPU as sm_90 runs it (OXIDE_TILE_CPU_HOPPER=1)
-against NumPy; tests/test_gpu_tile_column_groups.py runs the same kernels on the GPU."""
+against NumPy (the ragged matmuls with tests/test_tile_row_blocks.py's, the other wgmma
+tile splits); tests/test_gpu_tile_column_groups.py runs the same kernels on the GPU."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ import warnings
 
 import numpy as np
 import pytest
-from test_tile_swapped import Launch, _sig, check_matmul, make_matmul
-from test_tile_transposed_a import on_cpu, switch
+from test_tile_row_blocks import check_fp8_two_row_blocks
+from test_tile_swapped import Launch, _sig, make_matmul
+from test_tile_transposed_a import on_cpu
 
 import oxide as ox
-from oxide import Const, DisjointSlice, Slice, bf16, f8e4m3, f32, tile
+from oxide import DisjointSlice, Slice, bf16
 from oxide.errors import PerformanceWarning
 from oxide.examples import tile_attention as ta
 from oxide.tile.layout import wgmma_accumulator
@@ -64,68 +66,10 @@ def test_each_group_issues_its_half_of_n(form, bk, bn) -> None:
     assert "mma.sync" not in ptx.replace("wgmma", "")
 
 
-def test_a_product_of_the_same_shape_on_mma_sync_keeps_both_there() -> None:
-    """Two products of one result shape share its accumulator layout: where one cannot
-    take wgmma (f32 operands: a multiply-add loop), the other keeps mma.sync's layout
-    too."""
-    from test_tile_tma_rings import V
-
-    @tile.kernel(num_warps=8)
-    def mixed(a: Slice[bf16, 2], b: Slice[bf16, 2], x: Slice[f32, 2], y: Slice[f32, 2],
-              c: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int], BK: Const[int]):
-        acc = tile.mma(tile.load(a, (0, 0), (BM, BK)), tile.load(b, (0, 0), (BK, BN)),
-                       tile.zeros((BM, BN), f32))
-        acc = tile.mma(tile.load(x, (0, 0), (BM, BK)), tile.load(y, (0, 0), (BK, BN)), acc)
-        tile.store(c, (0, 0), acc)
-
-    sig = (V(Slice[bf16, 2], vectors=True), V(Slice[bf16, 2], vectors=True),
-           V(Slice[f32, 2], vectors=True), V(Slice[f32, 2], vectors=True),
-           V(DisjointSlice[f32, 2], vectors=True))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PerformanceWarning)
-        ptx = mixed.compile(*sig, 64, 128, 32, arch="sm_90").ptx
-    assert "wgmma.mma_async" not in ptx and "mma.sync" in ptx
-
-
-# (warps, stages, M, N, K, tiles): ragged in every dimension
-CASES = [(8, 3, 100, 200, 136, (64, 128, 64)), (8, 2, 70, 300, 64, (64, 256, 32))]
-
-
-@pytest.mark.usefixtures("hopper_on_cpu")
-@pytest.mark.parametrize("producer", ["1", "0", "cp.async"])
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[2:5])))
-def test_matmul_against_numpy(case, producer, monkeypatch) -> None:
-    switch(producer, monkeypatch)
-    check_matmul(case, on_cpu)
-
-
-@pytest.mark.usefixtures("hopper_on_cpu")
-@pytest.mark.parametrize("form", ["wt", "at"])
-def test_transposed_operands_against_numpy(form) -> None:
-    check_matmul(CASES[0], on_cpu, form)
-
-
 def check_fp8_column_groups(launch: Launch) -> None:
     """8-bit floats too: x @ w.T of e4m3, 64 x 256 tiles on 8 warps, an m64n128k32
     instruction a warp group and k step."""
-    from test_gpu_tile_rings import make_linear_t
-
-    vec = dataclasses.replace
-    sig = (vec(Slice[f8e4m3, 2], vectors=True), vec(Slice[f8e4m3, 2], vectors=True),
-           vec(DisjointSlice[f32, 2], vectors=True))
-    kernel = make_linear_t(f8e4m3, 8, 3)
-    ptx = kernel.compile(*sig, 64, 256, 128, arch="sm_90").ptx
-    assert ptx.count("m64n128k32.f32.e4m3.e4m3") == 128 // 32
-    assert "mma.sync" not in ptx.replace("wgmma", "")
-    rng = np.random.default_rng(11)
-    m, n, k = 100, 300, 256
-    x = rng.standard_normal((m, k)).astype(f8e4m3.numpy)
-    w = rng.standard_normal((n, k)).astype(f8e4m3.numpy)
-    y = np.full((m, n), 7, np.float32)
-    launch(kernel, (tile.cdiv(m, 64), tile.cdiv(n, 256)), x, w, y, 64, 256, 128)
-    want = x.astype(np.float64) @ w.astype(np.float64).T
-    # Hopper keeps about 13 bits of a running fp8 sum between k32 steps (language.md)
-    np.testing.assert_allclose(y, want, rtol=2e-3, atol=2e-3 * np.sqrt(k))
+    check_fp8_two_row_blocks(launch, warps=8, bm=64, bn=256, m=100, n=300)
 
 
 @pytest.mark.usefixtures("hopper_on_cpu")

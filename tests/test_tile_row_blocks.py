@@ -47,13 +47,15 @@ def test_four_blocks_stay_on_mma_sync() -> None:
     assert "wgmma" not in ptx and "mma.sync" in ptx
 
 
-def test_a_product_of_the_same_shape_on_mma_sync_keeps_both_there() -> None:
+@pytest.mark.parametrize("warps, tiles", [(4, (128, 64, 32)), (8, (64, 128, 32))],
+                         ids=["row_blocks", "column_groups"])
+def test_a_product_of_the_same_shape_on_mma_sync_keeps_both_there(warps, tiles) -> None:
     """Two products of one result shape share its accumulator layout: where one cannot
-    take wgmma (f32 operands: a multiply-add loop), the other's two row blocks stay on
-    mma.sync."""
+    take wgmma (f32 operands: a multiply-add loop), the other's two row blocks (or its
+    warp groups' column bands) stay on mma.sync."""
     from oxide import Const, DisjointSlice, Slice
 
-    @tile.kernel(num_warps=4)
+    @tile.kernel(num_warps=warps)
     def mixed(a: Slice[bf16, 2], b: Slice[bf16, 2], x: Slice[f32, 2], y: Slice[f32, 2],
               c: DisjointSlice[f32, 2], BM: Const[int], BN: Const[int], BK: Const[int]):
         acc = tile.mma(tile.load(a, (0, 0), (BM, BK)), tile.load(b, (0, 0), (BK, BN)),
@@ -65,13 +67,17 @@ def test_a_product_of_the_same_shape_on_mma_sync_keeps_both_there() -> None:
     sig = (V(Slice[bf16, 2], vectors=True), V(Slice[bf16, 2], vectors=True),
            V(Slice[f32, 2], vectors=True), V(Slice[f32, 2], vectors=True),
            V(DisjointSlice[f32, 2], vectors=True))
-    ptx = mixed.compile(*sig, 128, 64, 32, arch="sm_90").ptx
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the product kept on mma.sync says so
+        ptx = mixed.compile(*sig, *tiles, arch="sm_90").ptx
     assert "wgmma.mma_async" not in ptx and "mma.sync" in ptx
 
 
-# (warps, stages, M, N, K, tiles): ragged in every dimension
+# (warps, stages, M, N, K, tiles): ragged in every dimension; the last two are 64-row
+# tiles on 8 warps, whose two warp groups split the columns (tests/test_tile_column_groups.py)
 CASES = [(4, 3, 200, 130, 136, (128, 64, 64)), (4, 4, 130, 260, 96, (128, 128, 32)),
-         (8, 3, 300, 140, 128, (256, 128, 64))]
+         (8, 3, 300, 140, 128, (256, 128, 64)),
+         (8, 3, 100, 200, 136, (64, 128, 64)), (8, 2, 70, 300, 64, (64, 256, 32))]
 
 
 @pytest.mark.usefixtures("hopper_on_cpu")
@@ -84,32 +90,39 @@ def test_matmul_against_numpy(case, producer, monkeypatch) -> None:
 
 @pytest.mark.usefixtures("hopper_on_cpu")
 @pytest.mark.parametrize("form", ["wt", "at"])
-def test_transposed_operands_against_numpy(form) -> None:
-    check_matmul(CASES[0], on_cpu, form)
+@pytest.mark.parametrize("case", [CASES[0], CASES[3]], ids=["row_blocks", "column_groups"])
+def test_transposed_operands_against_numpy(form, case) -> None:
+    check_matmul(case, on_cpu, form)
 
 
-def check_fp8_two_row_blocks(launch: Launch) -> None:
+def check_fp8_two_row_blocks(launch: Launch, warps: int = 4, bm: int = 128, bn: int = 64,
+                             m: int = 200, n: int = 100) -> None:
     """8-bit floats too: x @ w.T of e4m3, 128 rows on 4 warps, two m64nNk32 instructions
-    a warp group and k step."""
+    a warp group and k step; or another split of a (bm, bn) tile on `warps`, as
+    tests/test_tile_column_groups.py asks (the warp groups splitting the columns)."""
     import dataclasses
 
     import numpy as np
     from test_gpu_tile_rings import make_linear_t
 
     from oxide import DisjointSlice, Slice, f8e4m3
+    from oxide.tile.mma_choice import column_groups
 
     vec = dataclasses.replace
     sig = (vec(Slice[f8e4m3, 2], vectors=True), vec(Slice[f8e4m3, 2], vectors=True),
            vec(DisjointSlice[f32, 2], vectors=True))
-    kernel = make_linear_t(f8e4m3, 4, 3)
-    ptx = kernel.compile(*sig, 128, 64, 128, arch="sm_90").ptx
-    assert ptx.count("m64n64k32.f32.e4m3.e4m3") == 2 * 128 // 32 and "mma.sync" not in ptx
+    kernel = make_linear_t(f8e4m3, warps, 3)
+    ptx = kernel.compile(*sig, bm, bn, 128, arch="sm_90").ptx
+    groups_n = column_groups(bm, bn, warps) or 1
+    blocks = bm * groups_n // (16 * warps)  # m64 instructions a warp group and k step
+    assert ptx.count(f"m64n{bn // groups_n}k32.f32.e4m3.e4m3") == blocks * 128 // 32
+    assert "mma.sync" not in ptx.replace("wgmma", "")
     rng = np.random.default_rng(11)
-    m, n, k = 200, 100, 256
+    k = 256
     x = rng.standard_normal((m, k)).astype(f8e4m3.numpy)
     w = rng.standard_normal((n, k)).astype(f8e4m3.numpy)
     y = np.full((m, n), 7, np.float32)
-    launch(kernel, (tile.cdiv(m, 128), tile.cdiv(n, 64)), x, w, y, 128, 64, 128)
+    launch(kernel, (tile.cdiv(m, bm), tile.cdiv(n, bn)), x, w, y, bm, bn, 128)
     want = x.astype(np.float64) @ w.astype(np.float64).T
     # Hopper keeps about 13 bits of a running fp8 sum between k32 steps (language.md)
     np.testing.assert_allclose(y, want, rtol=2e-3, atol=2e-3 * np.sqrt(k))
