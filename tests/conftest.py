@@ -79,13 +79,6 @@ def general(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 @pytest.fixture
-def column_groups_on(monkeypatch: pytest.MonkeyPatch) -> None:
-    """64-row tile products on 8 warps split their columns between the warp groups on
-    sm_90 (OXIDE_TILE_COLUMN_GROUPS=1: opt-in until measured on a GPU)."""
-    monkeypatch.setenv("OXIDE_TILE_COLUMN_GROUPS", "1")
-
-
-@pytest.fixture
 def hopper_on_cpu(monkeypatch: pytest.MonkeyPatch) -> None:
     """Tile kernels run on the CPU as sm_90 compiles them (OXIDE_TILE_CPU_HOPPER=1):
     wgmma, TMA rings and the producer warp group emulated, checked against NumPy."""

@@ -8,7 +8,7 @@ import pytest
 from test_gpu_tile_wgmma import _gpu
 from test_tile_column_groups import check_attention_of_64_rows, check_fp8_column_groups
 
-pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("column_groups_on")]
+pytestmark = pytest.mark.gpu
 
 
 def test_fp8_column_groups() -> None:

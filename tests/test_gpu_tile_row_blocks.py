@@ -13,7 +13,7 @@ from test_tile_transposed_a import switch
 
 from oxide import tile
 
-pytestmark = [pytest.mark.gpu, pytest.mark.usefixtures("column_groups_on")]
+pytestmark = pytest.mark.gpu
 
 
 @pytest.mark.parametrize("producer", ["1", "0", "cp.async"])

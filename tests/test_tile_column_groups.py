@@ -29,8 +29,6 @@ from oxide.tile.mma_choice import column_groups, supports
 
 WGMMA = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.\w+\.\w+ ")
 
-pytestmark = pytest.mark.usefixtures("column_groups_on")
-
 
 def _ptx(form: str, bm: int, bn: int, bk: int, warps: int = 8) -> str:
     with warnings.catch_warnings():

@@ -7,14 +7,11 @@ from __future__ import annotations
 
 import warnings
 
-import pytest
 from test_tile_two_blocks import SIG
 
 from oxide.errors import PerformanceWarning
 from oxide.examples.tile_matmul import tile_matmul
 from oxide.tile.kernel import tile_options
-
-pytestmark = pytest.mark.usefixtures("column_groups_on")
 
 
 def compiled(warps: int, tiles: tuple[int, int, int], arch: str = "sm_90") -> tuple[str, list[str]]:
@@ -38,12 +35,12 @@ def test_columns_the_warp_groups_cannot_split() -> None:
     assert "`num_warps=4` for this tile, or N a multiple of 128 up to 512" in said[0]
 
 
-def test_without_the_column_split_the_warning_names_its_switch(monkeypatch) -> None:
-    monkeypatch.delenv("OXIDE_TILE_COLUMN_GROUPS")
+def test_with_the_column_split_off_the_warning_names_its_switch(monkeypatch) -> None:
+    monkeypatch.setenv("OXIDE_TILE_COLUMN_GROUPS", "0")
     ptx, said = compiled(8, (64, 128, 64))
     assert "wgmma" not in ptx and len(said) == 1
-    assert "only with OXIDE_TILE_COLUMN_GROUPS=1" in said[0]
-    assert "`num_warps=4` for this tile, or OXIDE_TILE_COLUMN_GROUPS=1" in said[0]
+    assert "OXIDE_TILE_COLUMN_GROUPS=0 keeps 64-row tiles on 8 warps off wgmma" in said[0]
+    assert "`num_warps=4` for this tile, or OXIDE_TILE_COLUMN_GROUPS unset" in said[0]
 
 
 def test_rows_the_warp_groups_cannot_share() -> None:

@@ -21,8 +21,6 @@ from oxide import bf16, f32, tile
 WGMMA = re.compile(r"wgmma\.mma_async\.sync\.aligned\.m64n(\d+)k16\.f32\.\w+\.\w+ "
                    r"\{[^}]*\}, %rd\d+, %rd\d+, p, 1, 1, (\d), (\d);")
 
-pytestmark = pytest.mark.usefixtures("column_groups_on")
-
 
 def _ptx(warps: int, stages: int, form: str, bm: int, bn: int, bk: int) -> str:
     with warnings.catch_warnings():

@@ -37,13 +37,11 @@ def two_blocks_enabled() -> bool:
 
 
 def column_groups_enabled() -> bool:
-    """OXIDE_TILE_COLUMN_GROUPS=1: a 64-row product tile on 8 warps splits its columns
-    between the two warp groups on sm_90 and runs on wgmma (tile/mma_choice.py
-    `column_groups`); without it, such a product stays on mma.sync. Opt-in until it is
-    run and measured on a GPU: checked so far on the CPU as sm_90 compiles it
-    (OXIDE_TILE_CPU_HOPPER=1) and in PTX, no GPU was lent when it was built
-    (benchmarks/column_groups.py compares the two)."""
-    return os.environ.get("OXIDE_TILE_COLUMN_GROUPS", "0") == "1"
+    """A 64-row product tile on 8 warps splits its columns between the two warp groups on
+    sm_90 and runs on wgmma (tile/mma_choice.py `column_groups`); OXIDE_TILE_COLUMN_GROUPS=0
+    keeps it on mma.sync, as before, to compare (H100, 2026-12-07: 64 x 256 x 64 at 4
+    stages 565 TFLOPS against 185 at 4096^3; benchmarks/column_groups.py)."""
+    return os.environ.get("OXIDE_TILE_COLUMN_GROUPS", "1") != "0"
 
 
 def hopper_on_cpu() -> bool:

@@ -284,7 +284,7 @@ def entry_key(kernel: Any, signature: tuple[Any, ...], arch: str) -> str | None:
         ("+register-order-everywhere", reorder_everywhere),  # every block reordered
         ("+exp2-ftz", exp2_ftz),  # f32 exp2 flushes subnormal results (GPU)
         ("+two-blocks", two_blocks),  # 4-warp product loops take two blocks an SM
-        ("+column-groups", column_groups),  # 64-row tiles on 8 warps on wgmma
+        ("+no-column-groups", not column_groups),  # 64-row tiles on 8 warps on mma.sync
     ) if on)
     for part in (*fp.parts, sig, arch):
         h.update(b"\0" + part.encode())

@@ -14,8 +14,8 @@ carries an `engine` parameter that the later passes read instead of deciding aga
   memory (a `w.permute((1, 0))` the layout pass folds: its rows are N, so a narrow N is
   fewer rows of the same layout), 16 or 32 for a 16-bit MN-major B (`a @ b`: its one
   slab's rows are N columns, 32 or 64 bytes with that swizzle), K of 16, 32 or a
-  multiple of 64; or, with OXIDE_TILE_COLUMN_GROUPS=1, M = 64 on 8 warps, each warp
-  group all 64 rows of N / 2 columns, N / 2 a multiple of 64 up to 256: `column_groups`). The layout pass gives the result
+  multiple of 64; or M = 64 on 8 warps, each warp group all 64 rows of N / 2 columns,
+  N / 2 a multiple of 64 up to 256: `column_groups`). The layout pass gives the result
   wgmma's accumulator layout (`layout.wgmma_accumulator`: every warp on whole rows of
   its group's columns). 8-bit
   float operands (f8e4m3, f8e5m2: m64nNk32, K of 32, 64 or a multiple of 128) take it
@@ -99,8 +99,8 @@ def column_groups(m: int, n: int, num_warps: int) -> int:
     instruction) and the block has several warp groups (8 warps: 2), each group computes
     all 64 rows of its own N / groups columns, an m64 instruction of N / groups (whole
     slabs of 64, up to 256), as Triton's 64-row tiles on 8 warps do; 0 where they do not
-    (the groups split the rows instead: `row_blocks`), and wherever OXIDE_TILE_COLUMN_GROUPS
-    is not 1 (opt-in until measured on a GPU: codegen/switches.py)."""
+    (the groups split the rows instead: `row_blocks`), and where OXIDE_TILE_COLUMN_GROUPS=0
+    keeps such products on mma.sync (codegen/switches.py)."""
     return _column_split(m, n, num_warps) if column_groups_enabled() else 0
 
 
@@ -241,9 +241,9 @@ def warn_off_wgmma(tile_ops: Iterable[Operation], spans: dict[Operation, Any],
             why = f"wgmma runs on whole warp groups of 4 warps, and the block has {num_warps}"
             hint = other_warps + "a multiple of 4 warps"
         elif _column_split(m, n, num_warps) and not column_groups(m, n, num_warps):
-            why = ("64-row tiles on 8 warps take wgmma with the warp groups splitting the "
-                   "columns only with OXIDE_TILE_COLUMN_GROUPS=1 (not yet measured on a GPU)")
-            hint = other_warps + "OXIDE_TILE_COLUMN_GROUPS=1"
+            why = ("OXIDE_TILE_COLUMN_GROUPS=0 keeps 64-row tiles on 8 warps off wgmma "
+                   "(their warp groups would split the columns)")
+            hint = other_warps + "OXIDE_TILE_COLUMN_GROUPS unset"
         elif m == 64 and num_warps == 8 and not column_groups(m, n, num_warps):
             why = (f"the block's {groups} warp groups ({num_warps} warps) split a 64-row "
                    f"tile's N columns, N / {groups} a multiple of 64 up to 256 each, and "
