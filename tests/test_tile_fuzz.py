@@ -341,11 +341,13 @@ def test_some_frames_pipeline_a_k_loop(monkeypatch) -> None:
     result mapped to small integers), and now and then A the transpose of a (bk, BM)
     tile (`a_mn_major`). On sm_90 a wgmma frame's loop fills TMA rings (seed 9 program
     24: 3 stages, and program 104: 2 stages, A transposed, read MN-major from its ring;
-    seed 8 program 110, attention's, 7 stages and the RS form; program 42, attention's in
-    a persistent frame, restarting its rings every tile), rows of 73 halves (program 2)
-    cannot be TMA boxes, and program 55's transposed A (rows of 89 halves: staged by the
-    threads) is read MN-major too; against the model on the CPU and on the CPU's meaning
-    of the sm_90 code."""
+    seed 27 program 35, attention's, 8 stages and the RS form; seed 8 program 42,
+    attention's in a persistent frame, restarting its rings every tile), rows of 73 halves
+    (program 2) cannot be TMA boxes, and program 55's transposed A (rows of 89 halves:
+    staged by the threads) is read MN-major too; program 110 is attention's loop in a
+    64 x 128 frame on 8 warps, its second product's warp groups splitting the columns
+    (`COLUMN_GROUP_FRAMES`); against the model on the CPU and on the CPU's meaning of the
+    sm_90 code."""
     import re
 
     looped = [i for i in range(300) if generate(8, i).kloop is not None]
@@ -361,19 +363,20 @@ def test_some_frames_pipeline_a_k_loop(monkeypatch) -> None:
     assert "0.0 - v" in next(p for p in drawn if p.kloop and p.kloop.negate).source().split(
         "for t in range(kt):")[1].split("\n")[1]
     assert generate(8, 42).persistent is not None
-    for seed, index in ((9, 24), (9, 104), (8, 110), (8, 42)):
+    for seed, index in ((9, 24), (9, 104), (27, 35), (8, 42)):
         ptx = _sm90_ptx(seed, index)
         assert "wgmma.mma_async" in ptx and "cp.async.bulk.tensor.2d.shared::cluster" in ptx
     for seed, index in ((9, 104), (8, 55)):  # A MN-major (the transpose bit)
         assert generate(seed, index).kloop.a_mn_major  # type: ignore[union-attr]
         assert re.search(r"wgmma\.mma_async[^;]*p, 1, 1, 1, \d;", _sm90_ptx(seed, index))
-    assert re.search(r"wgmma\.mma_async[^;]*\},\s*\{%r", _sm90_ptx(8, 110))  # A in registers
+    assert re.search(r"wgmma\.mma_async[^;]*\},\s*\{%r", _sm90_ptx(27, 35))  # A in registers
+    assert re.search(r"wgmma\.mma_async\.sync\.aligned\.m64n64k16", _sm90_ptx(8, 110))
     assert "cp.async.bulk.tensor" not in _sm90_ptx(8, 2)
     for index in looped[:4]:
         got = run_program(8, index, "cpu")
         assert got.failure is None, got.failure.report()
     monkeypatch.setenv("OXIDE_TILE_CPU_HOPPER", "1")
-    for seed, index in ((8, 55), (8, 110), (8, 42), (8, 2), (8, 91), (9, 104)):
+    for seed, index in ((8, 55), (8, 110), (27, 35), (8, 42), (8, 2), (8, 91), (9, 104)):
         got = run_program(seed, index, "cpu")
         assert got.failure is None and got.checked > 0, got.failure and got.failure.report()
 

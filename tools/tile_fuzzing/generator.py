@@ -8,7 +8,8 @@ to the output's tile, so any two values can meet.
 Issue 28's ops (elementwise math, `**`, `tile.fma`, `a if c else b` on scalar
 conditions with `and`/`or`/`not`, `for` and `while` loops carrying tiles and scalars)
 come from lang_ops.py; frames are rank 1, 2 or 3 (some rank-2 ones of 16 rows a warp, whose
-row products are wgmma on sm_90: `WGMMA_FRAMES`, or of 32 rows a warp: `ROW_BLOCK_FRAMES`;
+row products are wgmma on sm_90: `WGMMA_FRAMES`, or of 32 rows a warp: `ROW_BLOCK_FRAMES`,
+or 64 x 128 on 8 warps, each warp group on half the columns: `COLUMN_GROUP_FRAMES`;
 of those on 4 warps, some with a K loop on TMA rings as their only product, which two
 blocks an SM may take: `RING_LOOP_FRAMES`; some of few rows on 4 warps:
 `FEW_ROW_FRAMES`; some without a product on `num_warps="auto"`:
@@ -56,6 +57,9 @@ PRODUCT_CHAINS = 0.5
 # of the WGMMA_FRAMES: 64 x 64 (beyond MAX_TILE), where the chain's second product (N = 64)
 # is a wgmma too and its tile may leave by a TMA store; drawn apart, as the chains are
 SQUARE_FRAMES = 0.3
+# of the square WGMMA_FRAMES: 64 x 128 on 8 warps, where each warp group computes all 64
+# rows of its 64 columns (tile/mma_choice.py `column_groups`)
+COLUMN_GROUP_FRAMES = 0.3
 # of the WGMMA_FRAMES of 128 rows: on 4 warps, 32 rows a warp, so that each warp group
 # issues two m64 instructions a k step (tile/mma_choice.py `row_blocks`)
 ROW_BLOCK_FRAMES = 0.4
@@ -136,10 +140,14 @@ class Generator(LangOps):
             if random.Random(f"square:{seed}:{index}").random() < SQUARE_FRAMES:
                 tile = (64, 64)  # a product chain's second product is a wgmma too
             warps = tile[0] // 16
+            self.wide = True
             if tile[0] == 128 and random.Random(f"blocks:{seed}:{index}").random() < \
                     ROW_BLOCK_FRAMES:
                 warps = 4
-            self.wide = True
+            elif tile == (64, 64) and not self._chained(seed, index) and \
+                    random.Random(f"columns:{seed}:{index}").random() < COLUMN_GROUP_FRAMES:
+                # (a chain's first product, (BM, BM), could not split: it stays square)
+                tile, warps = (64, 128), 8
             self.ring_loop = warps == 4 and not self._chained(seed, index) and \
                 not self._looped(seed, index, rank) and \
                 random.Random(f"ringloop:{seed}:{index}").random() < RING_LOOP_FRAMES
